@@ -3,8 +3,14 @@
 //! a pure function of its inputs so it can be tested exhaustively and shared
 //! by the server, the quote endpoint and the command-line client.
 
+pub mod catalog;
 pub mod money;
+pub mod pricing;
 pub mod status;
+pub mod validation;
 
+pub use catalog::{Catalog, CatalogError, Endpoint, MediaKind, Mode, Model};
 pub use money::Micros;
+pub use pricing::{Breakdown, MediaFacts, Price};
 pub use status::{CancelRefusal, GenerationStatus};
+pub use validation::{InvalidRequest, Purpose, ValidatedInput};

@@ -8,7 +8,9 @@ use std::ops::{Add, AddAssign, Sub};
 use serde::{Deserialize, Serialize};
 
 /// An amount of US dollars in micro-dollars (1 USD = 1_000_000).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Micros(pub i64);
 
@@ -54,7 +56,9 @@ impl Micros {
         let fraction_micros: i64 = if fraction.is_empty() {
             0
         } else {
-            format!("{fraction:0<6}").parse().map_err(|_| MoneyParseError::Malformed)?
+            format!("{fraction:0<6}")
+                .parse()
+                .map_err(|_| MoneyParseError::Malformed)?
         };
         whole
             .checked_mul(MICROS_PER_USD)
@@ -137,9 +141,16 @@ mod tests {
             assert_eq!(Micros::parse_usd(text), Ok(Micros(micros)), "{text}");
         }
         for text in ["", ".", "-1", "1.2345678", "1e3", "abc", "1.2.3"] {
-            assert_eq!(Micros::parse_usd(text), Err(MoneyParseError::Malformed), "{text}");
+            assert_eq!(
+                Micros::parse_usd(text),
+                Err(MoneyParseError::Malformed),
+                "{text}"
+            );
         }
-        assert_eq!(Micros::parse_usd("99999999999999999"), Err(MoneyParseError::TooLarge));
+        assert_eq!(
+            Micros::parse_usd("99999999999999999"),
+            Err(MoneyParseError::TooLarge)
+        );
     }
 
     #[test]
