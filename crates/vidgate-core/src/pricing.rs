@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::catalog::{Endpoint, Frame, Model, ParameterType};
-use crate::money::Micros;
+use crate::money::{MICROS_PER_CENT, Micros};
 use crate::validation::ValidatedInput;
 
 /// Facts about the request's media that only probing reveals.
@@ -306,8 +306,11 @@ fn floor_ratio(numerator: u128, denominator: u128) -> u128 {
     numerator / denominator.max(1)
 }
 
+/// Amounts saturate a cent below `i64::MAX` so that rounding to the cent
+/// cannot overflow; no real request comes near either figure.
 fn to_micros(value: u128) -> Micros {
-    Micros(i64::try_from(value).unwrap_or(i64::MAX))
+    const CEILING: i64 = i64::MAX - MICROS_PER_CENT;
+    Micros(i64::try_from(value).map_or(CEILING, |micros| micros.min(CEILING)))
 }
 
 fn rate_micros(rate: Micros) -> u128 {
