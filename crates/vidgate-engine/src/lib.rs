@@ -8,6 +8,7 @@
 //!
 //! This crate is a plain library (no async runtime, no I/O): call [`render`] on a blocking thread.
 
+mod audio;
 mod encode;
 mod images;
 mod mood;
@@ -17,9 +18,11 @@ mod picture;
 mod scene;
 mod text;
 
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::encode::ProgressTracker;
+use crate::mood::Mood;
 use crate::scene::{DecodedImages, Scene};
 
 /// The smallest and largest accepted frame side.
@@ -85,11 +88,29 @@ pub enum RenderError {
 /// The share of progress that drawing and encoding frames stands for; muxing takes the rest.
 const FRAME_PROGRESS_SHARE: f32 = 0.97;
 
+/// How a render may use the machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// Threads to encode with, the calling one included; `None` uses every core
+    /// (`available_parallelism`). The output bytes do not depend on it.
+    pub threads: Option<NonZeroUsize>,
+}
+
 /// Renders on the calling thread (plus scoped worker threads for parallel encoding). `progress`
 /// gets 0.0..=1.0, increasing; `cancel` is checked at least once per frame; on cancel this
 /// returns `Err(Canceled)` promptly. No partial output is ever returned.
 pub fn render(
     request: &RenderRequest,
+    progress: &(dyn Fn(f32) + Sync),
+    cancel: &AtomicBool,
+) -> Result<RenderedVideo, RenderError> {
+    render_with_options(request, &RenderOptions::default(), progress, cancel)
+}
+
+/// [`render`] with explicit [`RenderOptions`], e.g. to leave cores free for other jobs.
+pub fn render_with_options(
+    request: &RenderRequest,
+    options: &RenderOptions,
     progress: &(dyn Fn(f32) + Sync),
     cancel: &AtomicBool,
 ) -> Result<RenderedVideo, RenderError> {
@@ -99,15 +120,47 @@ pub fn render(
     }
     progress(0.0);
     let decoded = decode_images(request)?;
-    let scene = Scene::new(request, decoded);
+    let mood = Mood::from_prompt(&request.prompt, request.seed);
+    let scene = Scene::new(request, mood.clone(), decoded);
     let frame_count = scene.frame_count();
     let tracker = ProgressTracker::new(progress, frame_count, FRAME_PROGRESS_SHARE);
-    let threads = std::thread::available_parallelism().map_or(1, |count| count.get());
-    let frames = encode::encode_video(&scene, request.fps, threads, &tracker, cancel)?;
+    let threads = options.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |count| count.get()),
+        |count| count.get(),
+    );
+    // The soundtrack is made on its own scoped thread while the frames are encoded; it takes a
+    // few percent of the video's time.
+    let (frames, audio) = std::thread::scope(|scope| {
+        let audio = request.generate_audio.then(|| {
+            scope.spawn(|| {
+                audio::render_soundtrack(
+                    &mood,
+                    request.duration_s,
+                    &request.reference_audio,
+                    cancel,
+                )
+            })
+        });
+        let frames = encode::encode_video(&scene, request.fps, threads, &tracker, cancel);
+        let audio = audio.map(|handle| {
+            handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        (frames, audio)
+    });
     if cancel.load(Ordering::Relaxed) {
         return Err(RenderError::Canceled);
     }
-    let mp4 = mux::mux(request.width, request.height, request.fps, &frames, None)?;
+    let frames = frames?;
+    let audio = audio.transpose()?;
+    let mp4 = mux::mux(
+        request.width,
+        request.height,
+        request.fps,
+        &frames,
+        audio.as_ref(),
+    )?;
     progress(1.0);
     Ok(RenderedVideo {
         mp4,
@@ -116,7 +169,7 @@ pub fn render(
         fps: request.fps,
         frame_count,
         duration_s: f64::from(frame_count) / f64::from(request.fps),
-        has_audio: false,
+        has_audio: audio.is_some(),
     })
 }
 

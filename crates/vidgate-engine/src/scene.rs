@@ -156,8 +156,7 @@ pub(crate) struct DecodedImages {
 }
 
 impl Scene {
-    pub(crate) fn new(request: &RenderRequest, decoded: DecodedImages) -> Self {
-        let mood = Mood::from_prompt(&request.prompt, request.seed);
+    pub(crate) fn new(request: &RenderRequest, mood: Mood, decoded: DecodedImages) -> Self {
         let mut random = SplitMix64::new(mood.variation_seed ^ 0x5CE9_E000);
         let (width, height) = (request.width, request.height);
         let frame_count = request.duration_s * request.fps;

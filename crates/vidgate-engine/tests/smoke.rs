@@ -10,6 +10,7 @@ fn smoke() {
         fps: 24,
         seed: 7,
         prompt: "a calm blue ocean at night with drifting lanterns".into(),
+        generate_audio: true,
         ..Default::default()
     };
     let start = std::time::Instant::now();
