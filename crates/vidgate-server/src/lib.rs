@@ -1,1 +1,176 @@
+//! The vidgate service: HTTP API, store, ledger, queue, workers, backends.
+//! See ARCHITECTURE.md at the repository root for the map and invariants.
 
+pub mod accounts;
+pub mod backend;
+pub mod http;
+pub mod ids;
+pub mod queue;
+pub mod rate_limit;
+pub mod storage;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use vidgate_core::Catalog;
+
+use crate::backend::Backends;
+use crate::queue::{QueueSettings, WorkerContext};
+use crate::rate_limit::CallerRateLimiter;
+use crate::storage::LocalStorage;
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("could not open the store")]
+    Store(#[from] StoreError),
+    #[error("could not listen on {address}")]
+    Listen { address: SocketAddr, source: std::io::Error },
+    #[error("could not prepare the data directory {path}")]
+    DataDirectory { path: PathBuf, source: std::io::Error },
+}
+
+/// Everything `vidgate serve` can be told.
+pub struct ServerOptions {
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Defaults to a SQLite file in the data directory.
+    pub database_url: Option<String>,
+    /// Base of the absolute URLs in responses; defaults to `http://<listen>`.
+    pub public_url: Option<String>,
+    pub queue: QueueSettings,
+    /// Attempts a job gets before a lost worker makes it fail for good.
+    pub max_attempts: i64,
+    pub catalog: Catalog,
+    pub backends: Backends,
+    /// Create a development account with credit when the database has none.
+    pub bootstrap_development_account: bool,
+}
+
+impl ServerOptions {
+    /// The defaults of `vidgate serve`, with the embedded catalog and the
+    /// built-in backends.
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> ServerOptions {
+        ServerOptions {
+            listen,
+            data_dir,
+            database_url: None,
+            public_url: None,
+            queue: QueueSettings {
+                workers: 2,
+                lease: Duration::from_secs(30),
+                idle_poll: Duration::from_secs(1),
+                rescue_interval: Duration::from_secs(5),
+            },
+            max_attempts: 3,
+            catalog: Catalog::embedded(),
+            backends: Backends::builtin(false),
+            bootstrap_development_account: false,
+        }
+    }
+}
+
+pub fn default_database_url(data_dir: &std::path::Path) -> String {
+    format!("sqlite://{}", data_dir.join("vidgate.sqlite").display())
+}
+
+/// A server that is accepting requests and running jobs.
+pub struct RunningServer {
+    pub local_addr: SocketAddr,
+    /// Absolute base of the API, ending in `/api/v1`.
+    pub api_base: String,
+    pub store: Arc<dyn Store>,
+    /// The development account created at this start, if any.
+    pub development_account: Option<accounts::CreatedAccount>,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// Stops accepting requests, interrupts running jobs (they go back to the
+    /// queue) and waits for every task to end.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            if let Err(error) = task.await {
+                tracing::error!(error = %error, "a server task ended abnormally");
+            }
+        }
+    }
+}
+
+pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError> {
+    let data_dir = options.data_dir.clone();
+    let files_dir = data_dir.join("files");
+    std::fs::create_dir_all(&files_dir)
+        .map_err(|source| ServerError::DataDirectory { path: files_dir.clone(), source })?;
+    let database_url = options.database_url.clone().unwrap_or_else(|| default_database_url(&data_dir));
+    let store = store::open(&database_url).await?;
+
+    let development_account = if options.bootstrap_development_account && store.count_accounts().await? == 0 {
+        Some(accounts::create_development_account(store.as_ref()).await?)
+    } else {
+        None
+    };
+
+    let listener = TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ServerError::Listen { address: options.listen, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Listen { address: options.listen, source })?;
+    let public_url = options
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local_addr}"));
+    let api_base = format!("{}/api/v1", public_url.trim_end_matches('/'));
+
+    let catalog = Arc::new(options.catalog);
+    let storage = Arc::new(LocalStorage::new(files_dir));
+    let wakeup = Arc::new(Notify::new());
+    let state = http::AppState {
+        store: store.clone(),
+        catalog: catalog.clone(),
+        backends: options.backends.clone(),
+        storage: storage.clone(),
+        rate_limiter: Arc::new(CallerRateLimiter::default()),
+        api_base: api_base.clone(),
+        queue_wakeup: wakeup.clone(),
+        max_attempts: options.max_attempts,
+    };
+
+    let shutdown = CancellationToken::new();
+    let mut tasks = queue::spawn(
+        Arc::new(WorkerContext {
+            store: store.clone(),
+            catalog,
+            backends: options.backends,
+            storage,
+            api_base: api_base.clone(),
+            wakeup,
+            settings: options.queue,
+            node_id: format!("node_{}", ids::random_token(10)),
+        }),
+        shutdown.clone(),
+    );
+    let router = http::router(state);
+    let http_shutdown = shutdown.clone();
+    tasks.push(tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
+            .await;
+        if let Err(error) = served {
+            tracing::error!(error = %error, "the HTTP server stopped with an error");
+        }
+    }));
+    tracing::info!(%local_addr, %api_base, "vidgate is serving");
+    Ok(RunningServer { local_addr, api_base, store, development_account, shutdown, tasks })
+}

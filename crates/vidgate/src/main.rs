@@ -1,1 +1,143 @@
-fn main() {}
+//! `vidgate`: one binary for the service (`serve`), its operators (`admin`)
+//! and, later, people at a terminal.
+
+mod admin;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use vidgate_server::ServerOptions;
+use vidgate_server::backend::Backends;
+
+#[derive(Parser)]
+#[command(name = "vidgate", version, about = "Asynchronous video generation service")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP API and the workers.
+    Serve(ServeArgs),
+    /// Manage accounts, keys and models in the database (works while the server runs).
+    Admin(admin::AdminArgs),
+}
+
+/// Where the data lives; shared by `serve` and `admin`.
+#[derive(Args, Clone)]
+pub struct StorageArgs {
+    /// Directory for the SQLite database and generated files.
+    #[arg(long, env = "VIDGATE_DATA_DIR", default_value = "./vidgate-data")]
+    pub data_dir: PathBuf,
+    /// Database URL (sqlite://…); defaults to a SQLite file in the data directory.
+    #[arg(long, env = "VIDGATE_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+impl StorageArgs {
+    pub fn database_url(&self) -> anyhow::Result<String> {
+        if let Some(url) = &self.database_url {
+            return Ok(url.clone());
+        }
+        std::fs::create_dir_all(&self.data_dir)
+            .with_context(|| format!("creating the data directory {}", self.data_dir.display()))?;
+        Ok(vidgate_server::default_database_url(&self.data_dir))
+    }
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "VIDGATE_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// Base of absolute URLs in responses; defaults to http://<listen>.
+    #[arg(long, env = "VIDGATE_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// How many jobs run at once on this node.
+    #[arg(long, env = "VIDGATE_WORKERS", default_value_t = 2)]
+    workers: usize,
+    /// Seconds a job's lease lasts without a heartbeat before another worker may take it over.
+    #[arg(long, env = "VIDGATE_LEASE_SECONDS", default_value_t = 30)]
+    lease_seconds: u64,
+    /// Let the local engine honour the test markers [sim:fail] and [sim:sleep=MS] in prompts.
+    #[arg(long, env = "VIDGATE_SIMULATION", value_parser = clap::builder::BoolishValueParser::new(), default_value = "false")]
+    simulation: bool,
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, env = "VIDGATE_LOG_JSON")]
+    log_json: bool,
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("VIDGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await.ok();
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    init_logging(args.log_json);
+    let mut options = ServerOptions::new(args.listen, args.storage.data_dir.clone());
+    options.database_url = Some(args.storage.database_url()?);
+    options.public_url = args.public_url;
+    options.queue.workers = args.workers.max(1);
+    options.queue.lease = Duration::from_secs(args.lease_seconds.max(1));
+    options.backends = Backends::builtin(args.simulation);
+    options.bootstrap_development_account = true;
+    let server = vidgate_server::start(options).await.map_err(anyhow::Error::from)?;
+
+    if let Some(created) = &server.development_account {
+        println!(
+            "\nCreated a development account {} with ${:.2} of credit.\n\
+             Its API key (shown once, keep it secret):\n\n    {}\n\n\
+             Try it:\n\n    curl -s -X POST {}/run/vendor_1/model_1/text-to-video \\\n      \
+             -H 'Authorization: Bearer {}' -H 'Content-Type: application/json' \\\n      \
+             -d '{{\"prompt\": \"a red kite over the sea at dawn\", \"duration\": 3}}'\n",
+            created.account.id,
+            created.account.balance.to_usd(),
+            created.api_key,
+            server.api_base,
+            created.api_key,
+        );
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing requests and handing running jobs back to the queue");
+    server.shutdown().await;
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+            Command::Admin(args) => admin::run(args).await,
+        }
+    })
+}

@@ -1,0 +1,64 @@
+//! Account and key administration shared by `vidgate admin` and the first
+//! start of `vidgate serve`.
+
+use vidgate_core::Micros;
+
+use crate::ids::{new_account_id, new_api_key, new_key_id, new_webhook_secret};
+use crate::store::{Account, NewAccount, NewApiKey, Store, StoreError};
+
+/// Credit given to the account created on the first start, so a newcomer can
+/// run generations straight away.
+pub const DEVELOPMENT_CREDIT: Micros = Micros(25_000_000);
+
+pub struct CreatedAccount {
+    pub account: Account,
+    pub key_id: String,
+    /// The API key secret; shown once, never stored.
+    pub api_key: String,
+}
+
+pub struct CreatedKey {
+    pub key_id: String,
+    pub api_key: String,
+}
+
+pub async fn create_api_key(
+    store: &dyn Store,
+    account_id: &str,
+    name: &str,
+) -> Result<CreatedKey, StoreError> {
+    let secret = new_api_key();
+    let key_id = new_key_id();
+    store
+        .create_api_key(NewApiKey {
+            id: key_id.clone(),
+            account_id: account_id.to_owned(),
+            name: name.to_owned(),
+            prefix: secret.display_prefix,
+            secret_sha256: secret.sha256,
+        })
+        .await?;
+    Ok(CreatedKey { key_id, api_key: secret.secret })
+}
+
+/// Creates an account with an initial credit and its first API key.
+pub async fn create_account(
+    store: &dyn Store,
+    name: &str,
+    initial_credit: Micros,
+) -> Result<CreatedAccount, StoreError> {
+    let account = store
+        .create_account(NewAccount {
+            id: new_account_id(),
+            name: name.to_owned(),
+            initial_credit,
+            webhook_secret: new_webhook_secret(),
+        })
+        .await?;
+    let key = create_api_key(store, &account.id, "default").await?;
+    Ok(CreatedAccount { account, key_id: key.key_id, api_key: key.api_key })
+}
+
+pub async fn create_development_account(store: &dyn Store) -> Result<CreatedAccount, StoreError> {
+    create_account(store, "development", DEVELOPMENT_CREDIT).await
+}

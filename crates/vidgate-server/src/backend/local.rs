@@ -1,0 +1,137 @@
+//! The embedded local engine as a backend: a procedural renderer (see the
+//! `vidgate-engine` crate) that needs no GPU and no outside service.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+use vidgate_engine::{RenderError, RenderRequest};
+
+use super::{Admission, Backend, Job, JobFailure, Rejection, RenderedClip};
+
+pub struct LocalEngineBackend {
+    /// When true, prompt markers `[sim:fail]` and `[sim:sleep=MS]` steer the
+    /// job so tests can exercise failures and long runs. Off in production,
+    /// where the markers are plain prompt text.
+    simulation: bool,
+}
+
+impl LocalEngineBackend {
+    pub fn new(simulation: bool) -> LocalEngineBackend {
+        LocalEngineBackend { simulation }
+    }
+}
+
+/// The test hooks a prompt asks for, when simulation is on.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct SimulationMarkers {
+    fail: bool,
+    sleep: Option<Duration>,
+}
+
+fn simulation_markers(prompt: &str) -> SimulationMarkers {
+    let sleep = prompt.split("[sim:sleep=").nth(1).and_then(|rest| {
+        let digits = rest.split(']').next()?;
+        digits.parse::<u64>().ok().map(Duration::from_millis)
+    });
+    SimulationMarkers { fail: prompt.contains("[sim:fail]"), sleep }
+}
+
+#[async_trait]
+impl Backend for LocalEngineBackend {
+    async fn admit(&self, _admission: &Admission<'_>) -> Result<(), Rejection> {
+        // The local engine renders every frame size the catalog offers.
+        Ok(())
+    }
+
+    async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
+        let markers = if self.simulation {
+            simulation_markers(job.input.prompt())
+        } else {
+            SimulationMarkers::default()
+        };
+        if let Some(sleep) = markers.sleep {
+            tokio::select! {
+                _ = tokio::time::sleep(sleep) => {}
+                _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+            }
+        }
+        if markers.fail {
+            return Err(JobFailure::Failed {
+                code: "generation_failed".into(),
+                message: "the simulated job failed as its prompt asked".into(),
+            });
+        }
+
+        let request = RenderRequest {
+            width: job.width,
+            height: job.height,
+            duration_s: job.input.duration_s(),
+            fps: 24,
+            seed: job.seed,
+            prompt: job.input.prompt().to_owned(),
+            generate_audio: job.input.generate_audio(),
+            opening_image: None,
+            closing_image: None,
+            reference_images: Vec::new(),
+            reference_audio: Vec::new(),
+        };
+        // Rendering is CPU-bound: it runs on the blocking pool, and the
+        // cancellation token is bridged to the flag the renderer polls.
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_for_render = stop.clone();
+        let render = tokio::task::spawn_blocking(move || {
+            vidgate_engine::render(&request, &|_progress| {}, &stop_for_render)
+        });
+        let watcher = {
+            let cancel = cancel.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                cancel.cancelled().await;
+                stop.store(true, Ordering::Relaxed);
+            })
+        };
+        let rendered = render.await;
+        watcher.abort();
+        match rendered {
+            Ok(Ok(video)) => Ok(RenderedClip {
+                mp4: video.mp4,
+                width: video.width,
+                height: video.height,
+                fps: video.fps,
+                duration_s: video.duration_s,
+                has_audio: video.has_audio,
+            }),
+            Ok(Err(RenderError::Canceled)) => Err(JobFailure::Interrupted),
+            Ok(Err(error)) => Err(JobFailure::Failed {
+                code: "render_failed".into(),
+                message: format!("the local engine could not render the clip: {error}"),
+            }),
+            Err(join_error) => Err(JobFailure::Failed {
+                code: "render_failed".into(),
+                message: format!("the local engine crashed: {join_error}"),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_simulation_markers() {
+        assert_eq!(simulation_markers("a cat"), SimulationMarkers::default());
+        assert_eq!(
+            simulation_markers("a cat [sim:fail]"),
+            SimulationMarkers { fail: true, sleep: None }
+        );
+        assert_eq!(
+            simulation_markers("[sim:sleep=250] a cat"),
+            SimulationMarkers { fail: false, sleep: Some(Duration::from_millis(250)) }
+        );
+        assert_eq!(simulation_markers("[sim:sleep=x]").sleep, None);
+    }
+}

@@ -1,0 +1,104 @@
+//! Backends run jobs. The worker hands a backend a claimed job outside any
+//! database transaction; the backend returns a finished clip or a failure.
+//! The embedded local engine is the reference implementation; adapters for
+//! real model servers implement the same trait.
+
+mod local;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+use vidgate_core::Mode;
+
+pub use local::LocalEngineBackend;
+
+/// Everything a backend needs to run one generation.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub generation_id: String,
+    pub model: String,
+    pub mode: Mode,
+    pub input: vidgate_core::ValidatedInput,
+    pub width: u32,
+    pub height: u32,
+    /// The seed to render with: the requested one, or one chosen for this job
+    /// and recorded in the output so the result can be reproduced.
+    pub seed: u64,
+}
+
+/// A job as a backend sees it at submit time, already held and queued.
+pub struct Admission<'a> {
+    pub generation_id: &'a str,
+    pub model: &'a vidgate_core::Model,
+    pub mode: Mode,
+    pub input: &'a vidgate_core::ValidatedInput,
+}
+
+/// A finished clip, not yet stored.
+#[derive(Debug, Clone)]
+pub struct RenderedClip {
+    pub mp4: Vec<u8>,
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub duration_s: f64,
+    pub has_audio: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobFailure {
+    /// The job itself failed: the generation fails and its hold is refunded.
+    #[error("{message}")]
+    Failed { code: String, message: String },
+    /// The job was stopped from outside (shutdown): it goes back to the queue.
+    #[error("the job was interrupted")]
+    Interrupted,
+}
+
+/// Why a backend refused a job at admission, before it was queued for work.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    /// The model cannot take new work right now (503 `model_unavailable`).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The model server refused the job for good (502 `upstream_error`).
+    #[error("{0}")]
+    Upstream(String),
+}
+
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Checks, at submit time, that the backend will take this job.
+    async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection>;
+    /// Runs the job to completion. Must return `Interrupted` promptly when
+    /// `cancel` fires.
+    async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure>;
+}
+
+/// Which backend runs which model. The catalog names a backend per model; an
+/// operator (or a test) can override it for single models.
+#[derive(Clone)]
+pub struct Backends {
+    by_name: HashMap<String, Arc<dyn Backend>>,
+    by_model: HashMap<String, Arc<dyn Backend>>,
+}
+
+impl Backends {
+    /// The backends built into the binary.
+    pub fn builtin(simulation: bool) -> Backends {
+        let mut by_name: HashMap<String, Arc<dyn Backend>> = HashMap::new();
+        by_name.insert("local".into(), Arc::new(LocalEngineBackend::new(simulation)));
+        Backends { by_name, by_model: HashMap::new() }
+    }
+
+    /// Runs `model_id` on `backend` instead of the backend the catalog names.
+    pub fn set_for_model(&mut self, model_id: &str, backend: Arc<dyn Backend>) {
+        self.by_model.insert(model_id.to_owned(), backend);
+    }
+
+    pub fn for_model(&self, model: &vidgate_core::Model) -> Option<Arc<dyn Backend>> {
+        self.by_model.get(&model.id).or_else(|| self.by_name.get(&model.backend)).cloned()
+    }
+}

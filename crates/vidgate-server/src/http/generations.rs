@@ -1,0 +1,212 @@
+//! `GET /generations`, `GET /generations/{id}`, `POST /generations/{id}/cancel`
+//! and the Generation record of SPEC.md section 2.
+
+use axum::Json;
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use vidgate_core::{CancelRefusal, GenerationStatus};
+
+use super::{ApiError, AppState};
+use crate::store::{CancelOutcome, Caller, Generation, ListFilter};
+
+/// Seconds a client should wait before polling an unfinished generation
+/// again (SPEC.md section 6.2 asks for no tighter than 5 to 10 seconds).
+const POLL_HINT_SECONDS: u32 = 5;
+
+const DEFAULT_PAGE_SIZE: u32 = 20;
+const MAX_PAGE_SIZE: u32 = 100;
+
+fn rfc3339(unix_millis: i64) -> String {
+    let time = time::OffsetDateTime::from_unix_timestamp_nanos(unix_millis as i128 * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time.format(&format).unwrap_or_default()
+}
+
+/// The cost object: an estimate while the job is pending, the captured price
+/// once it succeeded, zero once it failed or was canceled (the hold was
+/// refunded).
+fn cost_json(generation: &Generation) -> Value {
+    let (amount, estimated, official) = match generation.status {
+        GenerationStatus::Queued | GenerationStatus::Running => (generation.price, true, None),
+        GenerationStatus::Succeeded => (generation.price, false, Some(generation.official_price)),
+        GenerationStatus::Failed | GenerationStatus::Canceled => {
+            (vidgate_core::Micros::ZERO, false, None)
+        }
+    };
+    json!({
+        "amount_usd": amount.to_usd(),
+        "currency": "usd",
+        "estimated": estimated,
+        "official_usd": official.map(|official| official.to_usd()),
+        "saved_usd": official.map(|official| (official - amount).to_usd()),
+    })
+}
+
+/// The Generation record of SPEC.md section 2, as every endpoint returns it.
+pub fn generation_json(generation: &Generation, api_base: &str) -> Value {
+    let url = format!("{api_base}/generations/{}", generation.id);
+    json!({
+        "id": generation.id,
+        "object": "generation",
+        "model": generation.model,
+        "endpoint": generation.endpoint,
+        "mode": generation.mode,
+        "status": generation.status,
+        "input": generation.input,
+        "output": generation.output,
+        "error": generation.error,
+        "cost": cost_json(generation),
+        "source": generation.source,
+        "started_at": generation.started_at.map(rfc3339),
+        "completed_at": generation.completed_at.map(rfc3339),
+        "urls": { "get": url, "cancel": format!("{url}/cancel") },
+        "created_at": rfc3339(generation.created_at),
+    })
+}
+
+/// A generation response, with the polling hint while it is unfinished.
+pub fn generation_response(generation: &Generation, api_base: &str) -> Response {
+    let mut response = Json(generation_json(generation, api_base)).into_response();
+    if !generation.status.is_final() {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(POLL_HINT_SECONDS));
+    }
+    response
+}
+
+fn not_found(generation_id: &str) -> ApiError {
+    ApiError::NotFound(format!("No generation {generation_id:?} exists in this account."))
+}
+
+pub async fn show(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(generation_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let generation = state
+        .store
+        .generation(&caller.account_id, &generation_id)
+        .await?
+        .ok_or_else(|| not_found(&generation_id))?;
+    Ok(generation_response(&generation, &state.api_base))
+}
+
+pub async fn cancel(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(generation_id): Path<String>,
+) -> Result<Response, ApiError> {
+    match state.store.cancel_generation(&caller.account_id, &generation_id).await? {
+        CancelOutcome::Canceled(generation) => {
+            Ok(generation_response(&generation, &state.api_base))
+        }
+        CancelOutcome::NotFound => Err(not_found(&generation_id)),
+        CancelOutcome::Refused(status) => {
+            let refusal: CancelRefusal =
+                status.check_cancel().expect_err("the store refuses only what the rule refuses");
+            Err(ApiError::Conflict { message: format!("Cannot cancel: {refusal}."), param: None })
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ListParameters {
+    limit: Option<String>,
+    cursor: Option<String>,
+    status: Option<String>,
+    model: Option<String>,
+}
+
+fn encode_cursor(generation: &Generation) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}:{}", generation.created_at, generation.id))
+}
+
+fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
+    let decoded = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
+    let (created_at, id) = decoded.split_once(':')?;
+    Some((created_at.parse().ok()?, id.to_owned()))
+}
+
+fn parse_list_filter(parameters: ListParameters) -> Result<ListFilter, ApiError> {
+    let limit = match parameters.limit {
+        None => DEFAULT_PAGE_SIZE,
+        Some(text) => text
+            .parse::<u32>()
+            .ok()
+            .filter(|limit| (1..=MAX_PAGE_SIZE).contains(limit))
+            .ok_or_else(|| {
+                ApiError::invalid("limit", format!("limit must be an integer from 1 to {MAX_PAGE_SIZE}."))
+            })?,
+    };
+    let before = parameters
+        .cursor
+        .map(|cursor| {
+            decode_cursor(&cursor).ok_or_else(|| {
+                ApiError::invalid("cursor", "cursor is not one this API returned.")
+            })
+        })
+        .transpose()?;
+    let status = parameters
+        .status
+        .map(|status| {
+            status.parse::<GenerationStatus>().map_err(|_| {
+                ApiError::invalid(
+                    "status",
+                    "status must be one of queued, running, succeeded, failed, canceled.",
+                )
+            })
+        })
+        .transpose()?;
+    Ok(ListFilter { status, model: parameters.model, before, limit })
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    parameters: Result<Query<ListParameters>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(parameters) = parameters.map_err(|rejection| ApiError::InvalidRequest {
+        message: format!("The query string could not be read: {rejection}"),
+        param: None,
+    })?;
+    let mut filter = parse_list_filter(parameters)?;
+    let page_size = filter.limit as usize;
+    // One extra row tells whether another page exists.
+    filter.limit += 1;
+    let mut generations = state.store.list_generations(&caller.account_id, &filter).await?;
+    let has_more = generations.len() > page_size;
+    generations.truncate(page_size);
+    let next_cursor = if has_more { generations.last().map(encode_cursor) } else { None };
+    Ok(Json(json!({
+        "object": "list",
+        "data": generations.iter().map(|generation| generation_json(generation, &state.api_base)).collect::<Vec<_>>(),
+        "has_more": has_more,
+        "next_cursor": next_cursor,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc_with_milliseconds() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_795_000_000_123), "2026-11-18T08:26:40.123Z");
+    }
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let encoded = URL_SAFE_NO_PAD.encode("1700000000000:gen_abc");
+        assert_eq!(decode_cursor(&encoded), Some((1_700_000_000_000, "gen_abc".into())));
+        assert_eq!(decode_cursor("!!!"), None);
+        assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode("nope")), None);
+    }
+}

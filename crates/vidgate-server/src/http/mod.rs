@@ -1,0 +1,227 @@
+//! The HTTP layer: the only part of vidgate that knows status codes and
+//! headers. Handlers are thin: they parse, call the domain and the store, and
+//! present the result. One file per resource.
+
+pub mod account;
+mod error;
+mod generations;
+mod models;
+mod quote;
+mod runs;
+mod uploads;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tokio::sync::Notify;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::services::ServeDir;
+use tower_http::trace::TraceLayer;
+use vidgate_core::Catalog;
+
+pub use account::account_json;
+pub use error::ApiError;
+
+use crate::backend::Backends;
+use crate::ids::{API_KEY_PREFIX, sha256_hex};
+use crate::rate_limit::CallerRateLimiter;
+use crate::storage::LocalStorage;
+use crate::store::{Caller, Store};
+
+/// Largest JSON body accepted. The biggest legitimate body (a 5000-character
+/// prompt, a 2000-character negative prompt and a dozen URLs) is far smaller.
+const MAX_JSON_BODY_BYTES: usize = 256 * 1024;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub catalog: Arc<Catalog>,
+    pub backends: Backends,
+    pub storage: Arc<LocalStorage>,
+    pub rate_limiter: Arc<CallerRateLimiter>,
+    /// Absolute base of the API, e.g. `http://127.0.0.1:8080/api/v1`.
+    pub api_base: String,
+    /// Wakes an idle worker when a job is queued.
+    pub queue_wakeup: Arc<Notify>,
+    pub max_attempts: i64,
+}
+
+pub fn router(state: AppState) -> Router {
+    let public = Router::new()
+        .route("/models", get(models::list))
+        .route("/models/{vendor}/{model}", get(models::show))
+        .route("/quote/{vendor}/{model}/{mode}", post(quote::quote));
+
+    let authenticated = Router::new()
+        .route("/run/{vendor}/{model}/{mode}", post(runs::submit))
+        .route("/generations", get(generations::list))
+        .route("/generations/{id}", get(generations::show))
+        .route("/generations/{id}/cancel", post(generations::cancel))
+        .route("/account", get(account::show))
+        .route("/uploads/initiate", post(uploads::initiate))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+
+    let files = ServeDir::new(state.storage.root());
+
+    let api = Router::new()
+        .merge(public)
+        .merge(authenticated)
+        .nest_service("/files", files)
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
+
+    let request_id = HeaderName::from_static("x-request-id");
+    Router::new()
+        .nest("/api/v1", api)
+        .fallback(|| async { ApiError::NotFound("No such endpoint.".into()) })
+        .with_state(state)
+        .layer(middleware::from_fn(ensure_error_shape))
+        .layer(CatchPanicLayer::custom(|_panic| {
+            tracing::error!("a request handler panicked");
+            ApiError::Internal("handler panicked".into()).into_response()
+        }))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
+            let request_id = request
+                .headers()
+                .get("x-request-id")
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("-");
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+        }))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+/// Authenticates the Bearer key, applies the caller's request-rate limit and
+/// reports it in `x-ratelimit-*` headers on every authenticated response.
+async fn authenticate(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let caller = caller_from_headers(&state, request.headers()).await?;
+    let rate = state.rate_limiter.check(
+        &caller.key_id,
+        caller.limits.requests_per_second,
+        caller.limits.burst,
+    );
+    let mut response = if rate.allowed {
+        request.extensions_mut().insert(caller);
+        next.run(request).await
+    } else {
+        ApiError::RateLimited {
+            message: format!(
+                "Too many requests: this key may make {} requests per second with bursts of {}.",
+                caller.limits.requests_per_second, caller.limits.burst
+            ),
+            retry_after: rate.reset,
+        }
+        .into_response()
+    };
+    let headers = response.headers_mut();
+    headers.insert("x-ratelimit-limit", HeaderValue::from(rate.limit));
+    headers.insert("x-ratelimit-remaining", HeaderValue::from(rate.remaining));
+    headers.insert("x-ratelimit-reset", HeaderValue::from(rate.reset.as_secs_f64().ceil() as u64));
+    Ok(response)
+}
+
+async fn caller_from_headers(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| {
+            ApiError::Unauthorized("Missing Authorization header: send `Bearer <API key>`.".into())
+        })?
+        .to_str()
+        .map_err(|_| ApiError::Unauthorized("Malformed Authorization header.".into()))?;
+    let key = header
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+        .filter(|key| key.starts_with(API_KEY_PREFIX) && key.len() <= 128)
+        .ok_or_else(|| {
+            ApiError::Unauthorized(
+                "Malformed Authorization header: expected `Bearer vg_live_…`.".into(),
+            )
+        })?;
+    state
+        .store
+        .authenticate(&sha256_hex(key.as_bytes()))
+        .await?
+        .ok_or_else(|| ApiError::Unauthorized("The API key is unknown or revoked.".into()))
+}
+
+/// Gives every error response the spec's JSON shape, including those made by
+/// layers and extractors we do not control (unknown routes, wrong methods,
+/// bodies over the limit, missing files). Responses that are already JSON
+/// were made by `ApiError` and pass through.
+async fn ensure_error_shape(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let error = match status {
+        StatusCode::NOT_FOUND => ApiError::NotFound("No such endpoint or file.".into()),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            ApiError::MethodNotAllowed("This endpoint does not accept that HTTP method.".into())
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(format!(
+            "The request body is larger than {MAX_JSON_BODY_BYTES} bytes."
+        )),
+        StatusCode::RANGE_NOT_SATISFIABLE => return response,
+        status if status.is_client_error() => ApiError::InvalidRequest {
+            message: "The request could not be read.".into(),
+            param: None,
+        },
+        _ => ApiError::Internal(format!("a layer answered {status}").into()),
+    };
+    let mut shaped = error.into_response();
+    // Keep headers such as `Allow` that tell the client how to fix the call.
+    for (name, value) in response.headers() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            shaped.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    shaped
+}
+
+/// Resolves the `{vendor}/{model}/{mode}` path segments to a catalog endpoint.
+fn endpoint_from_path<'a>(
+    catalog: &'a Catalog,
+    (vendor, model, mode): &(String, String, String),
+) -> Result<vidgate_core::Endpoint<'a>, ApiError> {
+    let endpoint_id = format!("{vendor}/{model}/{mode}");
+    catalog
+        .endpoint(&endpoint_id)
+        .ok_or_else(|| ApiError::NotFound(format!("No endpoint {endpoint_id:?} exists.")))
+}
+
+fn body_bytes(
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<axum::body::Bytes, ApiError> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!(
+                "The request body is larger than {MAX_JSON_BODY_BYTES} bytes."
+            ))
+        } else {
+            ApiError::InvalidRequest {
+                message: format!("The request body could not be read: {rejection}"),
+                param: None,
+            }
+        }
+    })
+}
+
+fn invalid_request(error: vidgate_core::InvalidRequest) -> ApiError {
+    ApiError::InvalidRequest { message: error.message, param: error.param }
+}

@@ -1,0 +1,39 @@
+//! `POST /quote/{vendor}/{model}/{mode}`: the price of a request without
+//! running it. Public: no key needed.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use serde_json::{Value, json};
+use vidgate_core::{MediaFacts, Purpose};
+
+use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
+
+pub async fn quote(
+    State(state): State<AppState>,
+    Path(segments): Path<(String, String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let endpoint = endpoint_from_path(&state.catalog, &segments)?;
+    let body = body_bytes(body)?;
+    // An empty body asks for the price of the defaults.
+    let body = if body.iter().all(u8::is_ascii_whitespace) { Bytes::from_static(b"{}") } else { body };
+    let input = endpoint.validate(&body, Purpose::Quote).map_err(invalid_request)?;
+    let price = endpoint.price(&input, &MediaFacts::default());
+    Ok(Json(json!({
+        "object": "quote",
+        "endpoint": endpoint.id(),
+        "model": endpoint.model.id,
+        "mode": endpoint.mode,
+        "input": input.to_json(),
+        "cost": {
+            "amount_usd": price.amount.to_usd(),
+            "currency": "usd",
+            "estimated": true,
+            "official_usd": price.official.to_usd(),
+            "saved_usd": (price.official - price.amount).to_usd(),
+        },
+        "breakdown": price.breakdown,
+    })))
+}

@@ -1,0 +1,248 @@
+//! Workers and the lease rescuer. The generations table is the queue: a
+//! worker claims the oldest queued job in one short statement, runs the
+//! model's backend outside any transaction while a heartbeat extends its
+//! lease, and finishes with an update guarded by state and lease owner. A
+//! rescuer puts jobs whose lease expired (their worker died) back in the
+//! queue, or fails and refunds them after their last attempt.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::RngExt;
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use vidgate_core::{Catalog, Mode, ValidatedInput};
+
+use crate::backend::{Backends, Job, JobFailure, RenderedClip};
+use crate::storage::LocalStorage;
+use crate::store::{FailureDetail, FinishGuard, Generation, Store};
+
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    pub workers: usize,
+    /// How long a claimed job stays with its worker without a heartbeat.
+    pub lease: Duration,
+    /// How often an idle worker looks for work queued by another process.
+    pub idle_poll: Duration,
+    pub rescue_interval: Duration,
+}
+
+pub struct WorkerContext {
+    pub store: Arc<dyn Store>,
+    pub catalog: Arc<Catalog>,
+    pub backends: Backends,
+    pub storage: Arc<LocalStorage>,
+    pub api_base: String,
+    pub wakeup: Arc<Notify>,
+    pub settings: QueueSettings,
+    /// Identifies this process in lease_owner columns.
+    pub node_id: String,
+}
+
+/// Starts the workers and the rescuer; they stop when `shutdown` fires,
+/// handing their unfinished jobs back to the queue.
+pub fn spawn(context: Arc<WorkerContext>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
+    let mut tasks: Vec<JoinHandle<()>> = (0..context.settings.workers)
+        .map(|index| {
+            let worker_id = format!("{}/w{index}", context.node_id);
+            tokio::spawn(worker_loop(context.clone(), worker_id, shutdown.clone()))
+        })
+        .collect();
+    tasks.push(tokio::spawn(rescue_loop(context, shutdown)));
+    tasks
+}
+
+async fn worker_loop(context: Arc<WorkerContext>, worker_id: String, shutdown: CancellationToken) {
+    while !shutdown.is_cancelled() {
+        match context.store.claim_next(&worker_id, context.settings.lease).await {
+            Ok(Some(generation)) => run_claimed(&context, &worker_id, generation, &shutdown).await,
+            Ok(None) => {
+                tokio::select! {
+                    _ = context.wakeup.notified() => {}
+                    _ = tokio::time::sleep(context.settings.idle_poll) => {}
+                    _ = shutdown.cancelled() => {}
+                }
+            }
+            Err(error) => {
+                tracing::error!(worker = %worker_id, error = %error, "claiming a job failed");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = shutdown.cancelled() => {}
+                }
+            }
+        }
+    }
+}
+
+async fn rescue_loop(context: Arc<WorkerContext>, shutdown: CancellationToken) {
+    loop {
+        match context.store.rescue_expired_leases().await {
+            Ok(report) => {
+                if !report.requeued.is_empty() || !report.failed.is_empty() {
+                    tracing::warn!(requeued = ?report.requeued, failed = ?report.failed, "rescued jobs with expired leases");
+                    context.wakeup.notify_waiters();
+                }
+            }
+            Err(error) => tracing::error!(error = %error, "rescuing expired leases failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(context.settings.rescue_interval) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+fn job_for(catalog: &Catalog, generation: &Generation) -> Result<Job, String> {
+    let mode: Mode = generation
+        .mode
+        .parse()
+        .map_err(|_| format!("unknown mode {:?}", generation.mode))?;
+    let endpoint = catalog
+        .endpoint(&generation.endpoint)
+        .ok_or_else(|| format!("the endpoint {} is no longer in the catalog", generation.endpoint))?;
+    let input = ValidatedInput::from_stored_json(generation.input.clone());
+    let (width, height) = endpoint.frame_size(&input);
+    let seed = input.seed().unwrap_or_else(|| rand::rng().random_range(0..=2_147_483_647));
+    Ok(Job {
+        generation_id: generation.id.clone(),
+        model: generation.model.clone(),
+        mode,
+        input,
+        width,
+        height,
+        seed,
+    })
+}
+
+async fn run_claimed(
+    context: &WorkerContext,
+    worker_id: &str,
+    generation: Generation,
+    shutdown: &CancellationToken,
+) {
+    let generation_id = generation.id.clone();
+    let fail = |code: &str, message: String| FailureDetail { code: code.into(), message };
+    let job = match job_for(&context.catalog, &generation) {
+        Ok(job) => job,
+        Err(message) => {
+            finish_failed(context, &generation_id, worker_id, fail("invalid_job", message)).await;
+            return;
+        }
+    };
+    let backend = context.catalog.model(&job.model).and_then(|model| context.backends.for_model(model));
+    let Some(backend) = backend else {
+        let message = format!("no backend runs {}", job.model);
+        finish_failed(context, &generation_id, worker_id, fail("model_unavailable", message)).await;
+        return;
+    };
+
+    // The job stops when the process shuts down or when its lease is lost
+    // (another node rescued it), so a job never runs twice at once for long.
+    let job_cancel = shutdown.child_token();
+    let heartbeat = tokio::spawn(heartbeat(
+        context.store.clone(),
+        generation_id.clone(),
+        worker_id.to_owned(),
+        context.settings.lease,
+        job_cancel.clone(),
+    ));
+    let seed = job.seed;
+    tracing::info!(generation = %generation_id, worker = %worker_id, attempt = generation.attempts, "job started");
+    let result = backend.run(job, job_cancel.clone()).await;
+    heartbeat.abort();
+
+    match result {
+        Ok(clip) => record_success(context, &generation_id, worker_id, clip, seed).await,
+        Err(JobFailure::Failed { code, message }) => {
+            tracing::info!(generation = %generation_id, %code, %message, "job failed");
+            finish_failed(context, &generation_id, worker_id, FailureDetail { code, message }).await;
+        }
+        Err(JobFailure::Interrupted) => {
+            match context.store.release_to_queue(&generation_id, worker_id).await {
+                Ok(true) => tracing::info!(generation = %generation_id, "job handed back to the queue"),
+                Ok(false) => tracing::warn!(generation = %generation_id, "job interrupted after its lease was lost"),
+                Err(error) => tracing::error!(generation = %generation_id, error = %error, "could not hand the job back; the rescuer will"),
+            }
+        }
+    }
+}
+
+async fn heartbeat(
+    store: Arc<dyn Store>,
+    generation_id: String,
+    worker_id: String,
+    lease: Duration,
+    job_cancel: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(lease / 3);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        match store.extend_lease(&generation_id, &worker_id, lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(generation = %generation_id, "lease lost; stopping the job");
+                job_cancel.cancel();
+                return;
+            }
+            // A transient database error is retried on the next tick; the
+            // lease is long enough to survive a few misses.
+            Err(error) => tracing::error!(generation = %generation_id, error = %error, "lease heartbeat failed"),
+        }
+    }
+}
+
+async fn record_success(
+    context: &WorkerContext,
+    generation_id: &str,
+    worker_id: &str,
+    clip: RenderedClip,
+    seed: u64,
+) {
+    let stored = match context.storage.put_output(generation_id, &clip.mp4).await {
+        Ok(stored) => stored,
+        Err(error) => {
+            tracing::error!(generation = %generation_id, error = %error, "storing the clip failed");
+            let failure = FailureDetail { code: "storage_failed".into(), message: "the finished clip could not be stored".into() };
+            finish_failed(context, generation_id, worker_id, failure).await;
+            return;
+        }
+    };
+    let output = json!({
+        "video_url": format!("{}/files/{}", context.api_base, stored.relative_path),
+        "content_type": "video/mp4",
+        "duration_s": clip.duration_s,
+        "width": clip.width,
+        "height": clip.height,
+        "fps": clip.fps,
+        "has_audio": clip.has_audio,
+        "size_bytes": stored.size_bytes,
+        "seed": seed,
+    });
+    match context.store.finish_succeeded(generation_id, worker_id, output).await {
+        Ok(true) => tracing::info!(generation = %generation_id, "job succeeded"),
+        Ok(false) => {
+            tracing::warn!(generation = %generation_id, "lease lost before the result was recorded; discarding it");
+            if let Err(error) = context.storage.delete(&stored).await {
+                tracing::error!(generation = %generation_id, error = %error, "could not delete the discarded clip");
+            }
+        }
+        Err(error) => {
+            // The lease will expire and the job will run again; the clip
+            // written now is orphaned but harmless.
+            tracing::error!(generation = %generation_id, error = %error, "recording the result failed");
+        }
+    }
+}
+
+async fn finish_failed(context: &WorkerContext, generation_id: &str, worker_id: &str, failure: FailureDetail) {
+    if let Err(error) = context
+        .store
+        .finish_failed(generation_id, FinishGuard::LeaseOwner(worker_id), failure)
+        .await
+    {
+        tracing::error!(generation = %generation_id, error = %error, "recording the failure failed; the rescuer will retry the job");
+    }
+}

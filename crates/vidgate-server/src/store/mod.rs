@@ -1,0 +1,303 @@
+//! The store: the only part of vidgate that knows SQL.
+//!
+//! The interface is narrow and speaks in domain operations ("submit a
+//! generation with its hold", "claim the next job"), never in rows or
+//! statements, so that every ledger change happens inside the same
+//! transaction as the state change that causes it, whichever database runs
+//! underneath. SQLite is the embedded default; PostgreSQL sits behind the
+//! same trait for several nodes.
+
+mod sqlite;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use vidgate_core::{GenerationStatus, Micros};
+
+pub use sqlite::SqliteStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error")]
+    Database(#[from] sqlx::Error),
+    #[error("database migration failed")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("unsupported database URL {0:?}: use sqlite:// or postgres://")]
+    UnsupportedUrl(String),
+}
+
+/// Why a submit was refused inside its transaction. Nothing is held in any
+/// of these cases because the transaction rolls back.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitRefusal {
+    #[error("the account already has {limit} generations queued or running")]
+    ConcurrencyLimit { limit: i64 },
+    #[error("the balance does not cover the price")]
+    InsufficientBalance { balance: Micros, price: Micros },
+    #[error("the idempotency key was used with a different request")]
+    IdempotencyMismatch,
+    #[error("account not found")]
+    AccountNotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountLimits {
+    pub requests_per_second: u32,
+    pub burst: u32,
+    pub max_concurrent: u32,
+}
+
+impl Default for AccountLimits {
+    /// The limits of SPEC.md section 8.
+    fn default() -> Self {
+        AccountLimits { requests_per_second: 10, burst: 20, max_concurrent: 20 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub id: String,
+    pub name: String,
+    pub balance: Micros,
+    pub held: Micros,
+    pub captured: Micros,
+    pub credited: Micros,
+    pub limits: AccountLimits,
+    pub webhook_secret: String,
+    pub created_at: i64,
+}
+
+pub struct NewAccount {
+    pub id: String,
+    pub name: String,
+    pub initial_credit: Micros,
+    pub webhook_secret: String,
+}
+
+pub struct NewApiKey {
+    pub id: String,
+    pub account_id: String,
+    pub name: String,
+    pub prefix: String,
+    pub secret_sha256: String,
+}
+
+/// The authenticated caller behind an API key.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub key_id: String,
+    pub account_id: String,
+    pub limits: AccountLimits,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    pub id: String,
+    pub account_id: String,
+    pub model: String,
+    pub endpoint: String,
+    pub mode: String,
+    pub status: GenerationStatus,
+    pub input: Value,
+    pub output: Option<Value>,
+    pub error: Option<Value>,
+    pub price: Micros,
+    pub official_price: Micros,
+    pub source: String,
+    pub webhook_url: Option<String>,
+    pub attempts: i64,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub completed_at: Option<i64>,
+}
+
+pub struct NewGeneration {
+    pub id: String,
+    pub account_id: String,
+    pub api_key_id: String,
+    pub model: String,
+    pub endpoint: String,
+    pub mode: String,
+    pub input: Value,
+    pub price: Micros,
+    pub official_price: Micros,
+    pub webhook_url: Option<String>,
+    pub idempotency: Option<IdempotencyKey>,
+    pub max_attempts: i64,
+}
+
+/// An `Idempotency-Key` header with a digest of the request it came with.
+pub struct IdempotencyKey {
+    pub key: String,
+    pub request_sha256: String,
+}
+
+/// How long an idempotency key replays its original generation.
+pub const IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+
+#[derive(Debug)]
+pub enum SubmitOutcome {
+    Created(Generation),
+    /// The same idempotency key and request were seen before: nothing new was
+    /// created or held.
+    Replayed(Generation),
+}
+
+#[derive(Debug)]
+pub enum CancelOutcome {
+    Canceled(Generation),
+    Refused(GenerationStatus),
+    NotFound,
+}
+
+/// Who may finish a generation: the worker holding its lease, or (for a
+/// backend that refused the job at admission) nobody yet, while it is queued.
+#[derive(Debug, Clone, Copy)]
+pub enum FinishGuard<'a> {
+    LeaseOwner(&'a str),
+    StillQueued,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureDetail {
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RescueReport {
+    pub requeued: Vec<String>,
+    pub failed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub status: Option<GenerationStatus>,
+    pub model: Option<String>,
+    /// Return generations strictly older than this (created_at, id) position.
+    pub before: Option<(i64, String)>,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerEntry {
+    pub id: i64,
+    pub generation_id: Option<String>,
+    pub kind: String,
+    pub amount: Micros,
+    pub created_at: i64,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    // Accounts and keys.
+    async fn create_account(&self, account: NewAccount) -> Result<Account, StoreError>;
+    async fn account(&self, account_id: &str) -> Result<Option<Account>, StoreError>;
+    async fn count_accounts(&self) -> Result<i64, StoreError>;
+    /// Adds credit; `None` when the account does not exist.
+    async fn credit_account(
+        &self,
+        account_id: &str,
+        amount: Micros,
+    ) -> Result<Option<Account>, StoreError>;
+    async fn set_account_limits(
+        &self,
+        account_id: &str,
+        limits: AccountLimits,
+    ) -> Result<Option<Account>, StoreError>;
+    async fn ledger_entries(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+    async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError>;
+    /// Revokes a key; false when no unrevoked key has that id.
+    async fn revoke_api_key(&self, key_id: &str) -> Result<bool, StoreError>;
+    /// The caller owning an unrevoked key with this secret digest.
+    async fn authenticate(&self, secret_sha256: &str) -> Result<Option<Caller>, StoreError>;
+
+    // Model availability, shared by every node and the admin command.
+    async fn set_model_paused(&self, model_id: &str, paused: bool) -> Result<(), StoreError>;
+    async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError>;
+
+    // Generations and their money.
+    /// In one transaction: idempotent replay, the concurrency limit, the
+    /// balance check, the hold and the insert of the queued generation.
+    async fn submit_generation(
+        &self,
+        generation: NewGeneration,
+    ) -> Result<SubmitOutcome, SubmitRefusal>;
+    async fn generation(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<Option<Generation>, StoreError>;
+    async fn list_generations(
+        &self,
+        account_id: &str,
+        filter: &ListFilter,
+    ) -> Result<Vec<Generation>, StoreError>;
+    /// Cancels a queued generation and releases its hold, in one transaction.
+    async fn cancel_generation(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<CancelOutcome, StoreError>;
+
+    // The queue.
+    /// Claims the oldest queued job for `worker`, marking it running under a
+    /// lease that ends after `lease`.
+    async fn claim_next(
+        &self,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<Option<Generation>, StoreError>;
+    /// Extends the lease; false when the worker no longer holds it.
+    async fn extend_lease(
+        &self,
+        generation_id: &str,
+        worker: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError>;
+    /// Marks the job succeeded and captures its hold; false when the guard
+    /// no longer matches (the lease was lost), in which case nothing changed.
+    async fn finish_succeeded(
+        &self,
+        generation_id: &str,
+        worker: &str,
+        output: Value,
+    ) -> Result<bool, StoreError>;
+    /// Marks the job failed and refunds its hold; false when the guard no
+    /// longer matches.
+    async fn finish_failed(
+        &self,
+        generation_id: &str,
+        guard: FinishGuard<'_>,
+        failure: FailureDetail,
+    ) -> Result<bool, StoreError>;
+    /// Puts a running job back in the queue without counting the attempt
+    /// (used at shutdown); false when the worker no longer holds it.
+    async fn release_to_queue(&self, generation_id: &str, worker: &str)
+    -> Result<bool, StoreError>;
+    /// Re-queues running jobs whose lease expired, or fails and refunds them
+    /// after their last attempt.
+    async fn rescue_expired_leases(&self) -> Result<RescueReport, StoreError>;
+}
+
+/// Opens the store a database URL names, running its migrations.
+pub async fn open(database_url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    if database_url.starts_with("sqlite:") {
+        Ok(std::sync::Arc::new(SqliteStore::open(database_url).await?))
+    } else {
+        Err(StoreError::UnsupportedUrl(database_url.to_owned()))
+    }
+}
+
+/// Milliseconds since the Unix epoch, the store's unit of time.
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,167 @@
+//! `vidgate admin`: operator commands on the same database as the server.
+//! Every command prints one JSON object on stdout, for scripts.
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use vidgate_core::Micros;
+use vidgate_server::accounts;
+use vidgate_server::http::account_json;
+use vidgate_server::store::{self, AccountLimits, Store};
+
+use crate::StorageArgs;
+
+#[derive(Args)]
+pub struct AdminArgs {
+    #[command(flatten)]
+    storage: StorageArgs,
+    #[command(subcommand)]
+    command: AdminCommand,
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Accounts and their money.
+    #[command(subcommand)]
+    Account(AccountCommand),
+    /// API keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Model availability.
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+#[derive(Subcommand)]
+enum AccountCommand {
+    /// Create an account with its first API key.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Initial credit in US dollars, e.g. 25 or 12.50.
+        #[arg(long, default_value = "0")]
+        credit_usd: String,
+    },
+    /// Add credit to an account.
+    Credit {
+        account_id: String,
+        #[arg(long)]
+        usd: String,
+    },
+    /// Show an account's balance, holds and limits.
+    Show { account_id: String },
+    /// Change an account's limits; omitted figures stay as they are.
+    Limits {
+        account_id: String,
+        /// Requests per second refilled into each key's bucket.
+        #[arg(long)]
+        rps: Option<u32>,
+        /// Capacity of each key's bucket.
+        #[arg(long)]
+        burst: Option<u32>,
+        /// Generations queued or running at once, per account.
+        #[arg(long)]
+        concurrency: Option<u32>,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Create an API key for an account (the secret is shown once).
+    Create {
+        #[arg(long)]
+        account: String,
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+    /// Revoke an API key; it is refused from then on.
+    Revoke { key_id: String },
+}
+
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Stop accepting new generations for a model (submits get 503).
+    Pause { model_id: String },
+    /// Accept new generations again.
+    Resume { model_id: String },
+}
+
+fn parse_usd(text: &str) -> anyhow::Result<Micros> {
+    Micros::parse_usd(text).with_context(|| format!("reading the amount {text:?}"))
+}
+
+async fn show_account(store: &dyn Store, account_id: &str) -> anyhow::Result<serde_json::Value> {
+    let account = store
+        .account(account_id)
+        .await?
+        .with_context(|| format!("no account {account_id}"))?;
+    let mut shown = account_json(&account);
+    shown["account_id"] = json!(account.id);
+    Ok(shown)
+}
+
+pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
+    let store = store::open(&args.storage.database_url()?).await?;
+    let store = store.as_ref();
+    let output = match args.command {
+        AdminCommand::Account(AccountCommand::Create { name, credit_usd }) => {
+            let created = accounts::create_account(store, &name, parse_usd(&credit_usd)?).await?;
+            json!({
+                "account_id": created.account.id,
+                "api_key": created.api_key,
+                "key_id": created.key_id,
+                "webhook_secret": created.account.webhook_secret,
+                "balance_usd": created.account.balance.to_usd(),
+            })
+        }
+        AdminCommand::Account(AccountCommand::Credit { account_id, usd }) => {
+            let amount = parse_usd(&usd)?;
+            if amount == Micros::ZERO {
+                bail!("the credit must be more than zero");
+            }
+            store
+                .credit_account(&account_id, amount)
+                .await?
+                .with_context(|| format!("no account {account_id}"))?;
+            show_account(store, &account_id).await?
+        }
+        AdminCommand::Account(AccountCommand::Show { account_id }) => {
+            show_account(store, &account_id).await?
+        }
+        AdminCommand::Account(AccountCommand::Limits { account_id, rps, burst, concurrency }) => {
+            let current = store
+                .account(&account_id)
+                .await?
+                .with_context(|| format!("no account {account_id}"))?
+                .limits;
+            let limits = AccountLimits {
+                requests_per_second: rps.unwrap_or(current.requests_per_second).max(1),
+                burst: burst.unwrap_or(current.burst).max(1),
+                max_concurrent: concurrency.unwrap_or(current.max_concurrent),
+            };
+            store.set_account_limits(&account_id, limits).await?;
+            show_account(store, &account_id).await?
+        }
+        AdminCommand::Key(KeyCommand::Create { account, name }) => {
+            store.account(&account).await?.with_context(|| format!("no account {account}"))?;
+            let key = accounts::create_api_key(store, &account, &name).await?;
+            json!({ "key_id": key.key_id, "api_key": key.api_key, "account_id": account })
+        }
+        AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
+            if !store.revoke_api_key(&key_id).await? {
+                bail!("no active key {key_id}");
+            }
+            json!({ "key_id": key_id, "revoked": true })
+        }
+        AdminCommand::Model(ModelCommand::Pause { model_id }) => {
+            store.set_model_paused(&model_id, true).await?;
+            json!({ "model_id": model_id, "paused": true })
+        }
+        AdminCommand::Model(ModelCommand::Resume { model_id }) => {
+            store.set_model_paused(&model_id, false).await?;
+            json!({ "model_id": model_id, "paused": false })
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&output)?);
+    Ok(())
+}
