@@ -28,7 +28,7 @@ const SEMITONE_RATIOS: [f64; 12] = [
     1.189_207_115_002_721,
     1.259_921_049_894_873_2,
     1.334_839_854_170_034_4,
-    1.414_213_562_373_095_1,
+    std::f64::consts::SQRT_2,
     1.498_307_076_876_681_5,
     1.587_401_051_968_199_4,
     1.681_792_830_507_429,
@@ -148,7 +148,7 @@ fn synthesize(mood: &Mood, frames: usize, cancel: &AtomicBool) -> Result<Vec<f32
     let mut noise = SplitMix64::new(random.next_u64());
     let mut out = vec![0.0f32; frames * CHANNELS];
     for (index, frame) in out.chunks_exact_mut(CHANNELS).enumerate() {
-        if index % CANCEL_CHECK_INTERVAL == 0 && cancel.load(Ordering::Relaxed) {
+        if index.is_multiple_of(CANCEL_CHECK_INTERVAL) && cancel.load(Ordering::Relaxed) {
             return Err(RenderError::Canceled);
         }
         let chord = (index / bar) % chords.len();
@@ -179,7 +179,11 @@ fn synthesize(mood: &Mood, frames: usize, cancel: &AtomicBool) -> Result<Vec<f32
         let decay = (1.0 - in_eighth / 0.3).max(0.0).powi(3) * (in_eighth * 400.0).min(1.0);
         let phase = phase_at(arpeggio_steps[chord][arpeggio_note], index);
         let arpeggio = (sin_turns(phase) + 0.25 * sin_turns(2.0 * phase)) * 0.08 * decay;
-        let arpeggio_pan = if eighth_index % 2 == 0 { 0.35 } else { 0.65 };
+        let arpeggio_pan = if eighth_index.is_multiple_of(2) {
+            0.35
+        } else {
+            0.65
+        };
         left += arpeggio * (1.0 - arpeggio_pan);
         right += arpeggio * arpeggio_pan;
 
@@ -272,8 +276,8 @@ pub(crate) fn decode_wav(bytes: &[u8], frames: usize) -> Option<Vec<f32>> {
         let before = (position as usize).min(source.len() - 1);
         let after = (before + 1).min(source.len() - 1);
         let weight = (position - before as f64) as f32;
-        for channel in 0..CHANNELS {
-            out.push(source[before][channel] * (1.0 - weight) + source[after][channel] * weight);
+        for (&from, &to) in source[before].iter().zip(&source[after]) {
+            out.push(from * (1.0 - weight) + to * weight);
         }
     }
     Some(out)

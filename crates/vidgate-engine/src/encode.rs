@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use openh264::OpenH264API;
 use openh264::Timestamp;
 use openh264::encoder::{
-    BitRate, Encoder, EncoderConfig, FrameRate, FrameType, RateControlMode, UsageType, VuiConfig,
+    BitRate, Complexity, Encoder, EncoderConfig, FrameRate, FrameType, RateControlMode, UsageType,
+    VuiConfig,
 };
 
 use crate::RenderError;
@@ -159,7 +160,10 @@ fn encode_segment(
         .skip_frames(false)
         .bitrate(BitRate::from_bps(bitrate))
         .max_frame_rate(FrameRate::from_hz(fps as f32))
-        .rate_control_mode(RateControlMode::Bitrate)
+        .rate_control_mode(RateControlMode::Off)
+        .complexity(Complexity::Low)
+        // Keyframes come from the segments; scene-change detection would only add work.
+        .scene_change_detect(false)
         .usage_type(UsageType::CameraVideoRealTime)
         // One thread per encoder: parallelism comes from the segments, and OpenH264's own
         // threading would make the bytes depend on the machine.

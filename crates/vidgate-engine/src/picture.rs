@@ -44,8 +44,12 @@ impl Plane {
     }
 
     /// Samples `source` bilinearly into the whole of this plane. Output pixel `(x, y)` reads the
-    /// source at `origin + (x, y) * step`, all in 16.16 fixed point; the caller keeps the window
-    /// inside the source, and indices are clamped besides so that rounding can never read past it.
+    /// source at `origin + (x, y) * step`, all in 16.16 fixed point; indices are clamped so that
+    /// rounding can never read outside the source.
+    ///
+    /// Each output row is made in two passes: the two source rows are first blended vertically
+    /// over the span the row needs (a straight loop the compiler vectorises), then that blend is
+    /// sampled horizontally with precomputed positions and weights.
     pub(crate) fn sample_bilinear_from(
         &mut self,
         source: &Plane,
@@ -62,20 +66,25 @@ impl Plane {
                 (index, ((position >> 8) & 0xFF) as u32)
             })
             .collect();
-        let source_width = source.width;
+        let span_start = columns.first().map_or(0, |&(index, _)| index);
+        let span_end = columns
+            .last()
+            .map_or(0, |&(index, _)| index + 2)
+            .min(source.width);
+        let mut blended_rows = vec![0u16; span_end - span_start];
         for y in 0..self.height {
             let position = (origin_y + y as i64 * step).max(0);
             let row_index = ((position >> 16) as usize).min(max_y);
-            let weight_y = ((position >> 8) & 0xFF) as u32;
-            let top = &source.data[row_index * source_width..];
-            let bottom = &source.data[(row_index + 1).min(source.height - 1) * source_width..];
-            let out = self.row_mut(y);
-            for (pixel, &(index, weight_x)) in out.iter_mut().zip(&columns) {
-                let upper =
-                    u32::from(top[index]) * (256 - weight_x) + u32::from(top[index + 1]) * weight_x;
-                let lower = u32::from(bottom[index]) * (256 - weight_x)
-                    + u32::from(bottom[index + 1]) * weight_x;
-                *pixel = ((upper * (256 - weight_y) + lower * weight_y + (1 << 15)) >> 16) as u8;
+            let weight_y = ((position >> 8) & 0xFF) as u16;
+            let top = &source.row(row_index)[span_start..span_end];
+            let bottom = &source.row((row_index + 1).min(source.height - 1))[span_start..span_end];
+            for ((blended, &upper), &lower) in blended_rows.iter_mut().zip(top).zip(bottom) {
+                *blended = u16::from(upper) * (256 - weight_y) + u16::from(lower) * weight_y;
+            }
+            for (pixel, &(index, weight_x)) in self.row_mut(y).iter_mut().zip(&columns) {
+                let pair = &blended_rows[index - span_start..index - span_start + 2];
+                let value = u32::from(pair[0]) * (256 - weight_x) + u32::from(pair[1]) * weight_x;
+                *pixel = ((value + (1 << 15)) >> 16) as u8;
             }
         }
     }
