@@ -97,8 +97,10 @@ pub struct RenderOptions {
 }
 
 /// Renders on the calling thread (plus scoped worker threads for parallel encoding). `progress`
-/// gets 0.0..=1.0, increasing; `cancel` is checked at least once per frame; on cancel this
-/// returns `Err(Canceled)` promptly. No partial output is ever returned.
+/// gets 0.0..=1.0, never decreasing, once per frame and at the start and end; it is called from
+/// the worker threads under a lock (which is what keeps it ordered), so it should be quick, e.g.
+/// store the value and let another task publish it. `cancel` is checked at least once per frame;
+/// on cancel this returns `Err(Canceled)` promptly. No partial output is ever returned.
 pub fn render(
     request: &RenderRequest,
     progress: &(dyn Fn(f32) + Sync),
