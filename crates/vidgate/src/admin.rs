@@ -100,6 +100,14 @@ async fn show_account(store: &dyn Store, account_id: &str) -> anyhow::Result<ser
     Ok(shown)
 }
 
+/// Pausing a model that does not exist would silently do nothing; say so.
+fn require_catalog_model(model_id: &str) -> anyhow::Result<()> {
+    if vidgate_core::Catalog::embedded().model(model_id).is_none() {
+        bail!("no model {model_id} in the catalog");
+    }
+    Ok(())
+}
+
 pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
     let store = store::open(&args.storage.database_url()?).await?;
     let store = store.as_ref();
@@ -154,10 +162,12 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             json!({ "key_id": key_id, "revoked": true })
         }
         AdminCommand::Model(ModelCommand::Pause { model_id }) => {
+            require_catalog_model(&model_id)?;
             store.set_model_paused(&model_id, true).await?;
             json!({ "model_id": model_id, "paused": true })
         }
         AdminCommand::Model(ModelCommand::Resume { model_id }) => {
+            require_catalog_model(&model_id)?;
             store.set_model_paused(&model_id, false).await?;
             json!({ "model_id": model_id, "paused": false })
         }

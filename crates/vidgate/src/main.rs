@@ -111,6 +111,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     options.bootstrap_development_account = true;
     let server = vidgate_server::start(options).await.map_err(anyhow::Error::from)?;
 
+    println!("vidgate is listening on {}", server.api_base);
     if let Some(created) = &server.development_account {
         println!(
             "\nCreated a development account {} with ${:.2} of credit.\n\

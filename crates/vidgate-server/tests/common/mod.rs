@@ -1,0 +1,162 @@
+//! The test harness: `spawn_app()` starts the real server on port 0 with a
+//! fresh data directory and database, and helpers drive it over real HTTP.
+#![allow(dead_code)] // Each test binary uses a different part of the harness.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, Response, StatusCode};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use vidgate_core::Micros;
+use vidgate_server::accounts::{self, CreatedAccount};
+use vidgate_server::backend::Backends;
+use vidgate_server::store::Account;
+use vidgate_server::{RunningServer, ServerOptions};
+
+pub struct TestApp {
+    pub server: RunningServer,
+    pub api_base: String,
+    pub client: Client,
+    /// An account with $100 of credit and its first key.
+    pub account: CreatedAccount,
+    pub data_dir: TempDir,
+}
+
+pub struct TestSettings {
+    pub workers: usize,
+    pub lease: Duration,
+    pub backends: Backends,
+}
+
+impl Default for TestSettings {
+    fn default() -> Self {
+        TestSettings { workers: 2, lease: Duration::from_secs(30), backends: Backends::builtin(true) }
+    }
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(TestSettings::default()).await
+}
+
+/// A server whose jobs stay queued: no workers claim them.
+pub async fn spawn_app_without_workers() -> TestApp {
+    spawn_app_with(TestSettings { workers: 0, ..TestSettings::default() }).await
+}
+
+pub async fn spawn_app_with(settings: TestSettings) -> TestApp {
+    let data_dir = tempfile::tempdir().expect("temporary data directory");
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut options = ServerOptions::new(listen, data_dir.path().to_path_buf());
+    options.queue.workers = settings.workers;
+    options.queue.lease = settings.lease;
+    options.queue.idle_poll = Duration::from_millis(100);
+    options.queue.rescue_interval = Duration::from_millis(200);
+    options.backends = settings.backends;
+    let server = vidgate_server::start(options).await.expect("server starts");
+    let account = accounts::create_account(server.store.as_ref(), "test", Micros(100_000_000))
+        .await
+        .expect("account");
+    TestApp {
+        api_base: server.api_base.clone(),
+        server,
+        client: Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+        account,
+        data_dir,
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.api_base)
+    }
+
+    pub fn key(&self) -> &str {
+        &self.account.api_key
+    }
+
+    pub async fn new_account(&self, credit_usd: i64) -> CreatedAccount {
+        accounts::create_account(self.server.store.as_ref(), "other", Micros(credit_usd * 1_000_000))
+            .await
+            .unwrap()
+    }
+
+    pub async fn account_state(&self, account_id: &str) -> Account {
+        self.server.store.account(account_id).await.unwrap().unwrap()
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Response {
+        self.client.get(self.url(path)).bearer_auth(key).send().await.unwrap()
+    }
+
+    pub async fn post_json(&self, path: &str, key: &str, body: &Value) -> Response {
+        self.client.post(self.url(path)).bearer_auth(key).json(body).send().await.unwrap()
+    }
+
+    pub async fn submit(&self, endpoint: &str, body: Value) -> Response {
+        self.post_json(&format!("/run/{endpoint}"), self.key(), &body).await
+    }
+
+    /// Submits and asserts acceptance, returning the generation record.
+    pub async fn submit_ok(&self, endpoint: &str, body: Value) -> Value {
+        let response = self.submit(endpoint, body).await;
+        assert_eq!(response.status(), StatusCode::ACCEPTED);
+        response.json().await.unwrap()
+    }
+
+    pub async fn generation(&self, id: &str) -> Value {
+        let response = self.get(&format!("/generations/{id}"), self.key()).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        response.json().await.unwrap()
+    }
+
+    /// Polls until the generation reaches one of `statuses`.
+    pub async fn wait_for_status(&self, id: &str, statuses: &[&str]) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let generation = self.generation(id).await;
+            if statuses.contains(&generation["status"].as_str().unwrap()) {
+                return generation;
+            }
+            assert!(Instant::now() < deadline, "{id} stuck in {}", generation["status"]);
+            // Under the key's refill rate of 10 per second, so polling never
+            // trips the rate limit the tests also exercise.
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    }
+
+    /// Asserts the ledger invariant for an account: every credited dollar is
+    /// exactly spendable, held or captured, and nothing is negative.
+    pub async fn assert_ledger_invariant(&self, account_id: &str) {
+        let account = self.account_state(account_id).await;
+        assert!(account.balance.0 >= 0 && account.held.0 >= 0 && account.captured.0 >= 0);
+        assert_eq!(account.credited, account.balance + account.held + account.captured, "{account:?}");
+        let entries = self.server.store.ledger_entries(account_id).await.unwrap();
+        let sum = |kind: &str| -> i64 {
+            entries.iter().filter(|entry| entry.kind == kind).map(|entry| entry.amount.0).sum()
+        };
+        assert_eq!(sum("credit"), account.credited.0);
+        assert_eq!(sum("capture"), account.captured.0);
+        assert_eq!(sum("hold") - sum("capture") - sum("release"), account.held.0);
+    }
+}
+
+/// Asserts an error response's status, code and param.
+pub async fn assert_error(response: Response, status: StatusCode, code: &str, param: Option<&str>) -> Value {
+    assert_eq!(response.status(), status);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|message| !message.is_empty()));
+    match param {
+        Some(param) => assert_eq!(body["error"]["param"], param, "{body}"),
+        None => assert!(body["error"].get("param").is_none(), "{body}"),
+    }
+    body
+}
+
+/// A quick, valid text-to-video body for M1.
+pub fn quick_body(prompt: &str) -> Value {
+    json!({ "prompt": prompt, "duration": 2, "resolution": "480p", "generate_audio": false })
+}
+
+pub const M1_T2V: &str = "vendor_1/model_1/text-to-video";

@@ -1,0 +1,230 @@
+//! The ledger invariant under random sequences of store operations:
+//! credited = balance + held + captured, nothing negative, and the ledger's
+//! entries add up to the account's running totals.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use serde_json::json;
+use vidgate_core::Micros;
+use vidgate_server::store::{
+    self, FailureDetail, FinishGuard, NewAccount, NewGeneration, Store, SubmitOutcome,
+};
+
+#[derive(Debug, Clone)]
+enum Operation {
+    Credit(i64),
+    Submit(i64),
+    Claim,
+    Succeed(usize),
+    Fail(usize),
+    Cancel(usize),
+    HandBack(usize),
+}
+
+fn operation() -> impl Strategy<Value = Operation> {
+    prop_oneof![
+        (1i64..5_000_000).prop_map(Operation::Credit),
+        (1i64..3_000_000).prop_map(Operation::Submit),
+        Just(Operation::Claim),
+        (0usize..8).prop_map(Operation::Succeed),
+        (0usize..8).prop_map(Operation::Fail),
+        (0usize..8).prop_map(Operation::Cancel),
+        (0usize..8).prop_map(Operation::HandBack),
+    ]
+}
+
+async fn check_invariant(store: &dyn Store, account_id: &str) {
+    let account = store.account(account_id).await.unwrap().unwrap();
+    assert!(!account.balance.is_negative() && !account.held.is_negative() && !account.captured.is_negative());
+    assert_eq!(account.credited, account.balance + account.held + account.captured);
+    let entries = store.ledger_entries(account_id).await.unwrap();
+    let sum = |kind: &str| entries.iter().filter(|entry| entry.kind == kind).map(|entry| entry.amount.0).sum::<i64>();
+    assert_eq!(sum("credit"), account.credited.0);
+    assert_eq!(sum("capture"), account.captured.0);
+    assert_eq!(sum("hold") - sum("capture") - sum("release"), account.held.0);
+    // Every active generation is backed by exactly its hold.
+    let all = store
+        .list_generations(account_id, &store::ListFilter { limit: 1000, ..Default::default() })
+        .await
+        .unwrap();
+    let held_by_active: i64 = all.iter().filter(|g| g.status.is_active()).map(|g| g.price.0).sum();
+    assert_eq!(held_by_active, account.held.0);
+}
+
+async fn run_sequence(operations: Vec<Operation>) {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("ledger.sqlite").display());
+    let store = store::open(&url).await.unwrap();
+    let account_id = "acct_property".to_owned();
+    store
+        .create_account(NewAccount {
+            id: account_id.clone(),
+            name: "property".into(),
+            initial_credit: Micros(2_000_000),
+            webhook_secret: "whsec_x".into(),
+        })
+        .await
+        .unwrap();
+    let mut generations: Vec<String> = Vec::new();
+    let mut claimed: Vec<String> = Vec::new();
+    let worker = "worker";
+    for (step, operation) in operations.into_iter().enumerate() {
+        match operation {
+            Operation::Credit(amount) => {
+                store.credit_account(&account_id, Micros(amount)).await.unwrap();
+            }
+            Operation::Submit(price) => {
+                let id = format!("gen_{step}");
+                let submitted = store
+                    .submit_generation(NewGeneration {
+                        id: id.clone(),
+                        account_id: account_id.clone(),
+                        api_key_id: "key".into(),
+                        model: "vendor_1/model_1".into(),
+                        endpoint: "vendor_1/model_1/text-to-video".into(),
+                        mode: "text-to-video".into(),
+                        input: json!({ "prompt": "x" }),
+                        price: Micros(price),
+                        official_price: Micros(price * 2),
+                        webhook_url: None,
+                        idempotency: None,
+                        max_attempts: 3,
+                    })
+                    .await;
+                if let Ok(SubmitOutcome::Created(_)) = submitted {
+                    generations.push(id);
+                }
+            }
+            Operation::Claim => {
+                if let Some(generation) = store.claim_next(worker, Duration::from_secs(60)).await.unwrap() {
+                    claimed.push(generation.id);
+                }
+            }
+            Operation::Succeed(index) => {
+                if let Some(id) = claimed.get(index) {
+                    store.finish_succeeded(id, worker, json!({})).await.unwrap();
+                }
+            }
+            Operation::Fail(index) => {
+                if let Some(id) = claimed.get(index) {
+                    let failure = FailureDetail { code: "x".into(), message: "x".into() };
+                    store.finish_failed(id, FinishGuard::LeaseOwner(worker), failure).await.unwrap();
+                }
+            }
+            Operation::Cancel(index) => {
+                if let Some(id) = generations.get(index) {
+                    store.cancel_generation(&account_id, id).await.unwrap();
+                }
+            }
+            Operation::HandBack(index) => {
+                if let Some(id) = claimed.get(index) {
+                    store.release_to_queue(id, worker).await.unwrap();
+                }
+            }
+        }
+        check_invariant(store.as_ref(), &account_id).await;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_ledger_balances_after_every_operation(operations in proptest::collection::vec(operation(), 1..40)) {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(run_sequence(operations));
+    }
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_attempt() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("rescue.sqlite").display());
+    let store = store::open(&url).await.unwrap();
+    store
+        .create_account(NewAccount { id: "acct".into(), name: "n".into(), initial_credit: Micros(1_000_000), webhook_secret: "s".into() })
+        .await
+        .unwrap();
+    store
+        .submit_generation(NewGeneration {
+            id: "gen_lost".into(),
+            account_id: "acct".into(),
+            api_key_id: "key".into(),
+            model: "m".into(),
+            endpoint: "m/text-to-video".into(),
+            mode: "text-to-video".into(),
+            input: json!({}),
+            price: Micros(300_000),
+            official_price: Micros(400_000),
+            webhook_url: None,
+            idempotency: None,
+            max_attempts: 2,
+        })
+        .await
+        .unwrap();
+    for attempt in 1..=2 {
+        let claimed = store.claim_next("dead-worker", Duration::from_millis(1)).await.unwrap().unwrap();
+        assert_eq!(claimed.attempts, attempt);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // The dead worker's late result is refused once its lease expired and was rescued.
+        let report = store.rescue_expired_leases().await.unwrap();
+        assert!(!store.finish_succeeded("gen_lost", "dead-worker", json!({})).await.unwrap());
+        if attempt == 1 {
+            assert_eq!(report.requeued, vec!["gen_lost".to_owned()]);
+        } else {
+            assert_eq!(report.failed, vec!["gen_lost".to_owned()]);
+        }
+    }
+    let failed = store.generation("acct", "gen_lost").await.unwrap().unwrap();
+    assert_eq!(failed.status, vidgate_core::GenerationStatus::Failed);
+    assert_eq!(failed.error.unwrap()["code"], "worker_lost");
+    let account = store.account("acct").await.unwrap().unwrap();
+    assert_eq!((account.balance.0, account.held.0), (1_000_000, 0));
+}
+
+#[tokio::test]
+async fn two_workers_never_claim_the_same_job() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", directory.path().join("claims.sqlite").display());
+    let store = store::open(&url).await.unwrap();
+    store
+        .create_account(NewAccount { id: "acct".into(), name: "n".into(), initial_credit: Micros(100_000_000), webhook_secret: "s".into() })
+        .await
+        .unwrap();
+    for index in 0..30 {
+        store
+            .submit_generation(NewGeneration {
+                id: format!("gen_{index:02}"),
+                account_id: "acct".into(),
+                api_key_id: "key".into(),
+                model: "m".into(),
+                endpoint: "m/text-to-video".into(),
+                mode: "text-to-video".into(),
+                input: json!({}),
+                price: Micros(10_000),
+                official_price: Micros(10_000),
+                webhook_url: None,
+                idempotency: None,
+                max_attempts: 3,
+            })
+            .await
+            .ok();
+    }
+    let mut claimers = tokio::task::JoinSet::new();
+    for worker in 0..6 {
+        let store = store.clone();
+        claimers.spawn(async move {
+            let mut mine = Vec::new();
+            while let Some(generation) = store.claim_next(&format!("w{worker}"), Duration::from_secs(60)).await.unwrap() {
+                mine.push(generation.id);
+            }
+            mine
+        });
+    }
+    let mut all: Vec<String> = claimers.join_all().await.into_iter().flatten().collect();
+    all.sort();
+    let before = all.len();
+    all.dedup();
+    assert_eq!(before, all.len(), "a job was claimed twice");
+    assert_eq!(all.len(), 20, "the concurrency limit admitted 20 of the 30 submits");
+}
