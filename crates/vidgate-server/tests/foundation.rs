@@ -7,12 +7,16 @@ use common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-#[tokio::test]
-async fn models_are_public_cacheable_and_complete() {
-    let app = spawn_app().await;
+async fn models_are_public_cacheable_and_complete(store: StoreKind) {
+    let app = spawn_app(store).await;
     let response = app.client.get(app.url("/models")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    assert!(response.headers()["cache-control"].to_str().unwrap().contains("max-age"));
+    assert!(
+        response.headers()["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("max-age")
+    );
     let etag = response.headers()["etag"].clone();
     let body: Value = response.json().await.unwrap();
     let models = body["data"].as_array().unwrap();
@@ -30,15 +34,27 @@ async fn models_are_public_cacheable_and_complete() {
         .unwrap();
     assert_eq!(unchanged.status(), StatusCode::NOT_MODIFIED);
 
-    let one: Value = app.client.get(app.url("/models/vendor_4/model_4")).send().await.unwrap().json().await.unwrap();
+    let one: Value = app
+        .client
+        .get(app.url("/models/vendor_4/model_4"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(one["label"], "M4");
-    let missing = app.client.get(app.url("/models/vendor_9/model_9")).send().await.unwrap();
+    let missing = app
+        .client
+        .get(app.url("/models/vendor_9/model_9"))
+        .send()
+        .await
+        .unwrap();
     assert_error(missing, StatusCode::NOT_FOUND, "not_found", None).await;
 }
 
-#[tokio::test]
-async fn quotes_price_requests_without_a_key_or_a_charge() {
-    let app = spawn_app().await;
+async fn quotes_price_requests_without_a_key_or_a_charge(store: StoreKind) {
+    let app = spawn_app(store).await;
     let before = app.account_state(&app.account.account.id).await;
     let response = app
         .client
@@ -57,7 +73,13 @@ async fn quotes_price_requests_without_a_key_or_a_charge() {
     assert_eq!(quote["breakdown"]["unit"], "second");
 
     // A key is accepted on public endpoints, and an empty body quotes the defaults.
-    let with_key = app.client.post(app.url("/quote/vendor_2/model_2/text-to-video")).bearer_auth(app.key()).send().await.unwrap();
+    let with_key = app
+        .client
+        .post(app.url("/quote/vendor_2/model_2/text-to-video"))
+        .bearer_auth(app.key())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(with_key.status(), StatusCode::OK);
     let m2: Value = with_key.json().await.unwrap();
     assert_eq!(m2["cost"]["amount_usd"], 0.8);
@@ -69,34 +91,65 @@ async fn quotes_price_requests_without_a_key_or_a_charge() {
         .send()
         .await
         .unwrap();
-    assert_error(invalid, StatusCode::BAD_REQUEST, "invalid_request", Some("duration")).await;
-    let unknown = app.client.post(app.url("/quote/vendor_2/model_2/reference-to-video")).json(&json!({})).send().await.unwrap();
+    assert_error(
+        invalid,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("duration"),
+    )
+    .await;
+    let unknown = app
+        .client
+        .post(app.url("/quote/vendor_2/model_2/reference-to-video"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_error(unknown, StatusCode::NOT_FOUND, "not_found", None).await;
     assert_eq!(app.account_state(&app.account.account.id).await, before);
 }
 
-#[tokio::test]
-async fn missing_malformed_unknown_and_revoked_keys_are_refused() {
-    let app = spawn_app().await;
+async fn missing_malformed_unknown_and_revoked_keys_are_refused(store: StoreKind) {
+    let app = spawn_app(store).await;
     let no_key = app.client.get(app.url("/account")).send().await.unwrap();
     assert_error(no_key, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
-    for header in ["Basic abc", "Bearer", "Bearer not-a-key", "Bearer vg_live_unknownkeyunknownkeyunknownkey"] {
-        let response = app.client.get(app.url("/account")).header("authorization", header).send().await.unwrap();
+    for header in [
+        "Basic abc",
+        "Bearer",
+        "Bearer not-a-key",
+        "Bearer vg_live_unknownkeyunknownkeyunknownkey",
+    ] {
+        let response = app
+            .client
+            .get(app.url("/account"))
+            .header("authorization", header)
+            .send()
+            .await
+            .unwrap();
         assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
     }
     let response = app.get("/account", app.key()).await;
     assert_eq!(response.status(), StatusCode::OK);
-    assert!(app.server.store.revoke_api_key(&app.account.key_id).await.unwrap());
+    assert!(
+        app.server
+            .store
+            .revoke_api_key(&app.account.key_id)
+            .await
+            .unwrap()
+    );
     let revoked = app.get("/account", app.key()).await;
     assert_error(revoked, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 
-#[tokio::test]
-async fn the_account_shows_balance_and_limits() {
-    let app = spawn_app().await;
+async fn the_account_shows_balance_and_limits(store: StoreKind) {
+    let app = spawn_app(store).await;
     let response = app.get("/account", app.key()).await;
     assert_eq!(response.status(), StatusCode::OK);
-    for header in ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"] {
+    for header in [
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+    ] {
         assert!(response.headers().contains_key(header), "{header}");
     }
     let account: Value = response.json().await.unwrap();
@@ -108,58 +161,156 @@ async fn the_account_shows_balance_and_limits() {
     assert_eq!(account["limits"]["max_concurrent_generations"], 20);
 }
 
-#[tokio::test]
-async fn every_error_has_the_spec_shape_and_a_request_id() {
-    let app = spawn_app().await;
-    let unknown_route = app.client.get(app.url("/nothing/here")).send().await.unwrap();
+async fn every_error_has_the_spec_shape_and_a_request_id(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let unknown_route = app
+        .client
+        .get(app.url("/nothing/here"))
+        .send()
+        .await
+        .unwrap();
     assert!(unknown_route.headers().contains_key("x-request-id"));
     assert_error(unknown_route, StatusCode::NOT_FOUND, "not_found", None).await;
-    let outside_api = app.client.get(format!("http://{}/", app.server.local_addr)).send().await.unwrap();
+    let outside_api = app
+        .client
+        .get(format!("http://{}/", app.server.local_addr))
+        .send()
+        .await
+        .unwrap();
     assert_error(outside_api, StatusCode::NOT_FOUND, "not_found", None).await;
 
     let wrong_method = app.client.delete(app.url("/models")).send().await.unwrap();
-    assert_error(wrong_method, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", None).await;
+    assert_error(
+        wrong_method,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        None,
+    )
+    .await;
 
     let huge = "x".repeat(300 * 1024);
-    let too_large = app.client.post(app.url(&format!("/run/{M1_T2V}"))).bearer_auth(app.key()).body(huge).send().await.unwrap();
-    assert_error(too_large, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None).await;
+    let too_large = app
+        .client
+        .post(app.url(&format!("/run/{M1_T2V}")))
+        .bearer_auth(app.key())
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_error(
+        too_large,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        None,
+    )
+    .await;
 
-    let not_json = app.client.post(app.url(&format!("/run/{M1_T2V}"))).bearer_auth(app.key()).body("{prompt").send().await.unwrap();
+    let not_json = app
+        .client
+        .post(app.url(&format!("/run/{M1_T2V}")))
+        .bearer_auth(app.key())
+        .body("{prompt")
+        .send()
+        .await
+        .unwrap();
     assert_error(not_json, StatusCode::BAD_REQUEST, "invalid_request", None).await;
 
-    let unknown_endpoint = app.submit("vendor_1/model_1/sound-to-video", json!({ "prompt": "x" })).await;
+    let unknown_endpoint = app
+        .submit("vendor_1/model_1/sound-to-video", json!({ "prompt": "x" }))
+        .await;
     assert_error(unknown_endpoint, StatusCode::NOT_FOUND, "not_found", None).await;
 
-    let missing_file = app.client.get(app.url("/files/outputs/nothing.mp4")).send().await.unwrap();
+    let missing_file = app
+        .client
+        .get(app.url("/files/outputs/nothing.mp4"))
+        .send()
+        .await
+        .unwrap();
     assert_error(missing_file, StatusCode::NOT_FOUND, "not_found", None).await;
 
-    let direct_upload = app.post_json("/uploads/initiate", app.key(), &json!({})).await;
-    assert_error(direct_upload, StatusCode::NOT_IMPLEMENTED, "direct_upload_unavailable", None).await;
+    let direct_upload = app
+        .post_json("/uploads/initiate", app.key(), &json!({}))
+        .await;
+    assert_error(
+        direct_upload,
+        StatusCode::NOT_IMPLEMENTED,
+        "direct_upload_unavailable",
+        None,
+    )
+    .await;
 }
 
-#[tokio::test]
-async fn submit_validation_errors_name_the_parameter_and_charge_nothing() {
-    let app = spawn_app().await;
+async fn submit_validation_errors_name_the_parameter_and_charge_nothing(store: StoreKind) {
+    let app = spawn_app(store).await;
     let cases: Vec<(&str, Value, &str)> = vec![
         (M1_T2V, json!({}), "prompt"),
         (M1_T2V, json!({ "prompt": "x", "colour": "red" }), "colour"),
-        (M1_T2V, json!({ "prompt": "x", "duration": "5" }), "duration"),
-        (M1_T2V, json!({ "prompt": "x", "duration": 5.5 }), "duration"),
-        (M1_T2V, json!({ "prompt": "x", "resolution": "4k" }), "resolution"),
-        (M1_T2V, json!({ "prompt": "x", "image_url": "https://example.com/a.png" }), "image_url"),
-        (M1_T2V, json!({ "prompt": "x", "webhook_url": "not a url" }), "webhook_url"),
+        (
+            M1_T2V,
+            json!({ "prompt": "x", "duration": "5" }),
+            "duration",
+        ),
+        (
+            M1_T2V,
+            json!({ "prompt": "x", "duration": 5.5 }),
+            "duration",
+        ),
+        (
+            M1_T2V,
+            json!({ "prompt": "x", "resolution": "4k" }),
+            "resolution",
+        ),
+        (
+            M1_T2V,
+            json!({ "prompt": "x", "image_url": "https://example.com/a.png" }),
+            "image_url",
+        ),
+        (
+            M1_T2V,
+            json!({ "prompt": "x", "webhook_url": "not a url" }),
+            "webhook_url",
+        ),
         (M1_T2V, json!({ "prompt": "look at @Image1" }), "prompt"),
-        ("vendor_1/model_1/image-to-video", json!({ "prompt": "x" }), "image_url"),
-        ("vendor_3/model_3/text-to-video", json!({ "prompt": "x", "resolution": "720p" }), "resolution"),
-        ("vendor_6/model_6/text-to-video", json!({ "prompt": "x", "seed": 1 }), "seed"),
+        (
+            "vendor_1/model_1/image-to-video",
+            json!({ "prompt": "x" }),
+            "image_url",
+        ),
+        (
+            "vendor_3/model_3/text-to-video",
+            json!({ "prompt": "x", "resolution": "720p" }),
+            "resolution",
+        ),
+        (
+            "vendor_6/model_6/text-to-video",
+            json!({ "prompt": "x", "seed": 1 }),
+            "seed",
+        ),
     ];
     for (endpoint, body, param) in cases {
         let response = app.submit(endpoint, body.clone()).await;
-        assert_error(response, StatusCode::BAD_REQUEST, "invalid_request", Some(param)).await;
+        assert_error(
+            response,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            Some(param),
+        )
+        .await;
     }
-    let array_body = app.post_json(&format!("/run/{M1_T2V}"), app.key(), &json!(["prompt"])).await;
+    let array_body = app
+        .post_json(&format!("/run/{M1_T2V}"), app.key(), &json!(["prompt"]))
+        .await;
     assert_error(array_body, StatusCode::BAD_REQUEST, "invalid_request", None).await;
     let account = app.account_state(&app.account.account.id).await;
     assert_eq!(account.held.0, 0);
     assert_eq!(account.balance.0, 100_000_000);
 }
+
+on_both_stores!(
+    models_are_public_cacheable_and_complete,
+    quotes_price_requests_without_a_key_or_a_charge,
+    missing_malformed_unknown_and_revoked_keys_are_refused,
+    the_account_shows_balance_and_limits,
+    every_error_has_the_spec_shape_and_a_request_id,
+    submit_validation_errors_name_the_parameter_and_charge_nothing,
+);

@@ -136,7 +136,12 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         AdminCommand::Account(AccountCommand::Show { account_id }) => {
             show_account(store, &account_id).await?
         }
-        AdminCommand::Account(AccountCommand::Limits { account_id, rps, burst, concurrency }) => {
+        AdminCommand::Account(AccountCommand::Limits {
+            account_id,
+            rps,
+            burst,
+            concurrency,
+        }) => {
             let current = store
                 .account(&account_id)
                 .await?
@@ -151,7 +156,10 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             show_account(store, &account_id).await?
         }
         AdminCommand::Key(KeyCommand::Create { account, name }) => {
-            store.account(&account).await?.with_context(|| format!("no account {account}"))?;
+            store
+                .account(&account)
+                .await?
+                .with_context(|| format!("no account {account}"))?;
             let key = accounts::create_api_key(store, &account, &name).await?;
             json!({ "key_id": key.key_id, "api_key": key.api_key, "account_id": account })
         }

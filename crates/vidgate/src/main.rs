@@ -13,7 +13,11 @@ use vidgate_server::ServerOptions;
 use vidgate_server::backend::Backends;
 
 #[derive(Parser)]
-#[command(name = "vidgate", version, about = "Asynchronous video generation service")]
+#[command(
+    name = "vidgate",
+    version,
+    about = "Asynchronous video generation service"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -76,7 +80,9 @@ struct ServeArgs {
 fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VIDGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
@@ -109,7 +115,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     options.queue.lease = Duration::from_secs(args.lease_seconds.max(1));
     options.backends = Backends::builtin(args.simulation);
     options.bootstrap_development_account = true;
-    let server = vidgate_server::start(options).await.map_err(anyhow::Error::from)?;
+    let server = vidgate_server::start(options)
+        .await
+        .map_err(anyhow::Error::from)?;
 
     println!("vidgate is listening on {}", server.api_base);
     if let Some(created) = &server.development_account {

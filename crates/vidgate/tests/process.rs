@@ -24,7 +24,15 @@ impl Drop for Server {
 
 fn start_server(data_dir: &Path) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_vidgate"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--lease-seconds", "2", "--workers", "2"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--lease-seconds",
+            "2",
+            "--workers",
+            "2",
+        ])
         .env("VIDGATE_DATA_DIR", data_dir)
         .env("VIDGATE_SIMULATION", "1")
         .env("VIDGATE_LOG", "warn")
@@ -33,6 +41,8 @@ fn start_server(data_dir: &Path) -> Server {
         .spawn()
         .expect("vidgate serve starts");
     let stdout = child.stdout.take().unwrap();
+    // Owned by a guard from here on, so the process is reaped on every path.
+    let mut server = Server { child, api_base: String::new() };
     let (lines, received) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -43,9 +53,12 @@ fn start_server(data_dir: &Path) -> Server {
     });
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let line = received.recv_timeout(deadline - Instant::now()).expect("the server announces its address");
+        let line = received
+            .recv_timeout(deadline - Instant::now())
+            .expect("the server announces its address");
         if let Some(api_base) = line.strip_prefix("vidgate is listening on ") {
-            return Server { child, api_base: api_base.trim().to_owned() };
+            server.api_base = api_base.trim().to_owned();
+            return server;
         }
     }
 }
@@ -57,7 +70,11 @@ fn admin(data_dir: &Path, arguments: &[&str]) -> Value {
         .env("VIDGATE_DATA_DIR", data_dir)
         .output()
         .expect("vidgate admin runs");
-    assert!(output.status.success(), "admin {arguments:?}: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "admin {arguments:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).expect("admin prints JSON")
 }
 
@@ -74,7 +91,11 @@ fn admin_fails(data_dir: &Path, arguments: &[&str]) -> String {
 
 fn assert_ledger_balanced(account: &Value) {
     let micros = |field: &str| (account[field].as_f64().unwrap() * 1e6).round() as i64;
-    assert_eq!(micros("credited_usd"), micros("balance_usd") + micros("held_usd") + micros("spent_usd"), "{account}");
+    assert_eq!(
+        micros("credited_usd"),
+        micros("balance_usd") + micros("held_usd") + micros("spent_usd"),
+        "{account}"
+    );
 }
 
 #[tokio::test]
@@ -83,37 +104,82 @@ async fn admin_commands_work_beside_a_running_server() {
     let server = start_server(data_dir.path());
     let client = reqwest::Client::new();
 
-    let created = admin(data_dir.path(), &["account", "create", "--name", "acme", "--credit-usd", "12.50"]);
+    let created = admin(
+        data_dir.path(),
+        &[
+            "account",
+            "create",
+            "--name",
+            "acme",
+            "--credit-usd",
+            "12.50",
+        ],
+    );
     let account_id = created["account_id"].as_str().unwrap();
     let api_key = created["api_key"].as_str().unwrap();
     assert!(api_key.starts_with("vg_live_"));
-    assert!(created["webhook_secret"].as_str().unwrap().starts_with("whsec_"));
+    assert!(
+        created["webhook_secret"]
+            .as_str()
+            .unwrap()
+            .starts_with("whsec_")
+    );
 
-    let credited = admin(data_dir.path(), &["account", "credit", account_id, "--usd", "7.5"]);
+    let credited = admin(
+        data_dir.path(),
+        &["account", "credit", account_id, "--usd", "7.5"],
+    );
     assert_eq!(credited["balance_usd"], 20.0);
     let shown = admin(data_dir.path(), &["account", "show", account_id]);
     assert_eq!(shown["account_id"], account_id);
     assert_eq!(shown["held_usd"], 0.0);
-    let limited = admin(data_dir.path(), &["account", "limits", account_id, "--concurrency", "5"]);
+    let limited = admin(
+        data_dir.path(),
+        &["account", "limits", account_id, "--concurrency", "5"],
+    );
     assert_eq!(limited["limits"]["max_concurrent_generations"], 5);
     assert_eq!(limited["limits"]["burst"], 20);
 
     // The API sees the same account, and the figures agree with `admin account show`.
-    let from_api: Value = client.get(format!("{}/account", server.api_base)).bearer_auth(api_key).send().await.unwrap().json().await.unwrap();
+    let from_api: Value = client
+        .get(format!("{}/account", server.api_base))
+        .bearer_auth(api_key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(from_api["balance_usd"], 20.0);
     assert_eq!(from_api["limits"]["max_concurrent_generations"], 5);
 
     let key = admin(data_dir.path(), &["key", "create", "--account", account_id]);
     let second_key = key["api_key"].as_str().unwrap();
-    let ok = client.get(format!("{}/account", server.api_base)).bearer_auth(second_key).send().await.unwrap();
+    let ok = client
+        .get(format!("{}/account", server.api_base))
+        .bearer_auth(second_key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
-    admin(data_dir.path(), &["key", "revoke", key["key_id"].as_str().unwrap()]);
-    let refused = client.get(format!("{}/account", server.api_base)).bearer_auth(second_key).send().await.unwrap();
+    admin(
+        data_dir.path(),
+        &["key", "revoke", key["key_id"].as_str().unwrap()],
+    );
+    let refused = client
+        .get(format!("{}/account", server.api_base))
+        .bearer_auth(second_key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 401);
 
     admin(data_dir.path(), &["model", "pause", "vendor_2/model_2"]);
     let paused = client
-        .post(format!("{}/run/vendor_2/model_2/text-to-video", server.api_base))
+        .post(format!(
+            "{}/run/vendor_2/model_2/text-to-video",
+            server.api_base
+        ))
         .bearer_auth(api_key)
         .json(&json!({ "prompt": "x" }))
         .send()
@@ -122,9 +188,19 @@ async fn admin_commands_work_beside_a_running_server() {
     assert_eq!(paused.status(), 503);
     admin(data_dir.path(), &["model", "resume", "vendor_2/model_2"]);
 
-    assert!(admin_fails(data_dir.path(), &["account", "show", "acct_missing"]).contains("no account"));
-    assert!(admin_fails(data_dir.path(), &["account", "credit", account_id, "--usd=-3"]).contains("amount"));
-    assert!(admin_fails(data_dir.path(), &["model", "pause", "vendor_9/model_9"]).contains("no model"));
+    assert!(
+        admin_fails(data_dir.path(), &["account", "show", "acct_missing"]).contains("no account")
+    );
+    assert!(
+        admin_fails(
+            data_dir.path(),
+            &["account", "credit", account_id, "--usd=-3"]
+        )
+        .contains("amount")
+    );
+    assert!(
+        admin_fails(data_dir.path(), &["model", "pause", "vendor_9/model_9"]).contains("no model")
+    );
 }
 
 #[tokio::test]
@@ -132,21 +208,46 @@ async fn a_killed_server_loses_no_job_and_no_cent() {
     let data_dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
     let mut first = start_server(data_dir.path());
-    let created = admin(data_dir.path(), &["account", "create", "--name", "crash", "--credit-usd", "10"]);
+    let created = admin(
+        data_dir.path(),
+        &["account", "create", "--name", "crash", "--credit-usd", "10"],
+    );
     let account_id = created["account_id"].as_str().unwrap().to_owned();
     let api_key = created["api_key"].as_str().unwrap().to_owned();
 
     let mut ids = Vec::new();
     for index in 0..4 {
         let body = json!({ "prompt": format!("crash test {index} [sim:sleep=2500]"), "duration": 2, "resolution": "480p", "generate_audio": false });
-        let response = client.post(format!("{}/run/vendor_1/model_1/text-to-video", first.api_base)).bearer_auth(&api_key).json(&body).send().await.unwrap();
+        let response = client
+            .post(format!(
+                "{}/run/vendor_1/model_1/text-to-video",
+                first.api_base
+            ))
+            .bearer_auth(&api_key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 202);
-        ids.push(response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned());
+        ids.push(
+            response.json::<Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
     }
     // Wait until both workers hold a job, then kill the process outright.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let list: Value = client.get(format!("{}/generations?status=running", first.api_base)).bearer_auth(&api_key).send().await.unwrap().json().await.unwrap();
+        let list: Value = client
+            .get(format!("{}/generations?status=running", first.api_base))
+            .bearer_auth(&api_key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         if list["data"].as_array().unwrap().len() == 2 {
             break;
         }
@@ -158,24 +259,44 @@ async fn a_killed_server_loses_no_job_and_no_cent() {
 
     let mid_crash = admin(data_dir.path(), &["account", "show", &account_id]);
     assert_ledger_balanced(&mid_crash);
-    assert_eq!(mid_crash["held_usd"], 0.4, "all four holds survive the crash");
+    assert_eq!(
+        mid_crash["held_usd"], 0.4,
+        "all four holds survive the crash"
+    );
 
     let second = start_server(data_dir.path());
     let deadline = Instant::now() + Duration::from_secs(90);
     for id in &ids {
         loop {
-            let generation: Value = client.get(format!("{}/generations/{id}", second.api_base)).bearer_auth(&api_key).send().await.unwrap().json().await.unwrap();
+            let generation: Value = client
+                .get(format!("{}/generations/{id}", second.api_base))
+                .bearer_auth(&api_key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             let status = generation["status"].as_str().unwrap().to_owned();
             if status == "succeeded" {
                 break;
             }
-            assert!(status == "queued" || status == "running", "{id} ended {status}: {generation}");
-            assert!(Instant::now() < deadline, "{id} never finished after the restart");
+            assert!(
+                status == "queued" || status == "running",
+                "{id} ended {status}: {generation}"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "{id} never finished after the restart"
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     let settled = admin(data_dir.path(), &["account", "show", &account_id]);
     assert_ledger_balanced(&settled);
     assert_eq!(settled["held_usd"], 0.0);
-    assert_eq!(settled["spent_usd"], 0.4, "each generation was charged exactly once");
+    assert_eq!(
+        settled["spent_usd"], 0.4,
+        "each generation was charged exactly once"
+    );
 }

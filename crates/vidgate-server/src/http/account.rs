@@ -33,6 +33,8 @@ pub async fn show(
         .store
         .account(&caller.account_id)
         .await?
-        .ok_or_else(|| ApiError::Unauthorized("The account of this API key no longer exists.".into()))?;
+        .ok_or_else(|| {
+            ApiError::Unauthorized("The account of this API key no longer exists.".into())
+        })?;
     Ok(Json(account_json(&account)))
 }

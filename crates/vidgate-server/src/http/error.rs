@@ -13,7 +13,10 @@ use crate::store::StoreError;
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{message}")]
-    InvalidRequest { message: String, param: Option<String> },
+    InvalidRequest {
+        message: String,
+        param: Option<String>,
+    },
     #[error("{0}")]
     Unauthorized(String),
     #[error("{0}")]
@@ -23,11 +26,17 @@ pub enum ApiError {
     #[error("{0}")]
     MethodNotAllowed(String),
     #[error("{message}")]
-    Conflict { message: String, param: Option<String> },
+    Conflict {
+        message: String,
+        param: Option<String>,
+    },
     #[error("{0}")]
     PayloadTooLarge(String),
     #[error("{message}")]
-    RateLimited { message: String, retry_after: Duration },
+    RateLimited {
+        message: String,
+        retry_after: Duration,
+    },
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("{0}")]
@@ -40,7 +49,10 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
-        ApiError::InvalidRequest { message: message.into(), param: Some(param.into()) }
+        ApiError::InvalidRequest {
+            message: message.into(),
+            param: Some(param.into()),
+        }
     }
 
     pub fn internal(error: impl std::error::Error + Send + Sync + 'static) -> ApiError {
@@ -55,9 +67,7 @@ impl ApiError {
                 (StatusCode::PAYMENT_REQUIRED, "insufficient_balance")
             }
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::MethodNotAllowed(_) => {
-                (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
-            }
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
@@ -66,9 +76,7 @@ impl ApiError {
                 (StatusCode::NOT_IMPLEMENTED, "direct_upload_unavailable")
             }
             ApiError::Upstream(_) => (StatusCode::BAD_GATEWAY, "upstream_error"),
-            ApiError::ModelUnavailable(_) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable")
-            }
+            ApiError::ModelUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable"),
         }
     }
 }
@@ -97,7 +105,10 @@ impl IntoResponse for ApiError {
         let (message, param) = match &self {
             ApiError::Internal(source) => {
                 log_cause_chain(source.as_ref());
-                ("The service failed to handle the request. Retry with backoff.".to_owned(), None)
+                (
+                    "The service failed to handle the request. Retry with backoff.".to_owned(),
+                    None,
+                )
             }
             ApiError::InvalidRequest { message, param } | ApiError::Conflict { message, param } => {
                 (message.clone(), param.clone())
@@ -111,7 +122,9 @@ impl IntoResponse for ApiError {
         let mut response = (status, axum::Json(body)).into_response();
         if let ApiError::RateLimited { retry_after, .. } = &self {
             let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use vidgate_core::{CancelRefusal, GenerationStatus};
 
 use super::{ApiError, AppState};
-use crate::store::{CancelOutcome, Caller, Generation, ListFilter};
+use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
 
 /// Seconds a client should wait before polling an unfinished generation
 /// again (SPEC.md section 6.2 asks for no tighter than 5 to 10 seconds).
@@ -76,13 +76,17 @@ pub fn generation_json(generation: &Generation, api_base: &str) -> Value {
 pub fn generation_response(generation: &Generation, api_base: &str) -> Response {
     let mut response = Json(generation_json(generation, api_base)).into_response();
     if !generation.status.is_final() {
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(POLL_HINT_SECONDS));
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(POLL_HINT_SECONDS));
     }
     response
 }
 
 fn not_found(generation_id: &str) -> ApiError {
-    ApiError::NotFound(format!("No generation {generation_id:?} exists in this account."))
+    ApiError::NotFound(format!(
+        "No generation {generation_id:?} exists in this account."
+    ))
 }
 
 pub async fn show(
@@ -103,15 +107,23 @@ pub async fn cancel(
     Extension(caller): Extension<Caller>,
     Path(generation_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    match state.store.cancel_generation(&caller.account_id, &generation_id).await? {
+    match state
+        .store
+        .cancel_generation(&caller.account_id, &generation_id)
+        .await?
+    {
         CancelOutcome::Canceled(generation) => {
             Ok(generation_response(&generation, &state.api_base))
         }
         CancelOutcome::NotFound => Err(not_found(&generation_id)),
         CancelOutcome::Refused(status) => {
-            let refusal: CancelRefusal =
-                status.check_cancel().expect_err("the store refuses only what the rule refuses");
-            Err(ApiError::Conflict { message: format!("Cannot cancel: {refusal}."), param: None })
+            let refusal: CancelRefusal = status
+                .check_cancel()
+                .expect_err("the store refuses only what the rule refuses");
+            Err(ApiError::Conflict {
+                message: format!("Cannot cancel: {refusal}."),
+                param: None,
+            })
         }
     }
 }
@@ -142,15 +154,17 @@ fn parse_list_filter(parameters: ListParameters) -> Result<ListFilter, ApiError>
             .ok()
             .filter(|limit| (1..=MAX_PAGE_SIZE).contains(limit))
             .ok_or_else(|| {
-                ApiError::invalid("limit", format!("limit must be an integer from 1 to {MAX_PAGE_SIZE}."))
+                ApiError::invalid(
+                    "limit",
+                    format!("limit must be an integer from 1 to {MAX_PAGE_SIZE}."),
+                )
             })?,
     };
     let before = parameters
         .cursor
         .map(|cursor| {
-            decode_cursor(&cursor).ok_or_else(|| {
-                ApiError::invalid("cursor", "cursor is not one this API returned.")
-            })
+            decode_cursor(&cursor)
+                .ok_or_else(|| ApiError::invalid("cursor", "cursor is not one this API returned."))
         })
         .transpose()?;
     let status = parameters
@@ -164,7 +178,12 @@ fn parse_list_filter(parameters: ListParameters) -> Result<ListFilter, ApiError>
             })
         })
         .transpose()?;
-    Ok(ListFilter { status, model: parameters.model, before, limit })
+    Ok(ListFilter {
+        status,
+        model: parameters.model,
+        before,
+        limit,
+    })
 }
 
 pub async fn list(
@@ -180,10 +199,17 @@ pub async fn list(
     let page_size = filter.limit as usize;
     // One extra row tells whether another page exists.
     filter.limit += 1;
-    let mut generations = state.store.list_generations(&caller.account_id, &filter).await?;
+    let mut generations = state
+        .store
+        .list_generations(&caller.account_id, &filter)
+        .await?;
     let has_more = generations.len() > page_size;
     generations.truncate(page_size);
-    let next_cursor = if has_more { generations.last().map(encode_cursor) } else { None };
+    let next_cursor = if has_more {
+        generations.last().map(encode_cursor)
+    } else {
+        None
+    };
     Ok(Json(json!({
         "object": "list",
         "data": generations.iter().map(|generation| generation_json(generation, &state.api_base)).collect::<Vec<_>>(),
@@ -205,7 +231,10 @@ mod tests {
     #[test]
     fn cursors_round_trip_and_reject_garbage() {
         let encoded = URL_SAFE_NO_PAD.encode("1700000000000:gen_abc");
-        assert_eq!(decode_cursor(&encoded), Some((1_700_000_000_000, "gen_abc".into())));
+        assert_eq!(
+            decode_cursor(&encoded),
+            Some((1_700_000_000_000, "gen_abc".into()))
+        );
         assert_eq!(decode_cursor("!!!"), None);
         assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode("nope")), None);
     }

@@ -127,7 +127,10 @@ async fn authenticate(
     let headers = response.headers_mut();
     headers.insert("x-ratelimit-limit", HeaderValue::from(rate.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(rate.remaining));
-    headers.insert("x-ratelimit-reset", HeaderValue::from(rate.reset.as_secs_f64().ceil() as u64));
+    headers.insert(
+        "x-ratelimit-reset",
+        HeaderValue::from(rate.reset.as_secs_f64().ceil() as u64),
+    );
     Ok(response)
 }
 
@@ -223,5 +226,8 @@ fn body_bytes(
 }
 
 fn invalid_request(error: vidgate_core::InvalidRequest) -> ApiError {
-    ApiError::InvalidRequest { message: error.message, param: error.param }
+    ApiError::InvalidRequest {
+        message: error.message,
+        param: error.param,
+    }
 }

@@ -20,14 +20,20 @@ fn cacheable_json(request_headers: &HeaderMap, body: &Value) -> Response {
     let unchanged = request_headers
         .get(header::IF_NONE_MATCH)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|tags| tags.split(',').any(|tag| tag.trim() == etag || tag.trim() == "*"));
+        .is_some_and(|tags| {
+            tags.split(',')
+                .any(|tag| tag.trim() == etag || tag.trim() == "*")
+        });
     let mut response = if unchanged {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         ([(header::CONTENT_TYPE, "application/json")], text).into_response()
     };
     let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(CACHE_CONTROL),
+    );
     if let Ok(etag) = HeaderValue::from_str(&etag) {
         headers.insert(header::ETAG, etag);
     }
@@ -35,8 +41,12 @@ fn cacheable_json(request_headers: &HeaderMap, body: &Value) -> Response {
 }
 
 pub async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let models: Vec<Value> =
-        state.catalog.models().iter().map(|model| model.public_json(&state.api_base)).collect();
+    let models: Vec<Value> = state
+        .catalog
+        .models()
+        .iter()
+        .map(|model| model.public_json(&state.api_base))
+        .collect();
     cacheable_json(&headers, &json!({ "object": "list", "data": models }))
 }
 
@@ -50,5 +60,8 @@ pub async fn show(
         .catalog
         .model(&model_id)
         .ok_or_else(|| ApiError::NotFound(format!("No model {model_id:?} exists.")))?;
-    Ok(cacheable_json(&headers, &model.public_json(&state.api_base)))
+    Ok(cacheable_json(
+        &headers,
+        &model.public_json(&state.api_base),
+    ))
 }

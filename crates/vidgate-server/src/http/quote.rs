@@ -18,8 +18,14 @@ pub async fn quote(
     let endpoint = endpoint_from_path(&state.catalog, &segments)?;
     let body = body_bytes(body)?;
     // An empty body asks for the price of the defaults.
-    let body = if body.iter().all(u8::is_ascii_whitespace) { Bytes::from_static(b"{}") } else { body };
-    let input = endpoint.validate(&body, Purpose::Quote).map_err(invalid_request)?;
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        Bytes::from_static(b"{}")
+    } else {
+        body
+    };
+    let input = endpoint
+        .validate(&body, Purpose::Quote)
+        .map_err(invalid_request)?;
     let price = endpoint.price(&input, &MediaFacts::default());
     Ok(Json(json!({
         "object": "quote",

@@ -12,8 +12,7 @@ use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request}
 use crate::backend::{Admission, Rejection};
 use crate::ids::{new_generation_id, sha256_hex};
 use crate::store::{
-    Caller, FailureDetail, FinishGuard, IdempotencyKey, NewGeneration, SubmitOutcome,
-    SubmitRefusal,
+    Caller, FailureDetail, FinishGuard, IdempotencyKey, NewGeneration, SubmitOutcome, SubmitRefusal,
 };
 
 const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
@@ -45,7 +44,10 @@ fn idempotency_key(
     let mut request = endpoint_id.as_bytes().to_vec();
     request.push(b'\n');
     request.extend_from_slice(body);
-    Ok(Some(IdempotencyKey { key: key.to_owned(), request_sha256: sha256_hex(&request) }))
+    Ok(Some(IdempotencyKey {
+        key: key.to_owned(),
+        request_sha256: sha256_hex(&request),
+    }))
 }
 
 pub async fn submit(
@@ -57,13 +59,18 @@ pub async fn submit(
 ) -> Result<Response, ApiError> {
     let endpoint = endpoint_from_path(&state.catalog, &segments)?;
     let body = body_bytes(body)?;
-    let input = endpoint.validate(&body, Purpose::Submit).map_err(invalid_request)?;
+    let input = endpoint
+        .validate(&body, Purpose::Submit)
+        .map_err(invalid_request)?;
     let endpoint_id = endpoint.id();
     let idempotency = idempotency_key(&headers, &endpoint_id, &body)?;
     let model = endpoint.model;
 
     let backend = state.backends.for_model(model).ok_or_else(|| {
-        ApiError::ModelUnavailable(format!("{} has no backend configured on this deployment.", model.id))
+        ApiError::ModelUnavailable(format!(
+            "{} has no backend configured on this deployment.",
+            model.id
+        ))
     })?;
     if state.store.is_model_paused(&model.id).await? {
         return Err(ApiError::ModelUnavailable(format!(
@@ -119,7 +126,12 @@ pub async fn submit(
         SubmitOutcome::Replayed(generation) => (generation, true),
     };
     if !replayed {
-        let admission = Admission { generation_id: &generation.id, model, mode: endpoint.mode, input: &input };
+        let admission = Admission {
+            generation_id: &generation.id,
+            model,
+            mode: endpoint.mode,
+            input: &input,
+        };
         if let Err(rejection) = backend.admit(&admission).await {
             return Err(refuse_admitted(&state, &generation.id, rejection).await);
         }
@@ -127,9 +139,11 @@ pub async fn submit(
     }
 
     let url = format!("{}/generations/{}", state.api_base, generation.id);
-    let mut response =
-        (StatusCode::ACCEPTED, axum::Json(generation_json(&generation, &state.api_base)))
-            .into_response();
+    let mut response = (
+        StatusCode::ACCEPTED,
+        axum::Json(generation_json(&generation, &state.api_base)),
+    )
+        .into_response();
     let response_headers = response.headers_mut();
     if let Ok(location) = HeaderValue::from_str(&url) {
         response_headers.insert(header::LOCATION, location);
@@ -144,13 +158,26 @@ pub async fn submit(
 /// fails, its hold is refunded, and the caller gets the HTTP error.
 async fn refuse_admitted(state: &AppState, generation_id: &str, rejection: Rejection) -> ApiError {
     let (code, error) = match &rejection {
-        Rejection::Unavailable(message) => ("model_unavailable", ApiError::ModelUnavailable(message.clone())),
-        Rejection::Upstream(message) => ("upstream_error", ApiError::Upstream(format!(
-            "The model refused the job: {message}. Any held amount was refunded."
-        ))),
+        Rejection::Unavailable(message) => (
+            "model_unavailable",
+            ApiError::ModelUnavailable(message.clone()),
+        ),
+        Rejection::Upstream(message) => (
+            "upstream_error",
+            ApiError::Upstream(format!(
+                "The model refused the job: {message}. Any held amount was refunded."
+            )),
+        ),
     };
-    let failure = FailureDetail { code: code.into(), message: rejection.to_string() };
-    match state.store.finish_failed(generation_id, FinishGuard::StillQueued, failure).await {
+    let failure = FailureDetail {
+        code: code.into(),
+        message: rejection.to_string(),
+    };
+    match state
+        .store
+        .finish_failed(generation_id, FinishGuard::StillQueued, failure)
+        .await
+    {
         Ok(_) => error,
         Err(store_error) => ApiError::internal(store_error),
     }
