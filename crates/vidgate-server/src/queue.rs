@@ -4,6 +4,10 @@
 //! lease, and finishes with an update guarded by state and lease owner. A
 //! rescuer puts jobs whose lease expired (their worker died) back in the
 //! queue, or fails and refunds them after their last attempt.
+//!
+//! Several nodes may run workers and rescuers on one PostgreSQL database:
+//! claims skip rows other nodes hold, every finish is guarded by the lease
+//! owner, and the rescuer's guarded updates make a second rescuer a no-op.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +28,8 @@ pub struct QueueSettings {
     pub workers: usize,
     /// How long a claimed job stays with its worker without a heartbeat.
     pub lease: Duration,
-    /// How often an idle worker looks for work queued by another process.
+    /// How often an idle worker looks for work it was not told about (a
+    /// missed announcement, or another process on SQLite).
     pub idle_poll: Duration,
     pub rescue_interval: Duration,
 }
@@ -56,12 +61,20 @@ pub fn spawn(context: Arc<WorkerContext>, shutdown: CancellationToken) -> Vec<Jo
 
 async fn worker_loop(context: Arc<WorkerContext>, worker_id: String, shutdown: CancellationToken) {
     while !shutdown.is_cancelled() {
-        match context.store.claim_next(&worker_id, context.settings.lease).await {
+        match context
+            .store
+            .claim_next(&worker_id, context.settings.lease)
+            .await
+        {
             Ok(Some(generation)) => run_claimed(&context, &worker_id, generation, &shutdown).await,
             Ok(None) => {
+                // A submit on this node wakes a worker at once; one on
+                // another node arrives through the store (PostgreSQL's
+                // NOTIFY), and the store's wait ends after `idle_poll` so
+                // that anything missed is still found by polling.
                 tokio::select! {
                     _ = context.wakeup.notified() => {}
-                    _ = tokio::time::sleep(context.settings.idle_poll) => {}
+                    _ = context.store.wait_for_work(context.settings.idle_poll) => {}
                     _ = shutdown.cancelled() => {}
                 }
             }
@@ -99,12 +112,17 @@ fn job_for(catalog: &Catalog, generation: &Generation) -> Result<Job, String> {
         .mode
         .parse()
         .map_err(|_| format!("unknown mode {:?}", generation.mode))?;
-    let endpoint = catalog
-        .endpoint(&generation.endpoint)
-        .ok_or_else(|| format!("the endpoint {} is no longer in the catalog", generation.endpoint))?;
+    let endpoint = catalog.endpoint(&generation.endpoint).ok_or_else(|| {
+        format!(
+            "the endpoint {} is no longer in the catalog",
+            generation.endpoint
+        )
+    })?;
     let input = ValidatedInput::from_stored_json(generation.input.clone());
     let (width, height) = endpoint.frame_size(&input);
-    let seed = input.seed().unwrap_or_else(|| rand::rng().random_range(0..=2_147_483_647));
+    let seed = input
+        .seed()
+        .unwrap_or_else(|| rand::rng().random_range(0..=2_147_483_647));
     Ok(Job {
         generation_id: generation.id.clone(),
         model: generation.model.clone(),
@@ -123,18 +141,36 @@ async fn run_claimed(
     shutdown: &CancellationToken,
 ) {
     let generation_id = generation.id.clone();
-    let fail = |code: &str, message: String| FailureDetail { code: code.into(), message };
+    let fail = |code: &str, message: String| FailureDetail {
+        code: code.into(),
+        message,
+    };
     let job = match job_for(&context.catalog, &generation) {
         Ok(job) => job,
         Err(message) => {
-            finish_failed(context, &generation_id, worker_id, fail("invalid_job", message)).await;
+            finish_failed(
+                context,
+                &generation_id,
+                worker_id,
+                fail("invalid_job", message),
+            )
+            .await;
             return;
         }
     };
-    let backend = context.catalog.model(&job.model).and_then(|model| context.backends.for_model(model));
+    let backend = context
+        .catalog
+        .model(&job.model)
+        .and_then(|model| context.backends.for_model(model));
     let Some(backend) = backend else {
         let message = format!("no backend runs {}", job.model);
-        finish_failed(context, &generation_id, worker_id, fail("model_unavailable", message)).await;
+        finish_failed(
+            context,
+            &generation_id,
+            worker_id,
+            fail("model_unavailable", message),
+        )
+        .await;
         return;
     };
 
@@ -157,13 +193,29 @@ async fn run_claimed(
         Ok(clip) => record_success(context, &generation_id, worker_id, clip, seed).await,
         Err(JobFailure::Failed { code, message }) => {
             tracing::info!(generation = %generation_id, %code, %message, "job failed");
-            finish_failed(context, &generation_id, worker_id, FailureDetail { code, message }).await;
+            finish_failed(
+                context,
+                &generation_id,
+                worker_id,
+                FailureDetail { code, message },
+            )
+            .await;
         }
         Err(JobFailure::Interrupted) => {
-            match context.store.release_to_queue(&generation_id, worker_id).await {
-                Ok(true) => tracing::info!(generation = %generation_id, "job handed back to the queue"),
-                Ok(false) => tracing::warn!(generation = %generation_id, "job interrupted after its lease was lost"),
-                Err(error) => tracing::error!(generation = %generation_id, error = %error, "could not hand the job back; the rescuer will"),
+            match context
+                .store
+                .release_to_queue(&generation_id, worker_id)
+                .await
+            {
+                Ok(true) => {
+                    tracing::info!(generation = %generation_id, "job handed back to the queue")
+                }
+                Ok(false) => {
+                    tracing::warn!(generation = %generation_id, "job interrupted after its lease was lost")
+                }
+                Err(error) => {
+                    tracing::error!(generation = %generation_id, error = %error, "could not hand the job back; the rescuer will")
+                }
             }
         }
     }
@@ -189,7 +241,9 @@ async fn heartbeat(
             }
             // A transient database error is retried on the next tick; the
             // lease is long enough to survive a few misses.
-            Err(error) => tracing::error!(generation = %generation_id, error = %error, "lease heartbeat failed"),
+            Err(error) => {
+                tracing::error!(generation = %generation_id, error = %error, "lease heartbeat failed")
+            }
         }
     }
 }
@@ -205,7 +259,10 @@ async fn record_success(
         Ok(stored) => stored,
         Err(error) => {
             tracing::error!(generation = %generation_id, error = %error, "storing the clip failed");
-            let failure = FailureDetail { code: "storage_failed".into(), message: "the finished clip could not be stored".into() };
+            let failure = FailureDetail {
+                code: "storage_failed".into(),
+                message: "the finished clip could not be stored".into(),
+            };
             finish_failed(context, generation_id, worker_id, failure).await;
             return;
         }
@@ -221,7 +278,11 @@ async fn record_success(
         "size_bytes": stored.size_bytes,
         "seed": seed,
     });
-    match context.store.finish_succeeded(generation_id, worker_id, output).await {
+    match context
+        .store
+        .finish_succeeded(generation_id, worker_id, output)
+        .await
+    {
         Ok(true) => tracing::info!(generation = %generation_id, "job succeeded"),
         Ok(false) => {
             tracing::warn!(generation = %generation_id, "lease lost before the result was recorded; discarding it");
@@ -237,7 +298,12 @@ async fn record_success(
     }
 }
 
-async fn finish_failed(context: &WorkerContext, generation_id: &str, worker_id: &str, failure: FailureDetail) {
+async fn finish_failed(
+    context: &WorkerContext,
+    generation_id: &str,
+    worker_id: &str,
+    failure: FailureDetail,
+) {
     if let Err(error) = context
         .store
         .finish_failed(generation_id, FinishGuard::LeaseOwner(worker_id), failure)

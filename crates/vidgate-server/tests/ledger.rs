@@ -1,10 +1,16 @@
 //! The ledger invariant under random sequences of store operations:
 //! credited = balance + held + captured, nothing negative, and the ledger's
-//! entries add up to the account's running totals.
+//! entries add up to the account's running totals. Also the queue's and the
+//! limits' guarantees under concurrency. Every test runs on SQLite and on
+//! PostgreSQL.
+
+mod common;
 
 use std::time::Duration;
 
+use common::*;
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
 use serde_json::json;
 use vidgate_core::Micros;
 use vidgate_server::store::{
@@ -36,26 +42,51 @@ fn operation() -> impl Strategy<Value = Operation> {
 
 async fn check_invariant(store: &dyn Store, account_id: &str) {
     let account = store.account(account_id).await.unwrap().unwrap();
-    assert!(!account.balance.is_negative() && !account.held.is_negative() && !account.captured.is_negative());
-    assert_eq!(account.credited, account.balance + account.held + account.captured);
+    assert!(
+        !account.balance.is_negative()
+            && !account.held.is_negative()
+            && !account.captured.is_negative()
+    );
+    assert_eq!(
+        account.credited,
+        account.balance + account.held + account.captured
+    );
     let entries = store.ledger_entries(account_id).await.unwrap();
-    let sum = |kind: &str| entries.iter().filter(|entry| entry.kind == kind).map(|entry| entry.amount.0).sum::<i64>();
+    let sum = |kind: &str| {
+        entries
+            .iter()
+            .filter(|entry| entry.kind == kind)
+            .map(|entry| entry.amount.0)
+            .sum::<i64>()
+    };
     assert_eq!(sum("credit"), account.credited.0);
     assert_eq!(sum("capture"), account.captured.0);
-    assert_eq!(sum("hold") - sum("capture") - sum("release"), account.held.0);
+    assert_eq!(
+        sum("hold") - sum("capture") - sum("release"),
+        account.held.0
+    );
     // Every active generation is backed by exactly its hold.
     let all = store
-        .list_generations(account_id, &store::ListFilter { limit: 1000, ..Default::default() })
+        .list_generations(
+            account_id,
+            &store::ListFilter {
+                limit: 1000,
+                ..Default::default()
+            },
+        )
         .await
         .unwrap();
-    let held_by_active: i64 = all.iter().filter(|g| g.status.is_active()).map(|g| g.price.0).sum();
+    let held_by_active: i64 = all
+        .iter()
+        .filter(|g| g.status.is_active())
+        .map(|g| g.price.0)
+        .sum();
     assert_eq!(held_by_active, account.held.0);
 }
 
-async fn run_sequence(operations: Vec<Operation>) {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("ledger.sqlite").display());
-    let store = store::open(&url).await.unwrap();
+async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
+    let test_store = open_test_store(store_kind).await;
+    let store = test_store.store.clone();
     let account_id = "acct_property".to_owned();
     store
         .create_account(NewAccount {
@@ -72,7 +103,10 @@ async fn run_sequence(operations: Vec<Operation>) {
     for (step, operation) in operations.into_iter().enumerate() {
         match operation {
             Operation::Credit(amount) => {
-                store.credit_account(&account_id, Micros(amount)).await.unwrap();
+                store
+                    .credit_account(&account_id, Micros(amount))
+                    .await
+                    .unwrap();
             }
             Operation::Submit(price) => {
                 let id = format!("gen_{step}");
@@ -97,7 +131,11 @@ async fn run_sequence(operations: Vec<Operation>) {
                 }
             }
             Operation::Claim => {
-                if let Some(generation) = store.claim_next(worker, Duration::from_secs(60)).await.unwrap() {
+                if let Some(generation) = store
+                    .claim_next(worker, Duration::from_secs(60))
+                    .await
+                    .unwrap()
+                {
                     claimed.push(generation.id);
                 }
             }
@@ -108,8 +146,14 @@ async fn run_sequence(operations: Vec<Operation>) {
             }
             Operation::Fail(index) => {
                 if let Some(id) = claimed.get(index) {
-                    let failure = FailureDetail { code: "x".into(), message: "x".into() };
-                    store.finish_failed(id, FinishGuard::LeaseOwner(worker), failure).await.unwrap();
+                    let failure = FailureDetail {
+                        code: "x".into(),
+                        message: "x".into(),
+                    };
+                    store
+                        .finish_failed(id, FinishGuard::LeaseOwner(worker), failure)
+                        .await
+                        .unwrap();
                 }
             }
             Operation::Cancel(index) => {
@@ -127,48 +171,69 @@ async fn run_sequence(operations: Vec<Operation>) {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
-
-    #[test]
-    fn the_ledger_balances_after_every_operation(operations in proptest::collection::vec(operation(), 1..40)) {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(run_sequence(operations));
+/// Runs random operation sequences against fresh stores of one kind; a
+/// failure is shrunk to the shortest sequence that breaks the invariant.
+fn check_random_sequences(store_kind: StoreKind) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 24,
+        ..ProptestConfig::default()
+    });
+    let sequences = proptest::collection::vec(operation(), 1..40);
+    let outcome = runner.run(&sequences, |operations| {
+        runtime.block_on(run_sequence(&store_kind, operations));
+        Ok(())
+    });
+    if let Err(failure) = outcome {
+        panic!("{failure}");
     }
 }
 
-#[tokio::test]
-async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_attempt() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("rescue.sqlite").display());
-    let store = store::open(&url).await.unwrap();
-    store
-        .create_account(NewAccount { id: "acct".into(), name: "n".into(), initial_credit: Micros(1_000_000), webhook_secret: "s".into() })
-        .await
-        .unwrap();
+#[test]
+fn the_ledger_balances_after_every_operation_on_sqlite() {
+    check_random_sequences(StoreKind::Sqlite);
+}
+
+#[test]
+fn the_ledger_balances_after_every_operation_on_postgres() {
+    if let Some(store_kind) = StoreKind::postgres("the_ledger_balances_after_every_operation") {
+        check_random_sequences(store_kind);
+    }
+}
+
+async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_attempt(
+    store_kind: StoreKind,
+) {
+    let test_store = open_test_store(&store_kind).await;
+    let store = test_store.store.clone();
+    create_account(store.as_ref(), Micros(1_000_000)).await;
     store
         .submit_generation(NewGeneration {
-            id: "gen_lost".into(),
-            account_id: "acct".into(),
-            api_key_id: "key".into(),
-            model: "m".into(),
-            endpoint: "m/text-to-video".into(),
-            mode: "text-to-video".into(),
-            input: json!({}),
-            price: Micros(300_000),
             official_price: Micros(400_000),
-            webhook_url: None,
-            idempotency: None,
             max_attempts: 2,
+            ..new_generation("gen_lost".into(), Micros(300_000))
         })
         .await
         .unwrap();
     for attempt in 1..=2 {
-        let claimed = store.claim_next("dead-worker", Duration::from_millis(1)).await.unwrap().unwrap();
+        let claimed = store
+            .claim_next("dead-worker", Duration::from_millis(1))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(claimed.attempts, attempt);
         tokio::time::sleep(Duration::from_millis(5)).await;
         // The dead worker's late result is refused once its lease expired and was rescued.
         let report = store.rescue_expired_leases().await.unwrap();
-        assert!(!store.finish_succeeded("gen_lost", "dead-worker", json!({})).await.unwrap());
+        assert!(
+            !store
+                .finish_succeeded("gen_lost", "dead-worker", json!({}))
+                .await
+                .unwrap()
+        );
         if attempt == 1 {
             assert_eq!(report.requeued, vec!["gen_lost".to_owned()]);
         } else {
@@ -182,31 +247,13 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
     assert_eq!((account.balance.0, account.held.0), (1_000_000, 0));
 }
 
-#[tokio::test]
-async fn two_workers_never_claim_the_same_job() {
-    let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", directory.path().join("claims.sqlite").display());
-    let store = store::open(&url).await.unwrap();
-    store
-        .create_account(NewAccount { id: "acct".into(), name: "n".into(), initial_credit: Micros(100_000_000), webhook_secret: "s".into() })
-        .await
-        .unwrap();
+async fn two_workers_never_claim_the_same_job(store_kind: StoreKind) {
+    let test_store = open_test_store(&store_kind).await;
+    let store = test_store.store.clone();
+    create_account(store.as_ref(), Micros(100_000_000)).await;
     for index in 0..30 {
         store
-            .submit_generation(NewGeneration {
-                id: format!("gen_{index:02}"),
-                account_id: "acct".into(),
-                api_key_id: "key".into(),
-                model: "m".into(),
-                endpoint: "m/text-to-video".into(),
-                mode: "text-to-video".into(),
-                input: json!({}),
-                price: Micros(10_000),
-                official_price: Micros(10_000),
-                webhook_url: None,
-                idempotency: None,
-                max_attempts: 3,
-            })
+            .submit_generation(new_generation(format!("gen_{index:02}"), Micros(10_000)))
             .await
             .ok();
     }
@@ -215,7 +262,11 @@ async fn two_workers_never_claim_the_same_job() {
         let store = store.clone();
         claimers.spawn(async move {
             let mut mine = Vec::new();
-            while let Some(generation) = store.claim_next(&format!("w{worker}"), Duration::from_secs(60)).await.unwrap() {
+            while let Some(generation) = store
+                .claim_next(&format!("w{worker}"), Duration::from_secs(60))
+                .await
+                .unwrap()
+            {
                 mine.push(generation.id);
             }
             mine
@@ -226,5 +277,100 @@ async fn two_workers_never_claim_the_same_job() {
     let before = all.len();
     all.dedup();
     assert_eq!(before, all.len(), "a job was claimed twice");
-    assert_eq!(all.len(), 20, "the concurrency limit admitted 20 of the 30 submits");
+    assert_eq!(
+        all.len(),
+        20,
+        "the concurrency limit admitted 20 of the 30 submits"
+    );
 }
+
+/// The account every test below uses, "acct".
+async fn create_account(store: &dyn Store, credit: Micros) {
+    store
+        .create_account(NewAccount {
+            id: "acct".into(),
+            name: "n".into(),
+            initial_credit: credit,
+            webhook_secret: "s".into(),
+        })
+        .await
+        .unwrap();
+}
+
+/// A generation of "acct", with three attempts.
+fn new_generation(id: String, price: Micros) -> NewGeneration {
+    NewGeneration {
+        id,
+        account_id: "acct".into(),
+        api_key_id: "key".into(),
+        model: "m".into(),
+        endpoint: "m/text-to-video".into(),
+        mode: "text-to-video".into(),
+        input: json!({}),
+        price,
+        official_price: price,
+        webhook_url: None,
+        idempotency: None,
+        max_attempts: 3,
+    }
+}
+
+/// Submits `count` generations at once and returns how many were created.
+async fn submit_concurrently(
+    store: &std::sync::Arc<dyn Store>,
+    prefix: &str,
+    count: usize,
+) -> usize {
+    let mut submits = tokio::task::JoinSet::new();
+    for index in 0..count {
+        let store = store.clone();
+        let id = format!("gen_{prefix}_{index:02}");
+        submits.spawn(async move {
+            store
+                .submit_generation(new_generation(id, Micros(100_000)))
+                .await
+        });
+    }
+    let outcomes = submits.join_all().await;
+    for outcome in &outcomes {
+        assert!(
+            matches!(
+                outcome,
+                Ok(SubmitOutcome::Created(_))
+                    | Err(store::SubmitRefusal::ConcurrencyLimit { .. })
+                    | Err(store::SubmitRefusal::InsufficientBalance { .. })
+            ),
+            "{outcome:?}"
+        );
+    }
+    outcomes
+        .iter()
+        .filter(|outcome| matches!(outcome, Ok(SubmitOutcome::Created(_))))
+        .count()
+}
+
+async fn concurrent_submits_respect_the_cap_and_the_balance(store_kind: StoreKind) {
+    let test_store = open_test_store(&store_kind).await;
+    let store = test_store.store.clone();
+    // Enough for 25 generations, so the cap of 20 is what refuses the rest.
+    create_account(store.as_ref(), Micros(25 * 100_000)).await;
+    assert_eq!(submit_concurrently(&store, "capped", 40).await, 20);
+    check_invariant(store.as_ref(), "acct").await;
+
+    // With the cap raised, the balance (five more generations) refuses the rest.
+    let limits = store::AccountLimits {
+        max_concurrent: 100,
+        ..store::AccountLimits::default()
+    };
+    store.set_account_limits("acct", limits).await.unwrap();
+    assert_eq!(submit_concurrently(&store, "funded", 40).await, 5);
+    let account = store.account("acct").await.unwrap().unwrap();
+    assert_eq!((account.balance.0, account.held.0), (0, 25 * 100_000));
+    check_invariant(store.as_ref(), "acct").await;
+}
+
+on_both_stores!(
+    an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_attempt,
+    two_workers_never_claim_the_same_job,
+    concurrent_submits_respect_the_cap_and_the_balance,
+);

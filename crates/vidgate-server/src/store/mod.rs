@@ -7,6 +7,8 @@
 //! underneath. SQLite is the embedded default; PostgreSQL sits behind the
 //! same trait for several nodes.
 
+mod postgres;
+mod sql;
 mod sqlite;
 
 use std::time::Duration;
@@ -15,6 +17,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use vidgate_core::{GenerationStatus, Micros};
 
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +58,11 @@ pub struct AccountLimits {
 impl Default for AccountLimits {
     /// The limits of SPEC.md section 8.
     fn default() -> Self {
-        AccountLimits { requests_per_second: 10, burst: 20, max_concurrent: 20 }
+        AccountLimits {
+            requests_per_second: 10,
+            burst: 20,
+            max_concurrent: 20,
+        }
     }
 }
 
@@ -150,7 +157,7 @@ pub enum SubmitOutcome {
 
 #[derive(Debug)]
 pub enum CancelOutcome {
-    Canceled(Generation),
+    Canceled(Box<Generation>),
     Refused(GenerationStatus),
     NotFound,
 }
@@ -283,12 +290,20 @@ pub trait Store: Send + Sync + 'static {
     /// Re-queues running jobs whose lease expired, or fails and refunds them
     /// after their last attempt.
     async fn rescue_expired_leases(&self) -> Result<RescueReport, StoreError>;
+    /// Returns when a job may have been queued by another process, or when
+    /// `timeout` has passed, whichever is first. PostgreSQL hears every
+    /// node's submits and requeues (`LISTEN`/`NOTIFY`); SQLite has no such
+    /// signal and just waits out the timeout, so its workers rely on the
+    /// in-process wake-up after a submit and on polling.
+    async fn wait_for_work(&self, timeout: Duration);
 }
 
 /// Opens the store a database URL names, running its migrations.
 pub async fn open(database_url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     if database_url.starts_with("sqlite:") {
         Ok(std::sync::Arc::new(SqliteStore::open(database_url).await?))
+    } else if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
+        Ok(std::sync::Arc::new(PgStore::open(database_url).await?))
     } else {
         Err(StoreError::UnsupportedUrl(database_url.to_owned()))
     }

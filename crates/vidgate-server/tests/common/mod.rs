@@ -1,6 +1,12 @@
-//! The test harness: `spawn_app()` starts the real server on port 0 with a
-//! fresh data directory and database, and helpers drive it over real HTTP.
+//! The test harness: `spawn_app(store)` starts the real server on port 0
+//! with a fresh data directory and a fresh database of the given kind, and
+//! helpers drive it over real HTTP. `on_both_stores!` runs each test against
+//! SQLite and against PostgreSQL.
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
+
+mod test_database;
+
+use std::sync::Arc;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -11,8 +17,97 @@ use tempfile::TempDir;
 use vidgate_core::Micros;
 use vidgate_server::accounts::{self, CreatedAccount};
 use vidgate_server::backend::Backends;
-use vidgate_server::store::Account;
+use vidgate_server::store::{self, Account, Store};
 use vidgate_server::{RunningServer, ServerOptions};
+
+pub use test_database::PostgresTestDatabase;
+
+/// Which database a test runs against.
+#[derive(Debug, Clone)]
+pub enum StoreKind {
+    Sqlite,
+    /// A fresh database is created per test on this server.
+    Postgres {
+        server_url: String,
+    },
+}
+
+impl StoreKind {
+    /// PostgreSQL when `VIDGATE_TEST_POSTGRES_URL` is set; otherwise `None`,
+    /// after a notice that the test's PostgreSQL variant is skipped.
+    pub fn postgres(test_name: &str) -> Option<StoreKind> {
+        test_database::postgres_server_url(test_name)
+            .map(|server_url| StoreKind::Postgres { server_url })
+    }
+}
+
+/// Runs each named `async fn(StoreKind)` as two tests, `sqlite::NAME` and
+/// `postgres::NAME` (the latter skipped without a PostgreSQL server).
+macro_rules! on_both_stores {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test($crate::common::StoreKind::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    if let Some(store) = $crate::common::StoreKind::postgres(stringify!($test)) {
+                        super::$test(store).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+pub(crate) use on_both_stores;
+
+/// A database that exists for one test and is removed after it.
+pub enum TestDatabase {
+    Sqlite(TempDir),
+    Postgres(PostgresTestDatabase),
+}
+
+impl TestDatabase {
+    pub async fn create(kind: &StoreKind) -> TestDatabase {
+        match kind {
+            StoreKind::Sqlite => {
+                TestDatabase::Sqlite(tempfile::tempdir().expect("temporary directory"))
+            }
+            StoreKind::Postgres { server_url } => {
+                TestDatabase::Postgres(PostgresTestDatabase::create(server_url).await)
+            }
+        }
+    }
+
+    pub fn url(&self) -> String {
+        match self {
+            TestDatabase::Sqlite(directory) => format!(
+                "sqlite://{}",
+                directory.path().join("test.sqlite").display()
+            ),
+            TestDatabase::Postgres(database) => database.url.clone(),
+        }
+    }
+}
+
+/// A store on a fresh database, for tests below the HTTP layer; the
+/// database lives as long as the store.
+pub struct TestStore {
+    pub store: Arc<dyn Store>,
+    database: TestDatabase,
+}
+
+pub async fn open_test_store(kind: &StoreKind) -> TestStore {
+    let database = TestDatabase::create(kind).await;
+    let store = store::open(&database.url()).await.expect("the store opens");
+    TestStore { store, database }
+}
 
 pub struct TestApp {
     pub server: RunningServer,
@@ -21,33 +116,46 @@ pub struct TestApp {
     /// An account with $100 of credit and its first key.
     pub account: CreatedAccount,
     pub data_dir: TempDir,
+    pub database: TestDatabase,
 }
 
 pub struct TestSettings {
+    pub store: StoreKind,
     pub workers: usize,
     pub lease: Duration,
     pub backends: Backends,
 }
 
-impl Default for TestSettings {
-    fn default() -> Self {
-        TestSettings { workers: 2, lease: Duration::from_secs(30), backends: Backends::builtin(true) }
+impl TestSettings {
+    pub fn new(store: StoreKind) -> TestSettings {
+        TestSettings {
+            store,
+            workers: 2,
+            lease: Duration::from_secs(30),
+            backends: Backends::builtin(true),
+        }
     }
 }
 
-pub async fn spawn_app() -> TestApp {
-    spawn_app_with(TestSettings::default()).await
+pub async fn spawn_app(store: StoreKind) -> TestApp {
+    spawn_app_with(TestSettings::new(store)).await
 }
 
 /// A server whose jobs stay queued: no workers claim them.
-pub async fn spawn_app_without_workers() -> TestApp {
-    spawn_app_with(TestSettings { workers: 0, ..TestSettings::default() }).await
+pub async fn spawn_app_without_workers(store: StoreKind) -> TestApp {
+    spawn_app_with(TestSettings {
+        workers: 0,
+        ..TestSettings::new(store)
+    })
+    .await
 }
 
 pub async fn spawn_app_with(settings: TestSettings) -> TestApp {
     let data_dir = tempfile::tempdir().expect("temporary data directory");
+    let database = TestDatabase::create(&settings.store).await;
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let mut options = ServerOptions::new(listen, data_dir.path().to_path_buf());
+    options.database_url = Some(database.url());
     options.queue.workers = settings.workers;
     options.queue.lease = settings.lease;
     options.queue.idle_poll = Duration::from_millis(100);
@@ -60,9 +168,13 @@ pub async fn spawn_app_with(settings: TestSettings) -> TestApp {
     TestApp {
         api_base: server.api_base.clone(),
         server,
-        client: Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+        client: Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap(),
         account,
         data_dir,
+        database,
     }
 }
 
@@ -76,25 +188,46 @@ impl TestApp {
     }
 
     pub async fn new_account(&self, credit_usd: i64) -> CreatedAccount {
-        accounts::create_account(self.server.store.as_ref(), "other", Micros(credit_usd * 1_000_000))
+        accounts::create_account(
+            self.server.store.as_ref(),
+            "other",
+            Micros(credit_usd * 1_000_000),
+        )
+        .await
+        .unwrap()
+    }
+
+    pub async fn account_state(&self, account_id: &str) -> Account {
+        self.server
+            .store
+            .account(account_id)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(key)
+            .send()
             .await
             .unwrap()
     }
 
-    pub async fn account_state(&self, account_id: &str) -> Account {
-        self.server.store.account(account_id).await.unwrap().unwrap()
-    }
-
-    pub async fn get(&self, path: &str, key: &str) -> Response {
-        self.client.get(self.url(path)).bearer_auth(key).send().await.unwrap()
-    }
-
     pub async fn post_json(&self, path: &str, key: &str, body: &Value) -> Response {
-        self.client.post(self.url(path)).bearer_auth(key).json(body).send().await.unwrap()
+        self.client
+            .post(self.url(path))
+            .bearer_auth(key)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
     }
 
     pub async fn submit(&self, endpoint: &str, body: Value) -> Response {
-        self.post_json(&format!("/run/{endpoint}"), self.key(), &body).await
+        self.post_json(&format!("/run/{endpoint}"), self.key(), &body)
+            .await
     }
 
     /// Submits and asserts acceptance, returning the generation record.
@@ -118,7 +251,11 @@ impl TestApp {
             if statuses.contains(&generation["status"].as_str().unwrap()) {
                 return generation;
             }
-            assert!(Instant::now() < deadline, "{id} stuck in {}", generation["status"]);
+            assert!(
+                Instant::now() < deadline,
+                "{id} stuck in {}",
+                generation["status"]
+            );
             // Under the key's refill rate of 10 per second, so polling never
             // trips the rate limit the tests also exercise.
             tokio::time::sleep(Duration::from_millis(150)).await;
@@ -130,23 +267,43 @@ impl TestApp {
     pub async fn assert_ledger_invariant(&self, account_id: &str) {
         let account = self.account_state(account_id).await;
         assert!(account.balance.0 >= 0 && account.held.0 >= 0 && account.captured.0 >= 0);
-        assert_eq!(account.credited, account.balance + account.held + account.captured, "{account:?}");
+        assert_eq!(
+            account.credited,
+            account.balance + account.held + account.captured,
+            "{account:?}"
+        );
         let entries = self.server.store.ledger_entries(account_id).await.unwrap();
         let sum = |kind: &str| -> i64 {
-            entries.iter().filter(|entry| entry.kind == kind).map(|entry| entry.amount.0).sum()
+            entries
+                .iter()
+                .filter(|entry| entry.kind == kind)
+                .map(|entry| entry.amount.0)
+                .sum()
         };
         assert_eq!(sum("credit"), account.credited.0);
         assert_eq!(sum("capture"), account.captured.0);
-        assert_eq!(sum("hold") - sum("capture") - sum("release"), account.held.0);
+        assert_eq!(
+            sum("hold") - sum("capture") - sum("release"),
+            account.held.0
+        );
     }
 }
 
 /// Asserts an error response's status, code and param.
-pub async fn assert_error(response: Response, status: StatusCode, code: &str, param: Option<&str>) -> Value {
+pub async fn assert_error(
+    response: Response,
+    status: StatusCode,
+    code: &str,
+    param: Option<&str>,
+) -> Value {
     assert_eq!(response.status(), status);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], code, "{body}");
-    assert!(body["error"]["message"].as_str().is_some_and(|message| !message.is_empty()));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|message| !message.is_empty())
+    );
     match param {
         Some(param) => assert_eq!(body["error"]["param"], param, "{body}"),
         None => assert!(body["error"].get("param").is_none(), "{body}"),
