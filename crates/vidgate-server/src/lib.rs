@@ -32,19 +32,62 @@ pub enum ServerError {
     #[error("could not open the store")]
     Store(#[from] StoreError),
     #[error("could not listen on {address}")]
-    Listen { address: SocketAddr, source: std::io::Error },
+    Listen {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("could not prepare the data directory {path}")]
-    DataDirectory { path: PathBuf, source: std::io::Error },
+    DataDirectory {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What one `vidgate serve` process does, so that API nodes and worker
+/// nodes can be scaled apart on one PostgreSQL database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The HTTP API only: submitted jobs are left to worker nodes.
+    Api,
+    /// Workers and the lease rescuer only, with no HTTP listener.
+    Worker,
+    /// Both, as a single node runs.
+    All,
+}
+
+impl Role {
+    pub fn serves_http(self) -> bool {
+        matches!(self, Role::Api | Role::All)
+    }
+
+    pub fn runs_jobs(self) -> bool {
+        matches!(self, Role::Worker | Role::All)
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Role, String> {
+        match text {
+            "api" => Ok(Role::Api),
+            "worker" => Ok(Role::Worker),
+            "all" => Ok(Role::All),
+            other => Err(format!("unknown role {other:?}: use api, worker or all")),
+        }
+    }
 }
 
 /// Everything `vidgate serve` can be told.
 pub struct ServerOptions {
-    /// Address to listen on; port 0 picks a free port.
+    pub role: Role,
+    /// Address to listen on; port 0 picks a free port. Not bound by a worker.
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     /// Defaults to a SQLite file in the data directory.
     pub database_url: Option<String>,
-    /// Base of the absolute URLs in responses; defaults to `http://<listen>`.
+    /// Base of the absolute URLs in responses and clip URLs; defaults to
+    /// `http://<listen>`.
     pub public_url: Option<String>,
     pub queue: QueueSettings,
     /// Attempts a job gets before a lost worker makes it fail for good.
@@ -60,6 +103,7 @@ impl ServerOptions {
     /// built-in backends.
     pub fn new(listen: SocketAddr, data_dir: PathBuf) -> ServerOptions {
         ServerOptions {
+            role: Role::All,
             listen,
             data_dir,
             database_url: None,
@@ -82,9 +126,10 @@ pub fn default_database_url(data_dir: &std::path::Path) -> String {
     format!("sqlite://{}", data_dir.join("vidgate.sqlite").display())
 }
 
-/// A server that is accepting requests and running jobs.
+/// A server that is accepting requests, running jobs, or both.
 pub struct RunningServer {
-    pub local_addr: SocketAddr,
+    /// Where the HTTP API listens; `None` on a worker node.
+    pub local_addr: Option<SocketAddr>,
     /// Absolute base of the API, ending in `/api/v1`.
     pub api_base: String,
     pub store: Arc<dyn Store>,
@@ -110,27 +155,46 @@ impl RunningServer {
 pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError> {
     let data_dir = options.data_dir.clone();
     let files_dir = data_dir.join("files");
-    std::fs::create_dir_all(&files_dir)
-        .map_err(|source| ServerError::DataDirectory { path: files_dir.clone(), source })?;
-    let database_url = options.database_url.clone().unwrap_or_else(|| default_database_url(&data_dir));
+    std::fs::create_dir_all(&files_dir).map_err(|source| ServerError::DataDirectory {
+        path: files_dir.clone(),
+        source,
+    })?;
+    let database_url = options
+        .database_url
+        .clone()
+        .unwrap_or_else(|| default_database_url(&data_dir));
     let store = store::open(&database_url).await?;
 
-    let development_account = if options.bootstrap_development_account && store.count_accounts().await? == 0 {
-        Some(accounts::create_development_account(store.as_ref()).await?)
+    let development_account =
+        if options.bootstrap_development_account && store.count_accounts().await? == 0 {
+            Some(accounts::create_development_account(store.as_ref()).await?)
+        } else {
+            None
+        };
+
+    let listener = if options.role.serves_http() {
+        let listener =
+            TcpListener::bind(options.listen)
+                .await
+                .map_err(|source| ServerError::Listen {
+                    address: options.listen,
+                    source,
+                })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| ServerError::Listen {
+                address: options.listen,
+                source,
+            })?;
+        Some((listener, local_addr))
     } else {
         None
     };
-
-    let listener = TcpListener::bind(options.listen)
-        .await
-        .map_err(|source| ServerError::Listen { address: options.listen, source })?;
-    let local_addr = listener
-        .local_addr()
-        .map_err(|source| ServerError::Listen { address: options.listen, source })?;
+    let local_addr = listener.as_ref().map(|(_, local_addr)| *local_addr);
     let public_url = options
         .public_url
         .clone()
-        .unwrap_or_else(|| format!("http://{local_addr}"));
+        .unwrap_or_else(|| format!("http://{}", local_addr.unwrap_or(options.listen)));
     let api_base = format!("{}/api/v1", public_url.trim_end_matches('/'));
 
     let catalog = Arc::new(options.catalog);
@@ -148,29 +212,42 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
     };
 
     let shutdown = CancellationToken::new();
-    let mut tasks = queue::spawn(
-        Arc::new(WorkerContext {
-            store: store.clone(),
-            catalog,
-            backends: options.backends,
-            storage,
-            api_base: api_base.clone(),
-            wakeup,
-            settings: options.queue,
-            node_id: format!("node_{}", ids::random_token(10)),
-        }),
-        shutdown.clone(),
-    );
-    let router = http::router(state);
-    let http_shutdown = shutdown.clone();
-    tasks.push(tokio::spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
-            .await;
-        if let Err(error) = served {
-            tracing::error!(error = %error, "the HTTP server stopped with an error");
-        }
-    }));
-    tracing::info!(%local_addr, %api_base, "vidgate is serving");
-    Ok(RunningServer { local_addr, api_base, store, development_account, shutdown, tasks })
+    let mut tasks = Vec::new();
+    if options.role.runs_jobs() {
+        tasks = queue::spawn(
+            Arc::new(WorkerContext {
+                store: store.clone(),
+                catalog,
+                backends: options.backends,
+                storage,
+                api_base: api_base.clone(),
+                wakeup,
+                settings: options.queue,
+                node_id: format!("node_{}", ids::random_token(10)),
+            }),
+            shutdown.clone(),
+        );
+    }
+    if let Some((listener, local_addr)) = listener {
+        let router = http::router(state);
+        let http_shutdown = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
+                .await;
+            if let Err(error) = served {
+                tracing::error!(error = %error, "the HTTP server stopped with an error");
+            }
+        }));
+        tracing::info!(%local_addr, %api_base, "vidgate is serving");
+    }
+    tracing::info!(role = ?options.role, "vidgate started");
+    Ok(RunningServer {
+        local_addr,
+        api_base,
+        store,
+        development_account,
+        shutdown,
+        tasks,
+    })
 }

@@ -173,7 +173,10 @@ async fn every_error_has_the_spec_shape_and_a_request_id(store: StoreKind) {
     assert_error(unknown_route, StatusCode::NOT_FOUND, "not_found", None).await;
     let outside_api = app
         .client
-        .get(format!("http://{}/", app.server.local_addr))
+        .get(format!(
+            "http://{}/",
+            app.server.local_addr.expect("the test server listens")
+        ))
         .send()
         .await
         .unwrap();

@@ -374,3 +374,39 @@ on_both_stores!(
     two_workers_never_claim_the_same_job,
     concurrent_submits_respect_the_cap_and_the_balance,
 );
+
+/// A job submitted through one node's store wakes a worker waiting on
+/// another node's store at once, instead of at its next poll.
+#[tokio::test]
+async fn postgres_announces_a_queued_job_to_every_node() {
+    let Some(store_kind) = StoreKind::postgres("postgres_announces_a_queued_job_to_every_node")
+    else {
+        return;
+    };
+    let test_store = open_test_store(&store_kind).await;
+    let submitting_node = test_store.store.clone();
+    let TestDatabase::Postgres(database) = &test_store.database else {
+        unreachable!("a PostgreSQL test store");
+    };
+    let waiting_node = store::open(&database.url).await.unwrap();
+    create_account(submitting_node.as_ref(), Micros(1_000_000)).await;
+    // The first wait starts listening; with nothing announced it times out.
+    let started = std::time::Instant::now();
+    waiting_node.wait_for_work(Duration::from_millis(300)).await;
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    let waiter = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        waiting_node.wait_for_work(Duration::from_secs(20)).await;
+        started.elapsed()
+    });
+    submitting_node
+        .submit_generation(new_generation("gen_announced".into(), Micros(100_000)))
+        .await
+        .unwrap();
+    let waited = waiter.await.unwrap();
+    assert!(
+        waited < Duration::from_secs(5),
+        "the wait ended only after {waited:?}"
+    );
+}

@@ -37,7 +37,7 @@ pub struct StorageArgs {
     /// Directory for the SQLite database and generated files.
     #[arg(long, env = "VIDGATE_DATA_DIR", default_value = "./vidgate-data")]
     pub data_dir: PathBuf,
-    /// Database URL (sqlite://…); defaults to a SQLite file in the data directory.
+    /// Database URL (sqlite://… or postgres://…); defaults to a SQLite file in the data directory.
     #[arg(long, env = "VIDGATE_DATABASE_URL")]
     pub database_url: Option<String>,
 }
@@ -55,6 +55,9 @@ impl StorageArgs {
 
 #[derive(Args)]
 struct ServeArgs {
+    /// What this process does: api (HTTP only), worker (jobs only, no HTTP listener) or all.
+    #[arg(long, env = "VIDGATE_ROLE", default_value = "all")]
+    role: vidgate_server::Role,
     /// Address to listen on.
     #[arg(long, env = "VIDGATE_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -109,17 +112,25 @@ async fn shutdown_signal() {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_json);
     let mut options = ServerOptions::new(args.listen, args.storage.data_dir.clone());
-    options.database_url = Some(args.storage.database_url()?);
+    options.role = args.role;
+    let database_url = args.storage.database_url()?;
+    // Only the embedded single-node database gets a development account:
+    // nodes starting together on a shared database would each create one.
+    options.bootstrap_development_account = database_url.starts_with("sqlite:");
+    options.database_url = Some(database_url);
     options.public_url = args.public_url;
     options.queue.workers = args.workers.max(1);
     options.queue.lease = Duration::from_secs(args.lease_seconds.max(1));
     options.backends = Backends::builtin(args.simulation);
-    options.bootstrap_development_account = true;
     let server = vidgate_server::start(options)
         .await
         .map_err(anyhow::Error::from)?;
 
-    println!("vidgate is listening on {}", server.api_base);
+    if server.local_addr.is_some() {
+        println!("vidgate is listening on {}", server.api_base);
+    } else {
+        println!("vidgate is running jobs (worker role, no HTTP listener)");
+    }
     if let Some(created) = &server.development_account {
         println!(
             "\nCreated a development account {} with ${:.2} of credit.\n\

@@ -100,7 +100,7 @@ impl TestDatabase {
 /// database lives as long as the store.
 pub struct TestStore {
     pub store: Arc<dyn Store>,
-    database: TestDatabase,
+    pub database: TestDatabase,
 }
 
 pub async fn open_test_store(kind: &StoreKind) -> TestStore {
