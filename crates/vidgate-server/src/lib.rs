@@ -36,6 +36,8 @@ pub enum ServerError {
         address: SocketAddr,
         source: std::io::Error,
     },
+    #[error("could not reach Redis for the shared rate limit")]
+    Redis(#[from] redis::RedisError),
     #[error("could not prepare the data directory {path}")]
     DataDirectory {
         path: PathBuf,
@@ -89,6 +91,9 @@ pub struct ServerOptions {
     /// Base of the absolute URLs in responses and clip URLs; defaults to
     /// `http://<listen>`.
     pub public_url: Option<String>,
+    /// Keep the per-key request-rate buckets in this Redis, shared by every
+    /// node; without it each node limits on its own.
+    pub redis_url: Option<String>,
     pub queue: QueueSettings,
     /// Attempts a job gets before a lost worker makes it fail for good.
     pub max_attempts: i64,
@@ -108,6 +113,7 @@ impl ServerOptions {
             data_dir,
             database_url: None,
             public_url: None,
+            redis_url: None,
             queue: QueueSettings {
                 workers: 2,
                 lease: Duration::from_secs(30),
@@ -197,6 +203,10 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
         .unwrap_or_else(|| format!("http://{}", local_addr.unwrap_or(options.listen)));
     let api_base = format!("{}/api/v1", public_url.trim_end_matches('/'));
 
+    let rate_limiter = match &options.redis_url {
+        Some(redis_url) => CallerRateLimiter::shared(redis_url).await?,
+        None => CallerRateLimiter::local(),
+    };
     let catalog = Arc::new(options.catalog);
     let storage = Arc::new(LocalStorage::new(files_dir));
     let wakeup = Arc::new(Notify::new());
@@ -205,7 +215,7 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
         catalog: catalog.clone(),
         backends: options.backends.clone(),
         storage: storage.clone(),
-        rate_limiter: Arc::new(CallerRateLimiter::default()),
+        rate_limiter: Arc::new(rate_limiter),
         api_base: api_base.clone(),
         queue_wakeup: wakeup.clone(),
         max_attempts: options.max_attempts,

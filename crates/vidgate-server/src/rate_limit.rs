@@ -1,7 +1,16 @@
 //! Per-caller request rate limits: a token bucket per API key (SPEC.md
-//! section 8: capacity 20, refilled at 10 per second by default), kept in
-//! this process. Each account can have its own figures, so every key gets a
-//! limiter built for its account's quota, rebuilt if the quota changes.
+//! section 8: capacity 20, refilled at 10 per second by default). Each
+//! account can have its own figures, passed with every check.
+//!
+//! Without Redis the buckets live in this process, so each node limits on its
+//! own and N nodes let a key through up to N times as fast. With Redis every
+//! node shares one bucket per key, kept by an atomic GCRA script that reads
+//! Redis's own clock (node clocks may differ) and sets a TTL so idle keys
+//! vanish. If Redis cannot be reached at request time, the check falls back
+//! to this node's bucket and logs it: a Redis outage then loosens the limit
+//! to per node instead of refusing every authenticated request, while the
+//! limits that protect money (balance and concurrency) are enforced by the
+//! database either way.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -15,8 +24,39 @@ use governor::{Quota, RateLimiter};
 
 type Bucket = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
 
+/// The rate limiter of one node: local buckets, or buckets shared in Redis.
+pub enum CallerRateLimiter {
+    Local(LocalRateLimiter),
+    Shared(Box<RedisRateLimiter>),
+}
+
+impl CallerRateLimiter {
+    /// Buckets in this process only.
+    pub fn local() -> CallerRateLimiter {
+        CallerRateLimiter::Local(LocalRateLimiter::default())
+    }
+
+    /// Buckets in the Redis server at `redis_url`, shared by every node using
+    /// it. Fails if Redis does not answer now, so a misconfiguration shows at
+    /// start rather than as a silently per-node limit.
+    pub async fn shared(redis_url: &str) -> Result<CallerRateLimiter, redis::RedisError> {
+        Ok(CallerRateLimiter::Shared(Box::new(
+            RedisRateLimiter::connect(redis_url).await?,
+        )))
+    }
+
+    /// Takes one token from the caller's bucket if there is one.
+    pub async fn check(&self, caller: &str, per_second: u32, burst: u32) -> RateStatus {
+        match self {
+            CallerRateLimiter::Local(local) => local.check(caller, per_second, burst),
+            CallerRateLimiter::Shared(shared) => shared.check(caller, per_second, burst).await,
+        }
+    }
+}
+
+/// Token buckets in this process (governor), one per caller.
 #[derive(Default)]
-pub struct CallerRateLimiter {
+pub struct LocalRateLimiter {
     buckets: Mutex<HashMap<String, (Quota, std::sync::Arc<Bucket>)>>,
 }
 
@@ -32,7 +72,7 @@ pub struct RateStatus {
     pub allowed: bool,
 }
 
-impl CallerRateLimiter {
+impl LocalRateLimiter {
     /// Takes one token from the caller's bucket if there is one.
     pub fn check(&self, caller: &str, per_second: u32, burst: u32) -> RateStatus {
         let per_second = NonZeroU32::new(per_second.max(1)).expect("at least one");
@@ -41,10 +81,16 @@ impl CallerRateLimiter {
         let bucket = {
             let mut buckets = self.buckets.lock().expect("rate limiter lock poisoned");
             let entry = buckets.entry(caller.to_owned()).or_insert_with(|| {
-                (quota, std::sync::Arc::new(RateLimiter::direct(quota).with_middleware()))
+                (
+                    quota,
+                    std::sync::Arc::new(RateLimiter::direct(quota).with_middleware()),
+                )
             });
             if entry.0 != quota {
-                *entry = (quota, std::sync::Arc::new(RateLimiter::direct(quota).with_middleware()));
+                *entry = (
+                    quota,
+                    std::sync::Arc::new(RateLimiter::direct(quota).with_middleware()),
+                );
             }
             entry.1.clone()
         };
@@ -69,14 +115,109 @@ impl CallerRateLimiter {
     }
 }
 
+/// The generic cell rate algorithm over one Redis key per caller: the key
+/// holds the theoretical arrival time (TAT, microseconds on Redis's clock) of
+/// the next request. A request passes if the bucket, drained by one interval
+/// per request and refilled as time passes, is not over its capacity.
+/// ARGV: the emission interval (microseconds per token) and the capacity.
+/// Returns {allowed, remaining, reset in microseconds}.
+const GCRA_SCRIPT: &str = r"
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) * 1000000 + tonumber(now_parts[2])
+local interval = tonumber(ARGV[1])
+local capacity = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then
+  tat = now
+end
+local new_tat = tat + interval
+local allowed_from = new_tat - interval * capacity
+if allowed_from > now then
+  return {0, 0, allowed_from - now}
+end
+local ttl_ms = math.ceil((new_tat - now) / 1000) + 1000
+redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', ttl_ms)
+return {1, math.floor((now - allowed_from) / interval), new_tat - now}
+";
+
+/// How long a check may wait for Redis before this node's bucket answers.
+const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// How often, at most, a Redis failure is logged while it lasts.
+const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Token buckets shared by all nodes through Redis.
+pub struct RedisRateLimiter {
+    connection: redis::aio::ConnectionManager,
+    script: redis::Script,
+    /// Answers while Redis cannot be reached.
+    fallback: LocalRateLimiter,
+    last_failure_logged: Mutex<Option<std::time::Instant>>,
+}
+
+impl RedisRateLimiter {
+    async fn connect(redis_url: &str) -> Result<RedisRateLimiter, redis::RedisError> {
+        let client = redis::Client::open(redis_url)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(REDIS_TIMEOUT))
+            .set_response_timeout(Some(REDIS_TIMEOUT))
+            .set_number_of_retries(1);
+        let connection = redis::aio::ConnectionManager::new_with_config(client, config).await?;
+        Ok(RedisRateLimiter {
+            connection,
+            script: redis::Script::new(GCRA_SCRIPT),
+            fallback: LocalRateLimiter::default(),
+            last_failure_logged: Mutex::new(None),
+        })
+    }
+
+    async fn check(&self, caller: &str, per_second: u32, burst: u32) -> RateStatus {
+        let burst = burst.max(1);
+        let interval_micros = 1_000_000 / u64::from(per_second.max(1));
+        let mut connection = self.connection.clone();
+        let outcome: Result<(i64, i64, i64), redis::RedisError> = self
+            .script
+            .key(format!("vidgate:rate:{caller}"))
+            .arg(interval_micros)
+            .arg(burst)
+            .invoke_async(&mut connection)
+            .await;
+        match outcome {
+            Ok((allowed, remaining, reset_micros)) => RateStatus {
+                limit: burst,
+                remaining: remaining.clamp(0, i64::from(burst)) as u32,
+                reset: Duration::from_micros(reset_micros.max(0) as u64),
+                allowed: allowed == 1,
+            },
+            Err(error) => {
+                self.log_failure(&error);
+                self.fallback.check(caller, per_second, burst)
+            }
+        }
+    }
+
+    fn log_failure(&self, error: &redis::RedisError) {
+        let mut last = self
+            .last_failure_logged
+            .lock()
+            .expect("rate limiter lock poisoned");
+        if last.is_none_or(|logged| logged.elapsed() >= FAILURE_LOG_INTERVAL) {
+            *last = Some(std::time::Instant::now());
+            tracing::warn!(error = %error, "Redis is unreachable: rate limits are per node until it answers");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_burst_of_25_lets_20_through() {
-        let limiter = CallerRateLimiter::default();
-        let allowed = (0..25).filter(|_| limiter.check("key_a", 10, 20).allowed).count();
+        let limiter = LocalRateLimiter::default();
+        let allowed = (0..25)
+            .filter(|_| limiter.check("key_a", 10, 20).allowed)
+            .count();
         assert_eq!(allowed, 20);
         // Another caller has its own bucket.
         assert!(limiter.check("key_b", 10, 20).allowed);
@@ -84,7 +225,7 @@ mod tests {
 
     #[test]
     fn reports_remaining_tokens_and_wait() {
-        let limiter = CallerRateLimiter::default();
+        let limiter = LocalRateLimiter::default();
         let first = limiter.check("key", 10, 3);
         assert_eq!((first.limit, first.remaining, first.allowed), (3, 2, true));
         limiter.check("key", 10, 3);
@@ -96,7 +237,7 @@ mod tests {
 
     #[test]
     fn a_changed_quota_takes_effect() {
-        let limiter = CallerRateLimiter::default();
+        let limiter = LocalRateLimiter::default();
         assert!(limiter.check("key", 1, 1).allowed);
         assert!(!limiter.check("key", 1, 1).allowed);
         assert!(limiter.check("key", 1, 5).allowed);

@@ -66,6 +66,9 @@ struct ServeArgs {
     /// Base of absolute URLs in responses; defaults to http://<listen>.
     #[arg(long, env = "VIDGATE_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Redis for request-rate buckets shared by all nodes (redis://…); without it each node limits on its own.
+    #[arg(long, env = "VIDGATE_REDIS_URL")]
+    redis_url: Option<String>,
     /// How many jobs run at once on this node.
     #[arg(long, env = "VIDGATE_WORKERS", default_value_t = 2)]
     workers: usize,
@@ -119,6 +122,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     options.bootstrap_development_account = database_url.starts_with("sqlite:");
     options.database_url = Some(database_url);
     options.public_url = args.public_url;
+    options.redis_url = args.redis_url;
     options.queue.workers = args.workers.max(1);
     options.queue.lease = Duration::from_secs(args.lease_seconds.max(1));
     options.backends = Backends::builtin(args.simulation);

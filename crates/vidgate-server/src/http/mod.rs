@@ -106,11 +106,14 @@ async fn authenticate(
     next: Next,
 ) -> Result<Response, ApiError> {
     let caller = caller_from_headers(&state, request.headers()).await?;
-    let rate = state.rate_limiter.check(
-        &caller.key_id,
-        caller.limits.requests_per_second,
-        caller.limits.burst,
-    );
+    let rate = state
+        .rate_limiter
+        .check(
+            &caller.key_id,
+            caller.limits.requests_per_second,
+            caller.limits.burst,
+        )
+        .await;
     let mut response = if rate.allowed {
         request.extensions_mut().insert(caller);
         next.run(request).await
