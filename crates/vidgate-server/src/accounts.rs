@@ -38,7 +38,10 @@ pub async fn create_api_key(
             secret_sha256: secret.sha256,
         })
         .await?;
-    Ok(CreatedKey { key_id, api_key: secret.secret })
+    Ok(CreatedKey {
+        key_id,
+        api_key: secret.secret,
+    })
 }
 
 /// Creates an account with an initial credit and its first API key.
@@ -56,7 +59,11 @@ pub async fn create_account(
         })
         .await?;
     let key = create_api_key(store, &account.id, "default").await?;
-    Ok(CreatedAccount { account, key_id: key.key_id, api_key: key.api_key })
+    Ok(CreatedAccount {
+        account,
+        key_id: key.key_id,
+        api_key: key.api_key,
+    })
 }
 
 pub async fn create_development_account(store: &dyn Store) -> Result<CreatedAccount, StoreError> {

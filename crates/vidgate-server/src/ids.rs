@@ -27,7 +27,9 @@ pub fn new_key_id() -> String {
 pub fn random_token(length: usize) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut random = rand::rng();
-    (0..length).map(|_| char::from(ALPHABET[random.random_range(0..ALPHABET.len())])).collect()
+    (0..length)
+        .map(|_| char::from(ALPHABET[random.random_range(0..ALPHABET.len())]))
+        .collect()
 }
 
 /// A new API key: the secret (shown once), its display prefix and the digest
@@ -59,7 +61,10 @@ pub fn new_webhook_secret() -> String {
 /// API keys are 256-bit random secrets, so a fast unsalted digest is enough:
 /// there is nothing to brute-force, and lookups stay one index probe.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|byte| format!("{byte:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 #[cfg(test)]

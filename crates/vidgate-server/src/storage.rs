@@ -37,12 +37,17 @@ impl LocalStorage {
         let token = random_token(24);
         let relative_path = format!("outputs/{token}/{generation_id}.mp4");
         let final_path = self.root.join(&relative_path);
-        let directory = final_path.parent().expect("output paths have a parent directory");
+        let directory = final_path
+            .parent()
+            .expect("output paths have a parent directory");
         tokio::fs::create_dir_all(directory).await?;
         let temporary_path = directory.join(format!(".{generation_id}.partial"));
         tokio::fs::write(&temporary_path, bytes).await?;
         tokio::fs::rename(&temporary_path, &final_path).await?;
-        Ok(StoredFile { relative_path, size_bytes: bytes.len() as u64 })
+        Ok(StoredFile {
+            relative_path,
+            size_bytes: bytes.len() as u64,
+        })
     }
 
     /// Removes a stored file and its token directory; used when a finished

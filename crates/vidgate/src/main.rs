@@ -1,7 +1,8 @@
 //! `vidgate`: one binary for the service (`serve`), its operators (`admin`)
-//! and, later, people at a terminal.
+//! and people at a terminal (the client commands).
 
 mod admin;
+mod client;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,6 +20,8 @@ use vidgate_server::backend::Backends;
     about = "Asynchronous video generation service"
 )]
 struct Cli {
+    #[command(flatten)]
+    client: client::ClientArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -29,6 +32,8 @@ enum Command {
     Serve(ServeArgs),
     /// Manage accounts, keys and models in the database (works while the server runs).
     Admin(admin::AdminArgs),
+    #[command(flatten)]
+    Client(client::ClientCommand),
 }
 
 /// Where the data lives; shared by `serve` and `admin`.
@@ -162,6 +167,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Serve(args) => serve(args).await,
             Command::Admin(args) => admin::run(args).await,
+            Command::Client(command) => client::run_command(cli.client, command).await,
         }
     })
 }

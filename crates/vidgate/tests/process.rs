@@ -42,7 +42,10 @@ fn start_server(data_dir: &Path) -> Server {
         .expect("vidgate serve starts");
     let stdout = child.stdout.take().unwrap();
     // Owned by a guard from here on, so the process is reaped on every path.
-    let mut server = Server { child, api_base: String::new() };
+    let mut server = Server {
+        child,
+        api_base: String::new(),
+    };
     let (lines, received) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {

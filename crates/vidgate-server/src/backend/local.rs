@@ -36,7 +36,10 @@ fn simulation_markers(prompt: &str) -> SimulationMarkers {
         let digits = rest.split(']').next()?;
         digits.parse::<u64>().ok().map(Duration::from_millis)
     });
-    SimulationMarkers { fail: prompt.contains("[sim:fail]"), sleep }
+    SimulationMarkers {
+        fail: prompt.contains("[sim:fail]"),
+        sleep,
+    }
 }
 
 #[async_trait]
@@ -126,11 +129,17 @@ mod tests {
         assert_eq!(simulation_markers("a cat"), SimulationMarkers::default());
         assert_eq!(
             simulation_markers("a cat [sim:fail]"),
-            SimulationMarkers { fail: true, sleep: None }
+            SimulationMarkers {
+                fail: true,
+                sleep: None
+            }
         );
         assert_eq!(
             simulation_markers("[sim:sleep=250] a cat"),
-            SimulationMarkers { fail: false, sleep: Some(Duration::from_millis(250)) }
+            SimulationMarkers {
+                fail: false,
+                sleep: Some(Duration::from_millis(250))
+            }
         );
         assert_eq!(simulation_markers("[sim:sleep=x]").sleep, None);
     }

@@ -89,8 +89,14 @@ impl Backends {
     /// The backends built into the binary.
     pub fn builtin(simulation: bool) -> Backends {
         let mut by_name: HashMap<String, Arc<dyn Backend>> = HashMap::new();
-        by_name.insert("local".into(), Arc::new(LocalEngineBackend::new(simulation)));
-        Backends { by_name, by_model: HashMap::new() }
+        by_name.insert(
+            "local".into(),
+            Arc::new(LocalEngineBackend::new(simulation)),
+        );
+        Backends {
+            by_name,
+            by_model: HashMap::new(),
+        }
     }
 
     /// Runs `model_id` on `backend` instead of the backend the catalog names.
@@ -99,6 +105,9 @@ impl Backends {
     }
 
     pub fn for_model(&self, model: &vidgate_core::Model) -> Option<Arc<dyn Backend>> {
-        self.by_model.get(&model.id).or_else(|| self.by_name.get(&model.backend)).cloned()
+        self.by_model
+            .get(&model.id)
+            .or_else(|| self.by_name.get(&model.backend))
+            .cloned()
     }
 }

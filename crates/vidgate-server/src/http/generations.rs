@@ -21,7 +21,7 @@ const POLL_HINT_SECONDS: u32 = 5;
 const DEFAULT_PAGE_SIZE: u32 = 20;
 const MAX_PAGE_SIZE: u32 = 100;
 
-fn rfc3339(unix_millis: i64) -> String {
+pub fn rfc3339(unix_millis: i64) -> String {
     let time = time::OffsetDateTime::from_unix_timestamp_nanos(unix_millis as i128 * 1_000_000)
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     let format = time::macros::format_description!(

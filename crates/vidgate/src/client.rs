@@ -1,0 +1,438 @@
+//! The `vidgate` client commands for people at a terminal. They follow the
+//! advice of SPEC.md section 7 so that a user does the right thing without
+//! thinking about it: retry 429, 500, 502 and 503 with exponential backoff and
+//! jitter (about 1, 2, 4, 8 s, capped at 30 s), never retry other 4xx
+//! unchanged, poll no tighter than every 5 seconds, and make submits safe to
+//! retry with an Idempotency-Key.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use rand::RngExt;
+use reqwest::{Method, StatusCode};
+use serde_json::{Map, Value, json};
+
+/// The spec's polling floor for video: no tighter than every 5 seconds.
+const MIN_POLL_INTERVAL: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const MAX_ATTEMPTS: u32 = 8;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Args)]
+pub struct ClientArgs {
+    /// Base URL of the API, ending in /api/v1.
+    #[arg(long, env = "VIDGATE_BASE_URL", default_value = "http://127.0.0.1:8080/api/v1", global = true)]
+    base_url: String,
+    /// API key (vg_live_…).
+    #[arg(long, env = "VIDGATE_API_KEY", hide_env_values = true, global = true)]
+    api_key: Option<String>,
+    /// Print JSON for scripts instead of text for people.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum ClientCommand {
+    /// List the models and their endpoints.
+    Models,
+    /// Price a request without running it: vidgate quote vendor_1/model_1/text-to-video --param duration=8
+    Quote {
+        endpoint: String,
+        /// A request parameter as name=value (numbers, booleans and JSON arrays are understood).
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        parameters: Vec<String>,
+    },
+    /// Submit a generation, optionally wait for it and download the clip.
+    Run {
+        endpoint: String,
+        #[arg(long)]
+        prompt: String,
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        parameters: Vec<String>,
+        /// Opening image URL (image-to-video).
+        #[arg(long)]
+        image: Option<String>,
+        /// Wait until the generation is finished, showing its progress.
+        #[arg(long)]
+        wait: bool,
+        /// Download the finished clip here (implies --wait).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Show one generation.
+    Get { id: String },
+    /// Cancel a queued generation.
+    Cancel { id: String },
+    /// List recent generations, newest first.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        #[arg(long)]
+        status: Option<String>,
+    },
+}
+
+/// An error answer from the API, in the spec's shape.
+#[derive(Debug, thiserror::Error)]
+#[error("{status}: {code}: {message}{}", param.as_ref().map(|param| format!(" (param: {param})")).unwrap_or_default())]
+pub struct ApiError {
+    status: StatusCode,
+    code: String,
+    message: String,
+    param: Option<String>,
+}
+
+struct Client {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+}
+
+/// Statuses worth retrying unchanged: the spec's 429, 500, 502 and 503.
+fn is_retryable(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 429 | 500 | 502 | 503)
+}
+
+/// The wait before retry number `attempt` (0-based): 1, 2, 4, 8 … seconds
+/// capped at 30, plus up to a second of jitter so that many clients do not
+/// retry in step. A server's Retry-After is honoured when it asks for longer.
+fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let exponential = Duration::from_secs(1u64 << attempt.min(5)).min(MAX_BACKOFF);
+    let jitter = Duration::from_millis(rand::rng().random_range(0..1000));
+    exponential.max(retry_after.unwrap_or_default().min(MAX_BACKOFF)) + jitter
+}
+
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    let seconds: u64 = response.headers().get("retry-after")?.to_str().ok()?.parse().ok()?;
+    Some(Duration::from_secs(seconds))
+}
+
+impl Client {
+    fn new(args: &ClientArgs) -> anyhow::Result<Client> {
+        Ok(Client {
+            http: reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build()?,
+            base_url: args.base_url.trim_end_matches('/').to_owned(),
+            api_key: args.api_key.clone(),
+        })
+    }
+
+    fn require_key(&self) -> anyhow::Result<&str> {
+        self.api_key
+            .as_deref()
+            .context("set VIDGATE_API_KEY (or --api-key) to an API key")
+    }
+
+    /// Sends a request, retrying what the spec says to retry. A request whose
+    /// outcome is unknown (a timeout after it was sent) is retried only when
+    /// `idempotent` is true.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+        idempotent: bool,
+    ) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
+        let url = if path.starts_with("http") { path.to_owned() } else { format!("{}{path}", self.base_url) };
+        let mut attempt = 0;
+        loop {
+            let mut request = self.http.request(method.clone(), &url);
+            if let Some(key) = &self.api_key {
+                request = request.bearer_auth(key);
+            }
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            match request.send().await {
+                Ok(response) => {
+                    let status = response.status();
+                    if is_retryable(status) && attempt + 1 < MAX_ATTEMPTS {
+                        let wait = backoff(attempt, retry_after(&response));
+                        eprintln!("vidgate: {status} from the API; retrying in {:.1} s", wait.as_secs_f64());
+                        tokio::time::sleep(wait).await;
+                        attempt += 1;
+                        continue;
+                    }
+                    let headers = response.headers().clone();
+                    let value: Value = response.json().await.unwrap_or(Value::Null);
+                    if status.is_success() {
+                        return Ok((status, value, headers));
+                    }
+                    let error = &value["error"];
+                    return Err(ApiError {
+                        status,
+                        code: error["code"].as_str().unwrap_or("unknown").to_owned(),
+                        message: error["message"].as_str().unwrap_or("no message").to_owned(),
+                        param: error["param"].as_str().map(str::to_owned),
+                    }
+                    .into());
+                }
+                // A connection that was never made sent nothing: always safe.
+                Err(error) if (error.is_connect() || idempotent) && attempt + 1 < MAX_ATTEMPTS => {
+                    let wait = backoff(attempt, None);
+                    eprintln!("vidgate: {error}; retrying in {:.1} s", wait.as_secs_f64());
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(error) => return Err(error).with_context(|| format!("{method} {url}")),
+            }
+        }
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        Ok(self.send(Method::GET, path, None, &[], true).await?.1)
+    }
+}
+
+/// Parses `name=value`: JSON numbers, booleans and arrays keep their type,
+/// anything else is a string.
+fn parse_parameter(text: &str) -> anyhow::Result<(String, Value)> {
+    let (name, raw) = text.split_once('=').with_context(|| format!("--param {text:?} is not NAME=VALUE"))?;
+    let value = match serde_json::from_str::<Value>(raw) {
+        Ok(value @ (Value::Number(_) | Value::Bool(_) | Value::Array(_) | Value::Null)) => value,
+        _ => Value::String(raw.to_owned()),
+    };
+    Ok((name.to_owned(), value))
+}
+
+fn parameters_body(parameters: &[String]) -> anyhow::Result<Map<String, Value>> {
+    parameters.iter().map(|text| parse_parameter(text)).collect()
+}
+
+fn print(value: &Value, as_json: bool, human: impl FnOnce(&Value) -> String) {
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    } else {
+        println!("{}", human(value));
+    }
+}
+
+fn describe_generation(generation: &Value) -> String {
+    let mut text = format!(
+        "{}  {}  {}  ${}{}",
+        generation["id"].as_str().unwrap_or("?"),
+        generation["status"].as_str().unwrap_or("?"),
+        generation["endpoint"].as_str().unwrap_or("?"),
+        generation["cost"]["amount_usd"],
+        if generation["cost"]["estimated"] == true { " (estimate)" } else { "" },
+    );
+    if let Some(url) = generation["output"]["video_url"].as_str() {
+        text.push_str(&format!("\n  video: {url}"));
+    }
+    if let Some(message) = generation["error"]["message"].as_str() {
+        text.push_str(&format!("\n  error: {message}"));
+    }
+    text
+}
+
+/// Polls until the generation is final, at the spec's pace, showing its state.
+async fn wait_until_final(client: &Client, generation: Value) -> anyhow::Result<Value> {
+    let url = generation["urls"]["get"].as_str().context("the generation has no urls.get")?.to_owned();
+    let started = Instant::now();
+    let mut current = generation;
+    let mut last_status = String::new();
+    loop {
+        let status = current["status"].as_str().unwrap_or("?").to_owned();
+        if status != last_status {
+            eprintln!("vidgate: {} is {status} ({:.0} s)", current["id"].as_str().unwrap_or("?"), started.elapsed().as_secs_f64());
+            last_status = status.clone();
+        }
+        if matches!(status.as_str(), "succeeded" | "failed" | "canceled") {
+            return Ok(current);
+        }
+        tokio::time::sleep(MIN_POLL_INTERVAL).await;
+        let (_, value, headers) = client.send(Method::GET, &url, None, &[], true).await?;
+        // Honour a longer polling hint from the server, never a shorter one.
+        if let Some(seconds) = headers.get("retry-after").and_then(|value| value.to_str().ok()?.parse::<u64>().ok()) {
+            let hint = Duration::from_secs(seconds);
+            if hint > MIN_POLL_INTERVAL {
+                tokio::time::sleep(hint - MIN_POLL_INTERVAL).await;
+            }
+        }
+        current = value;
+    }
+}
+
+async fn download(client: &Client, url: &str, destination: &PathBuf) -> anyhow::Result<u64> {
+    let response = client.http.get(url).send().await?.error_for_status()?;
+    let bytes = response.bytes().await?;
+    let temporary = destination.with_extension("partial");
+    std::fs::File::create(&temporary)?.write_all(&bytes)?;
+    std::fs::rename(&temporary, destination)?;
+    Ok(bytes.len() as u64)
+}
+
+/// After a submit whose outcome stayed unknown, look for a generation the
+/// server accepted anyway before the user submits (and pays) again: the same
+/// endpoint and prompt, created since this command started (with a minute of
+/// leeway for clock skew).
+async fn find_recent_match(client: &Client, endpoint: &str, prompt: &str, started_unix_millis: i64) -> Option<Value> {
+    let listed = client.get("/generations?limit=20").await.ok()?;
+    // Both timestamps have the API's fixed RFC 3339 form, so they compare as text.
+    let earliest = vidgate_server::http::rfc3339(started_unix_millis - 60_000);
+    listed["data"]
+        .as_array()?
+        .iter()
+        .find(|generation| {
+            generation["endpoint"] == endpoint
+                && generation["input"]["prompt"] == prompt
+                && generation["created_at"].as_str().is_some_and(|created| created >= earliest.as_str())
+        })
+        .cloned()
+}
+
+async fn run(
+    client: &Client,
+    endpoint: &str,
+    prompt: &str,
+    parameters: &[String],
+    image: Option<&str>,
+    wait: bool,
+    out: Option<&PathBuf>,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    client.require_key()?;
+    let mut body = parameters_body(parameters)?;
+    body.insert("prompt".into(), json!(prompt));
+    if let Some(image) = image {
+        if !(image.starts_with("http://") || image.starts_with("https://")) {
+            bail!("--image must be an http(s) URL on this version of vidgate");
+        }
+        body.insert("image_url".into(), json!(image));
+    }
+    let body = Value::Object(body);
+    // One key for every retry of this submit: the server returns the original
+    // generation instead of billing a second one.
+    let idempotency_key = format!("cli-{}", vidgate_server::ids::random_token(24));
+    let started_unix_millis = vidgate_server::store::now_millis();
+    let submitted = client
+        .send(Method::POST, &format!("/run/{endpoint}"), Some(&body), &[("Idempotency-Key", &idempotency_key)], true)
+        .await;
+    let generation = match submitted {
+        Ok((_, generation, _)) => generation,
+        Err(error) if error.downcast_ref::<ApiError>().is_none() => {
+            if let Some(found) = find_recent_match(client, endpoint, prompt, started_unix_millis).await {
+                eprintln!("vidgate: the submit's outcome is unknown, but this matching generation exists; not resubmitting:");
+                print(&found, as_json, describe_generation);
+                return Ok(());
+            }
+            return Err(error.context("the submit's outcome is unknown; check `vidgate list` before submitting again"));
+        }
+        Err(error) => return Err(error),
+    };
+    if !(wait || out.is_some()) {
+        print(&generation, as_json, describe_generation);
+        return Ok(());
+    }
+    let finished = wait_until_final(client, generation).await?;
+    print(&finished, as_json, describe_generation);
+    if let Some(destination) = out {
+        let url = finished["output"]["video_url"].as_str().context("the generation has no video to download")?;
+        let size = download(client, url, destination).await?;
+        eprintln!("vidgate: saved {size} bytes to {}", destination.display());
+    }
+    if finished["status"] != "succeeded" {
+        bail!("the generation ended {}", finished["status"]);
+    }
+    Ok(())
+}
+
+pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Result<()> {
+    let client = Client::new(&args)?;
+    match command {
+        ClientCommand::Models => {
+            let models = client.get("/models").await?;
+            print(&models, args.json, |models| {
+                let mut lines = Vec::new();
+                for model in models["data"].as_array().into_iter().flatten() {
+                    lines.push(format!("{}  {}", model["label"].as_str().unwrap_or("?"), model["id"].as_str().unwrap_or("?")));
+                    for endpoint in model["endpoints"].as_array().into_iter().flatten() {
+                        lines.push(format!("    {}", endpoint["id"].as_str().unwrap_or("?")));
+                    }
+                }
+                lines.join("\n")
+            });
+        }
+        ClientCommand::Quote { endpoint, parameters } => {
+            let body = Value::Object(parameters_body(&parameters)?);
+            let (_, quote, _) = client.send(Method::POST, &format!("/quote/{endpoint}"), Some(&body), &[], true).await?;
+            print(&quote, args.json, |quote| {
+                format!(
+                    "{}: ${} (list price ${}, you save ${})",
+                    quote["endpoint"].as_str().unwrap_or("?"),
+                    quote["cost"]["amount_usd"],
+                    quote["cost"]["official_usd"],
+                    quote["cost"]["saved_usd"]
+                )
+            });
+        }
+        ClientCommand::Run { endpoint, prompt, parameters, image, wait, out } => {
+            run(&client, &endpoint, &prompt, &parameters, image.as_deref(), wait, out.as_ref(), args.json).await?;
+        }
+        ClientCommand::Get { id } => {
+            client.require_key()?;
+            let generation = client.get(&format!("/generations/{id}")).await?;
+            print(&generation, args.json, describe_generation);
+        }
+        ClientCommand::Cancel { id } => {
+            client.require_key()?;
+            // Cancel is idempotent in effect: a repeat answers 409 at worst.
+            let (_, generation, _) = client.send(Method::POST, &format!("/generations/{id}/cancel"), None, &[], true).await?;
+            print(&generation, args.json, describe_generation);
+        }
+        ClientCommand::List { limit, status } => {
+            client.require_key()?;
+            let mut path = format!("/generations?limit={limit}");
+            if let Some(status) = status {
+                path.push_str(&format!("&status={status}"));
+            }
+            let listed = client.get(&path).await?;
+            print(&listed, args.json, |listed| {
+                listed["data"].as_array().into_iter().flatten().map(describe_generation).collect::<Vec<_>>().join("\n")
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_spec_retryable_statuses_are_retried() {
+        for code in [429, 500, 502, 503] {
+            assert!(is_retryable(StatusCode::from_u16(code).unwrap()), "{code}");
+        }
+        for code in [400, 401, 402, 404, 409, 501] {
+            assert!(!is_retryable(StatusCode::from_u16(code).unwrap()), "{code}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_30_second_cap_with_jitter() {
+        for (attempt, base) in [(0, 1), (1, 2), (2, 4), (3, 8), (4, 16), (5, 30), (9, 30)] {
+            let wait = backoff(attempt, None);
+            assert!(wait >= Duration::from_secs(base) && wait < Duration::from_secs(base + 1), "{attempt}: {wait:?}");
+        }
+        let honoured = backoff(0, Some(Duration::from_secs(7)));
+        assert!(honoured >= Duration::from_secs(7) && honoured < Duration::from_secs(8));
+        let capped = backoff(0, Some(Duration::from_secs(600)));
+        assert!(capped < Duration::from_secs(31));
+    }
+
+    #[test]
+    fn parameters_keep_their_json_types() {
+        assert_eq!(parse_parameter("duration=8").unwrap(), ("duration".into(), json!(8)));
+        assert_eq!(parse_parameter("generate_audio=false").unwrap(), ("generate_audio".into(), json!(false)));
+        assert_eq!(parse_parameter("aspect_ratio=16:9").unwrap(), ("aspect_ratio".into(), json!("16:9")));
+        assert_eq!(parse_parameter("reference_image_urls=[\"https://a/b.png\"]").unwrap().1, json!(["https://a/b.png"]));
+        assert!(parse_parameter("no-equals").is_err());
+    }
+}
