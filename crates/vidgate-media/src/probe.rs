@@ -1,0 +1,552 @@
+//! Probing media bytes: what a file is (decided from its magic bytes, never
+//! from the URL or a Content-Type) and the facts the catalog's limits need.
+//!
+//! The bytes come from strangers, so probing must never panic or allocate
+//! without bound. Images are read from their headers only. Videos are read
+//! with `re_mp4`, after a pre-scan that refuses sample tables too large to
+//! be real (a tiny file can claim four billion samples), and inside
+//! `catch_unwind`, because the parser indexes its tables without checks.
+//! Audio is read with `symphonia`, counting packets when the container does
+//! not state its length, up to a bound.
+
+use std::io::Cursor;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use image::{ImageFormat, ImageReader, Limits};
+use vidgate_core::MediaKind;
+
+/// The formats the service understands, named as the catalog names them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MediaFormat {
+    Jpg,
+    Png,
+    Webp,
+    Mp4,
+    Mov,
+    Mp3,
+    Wav,
+}
+
+impl MediaFormat {
+    /// The catalog's lower-case name (`MediaLimits::formats`).
+    pub fn catalog_name(self) -> &'static str {
+        match self {
+            MediaFormat::Jpg => "jpg",
+            MediaFormat::Png => "png",
+            MediaFormat::Webp => "webp",
+            MediaFormat::Mp4 => "mp4",
+            MediaFormat::Mov => "mov",
+            MediaFormat::Mp3 => "mp3",
+            MediaFormat::Wav => "wav",
+        }
+    }
+
+    /// The name people know it by, for messages.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            MediaFormat::Jpg => "JPG",
+            MediaFormat::Png => "PNG",
+            MediaFormat::Webp => "WebP",
+            MediaFormat::Mp4 => "MP4",
+            MediaFormat::Mov => "MOV",
+            MediaFormat::Mp3 => "MP3",
+            MediaFormat::Wav => "WAV",
+        }
+    }
+
+    /// "a" or "an", as the display name is spoken ("an MP4", "a PNG").
+    pub fn article(self) -> &'static str {
+        match self {
+            MediaFormat::Mp4 | MediaFormat::Mov | MediaFormat::Mp3 => "an",
+            MediaFormat::Jpg | MediaFormat::Png | MediaFormat::Webp | MediaFormat::Wav => "a",
+        }
+    }
+
+    pub fn kind(self) -> MediaKind {
+        match self {
+            MediaFormat::Jpg | MediaFormat::Png | MediaFormat::Webp => MediaKind::Image,
+            MediaFormat::Mp4 | MediaFormat::Mov => MediaKind::Video,
+            MediaFormat::Mp3 | MediaFormat::Wav => MediaKind::Audio,
+        }
+    }
+
+    /// Every format, for messages that list what is accepted.
+    pub const ALL: [MediaFormat; 7] = [
+        MediaFormat::Jpg,
+        MediaFormat::Png,
+        MediaFormat::Webp,
+        MediaFormat::Mp4,
+        MediaFormat::Mov,
+        MediaFormat::Mp3,
+        MediaFormat::Wav,
+    ];
+
+    /// The format with this catalog name.
+    pub fn from_catalog_name(name: &str) -> Option<MediaFormat> {
+        MediaFormat::ALL
+            .into_iter()
+            .find(|format| format.catalog_name() == name)
+    }
+}
+
+/// A video's frame rate as an exact fraction: `frames` frames in `ticks`
+/// ticks of `timescale` per second.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct FrameRate {
+    pub frames: u64,
+    pub ticks: u64,
+    pub timescale: u64,
+}
+
+impl FrameRate {
+    /// Frames per second, for messages.
+    pub fn per_second(self) -> f64 {
+        if self.ticks == 0 {
+            return 0.0;
+        }
+        self.frames as f64 * self.timescale as f64 / self.ticks as f64
+    }
+
+    /// Whether the rate is at least `minimum` frames per second, compared
+    /// exactly.
+    pub fn at_least(self, minimum: u32) -> bool {
+        u128::from(self.frames) * u128::from(self.timescale)
+            >= u128::from(minimum) * u128::from(self.ticks)
+    }
+}
+
+/// What probing found out about one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MediaInfo {
+    pub format: MediaFormat,
+    pub size_bytes: u64,
+    pub details: MediaDetails,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MediaDetails {
+    Image {
+        width: u32,
+        height: u32,
+    },
+    Video {
+        width: u32,
+        height: u32,
+        duration_ms: u64,
+        frame_rate: FrameRate,
+    },
+    Audio {
+        duration_ms: u64,
+    },
+}
+
+impl MediaInfo {
+    pub fn kind(&self) -> MediaKind {
+        self.format.kind()
+    }
+
+    /// The playing time of a video or audio file.
+    pub fn duration_ms(&self) -> Option<u64> {
+        match self.details {
+            MediaDetails::Video { duration_ms, .. } | MediaDetails::Audio { duration_ms } => {
+                Some(duration_ms)
+            }
+            MediaDetails::Image { .. } => None,
+        }
+    }
+
+    /// Width and height of an image or video.
+    pub fn dimensions(&self) -> Option<(u32, u32)> {
+        match self.details {
+            MediaDetails::Image { width, height } | MediaDetails::Video { width, height, .. } => {
+                Some((width, height))
+            }
+            MediaDetails::Audio { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    #[error("is not a JPG, PNG, WebP, MP4, MOV, MP3 or WAV file")]
+    UnknownFormat,
+    #[error("is not a readable {format} file: {reason}")]
+    Unreadable {
+        format: &'static str,
+        reason: String,
+    },
+}
+
+impl ProbeError {
+    fn unreadable(format: MediaFormat, reason: impl Into<String>) -> ProbeError {
+        ProbeError::Unreadable {
+            format: format.display_name(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Sample-table entries a video may declare across its tracks. A 15 s clip
+/// at 60 fps with AAC audio has under 2,000; this leaves room for PCM audio
+/// stored one sample per entry, and bounds the parser's sample list to tens
+/// of megabytes.
+pub const MAX_VIDEO_SAMPLES: u64 = 1_000_000;
+/// Audio packets read when a file does not state its length; an MP3 frame
+/// lasts about 26 ms, so this covers more than an hour.
+const MAX_AUDIO_PACKETS: u64 = 200_000;
+/// Images wider or taller than this are refused without decoding.
+const MAX_IMAGE_SIDE: u32 = 16_384;
+
+/// Decides the format from the leading bytes.
+pub fn sniff(bytes: &[u8]) -> Option<MediaFormat> {
+    let starts = |prefix: &[u8]| bytes.starts_with(prefix);
+    if starts(&[0xFF, 0xD8, 0xFF]) {
+        return Some(MediaFormat::Jpg);
+    }
+    if starts(b"\x89PNG\r\n\x1a\n") {
+        return Some(MediaFormat::Png);
+    }
+    if bytes.len() >= 12 && starts(b"RIFF") {
+        match &bytes[8..12] {
+            b"WEBP" => return Some(MediaFormat::Webp),
+            b"WAVE" => return Some(MediaFormat::Wav),
+            _ => return None,
+        }
+    }
+    if bytes.len() >= 12 && &bytes[4..8] == b"ftyp" {
+        // QuickTime files declare the brand `qt  `; everything else in the
+        // ISO family is served as MP4.
+        return Some(if &bytes[8..12] == b"qt  " {
+            MediaFormat::Mov
+        } else {
+            MediaFormat::Mp4
+        });
+    }
+    if starts(b"ID3") || is_mpeg_audio_frame(bytes) {
+        return Some(MediaFormat::Mp3);
+    }
+    None
+}
+
+/// An MPEG-1/2/2.5 Layer III frame header: an 11-bit sync word, a valid
+/// version, layer III, and a bitrate and sample-rate index that are not
+/// reserved.
+fn is_mpeg_audio_frame(bytes: &[u8]) -> bool {
+    let [first, second, third, ..] = bytes else {
+        return false;
+    };
+    let sync = *first == 0xFF && second & 0xE0 == 0xE0;
+    let version_valid = (second >> 3) & 0b11 != 0b01;
+    let layer_three = (second >> 1) & 0b11 == 0b01;
+    let bitrate_valid = third >> 4 != 0b1111;
+    let sample_rate_valid = (third >> 2) & 0b11 != 0b11;
+    sync && version_valid && layer_three && bitrate_valid && sample_rate_valid
+}
+
+/// Probes a whole file. CPU-bound: call it on a blocking thread for large
+/// files.
+pub fn probe(bytes: &[u8]) -> Result<MediaInfo, ProbeError> {
+    let format = sniff(bytes).ok_or(ProbeError::UnknownFormat)?;
+    let size_bytes = bytes.len() as u64;
+    let details = match format.kind() {
+        MediaKind::Image => probe_image(bytes, format)?,
+        MediaKind::Video => probe_video(bytes, format)?,
+        MediaKind::Audio => probe_audio(bytes, format)?,
+    };
+    Ok(MediaInfo {
+        format,
+        size_bytes,
+        details,
+    })
+}
+
+/// Reads an image's size from its header.
+pub fn probe_image(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, ProbeError> {
+    let image_format = match format {
+        MediaFormat::Jpg => ImageFormat::Jpeg,
+        MediaFormat::Png => ImageFormat::Png,
+        MediaFormat::Webp => ImageFormat::WebP,
+        _ => return Err(ProbeError::unreadable(format, "not an image format")),
+    };
+    let mut limits = Limits::default();
+    limits.max_image_width = Some(MAX_IMAGE_SIDE);
+    limits.max_image_height = Some(MAX_IMAGE_SIDE);
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), image_format);
+    reader.limits(limits);
+    let read = catch_unwind(AssertUnwindSafe(|| reader.into_dimensions()))
+        .map_err(|_| ProbeError::unreadable(format, "the image decoder failed"))?;
+    let (width, height) =
+        read.map_err(|error| ProbeError::unreadable(format, error.to_string()))?;
+    if width == 0 || height == 0 {
+        return Err(ProbeError::unreadable(format, "the image has no pixels"));
+    }
+    Ok(MediaDetails::Image { width, height })
+}
+
+/// Reads a video's first video track: size, duration and frame rate. The
+/// frame rate is the sample count divided by the summed sample durations,
+/// which stays exact for variable-rate files where the first sample's
+/// duration would mislead.
+pub fn probe_video(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, ProbeError> {
+    let declared =
+        declared_sample_count(bytes).map_err(|reason| ProbeError::unreadable(format, reason))?;
+    if declared > MAX_VIDEO_SAMPLES {
+        return Err(ProbeError::unreadable(
+            format,
+            format!(
+                "it declares {declared} samples, more than the {MAX_VIDEO_SAMPLES} the service reads"
+            ),
+        ));
+    }
+    let parsed = catch_unwind(AssertUnwindSafe(|| {
+        let mp4 = re_mp4::Mp4::read_bytes(bytes).map_err(|error| error.to_string())?;
+        let track = mp4
+            .tracks()
+            .values()
+            .find(|track| track.kind == Some(re_mp4::TrackKind::Video))
+            .ok_or_else(|| "it has no video track".to_owned())?;
+        let ticks: u128 = track
+            .samples
+            .iter()
+            .map(|sample| u128::from(sample.duration))
+            .sum();
+        Ok::<_, String>((
+            u32::from(track.width),
+            u32::from(track.height),
+            track.samples.len() as u64,
+            ticks,
+            track.timescale,
+        ))
+    }))
+    .map_err(|_| ProbeError::unreadable(format, "the container is malformed"))?;
+    let (width, height, frames, ticks, timescale) =
+        parsed.map_err(|reason| ProbeError::unreadable(format, reason))?;
+    if frames == 0 || ticks == 0 || timescale == 0 {
+        return Err(ProbeError::unreadable(format, "its video track is empty"));
+    }
+    if width == 0 || height == 0 {
+        return Err(ProbeError::unreadable(
+            format,
+            "its video track has no frame size",
+        ));
+    }
+    let duration_ms = u64::try_from(ticks * 1000 / u128::from(timescale)).unwrap_or(u64::MAX);
+    Ok(MediaDetails::Video {
+        width,
+        height,
+        duration_ms,
+        frame_rate: FrameRate {
+            frames,
+            ticks: u64::try_from(ticks).unwrap_or(u64::MAX),
+            timescale,
+        },
+    })
+}
+
+/// Sums the sample counts that the `stsz`/`stz2` and `trun` boxes declare,
+/// walking the box tree without trusting any size beyond the file.
+fn declared_sample_count(bytes: &[u8]) -> Result<u64, String> {
+    const CONTAINERS: [&[u8; 4]; 8] = [
+        b"moov", b"trak", b"mdia", b"minf", b"stbl", b"moof", b"traf", b"edts",
+    ];
+    let mut total: u64 = 0;
+    // Each entry is a byte range holding a sequence of boxes; nesting is
+    // bounded by the file because every child is strictly inside its parent.
+    let mut pending = vec![(0usize, bytes.len())];
+    while let Some((mut position, end)) = pending.pop() {
+        while position + 8 <= end {
+            let size32 = read_u32(bytes, position) as u64;
+            let name = &bytes[position + 4..position + 8];
+            let (header, size) = match size32 {
+                0 => (8, (end - position) as u64),
+                1 => {
+                    if position + 16 > end {
+                        return Err("a box header is cut off".to_owned());
+                    }
+                    (16, read_u64(bytes, position + 8))
+                }
+                size => (8, size),
+            };
+            if size < header as u64 || size > (end - position) as u64 {
+                return Err("a box is larger than its container".to_owned());
+            }
+            let box_end = position + size as usize;
+            let body = position + header;
+            if CONTAINERS.iter().any(|container| container[..] == *name) {
+                pending.push((body, box_end));
+            } else if (name == b"stsz" || name == b"stz2") && body + 12 <= box_end {
+                // Version and flags, then (stsz) sample size or (stz2)
+                // reserved and field size, then the sample count.
+                total = total.saturating_add(u64::from(read_u32(bytes, body + 8)));
+            } else if name == b"trun" && body + 8 <= box_end {
+                total = total.saturating_add(u64::from(read_u32(bytes, body + 4)));
+            }
+            position = box_end;
+        }
+    }
+    Ok(total)
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    (u64::from(read_u32(bytes, at)) << 32) | u64::from(read_u32(bytes, at + 4))
+}
+
+/// Reads an audio file's duration.
+pub fn probe_audio(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, ProbeError> {
+    let owned = bytes.to_vec();
+    let duration = catch_unwind(AssertUnwindSafe(|| audio_duration_ms(owned, format)))
+        .map_err(|_| ProbeError::unreadable(format, "the audio decoder failed"))?;
+    let duration_ms = duration.map_err(|reason| ProbeError::unreadable(format, reason))?;
+    Ok(MediaDetails::Audio { duration_ms })
+}
+
+fn audio_duration_ms(bytes: Vec<u8>, format: MediaFormat) -> Result<u64, String> {
+    use symphonia::core::formats::probe::Hint;
+    use symphonia::core::formats::{FormatOptions, TrackType};
+    use symphonia::core::io::{MediaSourceStream, MediaSourceStreamOptions};
+    use symphonia::core::meta::MetadataOptions;
+
+    let stream = MediaSourceStream::new(
+        Box::new(Cursor::new(bytes)),
+        MediaSourceStreamOptions::default(),
+    );
+    let mut hint = Hint::new();
+    hint.with_extension(format.catalog_name());
+    let mut reader = symphonia::default::get_probe()
+        .probe(
+            &hint,
+            stream,
+            FormatOptions::default(),
+            MetadataOptions::default(),
+        )
+        .map_err(|error| error.to_string())?;
+    let track = reader
+        .default_track(TrackType::Audio)
+        .ok_or_else(|| "it has no audio track".to_owned())?;
+    let track_id = track.id;
+    let time_base = track
+        .time_base
+        .ok_or_else(|| "it does not state its time base".to_owned())?;
+    let ticks = match track.duration {
+        Some(duration) => duration.get(),
+        None => {
+            let mut ticks: u64 = 0;
+            let mut packets: u64 = 0;
+            while let Some(packet) = reader.next_packet().map_err(|error| error.to_string())? {
+                if packet.track_id == track_id {
+                    ticks = ticks.saturating_add(packet.dur.get());
+                }
+                packets += 1;
+                if packets > MAX_AUDIO_PACKETS {
+                    return Err("it is too long to measure".to_owned());
+                }
+            }
+            ticks
+        }
+    };
+    if ticks == 0 {
+        return Err("it holds no audio".to_owned());
+    }
+    let milliseconds = u128::from(ticks) * u128::from(time_base.numer.get()) * 1000
+        / u128::from(time_base.denom.get());
+    Ok(u64::try_from(milliseconds).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffs_formats_from_magic_bytes() {
+        assert_eq!(sniff(&[0xFF, 0xD8, 0xFF, 0xE0]), Some(MediaFormat::Jpg));
+        assert_eq!(sniff(b"\x89PNG\r\n\x1a\n...."), Some(MediaFormat::Png));
+        assert_eq!(sniff(b"RIFF\0\0\0\0WEBPVP8 "), Some(MediaFormat::Webp));
+        assert_eq!(sniff(b"RIFF\0\0\0\0WAVEfmt "), Some(MediaFormat::Wav));
+        assert_eq!(sniff(b"RIFF\0\0\0\0AVI LIST"), None);
+        assert_eq!(sniff(b"\0\0\0\x20ftypisom\0\0\0\0"), Some(MediaFormat::Mp4));
+        assert_eq!(sniff(b"\0\0\0\x14ftypqt  \0\0\0\0"), Some(MediaFormat::Mov));
+        assert_eq!(sniff(b"ID3\x04\0\0\0\0\0\0"), Some(MediaFormat::Mp3));
+        // MPEG-1 Layer III, 128 kbit/s, 44.1 kHz.
+        assert_eq!(sniff(&[0xFF, 0xFB, 0x90, 0x64]), Some(MediaFormat::Mp3));
+        // Layer II is not MP3.
+        assert_eq!(sniff(&[0xFF, 0xFD, 0x90, 0x64]), None);
+        assert_eq!(sniff(b"GIF89a"), None);
+        assert_eq!(sniff(b""), None);
+    }
+
+    #[test]
+    fn unknown_and_truncated_bytes_are_errors_not_panics() {
+        assert_eq!(probe(b"hello"), Err(ProbeError::UnknownFormat));
+        for bytes in [
+            &b"\x89PNG\r\n\x1a\n"[..],
+            &[0xFF, 0xD8, 0xFF, 0xE0, 0, 0],
+            b"RIFF\0\0\0\0WEBP",
+            b"RIFF\xff\xff\xff\xffWAVEfmt ",
+            b"\0\0\0\x10ftypisom\0\0\0\0",
+            b"ID3\x04\0\0\0\0\0\0",
+        ] {
+            assert!(
+                matches!(probe(bytes), Err(ProbeError::Unreadable { .. })),
+                "{bytes:?}"
+            );
+        }
+    }
+
+    /// A box: 32-bit size, name, body.
+    fn mp4_box(name: &[u8; 4], body: &[u8]) -> Vec<u8> {
+        let mut bytes = ((body.len() + 8) as u32).to_be_bytes().to_vec();
+        bytes.extend_from_slice(name);
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    #[test]
+    fn refuses_a_tiny_file_that_claims_billions_of_samples() {
+        // stsz: version/flags, a constant sample size of 1, 4e9 samples.
+        let mut stsz_body = vec![0; 4];
+        stsz_body.extend_from_slice(&1u32.to_be_bytes());
+        stsz_body.extend_from_slice(&4_000_000_000u32.to_be_bytes());
+        let stbl = mp4_box(b"stbl", &mp4_box(b"stsz", &stsz_body));
+        let trak = mp4_box(b"trak", &mp4_box(b"mdia", &mp4_box(b"minf", &stbl)));
+        let mut file = mp4_box(b"ftyp", b"isom\0\0\0\0");
+        file.extend(mp4_box(b"moov", &trak));
+        assert_eq!(declared_sample_count(&file), Ok(4_000_000_000));
+        let error = probe(&file).unwrap_err();
+        assert!(
+            error.to_string().contains("declares 4000000000 samples"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn box_sizes_beyond_the_file_are_refused() {
+        let mut file = mp4_box(b"ftyp", b"isom\0\0\0\0");
+        file.extend_from_slice(&1000u32.to_be_bytes());
+        file.extend_from_slice(b"moov");
+        assert!(declared_sample_count(&file).is_err());
+        assert!(probe(&file).is_err());
+    }
+
+    #[test]
+    fn frame_rate_compares_exactly() {
+        let rate = FrameRate {
+            frames: 48,
+            ticks: 2 * 12_288,
+            timescale: 12_288,
+        };
+        assert!(rate.at_least(24));
+        assert!(!rate.at_least(25));
+        assert_eq!(rate.per_second(), 24.0);
+        let just_under = FrameRate {
+            frames: 15_999,
+            ticks: 1_000_000,
+            timescale: 1000,
+        };
+        assert!(!just_under.at_least(16));
+        assert!(just_under.at_least(15));
+    }
+}

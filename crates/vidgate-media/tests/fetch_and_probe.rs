@@ -1,0 +1,241 @@
+//! Fetching over real HTTP from a server on 127.0.0.1 (the SSRF guard, the
+//! limits) and probing real media the tests make.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use common::{MediaServer, image, mp3, mp4, wav};
+use image::ImageFormat;
+use vidgate_media::{
+    FetchError, FetchSettings, Fetcher, MediaDetails, MediaFormat, ProbeError, probe,
+};
+
+const LIMIT: u64 = 10 * 1024 * 1024;
+
+fn fetcher(allow_private_network: bool) -> Fetcher {
+    Fetcher::new(FetchSettings {
+        allow_private_network,
+        ..FetchSettings::default()
+    })
+    .unwrap()
+}
+
+/// A fetcher that may reach only 127.0.0.1, so redirects elsewhere on the
+/// loopback range stand in for redirects to a private network without
+/// sending anything off this machine.
+fn fetcher_trusting_localhost() -> Fetcher {
+    Fetcher::new(FetchSettings {
+        trusted_addresses: vec!["127.0.0.1".parse().unwrap()],
+        ..FetchSettings::default()
+    })
+    .unwrap()
+}
+
+async fn server_with(name: &str, bytes: Vec<u8>) -> MediaServer {
+    MediaServer::start(HashMap::from([(name.to_owned(), bytes)])).await
+}
+
+fn forbidden_address(result: Result<Vec<u8>, FetchError>) -> IpAddr {
+    match result {
+        Err(FetchError::ForbiddenAddress { address, .. }) => address,
+        other => panic!("expected a refused address, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn loopback_is_refused_without_the_flag_and_fetched_with_it() {
+    let server = server_with("a.png", image(ImageFormat::Png, 4, 4)).await;
+    let url = server.url("a.png");
+    assert_eq!(
+        forbidden_address(fetcher(false).fetch(&url, LIMIT).await),
+        "127.0.0.1".parse::<IpAddr>().unwrap()
+    );
+    let bytes = fetcher(true).fetch(&url, LIMIT).await.unwrap();
+    assert_eq!(probe(&bytes).unwrap().format, MediaFormat::Png);
+}
+
+#[tokio::test]
+async fn a_host_name_that_resolves_to_loopback_is_refused_by_the_resolver() {
+    let server = server_with("a.png", image(ImageFormat::Png, 4, 4)).await;
+    let url = format!("http://localhost:{}/file/a.png", server.address.port());
+    let address = forbidden_address(fetcher(false).fetch(&url, LIMIT).await);
+    assert!(address.is_loopback(), "{address}");
+    assert!(fetcher(true).fetch(&url, LIMIT).await.is_ok());
+}
+
+#[tokio::test]
+async fn ip_literal_hosts_in_every_spelling_are_refused() {
+    let server = server_with("a.png", image(ImageFormat::Png, 4, 4)).await;
+    let port = server.address.port();
+    for host in [
+        "127.0.0.1".to_owned(),
+        "2130706433".to_owned(),
+        "0x7f.0.0.1".to_owned(),
+        "[::ffff:127.0.0.1]".to_owned(),
+        "[::1]".to_owned(),
+    ] {
+        let url = format!("http://{host}:{port}/file/a.png");
+        let address = forbidden_address(fetcher(false).fetch(&url, LIMIT).await);
+        assert!(
+            address.is_loopback() || address.to_string() == "::ffff:127.0.0.1",
+            "{url}: {address}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_redirect_to_a_private_address_is_refused() {
+    let server = server_with("a.png", image(ImageFormat::Png, 4, 4)).await;
+    let fetcher = fetcher_trusting_localhost();
+    // The first hop is allowed, so the refusal comes from the redirect.
+    assert!(fetcher.fetch(&server.url("a.png"), LIMIT).await.is_ok());
+    let port = server.address.port();
+    for target in [format!("127.0.0.2:{port}"), format!("[::1]:{port}")] {
+        let url = server.path_url(&format!("/away/{target}"));
+        let address = forbidden_address(fetcher.fetch(&url, LIMIT).await);
+        assert_ne!(address, "127.0.0.1".parse::<IpAddr>().unwrap());
+    }
+}
+
+#[tokio::test]
+async fn redirects_are_followed_up_to_the_limit() {
+    let server = server_with("a.png", image(ImageFormat::Png, 4, 4)).await;
+    let fetcher = fetcher(true);
+    let five = server.path_url("/redirect/4/a.png");
+    assert!(fetcher.fetch(&five, LIMIT).await.is_ok());
+    let six = server.path_url("/redirect/5/a.png");
+    assert_eq!(
+        fetcher.fetch(&six, LIMIT).await,
+        Err(FetchError::TooManyRedirects(5))
+    );
+    assert_eq!(
+        fetcher.fetch(&server.path_url("/loop"), LIMIT).await,
+        Err(FetchError::TooManyRedirects(5))
+    );
+}
+
+#[tokio::test]
+async fn other_schemes_are_refused() {
+    for url in [
+        "file:///etc/passwd",
+        "ftp://127.0.0.1/a.mp4",
+        "gopher://127.0.0.1/",
+    ] {
+        assert_eq!(
+            fetcher(true).fetch(url, LIMIT).await,
+            Err(FetchError::UnsupportedScheme),
+            "{url}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn downloads_stop_at_the_byte_limit() {
+    let server = server_with("big", vec![7u8; 5000]).await;
+    let fetcher = fetcher(true);
+    assert_eq!(
+        fetcher.fetch(&server.url("big"), 5000).await.unwrap().len(),
+        5000
+    );
+    assert_eq!(
+        fetcher.fetch(&server.url("big"), 4999).await,
+        Err(FetchError::TooLarge { limit: 4999 })
+    );
+    // Without a Content-Length the body is read until it passes the limit.
+    let streamed = server.path_url("/stream/100000");
+    assert_eq!(
+        fetcher.fetch(&streamed, 100_000).await.unwrap().len(),
+        100_000
+    );
+    assert_eq!(
+        fetcher.fetch(&streamed, 50_000).await,
+        Err(FetchError::TooLarge { limit: 50_000 })
+    );
+}
+
+#[tokio::test]
+async fn slow_servers_time_out_and_errors_are_reported() {
+    let server = server_with("a", vec![1]).await;
+    let impatient = Fetcher::new(FetchSettings {
+        allow_private_network: true,
+        total_timeout: Duration::from_millis(300),
+        ..FetchSettings::default()
+    })
+    .unwrap();
+    assert!(matches!(
+        impatient.fetch(&server.path_url("/slow"), LIMIT).await,
+        Err(FetchError::Timeout(_))
+    ));
+    assert_eq!(
+        impatient.fetch(&server.url("missing"), LIMIT).await,
+        Err(FetchError::Status(404))
+    );
+}
+
+#[test]
+fn probes_images_by_their_bytes() {
+    for (format, expected) in [
+        (ImageFormat::Png, MediaFormat::Png),
+        (ImageFormat::Jpeg, MediaFormat::Jpg),
+        (ImageFormat::WebP, MediaFormat::Webp),
+    ] {
+        let bytes = image(format, 64, 48);
+        let info = probe(&bytes).unwrap();
+        assert_eq!(info.format, expected);
+        assert_eq!(info.size_bytes, bytes.len() as u64);
+        assert_eq!(
+            info.details,
+            MediaDetails::Image {
+                width: 64,
+                height: 48
+            }
+        );
+    }
+    let gif = b"GIF89a\x08\x00\x08\x00\x80\x00\x00";
+    assert_eq!(probe(gif), Err(ProbeError::UnknownFormat));
+}
+
+#[test]
+fn probes_an_engine_mp4() {
+    let bytes = mp4(320, 240, 2, 24);
+    let info = probe(&bytes).unwrap();
+    assert_eq!(info.format, MediaFormat::Mp4);
+    let MediaDetails::Video {
+        width,
+        height,
+        duration_ms,
+        frame_rate,
+    } = info.details
+    else {
+        panic!("not a video: {info:?}");
+    };
+    assert_eq!((width, height, duration_ms), (320, 240, 2000));
+    assert_eq!(frame_rate.per_second(), 24.0);
+    assert_eq!(frame_rate.frames, 48);
+    // Every truncation of a real file is an error, never a panic.
+    for length in [8, 40, bytes.len() / 3, bytes.len() - 1] {
+        let truncated = &bytes[..length];
+        if let Ok(info) = probe(truncated) {
+            assert_eq!(info.format, MediaFormat::Mp4);
+        }
+    }
+}
+
+#[test]
+fn probes_wav_and_mp3_durations() {
+    let info = probe(&wav(1500)).unwrap();
+    assert_eq!(info.format, MediaFormat::Wav);
+    assert_eq!(info.duration_ms(), Some(1500));
+    let info = probe(&mp3(40)).unwrap();
+    assert_eq!(info.format, MediaFormat::Mp3);
+    // 40 frames of 1152 samples at 44.1 kHz.
+    let expected = 40 * 1152 * 1000 / 44_100;
+    let measured = info.duration_ms().unwrap();
+    assert!(
+        measured.abs_diff(expected) <= 30,
+        "{measured} ms, expected about {expected} ms"
+    );
+}
