@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod backend;
 pub mod http;
 pub mod ids;
+pub mod media;
 pub mod queue;
 pub mod rate_limit;
 pub mod storage;
@@ -38,6 +39,8 @@ pub enum ServerError {
     },
     #[error("could not reach Redis for the shared rate limit")]
     Redis(#[from] redis::RedisError),
+    #[error("could not build the HTTP client for request media")]
+    MediaClient(#[source] vidgate_media::FetchError),
     #[error("could not prepare the data directory {path}")]
     DataDirectory {
         path: PathBuf,
@@ -101,6 +104,9 @@ pub struct ServerOptions {
     pub backends: Backends,
     /// Create a development account with credit when the database has none.
     pub bootstrap_development_account: bool,
+    /// Lets media fetches and webhook deliveries reach loopback and private
+    /// addresses (local development and tests). Off in production.
+    pub allow_private_network: bool,
 }
 
 impl ServerOptions {
@@ -124,6 +130,7 @@ impl ServerOptions {
             catalog: Catalog::embedded(),
             backends: Backends::builtin(false),
             bootstrap_development_account: false,
+            allow_private_network: false,
         }
     }
 }
@@ -210,6 +217,13 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
     let catalog = Arc::new(options.catalog);
     let storage = Arc::new(LocalStorage::new(files_dir));
     let wakeup = Arc::new(Notify::new());
+    let media_fetcher = media::fetcher(
+        options.allow_private_network,
+        &api_base,
+        storage.root().to_path_buf(),
+    )
+    .map_err(ServerError::MediaClient)?;
+    options.backends.attach_media_fetcher(&media_fetcher);
     let state = http::AppState {
         store: store.clone(),
         catalog: catalog.clone(),
@@ -219,6 +233,7 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
         api_base: api_base.clone(),
         queue_wakeup: wakeup.clone(),
         max_attempts: options.max_attempts,
+        media: media::inspector(media_fetcher),
     };
 
     let shutdown = CancellationToken::new();

@@ -83,6 +83,9 @@ struct ServeArgs {
     /// Let the local engine honour the test markers [sim:fail] and [sim:sleep=MS] in prompts.
     #[arg(long, env = "VIDGATE_SIMULATION", value_parser = clap::builder::BoolishValueParser::new(), default_value = "false")]
     simulation: bool,
+    /// Let request media (and other outgoing requests) reach loopback and private addresses; for local development only.
+    #[arg(long, env = "VIDGATE_ALLOW_PRIVATE_NETWORK", value_parser = clap::builder::BoolishValueParser::new(), default_value = "false")]
+    allow_private_network: bool,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "VIDGATE_LOG_JSON")]
     log_json: bool,
@@ -131,6 +134,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     options.queue.workers = args.workers.max(1);
     options.queue.lease = Duration::from_secs(args.lease_seconds.max(1));
     options.backends = Backends::builtin(args.simulation);
+    options.allow_private_network = args.allow_private_network;
     let server = vidgate_server::start(options)
         .await
         .map_err(anyhow::Error::from)?;

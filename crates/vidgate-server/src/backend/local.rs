@@ -1,26 +1,62 @@
 //! The embedded local engine as a backend: a procedural renderer (see the
 //! `vidgate-engine` crate) that needs no GPU and no outside service.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use vidgate_engine::{RenderError, RenderRequest};
+use vidgate_media::{FetchSettings, Fetcher};
 
 use super::{Admission, Backend, Job, JobFailure, Rejection, RenderedClip};
+use crate::media::{RenderMedia, fetch_render_media};
 
 pub struct LocalEngineBackend {
     /// When true, prompt markers `[sim:fail]` and `[sim:sleep=MS]` steer the
     /// job so tests can exercise failures and long runs. Off in production,
     /// where the markers are plain prompt text.
     simulation: bool,
+    /// Fetches the images and audio a job renders with; attached at server
+    /// start. A backend used without a server gets the strict defaults.
+    media_fetcher: OnceLock<Fetcher>,
 }
 
 impl LocalEngineBackend {
     pub fn new(simulation: bool) -> LocalEngineBackend {
-        LocalEngineBackend { simulation }
+        LocalEngineBackend {
+            simulation,
+            media_fetcher: OnceLock::new(),
+        }
+    }
+
+    fn media_fetcher(&self) -> Result<&Fetcher, JobFailure> {
+        if let Some(fetcher) = self.media_fetcher.get() {
+            return Ok(fetcher);
+        }
+        let fetcher =
+            Fetcher::new(FetchSettings::default()).map_err(|error| JobFailure::Failed {
+                code: "media_unavailable".into(),
+                message: format!("the media client could not start: {error}"),
+            })?;
+        Ok(self.media_fetcher.get_or_init(|| fetcher))
+    }
+
+    /// Fetches the job's media, giving up when the job is interrupted.
+    async fn fetch_media(
+        &self,
+        job: &Job,
+        cancel: &CancellationToken,
+    ) -> Result<RenderMedia, JobFailure> {
+        let fetcher = self.media_fetcher()?;
+        tokio::select! {
+            fetched = fetch_render_media(fetcher, &job.input) => fetched.map_err(|error| JobFailure::Failed {
+                code: "media_unavailable".into(),
+                message: format!("the request's media could not be fetched when the job ran: {error}"),
+            }),
+            _ = cancel.cancelled() => Err(JobFailure::Interrupted),
+        }
     }
 }
 
@@ -49,6 +85,12 @@ impl Backend for LocalEngineBackend {
         Ok(())
     }
 
+    fn attach_media_fetcher(&self, fetcher: &Fetcher) {
+        // The first server to start decides; a backend is not shared by
+        // servers with different settings.
+        let _ = self.media_fetcher.set(fetcher.clone());
+    }
+
     async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
         let markers = if self.simulation {
             simulation_markers(job.input.prompt())
@@ -68,6 +110,7 @@ impl Backend for LocalEngineBackend {
             });
         }
 
+        let media = self.fetch_media(&job, &cancel).await?;
         let request = RenderRequest {
             width: job.width,
             height: job.height,
@@ -76,10 +119,10 @@ impl Backend for LocalEngineBackend {
             seed: job.seed,
             prompt: job.input.prompt().to_owned(),
             generate_audio: job.input.generate_audio(),
-            opening_image: None,
-            closing_image: None,
-            reference_images: Vec::new(),
-            reference_audio: Vec::new(),
+            opening_image: media.opening_image,
+            closing_image: media.closing_image,
+            reference_images: media.reference_images,
+            reference_audio: media.reference_audio,
         };
         // Rendering is CPU-bound: it runs on the blocking pool, and the
         // cancellation token is bridged to the flag the renderer polls.

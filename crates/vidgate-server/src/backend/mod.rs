@@ -75,6 +75,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Runs the job to completion. Must return `Interrupted` promptly when
     /// `cancel` fires.
     async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure>;
+    /// Hands over, at server start, the fetcher for the request's media (its
+    /// settings, such as whether private networks may be reached, are only
+    /// known then). Backends that pass URLs on to a model server ignore it.
+    fn attach_media_fetcher(&self, _fetcher: &vidgate_media::Fetcher) {}
 }
 
 /// Which backend runs which model. The catalog names a backend per model; an
@@ -102,6 +106,13 @@ impl Backends {
     /// Runs `model_id` on `backend` instead of the backend the catalog names.
     pub fn set_for_model(&mut self, model_id: &str, backend: Arc<dyn Backend>) {
         self.by_model.insert(model_id.to_owned(), backend);
+    }
+
+    /// Gives every backend the fetcher for request media.
+    pub fn attach_media_fetcher(&self, fetcher: &vidgate_media::Fetcher) {
+        for backend in self.by_name.values().chain(self.by_model.values()) {
+            backend.attach_media_fetcher(fetcher);
+        }
     }
 
     pub fn for_model(&self, model: &vidgate_core::Model) -> Option<Arc<dyn Backend>> {

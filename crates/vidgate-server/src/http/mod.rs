@@ -52,6 +52,8 @@ pub struct AppState {
     /// Wakes an idle worker when a job is queued.
     pub queue_wakeup: Arc<Notify>,
     pub max_attempts: i64,
+    /// Fetches, probes and checks request media on submit and quote.
+    pub media: Arc<vidgate_media::MediaInspector>,
 }
 
 pub fn router(state: AppState) -> Router {

@@ -6,7 +6,8 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
-use vidgate_core::{MediaFacts, Purpose};
+use vidgate_core::Purpose;
+use vidgate_media::Scope;
 
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
 
@@ -18,7 +19,7 @@ pub async fn quote(
     let endpoint = endpoint_from_path(&state.catalog, &segments)?;
     let body = body_bytes(body)?;
     // An empty body asks for the price of the defaults.
-    let body = if body.iter().all(u8::is_ascii_whitespace) {
+    let body = if body.is_empty() {
         Bytes::from_static(b"{}")
     } else {
         body
@@ -26,7 +27,15 @@ pub async fn quote(
     let input = endpoint
         .validate(&body, Purpose::Quote)
         .map_err(invalid_request)?;
-    let price = endpoint.price(&input, &MediaFacts::default());
+    // Only the media that changes the price is fetched: reference videos,
+    // whose probed durations are billed. The submit prices them the same way
+    // (from the probe cache when it follows soon), so the quote is the charge.
+    let media_facts = state
+        .media
+        .inspect(endpoint, &input, Scope::PriceAffecting)
+        .await
+        .map_err(invalid_request)?;
+    let price = endpoint.price(&input, &media_facts);
     Ok(Json(json!({
         "object": "quote",
         "endpoint": endpoint.id(),

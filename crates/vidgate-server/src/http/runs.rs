@@ -5,7 +5,8 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use vidgate_core::{MediaFacts, Purpose};
+use vidgate_core::Purpose;
+use vidgate_media::Scope;
 
 use super::generations::generation_json;
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
@@ -78,7 +79,14 @@ pub async fn submit(
             model.id
         )));
     }
-    let price = endpoint.price(&input, &MediaFacts::default());
+    // Media is fetched and checked only once the cheap checks passed; its
+    // probed durations price reference videos, exactly as a quote does.
+    let media_facts = state
+        .media
+        .inspect(endpoint, &input, Scope::Everything)
+        .await
+        .map_err(invalid_request)?;
+    let price = endpoint.price(&input, &media_facts);
     let generation_id = new_generation_id();
     let outcome = state
         .store

@@ -124,6 +124,8 @@ pub struct TestSettings {
     pub workers: usize,
     pub lease: Duration,
     pub backends: Backends,
+    /// On by default: test media and webhook receivers listen on 127.0.0.1.
+    pub allow_private_network: bool,
 }
 
 impl TestSettings {
@@ -133,6 +135,7 @@ impl TestSettings {
             workers: 2,
             lease: Duration::from_secs(30),
             backends: Backends::builtin(true),
+            allow_private_network: true,
         }
     }
 }
@@ -161,6 +164,7 @@ pub async fn spawn_app_with(settings: TestSettings) -> TestApp {
     options.queue.idle_poll = Duration::from_millis(100);
     options.queue.rescue_interval = Duration::from_millis(200);
     options.backends = settings.backends;
+    options.allow_private_network = settings.allow_private_network;
     let server = vidgate_server::start(options).await.expect("server starts");
     let account = accounts::create_account(server.store.as_ref(), "test", Micros(100_000_000))
         .await

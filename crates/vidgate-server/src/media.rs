@@ -1,0 +1,172 @@
+//! The server's side of request media (the work is in `vidgate-media`):
+//! building the fetcher and inspector from the server's options, reading the
+//! server's own files without HTTP, and fetching the images and audio a job
+//! renders with.
+//!
+//! Media is fetched twice for a job that uses it: at submit, to probe and
+//! check it (only facts are kept, in the inspector's probe cache), and again
+//! by the worker when the job runs. Keeping the bytes from submit would need
+//! storage shared by API and worker nodes and a clean-up policy; fetching
+//! again costs a download per job and works on every topology. A file that
+//! changed or vanished in between makes the job fail (and be refunded).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use url::Url;
+use vidgate_core::ValidatedInput;
+use vidgate_media::rules::{DEFAULT_MAX_AUDIO_BYTES, DEFAULT_MAX_IMAGE_BYTES};
+use vidgate_media::{FetchError, FetchSettings, Fetcher, LocalSource, MediaInspector};
+
+/// The fetcher for request media, reading the server's own files from disk.
+pub fn fetcher(
+    allow_private_network: bool,
+    api_base: &str,
+    files_root: PathBuf,
+) -> Result<Fetcher, FetchError> {
+    let fetcher = Fetcher::new(FetchSettings {
+        allow_private_network,
+        ..FetchSettings::default()
+    })?;
+    Ok(fetcher.with_local_source(Arc::new(OwnFiles {
+        prefix: format!("{}/files/", api_base.trim_end_matches('/')),
+        root: files_root,
+    })))
+}
+
+pub fn inspector(fetcher: Fetcher) -> Arc<MediaInspector> {
+    Arc::new(MediaInspector::with_default_cache(fetcher))
+}
+
+/// URLs under `{api_base}/files/` are files this server stored (finished
+/// clips, used again as reference videos), read from the storage root. They
+/// need no network, and with the private network refused, a server whose
+/// public URL is on loopback could not fetch them at all.
+struct OwnFiles {
+    prefix: String,
+    root: PathBuf,
+}
+
+impl LocalSource for OwnFiles {
+    fn local_path(&self, url: &Url) -> Option<PathBuf> {
+        if url.query().is_some() || url.fragment().is_some() {
+            return None;
+        }
+        let relative = url.as_str().strip_prefix(&self.prefix)?;
+        // Stored names are plain ASCII that needs no escaping, so anything
+        // escaped, hidden (a partial write) or climbing out is not ours.
+        let mut path = self.root.clone();
+        for segment in relative.split('/') {
+            let plain = segment
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(&byte));
+            if segment.is_empty() || segment.starts_with('.') || !plain {
+                return None;
+            }
+            path.push(segment);
+        }
+        Some(path)
+    }
+}
+
+/// The encoded media a job renders with.
+#[derive(Debug, Default)]
+pub struct RenderMedia {
+    pub opening_image: Option<Vec<u8>>,
+    pub closing_image: Option<Vec<u8>>,
+    pub reference_images: Vec<Vec<u8>>,
+    pub reference_audio: Vec<Vec<u8>>,
+}
+
+/// Why a job's media could not be fetched, naming the field.
+#[derive(Debug, thiserror::Error)]
+#[error("{field} {source}")]
+pub struct RenderMediaError {
+    pub field: String,
+    pub source: FetchError,
+}
+
+/// Fetches the images and reference audio of a job's input, one after
+/// another to bound memory.
+pub async fn fetch_render_media(
+    fetcher: &Fetcher,
+    input: &ValidatedInput,
+) -> Result<RenderMedia, RenderMediaError> {
+    let fetch = |field: String, url: String, limit: u64| async move {
+        fetcher
+            .fetch(&url, limit)
+            .await
+            .map_err(|source| RenderMediaError { field, source })
+    };
+    let mut media = RenderMedia::default();
+    if let Some(url) = input.image_url() {
+        let bytes = fetch("image_url".into(), url.into(), DEFAULT_MAX_IMAGE_BYTES).await?;
+        media.opening_image = Some(bytes);
+    }
+    if let Some(url) = input.end_image_url() {
+        let bytes = fetch("end_image_url".into(), url.into(), DEFAULT_MAX_IMAGE_BYTES).await?;
+        media.closing_image = Some(bytes);
+    }
+    for (index, url) in input.reference_image_urls().into_iter().enumerate() {
+        let field = format!("reference_image_urls[{index}]");
+        media
+            .reference_images
+            .push(fetch(field, url.into(), DEFAULT_MAX_IMAGE_BYTES).await?);
+    }
+    for (index, url) in input.reference_audio_urls().into_iter().enumerate() {
+        let field = format!("reference_audio_urls[{index}]");
+        media
+            .reference_audio
+            .push(fetch(field, url.into(), DEFAULT_MAX_AUDIO_BYTES).await?);
+    }
+    Ok(media)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own_files() -> OwnFiles {
+        OwnFiles {
+            prefix: "http://127.0.0.1:8080/api/v1/files/".into(),
+            root: PathBuf::from("/data/files"),
+        }
+    }
+
+    fn local_path(url: &str) -> Option<PathBuf> {
+        own_files().local_path(&Url::parse(url).unwrap())
+    }
+
+    #[test]
+    fn own_file_urls_map_into_the_storage_root() {
+        assert_eq!(
+            local_path("http://127.0.0.1:8080/api/v1/files/outputs/abc/gen_1.mp4"),
+            Some(PathBuf::from("/data/files/outputs/abc/gen_1.mp4"))
+        );
+    }
+
+    #[test]
+    fn other_urls_and_escapes_are_not_own_files() {
+        for url in [
+            "http://127.0.0.1:8080/api/v1/generations/gen_1",
+            "http://127.0.0.1:9090/api/v1/files/outputs/abc/gen_1.mp4",
+            "http://127.0.0.1:8080/api/v1/files/outputs/..%2f..%2fetc/passwd",
+            "http://127.0.0.1:8080/api/v1/files/outputs/abc/.gen_1.partial",
+            "http://127.0.0.1:8080/api/v1/files/outputs//gen_1.mp4",
+            "http://127.0.0.1:8080/api/v1/files/outputs/abc/gen_1.mp4?x=1",
+            "http://127.0.0.1:8080/api/v1/files/",
+        ] {
+            assert_eq!(local_path(url), None, "{url}");
+        }
+        // The URL parser resolves `..` (escaped or not) before we see it, so
+        // a path either stays inside the root or leaves `/files/` entirely.
+        assert_eq!(
+            local_path("http://127.0.0.1:8080/api/v1/files/../../etc/passwd"),
+            None
+        );
+        assert_eq!(
+            local_path("http://127.0.0.1:8080/api/v1/files/outputs/%2e%2e/secret"),
+            Some(PathBuf::from("/data/files/secret"))
+        );
+    }
+}

@@ -1,0 +1,401 @@
+//! Request media over real HTTP: a quote with reference videos equals the
+//! later charge, refused media is a 400 that charges nothing, the address
+//! guard holds without the private-network flag, and the local engine
+//! renders with the fetched images and audio. The media is made by the
+//! tests and served from 127.0.0.1.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Cursor;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode as AxumStatus;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use common::{
+    StoreKind, TestApp, TestSettings, assert_error, on_both_stores, spawn_app, spawn_app_with,
+};
+use image::{Rgb, RgbImage};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use vidgate_core::Micros;
+
+type Files = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+
+/// Serves files from a map the test can change while the server runs.
+struct MediaHost {
+    files: Files,
+    base: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MediaHost {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl MediaHost {
+    async fn start(files: Vec<(&str, Vec<u8>)>) -> MediaHost {
+        let files: Files = Arc::new(Mutex::new(
+            files
+                .into_iter()
+                .map(|(name, bytes)| (name.to_owned(), bytes))
+                .collect(),
+        ));
+        let router = Router::new()
+            .route("/{name}", get(serve))
+            .with_state(files.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router).await.unwrap();
+        });
+        MediaHost { files, base, task }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("{}/{name}", self.base)
+    }
+
+    fn remove(&self, name: &str) {
+        self.files.lock().unwrap().remove(name);
+    }
+}
+
+async fn serve(State(files): State<Files>, Path(name): Path<String>) -> Response {
+    match files.lock().unwrap().get(&name) {
+        Some(bytes) => bytes.clone().into_response(),
+        None => AxumStatus::NOT_FOUND.into_response(),
+    }
+}
+
+/// A silent MP4 from the local engine.
+fn mp4(duration_s: u32) -> Vec<u8> {
+    let request = vidgate_engine::RenderRequest {
+        width: 320,
+        height: 240,
+        duration_s,
+        fps: 24,
+        seed: 3,
+        prompt: "reference".to_owned(),
+        ..vidgate_engine::RenderRequest::default()
+    };
+    vidgate_engine::render(&request, &|_| {}, &AtomicBool::new(false))
+        .unwrap()
+        .mp4
+}
+
+/// A PNG of one colour.
+fn png(colour: [u8; 3]) -> Vec<u8> {
+    let picture = RgbImage::from_pixel(320, 240, Rgb(colour));
+    let mut bytes = Cursor::new(Vec::new());
+    picture
+        .write_to(&mut bytes, image::ImageFormat::Png)
+        .unwrap();
+    bytes.into_inner()
+}
+
+/// A 16-bit mono PCM WAV of a tone.
+fn wav(seconds: u32) -> Vec<u8> {
+    const RATE: u32 = 48_000;
+    let samples = seconds * RATE;
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(b"RIFF");
+    bytes.extend_from_slice(&(36 + samples * 2).to_le_bytes());
+    bytes.extend_from_slice(b"WAVEfmt ");
+    bytes.extend_from_slice(&16u32.to_le_bytes());
+    for value in [1u16, 1] {
+        bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    bytes.extend_from_slice(&RATE.to_le_bytes());
+    bytes.extend_from_slice(&(RATE * 2).to_le_bytes());
+    for value in [2u16, 16] {
+        bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    bytes.extend_from_slice(b"data");
+    bytes.extend_from_slice(&(samples * 2).to_le_bytes());
+    for index in 0..samples {
+        let phase = index as f32 * 330.0 * std::f32::consts::TAU / RATE as f32;
+        bytes.extend_from_slice(&((phase.sin() * 8000.0) as i16).to_le_bytes());
+    }
+    bytes
+}
+
+async fn quote(app: &TestApp, endpoint: &str, body: &Value) -> reqwest::Response {
+    app.client
+        .post(app.url(&format!("/quote/{endpoint}")))
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn balance(app: &TestApp) -> Micros {
+    app.account_state(&app.account.account.id).await.balance
+}
+
+/// Quotes, submits, waits for success, and checks that the quote, the hold
+/// and the capture are the same amount. Returns the quote.
+async fn assert_quote_is_the_charge(app: &TestApp, endpoint: &str, body: Value) -> Value {
+    let quoted = quote(app, endpoint, &body).await;
+    assert_eq!(quoted.status(), StatusCode::OK);
+    let quoted: Value = quoted.json().await.unwrap();
+    let before = balance(app).await;
+    let mut submitted_body = body;
+    submitted_body["prompt"] = json!("a kite over the sea");
+    let generation = app.submit_ok(endpoint, submitted_body).await;
+    assert_eq!(
+        generation["cost"]["amount_usd"],
+        quoted["cost"]["amount_usd"]
+    );
+    let finished = app
+        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(finished["status"], "succeeded", "{finished}");
+    assert_eq!(finished["cost"]["amount_usd"], quoted["cost"]["amount_usd"]);
+    let charged = before - balance(app).await;
+    assert_eq!(
+        charged.to_usd(),
+        quoted["cost"]["amount_usd"].as_f64().unwrap()
+    );
+    app.assert_ledger_invariant(&app.account.account.id).await;
+    quoted
+}
+
+async fn m1_quote_with_a_reference_video_equals_the_charge(store: StoreKind) {
+    let host = MediaHost::start(vec![("ref.mp4", mp4(2))]).await;
+    let app = spawn_app(store).await;
+    let body = json!({
+        "duration": 2,
+        "resolution": "480p",
+        "generate_audio": false,
+        "reference_video_urls": [host.url("ref.mp4")],
+    });
+    let quoted =
+        assert_quote_is_the_charge(&app, "vendor_1/model_1/reference-to-video", body).await;
+    // 2 s of output and 2 s of reference, both at 480p's $0.05 per second.
+    assert_eq!(quoted["breakdown"]["reference_video_milliseconds"], 2000);
+    assert_eq!(quoted["cost"]["amount_usd"], 0.2);
+}
+
+async fn m4_quote_with_a_reference_video_equals_the_charge(store: StoreKind) {
+    let host = MediaHost::start(vec![("ref.mp4", mp4(2))]).await;
+    let app = spawn_app(store).await;
+    let body = json!({
+        "duration": 4,
+        "resolution": "480p",
+        "generate_audio": false,
+        "reference_video_urls": [host.url("ref.mp4")],
+    });
+    let quoted =
+        assert_quote_is_the_charge(&app, "vendor_4/model_4/reference-to-video", body).await;
+    // 854 × 480 × 24 × 6 s / 1024 tokens at the with-video rate.
+    assert_eq!(quoted["breakdown"]["reference_video_milliseconds"], 2000);
+    assert_eq!(quoted["breakdown"]["tokens"], 57_645);
+    assert_eq!(quoted["breakdown"]["rate_micros"], 1_400_000);
+}
+
+async fn refused_media_is_a_400_naming_the_field_and_charges_nothing(store: StoreKind) {
+    let host = MediaHost::start(vec![("short.mp4", mp4(1)), ("a.png", png([9, 9, 9]))]).await;
+    let app = spawn_app(store).await;
+    let before = balance(&app).await;
+    // M4 reference videos must last at least 2 s.
+    let too_short = json!({"prompt": "p", "reference_video_urls": [host.url("short.mp4")]});
+    let body = assert_error(
+        app.submit("vendor_4/model_4/reference-to-video", too_short.clone())
+            .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("reference_video_urls"),
+    )
+    .await;
+    assert_eq!(
+        body["error"]["message"],
+        "reference_video_urls[0] is 1 s long; each reference video must be 2 to 15 s"
+    );
+    assert_error(
+        quote(&app, "vendor_4/model_4/reference-to-video", &too_short).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("reference_video_urls"),
+    )
+    .await;
+    // A missing opening image fails the submit, not the job.
+    let missing = json!({"prompt": "p", "image_url": host.url("gone.png"), "duration": 2, "resolution": "480p"});
+    let body = assert_error(
+        app.submit("vendor_1/model_1/image-to-video", missing).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("image_url"),
+    )
+    .await;
+    assert_eq!(body["error"]["message"], "image_url answered HTTP 404");
+    // An image is not a reference video.
+    let wrong_kind = json!({"prompt": "p", "reference_video_urls": [host.url("a.png")]});
+    assert_error(
+        app.submit("vendor_1/model_1/reference-to-video", wrong_kind)
+            .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("reference_video_urls"),
+    )
+    .await;
+    assert_eq!(balance(&app).await, before);
+    let listed: Value = app
+        .get("/generations", app.key())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["data"], json!([]));
+}
+
+async fn without_the_flag_loopback_media_is_refused(store: StoreKind) {
+    let host = MediaHost::start(vec![("ref.mp4", mp4(2))]).await;
+    let app = spawn_app_with(TestSettings {
+        allow_private_network: false,
+        ..TestSettings::new(store)
+    })
+    .await;
+    let body = json!({"prompt": "p", "reference_video_urls": [host.url("ref.mp4")]});
+    let refused = assert_error(
+        quote(&app, "vendor_1/model_1/reference-to-video", &body).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("reference_video_urls"),
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("reference_video_urls[0] points at a loopback address"),
+        "{message}"
+    );
+    assert_error(
+        app.submit("vendor_1/model_1/reference-to-video", body)
+            .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("reference_video_urls"),
+    )
+    .await;
+}
+
+/// Submits, waits for success and downloads the clip.
+async fn render(app: &TestApp, endpoint: &str, body: Value) -> Vec<u8> {
+    let generation = app.submit_ok(endpoint, body).await;
+    let finished = app
+        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(finished["status"], "succeeded", "{finished}");
+    let video_url = finished["output"]["video_url"].as_str().unwrap();
+    app.client
+        .get(video_url)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec()
+}
+
+async fn image_to_video_renders_with_the_fetched_png(store: StoreKind) {
+    let host = MediaHost::start(vec![
+        ("red.png", png([220, 30, 30])),
+        ("blue.png", png([30, 30, 220])),
+    ])
+    .await;
+    let app = spawn_app(store).await;
+    let opening_on = |name: &str| {
+        json!({
+            "prompt": "the picture comes alive",
+            "image_url": host.url(name),
+            "duration": 2,
+            "resolution": "480p",
+            "generate_audio": false,
+            "seed": 11,
+        })
+    };
+    let endpoint = "vendor_1/model_1/image-to-video";
+    let red = render(&app, endpoint, opening_on("red.png")).await;
+    let blue = render(&app, endpoint, opening_on("blue.png")).await;
+    assert!(red.len() > 1000);
+    // Same prompt, seed and settings: only the opening image differs, so
+    // different clips show that the fetched image was rendered.
+    assert_ne!(red, blue);
+}
+
+async fn media_gone_by_the_time_the_job_runs_fails_the_job_with_a_refund(store: StoreKind) {
+    let host = MediaHost::start(vec![("a.png", png([1, 2, 3]))]).await;
+    let app = spawn_app(store).await;
+    let before = balance(&app).await;
+    // The job sleeps before it fetches, so the image can vanish after the
+    // submit checked it.
+    let generation = app
+        .submit_ok(
+            "vendor_1/model_1/image-to-video",
+            json!({
+                "prompt": "[sim:sleep=400] a picture",
+                "image_url": host.url("a.png"),
+                "duration": 2,
+                "resolution": "480p",
+            }),
+        )
+        .await;
+    host.remove("a.png");
+    let finished = app
+        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(finished["status"], "failed");
+    assert_eq!(finished["error"]["code"], "media_unavailable");
+    assert_eq!(balance(&app).await, before);
+}
+
+async fn reference_to_video_composes_the_images_and_mixes_the_audio(store: StoreKind) {
+    let host = MediaHost::start(vec![
+        ("a.png", png([200, 40, 40])),
+        ("b.png", png([40, 200, 40])),
+        ("c.png", png([40, 40, 200])),
+        ("tone.wav", wav(2)),
+    ])
+    .await;
+    let app = spawn_app(store).await;
+    let body = |images: [&str; 2], audio: bool| {
+        let audio_urls: Vec<String> = if audio {
+            vec![host.url("tone.wav")]
+        } else {
+            Vec::new()
+        };
+        json!({
+            "prompt": "two pictures to music",
+            "reference_image_urls": [host.url(images[0]), host.url(images[1])],
+            "reference_audio_urls": audio_urls,
+            "duration": 2,
+            "resolution": "480p",
+            "generate_audio": true,
+            "seed": 5,
+        })
+    };
+    let endpoint = "vendor_1/model_1/reference-to-video";
+    let with_audio = render(&app, endpoint, body(["a.png", "b.png"], true)).await;
+    let without_audio = render(&app, endpoint, body(["a.png", "b.png"], false)).await;
+    let other_images = render(&app, endpoint, body(["a.png", "c.png"], true)).await;
+    // Everything else is equal, so each difference comes from fetched media.
+    assert_ne!(with_audio, without_audio);
+    assert_ne!(with_audio, other_images);
+}
+
+on_both_stores!(
+    m1_quote_with_a_reference_video_equals_the_charge,
+    m4_quote_with_a_reference_video_equals_the_charge,
+    refused_media_is_a_400_naming_the_field_and_charges_nothing,
+    without_the_flag_loopback_media_is_refused,
+    image_to_video_renders_with_the_fetched_png,
+    media_gone_by_the_time_the_job_runs_fails_the_job_with_a_refund,
+    reference_to_video_composes_the_images_and_mixes_the_audio,
+);
