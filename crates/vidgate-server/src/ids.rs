@@ -15,6 +15,12 @@ pub fn new_generation_id() -> String {
     format!("gen_{}", uuid::Uuid::now_v7().simple())
 }
 
+/// A webhook delivery's id, sent as `webhook-id` on every attempt so that
+/// receivers can recognise a retry of a message they already handled.
+pub fn new_webhook_message_id() -> String {
+    format!("msg_{}", uuid::Uuid::now_v7().simple())
+}
+
 pub fn new_account_id() -> String {
     format!("acct_{}", random_token(20))
 }

@@ -10,6 +10,7 @@ pub mod queue;
 pub mod rate_limit;
 pub mod storage;
 pub mod store;
+pub mod webhooks;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ use crate::queue::{QueueSettings, WorkerContext};
 use crate::rate_limit::CallerRateLimiter;
 use crate::storage::LocalStorage;
 use crate::store::{Store, StoreError};
+use crate::webhooks::{WebhookClient, WebhookContext, WebhookSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -41,6 +43,8 @@ pub enum ServerError {
     Redis(#[from] redis::RedisError),
     #[error("could not build the HTTP client for request media")]
     MediaClient(#[source] vidgate_media::FetchError),
+    #[error("could not build the HTTP client for webhooks")]
+    WebhookClient(#[from] reqwest::Error),
     #[error("could not prepare the data directory {path}")]
     DataDirectory {
         path: PathBuf,
@@ -107,6 +111,8 @@ pub struct ServerOptions {
     /// Lets media fetches and webhook deliveries reach loopback and private
     /// addresses (local development and tests). Off in production.
     pub allow_private_network: bool,
+    /// How webhook deliveries are sent and retried.
+    pub webhooks: WebhookSettings,
 }
 
 impl ServerOptions {
@@ -131,6 +137,7 @@ impl ServerOptions {
             backends: Backends::builtin(false),
             bootstrap_development_account: false,
             allow_private_network: false,
+            webhooks: WebhookSettings::default(),
         }
     }
 }
@@ -239,7 +246,23 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
     if options.role.runs_jobs() {
-        tasks = queue::spawn(
+        let node_id = format!("node_{}", ids::random_token(10));
+        // Webhook senders run beside the workers, so an API-only node never
+        // makes outgoing requests to customers' receivers.
+        tasks.extend(webhooks::spawn(
+            Arc::new(WebhookContext {
+                store: store.clone(),
+                client: WebhookClient::new(
+                    options.allow_private_network,
+                    options.webhooks.attempt_timeout,
+                )?,
+                api_base: api_base.clone(),
+                settings: options.webhooks,
+                node_id: node_id.clone(),
+            }),
+            shutdown.clone(),
+        ));
+        tasks.extend(queue::spawn(
             Arc::new(WorkerContext {
                 store: store.clone(),
                 catalog,
@@ -248,10 +271,10 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
                 api_base: api_base.clone(),
                 wakeup,
                 settings: options.queue,
-                node_id: format!("node_{}", ids::random_token(10)),
+                node_id,
             }),
             shutdown.clone(),
-        );
+        ));
     }
     if let Some((listener, local_addr)) = listener {
         let router = http::router(state);

@@ -27,7 +27,7 @@ use vidgate_core::Catalog;
 
 pub use account::account_json;
 pub use error::ApiError;
-pub use generations::rfc3339;
+pub use generations::{generation_json, rfc3339};
 
 use crate::backend::Backends;
 use crate::ids::{API_KEY_PREFIX, sha256_hex};

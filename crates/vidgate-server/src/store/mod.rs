@@ -76,7 +76,27 @@ pub struct Account {
     pub credited: Micros,
     pub limits: AccountLimits,
     pub webhook_secret: String,
+    /// The secret before the last rotation, still used to sign deliveries
+    /// (beside the current one) until `previous_webhook_secret_expires_at`.
+    pub previous_webhook_secret: Option<String>,
+    pub previous_webhook_secret_expires_at: Option<i64>,
     pub created_at: i64,
+}
+
+impl Account {
+    /// The secrets deliveries are signed with at `now`: the current one, and
+    /// the previous one while its grace period after a rotation lasts.
+    pub fn signing_secrets(&self, now: i64) -> Vec<String> {
+        let mut secrets = vec![self.webhook_secret.clone()];
+        if let (Some(previous), Some(expires_at)) = (
+            &self.previous_webhook_secret,
+            self.previous_webhook_secret_expires_at,
+        ) && now < expires_at
+        {
+            secrets.push(previous.clone());
+        }
+        secrets
+    }
 }
 
 pub struct NewAccount {
@@ -200,6 +220,114 @@ pub struct LedgerEntry {
     pub created_at: i64,
 }
 
+/// Where a webhook delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryStatus {
+    /// Waiting for its next attempt, or being attempted.
+    Pending,
+    /// A receiver answered 2xx.
+    Delivered,
+    /// Every attempt failed, or the URL may never be sent to.
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::str::FromStr for DeliveryStatus {
+    type Err = StoreError;
+
+    fn from_str(text: &str) -> Result<DeliveryStatus, StoreError> {
+        match text {
+            "pending" => Ok(DeliveryStatus::Pending),
+            "delivered" => Ok(DeliveryStatus::Delivered),
+            "failed" => Ok(DeliveryStatus::Failed),
+            other => Err(StoreError::Corrupt(format!(
+                "unknown webhook delivery status {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A webhook delivery a sender has claimed, with what it needs to send it.
+#[derive(Debug, Clone)]
+pub struct ClaimedDelivery {
+    /// Also the `webhook-id` header.
+    pub id: String,
+    pub event_type: String,
+    pub url: String,
+    /// Attempts recorded before this one.
+    pub attempts: i64,
+    /// The finished generation the event is about.
+    pub generation: Generation,
+    /// The account's signing secrets valid now, the current one first.
+    pub signing_secrets: Vec<String>,
+}
+
+/// What one attempt to send a delivery did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub started_at: i64,
+    pub duration_ms: i64,
+    /// The receiver's HTTP status, `None` when no response came.
+    pub status_code: Option<u16>,
+    pub error: Option<String>,
+    /// The start of the response body.
+    pub response_body: Option<String>,
+}
+
+/// What becomes of a delivery after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    Delivered,
+    /// Try again at this time (Unix milliseconds).
+    RetryAt(i64),
+    /// Give up: the last attempt failed, or the URL may never be sent to.
+    Failed,
+}
+
+/// One delivery of one generation, with its attempts, for the delivery log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookDelivery {
+    pub id: String,
+    pub event_type: String,
+    pub url: String,
+    pub status: DeliveryStatus,
+    pub attempts: i64,
+    /// When the next attempt is due, while pending. While a sender holds the
+    /// delivery this is the end of its lease.
+    pub next_attempt_at: Option<i64>,
+    /// True while a sender is attempting it.
+    pub in_flight: bool,
+    pub created_at: i64,
+    pub completed_at: Option<i64>,
+    pub attempt_log: Vec<WebhookAttempt>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookAttempt {
+    pub attempt: i64,
+    pub record: AttemptRecord,
+    /// When the next attempt was scheduled after this one, if any.
+    pub next_attempt_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryRetryOutcome {
+    /// The delivery is pending and due now.
+    Scheduled,
+    /// A sender is attempting it right now; nothing changed.
+    InFlight,
+    NotFound,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     // Accounts and keys.
@@ -290,6 +418,49 @@ pub trait Store: Send + Sync + 'static {
     /// Re-queues running jobs whose lease expired, or fails and refunds them
     /// after their last attempt.
     async fn rescue_expired_leases(&self) -> Result<RescueReport, StoreError>;
+    // Webhooks. A delivery row is written by every operation above that puts
+    // a generation with a webhook URL in a final state, in its transaction.
+    /// Claims the delivery that has been due longest for `sender`, holding it
+    /// until `lease` has passed (then it falls due again if the sender has not
+    /// recorded an attempt, as when its process died).
+    async fn claim_webhook_delivery(
+        &self,
+        sender: &str,
+        lease: Duration,
+    ) -> Result<Option<ClaimedDelivery>, StoreError>;
+    /// Logs an attempt and moves the delivery on, in one transaction; false
+    /// when `sender` no longer holds it, in which case nothing changed.
+    async fn record_webhook_attempt(
+        &self,
+        delivery_id: &str,
+        sender: &str,
+        attempt: &AttemptRecord,
+        outcome: AttemptOutcome,
+    ) -> Result<bool, StoreError>;
+    /// The deliveries of one generation of the account, oldest first, each
+    /// with its attempts.
+    async fn webhook_deliveries(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<Vec<WebhookDelivery>, StoreError>;
+    /// Makes a delivery pending and due now, whatever its status.
+    async fn retry_webhook_delivery(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+        delivery_id: &str,
+    ) -> Result<DeliveryRetryOutcome, StoreError>;
+    /// Replaces the account's webhook secret; the replaced one keeps signing
+    /// deliveries (beside the new one) for `previous_valid_for`. `None` when
+    /// the account does not exist.
+    async fn rotate_webhook_secret(
+        &self,
+        account_id: &str,
+        new_secret: &str,
+        previous_valid_for: Duration,
+    ) -> Result<Option<Account>, StoreError>;
+
     /// Returns when a job may have been queued by another process, or when
     /// `timeout` has passed, whichever is first. PostgreSQL hears every
     /// node's submits and requeues (`LISTEN`/`NOTIFY`); SQLite has no such

@@ -15,7 +15,10 @@ use std::str::FromStr;
 use serde_json::Value;
 use vidgate_core::{GenerationStatus, Micros};
 
-use super::{Account, AccountLimits, Generation, StoreError};
+use super::{
+    Account, AccountLimits, AttemptRecord, ClaimedDelivery, DeliveryStatus, Generation, StoreError,
+    WebhookAttempt, WebhookDelivery,
+};
 
 /// The columns of a generation, in the order `GenerationRow` expects.
 macro_rules! generation_columns {
@@ -28,7 +31,16 @@ macro_rules! generation_columns {
 macro_rules! account_columns {
     () => {
         "id, name, balance_micros, held_micros, captured_micros, credited_micros, \
-         rate_per_second, rate_burst, max_concurrent, webhook_secret, created_at"
+         rate_per_second, rate_burst, max_concurrent, webhook_secret, \
+         previous_webhook_secret, previous_webhook_secret_expires_at, created_at"
+    };
+}
+
+/// The columns of a webhook delivery, in the order `DeliveryRow` expects.
+macro_rules! delivery_columns {
+    () => {
+        "id, generation_id, account_id, event_type, url, status, attempts, next_attempt_at, \
+         lease_owner, created_at, completed_at"
     };
 }
 
@@ -96,6 +108,8 @@ pub(super) struct AccountRow {
     rate_burst: i64,
     max_concurrent: i64,
     webhook_secret: String,
+    previous_webhook_secret: Option<String>,
+    previous_webhook_secret_expires_at: Option<i64>,
     created_at: i64,
 }
 
@@ -114,7 +128,91 @@ impl From<AccountRow> for Account {
                 max_concurrent: row.max_concurrent as u32,
             },
             webhook_secret: row.webhook_secret,
+            previous_webhook_secret: row.previous_webhook_secret,
+            previous_webhook_secret_expires_at: row.previous_webhook_secret_expires_at,
             created_at: row.created_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct DeliveryRow {
+    pub(super) id: String,
+    pub(super) generation_id: String,
+    pub(super) account_id: String,
+    event_type: String,
+    url: String,
+    status: String,
+    attempts: i64,
+    next_attempt_at: Option<i64>,
+    lease_owner: Option<String>,
+    created_at: i64,
+    completed_at: Option<i64>,
+}
+
+impl DeliveryRow {
+    /// The delivery for the log; `now` tells a live lease from one whose
+    /// sender died.
+    pub(super) fn into_delivery(self, now: i64) -> Result<WebhookDelivery, StoreError> {
+        let status = DeliveryStatus::from_str(&self.status)?;
+        Ok(WebhookDelivery {
+            in_flight: status == DeliveryStatus::Pending
+                && self.lease_owner.is_some()
+                && self
+                    .next_attempt_at
+                    .is_some_and(|lease_end| lease_end > now),
+            id: self.id,
+            event_type: self.event_type,
+            url: self.url,
+            status,
+            attempts: self.attempts,
+            next_attempt_at: self.next_attempt_at,
+            created_at: self.created_at,
+            completed_at: self.completed_at,
+            attempt_log: Vec::new(),
+        })
+    }
+
+    pub(super) fn into_claimed(
+        self,
+        generation: Generation,
+        signing_secrets: Vec<String>,
+    ) -> ClaimedDelivery {
+        ClaimedDelivery {
+            id: self.id,
+            event_type: self.event_type,
+            url: self.url,
+            attempts: self.attempts,
+            generation,
+            signing_secrets,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct AttemptRow {
+    pub(super) delivery_id: String,
+    attempt: i64,
+    started_at: i64,
+    duration_ms: i64,
+    status_code: Option<i64>,
+    error: Option<String>,
+    response_body: Option<String>,
+    next_attempt_at: Option<i64>,
+}
+
+impl From<AttemptRow> for WebhookAttempt {
+    fn from(row: AttemptRow) -> Self {
+        WebhookAttempt {
+            attempt: row.attempt,
+            record: AttemptRecord {
+                started_at: row.started_at,
+                duration_ms: row.duration_ms,
+                status_code: row.status_code.map(|code| code as u16),
+                error: row.error,
+                response_body: row.response_body,
+            },
+            next_attempt_at: row.next_attempt_at,
         }
     }
 }
@@ -289,7 +387,30 @@ macro_rules! impl_sql_store {
                     Micros(price),
                 )
                 .await?;
+                Self::enqueue_webhook_in(transaction, generation_id).await?;
                 Ok(true)
+            }
+
+            /// Writes the webhook delivery of a generation that was just put
+            /// in a final state, inside the transaction that did it, when the
+            /// generation has a webhook URL. The event type follows from the
+            /// final status (`generation.succeeded`, `.failed`, `.canceled`).
+            async fn enqueue_webhook_in(
+                transaction: &mut sqlx::Transaction<'static, $database>,
+                generation_id: &str,
+            ) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO webhook_deliveries (id, generation_id, account_id, event_type, \
+                     url, status, next_attempt_at, created_at) \
+                     SELECT $1, id, account_id, 'generation.' || status, webhook_url, 'pending', \
+                     $2, $2 FROM generations WHERE id = $3 AND webhook_url IS NOT NULL",
+                )
+                .bind(crate::ids::new_webhook_message_id())
+                .bind(now_millis())
+                .bind(generation_id)
+                .execute(&mut **transaction)
+                .await?;
+                Ok(())
             }
         }
 
@@ -672,6 +793,7 @@ macro_rules! impl_sql_store {
                     Micros(price),
                 )
                 .await?;
+                Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
                 transaction.commit().await?;
                 Ok(CancelOutcome::Canceled(Box::new(current)))
             }
@@ -750,6 +872,7 @@ macro_rules! impl_sql_store {
                     Micros(price),
                 )
                 .await?;
+                Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
                 transaction.commit().await?;
                 Ok(true)
             }
@@ -837,6 +960,220 @@ macro_rules! impl_sql_store {
                 Ok(report)
             }
 
+            async fn claim_webhook_delivery(
+                &self,
+                sender: &str,
+                lease: Duration,
+            ) -> Result<Option<ClaimedDelivery>, StoreError> {
+                let now = now_millis();
+                // One statement, as for jobs: the delivery due longest is
+                // locked (rows other senders hold are skipped) and taken by
+                // moving its due time to the end of the lease, so no other
+                // sender sees it as due until the lease has passed.
+                let claimed: Option<DeliveryRow> = sqlx::query_as(concat!(
+                    "UPDATE webhook_deliveries SET lease_owner = $1, next_attempt_at = $2 \
+                     WHERE status = 'pending' AND next_attempt_at <= $3 AND id = \
+                       (SELECT id FROM webhook_deliveries \
+                        WHERE status = 'pending' AND next_attempt_at <= $3 \
+                        ORDER BY next_attempt_at, id LIMIT 1 ",
+                    $skip_locked,
+                    ") RETURNING ",
+                    delivery_columns!()
+                ))
+                .bind(sender)
+                .bind(now + lease.as_millis() as i64)
+                .bind(now)
+                .fetch_optional(self.writer())
+                .await?;
+                let Some(claimed) = claimed else {
+                    return Ok(None);
+                };
+                // A final generation no longer changes, so reading it after
+                // the claim reads what the event is about.
+                let generation: GenerationRow = sqlx::query_as(concat!(
+                    "SELECT ",
+                    generation_columns!(),
+                    " FROM generations WHERE id = $1"
+                ))
+                .bind(&claimed.generation_id)
+                .fetch_one(self.reader())
+                .await?;
+                let account: AccountRow = sqlx::query_as(concat!(
+                    "SELECT ",
+                    account_columns!(),
+                    " FROM accounts WHERE id = $1"
+                ))
+                .bind(&claimed.account_id)
+                .fetch_one(self.reader())
+                .await?;
+                let signing_secrets = Account::from(account).signing_secrets(now);
+                Ok(Some(claimed.into_claimed(
+                    Generation::try_from(generation)?,
+                    signing_secrets,
+                )))
+            }
+
+            async fn record_webhook_attempt(
+                &self,
+                delivery_id: &str,
+                sender: &str,
+                attempt: &AttemptRecord,
+                outcome: AttemptOutcome,
+            ) -> Result<bool, StoreError> {
+                let (status, next_attempt_at, completed_at) = match outcome {
+                    AttemptOutcome::Delivered => {
+                        (DeliveryStatus::Delivered, None, Some(now_millis()))
+                    }
+                    AttemptOutcome::RetryAt(due) => (DeliveryStatus::Pending, Some(due), None),
+                    AttemptOutcome::Failed => (DeliveryStatus::Failed, None, Some(now_millis())),
+                };
+                let mut transaction = self.begin_write().await?;
+                // Guarded by the lease: a sender that took longer than its
+                // lease, while another sender took the delivery over, records
+                // nothing.
+                let attempt_number: Option<i64> = sqlx::query_scalar(
+                    "UPDATE webhook_deliveries SET attempts = attempts + 1, status = $1, \
+                     next_attempt_at = $2, completed_at = $3, lease_owner = NULL \
+                     WHERE id = $4 AND status = 'pending' AND lease_owner = $5 \
+                     RETURNING attempts",
+                )
+                .bind(status.as_str())
+                .bind(next_attempt_at)
+                .bind(completed_at)
+                .bind(delivery_id)
+                .bind(sender)
+                .fetch_optional(&mut *transaction)
+                .await?;
+                let Some(attempt_number) = attempt_number else {
+                    return Ok(false);
+                };
+                sqlx::query(
+                    "INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, \
+                     status_code, error, response_body, next_attempt_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                )
+                .bind(delivery_id)
+                .bind(attempt_number)
+                .bind(attempt.started_at)
+                .bind(attempt.duration_ms)
+                .bind(attempt.status_code.map(i64::from))
+                .bind(&attempt.error)
+                .bind(&attempt.response_body)
+                .bind(next_attempt_at)
+                .execute(&mut *transaction)
+                .await?;
+                transaction.commit().await?;
+                Ok(true)
+            }
+
+            async fn webhook_deliveries(
+                &self,
+                account_id: &str,
+                generation_id: &str,
+            ) -> Result<Vec<WebhookDelivery>, StoreError> {
+                let now = now_millis();
+                let rows: Vec<DeliveryRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    delivery_columns!(),
+                    " FROM webhook_deliveries WHERE generation_id = $1 AND account_id = $2 \
+                      ORDER BY created_at, id"
+                ))
+                .bind(generation_id)
+                .bind(account_id)
+                .fetch_all(self.reader())
+                .await?;
+                let attempts: Vec<AttemptRow> = sqlx::query_as(
+                    "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
+                     a.status_code, a.error, a.response_body, a.next_attempt_at \
+                     FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
+                     WHERE d.generation_id = $1 AND d.account_id = $2 ORDER BY a.id",
+                )
+                .bind(generation_id)
+                .bind(account_id)
+                .fetch_all(self.reader())
+                .await?;
+                let mut deliveries = rows
+                    .into_iter()
+                    .map(|row| row.into_delivery(now))
+                    .collect::<Result<Vec<_>, _>>()?;
+                for attempt in attempts {
+                    if let Some(delivery) = deliveries
+                        .iter_mut()
+                        .find(|delivery| delivery.id == attempt.delivery_id)
+                    {
+                        delivery.attempt_log.push(WebhookAttempt::from(attempt));
+                    }
+                }
+                Ok(deliveries)
+            }
+
+            async fn retry_webhook_delivery(
+                &self,
+                account_id: &str,
+                generation_id: &str,
+                delivery_id: &str,
+            ) -> Result<DeliveryRetryOutcome, StoreError> {
+                let now = now_millis();
+                let mut transaction = self.begin_write().await?;
+                // A delivery a live sender holds is left alone: the attempt
+                // under way is the re-send asked for. A lease that ran out
+                // (its sender died) is cleared.
+                let scheduled = sqlx::query(
+                    "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $1, \
+                     completed_at = NULL, lease_owner = NULL \
+                     WHERE id = $2 AND generation_id = $3 AND account_id = $4 \
+                     AND NOT (status = 'pending' AND lease_owner IS NOT NULL \
+                              AND next_attempt_at > $1)",
+                )
+                .bind(now)
+                .bind(delivery_id)
+                .bind(generation_id)
+                .bind(account_id)
+                .execute(&mut *transaction)
+                .await?;
+                if scheduled.rows_affected() == 1 {
+                    transaction.commit().await?;
+                    return Ok(DeliveryRetryOutcome::Scheduled);
+                }
+                let exists: Option<String> = sqlx::query_scalar(
+                    "SELECT id FROM webhook_deliveries \
+                     WHERE id = $1 AND generation_id = $2 AND account_id = $3",
+                )
+                .bind(delivery_id)
+                .bind(generation_id)
+                .bind(account_id)
+                .fetch_optional(&mut *transaction)
+                .await?;
+                Ok(match exists {
+                    Some(_) => DeliveryRetryOutcome::InFlight,
+                    None => DeliveryRetryOutcome::NotFound,
+                })
+            }
+
+            async fn rotate_webhook_secret(
+                &self,
+                account_id: &str,
+                new_secret: &str,
+                previous_valid_for: Duration,
+            ) -> Result<Option<Account>, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                // The right-hand sides read the row as it was, so the
+                // current secret becomes the previous one.
+                sqlx::query(
+                    "UPDATE accounts SET previous_webhook_secret = webhook_secret, \
+                     previous_webhook_secret_expires_at = $1, webhook_secret = $2 \
+                     WHERE id = $3",
+                )
+                .bind(now_millis() + previous_valid_for.as_millis() as i64)
+                .bind(new_secret)
+                .bind(account_id)
+                .execute(&mut *transaction)
+                .await?;
+                let account = Self::account_in(&mut transaction, account_id).await?;
+                transaction.commit().await?;
+                Ok(account)
+            }
+
             async fn wait_for_work(&self, timeout: Duration) {
                 self.wait_for_announced_work(timeout).await
             }
@@ -844,4 +1181,4 @@ macro_rules! impl_sql_store {
     };
 }
 
-pub(super) use {account_columns, generation_columns, impl_sql_store};
+pub(super) use {account_columns, delivery_columns, generation_columns, impl_sql_store};

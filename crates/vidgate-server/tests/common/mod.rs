@@ -18,6 +18,7 @@ use vidgate_core::Micros;
 use vidgate_server::accounts::{self, CreatedAccount};
 use vidgate_server::backend::Backends;
 use vidgate_server::store::{self, Account, Store};
+use vidgate_server::webhooks::WebhookSettings;
 use vidgate_server::{RunningServer, ServerOptions};
 
 pub use test_database::PostgresTestDatabase;
@@ -117,8 +118,11 @@ pub struct TestApp {
     pub account: CreatedAccount,
     pub data_dir: TempDir,
     pub database: TestDatabase,
+    /// What the server was started with, so `restart` can start it again.
+    pub settings: TestSettings,
 }
 
+#[derive(Clone)]
 pub struct TestSettings {
     pub store: StoreKind,
     pub workers: usize,
@@ -126,6 +130,7 @@ pub struct TestSettings {
     pub backends: Backends,
     /// On by default: test media and webhook receivers listen on 127.0.0.1.
     pub allow_private_network: bool,
+    pub webhooks: WebhookSettings,
 }
 
 impl TestSettings {
@@ -136,7 +141,21 @@ impl TestSettings {
             lease: Duration::from_secs(30),
             backends: Backends::builtin(true),
             allow_private_network: true,
+            webhooks: fast_webhook_settings(),
         }
+    }
+}
+
+/// Webhook retries in tenths of a second instead of hours, so a test sees a
+/// delivery through all its attempts.
+pub fn fast_webhook_settings() -> WebhookSettings {
+    WebhookSettings {
+        retry_schedule: [100, 200, 300, 400].map(Duration::from_millis).to_vec(),
+        attempt_timeout: Duration::from_secs(2),
+        max_retry_after: Duration::from_secs(1),
+        lease: Duration::from_secs(5),
+        poll_interval: Duration::from_millis(50),
+        senders: 2,
     }
 }
 
@@ -156,16 +175,7 @@ pub async fn spawn_app_without_workers(store: StoreKind) -> TestApp {
 pub async fn spawn_app_with(settings: TestSettings) -> TestApp {
     let data_dir = tempfile::tempdir().expect("temporary data directory");
     let database = TestDatabase::create(&settings.store).await;
-    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let mut options = ServerOptions::new(listen, data_dir.path().to_path_buf());
-    options.database_url = Some(database.url());
-    options.queue.workers = settings.workers;
-    options.queue.lease = settings.lease;
-    options.queue.idle_poll = Duration::from_millis(100);
-    options.queue.rescue_interval = Duration::from_millis(200);
-    options.backends = settings.backends;
-    options.allow_private_network = settings.allow_private_network;
-    let server = vidgate_server::start(options).await.expect("server starts");
+    let server = start_server(&settings, &data_dir, &database).await;
     let account = accounts::create_account(server.store.as_ref(), "test", Micros(100_000_000))
         .await
         .expect("account");
@@ -179,10 +189,54 @@ pub async fn spawn_app_with(settings: TestSettings) -> TestApp {
         account,
         data_dir,
         database,
+        settings,
     }
 }
 
+async fn start_server(
+    settings: &TestSettings,
+    data_dir: &TempDir,
+    database: &TestDatabase,
+) -> RunningServer {
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut options = ServerOptions::new(listen, data_dir.path().to_path_buf());
+    options.database_url = Some(database.url());
+    options.queue.workers = settings.workers;
+    options.queue.lease = settings.lease;
+    options.queue.idle_poll = Duration::from_millis(100);
+    options.queue.rescue_interval = Duration::from_millis(200);
+    options.backends = settings.backends.clone();
+    options.allow_private_network = settings.allow_private_network;
+    options.webhooks = settings.webhooks.clone();
+    vidgate_server::start(options).await.expect("server starts")
+}
+
 impl TestApp {
+    /// Stops the server as `vidgate serve` does on SIGTERM and starts a new
+    /// one on the same database and data directory (on a new port).
+    pub async fn restart(self) -> TestApp {
+        let TestApp {
+            server,
+            client,
+            account,
+            data_dir,
+            database,
+            settings,
+            ..
+        } = self;
+        server.shutdown().await;
+        let server = start_server(&settings, &data_dir, &database).await;
+        TestApp {
+            api_base: server.api_base.clone(),
+            server,
+            client,
+            account,
+            data_dir,
+            database,
+            settings,
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.api_base)
     }

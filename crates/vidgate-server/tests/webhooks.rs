@@ -1,0 +1,348 @@
+//! Webhooks over real HTTP: a receiver on loopback checks every delivery
+//! with the independent `standardwebhooks` verifier, fails on purpose to see
+//! retries, and outlives server restarts. The retry schedule is shortened to
+//! tenths of a second (`fast_webhook_settings`).
+
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode as AxumStatus};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use common::*;
+use serde_json::{Value, json};
+use standardwebhooks::Webhook;
+use tokio::sync::Notify;
+
+/// One request the receiver got.
+#[derive(Clone, Debug)]
+struct Received {
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+    at: Instant,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> &str {
+        self.headers[name].to_str().unwrap()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+
+    /// Checks the signature as a customer would, with the reference library.
+    fn verify_with(&self, secret: &str) -> Result<(), standardwebhooks::WebhookError> {
+        Webhook::new(secret)
+            .unwrap()
+            .verify(&self.body, &self.headers)
+    }
+}
+
+/// A scripted answer: status and extra headers.
+type Answer = (u16, Vec<(&'static str, String)>);
+
+#[derive(Clone, Default)]
+struct ReceiverState {
+    received: Arc<Mutex<Vec<Received>>>,
+    /// Answers for the next requests, in order; 204 once it is empty.
+    script: Arc<Mutex<VecDeque<Answer>>>,
+    arrived: Arc<Notify>,
+}
+
+/// A webhook receiver on 127.0.0.1 with an ephemeral port.
+struct Receiver {
+    state: ReceiverState,
+    base: String,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn receive(
+    State(state): State<ReceiverState>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    state.received.lock().unwrap().push(Received {
+        path: uri.path().to_owned(),
+        headers,
+        body,
+        at: Instant::now(),
+    });
+    state.arrived.notify_waiters();
+    let (status, extra_headers) = state
+        .script
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or((204, Vec::new()));
+    let mut response = AxumStatus::from_u16(status).unwrap().into_response();
+    for (name, value) in extra_headers {
+        response.headers_mut().insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_str(&value).unwrap(),
+        );
+    }
+    response
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        let state = ReceiverState::default();
+        let router = Router::new()
+            .route("/hook", post(receive))
+            .route("/elsewhere", post(receive))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router).await.unwrap();
+        });
+        Receiver {
+            state,
+            base: format!("http://{address}"),
+            server,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/hook", self.base)
+    }
+
+    fn answer_next(&self, answers: impl IntoIterator<Item = Answer>) {
+        self.state.script.lock().unwrap().extend(answers);
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.state.received.lock().unwrap().clone()
+    }
+
+    /// Waits until at least `count` requests arrived.
+    async fn wait_for(&self, count: usize) -> Vec<Received> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let arrived = self.state.arrived.notified();
+            let received = self.received();
+            if received.len() >= count {
+                return received;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {count} webhook requests arrived",
+                received.len()
+            );
+            let _ = tokio::time::timeout(Duration::from_millis(200), arrived).await;
+        }
+    }
+}
+
+fn body_with_webhook(prompt: &str, webhook_url: &str) -> Value {
+    let mut body = quick_body(prompt);
+    body["webhook_url"] = json!(webhook_url);
+    body
+}
+
+/// Polls the store's delivery log until the generation's only delivery
+/// reaches `status`, and returns it.
+async fn wait_for_delivery_status(
+    app: &TestApp,
+    generation_id: &str,
+    status: &str,
+) -> vidgate_server::store::WebhookDelivery {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let deliveries = app
+            .server
+            .store
+            .webhook_deliveries(&app.account.account.id, generation_id)
+            .await
+            .unwrap();
+        if let [delivery] = deliveries.as_slice()
+            && delivery.status.as_str() == status
+        {
+            return delivery.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {status} delivery: {deliveries:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn a_succeeded_generation_is_delivered_signed_with_its_record(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let app = spawn_app(store).await;
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook("a kite", &receiver.url()))
+        .await;
+    let id = submitted["id"].as_str().unwrap();
+
+    let delivery = &receiver.wait_for(1).await[0];
+    delivery
+        .verify_with(&app.account.account.webhook_secret)
+        .expect("the signature verifies with the account's secret");
+    assert_eq!(delivery.path, "/hook");
+    assert_eq!(delivery.header("content-type"), "application/json");
+    assert!(delivery.header("webhook-id").starts_with("msg_"));
+    let sent_at: i64 = delivery.header("webhook-timestamp").parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!((now - sent_at).abs() <= 5, "{sent_at} vs {now}");
+    // Another account's secret does not verify it.
+    let stranger = app.new_account(1).await;
+    assert!(
+        delivery
+            .verify_with(&stranger.account.webhook_secret)
+            .is_err()
+    );
+
+    let event = delivery.json();
+    assert_eq!(event["type"], "generation.succeeded");
+    let record = app.generation(id).await;
+    assert_eq!(event["data"], record, "the event carries GET's record");
+    assert_eq!(event["timestamp"], record["completed_at"]);
+    assert_eq!(event["data"]["status"], "succeeded");
+
+    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    assert_eq!(logged.attempts, 1);
+    assert_eq!(logged.id, delivery.header("webhook-id"));
+    assert_eq!(logged.attempt_log[0].record.status_code, Some(204));
+    // Delivered once: nothing more arrives.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(receiver.received().len(), 1);
+}
+
+async fn failed_attempts_are_retried_with_the_same_message(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    receiver.answer_next([(500, vec![]), (502, vec![])]);
+    let app = spawn_app(store).await;
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook("retried", &receiver.url()))
+        .await;
+    let id = submitted["id"].as_str().unwrap();
+
+    let attempts = receiver.wait_for(3).await;
+    for attempt in &attempts {
+        attempt
+            .verify_with(&app.account.account.webhook_secret)
+            .unwrap();
+        assert_eq!(
+            attempt.header("webhook-id"),
+            attempts[0].header("webhook-id")
+        );
+        assert_eq!(
+            attempt.body, attempts[0].body,
+            "every attempt sends the same event"
+        );
+    }
+    // The waits follow the (shortened) schedule: about 100 ms, then 200 ms.
+    let first_gap = attempts[1].at - attempts[0].at;
+    let second_gap = attempts[2].at - attempts[1].at;
+    assert!(first_gap >= Duration::from_millis(90), "{first_gap:?}");
+    assert!(second_gap >= Duration::from_millis(180), "{second_gap:?}");
+
+    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    assert_eq!(logged.attempts, 3);
+    let codes: Vec<_> = logged
+        .attempt_log
+        .iter()
+        .map(|attempt| (attempt.attempt, attempt.record.status_code))
+        .collect();
+    assert_eq!(codes, [(1, Some(500)), (2, Some(502)), (3, Some(204))]);
+    assert!(
+        logged.attempt_log[0]
+            .record
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("500")
+    );
+    assert!(logged.attempt_log[0].next_attempt_at.is_some());
+    assert!(logged.attempt_log[2].next_attempt_at.is_none());
+}
+
+async fn a_delivery_fails_after_its_last_attempt(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    receiver.answer_next((0..10).map(|_| (500, vec![])));
+    let app = spawn_app(store).await;
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook("never accepted", &receiver.url()))
+        .await;
+    let id = submitted["id"].as_str().unwrap();
+
+    // One attempt, then one per entry of the four-step test schedule.
+    let logged = wait_for_delivery_status(&app, id, "failed").await;
+    assert_eq!(logged.attempts, 5);
+    assert_eq!(logged.next_attempt_at, None);
+    assert!(logged.completed_at.is_some());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(receiver.received().len(), 5);
+}
+
+async fn retry_after_is_honoured_within_bounds(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    // Asks for more than the test bound of 1 s: the wait is cut to 1 s.
+    receiver.answer_next([(503, vec![("retry-after", "30".to_owned())])]);
+    let app = spawn_app(store).await;
+    app.submit_ok(M1_T2V, body_with_webhook("busy receiver", &receiver.url()))
+        .await;
+    let attempts = receiver.wait_for(2).await;
+    let gap = attempts[1].at - attempts[0].at;
+    assert!(
+        gap >= Duration::from_millis(950) && gap < Duration::from_secs(5),
+        "{gap:?}"
+    );
+}
+
+async fn redirects_are_not_followed_and_count_as_failures(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let elsewhere = format!("{}/elsewhere", receiver.base);
+    receiver.answer_next([(307, vec![("location", elsewhere)])]);
+    let app = spawn_app(store).await;
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook("moved", &receiver.url()))
+        .await;
+    let id = submitted["id"].as_str().unwrap();
+
+    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    assert_eq!(logged.attempts, 2);
+    assert_eq!(logged.attempt_log[0].record.status_code, Some(307));
+    assert!(
+        logged.attempt_log[0]
+            .record
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("redirect")
+    );
+    let paths: Vec<String> = receiver
+        .received()
+        .into_iter()
+        .map(|received| received.path)
+        .collect();
+    assert_eq!(paths, ["/hook", "/hook"]);
+}
+
+on_both_stores!(
+    a_succeeded_generation_is_delivered_signed_with_its_record,
+    failed_attempts_are_retried_with_the_same_message,
+    a_delivery_fails_after_its_last_attempt,
+    retry_after_is_honoured_within_bounds,
+    redirects_are_not_followed_and_count_as_failures,
+);
