@@ -317,3 +317,70 @@ on_both_stores!(
     every_error_has_the_spec_shape_and_a_request_id,
     submit_validation_errors_name_the_parameter_and_charge_nothing,
 );
+
+/// The OpenAPI document describes every route the server answers, and every
+/// route answers with a status the document lists for it. The document does
+/// not depend on the store, so one store suffices.
+#[tokio::test]
+async fn the_openapi_document_matches_the_routes() {
+    let app = spawn_app(StoreKind::Sqlite).await;
+    let document: Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(document["openapi"], "3.1.0");
+    let paths = document["paths"].as_object().unwrap();
+    let run = &paths["/run/vendor_1/model_1/text-to-video"]["post"];
+    let schema = &run["requestBody"]["content"]["application/json"]["schema"];
+    assert_eq!(schema["additionalProperties"], false);
+    assert!(
+        schema["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("prompt"))
+    );
+    // One run and one quote path per catalog endpoint (M1, M4, M5, M6 have
+    // three modes; M2 and M3 two).
+    assert_eq!(
+        paths
+            .keys()
+            .filter(|path| path.starts_with("/run/"))
+            .count(),
+        16
+    );
+    assert_eq!(
+        paths
+            .keys()
+            .filter(|path| path.starts_with("/quote/"))
+            .count(),
+        16
+    );
+
+    for (path, operations) in paths {
+        let concrete = path
+            .replace("{vendor}", "vendor_1")
+            .replace("{model}", "model_1")
+            .replace("{id}", "gen_missing");
+        for (method, operation) in operations.as_object().unwrap() {
+            let request = match method.as_str() {
+                "get" => app.client.get(app.url(&concrete)),
+                "post" => app
+                    .client
+                    .post(app.url(&concrete))
+                    .json(&json!({ "prompt": "documented", "duration": 2, "resolution": "480p" })),
+                other => panic!("undocumented method {other}"),
+            };
+            let response = request.bearer_auth(app.key()).send().await.unwrap();
+            let status = response.status().as_u16().to_string();
+            assert!(
+                operation["responses"].get(&status).is_some(),
+                "{method} {concrete} answered {status}, which the document does not list"
+            );
+        }
+    }
+}

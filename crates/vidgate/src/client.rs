@@ -24,7 +24,12 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Args)]
 pub struct ClientArgs {
     /// Base URL of the API, ending in /api/v1.
-    #[arg(long, env = "VIDGATE_BASE_URL", default_value = "http://127.0.0.1:8080/api/v1", global = true)]
+    #[arg(
+        long,
+        env = "VIDGATE_BASE_URL",
+        default_value = "http://127.0.0.1:8080/api/v1",
+        global = true
+    )]
     base_url: String,
     /// API key (vg_live_…).
     #[arg(long, env = "VIDGATE_API_KEY", hide_env_values = true, global = true)]
@@ -106,14 +111,22 @@ fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
 }
 
 fn retry_after(response: &reqwest::Response) -> Option<Duration> {
-    let seconds: u64 = response.headers().get("retry-after")?.to_str().ok()?.parse().ok()?;
+    let seconds: u64 = response
+        .headers()
+        .get("retry-after")?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()?;
     Some(Duration::from_secs(seconds))
 }
 
 impl Client {
     fn new(args: &ClientArgs) -> anyhow::Result<Client> {
         Ok(Client {
-            http: reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build()?,
+            http: reqwest::Client::builder()
+                .timeout(REQUEST_TIMEOUT)
+                .build()?,
             base_url: args.base_url.trim_end_matches('/').to_owned(),
             api_key: args.api_key.clone(),
         })
@@ -136,7 +149,11 @@ impl Client {
         headers: &[(&str, &str)],
         idempotent: bool,
     ) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
-        let url = if path.starts_with("http") { path.to_owned() } else { format!("{}{path}", self.base_url) };
+        let url = if path.starts_with("http") {
+            path.to_owned()
+        } else {
+            format!("{}{path}", self.base_url)
+        };
         let mut attempt = 0;
         loop {
             let mut request = self.http.request(method.clone(), &url);
@@ -154,7 +171,10 @@ impl Client {
                     let status = response.status();
                     if is_retryable(status) && attempt + 1 < MAX_ATTEMPTS {
                         let wait = backoff(attempt, retry_after(&response));
-                        eprintln!("vidgate: {status} from the API; retrying in {:.1} s", wait.as_secs_f64());
+                        eprintln!(
+                            "vidgate: {status} from the API; retrying in {:.1} s",
+                            wait.as_secs_f64()
+                        );
                         tokio::time::sleep(wait).await;
                         attempt += 1;
                         continue;
@@ -193,7 +213,9 @@ impl Client {
 /// Parses `name=value`: JSON numbers, booleans and arrays keep their type,
 /// anything else is a string.
 fn parse_parameter(text: &str) -> anyhow::Result<(String, Value)> {
-    let (name, raw) = text.split_once('=').with_context(|| format!("--param {text:?} is not NAME=VALUE"))?;
+    let (name, raw) = text
+        .split_once('=')
+        .with_context(|| format!("--param {text:?} is not NAME=VALUE"))?;
     let value = match serde_json::from_str::<Value>(raw) {
         Ok(value @ (Value::Number(_) | Value::Bool(_) | Value::Array(_) | Value::Null)) => value,
         _ => Value::String(raw.to_owned()),
@@ -202,12 +224,18 @@ fn parse_parameter(text: &str) -> anyhow::Result<(String, Value)> {
 }
 
 fn parameters_body(parameters: &[String]) -> anyhow::Result<Map<String, Value>> {
-    parameters.iter().map(|text| parse_parameter(text)).collect()
+    parameters
+        .iter()
+        .map(|text| parse_parameter(text))
+        .collect()
 }
 
 fn print(value: &Value, as_json: bool, human: impl FnOnce(&Value) -> String) {
     if as_json {
-        println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        );
     } else {
         println!("{}", human(value));
     }
@@ -220,7 +248,11 @@ fn describe_generation(generation: &Value) -> String {
         generation["status"].as_str().unwrap_or("?"),
         generation["endpoint"].as_str().unwrap_or("?"),
         generation["cost"]["amount_usd"],
-        if generation["cost"]["estimated"] == true { " (estimate)" } else { "" },
+        if generation["cost"]["estimated"] == true {
+            " (estimate)"
+        } else {
+            ""
+        },
     );
     if let Some(url) = generation["output"]["video_url"].as_str() {
         text.push_str(&format!("\n  video: {url}"));
@@ -233,14 +265,21 @@ fn describe_generation(generation: &Value) -> String {
 
 /// Polls until the generation is final, at the spec's pace, showing its state.
 async fn wait_until_final(client: &Client, generation: Value) -> anyhow::Result<Value> {
-    let url = generation["urls"]["get"].as_str().context("the generation has no urls.get")?.to_owned();
+    let url = generation["urls"]["get"]
+        .as_str()
+        .context("the generation has no urls.get")?
+        .to_owned();
     let started = Instant::now();
     let mut current = generation;
     let mut last_status = String::new();
     loop {
         let status = current["status"].as_str().unwrap_or("?").to_owned();
         if status != last_status {
-            eprintln!("vidgate: {} is {status} ({:.0} s)", current["id"].as_str().unwrap_or("?"), started.elapsed().as_secs_f64());
+            eprintln!(
+                "vidgate: {} is {status} ({:.0} s)",
+                current["id"].as_str().unwrap_or("?"),
+                started.elapsed().as_secs_f64()
+            );
             last_status = status.clone();
         }
         if matches!(status.as_str(), "succeeded" | "failed" | "canceled") {
@@ -249,7 +288,10 @@ async fn wait_until_final(client: &Client, generation: Value) -> anyhow::Result<
         tokio::time::sleep(MIN_POLL_INTERVAL).await;
         let (_, value, headers) = client.send(Method::GET, &url, None, &[], true).await?;
         // Honour a longer polling hint from the server, never a shorter one.
-        if let Some(seconds) = headers.get("retry-after").and_then(|value| value.to_str().ok()?.parse::<u64>().ok()) {
+        if let Some(seconds) = headers
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+        {
             let hint = Duration::from_secs(seconds);
             if hint > MIN_POLL_INTERVAL {
                 tokio::time::sleep(hint - MIN_POLL_INTERVAL).await;
@@ -272,7 +314,12 @@ async fn download(client: &Client, url: &str, destination: &PathBuf) -> anyhow::
 /// server accepted anyway before the user submits (and pays) again: the same
 /// endpoint and prompt, created since this command started (with a minute of
 /// leeway for clock skew).
-async fn find_recent_match(client: &Client, endpoint: &str, prompt: &str, started_unix_millis: i64) -> Option<Value> {
+async fn find_recent_match(
+    client: &Client,
+    endpoint: &str,
+    prompt: &str,
+    started_unix_millis: i64,
+) -> Option<Value> {
     let listed = client.get("/generations?limit=20").await.ok()?;
     // Both timestamps have the API's fixed RFC 3339 form, so they compare as text.
     let earliest = vidgate_server::http::rfc3339(started_unix_millis - 60_000);
@@ -282,7 +329,9 @@ async fn find_recent_match(client: &Client, endpoint: &str, prompt: &str, starte
         .find(|generation| {
             generation["endpoint"] == endpoint
                 && generation["input"]["prompt"] == prompt
-                && generation["created_at"].as_str().is_some_and(|created| created >= earliest.as_str())
+                && generation["created_at"]
+                    .as_str()
+                    .is_some_and(|created| created >= earliest.as_str())
         })
         .cloned()
 }
@@ -312,17 +361,29 @@ async fn run(
     let idempotency_key = format!("cli-{}", vidgate_server::ids::random_token(24));
     let started_unix_millis = vidgate_server::store::now_millis();
     let submitted = client
-        .send(Method::POST, &format!("/run/{endpoint}"), Some(&body), &[("Idempotency-Key", &idempotency_key)], true)
+        .send(
+            Method::POST,
+            &format!("/run/{endpoint}"),
+            Some(&body),
+            &[("Idempotency-Key", &idempotency_key)],
+            true,
+        )
         .await;
     let generation = match submitted {
         Ok((_, generation, _)) => generation,
         Err(error) if error.downcast_ref::<ApiError>().is_none() => {
-            if let Some(found) = find_recent_match(client, endpoint, prompt, started_unix_millis).await {
-                eprintln!("vidgate: the submit's outcome is unknown, but this matching generation exists; not resubmitting:");
+            if let Some(found) =
+                find_recent_match(client, endpoint, prompt, started_unix_millis).await
+            {
+                eprintln!(
+                    "vidgate: the submit's outcome is unknown, but this matching generation exists; not resubmitting:"
+                );
                 print(&found, as_json, describe_generation);
                 return Ok(());
             }
-            return Err(error.context("the submit's outcome is unknown; check `vidgate list` before submitting again"));
+            return Err(error.context(
+                "the submit's outcome is unknown; check `vidgate list` before submitting again",
+            ));
         }
         Err(error) => return Err(error),
     };
@@ -333,7 +394,9 @@ async fn run(
     let finished = wait_until_final(client, generation).await?;
     print(&finished, as_json, describe_generation);
     if let Some(destination) = out {
-        let url = finished["output"]["video_url"].as_str().context("the generation has no video to download")?;
+        let url = finished["output"]["video_url"]
+            .as_str()
+            .context("the generation has no video to download")?;
         let size = download(client, url, destination).await?;
         eprintln!("vidgate: saved {size} bytes to {}", destination.display());
     }
@@ -351,7 +414,11 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
             print(&models, args.json, |models| {
                 let mut lines = Vec::new();
                 for model in models["data"].as_array().into_iter().flatten() {
-                    lines.push(format!("{}  {}", model["label"].as_str().unwrap_or("?"), model["id"].as_str().unwrap_or("?")));
+                    lines.push(format!(
+                        "{}  {}",
+                        model["label"].as_str().unwrap_or("?"),
+                        model["id"].as_str().unwrap_or("?")
+                    ));
                     for endpoint in model["endpoints"].as_array().into_iter().flatten() {
                         lines.push(format!("    {}", endpoint["id"].as_str().unwrap_or("?")));
                     }
@@ -359,9 +426,20 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
                 lines.join("\n")
             });
         }
-        ClientCommand::Quote { endpoint, parameters } => {
+        ClientCommand::Quote {
+            endpoint,
+            parameters,
+        } => {
             let body = Value::Object(parameters_body(&parameters)?);
-            let (_, quote, _) = client.send(Method::POST, &format!("/quote/{endpoint}"), Some(&body), &[], true).await?;
+            let (_, quote, _) = client
+                .send(
+                    Method::POST,
+                    &format!("/quote/{endpoint}"),
+                    Some(&body),
+                    &[],
+                    true,
+                )
+                .await?;
             print(&quote, args.json, |quote| {
                 format!(
                     "{}: ${} (list price ${}, you save ${})",
@@ -372,8 +450,25 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
                 )
             });
         }
-        ClientCommand::Run { endpoint, prompt, parameters, image, wait, out } => {
-            run(&client, &endpoint, &prompt, &parameters, image.as_deref(), wait, out.as_ref(), args.json).await?;
+        ClientCommand::Run {
+            endpoint,
+            prompt,
+            parameters,
+            image,
+            wait,
+            out,
+        } => {
+            run(
+                &client,
+                &endpoint,
+                &prompt,
+                &parameters,
+                image.as_deref(),
+                wait,
+                out.as_ref(),
+                args.json,
+            )
+            .await?;
         }
         ClientCommand::Get { id } => {
             client.require_key()?;
@@ -383,7 +478,15 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
         ClientCommand::Cancel { id } => {
             client.require_key()?;
             // Cancel is idempotent in effect: a repeat answers 409 at worst.
-            let (_, generation, _) = client.send(Method::POST, &format!("/generations/{id}/cancel"), None, &[], true).await?;
+            let (_, generation, _) = client
+                .send(
+                    Method::POST,
+                    &format!("/generations/{id}/cancel"),
+                    None,
+                    &[],
+                    true,
+                )
+                .await?;
             print(&generation, args.json, describe_generation);
         }
         ClientCommand::List { limit, status } => {
@@ -394,7 +497,13 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
             }
             let listed = client.get(&path).await?;
             print(&listed, args.json, |listed| {
-                listed["data"].as_array().into_iter().flatten().map(describe_generation).collect::<Vec<_>>().join("\n")
+                listed["data"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(describe_generation)
+                    .collect::<Vec<_>>()
+                    .join("\n")
             });
         }
     }
@@ -419,7 +528,10 @@ mod tests {
     fn backoff_doubles_to_a_30_second_cap_with_jitter() {
         for (attempt, base) in [(0, 1), (1, 2), (2, 4), (3, 8), (4, 16), (5, 30), (9, 30)] {
             let wait = backoff(attempt, None);
-            assert!(wait >= Duration::from_secs(base) && wait < Duration::from_secs(base + 1), "{attempt}: {wait:?}");
+            assert!(
+                wait >= Duration::from_secs(base) && wait < Duration::from_secs(base + 1),
+                "{attempt}: {wait:?}"
+            );
         }
         let honoured = backoff(0, Some(Duration::from_secs(7)));
         assert!(honoured >= Duration::from_secs(7) && honoured < Duration::from_secs(8));
@@ -429,10 +541,24 @@ mod tests {
 
     #[test]
     fn parameters_keep_their_json_types() {
-        assert_eq!(parse_parameter("duration=8").unwrap(), ("duration".into(), json!(8)));
-        assert_eq!(parse_parameter("generate_audio=false").unwrap(), ("generate_audio".into(), json!(false)));
-        assert_eq!(parse_parameter("aspect_ratio=16:9").unwrap(), ("aspect_ratio".into(), json!("16:9")));
-        assert_eq!(parse_parameter("reference_image_urls=[\"https://a/b.png\"]").unwrap().1, json!(["https://a/b.png"]));
+        assert_eq!(
+            parse_parameter("duration=8").unwrap(),
+            ("duration".into(), json!(8))
+        );
+        assert_eq!(
+            parse_parameter("generate_audio=false").unwrap(),
+            ("generate_audio".into(), json!(false))
+        );
+        assert_eq!(
+            parse_parameter("aspect_ratio=16:9").unwrap(),
+            ("aspect_ratio".into(), json!("16:9"))
+        );
+        assert_eq!(
+            parse_parameter("reference_image_urls=[\"https://a/b.png\"]")
+                .unwrap()
+                .1,
+            json!(["https://a/b.png"])
+        );
         assert!(parse_parameter("no-equals").is_err());
     }
 }

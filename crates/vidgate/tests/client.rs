@@ -20,13 +20,23 @@ struct TestServer {
 
 async fn start(workers: usize) -> TestServer {
     let data_dir = tempfile::tempdir().unwrap();
-    let mut options = ServerOptions::new("127.0.0.1:0".parse().unwrap(), data_dir.path().to_path_buf());
+    let mut options = ServerOptions::new(
+        "127.0.0.1:0".parse().unwrap(),
+        data_dir.path().to_path_buf(),
+    );
     options.queue.workers = workers;
     options.queue.idle_poll = Duration::from_millis(100);
     options.backends = Backends::builtin(true);
     let server = vidgate_server::start(options).await.unwrap();
-    let created = accounts::create_account(server.store.as_ref(), "client", Micros(50_000_000)).await.unwrap();
-    TestServer { api_key: created.api_key, account_id: created.account.id, server, _data_dir: data_dir }
+    let created = accounts::create_account(server.store.as_ref(), "client", Micros(50_000_000))
+        .await
+        .unwrap();
+    TestServer {
+        api_key: created.api_key,
+        account_id: created.account.id,
+        server,
+        _data_dir: data_dir,
+    }
 }
 
 async fn vidgate(server: &TestServer, arguments: &[&str]) -> Output {
@@ -40,7 +50,11 @@ async fn vidgate(server: &TestServer, arguments: &[&str]) -> Output {
 }
 
 fn json_of(output: &Output) -> Value {
-    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
@@ -54,16 +68,42 @@ async fn models_quote_and_run_with_wait_and_download() {
     let human = vidgate(&server, &["models"]).await;
     assert!(String::from_utf8_lossy(&human.stdout).contains("vendor_4/model_4/reference-to-video"));
 
-    let quote = json_of(&vidgate(&server, &["quote", M1, "--param", "duration=8", "--param", "resolution=1080p", "--json"]).await);
+    let quote = json_of(
+        &vidgate(
+            &server,
+            &[
+                "quote",
+                M1,
+                "--param",
+                "duration=8",
+                "--param",
+                "resolution=1080p",
+                "--json",
+            ],
+        )
+        .await,
+    );
     assert_eq!(quote["cost"]["amount_usd"], 1.6);
 
     let directory = tempfile::tempdir().unwrap();
     let clip = directory.path().join("clip.mp4");
     let started = Instant::now();
-    let output = vidgate(&server, &[
-        "run", M1, "--prompt", "a paper boat", "--param", "duration=2", "--param", "resolution=480p",
-        "--out", clip.to_str().unwrap(), "--json",
-    ])
+    let output = vidgate(
+        &server,
+        &[
+            "run",
+            M1,
+            "--prompt",
+            "a paper boat",
+            "--param",
+            "duration=2",
+            "--param",
+            "resolution=480p",
+            "--out",
+            clip.to_str().unwrap(),
+            "--json",
+        ],
+    )
     .await;
     let finished = json_of(&output);
     assert_eq!(finished["status"], "succeeded");
@@ -71,7 +111,10 @@ async fn models_quote_and_run_with_wait_and_download() {
     assert!(started.elapsed() >= Duration::from_secs(5));
     let bytes = std::fs::read(&clip).unwrap();
     assert_eq!(&bytes[4..8], b"ftyp");
-    assert_eq!(bytes.len() as u64, finished["output"]["size_bytes"].as_u64().unwrap());
+    assert_eq!(
+        bytes.len() as u64,
+        finished["output"]["size_bytes"].as_u64().unwrap()
+    );
 
     let id = finished["id"].as_str().unwrap();
     let shown = json_of(&vidgate(&server, &["get", id, "--json"]).await);
@@ -83,28 +126,54 @@ async fn models_quote_and_run_with_wait_and_download() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_503_from_a_paused_model_is_retried_until_it_resumes() {
     let server = start(0).await;
-    server.server.store.set_model_paused("vendor_1/model_1", true).await.unwrap();
+    server
+        .server
+        .store
+        .set_model_paused("vendor_1/model_1", true)
+        .await
+        .unwrap();
     let store = server.server.store.clone();
     let resume = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        store.set_model_paused("vendor_1/model_1", false).await.unwrap();
+        store
+            .set_model_paused("vendor_1/model_1", false)
+            .await
+            .unwrap();
     });
     let output = vidgate(&server, &["run", M1, "--prompt", "patience", "--json"]).await;
     resume.await.unwrap();
     let submitted = json_of(&output);
     assert_eq!(submitted["status"], "queued");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("503") && stderr.contains("retrying"), "{stderr}");
+    assert!(
+        stderr.contains("503") && stderr.contains("retrying"),
+        "{stderr}"
+    );
     // Retrying with the same Idempotency-Key billed exactly one generation.
-    let account = server.server.store.account(&server.account_id).await.unwrap().unwrap();
+    let account = server
+        .server
+        .store
+        .account(&server.account_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(account.held, Micros(500_000));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_at_the_concurrency_limit_is_retried_until_a_slot_frees() {
     let server = start(1).await;
-    let limits = AccountLimits { requests_per_second: 10, burst: 20, max_concurrent: 1 };
-    server.server.store.set_account_limits(&server.account_id, limits).await.unwrap();
+    let limits = AccountLimits {
+        requests_per_second: 10,
+        burst: 20,
+        max_concurrent: 1,
+    };
+    server
+        .server
+        .store
+        .set_account_limits(&server.account_id, limits)
+        .await
+        .unwrap();
     let blocker = reqwest::Client::new()
         .post(format!("{}/run/{M1}", server.server.api_base))
         .bearer_auth(&server.api_key)
@@ -113,21 +182,45 @@ async fn a_429_at_the_concurrency_limit_is_retried_until_a_slot_frees() {
         .await
         .unwrap();
     assert_eq!(blocker.status(), 202);
-    let output = vidgate(&server, &["run", M1, "--prompt", "next in line", "--param", "resolution=480p", "--param", "duration=2", "--json"]).await;
+    let output = vidgate(
+        &server,
+        &[
+            "run",
+            M1,
+            "--prompt",
+            "next in line",
+            "--param",
+            "resolution=480p",
+            "--param",
+            "duration=2",
+            "--json",
+        ],
+    )
+    .await;
     let submitted = json_of(&output);
     assert_eq!(submitted["status"], "queued");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("429") && stderr.contains("retrying"), "{stderr}");
+    assert!(
+        stderr.contains("429") && stderr.contains("retrying"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_client_errors_are_not_retried_and_cancel_works() {
     let server = start(0).await;
     let started = Instant::now();
-    let output = vidgate(&server, &["run", M1, "--prompt", "x", "--param", "duration=99"]).await;
+    let output = vidgate(
+        &server,
+        &["run", M1, "--prompt", "x", "--param", "duration=99"],
+    )
+    .await;
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("invalid_request") && stderr.contains("duration"), "{stderr}");
+    assert!(
+        stderr.contains("invalid_request") && stderr.contains("duration"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("retrying"), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(5));
 

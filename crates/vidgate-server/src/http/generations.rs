@@ -147,6 +147,14 @@ fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
 }
 
 fn parse_list_filter(parameters: ListParameters) -> Result<ListFilter, ApiError> {
+    // An empty free-text value (`?cursor=&model=`) means the same as leaving
+    // it out, as HTML forms send it; `limit` and `status` stay strict.
+    let present = |value: Option<String>| value.filter(|value| !value.is_empty());
+    let parameters = ListParameters {
+        cursor: present(parameters.cursor),
+        model: present(parameters.model),
+        ..parameters
+    };
     let limit = match parameters.limit {
         None => DEFAULT_PAGE_SIZE,
         Some(text) => text

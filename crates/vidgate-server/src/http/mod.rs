@@ -6,6 +6,7 @@ pub mod account;
 mod error;
 mod generations;
 mod models;
+mod openapi;
 mod quote;
 mod runs;
 mod uploads;
@@ -60,7 +61,8 @@ pub fn router(state: AppState) -> Router {
     let public = Router::new()
         .route("/models", get(models::list))
         .route("/models/{vendor}/{model}", get(models::show))
-        .route("/quote/{vendor}/{model}/{mode}", post(quote::quote));
+        .route("/quote/{vendor}/{model}/{mode}", post(quote::quote))
+        .route("/openapi.json", get(openapi::serve));
 
     let authenticated = Router::new()
         .route("/run/{vendor}/{model}/{mode}", post(runs::submit))

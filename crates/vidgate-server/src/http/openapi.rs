@@ -1,0 +1,467 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 description of this API.
+//!
+//! The request schemas of the run and quote endpoints come from the catalog
+//! itself (`Endpoint::input_schema`), so they are the validator's own rules;
+//! the response schemas describe what the handlers in this module's siblings
+//! build. CI runs schemathesis against the running server with this document,
+//! so a handler that drifts from it fails the build.
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use vidgate_core::{Catalog, GenerationStatus, Mode};
+
+use super::AppState;
+
+/// Every error code the API can answer, as documented in the Error schema.
+const ERROR_CODES: [&str; 12] = [
+    "invalid_request",
+    "unauthorized",
+    "insufficient_balance",
+    "not_found",
+    "method_not_allowed",
+    "conflict",
+    "payload_too_large",
+    "rate_limited",
+    "internal_error",
+    "direct_upload_unavailable",
+    "upstream_error",
+    "model_unavailable",
+];
+
+fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn json_content(schema: Value) -> Value {
+    json!({ "application/json": { "schema": schema } })
+}
+
+fn error_response(description: &str) -> Value {
+    json!({ "description": description, "content": json_content(schema_ref("Error")) })
+}
+
+fn rate_limit_headers() -> Value {
+    let integer =
+        |description: &str| json!({ "description": description, "schema": { "type": "integer" } });
+    json!({
+        "x-ratelimit-limit": integer("Capacity of the key's token bucket."),
+        "x-ratelimit-remaining": integer("Tokens left in the bucket."),
+        "x-ratelimit-reset": integer("Seconds until the bucket is full again."),
+    })
+}
+
+/// The error responses every authenticated endpoint can give, plus `extra`.
+fn authenticated_errors(extra: &[(&str, &str)]) -> Map<String, Value> {
+    let mut responses = Map::new();
+    responses.insert(
+        "401".into(),
+        error_response("unauthorized: the key is missing, malformed or revoked."),
+    );
+    responses.insert("429".into(), error_response("rate_limited: too many requests per second, or too many generations in progress. Nothing is charged."));
+    responses.insert(
+        "500".into(),
+        error_response("internal_error: retry with backoff."),
+    );
+    for (status, description) in extra {
+        responses.insert((*status).into(), error_response(description));
+    }
+    responses
+}
+
+fn with_success(
+    status: &str,
+    description: &str,
+    schema: Value,
+    errors: Map<String, Value>,
+) -> Value {
+    let mut responses = errors;
+    responses.insert(
+        status.into(),
+        json!({ "description": description, "headers": rate_limit_headers(), "content": json_content(schema) }),
+    );
+    Value::Object(responses)
+}
+
+fn component_schemas() -> Value {
+    let modes: Vec<&str> = Mode::ALL.iter().map(|mode| mode.as_str()).collect();
+    let statuses: Vec<&str> = GenerationStatus::ALL
+        .iter()
+        .map(|status| status.as_str())
+        .collect();
+    let nullable_time = json!({ "type": ["string", "null"], "format": "date-time" });
+    json!({
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": { "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": { "type": "string", "enum": ERROR_CODES, "description": "Stable machine-readable code. Branch on this." },
+                    "message": { "type": "string", "description": "Human-readable text; wording may change." },
+                    "param": { "type": "string", "description": "The request field that caused the error, when one did." }
+                }
+            }}
+        },
+        "Cost": {
+            "type": "object",
+            "required": ["amount_usd", "currency", "estimated", "official_usd", "saved_usd"],
+            "properties": {
+                "amount_usd": { "type": "number", "minimum": 0 },
+                "currency": { "const": "usd" },
+                "estimated": { "type": "boolean" },
+                "official_usd": { "type": ["number", "null"] },
+                "saved_usd": { "type": ["number", "null"] }
+            }
+        },
+        "GenerationOutput": {
+            "type": "object",
+            "properties": {
+                "video_url": { "type": "string", "format": "uri" },
+                "content_type": { "type": "string" },
+                "duration_s": { "type": "number" },
+                "width": { "type": "integer" },
+                "height": { "type": "integer" },
+                "fps": { "type": "integer" },
+                "has_audio": { "type": "boolean" },
+                "size_bytes": { "type": "integer" },
+                "seed": { "type": "integer" }
+            }
+        },
+        "GenerationError": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": { "code": { "type": "string" }, "message": { "type": "string" } }
+        },
+        "Generation": {
+            "type": "object",
+            "required": ["id", "object", "model", "endpoint", "mode", "status", "input", "output", "error",
+                         "cost", "source", "started_at", "completed_at", "urls", "created_at"],
+            "properties": {
+                "id": { "type": "string", "pattern": "^gen_" },
+                "object": { "const": "generation" },
+                "model": { "type": "string" },
+                "endpoint": { "type": "string" },
+                "mode": { "type": "string", "enum": modes },
+                "status": { "type": "string", "enum": statuses },
+                "input": { "type": "object", "description": "The accepted request parameters, with defaults filled in." },
+                "output": { "oneOf": [schema_ref("GenerationOutput"), { "type": "null" }] },
+                "error": { "oneOf": [schema_ref("GenerationError"), { "type": "null" }] },
+                "cost": schema_ref("Cost"),
+                "source": { "type": "string" },
+                "started_at": nullable_time,
+                "completed_at": nullable_time,
+                "urls": {
+                    "type": "object",
+                    "required": ["get", "cancel"],
+                    "properties": { "get": { "type": "string", "format": "uri" }, "cancel": { "type": "string", "format": "uri" } }
+                },
+                "created_at": { "type": "string", "format": "date-time" }
+            }
+        },
+        "GenerationList": {
+            "type": "object",
+            "required": ["object", "data", "has_more", "next_cursor"],
+            "properties": {
+                "object": { "const": "list" },
+                "data": { "type": "array", "items": schema_ref("Generation") },
+                "has_more": { "type": "boolean" },
+                "next_cursor": { "type": ["string", "null"] }
+            }
+        },
+        "Account": {
+            "type": "object",
+            "required": ["id", "object", "balance_usd", "held_usd", "limits"],
+            "properties": {
+                "id": { "type": "string" },
+                "object": { "const": "account" },
+                "name": { "type": "string" },
+                "balance_usd": { "type": "number" },
+                "held_usd": { "type": "number" },
+                "spent_usd": { "type": "number" },
+                "credited_usd": { "type": "number" },
+                "limits": {
+                    "type": "object",
+                    "required": ["requests_per_second", "burst", "max_concurrent_generations"],
+                    "properties": {
+                        "requests_per_second": { "type": "integer" },
+                        "burst": { "type": "integer" },
+                        "max_concurrent_generations": { "type": "integer" }
+                    }
+                }
+            }
+        },
+        "Quote": {
+            "type": "object",
+            "required": ["object", "endpoint", "model", "mode", "input", "cost", "breakdown"],
+            "properties": {
+                "object": { "const": "quote" },
+                "endpoint": { "type": "string" },
+                "model": { "type": "string" },
+                "mode": { "type": "string", "enum": modes },
+                "input": { "type": "object" },
+                "cost": schema_ref("Cost"),
+                "breakdown": { "type": "object", "description": "How the price was computed: billed unit, seconds or tokens, frame, rates (integer micro-dollars)." }
+            }
+        },
+        "Model": {
+            "type": "object",
+            "required": ["id", "label", "modes", "endpoints"],
+            "properties": {
+                "id": { "type": "string" },
+                "label": { "type": "string" },
+                "description_version": { "type": "string" },
+                "modes": { "type": "array", "items": { "type": "string", "enum": modes } },
+                "endpoints": { "type": "array", "items": { "type": "object" } },
+                "pricing": { "type": "object" }
+            }
+        },
+        "ModelList": {
+            "type": "object",
+            "required": ["object", "data"],
+            "properties": { "object": { "const": "list" }, "data": { "type": "array", "items": schema_ref("Model") } }
+        }
+    })
+}
+
+/// The validator treats a JSON `null` in an optional field as "omitted", as
+/// clients that serialise absent values as null expect; the published request
+/// schema says so by allowing null beside each optional field's own schema.
+fn with_nullable_optionals(catalog_schema: Value) -> Value {
+    let mut schema = catalog_schema;
+    let required: Vec<Value> = schema["required"].as_array().cloned().unwrap_or_default();
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        for (name, property) in properties.iter_mut() {
+            if required.contains(&Value::String(name.clone())) {
+                continue;
+            }
+            let description = property.get("description").cloned();
+            let mut nullable = json!({ "anyOf": [property.take(), { "type": "null" }] });
+            if let Some(description) = description {
+                nullable["description"] = description;
+            }
+            *property = nullable;
+        }
+    }
+    schema
+}
+
+/// A quote validates what is present but requires nothing, so its schema is
+/// the run schema without `required`.
+fn quote_schema(run_schema: &Value) -> Value {
+    let mut schema = run_schema.clone();
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("required");
+    }
+    // Lists that a run requires (M6 reference images) may be empty in a quote.
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        for property in properties.values_mut() {
+            if let Some(object) = property.as_object_mut() {
+                object.remove("minItems");
+            }
+        }
+    }
+    // Every field is optional in a quote, so every field may be null.
+    with_nullable_optionals(schema)
+}
+
+fn endpoint_paths(catalog: &Catalog, paths: &mut Map<String, Value>) {
+    for model in catalog.models() {
+        for mode in model.modes() {
+            let Some(endpoint) = model.endpoint(*mode) else {
+                continue;
+            };
+            let id = endpoint.id();
+            let run_schema = with_nullable_optionals(endpoint.input_schema());
+            let mut run_errors = authenticated_errors(&[
+                (
+                    "400",
+                    "invalid_request: invalid JSON, a missing, unknown or out-of-range parameter; param names it.",
+                ),
+                (
+                    "402",
+                    "insufficient_balance: the balance does not cover the price. Nothing is charged.",
+                ),
+                (
+                    "409",
+                    "conflict: the Idempotency-Key was used with a different request.",
+                ),
+                (
+                    "413",
+                    "payload_too_large: the body is larger than the limit.",
+                ),
+                (
+                    "502",
+                    "upstream_error: the model refused the job; any held amount was refunded.",
+                ),
+                (
+                    "503",
+                    "model_unavailable: the model is temporarily not accepting new generations.",
+                ),
+            ]);
+            run_errors.insert(
+                "202".into(),
+                json!({
+                    "description": "Accepted: the generation is queued and its price is held.",
+                    "headers": {
+                        "Location": { "description": "The generation's URL.", "schema": { "type": "string", "format": "uri" } },
+                        "x-ratelimit-limit": { "schema": { "type": "integer" } },
+                        "x-ratelimit-remaining": { "schema": { "type": "integer" } },
+                        "x-ratelimit-reset": { "schema": { "type": "integer" } }
+                    },
+                    "content": json_content(schema_ref("Generation"))
+                }),
+            );
+            paths.insert(
+                format!("/run/{id}"),
+                json!({ "post": {
+                    "operationId": format!("run_{}", id.replace(['/', '-'], "_")),
+                    "summary": format!("Submit a {} generation to {} ({})", mode.as_str(), model.label, model.id),
+                    "tags": ["generations"],
+                    "security": [{ "bearer": [] }],
+                    "parameters": [{
+                        "name": "Idempotency-Key", "in": "header", "required": false,
+                        "description": "Replays the original generation for the same key and body within 24 hours.",
+                        "schema": { "type": "string", "minLength": 1, "maxLength": 255 }
+                    }],
+                    "requestBody": { "required": true, "content": json_content(run_schema.clone()) },
+                    "responses": Value::Object(run_errors)
+                }}),
+            );
+            paths.insert(
+                format!("/quote/{id}"),
+                json!({ "post": {
+                    "operationId": format!("quote_{}", id.replace(['/', '-'], "_")),
+                    "summary": format!("Price a {} request to {} without running it", mode.as_str(), model.label),
+                    "tags": ["catalog"],
+                    "security": [],
+                    "requestBody": { "required": false, "content": json_content(quote_schema(&run_schema)) },
+                    "responses": {
+                        "200": { "description": "The price.", "content": json_content(schema_ref("Quote")) },
+                        "400": error_response("invalid_request: a parameter is invalid; param names it."),
+                        "413": error_response("payload_too_large"),
+                        "500": error_response("internal_error")
+                    }
+                }}),
+            );
+        }
+    }
+}
+
+/// The whole document for this deployment.
+pub fn document(catalog: &Catalog, api_base: &str) -> Value {
+    let mut paths = Map::new();
+    endpoint_paths(catalog, &mut paths);
+    let model_ids: Vec<&str> = catalog
+        .models()
+        .iter()
+        .map(|model| model.id.as_str())
+        .collect();
+    let vendors: Vec<&str> = model_ids
+        .iter()
+        .filter_map(|id| id.split('/').next())
+        .collect();
+    let names: Vec<&str> = model_ids
+        .iter()
+        .filter_map(|id| id.split('/').nth(1))
+        .collect();
+    let generation_id =
+        json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } });
+    paths.insert("/models".into(), json!({ "get": {
+        "operationId": "list_models", "summary": "List models and their endpoints", "tags": ["catalog"], "security": [],
+        "responses": {
+            "200": { "description": "The catalog.", "content": json_content(schema_ref("ModelList")) },
+            "304": { "description": "Not modified since the ETag sent in If-None-Match." }
+        }
+    }}));
+    paths.insert("/models/{vendor}/{model}".into(), json!({ "get": {
+        "operationId": "get_model", "summary": "One model", "tags": ["catalog"], "security": [],
+        "parameters": [
+            { "name": "vendor", "in": "path", "required": true, "schema": { "type": "string", "enum": vendors } },
+            { "name": "model", "in": "path", "required": true, "schema": { "type": "string", "enum": names } }
+        ],
+        "responses": {
+            "200": { "description": "The model.", "content": json_content(schema_ref("Model")) },
+            "304": { "description": "Not modified since the ETag sent in If-None-Match." },
+            "404": error_response("not_found: no such model.")
+        }
+    }}));
+    paths.insert("/generations".into(), json!({ "get": {
+        "operationId": "list_generations", "summary": "Recent generations, newest first", "tags": ["generations"],
+        "security": [{ "bearer": [] }],
+        "parameters": [
+            { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 100, "default": 20 } },
+            { "name": "cursor", "in": "query", "schema": { "type": "string" }, "description": "next_cursor of the previous page." },
+            { "name": "status", "in": "query", "schema": { "type": "string", "enum": GenerationStatus::ALL.iter().map(|status| status.as_str()).collect::<Vec<_>>() } },
+            { "name": "model", "in": "query", "schema": { "type": "string" } }
+        ],
+        "responses": with_success("200", "A page of generations.", schema_ref("GenerationList"),
+            authenticated_errors(&[("400", "invalid_request: a query parameter is invalid; param names it.")]))
+    }}));
+    paths.insert("/generations/{id}".into(), json!({ "get": {
+        "operationId": "get_generation", "summary": "One generation (poll no tighter than every 5 seconds)", "tags": ["generations"],
+        "security": [{ "bearer": [] }],
+        "parameters": [generation_id],
+        "responses": with_success("200", "The generation; Retry-After: 5 while it is not final.", schema_ref("Generation"),
+            authenticated_errors(&[("404", "not_found: no such generation in this account.")]))
+    }}));
+    paths.insert("/generations/{id}/cancel".into(), json!({ "post": {
+        "operationId": "cancel_generation", "summary": "Cancel a queued generation (refunded)", "tags": ["generations"],
+        "security": [{ "bearer": [] }],
+        "parameters": [generation_id],
+        "responses": with_success("200", "The canceled generation.", schema_ref("Generation"),
+            authenticated_errors(&[
+                ("404", "not_found: no such generation in this account."),
+                ("409", "conflict: the generation is already running or finished.")
+            ]))
+    }}));
+    paths.insert("/account".into(), json!({ "get": {
+        "operationId": "get_account", "summary": "The caller's account, balance and limits", "tags": ["account"],
+        "security": [{ "bearer": [] }],
+        "responses": with_success("200", "The account.", schema_ref("Account"), authenticated_errors(&[]))
+    }}));
+    let mut initiate_errors = authenticated_errors(&[(
+        "501",
+        "direct_upload_unavailable: presigned uploads are unavailable on this deployment; use multipart/form-data.",
+    )]);
+    initiate_errors.remove("500");
+    paths.insert("/uploads/initiate".into(), json!({ "post": {
+        "operationId": "initiate_upload", "summary": "Presigned direct upload", "tags": ["uploads"],
+        "security": [{ "bearer": [] }],
+        "responses": Value::Object(initiate_errors)
+    }}));
+    paths.insert("/openapi.json".into(), json!({ "get": {
+        "operationId": "get_openapi", "summary": "This document", "tags": ["meta"], "security": [],
+        "responses": { "200": { "description": "OpenAPI 3.1 document.", "content": { "application/json": { "schema": { "type": "object" } } } } }
+    }}));
+
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "vidgate",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Asynchronous video generation. Submit a job, get 202 with a queued generation, poll it or receive a webhook. Billing is per second of video; failures and cancels are refunded."
+        },
+        "servers": [{ "url": api_base }],
+        "security": [{ "bearer": [] }],
+        "tags": [
+            { "name": "generations" }, { "name": "catalog" }, { "name": "account" }, { "name": "uploads" }, { "name": "meta" }
+        ],
+        "paths": Value::Object(paths),
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer", "description": "An API key: vg_live_…" } },
+            "schemas": component_schemas()
+        }
+    })
+}
+
+pub async fn serve(State(state): State<AppState>) -> Response {
+    let mut response = axum::Json(document(&state.catalog, &state.api_base)).into_response();
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    response
+}
