@@ -19,6 +19,11 @@ use common::*;
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use vidgate_server::backend::{
+    Admission, Backend, Backends, Job, JobFailure, Rejection, RenderedClip,
+};
+use vidgate_server::store::NewGeneration;
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
@@ -339,10 +344,226 @@ async fn redirects_are_not_followed_and_count_as_failures(store: StoreKind) {
     assert_eq!(paths, ["/hook", "/hook"]);
 }
 
+async fn a_delivery_written_before_a_restart_is_sent_after_it(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let mut settings = TestSettings::new(store);
+    // No senders: the delivery can only wait in the outbox.
+    settings.webhooks.senders = 0;
+    let mut app = spawn_app_with(settings).await;
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook("outboxed", &receiver.url()))
+        .await;
+    let id = submitted["id"].as_str().unwrap().to_owned();
+    app.wait_for_status(&id, &["succeeded"]).await;
+    let waiting = wait_for_delivery_status(&app, &id, "pending").await;
+    assert_eq!(waiting.attempts, 0);
+    assert!(receiver.received().is_empty());
+
+    app.settings.webhooks.senders = 2;
+    let app = app.restart().await;
+    let delivery = &receiver.wait_for(1).await[0];
+    delivery
+        .verify_with(&app.account.account.webhook_secret)
+        .unwrap();
+    assert_eq!(delivery.header("webhook-id"), waiting.id);
+    assert_eq!(delivery.json()["data"]["id"], id.as_str());
+    wait_for_delivery_status(&app, &id, "delivered").await;
+}
+
+async fn retries_continue_after_a_restart(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    receiver.answer_next((0..3).map(|_| (500, vec![])));
+    let mut settings = TestSettings::new(store);
+    settings.webhooks.retry_schedule = vec![Duration::from_millis(300); 6];
+    let app = spawn_app_with(settings).await;
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook("flaky receiver", &receiver.url()))
+        .await;
+    let id = submitted["id"].as_str().unwrap().to_owned();
+    receiver.wait_for(2).await;
+
+    let restarted_at = Instant::now();
+    let app = app.restart().await;
+    let attempts = receiver.wait_for(4).await;
+    assert!(
+        attempts[3].at > restarted_at,
+        "the delivering attempt came from the new server"
+    );
+    for attempt in &attempts {
+        attempt
+            .verify_with(&app.account.account.webhook_secret)
+            .unwrap();
+        assert_eq!(
+            attempt.header("webhook-id"),
+            attempts[0].header("webhook-id")
+        );
+    }
+    let logged = wait_for_delivery_status(&app, &id, "delivered").await;
+    assert_eq!(logged.attempts, 4);
+}
+
+async fn a_canceled_generation_is_delivered(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook("never mind", &receiver.url()))
+        .await;
+    let id = submitted["id"].as_str().unwrap();
+    let canceled = app
+        .post_json(&format!("/generations/{id}/cancel"), app.key(), &json!({}))
+        .await;
+    assert_eq!(canceled.status(), reqwest::StatusCode::OK);
+
+    let event = receiver.wait_for(1).await[0].json();
+    assert_eq!(event["type"], "generation.canceled");
+    assert_eq!(event["data"], app.generation(id).await);
+    assert_eq!(event["data"]["status"], "canceled");
+    assert_eq!(event["data"]["cost"]["amount_usd"], 0.0);
+}
+
+async fn a_failed_generation_is_delivered(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let app = spawn_app(store).await;
+    let submitted = app
+        .submit_ok(
+            M1_T2V,
+            body_with_webhook("breaks [sim:fail]", &receiver.url()),
+        )
+        .await;
+    let id = submitted["id"].as_str().unwrap();
+
+    let event = receiver.wait_for(1).await[0].json();
+    assert_eq!(event["type"], "generation.failed");
+    assert_eq!(event["data"], app.generation(id).await);
+    assert!(event["data"]["error"]["code"].is_string(), "{event}");
+}
+
+/// A model server that refuses every job at admission.
+struct RefusingBackend;
+
+#[async_trait::async_trait]
+impl Backend for RefusingBackend {
+    async fn admit(&self, _admission: &Admission<'_>) -> Result<(), Rejection> {
+        Err(Rejection::Upstream("the model server is full".into()))
+    }
+
+    async fn run(&self, _job: Job, _cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
+        unreachable!("refused jobs never run")
+    }
+}
+
+async fn a_generation_refused_at_admission_is_delivered_as_failed(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let mut backends = Backends::builtin(true);
+    backends.set_for_model("vendor_1/model_1", Arc::new(RefusingBackend));
+    // No workers: with them, a worker can claim the job between the submit's
+    // commit and the admission (the lifecycle suite's refusal test does the
+    // same).
+    let app = spawn_app_with(TestSettings {
+        workers: 0,
+        backends,
+        ..TestSettings::new(store)
+    })
+    .await;
+    let response = app
+        .submit(M1_T2V, body_with_webhook("refused", &receiver.url()))
+        .await;
+    assert_eq!(response.status(), reqwest::StatusCode::BAD_GATEWAY);
+
+    let event = receiver.wait_for(1).await[0].json();
+    assert_eq!(event["type"], "generation.failed");
+    assert_eq!(event["data"]["error"]["code"], "upstream_error");
+    let id = event["data"]["id"].as_str().unwrap();
+    assert_eq!(event["data"], app.generation(id).await);
+}
+
+/// The lease rescuer fails a job after its last attempt without any HTTP
+/// request or worker involved; its delivery is written all the same.
+async fn the_rescuer_s_failures_write_deliveries(store: StoreKind) {
+    let test_store = open_test_store(&store).await;
+    let store = test_store.store.as_ref();
+    let created =
+        vidgate_server::accounts::create_account(store, "rescued", vidgate_core::Micros(1_000_000))
+            .await
+            .unwrap();
+    store
+        .submit_generation(NewGeneration {
+            id: "gen_lost".into(),
+            account_id: created.account.id.clone(),
+            api_key_id: created.key_id.clone(),
+            model: "vendor_1/model_1".into(),
+            endpoint: M1_T2V.into(),
+            mode: "text-to-video".into(),
+            input: quick_body("lost"),
+            price: vidgate_core::Micros(100_000),
+            official_price: vidgate_core::Micros(120_000),
+            webhook_url: Some("https://hooks.example.com/vidgate".into()),
+            idempotency: None,
+            max_attempts: 1,
+        })
+        .await
+        .unwrap();
+    store
+        .claim_next("dead-worker", Duration::from_millis(1))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let report = store.rescue_expired_leases().await.unwrap();
+    assert_eq!(report.failed, ["gen_lost"]);
+
+    let deliveries = store
+        .webhook_deliveries(&created.account.id, "gen_lost")
+        .await
+        .unwrap();
+    assert_eq!(deliveries.len(), 1, "{deliveries:?}");
+    assert_eq!(deliveries[0].event_type, "generation.failed");
+    assert_eq!(deliveries[0].url, "https://hooks.example.com/vidgate");
+    assert_eq!(deliveries[0].status.as_str(), "pending");
+}
+
+async fn private_receivers_are_refused_without_the_flag(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let app = spawn_app_with(TestSettings {
+        allow_private_network: false,
+        ..TestSettings::new(store)
+    })
+    .await;
+    let port = receiver.base.rsplit(':').next().unwrap().to_owned();
+    // An IP literal (checked before sending) and a name that resolves to
+    // loopback (checked by the resolver).
+    for url in [
+        format!("http://127.0.0.1:{port}/hook"),
+        format!("http://localhost:{port}/hook"),
+    ] {
+        let submitted = app
+            .submit_ok(M1_T2V, body_with_webhook("internal", &url))
+            .await;
+        let id = submitted["id"].as_str().unwrap();
+        let logged = wait_for_delivery_status(&app, id, "failed").await;
+        assert_eq!(logged.attempts, 1, "refused at once, not retried");
+        let attempt = &logged.attempt_log[0].record;
+        assert_eq!(attempt.status_code, None);
+        let error = attempt.error.as_deref().unwrap();
+        assert!(error.contains("loopback"), "{url}: {error}");
+    }
+    assert!(
+        receiver.received().is_empty(),
+        "nothing reached the receiver"
+    );
+}
+
 on_both_stores!(
     a_succeeded_generation_is_delivered_signed_with_its_record,
     failed_attempts_are_retried_with_the_same_message,
     a_delivery_fails_after_its_last_attempt,
     retry_after_is_honoured_within_bounds,
     redirects_are_not_followed_and_count_as_failures,
+    a_delivery_written_before_a_restart_is_sent_after_it,
+    retries_continue_after_a_restart,
+    a_canceled_generation_is_delivered,
+    a_failed_generation_is_delivered,
+    a_generation_refused_at_admission_is_delivered_as_failed,
+    the_rescuer_s_failures_write_deliveries,
+    private_receivers_are_refused_without_the_flag,
 );
