@@ -8,6 +8,7 @@
 //! the images and audio it renders with with the same [`Fetcher`].
 
 pub mod address;
+pub mod audio;
 pub mod cache;
 pub mod fetch;
 pub mod inspect;

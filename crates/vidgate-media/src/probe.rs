@@ -404,9 +404,13 @@ pub fn probe_audio(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, Pr
     Ok(MediaDetails::Audio { duration_ms })
 }
 
-fn audio_duration_ms(bytes: Vec<u8>, format: MediaFormat) -> Result<u64, String> {
+/// Opens an audio container with symphonia; `format` is a hint only.
+pub(crate) fn open_audio(
+    bytes: Vec<u8>,
+    format: MediaFormat,
+) -> Result<Box<dyn symphonia::core::formats::FormatReader>, String> {
+    use symphonia::core::formats::FormatOptions;
     use symphonia::core::formats::probe::Hint;
-    use symphonia::core::formats::{FormatOptions, TrackType};
     use symphonia::core::io::{MediaSourceStream, MediaSourceStreamOptions};
     use symphonia::core::meta::MetadataOptions;
 
@@ -416,14 +420,20 @@ fn audio_duration_ms(bytes: Vec<u8>, format: MediaFormat) -> Result<u64, String>
     );
     let mut hint = Hint::new();
     hint.with_extension(format.catalog_name());
-    let mut reader = symphonia::default::get_probe()
+    symphonia::default::get_probe()
         .probe(
             &hint,
             stream,
             FormatOptions::default(),
             MetadataOptions::default(),
         )
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| error.to_string())
+}
+
+fn audio_duration_ms(bytes: Vec<u8>, format: MediaFormat) -> Result<u64, String> {
+    use symphonia::core::formats::TrackType;
+
+    let mut reader = open_audio(bytes, format)?;
     let track = reader
         .default_track(TrackType::Audio)
         .ok_or_else(|| "it has no audio track".to_owned())?;

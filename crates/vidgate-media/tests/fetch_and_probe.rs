@@ -239,3 +239,26 @@ fn probes_wav_and_mp3_durations() {
         "{measured} ms, expected about {expected} ms"
     );
 }
+
+#[test]
+fn mp3_reference_audio_is_decoded_to_wav_for_the_engine() {
+    use vidgate_media::audio::to_wav;
+    let wave = wav(1200);
+    assert_eq!(to_wav(wave.clone(), 30).unwrap(), wave);
+    let decoded = to_wav(mp3(40), 30).unwrap();
+    let info = probe(&decoded).unwrap();
+    assert_eq!(info.format, MediaFormat::Wav);
+    let expected = 40 * 1152 * 1000 / 44_100;
+    let measured = info.duration_ms().unwrap();
+    assert!(
+        measured.abs_diff(expected) <= 60,
+        "{measured} ms, expected about {expected} ms"
+    );
+    // Longer audio is cut at the clip's length.
+    let cut = to_wav(mp3(100), 1).unwrap();
+    assert_eq!(probe(&cut).unwrap().duration_ms(), Some(1000));
+    assert_eq!(
+        to_wav(b"not audio".to_vec(), 30),
+        Err(ProbeError::UnknownFormat)
+    );
+}

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use url::Url;
 use vidgate_core::ValidatedInput;
+use vidgate_media::audio::to_wav;
 use vidgate_media::rules::{DEFAULT_MAX_AUDIO_BYTES, DEFAULT_MAX_IMAGE_BYTES};
 use vidgate_media::{FetchError, FetchSettings, Fetcher, LocalSource, MediaInspector};
 
@@ -78,16 +79,17 @@ pub struct RenderMedia {
     pub reference_audio: Vec<Vec<u8>>,
 }
 
-/// Why a job's media could not be fetched, naming the field.
+/// Why a job's media could not be fetched or decoded, naming the field.
 #[derive(Debug, thiserror::Error)]
-#[error("{field} {source}")]
+#[error("{field} {reason}")]
 pub struct RenderMediaError {
     pub field: String,
-    pub source: FetchError,
+    pub reason: String,
 }
 
 /// Fetches the images and reference audio of a job's input, one after
-/// another to bound memory.
+/// another to bound memory. Reference audio in MP3 is decoded to WAV, the
+/// only form the local engine mixes, and cut at the clip's length.
 pub async fn fetch_render_media(
     fetcher: &Fetcher,
     input: &ValidatedInput,
@@ -96,7 +98,10 @@ pub async fn fetch_render_media(
         fetcher
             .fetch(&url, limit)
             .await
-            .map_err(|source| RenderMediaError { field, source })
+            .map_err(|error| RenderMediaError {
+                field,
+                reason: error.to_string(),
+            })
     };
     let mut media = RenderMedia::default();
     if let Some(url) = input.image_url() {
@@ -113,11 +118,16 @@ pub async fn fetch_render_media(
             .reference_images
             .push(fetch(field, url.into(), DEFAULT_MAX_IMAGE_BYTES).await?);
     }
+    let clip_seconds = input.duration_s();
     for (index, url) in input.reference_audio_urls().into_iter().enumerate() {
         let field = format!("reference_audio_urls[{index}]");
-        media
-            .reference_audio
-            .push(fetch(field, url.into(), DEFAULT_MAX_AUDIO_BYTES).await?);
+        let bytes = fetch(field.clone(), url.into(), DEFAULT_MAX_AUDIO_BYTES).await?;
+        let decoded = tokio::task::spawn_blocking(move || to_wav(bytes, clip_seconds))
+            .await
+            .map_err(|error| error.to_string())
+            .and_then(|result| result.map_err(|error| error.to_string()))
+            .map_err(|reason| RenderMediaError { field, reason })?;
+        media.reference_audio.push(decoded);
     }
     Ok(media)
 }

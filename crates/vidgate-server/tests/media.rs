@@ -126,6 +126,15 @@ fn wav(seconds: u32) -> Vec<u8> {
     bytes
 }
 
+/// `frames` silent MPEG-1 Layer III frames (128 kbit/s, 44.1 kHz): a
+/// header, zeroed side information (nothing coded, which decodes as
+/// silence) and padding to the 417-byte frame; each lasts 1152 samples.
+fn silent_mp3(frames: usize) -> Vec<u8> {
+    let mut frame = vec![0u8; 417];
+    frame[..4].copy_from_slice(&[0xFF, 0xFB, 0x90, 0x64]);
+    frame.repeat(frames)
+}
+
 async fn quote(app: &TestApp, endpoint: &str, body: &Value) -> reqwest::Response {
     app.client
         .post(app.url(&format!("/quote/{endpoint}")))
@@ -327,7 +336,7 @@ async fn image_to_video_renders_with_the_fetched_png(store: StoreKind) {
     assert!(red.len() > 1000);
     // Same prompt, seed and settings: only the opening image differs, so
     // different clips show that the fetched image was rendered.
-    assert_ne!(red, blue);
+    assert!(red != blue, "the opening image was not rendered");
 }
 
 async fn media_gone_by_the_time_the_job_runs_fails_the_job_with_a_refund(store: StoreKind) {
@@ -362,15 +371,12 @@ async fn reference_to_video_composes_the_images_and_mixes_the_audio(store: Store
         ("b.png", png([40, 200, 40])),
         ("c.png", png([40, 40, 200])),
         ("tone.wav", wav(2)),
+        ("silence.mp3", silent_mp3(80)),
     ])
     .await;
     let app = spawn_app(store).await;
-    let body = |images: [&str; 2], audio: bool| {
-        let audio_urls: Vec<String> = if audio {
-            vec![host.url("tone.wav")]
-        } else {
-            Vec::new()
-        };
+    let body = |images: [&str; 2], audio: Option<&str>| {
+        let audio_urls: Vec<String> = audio.map(|name| host.url(name)).into_iter().collect();
         json!({
             "prompt": "two pictures to music",
             "reference_image_urls": [host.url(images[0]), host.url(images[1])],
@@ -382,12 +388,30 @@ async fn reference_to_video_composes_the_images_and_mixes_the_audio(store: Store
         })
     };
     let endpoint = "vendor_1/model_1/reference-to-video";
-    let with_audio = render(&app, endpoint, body(["a.png", "b.png"], true)).await;
-    let without_audio = render(&app, endpoint, body(["a.png", "b.png"], false)).await;
-    let other_images = render(&app, endpoint, body(["a.png", "c.png"], true)).await;
+    let with_audio = render(&app, endpoint, body(["a.png", "b.png"], Some("tone.wav"))).await;
+    let without_audio = render(&app, endpoint, body(["a.png", "b.png"], None)).await;
+    let other_images = render(&app, endpoint, body(["a.png", "c.png"], Some("tone.wav"))).await;
     // Everything else is equal, so each difference comes from fetched media.
-    assert_ne!(with_audio, without_audio);
-    assert_ne!(with_audio, other_images);
+    assert!(
+        with_audio != without_audio,
+        "the reference audio was not mixed"
+    );
+    assert!(
+        with_audio != other_images,
+        "the reference images were not used"
+    );
+    // The engine skips audio it cannot read, so a clip that differs from the
+    // one without audio shows the MP3 was decoded for it.
+    let with_mp3 = render(
+        &app,
+        endpoint,
+        body(["a.png", "b.png"], Some("silence.mp3")),
+    )
+    .await;
+    assert!(
+        with_mp3 != without_audio,
+        "the MP3 was not decoded and mixed"
+    );
 }
 
 on_both_stores!(
