@@ -5,6 +5,7 @@ use vidgate_core::Micros;
 
 use crate::ids::{new_account_id, new_api_key, new_key_id, new_webhook_secret};
 use crate::store::{Account, NewAccount, NewApiKey, Store, StoreError};
+use crate::webhooks::ROTATION_GRACE;
 
 /// Credit given to the account created on the first start, so a newcomer can
 /// run generations straight away.
@@ -64,6 +65,18 @@ pub async fn create_account(
         key_id: key.key_id,
         api_key: key.api_key,
     })
+}
+
+/// Issues a new webhook signing secret. The replaced one keeps signing
+/// deliveries beside it for a day, so receivers can switch over without
+/// rejecting anything; `None` when the account does not exist.
+pub async fn rotate_webhook_secret(
+    store: &dyn Store,
+    account_id: &str,
+) -> Result<Option<Account>, StoreError> {
+    store
+        .rotate_webhook_secret(account_id, &new_webhook_secret(), ROTATION_GRACE)
+        .await
 }
 
 pub async fn create_development_account(store: &dyn Store) -> Result<CreatedAccount, StoreError> {

@@ -553,6 +553,52 @@ async fn private_receivers_are_refused_without_the_flag(store: StoreKind) {
     );
 }
 
+async fn a_rotated_secret_signs_beside_the_previous_one_for_a_day(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let app = spawn_app(store).await;
+    let previous = app.account.account.webhook_secret.clone();
+    let unauthenticated = app
+        .client
+        .post(app.url("/account/webhook-secret/rotate"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status(), reqwest::StatusCode::UNAUTHORIZED);
+
+    let rotated = app
+        .post_json("/account/webhook-secret/rotate", app.key(), &json!({}))
+        .await;
+    assert_eq!(rotated.status(), reqwest::StatusCode::OK);
+    let rotated: Value = rotated.json().await.unwrap();
+    let current = rotated["webhook_secret"].as_str().unwrap().to_owned();
+    assert!(current.starts_with("whsec_") && current != previous);
+    let account = app.account_state(&app.account.account.id).await;
+    assert_eq!(account.webhook_secret, current);
+    assert_eq!(account.previous_webhook_secret.as_deref(), Some(&*previous));
+    let expires_at = account.previous_webhook_secret_expires_at.unwrap();
+    let day_from_now = vidgate_server::store::now_millis() + 24 * 3600 * 1000;
+    assert!((day_from_now - expires_at).abs() < 60_000);
+    assert_eq!(
+        rotated["previous_secret_expires_at"],
+        vidgate_server::http::rfc3339(expires_at)
+    );
+
+    app.submit_ok(M1_T2V, body_with_webhook("rotated", &receiver.url()))
+        .await;
+    let delivery = &receiver.wait_for(1).await[0];
+    let signatures: Vec<&str> = delivery.header("webhook-signature").split(' ').collect();
+    assert_eq!(signatures.len(), 2, "{signatures:?}");
+    // Receivers on either secret accept it, each with the reference library
+    // checking only its own secret.
+    delivery.verify_with(&current).unwrap();
+    delivery.verify_with(&previous).unwrap();
+    let stranger = vidgate_server::ids::new_webhook_secret();
+    assert!(delivery.verify_with(&stranger).is_err());
+    // After the grace period only the current secret signs.
+    assert_eq!(account.signing_secrets(expires_at - 1).len(), 2);
+    assert_eq!(account.signing_secrets(expires_at), [current]);
+}
+
 on_both_stores!(
     a_succeeded_generation_is_delivered_signed_with_its_record,
     failed_attempts_are_retried_with_the_same_message,
@@ -566,4 +612,5 @@ on_both_stores!(
     a_generation_refused_at_admission_is_delivered_as_failed,
     the_rescuer_s_failures_write_deliveries,
     private_receivers_are_refused_without_the_flag,
+    a_rotated_secret_signs_beside_the_previous_one_for_a_day,
 );

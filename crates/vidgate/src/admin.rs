@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use vidgate_core::Micros;
 use vidgate_server::accounts;
-use vidgate_server::http::account_json;
+use vidgate_server::http::{account_json, webhook_secret_json};
 use vidgate_server::store::{self, AccountLimits, Store};
 
 use crate::StorageArgs;
@@ -63,6 +63,9 @@ enum AccountCommand {
         #[arg(long)]
         concurrency: Option<u32>,
     },
+    /// Issue a new webhook signing secret (shown once); deliveries carry
+    /// signatures with both the old and the new secret for 24 hours.
+    RotateWebhookSecret { account_id: String },
 }
 
 #[derive(Subcommand)]
@@ -154,6 +157,14 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             };
             store.set_account_limits(&account_id, limits).await?;
             show_account(store, &account_id).await?
+        }
+        AdminCommand::Account(AccountCommand::RotateWebhookSecret { account_id }) => {
+            let account = accounts::rotate_webhook_secret(store, &account_id)
+                .await?
+                .with_context(|| format!("no account {account_id}"))?;
+            let mut shown = webhook_secret_json(&account);
+            shown["account_id"] = json!(account.id);
+            shown
         }
         AdminCommand::Key(KeyCommand::Create { account, name }) => {
             store

@@ -10,6 +10,7 @@ mod openapi;
 mod quote;
 mod runs;
 mod uploads;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ use vidgate_core::Catalog;
 pub use account::account_json;
 pub use error::ApiError;
 pub use generations::{generation_json, rfc3339};
+pub use webhooks::webhook_secret_json;
 
 use crate::backend::Backends;
 use crate::ids::{API_KEY_PREFIX, sha256_hex};
@@ -70,6 +72,10 @@ pub fn router(state: AppState) -> Router {
         .route("/generations/{id}", get(generations::show))
         .route("/generations/{id}/cancel", post(generations::cancel))
         .route("/account", get(account::show))
+        .route(
+            "/account/webhook-secret/rotate",
+            post(webhooks::rotate_secret),
+        )
         .route("/uploads/initiate", post(uploads::initiate))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
 
