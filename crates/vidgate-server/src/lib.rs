@@ -231,6 +231,11 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
     )
     .map_err(ServerError::MediaClient)?;
     options.backends.attach_media_fetcher(&media_fetcher);
+    // Cog webhooks can only come back to a node that listens; a worker-only
+    // node leaves the base unset and its Cog backends dispatch synchronously.
+    if local_addr.is_some() {
+        options.backends.cog_callbacks().set_base_url(&public_url);
+    }
     let state = http::AppState {
         store: store.clone(),
         catalog: catalog.clone(),

@@ -86,6 +86,9 @@ struct ServeArgs {
     /// Let request media (and other outgoing requests) reach loopback and private addresses; for local development only.
     #[arg(long, env = "VIDGATE_ALLOW_PRIVATE_NETWORK", value_parser = clap::builder::BoolishValueParser::new(), default_value = "false")]
     allow_private_network: bool,
+    /// JSON file that runs models on Cog-compatible model servers (see docs/cog.md).
+    #[arg(long, env = "VIDGATE_BACKENDS_FILE")]
+    backends_file: Option<PathBuf>,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "VIDGATE_LOG_JSON")]
     log_json: bool,
@@ -134,6 +137,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     options.queue.workers = args.workers.max(1);
     options.queue.lease = Duration::from_secs(args.lease_seconds.max(1));
     options.backends = Backends::builtin(args.simulation);
+    if let Some(path) = &args.backends_file {
+        vidgate_server::backend::apply_backends_file(
+            &mut options.backends,
+            path,
+            &options.catalog,
+        )?;
+    }
     options.allow_private_network = args.allow_private_network;
     let server = vidgate_server::start(options)
         .await

@@ -3,6 +3,7 @@
 //! The embedded local engine is the reference implementation; adapters for
 //! real model servers implement the same trait.
 
+mod cog;
 mod local;
 
 use std::collections::HashMap;
@@ -12,6 +13,10 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use vidgate_core::Mode;
 
+pub use cog::{
+    BackendsFile, BackendsFileError, CogBackend, CogCallbacks, CogModelConfig, CogTimeouts,
+    ModelBackendConfig, apply_backends_file,
+};
 pub use local::LocalEngineBackend;
 
 /// Everything a backend needs to run one generation.
@@ -87,6 +92,9 @@ pub trait Backend: Send + Sync + 'static {
 pub struct Backends {
     by_name: HashMap<String, Arc<dyn Backend>>,
     by_model: HashMap<String, Arc<dyn Backend>>,
+    /// Predictions of Cog backends waiting for their completion webhooks,
+    /// shared with the HTTP route that receives them.
+    cog_callbacks: Arc<CogCallbacks>,
 }
 
 impl Backends {
@@ -100,7 +108,12 @@ impl Backends {
         Backends {
             by_name,
             by_model: HashMap::new(),
+            cog_callbacks: Arc::default(),
         }
+    }
+
+    pub fn cog_callbacks(&self) -> &Arc<CogCallbacks> {
+        &self.cog_callbacks
     }
 
     /// Runs `model_id` on `backend` instead of the backend the catalog names.

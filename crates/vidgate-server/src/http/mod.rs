@@ -3,6 +3,7 @@
 //! present the result. One file per resource.
 
 pub mod account;
+mod cog_callbacks;
 mod error;
 mod generations;
 mod models;
@@ -87,9 +88,16 @@ pub fn router(state: AppState) -> Router {
         .nest_service("/files", files)
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
+    // Outside /api/v1: model servers call it, not customers.
+    let internal = Router::new().route(
+        "/internal/cog/{generation_id}",
+        post(cog_callbacks::receive),
+    );
+
     let request_id = HeaderName::from_static("x-request-id");
     Router::new()
         .nest("/api/v1", api)
+        .merge(internal)
         .fallback(|| async { ApiError::NotFound("No such endpoint.".into()) })
         .with_state(state)
         .layer(middleware::from_fn(ensure_error_shape))

@@ -1,0 +1,770 @@
+//! An adapter for model servers that speak Cog's HTTP API (Replicate's
+//! `cog`, or anything compatible): `PUT /predictions/{id}` to dispatch,
+//! completion webhooks to learn the result, `GET /health-check` to decide
+//! whether submits are admitted. Which models run this way, and how our
+//! parameters map to the predictor's inputs, comes from the backends file
+//! (`--backends-file`; see docs/cog.md).
+//!
+//! Cog forgets a prediction once it has finished: re-sending the PUT for a
+//! finished id starts it again. So the completion webhook is how a result
+//! normally arrives, and re-sending the PUT only reads the state of a
+//! prediction still in flight (and notices a server that died). When the
+//! webhook cannot reach us (no HTTP listener on this node) or was missed,
+//! the adapter dispatches synchronously instead: the PUT without
+//! `Prefer: respond-async` answers only when the prediction is finished.
+
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use vidgate_core::Catalog;
+use vidgate_media::MediaDetails;
+
+use super::{Admission, Backend, Backends, Job, JobFailure, Rejection, RenderedClip};
+use crate::ids::{random_token, sha256_hex};
+
+/// The backends file: which models run on which model server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendsFile {
+    pub models: BTreeMap<String, ModelBackendConfig>,
+}
+
+/// How one model is run. Only Cog-compatible servers exist so far; the tag
+/// leaves room for other kinds without changing existing files.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "backend", rename_all = "snake_case")]
+pub enum ModelBackendConfig {
+    Cog(CogModelConfig),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CogModelConfig {
+    /// Where the Cog server listens, e.g. `http://10.0.0.5:5000`.
+    pub base_url: String,
+    /// How many predictions vidgate sends this server at once; more would
+    /// only be refused with 409 while its slots are busy.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Our parameter name → the predictor's input name. Besides the
+    /// request's parameters, `seed`, `width`, `height` and `mode` name the
+    /// values the job was given.
+    #[serde(default = "default_inputs")]
+    pub inputs: BTreeMap<String, String>,
+    /// Predictor inputs sent with every prediction, e.g. `{"fps": 24}`.
+    #[serde(default)]
+    pub constants: Map<String, Value>,
+    #[serde(default)]
+    pub timeouts: CogTimeouts,
+    /// Largest output accepted, in bytes, from a data URI or a download.
+    #[serde(default = "default_max_output_bytes")]
+    pub max_output_bytes: u64,
+}
+
+/// Timeouts and intervals, in seconds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CogTimeouts {
+    /// One HTTP request to the server (dispatch, state read, cancel, health).
+    pub request_seconds: f64,
+    /// A whole prediction, from dispatch to result; then it is canceled and
+    /// the generation fails.
+    pub prediction_seconds: f64,
+    /// How often the state of a dispatched prediction is read while its
+    /// webhook has not arrived.
+    pub poll_seconds: f64,
+    /// How often `GET /health-check` is called.
+    pub health_seconds: f64,
+    /// How long the server may stay unreachable during a job before the
+    /// generation fails.
+    pub unreachable_seconds: f64,
+}
+
+impl Default for CogTimeouts {
+    fn default() -> CogTimeouts {
+        CogTimeouts {
+            request_seconds: 30.0,
+            prediction_seconds: 1800.0,
+            poll_seconds: 5.0,
+            health_seconds: 5.0,
+            unreachable_seconds: 60.0,
+        }
+    }
+}
+
+fn default_concurrency() -> usize {
+    1
+}
+
+fn default_inputs() -> BTreeMap<String, String> {
+    ["prompt", "duration", "seed"]
+        .into_iter()
+        .map(|name| (name.to_owned(), name.to_owned()))
+        .collect()
+}
+
+fn default_max_output_bytes() -> u64 {
+    256 * 1024 * 1024
+}
+
+fn seconds(value: f64) -> Duration {
+    Duration::try_from_secs_f64(value.max(0.001)).unwrap_or(Duration::MAX)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackendsFileError {
+    #[error("could not read the backends file {path}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the backends file {path} is not valid: {reason}")]
+    Invalid { path: String, reason: String },
+}
+
+/// Reads a backends file (JSON) and runs the models it names on the servers
+/// it describes. Must be called inside a tokio runtime: each Cog backend
+/// starts its health checks at once.
+pub fn apply_backends_file(
+    backends: &mut Backends,
+    path: &Path,
+    catalog: &Catalog,
+) -> Result<(), BackendsFileError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| BackendsFileError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let invalid = |reason: String| BackendsFileError::Invalid {
+        path: shown.clone(),
+        reason,
+    };
+    let file: BackendsFile =
+        serde_json::from_str(&text).map_err(|error| invalid(error.to_string()))?;
+    for (model_id, config) in file.models {
+        if catalog.model(&model_id).is_none() {
+            return Err(invalid(format!(
+                "{model_id:?} is not a model in the catalog"
+            )));
+        }
+        match config {
+            ModelBackendConfig::Cog(config) => {
+                if url::Url::parse(&config.base_url)
+                    .ok()
+                    .is_none_or(|url| !matches!(url.scheme(), "http" | "https"))
+                {
+                    return Err(invalid(format!(
+                        "{model_id}: base_url must be an http(s) URL"
+                    )));
+                }
+                if config.concurrency == 0 {
+                    return Err(invalid(format!(
+                        "{model_id}: concurrency must be at least 1"
+                    )));
+                }
+                let backend = CogBackend::new(&model_id, config, backends.cog_callbacks().clone())
+                    .map_err(|error| invalid(format!("{model_id}: {error}")))?;
+                backends.set_for_model(&model_id, backend);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The predictions that wait for a completion webhook on this process, and
+/// the URL the webhooks are sent to. The HTTP route hands each webhook to
+/// the job waiting for it; a webhook without the job's token is refused.
+#[derive(Default)]
+pub struct CogCallbacks {
+    /// Base of the callback URLs (the server's public URL); unset on a node
+    /// without an HTTP listener, which then dispatches synchronously.
+    base_url: OnceLock<String>,
+    waiting: Mutex<HashMap<String, WaitingPrediction>>,
+}
+
+struct WaitingPrediction {
+    token_digest: String,
+    sender: mpsc::Sender<Value>,
+}
+
+impl CogCallbacks {
+    /// Sets where webhooks reach this process; called once at server start.
+    pub fn set_base_url(&self, public_url: &str) {
+        let _ = self
+            .base_url
+            .set(public_url.trim_end_matches('/').to_owned());
+    }
+
+    /// Hands a webhook's prediction to the job waiting for it. Returns false
+    /// when no job on this process waits for `generation_id` with `token`.
+    pub fn deliver(&self, generation_id: &str, token: &str, prediction: Value) -> bool {
+        let waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        match waiting.get(generation_id) {
+            // Comparing digests keeps the comparison's timing from telling
+            // an attacker how much of a guessed token was right.
+            Some(entry) if entry.token_digest == sha256_hex(token.as_bytes()) => {
+                entry.sender.try_send(prediction).is_ok()
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a webhook for `generation_id` with `token` would be taken,
+    /// checked before its (possibly large) body is read.
+    pub fn expects(&self, generation_id: &str, token: &str) -> bool {
+        let waiting = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        waiting
+            .get(generation_id)
+            .is_some_and(|entry| entry.token_digest == sha256_hex(token.as_bytes()))
+    }
+
+    fn register(self: &Arc<Self>, generation_id: &str) -> Option<CallbackRegistration> {
+        let base_url = self.base_url.get()?;
+        let token = random_token(32);
+        let (sender, receiver) = mpsc::channel(4);
+        self.waiting
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .insert(
+                generation_id.to_owned(),
+                WaitingPrediction {
+                    token_digest: sha256_hex(token.as_bytes()),
+                    sender,
+                },
+            );
+        Some(CallbackRegistration {
+            url: format!("{base_url}/internal/cog/{generation_id}?token={token}"),
+            receiver,
+            callbacks: self.clone(),
+            generation_id: generation_id.to_owned(),
+            token_digest: sha256_hex(token.as_bytes()),
+        })
+    }
+}
+
+/// A job's place in `CogCallbacks`; removed when the job stops waiting.
+struct CallbackRegistration {
+    url: String,
+    receiver: mpsc::Receiver<Value>,
+    callbacks: Arc<CogCallbacks>,
+    generation_id: String,
+    token_digest: String,
+}
+
+impl Drop for CallbackRegistration {
+    fn drop(&mut self) {
+        let mut waiting = self
+            .callbacks
+            .waiting
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        // A later attempt of the same job may have registered again.
+        if waiting
+            .get(&self.generation_id)
+            .is_some_and(|entry| entry.token_digest == self.token_digest)
+        {
+            waiting.remove(&self.generation_id);
+        }
+    }
+}
+
+/// What the last health check found.
+#[derive(Debug, Clone)]
+struct Health {
+    checked_at: Instant,
+    ready: bool,
+    detail: String,
+}
+
+pub struct CogBackend {
+    model_id: String,
+    config: CogModelConfig,
+    client: reqwest::Client,
+    slots: Arc<Semaphore>,
+    callbacks: Arc<CogCallbacks>,
+    health: Mutex<Option<Health>>,
+}
+
+impl CogBackend {
+    /// Builds the backend and starts its health checks, which stop when the
+    /// backend is dropped.
+    pub fn new(
+        model_id: &str,
+        config: CogModelConfig,
+        callbacks: Arc<CogCallbacks>,
+    ) -> Result<Arc<CogBackend>, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(seconds(config.timeouts.request_seconds))
+            // The model server is named by the operator; proxy variables
+            // meant for outgoing customer traffic must not reroute it.
+            .no_proxy()
+            .build()?;
+        let backend = Arc::new(CogBackend {
+            model_id: model_id.to_owned(),
+            slots: Arc::new(Semaphore::new(config.concurrency)),
+            config,
+            client,
+            callbacks,
+            health: Mutex::new(None),
+        });
+        tokio::spawn(health_loop(Arc::downgrade(&backend)));
+        Ok(backend)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{}", self.config.base_url.trim_end_matches('/'), path)
+    }
+
+    async fn check_health(&self) -> Health {
+        let answer = self
+            .client
+            .get(self.url("health-check"))
+            .timeout(seconds(self.config.timeouts.request_seconds))
+            .send()
+            .await;
+        let (ready, detail) = match answer {
+            Ok(response) => match read_json(response).await {
+                Ok(body) => {
+                    let status = body["status"].as_str().unwrap_or("UNKNOWN").to_owned();
+                    // BUSY means every slot is taken: the job waits in our
+                    // queue, so the model is still available to submits.
+                    (matches!(status.as_str(), "READY" | "BUSY"), status)
+                }
+                Err(error) => (false, format!("an unreadable health answer: {error}")),
+            },
+            Err(error) => (false, format!("unreachable: {error}")),
+        };
+        let health = Health {
+            checked_at: Instant::now(),
+            ready,
+            detail,
+        };
+        let previous = self
+            .health
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .replace(health.clone());
+        if previous.as_ref().map(|previous| previous.ready) != Some(health.ready) {
+            tracing::info!(model = %self.model_id, ready = health.ready, detail = %health.detail, "cog model server health changed");
+        }
+        health
+    }
+
+    /// The predictor's inputs for a job, through the configured mapping.
+    fn prediction_input(&self, job: &Job) -> Value {
+        let mut input = self.config.constants.clone();
+        for (ours, theirs) in &self.config.inputs {
+            let value = match ours.as_str() {
+                "seed" => Some(json!(job.seed)),
+                "width" => Some(json!(job.width)),
+                "height" => Some(json!(job.height)),
+                "mode" => Some(json!(job.mode.to_string())),
+                "duration" => Some(json!(job.input.duration_s())),
+                name => job.input.get(name).cloned(),
+            };
+            if let Some(value) = value.filter(|value| !value.is_null()) {
+                input.insert(theirs.clone(), value);
+            }
+        }
+        Value::Object(input)
+    }
+
+    /// Tells the server to stop a prediction; best effort, since the job is
+    /// ending either way.
+    async fn cancel_remote(&self, generation_id: &str) {
+        let sent = self
+            .client
+            .post(self.url(&format!("predictions/{generation_id}/cancel")))
+            .timeout(seconds(self.config.timeouts.request_seconds))
+            .send()
+            .await;
+        if let Err(error) = sent {
+            tracing::warn!(generation = %generation_id, error = %error, "could not cancel the cog prediction");
+        }
+    }
+
+    async fn run_prediction(
+        &self,
+        job: &Job,
+        cancel: &CancellationToken,
+    ) -> Result<RenderedClip, JobFailure> {
+        let generation_id = job.generation_id.as_str();
+        let timeouts = &self.config.timeouts;
+        let deadline = Instant::now() + seconds(timeouts.prediction_seconds);
+        let mut registration = self.callbacks.register(generation_id);
+        let mut unreachable_since: Option<Instant> = None;
+        let mut at_capacity_backoff = Duration::from_millis(500);
+        let mut dispatched = false;
+        loop {
+            if Instant::now() >= deadline {
+                self.cancel_remote(generation_id).await;
+                return Err(upstream_failure(format!(
+                    "the model server did not finish within {} s",
+                    timeouts.prediction_seconds
+                )));
+            }
+            // A webhook that arrived while we slept must be used before a
+            // re-sent PUT would start the finished prediction again.
+            if let Some(prediction) = registration
+                .as_mut()
+                .and_then(|registration| registration.receiver.try_recv().ok())
+                .filter(is_final)
+            {
+                return self.finished(job, prediction).await;
+            }
+            let mut body = json!({ "input": self.prediction_input(job) });
+            let mut request = self
+                .client
+                .put(self.url(&format!("predictions/{generation_id}")));
+            match &registration {
+                Some(registration) => {
+                    body["webhook"] = json!(registration.url);
+                    body["webhook_events_filter"] = json!(["completed"]);
+                    request = request
+                        .header("Prefer", "respond-async")
+                        .timeout(seconds(timeouts.request_seconds));
+                }
+                // Without a webhook the request itself waits for the end.
+                None => {
+                    request = request.timeout(deadline.saturating_duration_since(Instant::now()));
+                }
+            }
+            let answer = tokio::select! {
+                answer = request
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.to_string())
+                    .send() => answer,
+                _ = cancel.cancelled() => {
+                    self.cancel_remote(generation_id).await;
+                    return Err(JobFailure::Interrupted);
+                }
+            };
+            let prediction = match answer {
+                Ok(response) if response.status() == reqwest::StatusCode::CONFLICT => {
+                    // Every slot of the server is busy (other clients, or a
+                    // prediction of ours still being canceled): try again.
+                    unreachable_since = None;
+                    self.pause(at_capacity_backoff, cancel, generation_id)
+                        .await?;
+                    at_capacity_backoff =
+                        (at_capacity_backoff * 2).min(seconds(timeouts.poll_seconds));
+                    continue;
+                }
+                Ok(response) if response.status().is_client_error() => {
+                    let status = response.status();
+                    let text = response.text().await.unwrap_or_default();
+                    return Err(upstream_failure(format!(
+                        "the model server refused the prediction ({status}): {}",
+                        text.chars().take(300).collect::<String>()
+                    )));
+                }
+                Ok(response) if response.status().is_success() => match read_json(response).await {
+                    Ok(prediction) => prediction,
+                    Err(error) => {
+                        self.note_unreachable(&mut unreachable_since, &error)?;
+                        self.pause(seconds(timeouts.poll_seconds), cancel, generation_id)
+                            .await?;
+                        continue;
+                    }
+                },
+                Ok(response) => {
+                    self.note_unreachable(
+                        &mut unreachable_since,
+                        &format!("it answered {}", response.status()),
+                    )?;
+                    self.pause(seconds(timeouts.poll_seconds), cancel, generation_id)
+                        .await?;
+                    continue;
+                }
+                Err(error) => {
+                    self.note_unreachable(&mut unreachable_since, &error.to_string())?;
+                    self.pause(seconds(timeouts.poll_seconds), cancel, generation_id)
+                        .await?;
+                    continue;
+                }
+            };
+            unreachable_since = None;
+            if is_final(&prediction) {
+                return self.finished(job, prediction).await;
+            }
+            // Cog answers a PUT that starts a prediction with only its id and
+            // status, and one for a prediction in flight with its input too.
+            // A fresh start after our dispatch means the first run finished
+            // and its webhook never came: that result is lost, so the rerun
+            // is canceled and the job continues without webhooks.
+            let fresh_start = prediction.get("input").is_none();
+            if dispatched && fresh_start && registration.is_some() {
+                tracing::warn!(generation = %generation_id, "the cog completion webhook was missed; dispatching synchronously");
+                self.cancel_remote(generation_id).await;
+                registration = None;
+                continue;
+            }
+            dispatched = true;
+            let poll = seconds(timeouts.poll_seconds);
+            match registration.as_mut() {
+                Some(registration) => {
+                    tokio::select! {
+                        delivered = registration.receiver.recv() => {
+                            if let Some(prediction) = delivered.filter(is_final) {
+                                return self.finished(job, prediction).await;
+                            }
+                        }
+                        _ = tokio::time::sleep(poll) => {}
+                        _ = cancel.cancelled() => {
+                            self.cancel_remote(generation_id).await;
+                            return Err(JobFailure::Interrupted);
+                        }
+                    }
+                }
+                None => self.pause(poll, cancel, generation_id).await?,
+            }
+        }
+    }
+
+    /// Waits, giving up (and canceling the prediction) if the job is
+    /// interrupted meanwhile.
+    async fn pause(
+        &self,
+        duration: Duration,
+        cancel: &CancellationToken,
+        generation_id: &str,
+    ) -> Result<(), JobFailure> {
+        tokio::select! {
+            _ = tokio::time::sleep(duration) => Ok(()),
+            _ = cancel.cancelled() => {
+                self.cancel_remote(generation_id).await;
+                Err(JobFailure::Interrupted)
+            }
+        }
+    }
+
+    /// Records that the server did not answer, and fails the job once it has
+    /// not answered for longer than the configured grace.
+    fn note_unreachable(
+        &self,
+        unreachable_since: &mut Option<Instant>,
+        reason: &str,
+    ) -> Result<(), JobFailure> {
+        let since = *unreachable_since.get_or_insert_with(Instant::now);
+        tracing::warn!(model = %self.model_id, %reason, "the cog model server did not answer");
+        if since.elapsed() >= seconds(self.config.timeouts.unreachable_seconds) {
+            return Err(upstream_failure(format!(
+                "the model server stopped answering: {reason}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Turns a final prediction into the job's result.
+    async fn finished(&self, job: &Job, prediction: Value) -> Result<RenderedClip, JobFailure> {
+        match prediction["status"].as_str() {
+            Some("succeeded") => {
+                let output = first_output(&prediction["output"]).ok_or_else(|| {
+                    upstream_failure("the prediction succeeded without a video output".into())
+                })?;
+                let mp4 = self.output_bytes(output).await?;
+                tracing::info!(generation = %job.generation_id, bytes = mp4.len(), "cog prediction succeeded");
+                tokio::task::spawn_blocking(move || probe_clip(mp4))
+                    .await
+                    .map_err(|error| {
+                        upstream_failure(format!("probing the output failed: {error}"))
+                    })?
+            }
+            Some("canceled") => Err(JobFailure::Failed {
+                code: "generation_failed".into(),
+                message: "the model server canceled the prediction".into(),
+            }),
+            _ => {
+                let error = prediction["error"].as_str().unwrap_or("no reason given");
+                Err(JobFailure::Failed {
+                    code: "generation_failed".into(),
+                    message: format!(
+                        "the model failed: {}",
+                        error.chars().take(500).collect::<String>()
+                    ),
+                })
+            }
+        }
+    }
+
+    /// The bytes of an output given as a data URI or an http(s) URL.
+    async fn output_bytes(&self, output: &str) -> Result<Vec<u8>, JobFailure> {
+        let limit = self.config.max_output_bytes;
+        if let Some(data) = output.strip_prefix("data:") {
+            let (header, payload) = data
+                .split_once(',')
+                .ok_or_else(|| upstream_failure("the output data URI has no payload".into()))?;
+            if !header.ends_with(";base64") {
+                return Err(upstream_failure(
+                    "the output data URI is not base64-encoded".into(),
+                ));
+            }
+            if payload.len() as u64 / 4 * 3 > limit {
+                return Err(upstream_failure(format!(
+                    "the output is larger than {limit} bytes"
+                )));
+            }
+            return STANDARD.decode(payload).map_err(|error| {
+                upstream_failure(format!("the output data URI is not valid base64: {error}"))
+            });
+        }
+        let url = url::Url::parse(output)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https"))
+            .ok_or_else(|| {
+                upstream_failure("the output is neither a data URI nor an http URL".into())
+            })?;
+        let fetch_failed = |error: reqwest::Error| {
+            upstream_failure(format!("fetching the output failed: {error}"))
+        };
+        let mut response = self
+            .client
+            .get(url)
+            .timeout(seconds(self.config.timeouts.prediction_seconds))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(fetch_failed)?;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(fetch_failed)? {
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(upstream_failure(format!(
+                    "the output is larger than {limit} bytes"
+                )));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    }
+}
+
+#[async_trait]
+impl Backend for CogBackend {
+    async fn admit(&self, _admission: &Admission<'_>) -> Result<(), Rejection> {
+        let cached = self
+            .health
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone();
+        // A health answer older than a few check intervals means the checks
+        // are stuck; ask again rather than trust it.
+        let stale_after = seconds(self.config.timeouts.health_seconds * 3.0);
+        let health = match cached {
+            Some(health) if health.checked_at.elapsed() < stale_after => health,
+            _ => self.check_health().await,
+        };
+        if health.ready {
+            Ok(())
+        } else {
+            Err(Rejection::Unavailable(format!(
+                "The model {} is not available right now; try again later.",
+                self.model_id
+            )))
+        }
+    }
+
+    async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
+        // The permit is held for the whole prediction, so this node never
+        // has more predictions on the server than its configured slots.
+        let _permit = tokio::select! {
+            permit = self.slots.clone().acquire_owned() => permit.map_err(|_| JobFailure::Interrupted)?,
+            _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+        };
+        self.run_prediction(&job, &cancel).await
+    }
+}
+
+async fn health_loop(backend: Weak<CogBackend>) {
+    loop {
+        let interval = {
+            let Some(backend) = backend.upgrade() else {
+                return;
+            };
+            backend.check_health().await;
+            seconds(backend.config.timeouts.health_seconds)
+        };
+        tokio::time::sleep(interval).await;
+    }
+}
+
+async fn read_json(response: reqwest::Response) -> Result<Value, String> {
+    let bytes = response.bytes().await.map_err(|error| error.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|error| format!("an unreadable answer: {error}"))
+}
+
+fn upstream_failure(message: String) -> JobFailure {
+    JobFailure::Failed {
+        code: "upstream_error".into(),
+        message,
+    }
+}
+
+fn is_final(prediction: &Value) -> bool {
+    matches!(
+        prediction["status"].as_str(),
+        Some("succeeded" | "failed" | "canceled")
+    )
+}
+
+/// A video predictor returns one file, or a list whose first item is the
+/// video.
+fn first_output(output: &Value) -> Option<&str> {
+    match output {
+        Value::String(text) => Some(text),
+        Value::Array(items) => items.first().and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// Reads the clip's size, frame rate, duration and whether it has sound.
+fn probe_clip(mp4: Vec<u8>) -> Result<RenderedClip, JobFailure> {
+    let info = vidgate_media::probe(&mp4).map_err(|error| {
+        upstream_failure(format!("the output is not a readable video: {error}"))
+    })?;
+    let MediaDetails::Video {
+        width,
+        height,
+        duration_ms,
+        frame_rate,
+    } = info.details
+    else {
+        return Err(upstream_failure("the output is not a video".into()));
+    };
+    // The probe above has read the file once, so a panic here would be a
+    // parser bug; it still must not take the worker down.
+    let has_audio = catch_unwind(AssertUnwindSafe(|| {
+        re_mp4::Mp4::read_bytes(&mp4).map(|parsed| {
+            parsed
+                .tracks()
+                .values()
+                .any(|track| track.kind == Some(re_mp4::TrackKind::Audio))
+        })
+    }))
+    .ok()
+    .and_then(Result::ok)
+    .unwrap_or(false);
+    Ok(RenderedClip {
+        mp4,
+        width,
+        height,
+        fps: frame_rate.per_second().round() as u32,
+        duration_s: duration_ms as f64 / 1000.0,
+        has_audio,
+    })
+}
