@@ -51,22 +51,7 @@ pub enum ClientCommand {
         parameters: Vec<String>,
     },
     /// Submit a generation, optionally wait for it and download the clip.
-    Run {
-        endpoint: String,
-        #[arg(long)]
-        prompt: String,
-        #[arg(long = "param", value_name = "NAME=VALUE")]
-        parameters: Vec<String>,
-        /// Opening image URL (image-to-video).
-        #[arg(long)]
-        image: Option<String>,
-        /// Wait until the generation is finished, showing its progress.
-        #[arg(long)]
-        wait: bool,
-        /// Download the finished clip here (implies --wait).
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
+    Run(RunOptions),
     /// Show one generation.
     Get { id: String },
     /// Cancel a queued generation.
@@ -78,6 +63,25 @@ pub enum ClientCommand {
         #[arg(long)]
         status: Option<String>,
     },
+}
+
+#[derive(Args)]
+pub struct RunOptions {
+    endpoint: String,
+    #[arg(long)]
+    prompt: String,
+    /// A request parameter as name=value (numbers, booleans and JSON arrays are understood).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    parameters: Vec<String>,
+    /// Opening image URL (image-to-video).
+    #[arg(long)]
+    image: Option<String>,
+    /// Wait until the generation is finished, showing its progress.
+    #[arg(long)]
+    wait: bool,
+    /// Download the finished clip here (implies --wait).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 /// An error answer from the API, in the spec's shape.
@@ -336,17 +340,16 @@ async fn find_recent_match(
         .cloned()
 }
 
-async fn run(
-    client: &Client,
-    endpoint: &str,
-    prompt: &str,
-    parameters: &[String],
-    image: Option<&str>,
-    wait: bool,
-    out: Option<&PathBuf>,
-    as_json: bool,
-) -> anyhow::Result<()> {
+async fn run(client: &Client, options: &RunOptions, as_json: bool) -> anyhow::Result<()> {
     client.require_key()?;
+    let RunOptions {
+        endpoint,
+        prompt,
+        parameters,
+        image,
+        wait,
+        out,
+    } = options;
     let mut body = parameters_body(parameters)?;
     body.insert("prompt".into(), json!(prompt));
     if let Some(image) = image {
@@ -387,7 +390,7 @@ async fn run(
         }
         Err(error) => return Err(error),
     };
-    if !(wait || out.is_some()) {
+    if !(*wait || out.is_some()) {
         print(&generation, as_json, describe_generation);
         return Ok(());
     }
@@ -450,25 +453,8 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
                 )
             });
         }
-        ClientCommand::Run {
-            endpoint,
-            prompt,
-            parameters,
-            image,
-            wait,
-            out,
-        } => {
-            run(
-                &client,
-                &endpoint,
-                &prompt,
-                &parameters,
-                image.as_deref(),
-                wait,
-                out.as_ref(),
-                args.json,
-            )
-            .await?;
+        ClientCommand::Run(options) => {
+            run(&client, &options, args.json).await?;
         }
         ClientCommand::Get { id } => {
             client.require_key()?;

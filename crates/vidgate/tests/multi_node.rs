@@ -8,102 +8,31 @@
 #[path = "../../vidgate-server/tests/common/test_database.rs"]
 mod test_database;
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
+use support::Node;
 use test_database::{PostgresTestDatabase, postgres_server_url};
 
-/// One `vidgate serve` process, killed when dropped.
-struct Node {
-    child: Child,
-    /// `None` for a worker node, which has no HTTP listener.
-    api_base: Option<String>,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Node {
-    fn api_base(&self) -> &str {
-        self.api_base.as_deref().expect("an API node")
-    }
-}
-
-/// Starts a node with a two-second lease on `database_url` and waits until
-/// it says it is ready.
+/// Starts a node with the given role on `database_url`.
 fn start_node(database_url: &str, data_dir: &Path, role: &str, extra_arguments: &[&str]) -> Node {
-    let child = Command::new(env!("CARGO_BIN_EXE_vidgate"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--lease-seconds",
-            "2",
-            "--workers",
-            "2",
-        ])
-        .args(["--role", role])
-        .args(extra_arguments)
-        .env("VIDGATE_DATABASE_URL", database_url)
-        .env("VIDGATE_DATA_DIR", data_dir)
-        .env("VIDGATE_SIMULATION", "1")
-        .env("VIDGATE_LOG", "error")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("vidgate serve starts");
-    // Owned by a `Node` at once, so a failure below still kills the process.
-    let mut node = Node {
-        child,
-        api_base: None,
-    };
-    let stdout = node.child.stdout.take().unwrap();
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let line = received
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("the node announces that it is ready");
-        if let Some(api_base) = line.strip_prefix("vidgate is listening on ") {
-            node.api_base = Some(api_base.trim().to_owned());
-            return node;
-        }
-        if line.starts_with("vidgate is running jobs") {
-            return node;
-        }
-    }
+    let data_dir = data_dir.to_str().expect("a UTF-8 temporary path");
+    let environment = [
+        ("VIDGATE_DATABASE_URL", database_url),
+        ("VIDGATE_DATA_DIR", data_dir),
+    ];
+    let mut arguments = vec!["--role", role];
+    arguments.extend_from_slice(extra_arguments);
+    support::start_node(&environment, &arguments)
 }
 
 fn admin(database_url: &str, arguments: &[&str]) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_vidgate"))
-        .arg("admin")
-        .args(arguments)
-        .env("VIDGATE_DATABASE_URL", database_url)
-        .output()
-        .expect("vidgate admin runs");
-    assert!(
-        output.status.success(),
-        "admin {arguments:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("admin prints JSON")
+    support::admin(&[("VIDGATE_DATABASE_URL", database_url)], arguments)
 }
 
 fn micros(account: &Value, field: &str) -> i64 {

@@ -2,92 +2,31 @@
 //! database as a running `serve`, and a server killed with SIGKILL in the
 //! middle of work that loses nothing when it comes back.
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::Node;
 
-struct Server {
-    child: Child,
-    api_base: String,
+fn data_dir_environment(data_dir: &Path) -> [(&'static str, &str); 1] {
+    [(
+        "VIDGATE_DATA_DIR",
+        data_dir.to_str().expect("a UTF-8 temporary path"),
+    )]
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server(data_dir: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vidgate"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--lease-seconds",
-            "2",
-            "--workers",
-            "2",
-        ])
-        .env("VIDGATE_DATA_DIR", data_dir)
-        .env("VIDGATE_SIMULATION", "1")
-        .env("VIDGATE_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("vidgate serve starts");
-    let stdout = child.stdout.take().unwrap();
-    // Owned by a guard from here on, so the process is reaped on every path.
-    let mut server = Server {
-        child,
-        api_base: String::new(),
-    };
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let line = received
-            .recv_timeout(deadline - Instant::now())
-            .expect("the server announces its address");
-        if let Some(api_base) = line.strip_prefix("vidgate is listening on ") {
-            server.api_base = api_base.trim().to_owned();
-            return server;
-        }
-    }
+fn start_server(data_dir: &Path) -> Node {
+    support::start_node(&data_dir_environment(data_dir), &[])
 }
 
 fn admin(data_dir: &Path, arguments: &[&str]) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_vidgate"))
-        .arg("admin")
-        .args(arguments)
-        .env("VIDGATE_DATA_DIR", data_dir)
-        .output()
-        .expect("vidgate admin runs");
-    assert!(
-        output.status.success(),
-        "admin {arguments:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("admin prints JSON")
+    support::admin(&data_dir_environment(data_dir), arguments)
 }
 
 fn admin_fails(data_dir: &Path, arguments: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_vidgate"))
-        .arg("admin")
-        .args(arguments)
-        .env("VIDGATE_DATA_DIR", data_dir)
-        .output()
-        .unwrap();
+    let output = support::admin_output(&data_dir_environment(data_dir), arguments);
     assert!(!output.status.success(), "admin {arguments:?} should fail");
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -145,7 +84,7 @@ async fn admin_commands_work_beside_a_running_server() {
 
     // The API sees the same account, and the figures agree with `admin account show`.
     let from_api: Value = client
-        .get(format!("{}/account", server.api_base))
+        .get(format!("{}/account", server.api_base()))
         .bearer_auth(api_key)
         .send()
         .await
@@ -159,7 +98,7 @@ async fn admin_commands_work_beside_a_running_server() {
     let key = admin(data_dir.path(), &["key", "create", "--account", account_id]);
     let second_key = key["api_key"].as_str().unwrap();
     let ok = client
-        .get(format!("{}/account", server.api_base))
+        .get(format!("{}/account", server.api_base()))
         .bearer_auth(second_key)
         .send()
         .await
@@ -170,7 +109,7 @@ async fn admin_commands_work_beside_a_running_server() {
         &["key", "revoke", key["key_id"].as_str().unwrap()],
     );
     let refused = client
-        .get(format!("{}/account", server.api_base))
+        .get(format!("{}/account", server.api_base()))
         .bearer_auth(second_key)
         .send()
         .await
@@ -181,7 +120,7 @@ async fn admin_commands_work_beside_a_running_server() {
     let paused = client
         .post(format!(
             "{}/run/vendor_2/model_2/text-to-video",
-            server.api_base
+            server.api_base()
         ))
         .bearer_auth(api_key)
         .json(&json!({ "prompt": "x" }))
@@ -224,7 +163,7 @@ async fn a_killed_server_loses_no_job_and_no_cent() {
         let response = client
             .post(format!(
                 "{}/run/vendor_1/model_1/text-to-video",
-                first.api_base
+                first.api_base()
             ))
             .bearer_auth(&api_key)
             .json(&body)
@@ -243,7 +182,7 @@ async fn a_killed_server_loses_no_job_and_no_cent() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let list: Value = client
-            .get(format!("{}/generations?status=running", first.api_base))
+            .get(format!("{}/generations?status=running", first.api_base()))
             .bearer_auth(&api_key)
             .send()
             .await
@@ -272,7 +211,7 @@ async fn a_killed_server_loses_no_job_and_no_cent() {
     for id in &ids {
         loop {
             let generation: Value = client
-                .get(format!("{}/generations/{id}", second.api_base))
+                .get(format!("{}/generations/{id}", second.api_base()))
                 .bearer_auth(&api_key)
                 .send()
                 .await
