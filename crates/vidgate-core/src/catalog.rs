@@ -793,8 +793,7 @@ impl<'a> Endpoint<'a> {
 
     fn parameter_schema(&self, parameter: &Parameter) -> Value {
         let mut schema = Map::new();
-        let uri_schema =
-            json!({"type": "string", "format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#@]+([/?#][^\\s]*)?$"});
+        let uri_schema = json!({"type": "string", "format": "uri", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#@]+([/?#][^\\s]*)?$"});
         match parameter.parameter_type {
             ParameterType::String => {
                 schema.insert("type".to_owned(), json!("string"));
