@@ -411,6 +411,10 @@ impl CogBackend {
         let mut unreachable_since: Option<Instant> = None;
         let mut at_capacity_backoff = Duration::from_millis(500);
         let mut dispatched = false;
+        // Set once we cancel a rerun ourselves, so that its "canceled" state,
+        // if a later PUT reads it before Cog forgets it, is not taken for
+        // the model's verdict.
+        let mut canceled_rerun = false;
         loop {
             if Instant::now() >= deadline {
                 self.cancel_remote(generation_id).await;
@@ -500,6 +504,11 @@ impl CogBackend {
                 }
             };
             unreachable_since = None;
+            if canceled_rerun && prediction["status"] == "canceled" {
+                self.pause(seconds(timeouts.poll_seconds), cancel, generation_id)
+                    .await?;
+                continue;
+            }
             if is_final(&prediction) {
                 return self.finished(job, prediction).await;
             }
@@ -513,6 +522,7 @@ impl CogBackend {
                 tracing::warn!(generation = %generation_id, "the cog completion webhook was missed; dispatching synchronously");
                 self.cancel_remote(generation_id).await;
                 registration = None;
+                canceled_rerun = true;
                 continue;
             }
             dispatched = true;
