@@ -35,7 +35,12 @@ class Predictor(BasePredictor):
             raise ValueError("the prompt asked this example predictor to fail")
         sleep = re.search(r"\[sleep=(\d+(?:\.\d+)?)\]", prompt)
         if sleep:
-            time.sleep(float(sleep.group(1)))
+            # Short naps rather than one long sleep: Cog cancels a running
+            # prediction by raising in its thread, which only happens between
+            # Python instructions, never inside one long C call.
+            wake_at = time.monotonic() + float(sleep.group(1))
+            while time.monotonic() < wake_at:
+                time.sleep(0.1)
         # Even sizes keep the H.264 encoder's 4:2:0 chroma subsampling happy.
         width -= width % 2
         height -= height % 2

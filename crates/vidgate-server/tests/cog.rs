@@ -12,7 +12,14 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use vidgate_server::backend::{Backends, apply_backends_file};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use vidgate_core::ValidatedInput;
+use vidgate_server::backend::{
+    Backend, Backends, CogBackend, CogCallbacks, CogModelConfig, Job, JobFailure, RenderedClip,
+    apply_backends_file,
+};
 
 use common::{
     M1_T2V, StoreKind, TestApp, TestSettings, assert_error, on_both_stores, spawn_app_with,
@@ -315,4 +322,130 @@ async fn a_cog_server_that_dies_mid_job_fails_it_refunded_and_submits_wait_for_i
         .await;
     assert_eq!(finished["status"], "succeeded", "{finished}");
     app.assert_ledger_invariant(&account_id).await;
+}
+
+/// The Cog backend alone, for what the HTTP path cannot steer: its webhook
+/// URL and its concurrency.
+fn backend_alone(
+    cog: &CogServer,
+    concurrency: usize,
+    callbacks: Arc<CogCallbacks>,
+) -> Arc<CogBackend> {
+    let config: CogModelConfig = serde_json::from_value(json!({
+        "base_url": cog.base_url(),
+        "concurrency": concurrency,
+        "inputs": { "prompt": "prompt", "duration": "duration", "width": "width", "height": "height" },
+        "timeouts": { "request_seconds": 5, "prediction_seconds": 60, "poll_seconds": 0.5, "health_seconds": 0.5 }
+    }))
+    .unwrap();
+    CogBackend::new("vendor_1/model_1", config, callbacks).unwrap()
+}
+
+fn job(generation_id: &str, prompt: &str) -> Job {
+    Job {
+        generation_id: generation_id.to_owned(),
+        model: "vendor_1/model_1".into(),
+        mode: "text-to-video".parse().unwrap(),
+        input: ValidatedInput::from_stored_json(json!({ "prompt": prompt, "duration": 1 })),
+        width: 320,
+        height: 240,
+        seed: 7,
+    }
+}
+
+fn assert_one_second_clip(result: Result<RenderedClip, JobFailure>) {
+    let clip = result.expect("the job succeeds");
+    assert_eq!(&clip.mp4[4..8], b"ftyp");
+    assert_eq!((clip.width, clip.height, clip.fps), (320, 240, 24));
+    assert!((clip.duration_s - 1.0).abs() < 0.1, "{}", clip.duration_s);
+    assert!(clip.has_audio);
+}
+
+#[tokio::test]
+async fn without_a_webhook_route_the_backend_waits_on_a_synchronous_prediction() {
+    let Some(python) = cog_python("without_a_webhook_route") else {
+        return;
+    };
+    let cog = CogServer::start(&python).await;
+    // No base URL is set, as on a node without an HTTP listener.
+    let backend = backend_alone(&cog, 1, Arc::default());
+    let result = backend
+        .run(job("gen_sync", "synchronous"), CancellationToken::new())
+        .await;
+    assert_one_second_clip(result);
+}
+
+#[tokio::test]
+async fn a_missed_webhook_is_noticed_and_the_job_still_finishes() {
+    let Some(python) = cog_python("a_missed_webhook_is_noticed") else {
+        return;
+    };
+    let cog = CogServer::start(&python).await;
+    // Webhooks go to a port nobody listens on, so every one is lost.
+    let callbacks: Arc<CogCallbacks> = Arc::default();
+    callbacks.set_base_url(&format!("http://127.0.0.1:{}", free_port()));
+    let backend = backend_alone(&cog, 1, callbacks);
+    let result = tokio::time::timeout(
+        Duration::from_secs(45),
+        backend.run(
+            job("gen_missed", "missed webhook"),
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("the job does not wait for the prediction timeout");
+    assert_one_second_clip(result);
+}
+
+#[tokio::test]
+async fn more_jobs_than_the_servers_slots_wait_through_its_409s() {
+    let Some(python) = cog_python("more_jobs_than_the_servers_slots") else {
+        return;
+    };
+    let cog = CogServer::start(&python).await;
+    // Two at once from vidgate against a server with one slot: the second
+    // dispatch is answered 409 until the first prediction is done.
+    let backend = backend_alone(&cog, 2, Arc::default());
+    let (first, second) = tokio::join!(
+        backend.run(
+            job("gen_first", "first [sleep=1]"),
+            CancellationToken::new()
+        ),
+        backend.run(job("gen_second", "second"), CancellationToken::new()),
+    );
+    assert_one_second_clip(first);
+    assert_one_second_clip(second);
+}
+
+#[tokio::test]
+async fn an_interrupted_job_cancels_its_prediction_on_the_server() {
+    let Some(python) = cog_python("an_interrupted_job_cancels_its_prediction") else {
+        return;
+    };
+    let cog = CogServer::start(&python).await;
+    let callbacks: Arc<CogCallbacks> = Arc::default();
+    callbacks.set_base_url(&format!("http://127.0.0.1:{}", free_port()));
+    let backend = backend_alone(&cog, 1, callbacks);
+    let cancel = CancellationToken::new();
+    let interrupt = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        interrupt.cancel();
+    });
+    let started = Instant::now();
+    let result = backend
+        .run(job("gen_slow", "slow [sleep=40]"), cancel)
+        .await;
+    assert!(matches!(result, Err(JobFailure::Interrupted)), "{result:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // The server's only slot is free again long before the 40 s sleep would
+    // have ended, because the prediction was canceled.
+    let result = tokio::time::timeout(
+        Duration::from_secs(20),
+        backend.run(job("gen_after", "after"), CancellationToken::new()),
+    )
+    .await
+    .expect("the canceled prediction no longer holds the slot");
+    assert_one_second_clip(result);
 }
