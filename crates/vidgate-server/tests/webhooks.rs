@@ -599,6 +599,84 @@ async fn a_rotated_secret_signs_beside_the_previous_one_for_a_day(store: StoreKi
     assert_eq!(account.signing_secrets(expires_at), [current]);
 }
 
+async fn the_delivery_log_shows_every_attempt_and_a_retry_resends_now(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    receiver.answer_next((0..5).map(|_| (500, vec![])));
+    let app = spawn_app(store).await;
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook("logged", &receiver.url()))
+        .await;
+    let id = submitted["id"].as_str().unwrap();
+    let path = format!("/generations/{id}/webhook-deliveries");
+    wait_for_delivery_status(&app, id, "failed").await;
+
+    let log: Value = app.get(&path, app.key()).await.json().await.unwrap();
+    assert_eq!(log["object"], "list");
+    let delivery = &log["data"][0];
+    let delivery_id = delivery["id"].as_str().unwrap().to_owned();
+    assert_eq!(log["data"].as_array().unwrap().len(), 1);
+    assert_eq!(delivery["object"], "webhook_delivery");
+    assert_eq!(delivery["generation_id"], id);
+    assert_eq!(delivery["event_type"], "generation.succeeded");
+    assert_eq!(delivery["url"], receiver.url());
+    assert_eq!(delivery["status"], "failed");
+    assert_eq!(delivery["attempt_count"], 5);
+    assert!(delivery["next_attempt_at"].is_null());
+    let attempts = delivery["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 5);
+    for (number, attempt) in (1..).zip(attempts) {
+        assert_eq!(attempt["attempt"], number);
+        assert_eq!(attempt["status_code"], 500);
+        assert!(attempt["error"].as_str().unwrap().contains("HTTP 500"));
+        assert!(attempt["started_at"].as_str().unwrap().ends_with('Z'));
+        assert!(attempt["duration_ms"].is_u64());
+        // Every attempt but the last scheduled another.
+        assert_eq!(attempt["next_attempt_at"].is_string(), number < 5);
+    }
+
+    // Re-sent now: the receiver, answering 204 again, gets the same message.
+    let retry_path = format!("{path}/{delivery_id}/retry");
+    let retried = app.post_json(&retry_path, app.key(), &json!({})).await;
+    assert_eq!(retried.status(), reqwest::StatusCode::ACCEPTED);
+    let retried: Value = retried.json().await.unwrap();
+    assert_eq!(retried["status"], "pending");
+    assert!(retried["next_attempt_at"].is_string());
+    let received = receiver.wait_for(6).await;
+    assert_eq!(received[5].header("webhook-id"), delivery_id);
+    received[5]
+        .verify_with(&app.account.account.webhook_secret)
+        .unwrap();
+    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    assert_eq!(logged.attempts, 6);
+
+    // Nothing about other accounts' generations or unknown deliveries.
+    let other = app.new_account(1).await;
+    let response = app.get(&path, &other.api_key).await;
+    assert_error(response, reqwest::StatusCode::NOT_FOUND, "not_found", None).await;
+    let response = app.post_json(&retry_path, &other.api_key, &json!({})).await;
+    assert_error(response, reqwest::StatusCode::NOT_FOUND, "not_found", None).await;
+    let response = app
+        .post_json(&format!("{path}/msg_missing/retry"), app.key(), &json!({}))
+        .await;
+    assert_error(response, reqwest::StatusCode::NOT_FOUND, "not_found", None).await;
+
+    // A generation without a webhook URL has an empty log.
+    let quiet = app.submit_ok(M1_T2V, quick_body("quiet")).await;
+    let quiet_log: Value = app
+        .get(
+            &format!(
+                "/generations/{}/webhook-deliveries",
+                quiet["id"].as_str().unwrap()
+            ),
+            app.key(),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(quiet_log["data"], json!([]));
+}
+
 on_both_stores!(
     a_succeeded_generation_is_delivered_signed_with_its_record,
     failed_attempts_are_retried_with_the_same_message,
@@ -613,4 +691,5 @@ on_both_stores!(
     the_rescuer_s_failures_write_deliveries,
     private_receivers_are_refused_without_the_flag,
     a_rotated_secret_signs_beside_the_previous_one_for_a_day,
+    the_delivery_log_shows_every_attempt_and_a_retry_resends_now,
 );

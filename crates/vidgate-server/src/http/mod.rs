@@ -72,6 +72,14 @@ pub fn router(state: AppState) -> Router {
         .route("/generations", get(generations::list))
         .route("/generations/{id}", get(generations::show))
         .route("/generations/{id}/cancel", post(generations::cancel))
+        .route(
+            "/generations/{id}/webhook-deliveries",
+            get(webhooks::list_deliveries),
+        )
+        .route(
+            "/generations/{id}/webhook-deliveries/{delivery_id}/retry",
+            post(webhooks::retry_delivery),
+        )
         .route("/account", get(account::show))
         .route(
             "/account/webhook-secret/rotate",

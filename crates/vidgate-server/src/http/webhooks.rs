@@ -1,13 +1,17 @@
-//! `POST /account/webhook-secret/rotate`: a new signing secret for the
-//! caller's account.
+//! Webhooks for the customer: `POST /account/webhook-secret/rotate` (a new
+//! signing secret), and the delivery log of a generation with its re-send,
+//! `GET /generations/{id}/webhook-deliveries` and
+//! `POST /generations/{id}/webhook-deliveries/{delivery_id}/retry`.
 
 use axum::Json;
-use axum::extract::{Extension, State};
+use axum::extract::{Extension, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::{ApiError, AppState, rfc3339};
 use crate::accounts;
-use crate::store::{Account, Caller};
+use crate::store::{Account, Caller, DeliveryRetryOutcome, WebhookDelivery};
 
 /// The account's current secret and how long the previous one still signs,
 /// as the API and `vidgate admin account rotate-webhook-secret` show them.
@@ -31,4 +35,121 @@ pub async fn rotate_secret(
         })?;
     tracing::info!(account = %account.id, "webhook secret rotated");
     Ok(Json(webhook_secret_json(&account)))
+}
+
+/// A delivery and its attempts, for the delivery log.
+fn delivery_json(generation_id: &str, delivery: &WebhookDelivery) -> Value {
+    let attempts: Vec<Value> = delivery
+        .attempt_log
+        .iter()
+        .map(|attempt| {
+            json!({
+                "attempt": attempt.attempt,
+                "started_at": rfc3339(attempt.record.started_at),
+                "duration_ms": attempt.record.duration_ms,
+                "status_code": attempt.record.status_code,
+                "error": attempt.record.error,
+                "response_body": attempt.record.response_body,
+                "next_attempt_at": attempt.next_attempt_at.map(rfc3339),
+            })
+        })
+        .collect();
+    json!({
+        "id": delivery.id,
+        "object": "webhook_delivery",
+        "generation_id": generation_id,
+        "event_type": delivery.event_type,
+        "url": delivery.url,
+        "status": delivery.status.as_str(),
+        "in_flight": delivery.in_flight,
+        "attempt_count": delivery.attempts,
+        "next_attempt_at": delivery.next_attempt_at.map(rfc3339),
+        "created_at": rfc3339(delivery.created_at),
+        "completed_at": delivery.completed_at.map(rfc3339),
+        "attempts": attempts,
+    })
+}
+
+/// 404 unless the generation exists in the caller's account, so that the
+/// delivery log says nothing about other accounts' generations.
+async fn require_generation(
+    state: &AppState,
+    caller: &Caller,
+    generation_id: &str,
+) -> Result<(), ApiError> {
+    match state
+        .store
+        .generation(&caller.account_id, generation_id)
+        .await?
+    {
+        Some(_) => Ok(()),
+        None => Err(ApiError::NotFound(format!(
+            "No generation {generation_id:?} exists in this account."
+        ))),
+    }
+}
+
+/// `GET /generations/{id}/webhook-deliveries`: every delivery of the
+/// generation with every attempt, oldest first.
+pub async fn list_deliveries(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(generation_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    require_generation(&state, &caller, &generation_id).await?;
+    let deliveries = state
+        .store
+        .webhook_deliveries(&caller.account_id, &generation_id)
+        .await?;
+    Ok(Json(json!({
+        "object": "list",
+        "data": deliveries
+            .iter()
+            .map(|delivery| delivery_json(&generation_id, delivery))
+            .collect::<Vec<_>>(),
+    })))
+}
+
+/// `POST /generations/{id}/webhook-deliveries/{delivery_id}/retry`: sends
+/// the delivery again now, whether it is waiting, delivered or failed. A
+/// failed delivery gets one more attempt; a waiting one keeps its schedule
+/// after this attempt.
+pub async fn retry_delivery(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((generation_id, delivery_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    require_generation(&state, &caller, &generation_id).await?;
+    match state
+        .store
+        .retry_webhook_delivery(&caller.account_id, &generation_id, &delivery_id)
+        .await?
+    {
+        DeliveryRetryOutcome::Scheduled => {}
+        DeliveryRetryOutcome::InFlight => {
+            return Err(ApiError::Conflict {
+                message: "This delivery is being attempted right now.".into(),
+                param: None,
+            });
+        }
+        DeliveryRetryOutcome::NotFound => {
+            return Err(ApiError::NotFound(format!(
+                "No webhook delivery {delivery_id:?} exists for this generation."
+            )));
+        }
+    }
+    tracing::info!(delivery = %delivery_id, generation = %generation_id, "webhook re-send requested");
+    let deliveries = state
+        .store
+        .webhook_deliveries(&caller.account_id, &generation_id)
+        .await?;
+    let delivery = deliveries
+        .iter()
+        .find(|delivery| delivery.id == delivery_id)
+        .ok_or_else(|| ApiError::Internal("a scheduled delivery vanished".into()))?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(delivery_json(&generation_id, delivery)),
+    )
+        .into_response())
 }
