@@ -625,14 +625,19 @@ impl CogBackend {
                     "the output data URI is not base64-encoded".into(),
                 ));
             }
-            if payload.len() as u64 / 4 * 3 > limit {
-                return Err(upstream_failure(format!(
-                    "the output is larger than {limit} bytes"
-                )));
+            let too_large = || upstream_failure(format!("the output is larger than {limit} bytes"));
+            // Refuse before decoding what is certainly too large: every four
+            // base64 characters make three bytes, less at most two of padding.
+            if (payload.len() as u64 / 4 * 3).saturating_sub(2) > limit {
+                return Err(too_large());
             }
-            return STANDARD.decode(payload).map_err(|error| {
+            let decoded = STANDARD.decode(payload).map_err(|error| {
                 upstream_failure(format!("the output data URI is not valid base64: {error}"))
-            });
+            })?;
+            if decoded.len() as u64 > limit {
+                return Err(too_large());
+            }
+            return Ok(decoded);
         }
         let url = url::Url::parse(output)
             .ok()
@@ -777,4 +782,161 @@ fn probe_clip(mp4: Vec<u8>) -> Result<RenderedClip, JobFailure> {
         duration_s: duration_ms as f64 / 1000.0,
         has_audio,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: Value) -> CogModelConfig {
+        let mut value = json!({ "base_url": "http://127.0.0.1:9" });
+        value
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn job(input: Value) -> Job {
+        Job {
+            generation_id: "gen_test".into(),
+            model: "vendor_1/model_1".into(),
+            mode: "text-to-video".parse().unwrap(),
+            input: vidgate_core::ValidatedInput::from_stored_json(input),
+            width: 854,
+            height: 480,
+            seed: 42,
+        }
+    }
+
+    fn apply(file: &Value) -> Result<Backends, BackendsFileError> {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("backends.json");
+        std::fs::write(&path, file.to_string()).unwrap();
+        let mut backends = Backends::builtin(false);
+        apply_backends_file(&mut backends, &path, &Catalog::embedded()).map(|()| backends)
+    }
+
+    #[tokio::test]
+    async fn inputs_are_mapped_renamed_and_merged_over_constants() {
+        let backend = CogBackend::new(
+            "vendor_1/model_1",
+            config(json!({
+                "inputs": { "prompt": "text", "duration": "seconds", "seed": "seed",
+                            "width": "w", "negative_prompt": "negative" },
+                "constants": { "fps": 24, "text": "overridden" }
+            })),
+            Arc::default(),
+        )
+        .unwrap();
+        let input = backend.prediction_input(&job(json!({ "prompt": "a kite", "duration": 4 })));
+        assert_eq!(
+            input,
+            json!({ "text": "a kite", "seconds": 4, "seed": 42, "w": 854, "fps": 24 })
+        );
+    }
+
+    #[tokio::test]
+    async fn data_uri_outputs_are_decoded_within_the_size_cap() {
+        let backend = CogBackend::new(
+            "vendor_1/model_1",
+            config(json!({ "max_output_bytes": 8 })),
+            Arc::default(),
+        )
+        .unwrap();
+        let decoded = backend
+            .output_bytes("data:video/mp4;base64,AAAAGGZ0eXA=")
+            .await
+            .unwrap();
+        assert_eq!(&decoded[4..8], b"ftyp");
+        for refused in [
+            "data:video/mp4,plain-text",
+            "data:video/mp4;base64,not base64!",
+            "data:video/mp4;base64,AAAAGGZ0eXBBQUFBQUFB",
+            "ftp://example.com/clip.mp4",
+        ] {
+            let failure = backend.output_bytes(refused).await.unwrap_err();
+            assert!(
+                matches!(&failure, JobFailure::Failed { code, .. } if code == "upstream_error"),
+                "{refused}: {failure:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn url_outputs_are_downloaded_within_the_size_cap() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router =
+            axum::Router::new().route("/clip.mp4", axum::routing::get(|| async { vec![7u8; 100] }));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        let url = format!("http://{address}/clip.mp4");
+        let backend_with_cap = |cap: u64| {
+            CogBackend::new(
+                "vendor_1/model_1",
+                config(json!({ "max_output_bytes": cap })),
+                Arc::default(),
+            )
+            .unwrap()
+        };
+        let downloaded = backend_with_cap(100).output_bytes(&url).await.unwrap();
+        assert_eq!(downloaded, vec![7u8; 100]);
+        let refused = backend_with_cap(99).output_bytes(&url).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("larger than 99 bytes"),
+            "{refused}"
+        );
+        let missing = backend_with_cap(100)
+            .output_bytes(&format!("http://{address}/missing.mp4"))
+            .await
+            .unwrap_err();
+        assert!(
+            missing.to_string().contains("fetching the output failed"),
+            "{missing}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_backends_file_must_name_catalog_models_and_known_fields() {
+        let cog = |extra: Value| {
+            let mut model = json!({ "backend": "cog", "base_url": "http://127.0.0.1:9" });
+            model
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            model
+        };
+        let backends = apply(&json!({ "models": { "vendor_1/model_1": cog(json!({})) } })).unwrap();
+        let model = Catalog::embedded()
+            .model("vendor_1/model_1")
+            .unwrap()
+            .clone();
+        assert!(backends.for_model(&model).is_some());
+
+        for (file, expected) in [
+            (
+                json!({ "models": { "vendor_9/nope": cog(json!({})) } }),
+                "not a model in the catalog",
+            ),
+            (
+                json!({ "models": { "vendor_1/model_1": cog(json!({ "concurency": 2 })) } }),
+                "unknown field",
+            ),
+            (
+                json!({ "models": { "vendor_1/model_1": cog(json!({ "concurrency": 0 })) } }),
+                "at least 1",
+            ),
+            (
+                json!({ "models": { "vendor_1/model_1": cog(json!({ "base_url": "file:///tmp" })) } }),
+                "http(s) URL",
+            ),
+            (
+                json!({ "models": { "vendor_1/model_1": { "backend": "triton" } } }),
+                "unknown variant",
+            ),
+        ] {
+            let error = apply(&file).err().expect("the file is refused").to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+    }
 }
