@@ -21,7 +21,7 @@ use vidgate_core::{Catalog, Mode, ValidatedInput};
 
 use crate::backend::{Backends, Job, JobFailure, RenderedClip};
 use crate::storage::LocalStorage;
-use crate::store::{FailureDetail, FinishGuard, Generation, Store};
+use crate::store::{FailureDetail, Generation, Store};
 
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
@@ -306,7 +306,7 @@ async fn finish_failed(
 ) {
     if let Err(error) = context
         .store
-        .finish_failed(generation_id, FinishGuard::LeaseOwner(worker_id), failure)
+        .finish_failed(generation_id, worker_id, failure)
         .await
     {
         tracing::error!(generation = %generation_id, error = %error, "recording the failure failed; the rescuer will retry the job");

@@ -13,9 +13,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use serde_json::json;
 use vidgate_core::Micros;
-use vidgate_server::store::{
-    self, FailureDetail, FinishGuard, NewAccount, NewGeneration, Store, SubmitOutcome,
-};
+use vidgate_server::store::{self, FailureDetail, NewAccount, NewGeneration, Store, SubmitOutcome};
 
 #[derive(Debug, Clone)]
 enum Operation {
@@ -150,10 +148,7 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
                         code: "x".into(),
                         message: "x".into(),
                     };
-                    store
-                        .finish_failed(id, FinishGuard::LeaseOwner(worker), failure)
-                        .await
-                        .unwrap();
+                    store.finish_failed(id, worker, failure).await.unwrap();
                 }
             }
             Operation::Cancel(index) => {

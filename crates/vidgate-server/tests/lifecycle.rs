@@ -450,11 +450,12 @@ impl Backend for RefusingBackend {
     }
 }
 
-async fn a_backend_refusal_at_admission_is_502_with_the_hold_released(store: StoreKind) {
+async fn a_backend_refusal_at_admission_is_502_and_charges_nothing(store: StoreKind) {
     let mut backends = Backends::builtin(true);
     backends.set_for_model("vendor_1/model_1", Arc::new(RefusingBackend));
+    // Workers run: admission happens before anything is queued, so none can
+    // claim the refused job.
     let app = spawn_app_with(TestSettings {
-        workers: 0,
         backends,
         ..TestSettings::new(store)
     })
@@ -466,6 +467,23 @@ async fn a_backend_refusal_at_admission_is_502_with_the_hold_released(store: Sto
         (account.balance.0, account.held.0, account.captured.0),
         (100_000_000, 0, 0)
     );
+    let entries = app
+        .server
+        .store
+        .ledger_entries(&app.account.account.id)
+        .await
+        .unwrap();
+    assert!(
+        entries.iter().all(|entry| entry.kind == "credit"),
+        "{entries:?}"
+    );
+    let listed: Value = app
+        .get("/generations", app.key())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(listed["data"].as_array().unwrap().is_empty(), "{listed}");
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
@@ -592,6 +610,6 @@ on_both_stores!(
     a_burst_of_25_requests_lets_20_through,
     an_idempotency_key_replays_the_original_and_rejects_a_different_body,
     a_paused_model_answers_503_and_holds_nothing,
-    a_backend_refusal_at_admission_is_502_with_the_hold_released,
+    a_backend_refusal_at_admission_is_502_and_charges_nothing,
     the_list_pages_newest_first_and_filters,
 );

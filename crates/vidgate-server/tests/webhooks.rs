@@ -19,10 +19,6 @@ use common::*;
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
-use vidgate_server::backend::{
-    Admission, Backend, Backends, Job, JobFailure, Rejection, RenderedClip,
-};
 use vidgate_server::store::NewGeneration;
 
 /// One request the receiver got.
@@ -438,45 +434,6 @@ async fn a_failed_generation_is_delivered(store: StoreKind) {
     assert!(event["data"]["error"]["code"].is_string(), "{event}");
 }
 
-/// A model server that refuses every job at admission.
-struct RefusingBackend;
-
-#[async_trait::async_trait]
-impl Backend for RefusingBackend {
-    async fn admit(&self, _admission: &Admission<'_>) -> Result<(), Rejection> {
-        Err(Rejection::Upstream("the model server is full".into()))
-    }
-
-    async fn run(&self, _job: Job, _cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
-        unreachable!("refused jobs never run")
-    }
-}
-
-async fn a_generation_refused_at_admission_is_delivered_as_failed(store: StoreKind) {
-    let receiver = Receiver::start().await;
-    let mut backends = Backends::builtin(true);
-    backends.set_for_model("vendor_1/model_1", Arc::new(RefusingBackend));
-    // No workers: with them, a worker can claim the job between the submit's
-    // commit and the admission (the lifecycle suite's refusal test does the
-    // same).
-    let app = spawn_app_with(TestSettings {
-        workers: 0,
-        backends,
-        ..TestSettings::new(store)
-    })
-    .await;
-    let response = app
-        .submit(M1_T2V, body_with_webhook("refused", &receiver.url()))
-        .await;
-    assert_eq!(response.status(), reqwest::StatusCode::BAD_GATEWAY);
-
-    let event = receiver.wait_for(1).await[0].json();
-    assert_eq!(event["type"], "generation.failed");
-    assert_eq!(event["data"]["error"]["code"], "upstream_error");
-    let id = event["data"]["id"].as_str().unwrap();
-    assert_eq!(event["data"], app.generation(id).await);
-}
-
 /// The lease rescuer fails a job after its last attempt without any HTTP
 /// request or worker involved; its delivery is written all the same.
 async fn the_rescuer_s_failures_write_deliveries(store: StoreKind) {
@@ -687,7 +644,6 @@ on_both_stores!(
     retries_continue_after_a_restart,
     a_canceled_generation_is_delivered,
     a_failed_generation_is_delivered,
-    a_generation_refused_at_admission_is_delivered_as_failed,
     the_rescuer_s_failures_write_deliveries,
     private_receivers_are_refused_without_the_flag,
     a_rotated_secret_signs_beside_the_previous_one_for_a_day,

@@ -33,9 +33,9 @@ pub struct Job {
     pub seed: u64,
 }
 
-/// A job as a backend sees it at submit time, already held and queued.
+/// A request as a backend sees it at submit time, before anything is held:
+/// a refusal here leaves no generation and no ledger entry behind.
 pub struct Admission<'a> {
-    pub generation_id: &'a str,
     pub model: &'a vidgate_core::Model,
     pub mode: Mode,
     pub input: &'a vidgate_core::ValidatedInput,
@@ -75,7 +75,8 @@ pub enum Rejection {
 
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
-    /// Checks, at submit time, that the backend will take this job.
+    /// Checks, at submit time and before the hold, that the backend will
+    /// take this job.
     async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection>;
     /// Runs the job to completion. Must return `Interrupted` promptly when
     /// `cancel` fires.

@@ -12,9 +12,7 @@ use super::generations::generation_json;
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
 use crate::backend::{Admission, Rejection};
 use crate::ids::{new_generation_id, sha256_hex};
-use crate::store::{
-    Caller, FailureDetail, FinishGuard, IdempotencyKey, NewGeneration, SubmitOutcome, SubmitRefusal,
-};
+use crate::store::{Caller, IdempotencyKey, NewGeneration, SubmitOutcome, SubmitRefusal};
 
 const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
 const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
@@ -87,6 +85,23 @@ pub async fn submit(
         .await
         .map_err(invalid_request)?;
     let price = endpoint.price(&input, &media_facts);
+    // The backend is asked before anything is held, so that a refusal is an
+    // HTTP error with nothing charged and no generation left behind; asking
+    // after the commit would race a worker that already claimed the job.
+    let admission = Admission {
+        model,
+        mode: endpoint.mode,
+        input: &input,
+    };
+    backend
+        .admit(&admission)
+        .await
+        .map_err(|rejection| match rejection {
+            Rejection::Unavailable(message) => ApiError::ModelUnavailable(message),
+            Rejection::Upstream(message) => ApiError::Upstream(format!(
+                "The model refused the job: {message}. Nothing was charged."
+            )),
+        })?;
     let generation_id = new_generation_id();
     let outcome = state
         .store
@@ -134,15 +149,6 @@ pub async fn submit(
         SubmitOutcome::Replayed(generation) => (generation, true),
     };
     if !replayed {
-        let admission = Admission {
-            generation_id: &generation.id,
-            model,
-            mode: endpoint.mode,
-            input: &input,
-        };
-        if let Err(rejection) = backend.admit(&admission).await {
-            return Err(refuse_admitted(&state, &generation.id, rejection).await);
-        }
         state.queue_wakeup.notify_one();
     }
 
@@ -160,33 +166,4 @@ pub async fn submit(
         response_headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     Ok(response)
-}
-
-/// A backend refused a job that was already held and queued: the generation
-/// fails, its hold is refunded, and the caller gets the HTTP error.
-async fn refuse_admitted(state: &AppState, generation_id: &str, rejection: Rejection) -> ApiError {
-    let (code, error) = match &rejection {
-        Rejection::Unavailable(message) => (
-            "model_unavailable",
-            ApiError::ModelUnavailable(message.clone()),
-        ),
-        Rejection::Upstream(message) => (
-            "upstream_error",
-            ApiError::Upstream(format!(
-                "The model refused the job: {message}. Any held amount was refunded."
-            )),
-        ),
-    };
-    let failure = FailureDetail {
-        code: code.into(),
-        message: rejection.to_string(),
-    };
-    match state
-        .store
-        .finish_failed(generation_id, FinishGuard::StillQueued, failure)
-        .await
-    {
-        Ok(_) => error,
-        Err(store_error) => ApiError::internal(store_error),
-    }
 }

@@ -182,14 +182,6 @@ pub enum CancelOutcome {
     NotFound,
 }
 
-/// Who may finish a generation: the worker holding its lease, or (for a
-/// backend that refused the job at admission) nobody yet, while it is queued.
-#[derive(Debug, Clone, Copy)]
-pub enum FinishGuard<'a> {
-    LeaseOwner(&'a str),
-    StillQueued,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailureDetail {
     pub code: String,
@@ -403,12 +395,12 @@ pub trait Store: Send + Sync + 'static {
         worker: &str,
         output: Value,
     ) -> Result<bool, StoreError>;
-    /// Marks the job failed and refunds its hold; false when the guard no
-    /// longer matches.
+    /// Marks the job failed and refunds its hold; false when the worker no
+    /// longer holds the job's lease, in which case nothing changed.
     async fn finish_failed(
         &self,
         generation_id: &str,
-        guard: FinishGuard<'_>,
+        worker: &str,
         failure: FailureDetail,
     ) -> Result<bool, StoreError>;
     /// Puts a running job back in the queue without counting the attempt

@@ -349,31 +349,20 @@ macro_rules! impl_sql_store {
             async fn fail_in(
                 transaction: &mut sqlx::Transaction<'static, $database>,
                 generation_id: &str,
-                guard: FinishGuard<'_>,
+                worker: &str,
                 failure: &FailureDetail,
             ) -> Result<bool, StoreError> {
                 let error =
                     serde_json::json!({ "code": failure.code, "message": failure.message });
-                let (guard_sql, lease_owner) = match guard {
-                    FinishGuard::LeaseOwner(owner) => (
-                        "UPDATE generations SET status = 'failed', error = $1, completed_at = $2, \
-                         lease_owner = NULL, lease_expires_at = NULL \
-                         WHERE id = $3 AND status = 'running' AND lease_owner = $4 \
-                         RETURNING account_id, price_micros",
-                        Some(owner),
-                    ),
-                    FinishGuard::StillQueued => (
-                        "UPDATE generations SET status = 'failed', error = $1, completed_at = $2 \
-                         WHERE id = $3 AND status = 'queued' AND CAST($4 AS TEXT) IS NULL \
-                         RETURNING account_id, price_micros",
-                        None,
-                    ),
-                };
+                let guard_sql = "UPDATE generations SET status = 'failed', error = $1, completed_at = $2, \
+                     lease_owner = NULL, lease_expires_at = NULL \
+                     WHERE id = $3 AND status = 'running' AND lease_owner = $4 \
+                     RETURNING account_id, price_micros";
                 let finished: Option<(String, i64)> = sqlx::query_as(guard_sql)
                     .bind(error.to_string())
                     .bind(now_millis())
                     .bind(generation_id)
-                    .bind(lease_owner)
+                    .bind(worker)
                     .fetch_optional(&mut **transaction)
                     .await?;
                 let Some((account_id, price)) = finished else {
@@ -880,12 +869,12 @@ macro_rules! impl_sql_store {
             async fn finish_failed(
                 &self,
                 generation_id: &str,
-                guard: FinishGuard<'_>,
+                worker: &str,
                 failure: FailureDetail,
             ) -> Result<bool, StoreError> {
                 let mut transaction = self.begin_write().await?;
                 let failed =
-                    Self::fail_in(&mut transaction, generation_id, guard, &failure).await?;
+                    Self::fail_in(&mut transaction, generation_id, worker, &failure).await?;
                 transaction.commit().await?;
                 Ok(failed)
             }
@@ -950,8 +939,7 @@ macro_rules! impl_sql_store {
                                 "the job was interrupted {attempts} times and will not be retried"
                             ),
                         };
-                        let guard = FinishGuard::LeaseOwner(&owner);
-                        if Self::fail_in(&mut transaction, &generation_id, guard, &failure).await? {
+                        if Self::fail_in(&mut transaction, &generation_id, &owner, &failure).await? {
                             report.failed.push(generation_id);
                         }
                     }
