@@ -365,7 +365,8 @@ async fn the_openapi_document_matches_the_routes() {
         let concrete = path
             .replace("{vendor}", "vendor_1")
             .replace("{model}", "model_1")
-            .replace("{id}", "gen_missing");
+            .replace("{id}", "gen_missing")
+            .replace("{delivery_id}", "msg_missing");
         for (method, operation) in operations.as_object().unwrap() {
             let request = match method.as_str() {
                 "get" => app.client.get(app.url(&concrete)),

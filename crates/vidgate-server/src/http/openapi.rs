@@ -218,6 +218,49 @@ fn component_schemas() -> Value {
                 "pricing": { "type": "object" }
             }
         },
+        "WebhookDelivery": {
+            "type": "object",
+            "required": ["id", "object", "generation_id", "event_type", "url", "status", "attempt_count", "attempts", "created_at"],
+            "properties": {
+                "id": { "type": "string", "description": "Sent as webhook-id on every attempt." },
+                "object": { "const": "webhook_delivery" },
+                "generation_id": { "type": "string" },
+                "event_type": { "type": "string", "enum": ["generation.succeeded", "generation.failed", "generation.canceled"] },
+                "url": { "type": "string" },
+                "status": { "type": "string" },
+                "in_flight": { "type": "boolean" },
+                "attempt_count": { "type": "integer" },
+                "next_attempt_at": nullable_time,
+                "created_at": { "type": "string", "format": "date-time" },
+                "completed_at": nullable_time,
+                "attempts": { "type": "array", "items": {
+                    "type": "object",
+                    "properties": {
+                        "attempt": { "type": "integer" },
+                        "started_at": { "type": "string", "format": "date-time" },
+                        "duration_ms": { "type": "integer" },
+                        "status_code": { "type": ["integer", "null"] },
+                        "error": { "type": ["string", "null"] },
+                        "response_body": { "type": ["string", "null"] },
+                        "next_attempt_at": nullable_time
+                    }
+                }}
+            }
+        },
+        "WebhookDeliveryList": {
+            "type": "object",
+            "required": ["object", "data"],
+            "properties": { "object": { "const": "list" }, "data": { "type": "array", "items": schema_ref("WebhookDelivery") } }
+        },
+        "WebhookSecret": {
+            "type": "object",
+            "required": ["object", "webhook_secret", "previous_secret_expires_at"],
+            "properties": {
+                "object": { "const": "webhook_secret" },
+                "webhook_secret": { "type": "string", "pattern": "^whsec_" },
+                "previous_secret_expires_at": nullable_time
+            }
+        },
         "ModelList": {
             "type": "object",
             "required": ["object", "data"],
@@ -417,6 +460,28 @@ pub fn document(catalog: &Catalog, api_base: &str) -> Value {
                 ("409", "conflict: the generation is already running or finished.")
             ]))
     }}));
+    paths.insert("/generations/{id}/webhook-deliveries".into(), json!({ "get": {
+        "operationId": "list_webhook_deliveries", "summary": "The webhook deliveries of a generation, with every attempt", "tags": ["webhooks"],
+        "security": [{ "bearer": [] }],
+        "parameters": [generation_id],
+        "responses": with_success("200", "The deliveries, oldest first.", schema_ref("WebhookDeliveryList"),
+            authenticated_errors(&[("404", "not_found: no such generation in this account.")]))
+    }}));
+    paths.insert("/generations/{id}/webhook-deliveries/{delivery_id}/retry".into(), json!({ "post": {
+        "operationId": "retry_webhook_delivery", "summary": "Send a webhook delivery again now", "tags": ["webhooks"],
+        "security": [{ "bearer": [] }],
+        "parameters": [generation_id, { "name": "delivery_id", "in": "path", "required": true, "schema": { "type": "string" } }],
+        "responses": with_success("202", "The delivery, scheduled for now.", schema_ref("WebhookDelivery"),
+            authenticated_errors(&[
+                ("404", "not_found: no such generation or delivery in this account."),
+                ("409", "conflict: the delivery is being attempted right now.")
+            ]))
+    }}));
+    paths.insert("/account/webhook-secret/rotate".into(), json!({ "post": {
+        "operationId": "rotate_webhook_secret", "summary": "Issue a new webhook signing secret; the old one keeps signing for 24 hours", "tags": ["webhooks"],
+        "security": [{ "bearer": [] }],
+        "responses": with_success("200", "The new secret, shown once.", schema_ref("WebhookSecret"), authenticated_errors(&[]))
+    }}));
     paths.insert("/account".into(), json!({ "get": {
         "operationId": "get_account", "summary": "The caller's account, balance and limits", "tags": ["account"],
         "security": [{ "bearer": [] }],
@@ -447,7 +512,7 @@ pub fn document(catalog: &Catalog, api_base: &str) -> Value {
         "servers": [{ "url": api_base }],
         "security": [{ "bearer": [] }],
         "tags": [
-            { "name": "generations" }, { "name": "catalog" }, { "name": "account" }, { "name": "uploads" }, { "name": "meta" }
+            { "name": "generations" }, { "name": "catalog" }, { "name": "account" }, { "name": "webhooks" }, { "name": "uploads" }, { "name": "meta" }
         ],
         "paths": Value::Object(paths),
         "components": {
