@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -187,8 +187,10 @@ pub fn apply_backends_file(
 #[derive(Default)]
 pub struct CogCallbacks {
     /// Base of the callback URLs (the server's public URL); unset on a node
-    /// without an HTTP listener, which then dispatches synchronously.
-    base_url: OnceLock<String>,
+    /// without an HTTP listener, which then dispatches synchronously. The
+    /// last start wins, so backends reused by a restarted server in one
+    /// process follow its new address.
+    base_url: Mutex<Option<String>>,
     waiting: Mutex<HashMap<String, WaitingPrediction>>,
 }
 
@@ -198,11 +200,13 @@ struct WaitingPrediction {
 }
 
 impl CogCallbacks {
-    /// Sets where webhooks reach this process; called once at server start.
+    /// Sets where webhooks reach this process; called at server start.
     pub fn set_base_url(&self, public_url: &str) {
-        let _ = self
+        *self
             .base_url
-            .set(public_url.trim_end_matches('/').to_owned());
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) =
+            Some(public_url.trim_end_matches('/').to_owned());
     }
 
     /// Hands a webhook's prediction to the job waiting for it. Returns false
@@ -235,7 +239,11 @@ impl CogCallbacks {
     }
 
     fn register(self: &Arc<Self>, generation_id: &str) -> Option<CallbackRegistration> {
-        let base_url = self.base_url.get()?;
+        let base_url = self
+            .base_url
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()?;
         let token = random_token(32);
         let (sender, receiver) = mpsc::channel(4);
         self.waiting
