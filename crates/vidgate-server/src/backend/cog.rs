@@ -905,6 +905,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_dispatch_refused_with_a_4xx_other_than_409_fails_as_upstream_error() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = axum::Router::new().route(
+            "/predictions/{id}",
+            axum::routing::put(|| async {
+                (
+                    axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                    r#"{"detail": "duration: input should be at most 10"}"#,
+                )
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        let mut refused_config = config(json!({}));
+        refused_config.base_url = format!("http://{address}");
+        let backend = CogBackend::new("vendor_1/model_1", refused_config, Arc::default()).unwrap();
+        let failure = backend
+            .run(
+                job(json!({ "prompt": "too long", "duration": 12 })),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        let JobFailure::Failed { code, message } = failure else {
+            panic!("the job was not failed: {failure:?}");
+        };
+        assert_eq!(code, "upstream_error");
+        assert!(
+            message.contains("422") && message.contains("at most 10"),
+            "{message}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_backends_file_must_name_catalog_models_and_known_fields() {
         let cog = |extra: Value| {
             let mut model = json!({ "backend": "cog", "base_url": "http://127.0.0.1:9" });
