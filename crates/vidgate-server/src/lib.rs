@@ -113,6 +113,9 @@ pub struct ServerOptions {
     pub allow_private_network: bool,
     /// How webhook deliveries are sent and retried.
     pub webhooks: WebhookSettings,
+    /// Largest file `POST /uploads` accepts: at least the largest reference
+    /// media limit of the catalog (M1's 104857600-byte videos).
+    pub max_upload_bytes: u64,
 }
 
 impl ServerOptions {
@@ -138,6 +141,7 @@ impl ServerOptions {
             bootstrap_development_account: false,
             allow_private_network: false,
             webhooks: WebhookSettings::default(),
+            max_upload_bytes: 104_857_600,
         }
     }
 }
@@ -246,6 +250,7 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
         queue_wakeup: wakeup.clone(),
         max_attempts: options.max_attempts,
         media: media::inspector(media_fetcher),
+        max_upload_bytes: options.max_upload_bytes,
     };
 
     let shutdown = CancellationToken::new();

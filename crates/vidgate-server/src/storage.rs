@@ -50,6 +50,36 @@ impl LocalStorage {
         })
     }
 
+    /// A new file to stream an upload into, under a hidden name that is never
+    /// served or resolved as one of our URLs until `keep_upload` moves it.
+    pub async fn incoming_file(&self) -> std::io::Result<(PathBuf, tokio::fs::File)> {
+        let directory = self.root.join("uploads").join(".incoming");
+        tokio::fs::create_dir_all(&directory).await?;
+        let path = directory.join(format!("{}.partial", random_token(24)));
+        let file = tokio::fs::File::create(&path).await?;
+        Ok((path, file))
+    }
+
+    /// Moves a complete, checked upload to its capability URL path.
+    pub async fn keep_upload(
+        &self,
+        incoming: &Path,
+        upload_id: &str,
+        extension: &str,
+        size_bytes: u64,
+    ) -> std::io::Result<StoredFile> {
+        let relative_path = format!("uploads/{}/{upload_id}.{extension}", random_token(24));
+        let final_path = self.root.join(&relative_path);
+        if let Some(directory) = final_path.parent() {
+            tokio::fs::create_dir_all(directory).await?;
+        }
+        tokio::fs::rename(incoming, &final_path).await?;
+        Ok(StoredFile {
+            relative_path,
+            size_bytes,
+        })
+    }
+
     /// Removes a stored file and its token directory; used when a finished
     /// clip could not be recorded (the job's lease was lost meanwhile).
     pub async fn delete(&self, file: &StoredFile) -> std::io::Result<()> {

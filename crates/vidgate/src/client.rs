@@ -52,6 +52,8 @@ pub enum ClientCommand {
     },
     /// Submit a generation, optionally wait for it and download the clip.
     Run(RunOptions),
+    /// Upload a local media file and print its URL for use in requests.
+    Upload { file: PathBuf },
     /// Show one generation.
     Get { id: String },
     /// Cancel a queued generation.
@@ -73,7 +75,7 @@ pub struct RunOptions {
     /// A request parameter as name=value (numbers, booleans and JSON arrays are understood).
     #[arg(long = "param", value_name = "NAME=VALUE")]
     parameters: Vec<String>,
-    /// Opening image URL (image-to-video).
+    /// Opening image (image-to-video): a URL, or a local file that is uploaded first.
     #[arg(long)]
     image: Option<String>,
     /// Wait until the generation is finished, showing its progress.
@@ -92,6 +94,16 @@ pub struct ApiError {
     code: String,
     message: String,
     param: Option<String>,
+}
+
+fn api_error(status: StatusCode, body: &Value) -> ApiError {
+    let error = &body["error"];
+    ApiError {
+        status,
+        code: error["code"].as_str().unwrap_or("unknown").to_owned(),
+        message: error["message"].as_str().unwrap_or("no message").to_owned(),
+        param: error["param"].as_str().map(str::to_owned),
+    }
 }
 
 struct Client {
@@ -188,14 +200,7 @@ impl Client {
                     if status.is_success() {
                         return Ok((status, value, headers));
                     }
-                    let error = &value["error"];
-                    return Err(ApiError {
-                        status,
-                        code: error["code"].as_str().unwrap_or("unknown").to_owned(),
-                        message: error["message"].as_str().unwrap_or("no message").to_owned(),
-                        param: error["param"].as_str().map(str::to_owned),
-                    }
-                    .into());
+                    return Err(api_error(status, &value).into());
                 }
                 // A connection that was never made sent nothing: always safe.
                 Err(error) if (error.is_connect() || idempotent) && attempt + 1 < MAX_ATTEMPTS => {
@@ -305,6 +310,49 @@ async fn wait_until_final(client: &Client, generation: Value) -> anyhow::Result<
     }
 }
 
+/// Uploads a local file with multipart/form-data. Retried like any request:
+/// a repeated upload only stores the file twice, it bills nothing.
+async fn upload_file(client: &Client, path: &PathBuf) -> anyhow::Result<Value> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let file_name = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("upload")
+        .to_owned();
+    let url = format!("{}/uploads", client.base_url);
+    let mut attempt = 0;
+    loop {
+        let form = reqwest::multipart::Form::new().part(
+            "file",
+            reqwest::multipart::Part::bytes(bytes.clone()).file_name(file_name.clone()),
+        );
+        let mut request = client.http.post(&url).multipart(form);
+        if let Some(key) = &client.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("POST {url}"))?;
+        let status = response.status();
+        if is_retryable(status) && attempt + 1 < MAX_ATTEMPTS {
+            let wait = backoff(attempt, retry_after(&response));
+            eprintln!(
+                "vidgate: {status} from the API; retrying in {:.1} s",
+                wait.as_secs_f64()
+            );
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+            continue;
+        }
+        let value: Value = response.json().await.unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(value);
+        }
+        return Err(api_error(status, &value).into());
+    }
+}
+
 async fn download(client: &Client, url: &str, destination: &PathBuf) -> anyhow::Result<u64> {
     let response = client.http.get(url).send().await?.error_for_status()?;
     let bytes = response.bytes().await?;
@@ -353,10 +401,16 @@ async fn run(client: &Client, options: &RunOptions, as_json: bool) -> anyhow::Re
     let mut body = parameters_body(parameters)?;
     body.insert("prompt".into(), json!(prompt));
     if let Some(image) = image {
-        if !(image.starts_with("http://") || image.starts_with("https://")) {
-            bail!("--image must be an http(s) URL on this version of vidgate");
-        }
-        body.insert("image_url".into(), json!(image));
+        let url = if image.starts_with("http://") || image.starts_with("https://") {
+            image.clone()
+        } else {
+            let upload = upload_file(client, &PathBuf::from(image)).await?;
+            upload["url"]
+                .as_str()
+                .context("the upload has no url")?
+                .to_owned()
+        };
+        body.insert("image_url".into(), json!(url));
     }
     let body = Value::Object(body);
     // One key for every retry of this submit: the server returns the original
@@ -455,6 +509,19 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
         }
         ClientCommand::Run(options) => {
             run(&client, &options, args.json).await?;
+        }
+        ClientCommand::Upload { file } => {
+            client.require_key()?;
+            let upload = upload_file(&client, &file).await?;
+            print(&upload, args.json, |upload| {
+                format!(
+                    "{}  {}  {} bytes\n  url: {}",
+                    upload["id"].as_str().unwrap_or("?"),
+                    upload["content_type"].as_str().unwrap_or("?"),
+                    upload["size_bytes"],
+                    upload["url"].as_str().unwrap_or("?")
+                )
+            });
         }
         ClientCommand::Get { id } => {
             client.require_key()?;

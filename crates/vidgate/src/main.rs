@@ -86,6 +86,9 @@ struct ServeArgs {
     /// Let request media (and other outgoing requests) reach loopback and private addresses; for local development only.
     #[arg(long, env = "VIDGATE_ALLOW_PRIVATE_NETWORK", value_parser = clap::builder::BoolishValueParser::new(), default_value = "false")]
     allow_private_network: bool,
+    /// Largest file POST /uploads accepts, in bytes.
+    #[arg(long, env = "VIDGATE_MAX_UPLOAD_BYTES", default_value_t = 104_857_600)]
+    max_upload_bytes: u64,
     /// JSON file that runs models on Cog-compatible model servers (see docs/cog.md).
     #[arg(long, env = "VIDGATE_BACKENDS_FILE")]
     backends_file: Option<PathBuf>,
@@ -145,6 +148,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         )?;
     }
     options.allow_private_network = args.allow_private_network;
+    options.max_upload_bytes = args.max_upload_bytes;
     let server = vidgate_server::start(options)
         .await
         .map_err(anyhow::Error::from)?;

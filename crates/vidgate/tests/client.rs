@@ -242,3 +242,44 @@ async fn other_client_errors_are_not_retried_and_cancel_works() {
     assert!(!no_key.status.success());
     assert!(String::from_utf8_lossy(&no_key.stderr).contains("VIDGATE_API_KEY"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_files_are_uploaded_and_used_as_images() {
+    let server = start(0).await;
+    let directory = tempfile::tempdir().unwrap();
+    let picture = directory.path().join("card.png");
+    image::RgbImage::from_pixel(64, 48, image::Rgb([10, 120, 200]))
+        .save(&picture)
+        .unwrap();
+
+    let uploaded =
+        json_of(&vidgate(&server, &["upload", picture.to_str().unwrap(), "--json"]).await);
+    assert_eq!(uploaded["content_type"], "image/png");
+    assert_eq!(uploaded["media"]["width"], 64);
+    let prefix = format!("{}/files/uploads/", server.server.api_base);
+    assert!(uploaded["url"].as_str().unwrap().starts_with(&prefix));
+
+    let submitted = json_of(
+        &vidgate(
+            &server,
+            &[
+                "run",
+                "vendor_1/model_1/image-to-video",
+                "--prompt",
+                "a blue card",
+                "--image",
+                picture.to_str().unwrap(),
+                "--json",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(submitted["status"], "queued");
+    assert!(
+        submitted["input"]["image_url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&prefix),
+        "{submitted}"
+    );
+}

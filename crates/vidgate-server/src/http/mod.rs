@@ -58,6 +58,7 @@ pub struct AppState {
     pub max_attempts: i64,
     /// Fetches, probes and checks request media on submit and quote.
     pub media: Arc<vidgate_media::MediaInspector>,
+    pub max_upload_bytes: u64,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -84,6 +85,15 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/account/webhook-secret/rotate",
             post(webhooks::rotate_secret),
+        )
+        .route(
+            "/uploads",
+            // Room for the multipart framing around the largest file.
+            post(uploads::create).layer(DefaultBodyLimit::max(
+                usize::try_from(state.max_upload_bytes)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(64 * 1024),
+            )),
         )
         .route("/uploads/initiate", post(uploads::initiate))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));

@@ -261,6 +261,29 @@ fn component_schemas() -> Value {
                 "previous_secret_expires_at": nullable_time
             }
         },
+        "Upload": {
+            "type": "object",
+            "required": ["id", "object", "url", "content_type", "size_bytes", "media", "created_at"],
+            "properties": {
+                "id": { "type": "string", "pattern": "^upl_" },
+                "object": { "const": "upload" },
+                "url": { "type": "string", "format": "uri", "description": "Usable in any *_url request field of this account." },
+                "content_type": { "type": "string" },
+                "size_bytes": { "type": "integer" },
+                "media": {
+                    "type": "object",
+                    "required": ["format"],
+                    "properties": {
+                        "format": { "type": "string", "enum": ["jpg", "png", "webp", "mp4", "mov", "mp3", "wav"] },
+                        "width": { "type": "integer" },
+                        "height": { "type": "integer" },
+                        "duration_s": { "type": "number" },
+                        "fps": { "type": "number" }
+                    }
+                },
+                "created_at": { "type": "string", "format": "date-time" }
+            }
+        },
         "ModelList": {
             "type": "object",
             "required": ["object", "data"],
@@ -486,6 +509,18 @@ pub fn document(catalog: &Catalog, api_base: &str) -> Value {
         "operationId": "get_account", "summary": "The caller's account, balance and limits", "tags": ["account"],
         "security": [{ "bearer": [] }],
         "responses": with_success("200", "The account.", schema_ref("Account"), authenticated_errors(&[]))
+    }}));
+    paths.insert("/uploads".into(), json!({ "post": {
+        "operationId": "create_upload", "summary": "Upload media (JPG, PNG, WebP, MP4, MOV, MP3, WAV) to obtain a URL for requests", "tags": ["uploads"],
+        "security": [{ "bearer": [] }],
+        "requestBody": { "required": true, "content": { "multipart/form-data": { "schema": {
+            "type": "object", "required": ["file"],
+            "properties": { "file": { "type": "string", "format": "binary", "description": "The type is decided from the content, not the declared type." } }
+        }}}},
+        "responses": with_success("201", "The upload.", schema_ref("Upload"), authenticated_errors(&[
+            ("400", "invalid_request: not multipart, no `file` field, or not a supported media file; param is `file`."),
+            ("413", "payload_too_large: the file is larger than the deployment's limit.")
+        ]))
     }}));
     let mut initiate_errors = authenticated_errors(&[(
         "501",

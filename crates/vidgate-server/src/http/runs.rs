@@ -61,6 +61,7 @@ pub async fn submit(
     let input = endpoint
         .validate(&body, Purpose::Submit)
         .map_err(invalid_request)?;
+    super::uploads::check_upload_ownership(&state, &caller, &input).await?;
     let endpoint_id = endpoint.id();
     let idempotency = idempotency_key(&headers, &endpoint_id, &body)?;
     let model = endpoint.model;

@@ -114,6 +114,17 @@ pub struct NewApiKey {
     pub secret_sha256: String,
 }
 
+/// A file an account uploaded, as the uploads table records it.
+pub struct NewUpload {
+    pub id: String,
+    pub account_id: String,
+    pub relative_path: String,
+    pub content_type: String,
+    pub size_bytes: i64,
+    pub media: Value,
+    pub created_at: i64,
+}
+
 /// The authenticated caller behind an API key.
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -346,6 +357,10 @@ pub trait Store: Send + Sync + 'static {
 
     // Model availability, shared by every node and the admin command.
     async fn set_model_paused(&self, model_id: &str, paused: bool) -> Result<(), StoreError>;
+    /// Records a file an account uploaded (already written to storage).
+    async fn create_upload(&self, upload: &NewUpload) -> Result<(), StoreError>;
+    /// The account that uploaded the file stored at `relative_path`.
+    async fn upload_owner(&self, relative_path: &str) -> Result<Option<String>, StoreError>;
     async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError>;
 
     // Generations and their money.

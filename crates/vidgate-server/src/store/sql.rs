@@ -578,6 +578,30 @@ macro_rules! impl_sql_store {
                 Ok(())
             }
 
+            async fn create_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO uploads (id, account_id, relative_path, content_type, \
+                     size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(&upload.id)
+                .bind(&upload.account_id)
+                .bind(&upload.relative_path)
+                .bind(&upload.content_type)
+                .bind(upload.size_bytes)
+                .bind(upload.media.to_string())
+                .bind(upload.created_at)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn upload_owner(&self, relative_path: &str) -> Result<Option<String>, StoreError> {
+                Ok(sqlx::query_scalar("SELECT account_id FROM uploads WHERE relative_path = $1")
+                    .bind(relative_path)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
             async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError> {
                 let paused: Option<bool> =
                     sqlx::query_scalar("SELECT paused FROM model_states WHERE model_id = $1")

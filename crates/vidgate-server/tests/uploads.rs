@@ -1,0 +1,139 @@
+//! Multipart uploads: the type is decided by content, the URL serves the
+//! file and works in requests, and only the uploading account may use it.
+
+mod common;
+
+use common::*;
+use image::{Rgb, RgbImage};
+use reqwest::StatusCode;
+use reqwest::multipart::{Form, Part};
+use serde_json::{Value, json};
+
+fn png() -> Vec<u8> {
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    RgbImage::from_pixel(320, 240, Rgb([200, 40, 40]))
+        .write_to(&mut bytes, image::ImageFormat::Png)
+        .unwrap();
+    bytes.into_inner()
+}
+
+async fn upload(
+    app: &TestApp,
+    key: &str,
+    field: &str,
+    bytes: Vec<u8>,
+    claimed_type: &str,
+) -> reqwest::Response {
+    let part = Part::bytes(bytes)
+        .file_name("upload.bin")
+        .mime_str(claimed_type)
+        .unwrap();
+    app.client
+        .post(app.url("/uploads"))
+        .bearer_auth(key)
+        .multipart(Form::new().part(field.to_owned(), part))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn an_uploaded_image_is_probed_served_and_usable(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let image = png();
+    // The client's claimed type is ignored: the content decides.
+    let response = upload(
+        &app,
+        app.key(),
+        "file",
+        image.clone(),
+        "application/octet-stream",
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let record: Value = response.json().await.unwrap();
+    assert!(record["id"].as_str().unwrap().starts_with("upl_"));
+    assert_eq!(record["object"], "upload");
+    assert_eq!(record["content_type"], "image/png");
+    assert_eq!(record["size_bytes"], image.len());
+    assert_eq!(
+        record["media"],
+        json!({ "format": "png", "width": 320, "height": 240 })
+    );
+    let url = record["url"].as_str().unwrap();
+    let served = app.client.get(url).send().await.unwrap();
+    assert_eq!(served.status(), StatusCode::OK);
+    assert_eq!(served.bytes().await.unwrap().as_ref(), image.as_slice());
+
+    let submitted = app
+        .submit_ok(
+            "vendor_1/model_1/image-to-video",
+            json!({ "prompt": "the red card", "image_url": url, "duration": 2, "resolution": "480p", "generate_audio": false }),
+        )
+        .await;
+    let done = app
+        .wait_for_status(submitted["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+
+    // Another account cannot use the upload in its requests.
+    let other = app.new_account(10).await;
+    let refused = app
+        .post_json(
+            "/run/vendor_1/model_1/image-to-video",
+            &other.api_key,
+            &json!({ "prompt": "borrowed", "image_url": url }),
+        )
+        .await;
+    assert_error(
+        refused,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("image_url"),
+    )
+    .await;
+    assert_eq!(app.account_state(&other.account.id).await.held.0, 0);
+}
+
+async fn unsupported_or_missing_files_are_refused(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let text = upload(
+        &app,
+        app.key(),
+        "file",
+        b"just some text, not media".to_vec(),
+        "image/png",
+    )
+    .await;
+    assert_error(
+        text,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("file"),
+    )
+    .await;
+    let wrong_field = upload(&app, app.key(), "picture", png(), "image/png").await;
+    assert_error(
+        wrong_field,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("file"),
+    )
+    .await;
+    let not_multipart = app
+        .post_json("/uploads", app.key(), &json!({ "file": "x" }))
+        .await;
+    assert_error(
+        not_multipart,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("file"),
+    )
+    .await;
+    let no_key = app.client.post(app.url("/uploads")).send().await.unwrap();
+    assert_error(no_key, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
+}
+
+on_both_stores!(
+    an_uploaded_image_is_probed_served_and_usable,
+    unsupported_or_missing_files_are_refused,
+);
