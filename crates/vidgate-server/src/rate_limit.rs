@@ -57,7 +57,39 @@ impl CallerRateLimiter {
 /// Token buckets in this process (governor), one per caller.
 #[derive(Default)]
 pub struct LocalRateLimiter {
-    buckets: Mutex<HashMap<String, (Quota, std::sync::Arc<Bucket>)>>,
+    buckets: Mutex<LocalBuckets>,
+}
+
+#[derive(Default)]
+struct LocalBuckets {
+    by_caller: HashMap<String, LocalBucket>,
+    checks_since_prune: u32,
+}
+
+struct LocalBucket {
+    quota: Quota,
+    limiter: std::sync::Arc<Bucket>,
+    last_used: std::time::Instant,
+}
+
+/// How many checks pass between sweeps for idle buckets.
+const CHECKS_PER_PRUNE: u32 = 4096;
+
+impl LocalBucket {
+    fn new(quota: Quota) -> LocalBucket {
+        LocalBucket {
+            quota,
+            limiter: std::sync::Arc::new(RateLimiter::direct(quota).with_middleware()),
+            last_used: std::time::Instant::now(),
+        }
+    }
+
+    /// A bucket unused for as long as it takes to refill completely is full,
+    /// exactly like a new one, so forgetting it changes no decision.
+    fn is_idle(&self) -> bool {
+        let full_refill = self.quota.replenish_interval() * self.quota.burst_size().get();
+        self.last_used.elapsed() > full_refill
+    }
 }
 
 /// What the rate-limit response headers report.
@@ -80,19 +112,19 @@ impl LocalRateLimiter {
         let quota = Quota::per_second(per_second).allow_burst(burst_size);
         let bucket = {
             let mut buckets = self.buckets.lock().expect("rate limiter lock poisoned");
-            let entry = buckets.entry(caller.to_owned()).or_insert_with(|| {
-                (
-                    quota,
-                    std::sync::Arc::new(RateLimiter::direct(quota).with_middleware()),
-                )
-            });
-            if entry.0 != quota {
-                *entry = (
-                    quota,
-                    std::sync::Arc::new(RateLimiter::direct(quota).with_middleware()),
-                );
+            buckets.checks_since_prune += 1;
+            if buckets.checks_since_prune >= CHECKS_PER_PRUNE {
+                buckets.prune_idle();
             }
-            entry.1.clone()
+            let entry = buckets
+                .by_caller
+                .entry(caller.to_owned())
+                .or_insert_with(|| LocalBucket::new(quota));
+            if entry.quota != quota {
+                *entry = LocalBucket::new(quota);
+            }
+            entry.last_used = std::time::Instant::now();
+            entry.limiter.clone()
         };
         match bucket.check() {
             Ok(snapshot) => {
@@ -145,6 +177,15 @@ const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// How often, at most, a Redis failure is logged while it lasts.
 const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+impl LocalBuckets {
+    /// Keeps memory bounded by the callers active lately, not by every key
+    /// that ever made a request.
+    fn prune_idle(&mut self) {
+        self.by_caller.retain(|_, bucket| !bucket.is_idle());
+        self.checks_since_prune = 0;
+    }
+}
 
 /// Token buckets shared by all nodes through Redis.
 pub struct RedisRateLimiter {
@@ -233,6 +274,20 @@ mod tests {
         let refused = limiter.check("key", 10, 3);
         assert!(!refused.allowed);
         assert!(refused.reset > Duration::ZERO && refused.reset <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn idle_full_buckets_are_forgotten_and_busy_ones_kept() {
+        let limiter = LocalRateLimiter::default();
+        // Refills completely in a millisecond.
+        assert!(limiter.check("idle", 1000, 1).allowed);
+        // Refills completely in a thousand seconds.
+        assert!(limiter.check("busy", 1, 1000).allowed);
+        std::thread::sleep(Duration::from_millis(20));
+        let mut buckets = limiter.buckets.lock().unwrap();
+        buckets.prune_idle();
+        assert!(!buckets.by_caller.contains_key("idle"));
+        assert!(buckets.by_caller.contains_key("busy"));
     }
 
     #[test]
