@@ -170,17 +170,33 @@ impl Client {
         } else {
             format!("{}{path}", self.base_url)
         };
-        let mut attempt = 0;
-        loop {
+        let build = || {
             let mut request = self.http.request(method.clone(), &url);
-            if let Some(key) = &self.api_key {
-                request = request.bearer_auth(key);
-            }
             for (name, value) in headers {
                 request = request.header(*name, *value);
             }
-            if let Some(body) = body {
-                request = request.json(body);
+            match body {
+                Some(body) => request.json(body),
+                None => request,
+            }
+        };
+        self.send_built(&format!("{method} {url}"), build, idempotent)
+            .await
+    }
+
+    /// The retry loop every request goes through: `build` makes a fresh
+    /// request for each attempt, to which the API key is added here.
+    async fn send_built(
+        &self,
+        description: &str,
+        build: impl Fn() -> reqwest::RequestBuilder,
+        idempotent: bool,
+    ) -> anyhow::Result<(StatusCode, Value, reqwest::header::HeaderMap)> {
+        let mut attempt = 0;
+        loop {
+            let mut request = build();
+            if let Some(key) = &self.api_key {
+                request = request.bearer_auth(key);
             }
             match request.send().await {
                 Ok(response) => {
@@ -209,7 +225,7 @@ impl Client {
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
-                Err(error) => return Err(error).with_context(|| format!("{method} {url}")),
+                Err(error) => return Err(error).context(description.to_owned()),
             }
         }
     }
@@ -320,37 +336,17 @@ async fn upload_file(client: &Client, path: &PathBuf) -> anyhow::Result<Value> {
         .unwrap_or("upload")
         .to_owned();
     let url = format!("{}/uploads", client.base_url);
-    let mut attempt = 0;
-    loop {
-        let form = reqwest::multipart::Form::new().part(
-            "file",
-            reqwest::multipart::Part::bytes(bytes.clone()).file_name(file_name.clone()),
-        );
-        let mut request = client.http.post(&url).multipart(form);
-        if let Some(key) = &client.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("POST {url}"))?;
-        let status = response.status();
-        if is_retryable(status) && attempt + 1 < MAX_ATTEMPTS {
-            let wait = backoff(attempt, retry_after(&response));
-            eprintln!(
-                "vidgate: {status} from the API; retrying in {:.1} s",
-                wait.as_secs_f64()
-            );
-            tokio::time::sleep(wait).await;
-            attempt += 1;
-            continue;
-        }
-        let value: Value = response.json().await.unwrap_or(Value::Null);
-        if status.is_success() {
-            return Ok(value);
-        }
-        return Err(api_error(status, &value).into());
-    }
+    let build = || {
+        let part = reqwest::multipart::Part::bytes(bytes.clone()).file_name(file_name.clone());
+        client
+            .http
+            .post(&url)
+            .multipart(reqwest::multipart::Form::new().part("file", part))
+    };
+    Ok(client
+        .send_built(&format!("POST {url}"), build, true)
+        .await?
+        .1)
 }
 
 async fn download(client: &Client, url: &str, destination: &PathBuf) -> anyhow::Result<u64> {
