@@ -148,16 +148,9 @@ async fn a_failed_job_is_refunded_with_an_error_object(store: StoreKind) {
 async fn cancel_refunds_queued_and_refuses_running_finished_and_foreign(store: StoreKind) {
     let app = spawn_app_without_workers(store).await;
     let queued = app.submit_ok(M1_T2V, quick_body("to cancel")).await;
-    let cancel_url = queued["urls"]["cancel"].as_str().unwrap();
     let other = app.new_account(10).await;
 
-    let foreign = app
-        .client
-        .post(cancel_url)
-        .bearer_auth(&other.api_key)
-        .send()
-        .await
-        .unwrap();
+    let foreign = app.cancel(&queued, &other.api_key).await;
     assert_error(foreign, StatusCode::NOT_FOUND, "not_found", None).await;
     let foreign_get = app
         .get(
@@ -167,13 +160,7 @@ async fn cancel_refunds_queued_and_refuses_running_finished_and_foreign(store: S
         .await;
     assert_error(foreign_get, StatusCode::NOT_FOUND, "not_found", None).await;
 
-    let response = app
-        .client
-        .post(cancel_url)
-        .bearer_auth(app.key())
-        .send()
-        .await
-        .unwrap();
+    let response = app.cancel(&queued, app.key()).await;
     assert_eq!(response.status(), StatusCode::OK);
     let canceled: Value = response.json().await.unwrap();
     assert_eq!(canceled["status"], "canceled");
@@ -182,13 +169,7 @@ async fn cancel_refunds_queued_and_refuses_running_finished_and_foreign(store: S
     let account = app.account_state(&app.account.account.id).await;
     assert_eq!((account.balance.0, account.held.0), (100_000_000, 0));
 
-    let again = app
-        .client
-        .post(cancel_url)
-        .bearer_auth(app.key())
-        .send()
-        .await
-        .unwrap();
+    let again = app.cancel(&queued, app.key()).await;
     assert_error(again, StatusCode::CONFLICT, "conflict", None).await;
     let missing = app
         .post_json("/generations/gen_nothing/cancel", app.key(), &json!({}))
@@ -205,13 +186,7 @@ async fn a_running_generation_cannot_be_canceled(store: StoreKind) {
     let id = submitted["id"].as_str().unwrap();
     let running = app.wait_for_status(id, &["running"]).await;
     assert!(running["started_at"].is_string());
-    let refused = app
-        .client
-        .post(submitted["urls"]["cancel"].as_str().unwrap())
-        .bearer_auth(app.key())
-        .send()
-        .await
-        .unwrap();
+    let refused = app.cancel(&submitted, app.key()).await;
     assert_error(refused, StatusCode::CONFLICT, "conflict", None).await;
     let response = app.get(&format!("/generations/{id}"), app.key()).await;
     assert_eq!(response.headers()["retry-after"], "5");
@@ -219,13 +194,7 @@ async fn a_running_generation_cannot_be_canceled(store: StoreKind) {
     assert_eq!(body["status"], "running");
     let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
     assert_eq!(done["status"], "succeeded");
-    let finished_cancel = app
-        .client
-        .post(submitted["urls"]["cancel"].as_str().unwrap())
-        .bearer_auth(app.key())
-        .send()
-        .await
-        .unwrap();
+    let finished_cancel = app.cancel(&submitted, app.key()).await;
     assert_error(finished_cancel, StatusCode::CONFLICT, "conflict", None).await;
 }
 

@@ -283,6 +283,17 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Posts to a generation record's own `urls.cancel`, as a client would.
+    pub async fn cancel(&self, generation: &Value, key: &str) -> Response {
+        let cancel_url = generation["urls"]["cancel"].as_str().expect("urls.cancel");
+        self.client
+            .post(cancel_url)
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+    }
+
     pub async fn submit(&self, endpoint: &str, body: Value) -> Response {
         self.post_json(&format!("/run/{endpoint}"), self.key(), &body)
             .await
