@@ -1,0 +1,599 @@
+// End-to-end tests of the dashboard in a real headless browser, against the
+// dashboard's contract (page routes and element ids, see e2e/README.md).
+// e2e/run.sh starts the
+// server, creates the accounts and sets the VIDGATE_E2E_* variables; the tests
+// run in file order and share state, as one customer's session would.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+function env(name) {
+  const value = process.env[`VIDGATE_E2E_${name}`];
+  if (!value) throw new Error(`VIDGATE_E2E_${name} is not set: run the tests with e2e/run.sh`);
+  return value;
+}
+
+const base = env('BASE_URL');
+const api = env('API_BASE');
+const shotsDir = env('SCREENSHOTS');
+const a = {
+  accountId: env('A_ACCOUNT_ID'),
+  apiKey: env('A_API_KEY'),
+  keyId: env('A_KEY_ID'),
+  webhookSecret: env('A_WEBHOOK_SECRET'),
+  email: env('A_EMAIL'),
+  password: env('A_PASSWORD'),
+};
+const b = {
+  accountId: env('B_ACCOUNT_ID'),
+  email: env('B_EMAIL'),
+  password: env('B_PASSWORD'),
+};
+
+const ENDPOINT = 'vendor_1/model_1/text-to-video';
+// Short and small, so the render takes a second or two.
+const RUN = { duration: 2, resolution: '480p', width: 854, height: 480 };
+const PROMPT = 'e2e: a red kite over the sea at dawn <b>not bold</b>';
+const KEY_NAME = 'e2e browser key';
+// Generous bounds: they only matter when something is wrong.
+const RENDER_TIMEOUT_MS = 120_000;
+const MEDIA_TIMEOUT_MS = 30_000;
+
+let browser;
+// What later steps need from earlier ones.
+const state = { contextA: null, pageA: null, secret: null, newKeyId: null, generationId: null };
+// Uncaught page errors and CSP violations, reported by the test that caused them.
+const pageProblems = [];
+let shotNumber = 0;
+
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: env('CHROMIUM'),
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+async function newContext() {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  context.setDefaultTimeout(15_000);
+  context.on('page', watchPage);
+  return context;
+}
+
+function watchPage(page) {
+  page.on('pageerror', (error) => pageProblems.push(`${page.url()}: uncaught ${error}`));
+  page.on('console', (message) => {
+    if (/Content Security Policy/i.test(message.text())) {
+      pageProblems.push(`${page.url()}: ${message.text()}`);
+    }
+  });
+}
+
+// Fails the current test if a page threw or broke its CSP since the last call.
+function assertNoPageProblems() {
+  const problems = pageProblems.splice(0);
+  assert.deepEqual(problems, [], 'the pages ran without script errors or CSP violations');
+}
+
+async function screenshot(page, name) {
+  shotNumber += 1;
+  const file = path.join(shotsDir, `${String(shotNumber).padStart(2, '0')}-${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+}
+
+function money(usd) {
+  return `$${usd.toFixed(2)}`;
+}
+
+async function apiJson(method, urlPath, { key, body } = {}) {
+  const headers = { Accept: 'application/json' };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(`${api}${urlPath}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+async function quoteText(input) {
+  const quote = await apiJson('POST', `/quote/${ENDPOINT}`, { body: input });
+  assert.equal(quote.status, 200, `quote ${JSON.stringify(input)}`);
+  return money(quote.body.cost.amount_usd);
+}
+
+async function waitForText(page, selector, pattern, timeout = 15_000) {
+  await page.waitForFunction(
+    ({ selector, source, flags }) => {
+      const element = document.querySelector(selector);
+      return element !== null && new RegExp(source, flags).test(element.textContent);
+    },
+    { selector, source: pattern.source, flags: pattern.flags },
+    { timeout },
+  ).catch(async (error) => {
+    const shown = await page.locator(selector).first().textContent().catch(() => '(absent)');
+    throw new Error(`${selector} never matched ${pattern} (it shows ${JSON.stringify(shown)}): ${error.message}`);
+  });
+}
+
+// The parts every signed-in page shares: navigation, sign-out form, CSRF meta
+// tag, hidden CSRF inputs in every form, and a Content-Security-Policy.
+async function assertPageFrame(page, response) {
+  const csp = response.headers()['content-security-policy'];
+  assert.ok(csp, `${page.url()} sends a Content-Security-Policy`);
+  const hrefs = await page.locator('nav a').evaluateAll((links) => links.map((l) => l.getAttribute('href')));
+  for (const href of ['/dashboard', '/dashboard/keys', '/dashboard/generations', '/dashboard/playground', '/dashboard/webhooks']) {
+    assert.ok(hrefs.includes(href), `the nav links to ${href} (it has ${hrefs.join(', ')})`);
+  }
+  assert.equal(await page.locator('form#sign-out button, form#sign-out [type=submit]').count() > 0, true, 'form#sign-out has a submit button');
+  const csrf = await page.locator('meta[name="csrf-token"]').getAttribute('content');
+  assert.ok(csrf, 'the page has a csrf-token meta tag');
+  const formsWithoutToken = await page.locator('form').evaluateAll((forms) =>
+    forms.filter((f) => !f.querySelector('input[type=hidden][name=csrf_token]')).map((f) => f.id || f.action));
+  assert.deepEqual(formsWithoutToken, [], 'every form carries a hidden csrf_token');
+  return csrf;
+}
+
+async function goto(page, urlPath) {
+  const response = await page.goto(`${base}${urlPath}`);
+  assert.ok(response, `navigated to ${urlPath}`);
+  return response;
+}
+
+async function signIn(page, email, password) {
+  await goto(page, '/dashboard/sign-in');
+  await page.fill('form#sign-in input[name=email]', email);
+  await page.fill('form#sign-in input[name=password]', password);
+  await Promise.all([page.waitForURL(`${base}/dashboard`), page.click('form#sign-in button[type=submit]')]);
+}
+
+// Checks that a <video> really plays: it has controls, its first frame is
+// decoded (readyState >= HAVE_CURRENT_DATA) with the requested size and about
+// the requested duration, time advances after play() (muted, so no autoplay
+// policy applies), and a frame seeked to mid-clip and drawn to a canvas is a
+// picture rather than one flat colour. Every wait is on an event or a
+// condition, never a fixed sleep.
+async function assertVideoPlays(page, selector, expected) {
+  const video = page.locator(selector);
+  await video.waitFor({ state: 'visible' });
+  assert.equal(await video.evaluate((v) => v.hasAttribute('controls')), true, `${selector} has controls`);
+  await page.waitForFunction(
+    (sel) => {
+      const v = document.querySelector(sel);
+      return v.readyState >= 2 || v.error !== null;
+    },
+    selector,
+    { timeout: MEDIA_TIMEOUT_MS },
+  );
+  const loaded = await video.evaluate((v) => ({
+    error: v.error && `${v.error.code} ${v.error.message}`,
+    width: v.videoWidth,
+    height: v.videoHeight,
+    duration: v.duration,
+  }));
+  assert.equal(loaded.error, null, `${selector} loads without a media error`);
+  assert.equal(loaded.width, expected.width, 'videoWidth');
+  assert.equal(loaded.height, expected.height, 'videoHeight');
+  assert.ok(Math.abs(loaded.duration - expected.duration) < 0.25, `duration ${loaded.duration} is about ${expected.duration} s`);
+
+  await video.evaluate((v) => {
+    v.muted = true;
+    return v.play();
+  });
+  await page.waitForFunction((sel) => document.querySelector(sel).currentTime > 0.2, selector, {
+    timeout: MEDIA_TIMEOUT_MS,
+  });
+
+  const frame = await video.evaluate(
+    (v, timeoutMs) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no seeked event')), timeoutMs);
+        v.pause();
+        v.addEventListener(
+          'seeked',
+          () => {
+            clearTimeout(timer);
+            const canvas = document.createElement('canvas');
+            canvas.width = v.videoWidth;
+            canvas.height = v.videoHeight;
+            const context = canvas.getContext('2d');
+            context.drawImage(v, 0, 0);
+            const pixels = context.getImageData(0, 0, canvas.width, canvas.height).data;
+            const colours = new Set();
+            // Every 61st pixel, quantised to 4 bits a channel.
+            for (let i = 0; i < pixels.length; i += 4 * 61) {
+              colours.add(((pixels[i] >> 4) << 8) | ((pixels[i + 1] >> 4) << 4) | (pixels[i + 2] >> 4));
+            }
+            resolve({ colours: colours.size });
+          },
+          { once: true },
+        );
+        v.currentTime = v.duration / 2;
+      }),
+    MEDIA_TIMEOUT_MS,
+  );
+  assert.ok(frame.colours >= 8, `the mid-clip frame is a picture (${frame.colours} colours)`);
+}
+
+// If this fails, the harness (browser, server, addresses) is broken, not the dashboard.
+test('the browser reaches the server', async () => {
+  const context = await newContext();
+  try {
+    const page = await context.newPage();
+    const response = await goto(page, '/api/v1/models');
+    assert.equal(response.status(), 200);
+    const models = (await response.json()).data.map((model) => model.id);
+    assert.ok(models.includes('vendor_1/model_1'), `the catalog lists vendor_1/model_1 (${models})`);
+  } finally {
+    await context.close();
+  }
+});
+
+test('sign in: pages need a session, wrong credentials are refused, right ones open the overview', async () => {
+  state.contextA = await newContext();
+  await state.contextA.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+  const page = await state.contextA.newPage();
+  state.pageA = page;
+
+  const root = await goto(page, '/');
+  assert.equal(new URL(page.url()).pathname, '/dashboard/sign-in', '/ leads to the sign-in page without a session');
+  assert.equal(root.status(), 200);
+  await goto(page, '/dashboard/keys');
+  assert.equal(new URL(page.url()).pathname, '/dashboard/sign-in', 'a page without a session redirects to sign-in');
+  assert.equal(await page.locator('form#sign-in input[type=hidden][name=csrf_token]').count(), 1, 'the sign-in form has a CSRF token');
+  await screenshot(page, 'sign-in');
+
+  await page.fill('form#sign-in input[name=email]', a.email);
+  await page.fill('form#sign-in input[name=password]', `${a.password}-wrong`);
+  const [refused] = await Promise.all([
+    page.waitForResponse((r) => r.request().method() === 'POST' && r.url() === `${base}/dashboard/sign-in`),
+    page.click('form#sign-in button[type=submit]'),
+  ]);
+  assert.equal(refused.status(), 401, 'wrong password → 401');
+  await page.locator('[role=alert]').waitFor();
+  assert.ok((await page.locator('[role=alert]').textContent()).trim().length > 0, 'the alert says something');
+
+  await signIn(page, a.email, a.password);
+  assertNoPageProblems();
+});
+
+test('keys: create a key in the UI, its secret is shown once with a copy button', async () => {
+  const page = state.pageA;
+  const listed = await goto(page, '/dashboard/keys');
+  await assertPageFrame(page, listed);
+  const before = await page.locator('table#keys tbody tr[data-key-id]').evaluateAll((rows) => rows.map((r) => r.dataset.keyId));
+  assert.ok(before.includes(a.keyId), 'the key made by `admin account create` is listed');
+
+  await page.fill('form#create-key input[name=name]', KEY_NAME);
+  const [created] = await Promise.all([
+    page.waitForResponse((r) => r.request().method() === 'POST' && r.request().frame() === page.mainFrame() && r.request().isNavigationRequest()),
+    page.locator('form#create-key').locator('button, [type=submit]').first().click(),
+  ]);
+  assert.equal(created.status(), 200, 'creating answers the keys page itself (200, no redirect)');
+  const secret = (await page.locator('#new-key-secret').textContent()).trim();
+  assert.match(secret, /^vg_live_[A-Za-z0-9_-]{16,}$/, 'the whole secret is shown');
+  assert.equal(await page.locator('#new-key-secret').evaluate((e) => e.tagName), 'CODE');
+  state.secret = secret;
+
+  const row = page.locator('table#keys tbody tr[data-key-id]', { hasText: KEY_NAME });
+  assert.equal(await row.count(), 1, 'the new key has a row');
+  state.newKeyId = await row.getAttribute('data-key-id');
+  assert.match(state.newKeyId, /^key_/);
+  assert.ok(!before.includes(state.newKeyId), 'the row is a new key');
+  const rowText = await row.textContent();
+  assert.ok(!rowText.includes(secret), 'the row does not show the secret');
+  let shownPrefix = 0;
+  while (shownPrefix < secret.length && rowText.includes(secret.slice(0, shownPrefix + 1))) shownPrefix += 1;
+  assert.ok(shownPrefix >= 'vg_live_'.length + 4, `the row shows the key's prefix (${secret.slice(0, shownPrefix)})`);
+  assert.equal(await row.locator('form.revoke-key').count(), 1, 'an active key can be revoked');
+
+  await page.click('button#copy-key');
+  await page.waitForFunction((expected) => navigator.clipboard.readText().then((t) => t === expected), secret, { timeout: 5_000 });
+  await screenshot(page, 'keys-new-secret');
+
+  await goto(page, '/dashboard/keys');
+  assert.equal(await page.locator('#new-key-secret').count(), 0, 'the secret is not shown again');
+  assert.ok(!(await page.content()).includes(secret), 'the secret is nowhere in the page afterwards');
+  assertNoPageProblems();
+});
+
+test('the new key works with the API', async (t) => {
+  if (!state.secret) return t.skip('no key was created');
+  const account = await apiJson('GET', '/account', { key: state.secret });
+  assert.equal(account.status, 200, 'GET /account with the new key');
+  assert.equal(account.body.id, a.accountId, "the key is the signed-in user's account's key");
+});
+
+test('playground: a form from the schema, a live quote, a run watched to success, and the clip plays', async () => {
+  const page = state.pageA;
+  const opened = await goto(page, `/dashboard/playground?endpoint=${ENDPOINT}`);
+  await assertPageFrame(page, opened);
+  assert.equal(await page.locator('select#endpoint').inputValue(), ENDPOINT);
+  const form = page.locator('form#playground');
+  const field = (name) => form.locator(`[name="${name}"]`);
+  assert.equal(await field('prompt').evaluate((e) => e.tagName), 'TEXTAREA');
+  assert.equal(await field('resolution').evaluate((e) => e.tagName), 'SELECT', 'an enum is a select');
+  assert.equal(await field('resolution').inputValue(), '720p', 'defaults are filled');
+  assert.equal(await field('duration').getAttribute('type'), 'number', 'an integer range is a number input');
+  assert.equal(await field('duration').inputValue(), '5');
+  assert.equal(await field('generate_audio').getAttribute('type'), 'checkbox', 'a boolean is a checkbox');
+  assert.equal(await field('generate_audio').isChecked(), true);
+
+  // The quote follows the form: the default, then each price-affecting change,
+  // each time the same figure as the public quote API.
+  await waitForText(page, '#quote', new RegExp(escapeRegExp(await quoteText({}))));
+  await field('resolution').selectOption(RUN.resolution);
+  await waitForText(page, '#quote', new RegExp(escapeRegExp(await quoteText({ resolution: RUN.resolution }))));
+  await field('duration').fill(String(RUN.duration));
+  const expectedQuote = await quoteText({ resolution: RUN.resolution, duration: RUN.duration });
+  await waitForText(page, '#quote', new RegExp(escapeRegExp(expectedQuote)));
+  await field('prompt').fill(PROMPT);
+  await screenshot(page, 'playground-quote');
+
+  // Record every status shown, and mark the document so a reload would show.
+  await page.evaluate(() => {
+    window.e2eSameDocument = true;
+    window.e2eStatuses = [];
+    const status = document.querySelector('#run-status');
+    const record = () => {
+      const text = status.textContent.trim();
+      if (text && window.e2eStatuses.at(-1) !== text) window.e2eStatuses.push(text);
+    };
+    record();
+    new MutationObserver(record).observe(status, { childList: true, characterData: true, subtree: true });
+  });
+  await page.click('button#run');
+  await waitForText(page, '#run-status', /succeeded|failed|canceled/, RENDER_TIMEOUT_MS);
+  assert.match(await page.locator('#run-status').textContent(), /succeeded/, 'the run succeeded');
+  assert.equal(await page.evaluate(() => window.e2eSameDocument), true, 'the page was not reloaded');
+  const statuses = await page.evaluate(() => window.e2eStatuses);
+  assert.ok(statuses.length >= 2, `the status changed while watched (${statuses.join(' → ')})`);
+
+  const link = await page.locator('a#run-link').getAttribute('href');
+  const id = /\/dashboard\/generations\/(gen_[A-Za-z0-9]+)$/.exec(link)?.[1];
+  assert.ok(id, `a#run-link links to the detail page (${link})`);
+  state.generationId = id;
+  const generation = await apiJson('GET', `/generations/${id}`, { key: a.apiKey });
+  assert.equal(generation.status, 200, 'the generation belongs to the account');
+  assert.equal(generation.body.status, 'succeeded');
+  assert.equal(money(generation.body.cost.amount_usd), expectedQuote, 'the charge is the quote shown');
+  assert.equal(generation.body.input.prompt, PROMPT);
+  assert.equal(await page.locator('video#run-video').getAttribute('src'), generation.body.output.video_url);
+  await assertVideoPlays(page, 'video#run-video', RUN);
+  await screenshot(page, 'playground-succeeded');
+  assertNoPageProblems();
+});
+
+function escapeRegExp(text) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+test('generations: the list shows the run, newest first', async (t) => {
+  if (!state.generationId) return t.skip('the playground made no generation');
+  const page = state.pageA;
+  await assertPageFrame(page, await goto(page, '/dashboard/generations'));
+  const rows = page.locator('table#generations tbody tr[data-generation-id]');
+  const ids = await rows.evaluateAll((all) => all.map((r) => r.dataset.generationId));
+  const listed = await apiJson('GET', '/generations?limit=100', { key: a.apiKey });
+  assert.deepEqual(ids, listed.body.data.map((g) => g.id), 'the same generations as the API, newest first');
+  const row = page.locator(`table#generations tbody tr[data-generation-id="${state.generationId}"]`);
+  assert.equal((await row.locator('td.status').textContent()).trim(), 'succeeded');
+  const rowText = await row.textContent();
+  assert.ok(rowText.includes('vendor_1/model_1') || rowText.includes('M1'), `the row names the model (${rowText})`);
+  assert.equal(await row.locator(`a[href="/dashboard/generations/${state.generationId}"]`).count(), 1, 'the row links to the detail page');
+  await screenshot(page, 'generations');
+  assertNoPageProblems();
+});
+
+test('generation detail: status, cost, input (escaped), and the video plays', async (t) => {
+  if (!state.generationId) return t.skip('the playground made no generation');
+  const page = state.pageA;
+  await goto(page, '/dashboard/generations');
+  const row = page.locator(`table#generations tbody tr[data-generation-id="${state.generationId}"]`);
+  await Promise.all([page.waitForURL(`${base}/dashboard/generations/${state.generationId}`), row.locator('a').first().click()]);
+  const generation = (await apiJson('GET', `/generations/${state.generationId}`, { key: a.apiKey })).body;
+  assert.equal((await page.locator('#generation-status').textContent()).trim(), 'succeeded');
+  assert.ok((await page.locator('#generation-cost').textContent()).includes(money(generation.cost.amount_usd)), 'the cost is shown');
+  assert.equal(await page.locator('#generation-input').evaluate((e) => e.tagName), 'PRE');
+  const input = JSON.parse(await page.locator('#generation-input').textContent());
+  assert.equal(input.prompt, PROMPT, 'the input JSON is shown as text');
+  assert.equal(await page.locator('#generation-input b').count(), 0, 'markup in the prompt is escaped, not rendered');
+  assert.equal(await page.locator('#generation-error').count(), 0, 'no error on a success');
+  assert.equal(await page.locator('video#generation-video').getAttribute('src'), generation.output.video_url);
+  await assertVideoPlays(page, 'video#generation-video', RUN);
+  await screenshot(page, 'generation-detail');
+  assertNoPageProblems();
+});
+
+test('overview: the balance, the spend chart and the ledger match the account', async () => {
+  const page = state.pageA;
+  await assertPageFrame(page, await goto(page, '/dashboard'));
+  const account = (await apiJson('GET', '/account', { key: a.apiKey })).body;
+  assert.equal((await page.locator('#balance').textContent()).trim(), money(account.balance_usd));
+  assert.equal(await page.locator('#spend-chart svg, svg#spend-chart').count(), 1, 'the spend chart is an inline svg');
+  const rows = await page.locator('table#ledger tbody tr').evaluateAll((all) => all.map((r) => ({ text: r.textContent, html: r.innerHTML })));
+  assert.ok(rows.some((row) => /credit/i.test(row.text)), 'the ledger shows the credit');
+  if (state.generationId) {
+    const ofRun = rows.filter((row) => row.html.includes(state.generationId));
+    assert.ok(ofRun.some((row) => /hold/i.test(row.text)), "the ledger shows the run's hold");
+    assert.ok(ofRun.some((row) => /capture/i.test(row.text)), "the ledger shows the run's capture");
+  }
+  await screenshot(page, 'overview');
+  assertNoPageProblems();
+});
+
+test('webhooks: reveal and rotate the secret, see a delivery', async () => {
+  const page = state.pageA;
+  // A receiver for one generation's webhook, so the deliveries table has a row.
+  const received = [];
+  const receiver = http.createServer((request, response) => {
+    request.resume();
+    request.on('end', () => {
+      received.push(request.headers['webhook-id']);
+      response.writeHead(204).end();
+    });
+  });
+  await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  try {
+    const submitted = await apiJson('POST', `/run/${ENDPOINT}`, {
+      key: a.apiKey,
+      body: { prompt: 'e2e webhook', duration: 2, resolution: '480p', webhook_url: `http://127.0.0.1:${receiver.address().port}/hook` },
+    });
+    assert.equal(submitted.status, 202);
+    const deadline = Date.now() + RENDER_TIMEOUT_MS;
+    while (received.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    assert.equal(received.length, 1, 'the webhook was delivered');
+
+    await assertPageFrame(page, await goto(page, '/dashboard/webhooks'));
+    const delivery = page.locator('table#deliveries tbody tr', { hasText: submitted.body.id });
+    assert.equal(await delivery.count(), 1, 'the delivery is listed with its generation');
+    assert.match(await delivery.textContent(), /delivered/, 'with its status');
+
+    assert.equal(await page.locator('#webhook-secret').isVisible(), false, 'the secret is hidden until revealed');
+    await page.click('button#reveal-secret');
+    await page.locator('#webhook-secret').waitFor({ state: 'visible' });
+    assert.equal((await page.locator('#webhook-secret').textContent()).trim(), a.webhookSecret);
+    await screenshot(page, 'webhooks');
+
+    await Promise.all([
+      page.waitForURL(`${base}/dashboard/webhooks`, { waitUntil: 'load' }),
+      page.locator('form#rotate-secret').locator('button, [type=submit]').first().click(),
+    ]);
+    await page.click('button#reveal-secret');
+    await page.locator('#webhook-secret').waitFor({ state: 'visible' });
+    const rotated = (await page.locator('#webhook-secret').textContent()).trim();
+    assert.match(rotated, /^whsec_/);
+    assert.notEqual(rotated, a.webhookSecret, 'rotating gives a new secret');
+  } finally {
+    receiver.close();
+  }
+  assertNoPageProblems();
+});
+
+test('revoke the key in the UI and the API refuses it', async (t) => {
+  if (!state.newKeyId) return t.skip('no key was created');
+  const page = state.pageA;
+  await goto(page, '/dashboard/keys');
+  const row = () => page.locator(`table#keys tbody tr[data-key-id="${state.newKeyId}"]`);
+  const [revoked] = await Promise.all([
+    page.waitForResponse((r) => r.request().method() === 'POST' && r.request().isNavigationRequest()),
+    row().locator('form.revoke-key').locator('button, [type=submit]').first().click(),
+  ]);
+  assert.equal(revoked.status(), 303, 'revoking redirects');
+  await page.waitForURL(`${base}/dashboard/keys`);
+  assert.match(await row().textContent(), /revoked/i, 'the row says revoked');
+  assert.equal(await row().locator('form.revoke-key').count(), 0, 'a revoked key has no revoke form');
+  const refused = await apiJson('GET', '/account', { key: state.secret });
+  assert.equal(refused.status, 401, 'the API refuses the revoked key');
+  const other = await apiJson('GET', '/account', { key: a.apiKey });
+  assert.equal(other.status, 200, 'the other key still works');
+  assertNoPageProblems();
+});
+
+test("a second account cannot see the first one's generation, keys or deliveries", async () => {
+  const context = await newContext();
+  try {
+    const page = await context.newPage();
+    await signIn(page, b.email, b.password);
+    const account = (await context.request.get(`${api}/account`)).status();
+    assert.equal(account, 200, "the session is an API caller");
+    assert.equal((await (await context.request.get(`${api}/account`)).json()).id, b.accountId);
+    assert.equal(
+      (await page.locator('#balance').textContent()).trim(),
+      money(100),
+      "the overview shows the second account's balance",
+    );
+
+    // The first account's generations: the playground's run if there is one,
+    // and always one made through the API, so this holds on its own.
+    const viaApi = await apiJson('POST', `/run/${ENDPOINT}`, {
+      key: a.apiKey,
+      body: { prompt: 'e2e: private to account A', duration: 2, resolution: '480p' },
+    });
+    assert.equal(viaApi.status, 202);
+    const foreign = [viaApi.body.id, state.generationId].filter(Boolean);
+    for (const id of foreign) {
+      const response = await goto(page, `/dashboard/generations/${id}`);
+      assert.equal(response.status(), 404, `another account's generation ${id} is a 404 page`);
+      assert.ok(!(await page.content()).includes('private to account A'), 'the 404 page shows nothing of it');
+      const viaSession = await context.request.get(`${api}/generations/${id}`);
+      assert.equal(viaSession.status(), 404, "nor can the session read it through the API");
+    }
+    await screenshot(page, 'not-found');
+    const unknown = await goto(page, `/dashboard/generations/gen_${'0'.repeat(32)}`);
+    assert.equal(unknown.status(), 404, 'an unknown id is a 404 page too');
+
+    await goto(page, '/dashboard/generations');
+    const listed = await page.locator('table#generations tbody tr[data-generation-id]').evaluateAll((rows) => rows.map((r) => r.dataset.generationId));
+    for (const id of foreign) assert.ok(!listed.includes(id), `${id} is not in the second account's list`);
+
+    const keysPage = await goto(page, '/dashboard/keys');
+    const csrf = await assertPageFrame(page, keysPage);
+    const keyIds = await page.locator('table#keys tbody tr[data-key-id]').evaluateAll((rows) => rows.map((r) => r.dataset.keyId));
+    assert.ok(keyIds.length >= 1, 'the second account sees its own key');
+    for (const id of [a.keyId, state.newKeyId].filter(Boolean)) {
+      assert.ok(!keyIds.includes(id), `the first account's key ${id} is not listed`);
+    }
+    assert.ok(!(await page.content()).includes(KEY_NAME), "the first account's key name is nowhere");
+
+    // Posting the revoke form of the first account's key with a valid session
+    // and token of the second account must not revoke it.
+    const revokeAction = await state.pageA
+      .goto(`${base}/dashboard/keys`)
+      .then(() => state.pageA.locator(`tr[data-key-id="${a.keyId}"] form.revoke-key`).getAttribute('action'));
+    assert.ok(revokeAction, "the first account's key has a revoke form");
+    const attempt = await context.request.post(new URL(revokeAction, base).href, {
+      form: { csrf_token: csrf },
+      maxRedirects: 0,
+    });
+    assert.ok(attempt.status() >= 400 && attempt.status() < 500, `revoking another account's key is refused (${attempt.status()})`);
+    assert.equal((await apiJson('GET', '/account', { key: a.apiKey })).status, 200, 'and the key still works');
+
+    await assertPageFrame(page, await goto(page, '/dashboard/webhooks'));
+    const deliveries = await page.locator('table#deliveries').textContent();
+    for (const id of foreign) assert.ok(!deliveries.includes(id), 'no delivery of the first account is shown');
+    assertNoPageProblems();
+  } finally {
+    await context.close();
+  }
+});
+
+test('sign out ends the session for good', async () => {
+  const context = state.contextA;
+  const page = state.pageA;
+  await goto(page, '/dashboard');
+  const cookies = await context.cookies();
+  assert.ok(cookies.length > 0, 'the session is a cookie');
+  const session = cookies.find((c) => c.httpOnly);
+  assert.ok(session, 'the session cookie is HttpOnly');
+  assert.equal(session.sameSite, 'Lax');
+  await Promise.all([
+    page.waitForURL(`${base}/dashboard/sign-in`),
+    page.locator('form#sign-out').locator('button, [type=submit]').first().click(),
+  ]);
+  // Put the old cookie back: the server must have ended the session itself.
+  await context.addCookies(cookies);
+  await goto(page, '/dashboard');
+  assert.equal(new URL(page.url()).pathname, '/dashboard/sign-in', 'the old session cookie opens nothing');
+  assert.equal((await context.request.get(`${api}/account`)).status(), 401, 'nor does it call the API');
+  assertNoPageProblems();
+  await context.close();
+});
