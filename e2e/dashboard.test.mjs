@@ -568,6 +568,13 @@ test("a second account cannot see the first one's generation, keys or deliveries
     assert.ok(attempt.status() < 500, `revoking another account's key answers ${attempt.status()}`);
     assert.equal((await apiJson('GET', '/account', { key: a.apiKey })).status, 200, "the first account's key still works");
 
+    // The session is an API caller, but an unsafe call needs the page's CSRF token.
+    const run = { prompt: 'e2e: by the session', duration: 2, resolution: '480p' };
+    const forged = await context.request.post(`${api}/run/${ENDPOINT}`, { data: run });
+    assert.ok(forged.status() >= 400 && forged.status() < 500, `a POST without X-CSRF-Token is refused (${forged.status()})`);
+    const sent = await context.request.post(`${api}/run/${ENDPOINT}`, { data: run, headers: { 'X-CSRF-Token': csrf } });
+    assert.equal(sent.status(), 202, 'with the token it is accepted');
+
     await assertPageFrame(page, await goto(page, '/dashboard/webhooks'));
     const deliveries = await page.locator('table#deliveries').textContent();
     for (const id of foreign) assert.ok(!deliveries.includes(id), 'no delivery of the first account is shown');
