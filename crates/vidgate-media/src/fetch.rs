@@ -18,13 +18,12 @@
 
 use std::error::Error as StdError;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{StatusCode, header};
-use tokio::io::AsyncReadExt;
 use url::{Host, Url};
 
 use crate::address;
@@ -86,14 +85,19 @@ pub enum FetchError {
     Network(String),
 }
 
-/// Reads URLs the server can answer itself from local storage, without HTTP
-/// and without the address check (the bytes never leave the machine). The
-/// upload store is meant to plug in here for URLs under `{api_base}/files/`.
+/// Reads URLs the server can answer itself from its own storage, without
+/// HTTP and without the address check (the bytes never leave the server's
+/// storage). The server plugs its file store in here for URLs under
+/// `{api_base}/files/`; the read is asynchronous because that store may be
+/// an object store rather than a local disk.
 pub trait LocalSource: Send + Sync {
-    /// The local file behind `url`, or `None` when the URL is not one of
-    /// ours and must be fetched over the network.
-    fn local_path(&self, url: &Url) -> Option<PathBuf>;
+    /// The bytes behind `url`, read with the `max_bytes` limit, or `None`
+    /// when the URL is not one of ours and must be fetched over the network.
+    fn read<'a>(&'a self, url: &'a Url, max_bytes: u64) -> Option<LocalRead<'a>>;
 }
+
+/// A read from a [`LocalSource`]; a missing file is `FetchError::Status(404)`.
+pub type LocalRead<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, FetchError>> + Send + 'a>>;
 
 /// Fetches media safely; cheap to clone, share one per process.
 #[derive(Clone)]
@@ -147,12 +151,12 @@ impl Fetcher {
     /// Downloads `url`, refusing more than `max_bytes` bytes.
     pub async fn fetch(&self, url: &str, max_bytes: u64) -> Result<Vec<u8>, FetchError> {
         let url = Url::parse(url).map_err(|error| FetchError::InvalidUrl(error.to_string()))?;
-        if let Some(path) = self
+        if let Some(read) = self
             .local_source
             .as_ref()
-            .and_then(|source| source.local_path(&url))
+            .and_then(|source| source.read(&url, max_bytes))
         {
-            return read_local(path, max_bytes).await;
+            return read.await;
         }
         let seconds = self.settings.total_timeout.as_secs();
         tokio::time::timeout(
@@ -249,24 +253,6 @@ async fn read_body(
             return Err(too_large);
         }
         body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-async fn read_local(path: PathBuf, max_bytes: u64) -> Result<Vec<u8>, FetchError> {
-    let not_found = || FetchError::Status(404);
-    let file = tokio::fs::File::open(&path)
-        .await
-        .map_err(|_| not_found())?;
-    let mut body = Vec::new();
-    // Reading one byte past the limit tells a file at the limit from a
-    // larger one without trusting its metadata.
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut body)
-        .await
-        .map_err(|_| not_found())?;
-    if body.len() as u64 > max_bytes {
-        return Err(FetchError::TooLarge { limit: max_bytes });
     }
     Ok(body)
 }

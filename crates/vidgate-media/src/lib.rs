@@ -16,7 +16,7 @@ pub mod probe;
 pub mod rules;
 
 pub use cache::ProbeCache;
-pub use fetch::{FetchError, FetchSettings, Fetcher, LocalSource};
+pub use fetch::{FetchError, FetchSettings, Fetcher, LocalRead, LocalSource};
 pub use inspect::{MediaError, MediaInspector};
 pub use probe::{FrameRate, MediaDetails, MediaFormat, MediaInfo, ProbeError, probe};
 pub use rules::{MediaField, Scope, check_field, media_fields};

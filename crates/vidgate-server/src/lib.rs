@@ -26,7 +26,7 @@ use vidgate_core::Catalog;
 use crate::backend::Backends;
 use crate::queue::{QueueSettings, WorkerContext};
 use crate::rate_limit::CallerRateLimiter;
-use crate::storage::LocalStorage;
+use crate::storage::{Storage, StorageConfig};
 use crate::store::{Store, StoreError};
 use crate::webhooks::{WebhookClient, WebhookContext, WebhookSettings};
 
@@ -45,6 +45,8 @@ pub enum ServerError {
     MediaClient(#[source] vidgate_media::FetchError),
     #[error("could not build the HTTP client for webhooks")]
     WebhookClient(#[from] reqwest::Error),
+    #[error("could not configure the object store")]
+    Storage(#[from] object_store::Error),
     #[error("could not prepare the data directory {path}")]
     DataDirectory {
         path: PathBuf,
@@ -116,6 +118,9 @@ pub struct ServerOptions {
     /// Largest file `POST /uploads` accepts: at least the largest reference
     /// media limit of the catalog (M1's 104857600-byte videos).
     pub max_upload_bytes: u64,
+    /// Where clips and uploads are stored: local disk under the data
+    /// directory, or an S3-compatible bucket.
+    pub storage: StorageConfig,
 }
 
 impl ServerOptions {
@@ -142,6 +147,7 @@ impl ServerOptions {
             allow_private_network: false,
             webhooks: WebhookSettings::default(),
             max_upload_bytes: 104_857_600,
+            storage: StorageConfig::Local,
         }
     }
 }
@@ -226,14 +232,10 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
         None => CallerRateLimiter::local(),
     };
     let catalog = Arc::new(options.catalog);
-    let storage = Arc::new(LocalStorage::new(files_dir));
+    let storage = Arc::new(Storage::open(&options.storage, &data_dir)?);
     let wakeup = Arc::new(Notify::new());
-    let media_fetcher = media::fetcher(
-        options.allow_private_network,
-        &api_base,
-        storage.root().to_path_buf(),
-    )
-    .map_err(ServerError::MediaClient)?;
+    let media_fetcher = media::fetcher(options.allow_private_network, &api_base, storage.clone())
+        .map_err(ServerError::MediaClient)?;
     options.backends.attach_media_fetcher(&media_fetcher);
     // Cog webhooks can only come back to a node that listens; a worker-only
     // node leaves the base unset and its Cog backends dispatch synchronously.

@@ -10,20 +10,22 @@
 //! again costs a download per job and works on every topology. A file that
 //! changed or vanished in between makes the job fail (and be refunded).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use url::Url;
 use vidgate_core::ValidatedInput;
 use vidgate_media::audio::to_wav;
 use vidgate_media::rules::{DEFAULT_MAX_AUDIO_BYTES, DEFAULT_MAX_IMAGE_BYTES};
-use vidgate_media::{FetchError, FetchSettings, Fetcher, LocalSource, MediaInspector};
+use vidgate_media::{FetchError, FetchSettings, Fetcher, LocalRead, LocalSource, MediaInspector};
 
-/// The fetcher for request media, reading the server's own files from disk.
+use crate::storage::{ReadError, Storage, is_stored_name};
+
+/// The fetcher for request media, reading the server's own files from its
+/// storage.
 pub fn fetcher(
     allow_private_network: bool,
     api_base: &str,
-    files_root: PathBuf,
+    storage: Arc<Storage>,
 ) -> Result<Fetcher, FetchError> {
     let fetcher = Fetcher::new(FetchSettings {
         allow_private_network,
@@ -31,7 +33,7 @@ pub fn fetcher(
     })?;
     Ok(fetcher.with_local_source(Arc::new(OwnFiles {
         prefix: format!("{}/files/", api_base.trim_end_matches('/')),
-        root: files_root,
+        storage,
     })))
 }
 
@@ -39,34 +41,43 @@ pub fn inspector(fetcher: Fetcher) -> Arc<MediaInspector> {
     Arc::new(MediaInspector::with_default_cache(fetcher))
 }
 
-/// URLs under `{api_base}/files/` are files this server stored (finished
-/// clips, used again as reference videos), read from the storage root. They
-/// need no network, and with the private network refused, a server whose
-/// public URL is on loopback could not fetch them at all.
+/// URLs under `{api_base}/files/` are files this server stored (uploads, and
+/// finished clips used again as reference videos), read from its storage,
+/// local disk or bucket. They need no network, and with the private network
+/// refused, a server whose public URL is on loopback could not fetch them.
 struct OwnFiles {
     prefix: String,
-    root: PathBuf,
+    storage: Arc<Storage>,
 }
 
-impl LocalSource for OwnFiles {
-    fn local_path(&self, url: &Url) -> Option<PathBuf> {
+impl OwnFiles {
+    /// The stored path behind `url`, if it is one of ours.
+    fn relative_path<'a>(&self, url: &'a Url) -> Option<&'a str> {
         if url.query().is_some() || url.fragment().is_some() {
             return None;
         }
-        let relative = url.as_str().strip_prefix(&self.prefix)?;
-        // Stored names are plain ASCII that needs no escaping, so anything
-        // escaped, hidden (a partial write) or climbing out is not ours.
-        let mut path = self.root.clone();
-        for segment in relative.split('/') {
-            let plain = segment
-                .bytes()
-                .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(&byte));
-            if segment.is_empty() || segment.starts_with('.') || !plain {
-                return None;
-            }
-            path.push(segment);
-        }
-        Some(path)
+        url.as_str()
+            .strip_prefix(&self.prefix)
+            .filter(|relative| is_stored_name(relative))
+    }
+}
+
+impl LocalSource for OwnFiles {
+    fn read<'a>(&'a self, url: &'a Url, max_bytes: u64) -> Option<LocalRead<'a>> {
+        let relative_path = self.relative_path(url)?;
+        Some(Box::pin(async move {
+            self.storage
+                .read(relative_path, max_bytes)
+                .await
+                .map_err(|error| match error {
+                    ReadError::NotFound => FetchError::Status(404),
+                    ReadError::TooLarge { limit } => FetchError::TooLarge { limit },
+                    ReadError::Store(error) => {
+                        tracing::error!(error = %error, "could not read a stored file");
+                        FetchError::Status(500)
+                    }
+                })
+        }))
     }
 }
 
@@ -139,19 +150,20 @@ mod tests {
     fn own_files() -> OwnFiles {
         OwnFiles {
             prefix: "http://127.0.0.1:8080/api/v1/files/".into(),
-            root: PathBuf::from("/data/files"),
+            storage: Arc::new(Storage::local("/data/files".into())),
         }
     }
 
-    fn local_path(url: &str) -> Option<PathBuf> {
-        own_files().local_path(&Url::parse(url).unwrap())
+    fn stored_path(url: &str) -> Option<String> {
+        let url = Url::parse(url).unwrap();
+        own_files().relative_path(&url).map(str::to_owned)
     }
 
     #[test]
-    fn own_file_urls_map_into_the_storage_root() {
+    fn own_file_urls_name_stored_paths() {
         assert_eq!(
-            local_path("http://127.0.0.1:8080/api/v1/files/outputs/abc/gen_1.mp4"),
-            Some(PathBuf::from("/data/files/outputs/abc/gen_1.mp4"))
+            stored_path("http://127.0.0.1:8080/api/v1/files/outputs/abc/gen_1.mp4").as_deref(),
+            Some("outputs/abc/gen_1.mp4")
         );
     }
 
@@ -166,17 +178,17 @@ mod tests {
             "http://127.0.0.1:8080/api/v1/files/outputs/abc/gen_1.mp4?x=1",
             "http://127.0.0.1:8080/api/v1/files/",
         ] {
-            assert_eq!(local_path(url), None, "{url}");
+            assert_eq!(stored_path(url), None, "{url}");
         }
         // The URL parser resolves `..` (escaped or not) before we see it, so
         // a path either stays inside the root or leaves `/files/` entirely.
         assert_eq!(
-            local_path("http://127.0.0.1:8080/api/v1/files/../../etc/passwd"),
+            stored_path("http://127.0.0.1:8080/api/v1/files/../../etc/passwd"),
             None
         );
         assert_eq!(
-            local_path("http://127.0.0.1:8080/api/v1/files/outputs/%2e%2e/secret"),
-            Some(PathBuf::from("/data/files/secret"))
+            stored_path("http://127.0.0.1:8080/api/v1/files/outputs/%2e%2e/secret").as_deref(),
+            Some("secret")
         );
     }
 }

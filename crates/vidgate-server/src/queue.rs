@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use vidgate_core::{Catalog, Mode, ValidatedInput};
 
 use crate::backend::{Backends, Job, JobFailure, RenderedClip};
-use crate::storage::LocalStorage;
+use crate::storage::Storage;
 use crate::store::{FailureDetail, Generation, Store};
 
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ pub struct WorkerContext {
     pub store: Arc<dyn Store>,
     pub catalog: Arc<Catalog>,
     pub backends: Backends,
-    pub storage: Arc<LocalStorage>,
+    pub storage: Arc<Storage>,
     pub api_base: String,
     pub wakeup: Arc<Notify>,
     pub settings: QueueSettings,

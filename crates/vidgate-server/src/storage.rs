@@ -1,14 +1,67 @@
-//! Where finished clips live. Local disk under the data directory by default;
-//! the files are served under `/api/v1/files/` by an unguessable path (a
-//! capability URL, as model APIs commonly hand out), so that a `<video>`
-//! element can play them without an Authorization header.
+//! Where finished clips and uploaded files live: local disk under the data
+//! directory (the default), or an S3-compatible bucket under a prefix
+//! (`--storage s3://bucket/prefix`). Either way a file is addressed by a
+//! relative path (`outputs/<token>/<id>.mp4`, `uploads/<token>/<id>.<ext>`)
+//! and served by vidgate itself under `/api/v1/files/<path>`: an unguessable
+//! capability URL, as model APIs commonly hand out, which a `<video>` element
+//! can play without an Authorization header. Keeping every public URL on our
+//! own origin means our own-upload URLs resolve internally without HTTP and
+//! a page's `media-src 'self'` policy holds with either store.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::aws::AmazonS3;
+pub use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as ObjectPath;
+use object_store::signer::{HeaderName, Method, SignedUrlOptions, Signer};
+use object_store::{
+    Attribute, Attributes, GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt,
+    PutOptions, PutPayload,
+};
+use url::Url;
 
 use crate::ids::random_token;
 
-pub struct LocalStorage {
-    root: PathBuf,
+/// How long a presigned upload URL stays valid.
+pub const DIRECT_UPLOAD_VALIDITY: Duration = Duration::from_secs(3600);
+
+/// Which store `vidgate serve` was told to use (`--storage`).
+#[derive(Debug, Clone)]
+pub enum StorageConfig {
+    /// Local disk under the data directory.
+    Local,
+    /// An S3-compatible bucket; `builder` carries the bucket, credentials,
+    /// region and endpoint, and objects are written under `prefix`.
+    S3 {
+        builder: Box<AmazonS3Builder>,
+        prefix: String,
+    },
+}
+
+impl StorageConfig {
+    /// Parses `local` or `s3://bucket/prefix`, taking credentials, region and
+    /// endpoint from the usual AWS variables (`AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
+    /// `AWS_ALLOW_HTTP`, …).
+    pub fn from_flag(text: &str) -> Result<StorageConfig, String> {
+        if text == "local" {
+            return Ok(StorageConfig::Local);
+        }
+        let url = Url::parse(text)
+            .ok()
+            .filter(|url| url.scheme() == "s3")
+            .ok_or_else(|| format!("unknown storage {text:?}: use local or s3://bucket/prefix"))?;
+        let bucket = url
+            .host_str()
+            .filter(|bucket| !bucket.is_empty())
+            .ok_or_else(|| format!("{text:?} names no bucket: use s3://bucket/prefix"))?;
+        Ok(StorageConfig::S3 {
+            builder: Box::new(AmazonS3Builder::from_env().with_bucket_name(bucket)),
+            prefix: url.path().trim_matches('/').to_owned(),
+        })
+    }
 }
 
 /// A stored file, addressed by its path relative to the storage root.
@@ -18,76 +71,354 @@ pub struct StoredFile {
     pub size_bytes: u64,
 }
 
-impl LocalStorage {
-    pub fn new(root: PathBuf) -> LocalStorage {
-        LocalStorage { root }
+/// Why a stored file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("no such file")]
+    NotFound,
+    #[error("larger than the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("the store failed")]
+    Store(#[source] std::io::Error),
+}
+
+pub struct Storage {
+    backend: Backend,
+    /// Where multipart uploads are streamed before they are checked.
+    incoming: PathBuf,
+}
+
+enum Backend {
+    Local {
+        root: PathBuf,
+    },
+    S3 {
+        store: Arc<AmazonS3>,
+        prefix: String,
+    },
+}
+
+impl Storage {
+    /// Local disk under `root`, exactly as `/files/` serves it.
+    pub fn local(root: PathBuf) -> Storage {
+        Storage {
+            incoming: root.join("uploads").join(".incoming"),
+            backend: Backend::Local { root },
+        }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// The configured store; `data_dir` holds the multipart scratch files.
+    pub fn open(config: &StorageConfig, data_dir: &Path) -> Result<Storage, object_store::Error> {
+        match config {
+            StorageConfig::Local => Ok(Storage::local(data_dir.join("files"))),
+            StorageConfig::S3 { builder, prefix } => Ok(Storage {
+                backend: Backend::S3 {
+                    store: Arc::new(builder.as_ref().clone().build()?),
+                    prefix: prefix.clone(),
+                },
+                incoming: data_dir.join("incoming"),
+            }),
+        }
     }
 
-    /// Writes a generation's clip. The bytes go to a temporary name first and
-    /// are renamed into place, so a reader never sees a partial file.
+    /// The directory behind `/files/` when files are on local disk.
+    pub fn local_root(&self) -> Option<&Path> {
+        match &self.backend {
+            Backend::Local { root } => Some(root),
+            Backend::S3 { .. } => None,
+        }
+    }
+
+    fn object_path(prefix: &str, relative_path: &str) -> ObjectPath {
+        if prefix.is_empty() {
+            ObjectPath::from(relative_path)
+        } else {
+            ObjectPath::from(format!("{prefix}/{relative_path}"))
+        }
+    }
+
+    /// Writes a generation's clip. On disk the bytes go to a temporary name
+    /// first and are renamed into place, so a reader never sees a partial
+    /// file; an object store's PUT is atomic by itself.
     pub async fn put_output(
         &self,
         generation_id: &str,
         bytes: &[u8],
     ) -> std::io::Result<StoredFile> {
-        let token = random_token(24);
-        let relative_path = format!("outputs/{token}/{generation_id}.mp4");
-        let final_path = self.root.join(&relative_path);
-        let directory = final_path
-            .parent()
-            .expect("output paths have a parent directory");
-        tokio::fs::create_dir_all(directory).await?;
-        let temporary_path = directory.join(format!(".{generation_id}.partial"));
-        tokio::fs::write(&temporary_path, bytes).await?;
-        tokio::fs::rename(&temporary_path, &final_path).await?;
+        let relative_path = format!("outputs/{}/{generation_id}.mp4", random_token(24));
+        match &self.backend {
+            Backend::Local { root } => {
+                let final_path = root.join(&relative_path);
+                let directory = final_path
+                    .parent()
+                    .expect("output paths have a parent directory");
+                tokio::fs::create_dir_all(directory).await?;
+                let temporary_path = directory.join(format!(".{generation_id}.partial"));
+                tokio::fs::write(&temporary_path, bytes).await?;
+                tokio::fs::rename(&temporary_path, &final_path).await?;
+            }
+            Backend::S3 { store, prefix } => {
+                put_object(
+                    store,
+                    &Storage::object_path(prefix, &relative_path),
+                    bytes.to_vec(),
+                    "video/mp4",
+                )
+                .await?;
+            }
+        }
         Ok(StoredFile {
             relative_path,
             size_bytes: bytes.len() as u64,
         })
     }
 
-    /// A new file to stream an upload into, under a hidden name that is never
-    /// served or resolved as one of our URLs until `keep_upload` moves it.
+    /// A new local file to stream a multipart upload into (for the size cap
+    /// and the probe), under a hidden name that is never served or resolved
+    /// as one of our URLs until `keep_upload` stores it.
     pub async fn incoming_file(&self) -> std::io::Result<(PathBuf, tokio::fs::File)> {
-        let directory = self.root.join("uploads").join(".incoming");
-        tokio::fs::create_dir_all(&directory).await?;
-        let path = directory.join(format!("{}.partial", random_token(24)));
+        tokio::fs::create_dir_all(&self.incoming).await?;
+        let path = self.incoming.join(format!("{}.partial", random_token(24)));
         let file = tokio::fs::File::create(&path).await?;
         Ok((path, file))
     }
 
-    /// Moves a complete, checked upload to its capability URL path.
+    /// Stores a complete, checked upload at its capability URL path: on disk
+    /// by moving the incoming file, in an object store by putting `contents`
+    /// (the incoming file's bytes, already read to probe them) and removing
+    /// the incoming file.
     pub async fn keep_upload(
         &self,
         incoming: &Path,
+        contents: Vec<u8>,
         upload_id: &str,
         extension: &str,
-        size_bytes: u64,
+        content_type: &'static str,
     ) -> std::io::Result<StoredFile> {
         let relative_path = format!("uploads/{}/{upload_id}.{extension}", random_token(24));
-        let final_path = self.root.join(&relative_path);
-        if let Some(directory) = final_path.parent() {
-            tokio::fs::create_dir_all(directory).await?;
+        let size_bytes = contents.len() as u64;
+        match &self.backend {
+            Backend::Local { root } => {
+                let final_path = root.join(&relative_path);
+                if let Some(directory) = final_path.parent() {
+                    tokio::fs::create_dir_all(directory).await?;
+                }
+                tokio::fs::rename(incoming, &final_path).await?;
+            }
+            Backend::S3 { store, prefix } => {
+                let stored = put_object(
+                    store,
+                    &Storage::object_path(prefix, &relative_path),
+                    contents,
+                    content_type,
+                )
+                .await;
+                tokio::fs::remove_file(incoming).await?;
+                stored?;
+            }
         }
-        tokio::fs::rename(incoming, &final_path).await?;
         Ok(StoredFile {
             relative_path,
             size_bytes,
         })
     }
 
-    /// Removes a stored file and its token directory; used when a finished
-    /// clip could not be recorded (the job's lease was lost meanwhile).
+    /// Removes a stored file (and on disk its token directory); used when a
+    /// finished clip could not be recorded (the job's lease was lost).
     pub async fn delete(&self, file: &StoredFile) -> std::io::Result<()> {
-        let path = self.root.join(&file.relative_path);
-        tokio::fs::remove_file(&path).await?;
-        if let Some(directory) = path.parent() {
-            tokio::fs::remove_dir(directory).await?;
+        match &self.backend {
+            Backend::Local { root } => {
+                let path = root.join(&file.relative_path);
+                tokio::fs::remove_file(&path).await?;
+                if let Some(directory) = path.parent() {
+                    tokio::fs::remove_dir(directory).await?;
+                }
+                Ok(())
+            }
+            Backend::S3 { store, prefix } => store
+                .delete(&Storage::object_path(prefix, &file.relative_path))
+                .await
+                .map_err(std::io::Error::other),
         }
-        Ok(())
     }
+
+    /// Reads a whole stored file, refusing one larger than `max_bytes`.
+    pub async fn read(&self, relative_path: &str, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
+        match &self.backend {
+            Backend::Local { root } => {
+                use tokio::io::AsyncReadExt;
+                let file = tokio::fs::File::open(root.join(relative_path))
+                    .await
+                    .map_err(|_| ReadError::NotFound)?;
+                let mut body = Vec::new();
+                // Reading one byte past the limit tells a file at the limit
+                // from a larger one without trusting its metadata.
+                file.take(max_bytes.saturating_add(1))
+                    .read_to_end(&mut body)
+                    .await
+                    .map_err(|_| ReadError::NotFound)?;
+                if body.len() as u64 > max_bytes {
+                    return Err(ReadError::TooLarge { limit: max_bytes });
+                }
+                Ok(body)
+            }
+            Backend::S3 { store, prefix } => {
+                let result = store
+                    .get(&Storage::object_path(prefix, relative_path))
+                    .await
+                    .map_err(read_error)?;
+                if result.meta.size > max_bytes {
+                    return Err(ReadError::TooLarge { limit: max_bytes });
+                }
+                Ok(result.bytes().await.map_err(read_error)?.to_vec())
+            }
+        }
+    }
+
+    /// The size of an object in the bucket; `/files/` asks it first to
+    /// answer a Range request. (Local files are served from disk instead.)
+    pub async fn object_size(&self, relative_path: &str) -> Result<u64, ReadError> {
+        let Backend::S3 { store, prefix } = &self.backend else {
+            return Err(ReadError::NotFound);
+        };
+        let meta = store
+            .head(&Storage::object_path(prefix, relative_path))
+            .await
+            .map_err(read_error)?;
+        Ok(meta.size)
+    }
+
+    /// A non-empty byte range of an object in the bucket, to stream.
+    pub async fn object_range(
+        &self,
+        relative_path: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<GetResult, ReadError> {
+        let Backend::S3 { store, prefix } = &self.backend else {
+            return Err(ReadError::NotFound);
+        };
+        let options = GetOptions::default().with_range(Some(GetRange::Bounded(range)));
+        store
+            .get_opts(&Storage::object_path(prefix, relative_path), options)
+            .await
+            .map_err(read_error)
+    }
+
+    /// A presigned PUT URL for `relative_path`, valid for
+    /// [`DIRECT_UPLOAD_VALIDITY`], binding `content_type` when the client
+    /// declared one; `None` on local storage, which has no signer.
+    pub async fn presign_put(
+        &self,
+        relative_path: &str,
+        content_type: Option<&str>,
+    ) -> std::io::Result<Option<Url>> {
+        let Backend::S3 { store, prefix } = &self.backend else {
+            return Ok(None);
+        };
+        let mut options = SignedUrlOptions::new();
+        if let Some(content_type) = content_type {
+            let value = content_type.parse().map_err(std::io::Error::other)?;
+            options = options.with_signed_header(HeaderName::from_static("content-type"), value);
+        }
+        store
+            .signed_url_opts(
+                Method::PUT,
+                &Storage::object_path(prefix, relative_path),
+                DIRECT_UPLOAD_VALIDITY,
+                &options,
+            )
+            .await
+            .map(Some)
+            .map_err(std::io::Error::other)
+    }
+}
+
+async fn put_object(
+    store: &AmazonS3,
+    location: &ObjectPath,
+    contents: Vec<u8>,
+    content_type: &'static str,
+) -> std::io::Result<()> {
+    let mut attributes = Attributes::new();
+    attributes.insert(Attribute::ContentType, content_type.into());
+    let options = PutOptions {
+        attributes,
+        ..PutOptions::default()
+    };
+    store
+        .put_opts(location, PutPayload::from(contents), options)
+        .await
+        .map(drop)
+        .map_err(std::io::Error::other)
+}
+
+fn read_error(error: object_store::Error) -> ReadError {
+    match error {
+        object_store::Error::NotFound { .. } => ReadError::NotFound,
+        other => ReadError::Store(std::io::Error::other(other)),
+    }
+}
+
+/// The media types vidgate stores, by extension and by name.
+const MEDIA_TYPES: [(&str, &str); 7] = [
+    ("jpg", "image/jpeg"),
+    ("png", "image/png"),
+    ("webp", "image/webp"),
+    ("mp4", "video/mp4"),
+    ("mov", "video/quicktime"),
+    ("mp3", "audio/mpeg"),
+    ("wav", "audio/wav"),
+];
+
+/// What a file of no known media type is served as: an opaque download.
+pub const UNKNOWN_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// The type a stored file is served with, from its extension, which we
+/// chose after probing (or from a direct upload's declared type, checked
+/// when the file is first used); [`UNKNOWN_CONTENT_TYPE`] without one.
+pub fn content_type_of(relative_path: &str) -> &'static str {
+    let extension = relative_path
+        .rsplit_once('/')
+        .map_or(relative_path, |(_, name)| name)
+        .rsplit_once('.')
+        .map(|(_, extension)| extension);
+    MEDIA_TYPES
+        .iter()
+        .find(|(known, _)| Some(*known) == extension)
+        .map_or(UNKNOWN_CONTENT_TYPE, |(_, name)| name)
+}
+
+/// The media type of a probed format (its catalog name is our extension).
+pub fn media_type_of_extension(extension: &str) -> &'static str {
+    content_type_of(&format!("file.{extension}"))
+}
+
+/// `name` as one of the media types vidgate stores, if it is one.
+pub fn media_type_named(name: &str) -> Option<&'static str> {
+    MEDIA_TYPES
+        .iter()
+        .find(|(_, known)| *known == name)
+        .map(|(_, known)| *known)
+}
+
+/// The extension vidgate gives files of a media type from [`MEDIA_TYPES`].
+pub fn extension_of(media_type: &str) -> &'static str {
+    MEDIA_TYPES
+        .iter()
+        .find(|(_, known)| *known == media_type)
+        .map_or("bin", |(extension, _)| extension)
+}
+
+/// Checks a path taken from a `/files/` URL: stored names are plain ASCII
+/// that needs no escaping, so anything escaped, hidden (a partial write),
+/// empty or climbing out is not one of ours.
+pub fn is_stored_name(relative_path: &str) -> bool {
+    !relative_path.is_empty()
+        && relative_path.split('/').all(|segment| {
+            !segment.is_empty()
+                && !segment.starts_with('.')
+                && segment
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(&byte))
+        })
 }

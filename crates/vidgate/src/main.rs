@@ -12,6 +12,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use vidgate_server::ServerOptions;
 use vidgate_server::backend::Backends;
+use vidgate_server::storage::StorageConfig;
 
 #[derive(Parser)]
 #[command(
@@ -89,6 +90,9 @@ struct ServeArgs {
     /// Largest file POST /uploads accepts, in bytes.
     #[arg(long, env = "VIDGATE_MAX_UPLOAD_BYTES", default_value_t = 104_857_600)]
     max_upload_bytes: u64,
+    /// Where clips and uploads are stored: local (disk under the data dir) or s3://bucket/prefix (credentials, region and endpoint from the AWS_* variables).
+    #[arg(long = "storage", env = "VIDGATE_STORAGE", default_value = "local", value_parser = StorageConfig::from_flag)]
+    file_storage: StorageConfig,
     /// JSON file that runs models on Cog-compatible model servers (see docs/cog.md).
     #[arg(long, env = "VIDGATE_BACKENDS_FILE")]
     backends_file: Option<PathBuf>,
@@ -149,6 +153,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     options.allow_private_network = args.allow_private_network;
     options.max_upload_bytes = args.max_upload_bytes;
+    options.storage = args.file_storage;
     let server = vidgate_server::start(options)
         .await
         .map_err(anyhow::Error::from)?;

@@ -5,6 +5,7 @@
 pub mod account;
 mod cog_callbacks;
 mod error;
+mod files;
 mod generations;
 mod models;
 mod openapi;
@@ -36,7 +37,7 @@ pub use webhooks::webhook_secret_json;
 use crate::backend::Backends;
 use crate::ids::{API_KEY_PREFIX, sha256_hex};
 use crate::rate_limit::CallerRateLimiter;
-use crate::storage::LocalStorage;
+use crate::storage::Storage;
 use crate::store::{Caller, Store};
 
 /// Largest JSON body accepted. The biggest legitimate body (a 5000-character
@@ -49,7 +50,7 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub catalog: Arc<Catalog>,
     pub backends: Backends,
-    pub storage: Arc<LocalStorage>,
+    pub storage: Arc<Storage>,
     pub rate_limiter: Arc<CallerRateLimiter>,
     /// Absolute base of the API, e.g. `http://127.0.0.1:8080/api/v1`.
     pub api_base: String,
@@ -98,13 +99,14 @@ pub fn router(state: AppState) -> Router {
         .route("/uploads/initiate", post(uploads::initiate))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
 
-    let files = ServeDir::new(state.storage.root());
-
-    let api = Router::new()
-        .merge(public)
-        .merge(authenticated)
-        .nest_service("/files", files)
-        .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
+    let api = Router::new().merge(public).merge(authenticated);
+    // Files on local disk are served by ServeDir; objects in a bucket are
+    // streamed through vidgate, so their URLs stay on our origin too.
+    let api = match state.storage.local_root() {
+        Some(root) => api.nest_service("/files", ServeDir::new(root)),
+        None => api.route("/files/{*path}", get(files::serve)),
+    }
+    .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
     // Outside /api/v1: model servers call it, not customers.
     let internal = Router::new().route(

@@ -1,41 +1,154 @@
 //! `POST /uploads` (multipart/form-data, field `file`): media uploaded to
 //! obtain a URL for any `*_url` request field; and `POST /uploads/initiate`:
-//! presigned direct uploads, which local-disk storage cannot sign, so it
-//! answers the spec's 501.
+//! presigned direct uploads. Local-disk storage cannot sign, so there it
+//! answers the spec's 501; with an S3-compatible bucket it returns a PUT URL
+//! for the object, and the object is probed the first time a request names
+//! the upload's `url`.
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::multipart::{MultipartError, MultipartRejection};
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Multipart, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
 use vidgate_core::ValidatedInput;
 use vidgate_media::{MediaDetails, MediaInfo};
 
-use super::{ApiError, AppState, rfc3339};
+use super::{ApiError, AppState, body_bytes, rfc3339};
 use crate::ids::random_token;
-use crate::store::{Caller, NewUpload, now_millis};
+use crate::storage::{self, DIRECT_UPLOAD_VALIDITY, ReadError};
+use crate::store::{Caller, DirectUpload, NewDirectUpload, NewUpload, now_millis};
 
 const FILE_FIELD: &str = "file";
 
-pub async fn initiate() -> ApiError {
-    ApiError::DirectUploadUnavailable(
-        "Presigned direct uploads are not available on this deployment; upload with multipart/form-data to POST /uploads instead."
-            .into(),
-    )
+/// What the probe accepts, for messages.
+const ACCEPTED_FORMATS: &str = "JPG, PNG, WebP, MP4, MOV, MP3 or WAV";
+
+/// Creates a pending direct upload and signs a PUT URL for its object.
+/// Body: `{"content_type"?, "size_bytes"?}`; a declared content type is
+/// bound to the signature (the PUT must send it) and must match what the
+/// probe later finds; a declared size is checked against the upload cap.
+pub async fn initiate(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    if state.storage.local_root().is_some() {
+        return Err(ApiError::DirectUploadUnavailable(
+            "Presigned direct uploads are not available on this deployment; upload with multipart/form-data to POST /uploads instead."
+                .into(),
+        ));
+    }
+    let body = body_bytes(body)?;
+    let request = parse_initiate(&body, state.max_upload_bytes)?;
+    let upload_id = format!("upl_{}", random_token(24));
+    // A declared type names the file, so the URL serves with that type from
+    // the first byte; otherwise the type is found when the file is probed.
+    let extension = request
+        .content_type
+        .map(|name| format!(".{}", storage::extension_of(name)))
+        .unwrap_or_default();
+    let relative_path = format!("uploads/{}/{upload_id}{extension}", random_token(24));
+    let created_at = now_millis();
+    let Some(upload_url) = state
+        .storage
+        .presign_put(&relative_path, request.content_type)
+        .await
+        .map_err(ApiError::internal)?
+    else {
+        return Err(ApiError::internal(std::io::Error::other(
+            "a bucket could not sign a URL",
+        )));
+    };
+    state
+        .store
+        .create_direct_upload(&NewDirectUpload {
+            id: upload_id.clone(),
+            account_id: caller.account_id,
+            relative_path: relative_path.clone(),
+            created_at,
+        })
+        .await?;
+    let mut headers = Map::new();
+    if let Some(content_type) = request.content_type {
+        headers.insert("Content-Type".into(), json!(content_type));
+    }
+    let expires_at = created_at + DIRECT_UPLOAD_VALIDITY.as_millis() as i64;
+    let record = json!({
+        "id": upload_id,
+        "object": "upload",
+        "upload_url": upload_url.as_str(),
+        "method": "PUT",
+        "headers": headers,
+        "url": format!("{}/files/{relative_path}", state.api_base),
+        "expires_at": rfc3339(expires_at),
+    });
+    Ok((StatusCode::CREATED, Json(record)).into_response())
+}
+
+/// What `POST /uploads/initiate` may be told.
+struct InitiateRequest {
+    content_type: Option<&'static str>,
+}
+
+/// Reads the initiate body (empty means `{}`), naming a bad field in
+/// `param`.
+fn parse_initiate(body: &[u8], max_upload_bytes: u64) -> Result<InitiateRequest, ApiError> {
+    let value: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|error| ApiError::InvalidRequest {
+            message: format!("The body is not valid JSON: {error}"),
+            param: None,
+        })?
+    };
+    let Value::Object(fields) = value else {
+        return Err(ApiError::InvalidRequest {
+            message: "The body must be a JSON object.".into(),
+            param: None,
+        });
+    };
+    let mut request = InitiateRequest { content_type: None };
+    for (name, value) in &fields {
+        match name.as_str() {
+            "content_type" => {
+                let known = value.as_str().and_then(storage::media_type_named);
+                request.content_type = Some(known.ok_or_else(|| {
+                    ApiError::invalid(
+                        "content_type",
+                        "content_type must be one of image/jpeg, image/png, image/webp, video/mp4, video/quicktime, audio/mpeg or audio/wav.",
+                    )
+                })?);
+            }
+            "size_bytes" => {
+                let fits = value
+                    .as_u64()
+                    .is_some_and(|size| (1..=max_upload_bytes).contains(&size));
+                if !fits {
+                    return Err(ApiError::invalid(
+                        "size_bytes",
+                        format!(
+                            "size_bytes must be an integer from 1 to {max_upload_bytes}, the largest upload this deployment accepts."
+                        ),
+                    ));
+                }
+            }
+            other => {
+                return Err(ApiError::invalid(
+                    other,
+                    format!("Unknown field {other:?}: send content_type and size_bytes only."),
+                ));
+            }
+        }
+    }
+    Ok(request)
 }
 
 fn content_type(info: &MediaInfo) -> &'static str {
-    match info.format.catalog_name() {
-        "jpg" => "image/jpeg",
-        "png" => "image/png",
-        "webp" => "image/webp",
-        "mp4" => "video/mp4",
-        "mov" => "video/quicktime",
-        "mp3" => "audio/mpeg",
-        _ => "audio/wav",
-    }
+    storage::media_type_of_extension(info.format.catalog_name())
 }
 
 /// What the prober found, as the upload record shows it.
@@ -115,17 +228,19 @@ pub async fn create(
                 let bytes = tokio::fs::read(&incoming)
                     .await
                     .map_err(ApiError::internal)?;
-                vidgate_media::probe(&bytes).map_err(|error| {
-                    ApiError::invalid(
-                        FILE_FIELD,
-                        format!("The file is not a readable JPG, PNG, WebP, MP4, MOV, MP3 or WAV file: {error}."),
-                    )
-                })
+                vidgate_media::probe(&bytes)
+                    .map(|info| (info, bytes))
+                    .map_err(|error| {
+                        ApiError::invalid(
+                            FILE_FIELD,
+                            format!("The file is not a readable {ACCEPTED_FORMATS} file: {error}."),
+                        )
+                    })
             }
             Err(error) => Err(error),
         };
-        let info = match probed {
-            Ok(info) => info,
+        let (info, contents) = match probed {
+            Ok(probed) => probed,
             Err(error) => {
                 let _ = tokio::fs::remove_file(&incoming).await;
                 return Err(error);
@@ -136,9 +251,10 @@ pub async fn create(
             .storage
             .keep_upload(
                 &incoming,
+                contents,
                 &upload_id,
                 info.format.catalog_name(),
-                size_bytes,
+                content_type(&info),
             )
             .await
             .map_err(ApiError::internal)?;
@@ -200,13 +316,90 @@ pub async fn check_upload_ownership(
         if !relative_path.starts_with("uploads/") {
             continue;
         }
-        let owner = state.store.upload_owner(relative_path).await?;
-        if owner.as_deref() != Some(caller.account_id.as_str()) {
+        let owned = match state.store.upload_owner(relative_path).await? {
+            Some(owner) => owner == caller.account_id,
+            None => match state.store.direct_upload(relative_path).await? {
+                Some(direct) if direct.account_id == caller.account_id => {
+                    record_direct_upload(state, &direct, relative_path, &field).await?;
+                    true
+                }
+                _ => false,
+            },
+        };
+        if !owned {
             return Err(ApiError::invalid(
                 field.clone(),
                 format!("{field} names an upload this account did not make."),
             ));
         }
     }
+    Ok(())
+}
+
+/// The first use of a direct upload: reads and probes the object with the
+/// same rules as a multipart upload (the cap, the content's magic bytes) and
+/// records it as an upload, so later uses are one indexed read. Nothing is
+/// recorded on failure: the client may still PUT the file and try again.
+async fn record_direct_upload(
+    state: &AppState,
+    direct: &DirectUpload,
+    relative_path: &str,
+    field: &str,
+) -> Result<(), ApiError> {
+    let bytes = match state
+        .storage
+        .read(relative_path, state.max_upload_bytes)
+        .await
+    {
+        Ok(bytes) => bytes,
+        Err(ReadError::NotFound) => {
+            return Err(ApiError::invalid(
+                field,
+                format!(
+                    "{field} names direct upload {} whose file has not been uploaded: PUT the file to its upload_url first.",
+                    direct.id
+                ),
+            ));
+        }
+        Err(ReadError::TooLarge { limit }) => {
+            return Err(ApiError::invalid(
+                field,
+                format!(
+                    "{field} names direct upload {} whose file is larger than {limit} bytes.",
+                    direct.id
+                ),
+            ));
+        }
+        Err(error @ ReadError::Store(_)) => return Err(ApiError::internal(error)),
+    };
+    let info = vidgate_media::probe(&bytes).map_err(|error| {
+        ApiError::invalid(
+            field,
+            format!("{field} names direct upload {} whose file is not a readable {ACCEPTED_FORMATS} file: {error}.", direct.id),
+        )
+    })?;
+    let found = content_type(&info);
+    let declared = storage::content_type_of(relative_path);
+    if declared != storage::UNKNOWN_CONTENT_TYPE && declared != found {
+        return Err(ApiError::invalid(
+            field,
+            format!(
+                "{field} names direct upload {} declared as {declared}, but its file is {found}.",
+                direct.id
+            ),
+        ));
+    }
+    state
+        .store
+        .record_direct_upload(&NewUpload {
+            id: direct.id.clone(),
+            account_id: direct.account_id.clone(),
+            relative_path: relative_path.to_owned(),
+            content_type: found.to_owned(),
+            size_bytes: bytes.len() as i64,
+            media: media_json(&info),
+            created_at: now_millis(),
+        })
+        .await?;
     Ok(())
 }

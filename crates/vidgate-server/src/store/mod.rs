@@ -125,6 +125,22 @@ pub struct NewUpload {
     pub created_at: i64,
 }
 
+/// A presigned direct upload: the object is PUT straight to the bucket, and
+/// checked (then recorded as an upload) the first time a request names it.
+pub struct NewDirectUpload {
+    pub id: String,
+    pub account_id: String,
+    pub relative_path: String,
+    pub created_at: i64,
+}
+
+/// A direct upload as first use needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectUpload {
+    pub id: String,
+    pub account_id: String,
+}
+
 /// The authenticated caller behind an API key.
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -361,6 +377,15 @@ pub trait Store: Send + Sync + 'static {
     async fn create_upload(&self, upload: &NewUpload) -> Result<(), StoreError>;
     /// The account that uploaded the file stored at `relative_path`.
     async fn upload_owner(&self, relative_path: &str) -> Result<Option<String>, StoreError>;
+    /// Records a presigned direct upload before its object exists.
+    async fn create_direct_upload(&self, upload: &NewDirectUpload) -> Result<(), StoreError>;
+    /// The direct upload whose object is stored at `relative_path`.
+    async fn direct_upload(&self, relative_path: &str) -> Result<Option<DirectUpload>, StoreError>;
+    /// Records a direct upload's probed object as an upload; a second
+    /// recording of the same upload (two first uses at once) is a no-op.
+    async fn record_direct_upload(&self, upload: &NewUpload) -> Result<(), StoreError>;
+    /// The probed media type of the upload stored at `relative_path`.
+    async fn upload_content_type(&self, relative_path: &str) -> Result<Option<String>, StoreError>;
     async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError>;
 
     // Generations and their money.

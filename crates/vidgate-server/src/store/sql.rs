@@ -602,6 +602,64 @@ macro_rules! impl_sql_store {
                     .await?)
             }
 
+            async fn create_direct_upload(
+                &self,
+                upload: &NewDirectUpload,
+            ) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO direct_uploads (id, account_id, relative_path, created_at) \
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(&upload.id)
+                .bind(&upload.account_id)
+                .bind(&upload.relative_path)
+                .bind(upload.created_at)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn direct_upload(
+                &self,
+                relative_path: &str,
+            ) -> Result<Option<DirectUpload>, StoreError> {
+                let row: Option<(String, String)> = sqlx::query_as(
+                    "SELECT id, account_id FROM direct_uploads WHERE relative_path = $1",
+                )
+                .bind(relative_path)
+                .fetch_optional(self.reader())
+                .await?;
+                Ok(row.map(|(id, account_id)| DirectUpload { id, account_id }))
+            }
+
+            async fn record_direct_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO uploads (id, account_id, relative_path, content_type, \
+                     size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(&upload.id)
+                .bind(&upload.account_id)
+                .bind(&upload.relative_path)
+                .bind(&upload.content_type)
+                .bind(upload.size_bytes)
+                .bind(upload.media.to_string())
+                .bind(upload.created_at)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn upload_content_type(
+                &self,
+                relative_path: &str,
+            ) -> Result<Option<String>, StoreError> {
+                Ok(sqlx::query_scalar("SELECT content_type FROM uploads WHERE relative_path = $1")
+                    .bind(relative_path)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
             async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError> {
                 let paused: Option<bool> =
                     sqlx::query_scalar("SELECT paused FROM model_states WHERE model_id = $1")

@@ -17,6 +17,7 @@ use tempfile::TempDir;
 use vidgate_core::Micros;
 use vidgate_server::accounts::{self, CreatedAccount};
 use vidgate_server::backend::Backends;
+use vidgate_server::storage::StorageConfig;
 use vidgate_server::store::{self, Account, Store};
 use vidgate_server::webhooks::WebhookSettings;
 use vidgate_server::{RunningServer, ServerOptions};
@@ -131,6 +132,8 @@ pub struct TestSettings {
     /// On by default: test media and webhook receivers listen on 127.0.0.1.
     pub allow_private_network: bool,
     pub webhooks: WebhookSettings,
+    /// Local disk by default; the S3 tests point it at a moto bucket.
+    pub storage: StorageConfig,
 }
 
 impl TestSettings {
@@ -142,6 +145,7 @@ impl TestSettings {
             backends: Backends::builtin(true),
             allow_private_network: true,
             webhooks: fast_webhook_settings(),
+            storage: StorageConfig::Local,
         }
     }
 }
@@ -208,6 +212,7 @@ async fn start_server(
     options.backends = settings.backends.clone();
     options.allow_private_network = settings.allow_private_network;
     options.webhooks = settings.webhooks.clone();
+    options.storage = settings.storage.clone();
     vidgate_server::start(options).await.expect("server starts")
 }
 

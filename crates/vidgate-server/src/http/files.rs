@@ -1,0 +1,143 @@
+//! `GET /files/<path>` when files are in an object store: the object is
+//! streamed through vidgate with the Range support a `<video>` element needs
+//! (206 with `Content-Range`, `Accept-Ranges`, 416), so every public URL
+//! stays on our own origin. On local disk, `ServeDir` answers instead.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::{ApiError, AppState};
+use crate::storage::{
+    ReadError, UNKNOWN_CONTENT_TYPE, content_type_of, is_stored_name, media_type_named,
+};
+
+pub async fn serve(
+    State(state): State<AppState>,
+    method: Method,
+    Path(relative_path): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let not_found = || ApiError::NotFound("No such file.".into());
+    if !is_stored_name(&relative_path) {
+        return Err(not_found());
+    }
+    let failed = |error: ReadError| match error {
+        ReadError::NotFound => not_found(),
+        other => ApiError::internal(other),
+    };
+    let size = state
+        .storage
+        .object_size(&relative_path)
+        .await
+        .map_err(failed)?;
+    let range = match headers.get(header::RANGE) {
+        None => None,
+        Some(value) => match satisfiable_range(value, size) {
+            Some(range) => Some(range),
+            None => return Ok(unsatisfiable(size)),
+        },
+    };
+    let span = range.clone().unwrap_or(0..size);
+    let body = if span.is_empty() || method == Method::HEAD {
+        Body::empty()
+    } else {
+        let object = state
+            .storage
+            .object_range(&relative_path, span.clone())
+            .await
+            .map_err(failed)?;
+        Body::from_stream(object.into_stream())
+    };
+    let mut response = Response::new(body);
+    let content_type = served_type(&state, &relative_path).await?;
+    let response_headers = response.headers_mut();
+    response_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response_headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    response_headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response_headers.insert(
+        header::CONTENT_LENGTH,
+        HeaderValue::from(span.end - span.start),
+    );
+    if range.is_some() {
+        *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+        response.headers_mut().insert(
+            header::CONTENT_RANGE,
+            HeaderValue::from_str(&format!("bytes {}-{}/{size}", span.start, span.end - 1))
+                .expect("digits are a valid header value"),
+        );
+    }
+    Ok(response)
+}
+
+/// The type to serve a file as: from its name, or for a direct upload (named
+/// before its content was known) the type its probe recorded. Anything else
+/// is an opaque download, so a client can never make our origin serve a page.
+async fn served_type(state: &AppState, relative_path: &str) -> Result<&'static str, ApiError> {
+    let named = content_type_of(relative_path);
+    if named != UNKNOWN_CONTENT_TYPE || !relative_path.starts_with("uploads/") {
+        return Ok(named);
+    }
+    let recorded = state.store.upload_content_type(relative_path).await?;
+    Ok(recorded
+        .as_deref()
+        .and_then(media_type_named)
+        .unwrap_or(UNKNOWN_CONTENT_TYPE))
+}
+
+/// The one byte range a `Range` header asks for, as ServeDir reads it: a
+/// malformed header, several ranges, or a range outside the object cannot be
+/// satisfied.
+fn satisfiable_range(value: &HeaderValue, size: u64) -> Option<std::ops::Range<u64>> {
+    let text = value.to_str().ok()?;
+    let ranges = http_range_header::parse_range_header(text)
+        .ok()?
+        .validate(size)
+        .ok()?;
+    match ranges.as_slice() {
+        [range] if *range.start() < size => Some(*range.start()..range.end() + 1),
+        _ => None,
+    }
+}
+
+fn unsatisfiable(size: u64) -> Response {
+    let mut response = (
+        StatusCode::RANGE_NOT_SATISFIABLE,
+        "The requested range is not satisfiable.",
+    )
+        .into_response();
+    response.headers_mut().insert(
+        header::CONTENT_RANGE,
+        HeaderValue::from_str(&format!("bytes */{size}")).expect("digits are a valid header value"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(header: &str, size: u64) -> Option<std::ops::Range<u64>> {
+        satisfiable_range(&HeaderValue::from_str(header).unwrap(), size)
+    }
+
+    #[test]
+    fn single_ranges_are_read_and_clamped() {
+        assert_eq!(range("bytes=0-99", 1000), Some(0..100));
+        assert_eq!(range("bytes=900-", 1000), Some(900..1000));
+        assert_eq!(range("bytes=-100", 1000), Some(900..1000));
+        assert_eq!(range("bytes=990-2000", 1000), Some(990..1000));
+    }
+
+    #[test]
+    fn other_ranges_cannot_be_satisfied() {
+        assert_eq!(range("bytes=1000-", 1000), None);
+        assert_eq!(range("bytes=0-1,5-6", 1000), None);
+        assert_eq!(range("items=0-1", 1000), None);
+        assert_eq!(range("bytes=0-", 0), None);
+    }
+}
