@@ -284,6 +284,19 @@ fn component_schemas() -> Value {
                 "created_at": { "type": "string", "format": "date-time" }
             }
         },
+        "DirectUpload": {
+            "type": "object",
+            "required": ["id", "object", "upload_url", "method", "headers", "url", "expires_at"],
+            "properties": {
+                "id": { "type": "string", "pattern": "^upl_" },
+                "object": { "const": "upload" },
+                "upload_url": { "type": "string", "format": "uri", "description": "Presigned URL: PUT the file's bytes here, with `headers`, before `expires_at`." },
+                "method": { "const": "PUT" },
+                "headers": { "type": "object", "additionalProperties": { "type": "string" }, "description": "Headers the PUT must send (Content-Type when one was declared)." },
+                "url": { "type": "string", "format": "uri", "description": "Usable in any *_url request field of this account once the file is PUT; the file is probed on first use." },
+                "expires_at": { "type": "string", "format": "date-time" }
+            }
+        },
         "ModelList": {
             "type": "object",
             "required": ["object", "data"],
@@ -522,15 +535,20 @@ pub fn document(catalog: &Catalog, api_base: &str) -> Value {
             ("413", "payload_too_large: the file is larger than the deployment's limit.")
         ]))
     }}));
-    let mut initiate_errors = authenticated_errors(&[(
-        "501",
-        "direct_upload_unavailable: presigned uploads are unavailable on this deployment; use multipart/form-data.",
-    )]);
-    initiate_errors.remove("500");
     paths.insert("/uploads/initiate".into(), json!({ "post": {
-        "operationId": "initiate_upload", "summary": "Presigned direct upload", "tags": ["uploads"],
+        "operationId": "initiate_upload", "summary": "Presigned direct upload to the deployment's S3-compatible storage", "tags": ["uploads"],
         "security": [{ "bearer": [] }],
-        "responses": Value::Object(initiate_errors)
+        "requestBody": { "required": false, "content": { "application/json": { "schema": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "content_type": { "type": "string", "enum": ["image/jpeg", "image/png", "image/webp", "video/mp4", "video/quicktime", "audio/mpeg", "audio/wav"], "description": "Bound to the signature; the file must turn out to be of this type." },
+                "size_bytes": { "type": "integer", "minimum": 1, "description": "Checked against the deployment's upload limit." }
+            }
+        }}}},
+        "responses": with_success("201", "The pending upload and where to PUT its file.", schema_ref("DirectUpload"), authenticated_errors(&[
+            ("400", "invalid_request: a bad content_type or size_bytes (size above the upload limit), or an unknown field; param names it."),
+            ("501", "direct_upload_unavailable: presigned uploads are unavailable on this deployment (local-disk storage); use multipart/form-data.")
+        ]))
     }}));
     paths.insert("/openapi.json".into(), json!({ "get": {
         "operationId": "get_openapi", "summary": "This document", "tags": ["meta"], "security": [],
