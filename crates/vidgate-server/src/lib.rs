@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use vidgate_core::Catalog;
+use vidgate_media::FetchSettings;
 
 use crate::backend::Backends;
 use crate::queue::{QueueSettings, WorkerContext};
@@ -121,6 +122,10 @@ pub struct ServerOptions {
     /// Where clips and uploads are stored: local disk under the data
     /// directory, or an S3-compatible bucket.
     pub storage: StorageConfig,
+    /// Private addresses request media may still be fetched from (an
+    /// operator's internal media server); every other private address stays
+    /// refused, on redirects too.
+    pub trusted_media_addresses: Vec<std::net::IpAddr>,
 }
 
 impl ServerOptions {
@@ -148,6 +153,7 @@ impl ServerOptions {
             webhooks: WebhookSettings::default(),
             max_upload_bytes: 104_857_600,
             storage: StorageConfig::Local,
+            trusted_media_addresses: Vec::new(),
         }
     }
 }
@@ -234,8 +240,16 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
     let catalog = Arc::new(options.catalog);
     let storage = Arc::new(Storage::open(&options.storage, &data_dir)?);
     let wakeup = Arc::new(Notify::new());
-    let media_fetcher = media::fetcher(options.allow_private_network, &api_base, storage.clone())
-        .map_err(ServerError::MediaClient)?;
+    let media_fetcher = media::fetcher(
+        FetchSettings {
+            allow_private_network: options.allow_private_network,
+            trusted_addresses: options.trusted_media_addresses.clone(),
+            ..FetchSettings::default()
+        },
+        &api_base,
+        storage.clone(),
+    )
+    .map_err(ServerError::MediaClient)?;
     options.backends.attach_media_fetcher(&media_fetcher);
     // Cog webhooks can only come back to a node that listens; a worker-only
     // node leaves the base unset and its Cog backends dispatch synchronously.

@@ -23,14 +23,11 @@ use crate::storage::{ReadError, Storage, is_stored_name};
 /// The fetcher for request media, reading the server's own files from its
 /// storage.
 pub fn fetcher(
-    allow_private_network: bool,
+    settings: FetchSettings,
     api_base: &str,
     storage: Arc<Storage>,
 ) -> Result<Fetcher, FetchError> {
-    let fetcher = Fetcher::new(FetchSettings {
-        allow_private_network,
-        ..FetchSettings::default()
-    })?;
+    let fetcher = Fetcher::new(settings)?;
     Ok(fetcher.with_local_source(Arc::new(OwnFiles {
         prefix: format!("{}/files/", api_base.trim_end_matches('/')),
         storage,

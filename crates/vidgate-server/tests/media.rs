@@ -414,11 +414,60 @@ async fn reference_to_video_composes_the_images_and_mixes_the_audio(store: Store
     );
 }
 
+/// A URL on an allowed host that redirects to a private address is refused
+/// without `--allow-private-network`: 127.0.0.1 is trusted (it stands in for
+/// a public host), the redirect goes to 127.0.0.2, which is not, so nothing
+/// leaves this machine.
+async fn a_redirect_to_a_private_address_is_refused_naming_the_field(store: StoreKind) {
+    let host = MediaHost::start(vec![("card.png", png([10, 200, 30]))]).await;
+    let port = host.base.rsplit_once(':').unwrap().1.to_owned();
+    let redirector = Router::new().route(
+        "/away",
+        get(move || async move {
+            axum::response::Redirect::temporary(&format!("http://127.0.0.2:{port}/card.png"))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let away = format!("http://{}/away", listener.local_addr().unwrap());
+    let redirecting = tokio::spawn(async move {
+        axum::serve(listener, redirector).await.unwrap();
+    });
+    let app = spawn_app_with(TestSettings {
+        allow_private_network: false,
+        trusted_media_addresses: vec!["127.0.0.1".parse().unwrap()],
+        ..TestSettings::new(store)
+    })
+    .await;
+    let request = |image_url: &str| json!({ "prompt": "p", "image_url": image_url, "duration": 2, "resolution": "480p" });
+    // The trusted host itself is fetched, so the refusal is the redirect's.
+    let direct = app
+        .submit(
+            "vendor_1/model_1/image-to-video",
+            request(&host.url("card.png")),
+        )
+        .await;
+    assert_eq!(direct.status(), StatusCode::ACCEPTED);
+    let before = balance(&app).await;
+    let refused = assert_error(
+        app.submit("vendor_1/model_1/image-to-video", request(&away))
+            .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("image_url"),
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("127.0.0.2"), "{message}");
+    assert_eq!(balance(&app).await, before);
+    redirecting.abort();
+}
+
 on_both_stores!(
     m1_quote_with_a_reference_video_equals_the_charge,
     m4_quote_with_a_reference_video_equals_the_charge,
     refused_media_is_a_400_naming_the_field_and_charges_nothing,
     without_the_flag_loopback_media_is_refused,
+    a_redirect_to_a_private_address_is_refused_naming_the_field,
     image_to_video_renders_with_the_fetched_png,
     media_gone_by_the_time_the_job_runs_fails_the_job_with_a_refund,
     reference_to_video_composes_the_images_and_mixes_the_audio,

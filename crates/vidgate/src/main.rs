@@ -93,6 +93,13 @@ struct ServeArgs {
     /// Where clips and uploads are stored: local (disk under the data dir) or s3://bucket/prefix (credentials, region and endpoint from the AWS_* variables).
     #[arg(long = "storage", env = "VIDGATE_STORAGE", default_value = "local", value_parser = StorageConfig::from_flag)]
     file_storage: StorageConfig,
+    /// Private addresses request media may still come from (an internal media server), comma-separated; others stay refused.
+    #[arg(
+        long = "trusted-media-address",
+        env = "VIDGATE_TRUSTED_MEDIA_ADDRESSES",
+        value_delimiter = ','
+    )]
+    trusted_media_addresses: Vec<std::net::IpAddr>,
     /// JSON file that runs models on Cog-compatible model servers (see docs/cog.md).
     #[arg(long, env = "VIDGATE_BACKENDS_FILE")]
     backends_file: Option<PathBuf>,
@@ -154,6 +161,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     options.allow_private_network = args.allow_private_network;
     options.max_upload_bytes = args.max_upload_bytes;
     options.storage = args.file_storage;
+    options.trusted_media_addresses = args.trusted_media_addresses;
     let server = vidgate_server::start(options)
         .await
         .map_err(anyhow::Error::from)?;

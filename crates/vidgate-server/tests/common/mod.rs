@@ -134,6 +134,8 @@ pub struct TestSettings {
     pub webhooks: WebhookSettings,
     /// Local disk by default; the S3 tests point it at a moto bucket.
     pub storage: StorageConfig,
+    /// Private addresses media may come from without `allow_private_network`.
+    pub trusted_media_addresses: Vec<std::net::IpAddr>,
 }
 
 impl TestSettings {
@@ -146,6 +148,7 @@ impl TestSettings {
             allow_private_network: true,
             webhooks: fast_webhook_settings(),
             storage: StorageConfig::Local,
+            trusted_media_addresses: Vec::new(),
         }
     }
 }
@@ -213,6 +216,7 @@ async fn start_server(
     options.allow_private_network = settings.allow_private_network;
     options.webhooks = settings.webhooks.clone();
     options.storage = settings.storage.clone();
+    options.trusted_media_addresses = settings.trusted_media_addresses.clone();
     vidgate_server::start(options).await.expect("server starts")
 }
 
