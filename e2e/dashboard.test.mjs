@@ -322,7 +322,7 @@ test('the new key works with the API', async (t) => {
   assert.equal(account.body.id, a.accountId, "the key is the signed-in user's account's key");
 });
 
-test('playground: a form from the schema, a live quote, a run watched to success, and the clip plays', async () => {
+test('playground: a form from the schema, a live quote, a run watched to success, and the clip plays', async (t) => {
   const page = state.pageA;
   const opened = await goto(page, `/dashboard/playground?endpoint=${ENDPOINT}`);
   await assertPageFrame(page, opened);
@@ -367,6 +367,7 @@ test('playground: a form from the schema, a live quote, a run watched to success
   assert.equal(await page.evaluate(() => window.e2eSameDocument), true, 'the page was not reloaded');
   const statuses = await page.evaluate(() => window.e2eStatuses);
   assert.ok(statuses.length >= 2, `the status changed while watched (${statuses.join(' → ')})`);
+  t.diagnostic(`statuses shown: ${statuses.join(' → ')}`);
 
   const link = await page.locator('a#run-link').getAttribute('href');
   const id = /\/dashboard\/generations\/(gen_[A-Za-z0-9]+)$/.exec(link)?.[1];
