@@ -120,6 +120,16 @@ async function quoteText(input) {
   return money(quote.body.cost.amount_usd);
 }
 
+async function waitForFinal(id) {
+  const deadline = Date.now() + RENDER_TIMEOUT_MS;
+  for (;;) {
+    const generation = await apiJson('GET', `/generations/${id}`, { key: a.apiKey });
+    if (['succeeded', 'failed', 'canceled'].includes(generation.body.status)) return generation.body;
+    assert.ok(Date.now() < deadline, `${id} finished within ${RENDER_TIMEOUT_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 async function waitForText(page, selector, pattern, timeout = 15_000) {
   await page.waitForFunction(
     ({ selector, source, flags }) => {
@@ -382,6 +392,33 @@ test('playground: a form from the schema, a live quote, a run watched to success
   await assertVideoPlays(page, 'video#run-video', RUN);
   await screenshot(page, 'playground-succeeded');
   assertNoPageProblems();
+});
+
+test('playground without JavaScript: the form posts and leads to the detail page', async () => {
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  context.setDefaultTimeout(15_000);
+  try {
+    const page = await context.newPage();
+    await signIn(page, a.email, a.password);
+    await goto(page, `/dashboard/playground?endpoint=${ENDPOINT}`);
+    const form = page.locator('form#playground');
+    await form.locator('[name="prompt"]').fill('e2e: without javascript');
+    await form.locator('select[name="resolution"]').selectOption(RUN.resolution);
+    await form.locator('[name="duration"]').fill(String(RUN.duration));
+    await Promise.all([
+      page.waitForURL(/\/dashboard\/generations\/gen_[a-z0-9]+$/),
+      page.click('button#run'),
+    ]);
+    const id = page.url().split('/').at(-1);
+    assert.match(await page.locator('#generation-status').textContent(), /queued|running|succeeded/);
+    const generation = await apiJson('GET', `/generations/${id}`, { key: a.apiKey });
+    assert.equal(generation.status, 200, 'the generation belongs to the account');
+    assert.equal(generation.body.input.prompt, 'e2e: without javascript');
+    // Let it finish, so the later balance and ledger checks see settled figures.
+    await waitForFinal(id);
+  } finally {
+    await context.close();
+  }
 });
 
 function escapeRegExp(text) {
