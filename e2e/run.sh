@@ -3,7 +3,10 @@
 # on a free port, creates two accounts with a dashboard user each through the
 # admin CLI, and runs e2e/dashboard.test.mjs (node's test runner driving
 # Debian's chromium through playwright-core). Screenshots of every page go to
-# target/e2e/screenshots/. Run it from anywhere: `e2e/run.sh`.
+# target/e2e/screenshots/<store>/. Run it from anywhere: `e2e/run.sh`.
+# With VIDGATE_E2E_POSTGRES_URL (a PostgreSQL server URL, e.g.
+# postgres://postgres@127.0.0.1:5432/test) the server runs on a fresh database
+# `vidgate_e2e_…` created there and dropped afterwards; without it, on SQLite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,10 +33,15 @@ echo "e2e: using $vidgate ($(date -r "$vidgate" -u '+built %Y-%m-%d %H:%M UTC'))
 data_dir="$(mktemp -d -t vidgate-e2e.XXXXXX)"
 server_log="$data_dir/serve.log"
 server_pid=""
+pg_server="${VIDGATE_E2E_POSTGRES_URL:-}"
+pg_database=""
 cleanup() {
     if [ -n "$server_pid" ]; then
         kill "$server_pid" 2>/dev/null || true
         wait "$server_pid" 2>/dev/null || true
+    fi
+    if [ -n "$pg_database" ]; then
+        psql "$pg_server" -q -c "DROP DATABASE IF EXISTS $pg_database" >/dev/null || true
     fi
     rm -rf "$data_dir"
 }
@@ -45,9 +53,20 @@ fail() {
     exit 1
 }
 
+store_args=(--data-dir "$data_dir")
+store=sqlite
+if [ -n "$pg_server" ]; then
+    store=postgres
+    pg_database="vidgate_e2e_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+    psql "$pg_server" -q -c "CREATE DATABASE $pg_database" >/dev/null
+    database_url="$(node -e 'const u = new URL(process.argv[1]); u.pathname = "/" + process.argv[2];
+                             process.stdout.write(u.href);' "$pg_server" "$pg_database")"
+    store_args+=(--database-url "$database_url")
+fi
+
 # Private addresses are allowed so the test's own webhook receiver on
 # 127.0.0.1 gets deliveries for the webhooks page.
-NO_COLOR=1 "$vidgate" serve --listen 127.0.0.1:0 --data-dir "$data_dir" --workers 2 \
+NO_COLOR=1 "$vidgate" serve --listen 127.0.0.1:0 "${store_args[@]}" --workers 2 \
     --allow-private-network >"$server_log" 2>&1 &
 server_pid=$!
 api_base=""
@@ -60,7 +79,7 @@ done
 [ -n "$api_base" ] || fail "the server did not say it was listening within 30 s"
 
 admin() {
-    "$vidgate" admin --data-dir "$data_dir" "$@"
+    "$vidgate" admin "${store_args[@]}" "$@"
 }
 # field JSON NAME: one top-level field of the admin CLI's JSON output.
 field() {
@@ -92,7 +111,7 @@ b_password="$(field "$b_user" password)" || fail "user create printed no passwor
 export VIDGATE_E2E_API_BASE="$api_base"
 export VIDGATE_E2E_BASE_URL="${api_base%/api/v1}"
 export VIDGATE_E2E_CHROMIUM="$chromium"
-export VIDGATE_E2E_SCREENSHOTS="$PWD/target/e2e/screenshots"
+export VIDGATE_E2E_SCREENSHOTS="$PWD/target/e2e/screenshots/$store"
 export VIDGATE_E2E_A_ACCOUNT_ID="$a_account_id" VIDGATE_E2E_A_API_KEY="$a_api_key"
 export VIDGATE_E2E_A_KEY_ID="$a_key_id"
 export VIDGATE_E2E_A_WEBHOOK_SECRET="$a_webhook_secret"
@@ -102,7 +121,7 @@ export VIDGATE_E2E_B_EMAIL="$b_email" VIDGATE_E2E_B_PASSWORD="$b_password"
 
 rm -rf "$VIDGATE_E2E_SCREENSHOTS"
 mkdir -p "$VIDGATE_E2E_SCREENSHOTS"
-echo "e2e: server at $VIDGATE_E2E_BASE_URL (data in $data_dir)"
+echo "e2e: server at $VIDGATE_E2E_BASE_URL on $store (data in $data_dir)"
 # A hung step fails after five minutes instead of holding CI.
 if ! node --test --test-timeout=300000 e2e/dashboard.test.mjs; then
     echo "e2e: screenshots taken so far are in $VIDGATE_E2E_SCREENSHOTS" >&2
