@@ -141,9 +141,12 @@ pub struct DirectUpload {
     pub account_id: String,
 }
 
-/// The authenticated caller behind an API key.
+/// The authenticated caller behind an API key or a dashboard session.
 #[derive(Debug, Clone)]
 pub struct Caller {
+    /// The API key's id, or `session:<session id>` for a signed-in dashboard
+    /// session. It names the caller's rate-limit bucket and is recorded on
+    /// the generations the caller submits.
     pub key_id: String,
     pub account_id: String,
     pub limits: AccountLimits,
@@ -347,6 +350,70 @@ pub enum DeliveryRetryOutcome {
     NotFound,
 }
 
+/// A person who signs in to an account's dashboard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: String,
+    pub account_id: String,
+    /// Lowercased.
+    pub email: String,
+    /// Argon2id, in PHC string form.
+    pub password_hash: String,
+    pub created_at: i64,
+}
+
+pub struct NewSession {
+    pub id: String,
+    pub token_sha256: String,
+    pub user_id: String,
+    pub account_id: String,
+    pub csrf_token: String,
+    /// The session ends at this time however active it is (Unix ms).
+    pub expires_at: i64,
+}
+
+/// A live dashboard session, with what its pages and API calls need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: String,
+    pub user_id: String,
+    pub email: String,
+    pub account_id: String,
+    pub csrf_token: String,
+    pub limits: AccountLimits,
+}
+
+/// An API key as the dashboard lists it (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyRecord {
+    pub id: String,
+    pub name: String,
+    pub prefix: String,
+    pub created_at: i64,
+    /// Accurate to `KEY_USE_RESOLUTION`.
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// How often a key's or a session's last use is written: at most once per
+/// this interval, so authenticated reads stay reads.
+pub const KEY_USE_RESOLUTION: Duration = Duration::from_secs(60);
+
+/// The money captured on one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DailySpend {
+    /// Days since the Unix epoch (UTC).
+    pub day: i64,
+    pub captured: Micros,
+}
+
+/// A webhook delivery of one of an account's generations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountDelivery {
+    pub generation_id: String,
+    pub delivery: WebhookDelivery,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     // Accounts and keys.
@@ -492,6 +559,59 @@ pub trait Store: Send + Sync + 'static {
         new_secret: &str,
         previous_valid_for: Duration,
     ) -> Result<Option<Account>, StoreError>;
+
+    // Dashboard users and sessions.
+    /// Creates a user; `None` when the email is already taken.
+    async fn create_user(&self, user: &User) -> Result<Option<User>, StoreError>;
+    /// Creates an account with no credit and its first user in one
+    /// transaction; `None` (and no account) when the email is taken.
+    async fn sign_up(
+        &self,
+        account: NewAccount,
+        user: &User,
+    ) -> Result<Option<(Account, User)>, StoreError>;
+    async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError>;
+    async fn create_session(&self, session: &NewSession) -> Result<(), StoreError>;
+    /// The live session with this token digest: not revoked, not past its
+    /// absolute expiry, and used within `idle_timeout`. Records the use.
+    async fn session(
+        &self,
+        token_sha256: &str,
+        idle_timeout: Duration,
+    ) -> Result<Option<Session>, StoreError>;
+    /// Revokes a session; false when it was already revoked or unknown.
+    async fn revoke_session(&self, session_id: &str) -> Result<bool, StoreError>;
+
+    // Dashboard reads, each scoped to one account.
+    /// The account's keys, newest first.
+    async fn api_keys(&self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError>;
+    /// Revokes one of the account's keys; false when the account has no
+    /// unrevoked key with that id.
+    async fn revoke_account_api_key(
+        &self,
+        account_id: &str,
+        key_id: &str,
+    ) -> Result<bool, StoreError>;
+    /// The account's latest ledger entries, newest first.
+    async fn recent_ledger_entries(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// Money captured per UTC day since `since` (Unix ms), days without any
+    /// left out, oldest first.
+    async fn daily_spend(
+        &self,
+        account_id: &str,
+        since: i64,
+    ) -> Result<Vec<DailySpend>, StoreError>;
+    /// The account's latest webhook deliveries, newest first, each with its
+    /// attempts.
+    async fn recent_webhook_deliveries(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<AccountDelivery>, StoreError>;
 
     /// Returns when a job may have been queued by another process, or when
     /// `timeout` has passed, whichever is first. PostgreSQL hears every

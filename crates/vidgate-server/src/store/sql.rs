@@ -310,6 +310,59 @@ macro_rules! impl_sql_store {
                 Ok(())
             }
 
+            /// Inserts an account with the default limits and credits its
+            /// initial credit, inside the caller's transaction.
+            async fn create_account_in(
+                transaction: &mut sqlx::Transaction<'static, $database>,
+                account: &NewAccount,
+            ) -> Result<Account, StoreError> {
+                let defaults = AccountLimits::default();
+                sqlx::query(
+                    "INSERT INTO accounts (id, name, rate_per_second, rate_burst, max_concurrent, \
+                     webhook_secret, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(&account.id)
+                .bind(&account.name)
+                .bind(defaults.requests_per_second as i64)
+                .bind(defaults.burst as i64)
+                .bind(defaults.max_concurrent as i64)
+                .bind(&account.webhook_secret)
+                .bind(now_millis())
+                .execute(&mut **transaction)
+                .await?;
+                Self::move_money(
+                    transaction,
+                    &account.id,
+                    None,
+                    Movement::Credit,
+                    account.initial_credit,
+                )
+                .await?;
+                Self::account_in(transaction, &account.id)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("account vanished after insert".into()))
+            }
+
+            /// Inserts a user unless the email is taken, inside the caller's
+            /// transaction.
+            async fn insert_user_in(
+                transaction: &mut sqlx::Transaction<'static, $database>,
+                user: &User,
+            ) -> Result<bool, StoreError> {
+                let inserted = sqlx::query(
+                    "INSERT INTO users (id, account_id, email, password_hash, created_at) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (email) DO NOTHING",
+                )
+                .bind(&user.id)
+                .bind(&user.account_id)
+                .bind(&user.email)
+                .bind(&user.password_hash)
+                .bind(user.created_at)
+                .execute(&mut **transaction)
+                .await?;
+                Ok(inserted.rows_affected() == 1)
+            }
+
             async fn generation_in(
                 transaction: &mut sqlx::Transaction<'static, $database>,
                 generation_id: &str,
@@ -407,31 +460,7 @@ macro_rules! impl_sql_store {
         impl Store for $store {
             async fn create_account(&self, account: NewAccount) -> Result<Account, StoreError> {
                 let mut transaction = self.begin_write().await?;
-                let defaults = AccountLimits::default();
-                sqlx::query(
-                    "INSERT INTO accounts (id, name, rate_per_second, rate_burst, max_concurrent, \
-                     webhook_secret, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(&account.id)
-                .bind(&account.name)
-                .bind(defaults.requests_per_second as i64)
-                .bind(defaults.burst as i64)
-                .bind(defaults.max_concurrent as i64)
-                .bind(&account.webhook_secret)
-                .bind(now_millis())
-                .execute(&mut *transaction)
-                .await?;
-                Self::move_money(
-                    &mut transaction,
-                    &account.id,
-                    None,
-                    Movement::Credit,
-                    account.initial_credit,
-                )
-                .await?;
-                let created = Self::account_in(&mut transaction, &account.id)
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt("account vanished after insert".into()))?;
+                let created = Self::create_account_in(&mut transaction, &account).await?;
                 transaction.commit().await?;
                 Ok(created)
             }
@@ -545,15 +574,31 @@ macro_rules! impl_sql_store {
                 &self,
                 secret_sha256: &str,
             ) -> Result<Option<Caller>, StoreError> {
-                let row: Option<(String, String, i64, i64, i64)> = sqlx::query_as(
-                    "SELECT k.id, a.id, a.rate_per_second, a.rate_burst, a.max_concurrent \
+                let row: Option<(String, String, i64, i64, i64, Option<i64>)> = sqlx::query_as(
+                    "SELECT k.id, a.id, a.rate_per_second, a.rate_burst, a.max_concurrent, \
+                     k.last_used_at \
                      FROM api_keys k JOIN accounts a ON a.id = k.account_id \
                      WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL",
                 )
                 .bind(secret_sha256)
                 .fetch_optional(self.reader())
                 .await?;
-                Ok(row.map(|(key_id, account_id, per_second, burst, max_concurrent)| Caller {
+                // The last use is written only when the recorded one is
+                // older than the resolution the dashboard shows, so most
+                // authenticated requests do not write at all.
+                let now = now_millis();
+                if let Some((key_id, _, _, _, _, last_used_at)) = &row
+                    && last_used_at.is_none_or(|last| {
+                        now - last >= KEY_USE_RESOLUTION.as_millis() as i64
+                    })
+                {
+                    sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
+                        .bind(now)
+                        .bind(key_id)
+                        .execute(self.writer())
+                        .await?;
+                }
+                Ok(row.map(|(key_id, account_id, per_second, burst, max_concurrent, _)| Caller {
                     key_id,
                     account_id,
                     limits: caller_limits(per_second, burst, max_concurrent),
@@ -1242,6 +1287,286 @@ macro_rules! impl_sql_store {
                 let account = Self::account_in(&mut transaction, account_id).await?;
                 transaction.commit().await?;
                 Ok(account)
+            }
+
+            async fn create_user(&self, user: &User) -> Result<Option<User>, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                if !Self::insert_user_in(&mut transaction, user).await? {
+                    return Ok(None);
+                }
+                transaction.commit().await?;
+                Ok(Some(user.clone()))
+            }
+
+            async fn sign_up(
+                &self,
+                account: NewAccount,
+                user: &User,
+            ) -> Result<Option<(Account, User)>, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                let created = Self::create_account_in(&mut transaction, &account).await?;
+                // Dropping the transaction rolls the account back when the
+                // email is taken.
+                if !Self::insert_user_in(&mut transaction, user).await? {
+                    return Ok(None);
+                }
+                transaction.commit().await?;
+                Ok(Some((created, user.clone())))
+            }
+
+            async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError> {
+                let row: Option<(String, String, String, String, i64)> = sqlx::query_as(
+                    "SELECT id, account_id, email, password_hash, created_at \
+                     FROM users WHERE email = $1",
+                )
+                .bind(email)
+                .fetch_optional(self.reader())
+                .await?;
+                Ok(row.map(|(id, account_id, email, password_hash, created_at)| User {
+                    id,
+                    account_id,
+                    email,
+                    password_hash,
+                    created_at,
+                }))
+            }
+
+            async fn create_session(&self, session: &NewSession) -> Result<(), StoreError> {
+                let now = now_millis();
+                // The user's sessions that ended (expired, or revoked a day
+                // ago or more) go, so the table grows with active sessions
+                // only. Sessions ended by idleness stay until their
+                // absolute expiry (30 days after sign-in at most).
+                sqlx::query(
+                    "DELETE FROM sessions WHERE user_id = $1 \
+                     AND (expires_at <= $2 OR revoked_at <= $3)",
+                )
+                .bind(&session.user_id)
+                .bind(now)
+                .bind(now - 24 * 60 * 60 * 1000)
+                .execute(self.writer())
+                .await?;
+                sqlx::query(
+                    "INSERT INTO sessions (id, token_sha256, user_id, account_id, csrf_token, \
+                     created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $6, $7)",
+                )
+                .bind(&session.id)
+                .bind(&session.token_sha256)
+                .bind(&session.user_id)
+                .bind(&session.account_id)
+                .bind(&session.csrf_token)
+                .bind(now)
+                .bind(session.expires_at)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn session(
+                &self,
+                token_sha256: &str,
+                idle_timeout: Duration,
+            ) -> Result<Option<Session>, StoreError> {
+                let now = now_millis();
+                #[allow(clippy::type_complexity)]
+                let row: Option<(String, String, String, String, String, i64, i64, i64, i64)> =
+                    sqlx::query_as(
+                        "SELECT s.id, s.user_id, u.email, s.account_id, s.csrf_token, \
+                         s.last_seen_at, a.rate_per_second, a.rate_burst, a.max_concurrent \
+                         FROM sessions s JOIN users u ON u.id = s.user_id \
+                         JOIN accounts a ON a.id = s.account_id \
+                         WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL \
+                         AND s.expires_at > $2 AND s.last_seen_at > $3",
+                    )
+                    .bind(token_sha256)
+                    .bind(now)
+                    .bind(now - idle_timeout.as_millis() as i64)
+                    .fetch_optional(self.reader())
+                    .await?;
+                let Some((
+                    id,
+                    user_id,
+                    email,
+                    account_id,
+                    csrf_token,
+                    last_seen_at,
+                    per_second,
+                    burst,
+                    max_concurrent,
+                )) = row
+                else {
+                    return Ok(None);
+                };
+                // As for keys, the idle clock is moved on at most once per
+                // resolution, so a busy session does not write on every call.
+                if now - last_seen_at >= KEY_USE_RESOLUTION.as_millis() as i64 {
+                    sqlx::query("UPDATE sessions SET last_seen_at = $1 WHERE id = $2")
+                        .bind(now)
+                        .bind(&id)
+                        .execute(self.writer())
+                        .await?;
+                }
+                Ok(Some(Session {
+                    id,
+                    user_id,
+                    email,
+                    account_id,
+                    csrf_token,
+                    limits: caller_limits(per_second, burst, max_concurrent),
+                }))
+            }
+
+            async fn revoke_session(&self, session_id: &str) -> Result<bool, StoreError> {
+                let result = sqlx::query(
+                    "UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+                )
+                .bind(now_millis())
+                .bind(session_id)
+                .execute(self.writer())
+                .await?;
+                Ok(result.rows_affected() == 1)
+            }
+
+            async fn api_keys(&self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError> {
+                #[allow(clippy::type_complexity)]
+                let rows: Vec<(String, String, String, i64, Option<i64>, Option<i64>)> =
+                    sqlx::query_as(
+                        "SELECT id, name, prefix, created_at, last_used_at, revoked_at \
+                         FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC",
+                    )
+                    .bind(account_id)
+                    .fetch_all(self.reader())
+                    .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(
+                        |(id, name, prefix, created_at, last_used_at, revoked_at)| ApiKeyRecord {
+                            id,
+                            name,
+                            prefix,
+                            created_at,
+                            last_used_at,
+                            revoked_at,
+                        },
+                    )
+                    .collect())
+            }
+
+            async fn revoke_account_api_key(
+                &self,
+                account_id: &str,
+                key_id: &str,
+            ) -> Result<bool, StoreError> {
+                let result = sqlx::query(
+                    "UPDATE api_keys SET revoked_at = $1 \
+                     WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL",
+                )
+                .bind(now_millis())
+                .bind(key_id)
+                .bind(account_id)
+                .execute(self.writer())
+                .await?;
+                Ok(result.rows_affected() == 1)
+            }
+
+            async fn recent_ledger_entries(
+                &self,
+                account_id: &str,
+                limit: u32,
+            ) -> Result<Vec<LedgerEntry>, StoreError> {
+                let rows: Vec<(i64, Option<String>, String, i64, i64)> = sqlx::query_as(
+                    "SELECT id, generation_id, kind, amount_micros, created_at \
+                     FROM ledger_entries WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
+                )
+                .bind(account_id)
+                .bind(limit as i64)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, generation_id, kind, amount, created_at)| LedgerEntry {
+                        id,
+                        generation_id,
+                        kind,
+                        amount: Micros(amount),
+                        created_at,
+                    })
+                    .collect())
+            }
+
+            async fn daily_spend(
+                &self,
+                account_id: &str,
+                since: i64,
+            ) -> Result<Vec<DailySpend>, StoreError> {
+                // Integer division of non-negative milliseconds is the UTC
+                // day in both databases.
+                let rows: Vec<(i64, i64)> = sqlx::query_as(
+                    "SELECT created_at / 86400000 AS day, CAST(SUM(amount_micros) AS BIGINT) \
+                     FROM ledger_entries \
+                     WHERE account_id = $1 AND kind = 'capture' AND created_at >= $2 \
+                     GROUP BY created_at / 86400000 ORDER BY day",
+                )
+                .bind(account_id)
+                .bind(since)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(day, captured)| DailySpend {
+                        day,
+                        captured: Micros(captured),
+                    })
+                    .collect())
+            }
+
+            async fn recent_webhook_deliveries(
+                &self,
+                account_id: &str,
+                limit: u32,
+            ) -> Result<Vec<AccountDelivery>, StoreError> {
+                let now = now_millis();
+                let rows: Vec<DeliveryRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    delivery_columns!(),
+                    " FROM webhook_deliveries WHERE account_id = $1 \
+                      ORDER BY created_at DESC, id DESC LIMIT $2"
+                ))
+                .bind(account_id)
+                .bind(limit as i64)
+                .fetch_all(self.reader())
+                .await?;
+                let attempts: Vec<AttemptRow> = sqlx::query_as(
+                    "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
+                     a.status_code, a.error, a.response_body, a.next_attempt_at \
+                     FROM webhook_attempts a WHERE a.delivery_id IN \
+                       (SELECT id FROM webhook_deliveries WHERE account_id = $1 \
+                        ORDER BY created_at DESC, id DESC LIMIT $2) \
+                     ORDER BY a.id",
+                )
+                .bind(account_id)
+                .bind(limit as i64)
+                .fetch_all(self.reader())
+                .await?;
+                let mut deliveries = rows
+                    .into_iter()
+                    .map(|row| {
+                        let generation_id = row.generation_id.clone();
+                        row.into_delivery(now).map(|delivery| AccountDelivery {
+                            generation_id,
+                            delivery,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                for attempt in attempts {
+                    if let Some(found) = deliveries
+                        .iter_mut()
+                        .find(|found| found.delivery.id == attempt.delivery_id)
+                    {
+                        found.delivery.attempt_log.push(WebhookAttempt::from(attempt));
+                    }
+                }
+                Ok(deliveries)
             }
 
             async fn wait_for_work(&self, timeout: Duration) {
