@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod backend;
+pub mod dashboard;
 pub mod http;
 pub mod ids;
 pub mod media;
@@ -119,6 +120,9 @@ pub struct ServerOptions {
     /// Largest file `POST /uploads` accepts: at least the largest reference
     /// media limit of the catalog (M1's 104857600-byte videos).
     pub max_upload_bytes: u64,
+    /// Lets anyone create an account (with no credit) and its first user
+    /// from the dashboard's sign-in page. Off by default.
+    pub allow_sign_up: bool,
     /// Where clips and uploads are stored: local disk under the data
     /// directory, or an S3-compatible bucket.
     pub storage: StorageConfig,
@@ -152,6 +156,7 @@ impl ServerOptions {
             allow_private_network: false,
             webhooks: WebhookSettings::default(),
             max_upload_bytes: 104_857_600,
+            allow_sign_up: false,
             storage: StorageConfig::Local,
             trusted_media_addresses: Vec::new(),
         }
@@ -267,6 +272,10 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
         max_attempts: options.max_attempts,
         media: media::inspector(media_fetcher),
         max_upload_bytes: options.max_upload_bytes,
+        dashboard: Arc::new(dashboard::Dashboard::new(
+            options.allow_sign_up,
+            &public_url,
+        )),
     };
 
     let shutdown = CancellationToken::new();
@@ -306,7 +315,9 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
         let router = http::router(state);
         let http_shutdown = shutdown.clone();
         tasks.push(tokio::spawn(async move {
-            let served = axum::serve(listener, router)
+            // The peer address limits sign-in attempts per client.
+            let service = router.into_make_service_with_connect_info::<SocketAddr>();
+            let served = axum::serve(listener, service)
                 .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
                 .await;
             if let Err(error) = served {

@@ -174,7 +174,8 @@ async fn every_error_has_the_spec_shape_and_a_request_id(store: StoreKind) {
     let outside_api = app
         .client
         .get(format!(
-            "http://{}/",
+            // `/` itself leads to the dashboard.
+            "http://{}/elsewhere",
             app.server.local_addr.expect("the test server listens")
         ))
         .send()

@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use vidgate_core::Micros;
 use vidgate_server::accounts;
+use vidgate_server::dashboard::users;
 use vidgate_server::http::{account_json, webhook_secret_json};
 use vidgate_server::store::{self, AccountLimits, Store};
 
@@ -30,6 +31,25 @@ enum AdminCommand {
     /// Model availability.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// People who sign in to an account's dashboard.
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create a dashboard user of an account. Prints a one-time password
+    /// unless --password-stdin sets one.
+    Create {
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        email: String,
+        /// Read the password from the first line of stdin instead of
+        /// generating one.
+        #[arg(long)]
+        password_stdin: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -179,6 +199,31 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 bail!("no active key {key_id}");
             }
             json!({ "key_id": key_id, "revoked": true })
+        }
+        AdminCommand::User(UserCommand::Create {
+            account,
+            email,
+            password_stdin,
+        }) => {
+            let password = if password_stdin {
+                let mut line = String::new();
+                std::io::stdin()
+                    .read_line(&mut line)
+                    .context("reading the password from stdin")?;
+                Some(line.trim_end_matches(['\r', '\n']).to_owned())
+            } else {
+                None
+            };
+            let created = users::create_user(store, &account, &email, password).await?;
+            let mut shown = json!({
+                "id": created.user.id,
+                "account_id": created.user.account_id,
+                "email": created.user.email,
+            });
+            if let Some(password) = created.one_time_password {
+                shown["password"] = json!(password);
+            }
+            shown
         }
         AdminCommand::Model(ModelCommand::Pause { model_id }) => {
             require_catalog_model(&model_id)?;

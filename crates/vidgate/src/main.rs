@@ -87,6 +87,9 @@ struct ServeArgs {
     /// Let request media (and other outgoing requests) reach loopback and private addresses; for local development only.
     #[arg(long, env = "VIDGATE_ALLOW_PRIVATE_NETWORK", value_parser = clap::builder::BoolishValueParser::new(), default_value = "false")]
     allow_private_network: bool,
+    /// Let anyone create an account (with no credit) from the dashboard's sign-in page.
+    #[arg(long, env = "VIDGATE_ALLOW_SIGN_UP", value_parser = clap::builder::BoolishValueParser::new(), default_value = "false")]
+    allow_sign_up: bool,
     /// Largest file POST /uploads accepts, in bytes.
     #[arg(long, env = "VIDGATE_MAX_UPLOAD_BYTES", default_value_t = 104_857_600)]
     max_upload_bytes: u64,
@@ -160,6 +163,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     options.allow_private_network = args.allow_private_network;
     options.max_upload_bytes = args.max_upload_bytes;
+    options.allow_sign_up = args.allow_sign_up;
     options.storage = args.file_storage;
     options.trusted_media_addresses = args.trusted_media_addresses;
     let server = vidgate_server::start(options)

@@ -21,6 +21,10 @@ pub enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     InsufficientBalance(String),
+    /// Authenticated, but the request may not be made this way (a dashboard
+    /// session's unsafe call without its CSRF token).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -66,6 +70,7 @@ impl ApiError {
             ApiError::InsufficientBalance(_) => {
                 (StatusCode::PAYMENT_REQUIRED, "insufficient_balance")
             }
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),

@@ -10,7 +10,7 @@ mod generations;
 mod models;
 mod openapi;
 mod quote;
-mod runs;
+pub(crate) mod runs;
 mod uploads;
 mod webhooks;
 
@@ -30,8 +30,9 @@ use tower_http::trace::TraceLayer;
 use vidgate_core::Catalog;
 
 pub use account::account_json;
-pub use error::ApiError;
+pub use error::{ApiError, log_cause_chain};
 pub use generations::{generation_json, rfc3339};
+pub(crate) use runs::submit as submit_run;
 pub use webhooks::webhook_secret_json;
 
 use crate::backend::Backends;
@@ -60,6 +61,8 @@ pub struct AppState {
     /// Fetches, probes and checks request media on submit and quote.
     pub media: Arc<vidgate_media::MediaInspector>,
     pub max_upload_bytes: u64,
+    /// The account dashboard's settings and sign-in limits.
+    pub dashboard: Arc<crate::dashboard::Dashboard>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -118,6 +121,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .nest("/api/v1", api)
         .merge(internal)
+        .merge(crate::dashboard::router())
         .fallback(|| async { ApiError::NotFound("No such endpoint.".into()) })
         .with_state(state)
         .layer(middleware::from_fn(ensure_error_shape))
@@ -137,14 +141,24 @@ pub fn router(state: AppState) -> Router {
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
 }
 
-/// Authenticates the Bearer key, applies the caller's request-rate limit and
+/// Authenticates the Bearer key, or without an `Authorization` header a
+/// dashboard session cookie (with `X-CSRF-Token` on unsafe methods), applies
+/// the caller's request-rate limit (a session has its own bucket) and
 /// reports it in `x-ratelimit-*` headers on every authenticated response.
 async fn authenticate(
     State(state): State<AppState>,
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let caller = caller_from_headers(&state, request.headers()).await?;
+    let session_caller = if request.headers().contains_key(header::AUTHORIZATION) {
+        None
+    } else {
+        crate::dashboard::session_caller(&state, request.method(), request.headers()).await?
+    };
+    let caller = match session_caller {
+        Some(caller) => caller,
+        None => caller_from_headers(&state, request.headers()).await?,
+    };
     let rate = state
         .rate_limiter
         .check(
@@ -211,7 +225,12 @@ async fn ensure_error_shape(request: Request, next: Next) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    // The dashboard's error pages are HTML for people, with the same status.
+    let is_html = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json || is_html {
         return response;
     }
     let error = match status {

@@ -1,0 +1,203 @@
+// The dashboard's only script, served from the binary. Pages work without
+// it; it adds copy buttons, the secret reveal, and the playground's live
+// quote and in-place run. No inline code: the CSP allows 'self' scripts only.
+"use strict";
+
+(function () {
+  const csrfToken = () => {
+    const meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.content : "";
+  };
+
+  // Copy buttons: data-copy names the element whose text is copied.
+  for (const button of document.querySelectorAll("[data-copy]")) {
+    button.addEventListener("click", async () => {
+      const source = document.getElementById(button.dataset.copy);
+      const status = button.parentElement.querySelector(".copied");
+      try {
+        await navigator.clipboard.writeText(source.textContent.trim());
+        if (status) status.textContent = "Copied.";
+      } catch (error) {
+        // Clipboard access can be refused; select the text for a manual copy.
+        const range = document.createRange();
+        range.selectNodeContents(source);
+        const selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+        if (status) status.textContent = "Press Ctrl+C to copy.";
+      }
+    });
+  }
+
+  // Reveal buttons: data-reveal names the hidden element they show. Without
+  // JavaScript the button submits a plain GET that renders it shown.
+  for (const button of document.querySelectorAll("[data-reveal]")) {
+    const target = document.getElementById(button.dataset.reveal);
+    button.setAttribute("aria-expanded", String(!target.hidden));
+    button.addEventListener("click", (event) => {
+      event.preventDefault();
+      target.hidden = !target.hidden;
+      button.setAttribute("aria-expanded", String(!target.hidden));
+      button.textContent = target.hidden ? "Reveal secret" : "Hide secret";
+    });
+  }
+
+  // Selects that stand for a whole GET form.
+  for (const select of document.querySelectorAll("select[data-autosubmit]")) {
+    select.addEventListener("change", () => select.form.submit());
+  }
+
+  const form = document.getElementById("playground");
+  if (!form) return;
+  const endpoint = form.dataset.endpoint;
+  const quote = document.getElementById("quote");
+  const quoteError = document.getElementById("quote-error");
+  const runButton = document.getElementById("run");
+  const result = document.getElementById("run-result");
+  const runStatus = document.getElementById("run-status");
+  const runError = document.getElementById("run-error");
+  const runLink = document.getElementById("run-link");
+  const videoSlot = document.getElementById("run-video-slot");
+  const finalStatuses = ["succeeded", "failed", "canceled"];
+
+  // The API body the form stands for; the server's body_from_form follows
+  // the same rules for the no-JavaScript path.
+  const readForm = () => {
+    const body = {};
+    for (const input of form.querySelectorAll("[data-type]")) {
+      const type = input.dataset.type;
+      if (type === "boolean") {
+        body[input.name] = input.checked;
+        continue;
+      }
+      const text = input.value.trim();
+      if (text === "") continue;
+      if (type === "integer") {
+        const number = Number(text);
+        body[input.name] = Number.isInteger(number) ? number : text;
+      } else if (type === "uri-array") {
+        body[input.name] = text.split("\n").map((line) => line.trim()).filter((line) => line);
+      } else {
+        body[input.name] = text;
+      }
+    }
+    return body;
+  };
+
+  // Prices are whole cents, so two decimals are exact.
+  const dollars = (amount) => "$" + (Math.round(amount * 100) / 100).toFixed(2);
+
+  const errorMessage = async (response) => {
+    try {
+      const body = await response.json();
+      return body.error && body.error.message ? body.error.message : "HTTP " + response.status;
+    } catch (error) {
+      return "HTTP " + response.status;
+    }
+  };
+
+  let quoteTimer = null;
+  let quoteSequence = 0;
+  const updateQuote = async () => {
+    const sequence = ++quoteSequence;
+    try {
+      const response = await fetch("/api/v1/quote/" + endpoint, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(readForm()),
+        credentials: "same-origin",
+      });
+      if (sequence !== quoteSequence) return; // A newer quote is on its way.
+      if (response.ok) {
+        const body = await response.json();
+        quote.textContent = dollars(body.cost.amount_usd);
+        quoteError.textContent = "";
+      } else {
+        quote.textContent = "—";
+        quoteError.textContent = await errorMessage(response);
+      }
+    } catch (error) {
+      quoteError.textContent = "The price could not be fetched.";
+    }
+  };
+  const scheduleQuote = () => {
+    clearTimeout(quoteTimer);
+    quoteTimer = setTimeout(updateQuote, 250);
+  };
+  form.addEventListener("input", scheduleQuote);
+  form.addEventListener("change", scheduleQuote);
+  updateQuote();
+
+  const sleep = (milliseconds) => new Promise((resolve) => setTimeout(resolve, milliseconds));
+
+  const showStatus = (generation) => {
+    runStatus.textContent = generation.status;
+    if (generation.status === "succeeded" && generation.output && generation.output.video_url) {
+      const video = document.createElement("video");
+      video.id = "run-video";
+      video.controls = true;
+      video.preload = "metadata";
+      video.src = generation.output.video_url;
+      videoSlot.replaceChildren(video);
+    } else if (generation.status === "failed" && generation.error) {
+      runError.textContent = generation.error.message || generation.error.code || "The generation failed.";
+      runError.hidden = false;
+    }
+  };
+
+  // Polls once a second until the generation ends; a 429 waits as told.
+  const follow = async (generation) => {
+    while (!finalStatuses.includes(generation.status)) {
+      await sleep(1000);
+      const response = await fetch("/api/v1/generations/" + generation.id, { credentials: "same-origin" });
+      if (response.status === 429) {
+        await sleep(1000 * Number(response.headers.get("Retry-After") || 1));
+        continue;
+      }
+      if (!response.ok) {
+        runError.textContent = await errorMessage(response);
+        runError.hidden = false;
+        return;
+      }
+      generation = await response.json();
+      showStatus(generation);
+    }
+  };
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    runButton.disabled = true;
+    result.hidden = false;
+    runError.hidden = true;
+    videoSlot.replaceChildren();
+    runStatus.textContent = "submitting";
+    try {
+      const response = await fetch("/api/v1/run/" + endpoint, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          "X-CSRF-Token": csrfToken(),
+          // A double click or a retried request cannot bill twice.
+          "Idempotency-Key": crypto.randomUUID(),
+        },
+        body: JSON.stringify(readForm()),
+        credentials: "same-origin",
+      });
+      if (response.status !== 202) {
+        runStatus.textContent = "refused";
+        runError.textContent = await errorMessage(response);
+        runError.hidden = false;
+        return;
+      }
+      const generation = await response.json();
+      runLink.href = "/dashboard/generations/" + generation.id;
+      showStatus(generation);
+      await follow(generation);
+    } catch (error) {
+      runError.textContent = "The request failed: " + error.message;
+      runError.hidden = false;
+    } finally {
+      runButton.disabled = false;
+    }
+  });
+})();

@@ -1,0 +1,300 @@
+//! The account dashboard: server-rendered HTML pages under `/dashboard` for
+//! the people of an account (sign-in, API keys, balance and ledger,
+//! generations, a playground, webhooks).
+//!
+//! Pages are askama templates compiled into the binary and escaped by
+//! default; the little JavaScript there is (copy buttons, the live quote and
+//! the playground's run) and the stylesheet are served from the binary under
+//! a content-hashed path. Every response carries a strict Content-Security-
+//! Policy without `unsafe-inline`, so the templates hold no inline script or
+//! style at all.
+//!
+//! A signed-in browser holds a random session token in an HttpOnly cookie;
+//! the database keeps only its SHA-256 (`session.rs`). Every form carries the
+//! session's CSRF token, and the sign-in form a pre-session one. The same
+//! session is an API caller (`session_caller`), used by the playground.
+//! Every read and action is scoped to the session's account: what belongs
+//! to another account answers 404, as an unknown id does.
+
+mod assets;
+mod generations;
+mod keys;
+mod overview;
+mod passwords;
+mod playground;
+mod session;
+mod sign_in;
+pub mod users;
+mod webhooks;
+
+use std::net::SocketAddr;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use vidgate_core::Micros;
+use vidgate_core::money::MICROS_PER_CENT;
+
+pub use session::session_caller;
+
+use crate::http::AppState;
+use crate::store::Session;
+
+/// Largest form body a dashboard page accepts; the playground's prompt
+/// (5000 characters) and a few URLs fit many times over.
+const MAX_FORM_BYTES: usize = 64 * 1024;
+
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data:; media-src 'self'; connect-src 'self'; form-action 'self'; \
+     frame-ancestors 'none'; base-uri 'none'";
+
+/// What the dashboard is configured with and the state it keeps in memory.
+pub struct Dashboard {
+    /// Anyone may create an account (with no credit) from the sign-in page.
+    pub allow_sign_up: bool,
+    /// Session cookies are marked `Secure`: the public URL is https.
+    pub secure_cookies: bool,
+    sign_in_limits: sign_in::SignInLimits,
+}
+
+impl Dashboard {
+    pub fn new(allow_sign_up: bool, public_url: &str) -> Dashboard {
+        Dashboard {
+            allow_sign_up,
+            secure_cookies: public_url.starts_with("https://"),
+            sign_in_limits: sign_in::SignInLimits::default(),
+        }
+    }
+}
+
+/// The dashboard's routes: `GET /` sends people to it, and everything else
+/// lives under `/dashboard`.
+pub fn router() -> Router<AppState> {
+    let pages = Router::new()
+        .route("/", get(overview::show))
+        .route("/sign-in", get(sign_in::show).post(sign_in::submit))
+        .route(
+            "/sign-up",
+            get(sign_in::show_sign_up).post(sign_in::sign_up),
+        )
+        .route("/sign-out", post(sign_in::sign_out))
+        .route("/keys", get(keys::list).post(keys::create))
+        .route("/keys/{key_id}/revoke", post(keys::revoke))
+        .route("/generations", get(generations::list))
+        .route("/generations/{generation_id}", get(generations::show))
+        .route(
+            "/playground",
+            get(playground::show).post(playground::submit),
+        )
+        .route("/webhooks", get(webhooks::show))
+        .route("/webhooks/rotate", post(webhooks::rotate))
+        .route("/assets/{version}/{name}", get(assets::serve))
+        .fallback(|| async { not_found(None) })
+        .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
+        .layer(middleware::from_fn(security_headers));
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/dashboard") }))
+        .nest("/dashboard", pages)
+}
+
+/// Headers every dashboard response carries. Pages are never cached (they
+/// show balances and secrets); assets set their own long cache.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+/// Which navigation entry a page belongs to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Overview,
+    Keys,
+    Generations,
+    Playground,
+    Webhooks,
+    None,
+}
+
+impl Section {
+    fn name(self) -> &'static str {
+        match self {
+            Section::Overview => "overview",
+            Section::Keys => "keys",
+            Section::Generations => "generations",
+            Section::Playground => "playground",
+            Section::Webhooks => "webhooks",
+            Section::None => "",
+        }
+    }
+}
+
+/// What the shared layout (`base.html`) shows around every page.
+pub struct Layout {
+    pub title: String,
+    /// The signed-in user's email; no navigation without one.
+    pub email: Option<String>,
+    /// The token forms and the page's own API calls send back.
+    pub csrf_token: String,
+    pub section: Section,
+    pub stylesheet: &'static str,
+    pub script: &'static str,
+}
+
+impl Layout {
+    pub fn signed_in(session: &Session, title: &str, section: Section) -> Layout {
+        Layout {
+            title: title.to_owned(),
+            email: Some(session.email.clone()),
+            csrf_token: session.csrf_token.clone(),
+            section,
+            stylesheet: assets::stylesheet_path(),
+            script: assets::script_path(),
+        }
+    }
+
+    pub fn signed_out(title: &str, csrf_token: &str) -> Layout {
+        Layout {
+            title: title.to_owned(),
+            email: None,
+            csrf_token: csrf_token.to_owned(),
+            section: Section::None,
+            stylesheet: assets::stylesheet_path(),
+            script: assets::script_path(),
+        }
+    }
+
+    /// `aria-current="page"` for the current section's link, named as in
+    /// `Section::name`.
+    pub fn current(&self, name: &str) -> &'static str {
+        if self.section.name() == name {
+            "page"
+        } else {
+            "false"
+        }
+    }
+}
+
+/// Renders a template as a response with a status.
+pub fn render(status: StatusCode, template: &impl Template) -> Response {
+    match template.render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(error) => {
+            tracing::error!(error = %error, "a dashboard template failed to render");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Html("<!doctype html><title>Error</title><p>The page could not be shown.</p>"),
+            )
+                .into_response()
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage {
+    layout: Layout,
+    message: String,
+}
+
+/// An error page, inside the navigation when someone is signed in.
+pub fn error_page(
+    status: StatusCode,
+    session: Option<&Session>,
+    heading: &str,
+    message: &str,
+) -> Response {
+    let layout = match session {
+        Some(session) => Layout::signed_in(session, heading, Section::None),
+        None => Layout::signed_out(heading, ""),
+    };
+    render(
+        status,
+        &ErrorPage {
+            layout,
+            message: message.to_owned(),
+        },
+    )
+}
+
+pub fn not_found(session: Option<&Session>) -> Response {
+    error_page(
+        StatusCode::NOT_FOUND,
+        session,
+        "Not found",
+        "There is nothing here, or it belongs to another account.",
+    )
+}
+
+/// A failure on our side; the cause goes to the log, not to the page.
+pub fn internal_error(error: impl std::error::Error + 'static) -> Response {
+    crate::http::log_cause_chain(&error);
+    error_page(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        None,
+        "Something went wrong",
+        "The page could not be shown. Try again in a moment.",
+    )
+}
+
+/// An exact dollar amount: whole cents as `$12.34`, anything finer with all
+/// six decimals (`$0.000125`), so nothing is rounded away.
+pub fn usd(amount: Micros) -> String {
+    if amount.0 % MICROS_PER_CENT == 0 {
+        let sign = if amount.0 < 0 { "-" } else { "" };
+        let cents = (amount.0 / MICROS_PER_CENT).unsigned_abs();
+        format!("{sign}${}.{:02}", cents / 100, cents % 100)
+    } else {
+        amount.to_string()
+    }
+}
+
+/// A time for people: `2026-11-21 22:50 UTC`.
+pub fn display_time(unix_millis: i64) -> String {
+    let time = time::OffsetDateTime::from_unix_timestamp_nanos(unix_millis as i128 * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+    time.format(&format).unwrap_or_default()
+}
+
+/// The client's address for the sign-in limit, when the server knows it.
+fn client_address(request: &axum::http::request::Parts) -> Option<SocketAddr> {
+    request
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|info| info.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_are_shown_exactly() {
+        assert_eq!(usd(Micros(12_340_000)), "$12.34");
+        assert_eq!(usd(Micros(500_000)), "$0.50");
+        assert_eq!(usd(Micros(0)), "$0.00");
+        assert_eq!(usd(Micros(-1_050_000)), "-$1.05");
+        assert_eq!(usd(Micros(125)), "$0.000125");
+    }
+}

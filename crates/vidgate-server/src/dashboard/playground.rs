@@ -1,0 +1,430 @@
+//! The playground: a form built from an endpoint's input schema, a live
+//! quote, and a run whose status updates in place.
+//!
+//! With JavaScript, `app.js` turns the form into the API's JSON body (each
+//! input says its type in `data-type`), quotes it on every change through
+//! `POST /api/v1/quote/…`, submits it through `POST /api/v1/run/…` with the
+//! session cookie and `X-CSRF-Token`, and polls the generation once a second
+//! until it ends. Without JavaScript the form posts here, is turned into the
+//! same body by `body_from_form`, and is submitted by the API's own handler,
+//! so both paths validate, price and charge alike.
+
+use std::collections::HashMap;
+
+use askama::Template;
+use axum::Form;
+use axum::body::Bytes;
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use vidgate_core::catalog::ParameterType;
+use vidgate_core::{Catalog, Endpoint, MediaFacts, Purpose};
+
+use super::session::SignedIn;
+use super::{Layout, Section, render, usd};
+use crate::http::AppState;
+use crate::store::{Caller, Session};
+
+/// The endpoint shown when none is chosen.
+const DEFAULT_ENDPOINT: &str = "vendor_1/model_1/text-to-video";
+/// Text parameters longer than this get a multi-line box.
+const TEXTAREA_FROM_CHARS: usize = 200;
+
+/// One input of the form, as the template draws it.
+pub enum FieldKind {
+    TextArea {
+        value: String,
+    },
+    Text {
+        value: String,
+        input_type: &'static str,
+    },
+    Select {
+        options: Vec<SelectOption>,
+    },
+    Number {
+        value: String,
+        min: String,
+        max: String,
+    },
+    Checkbox {
+        checked: bool,
+    },
+    UrlList {
+        value: String,
+    },
+}
+
+pub struct SelectOption {
+    value: String,
+    selected: bool,
+}
+
+pub struct Field {
+    name: String,
+    description: String,
+    required: bool,
+    /// How `app.js` and `body_from_form` read the input back:
+    /// `string`, `integer`, `boolean`, `uri` or `uri-array`.
+    data_type: &'static str,
+    kind: FieldKind,
+}
+
+struct EndpointOption {
+    id: String,
+    selected: bool,
+}
+
+#[derive(Template)]
+#[template(path = "playground.html")]
+struct PlaygroundPage {
+    layout: Layout,
+    endpoints: Vec<EndpointOption>,
+    endpoint: String,
+    fields: Vec<Field>,
+    quote: String,
+    alert: Option<String>,
+}
+
+fn data_type(parameter_type: ParameterType) -> &'static str {
+    match parameter_type {
+        ParameterType::String => "string",
+        ParameterType::Integer => "integer",
+        ParameterType::Boolean => "boolean",
+        ParameterType::Uri => "uri",
+        ParameterType::UriArray => "uri-array",
+    }
+}
+
+fn value_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        Value::Array(items) => items.iter().map(value_text).collect::<Vec<_>>().join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// The form's inputs, filled with the submitted values where there are any
+/// and with the catalog's defaults elsewhere.
+fn fields(endpoint: Endpoint<'_>, submitted: Option<&HashMap<String, String>>) -> Vec<Field> {
+    endpoint
+        .parameters()
+        .map(|parameter| {
+            let default = parameter.default.as_ref().map(value_text);
+            let value = match submitted {
+                Some(values) => values.get(&parameter.name).cloned().unwrap_or_default(),
+                None => default.clone().unwrap_or_default(),
+            };
+            let kind = match (&parameter.parameter_type, &parameter.allowed_values) {
+                (ParameterType::Boolean, _) => FieldKind::Checkbox {
+                    checked: match submitted {
+                        Some(values) => values.contains_key(&parameter.name),
+                        None => parameter.default == Some(Value::Bool(true)),
+                    },
+                },
+                (_, Some(allowed)) => FieldKind::Select {
+                    options: allowed
+                        .iter()
+                        .map(|option| {
+                            let option = value_text(option);
+                            SelectOption {
+                                selected: option == value,
+                                value: option,
+                            }
+                        })
+                        .collect(),
+                },
+                (ParameterType::Integer, None) => FieldKind::Number {
+                    value,
+                    min: parameter
+                        .minimum
+                        .map(|min| min.to_string())
+                        .unwrap_or_default(),
+                    max: parameter
+                        .maximum
+                        .map(|max| max.to_string())
+                        .unwrap_or_default(),
+                },
+                (ParameterType::UriArray, None) => FieldKind::UrlList { value },
+                (ParameterType::Uri, None) => FieldKind::Text {
+                    value,
+                    input_type: "url",
+                },
+                (ParameterType::String, None) => {
+                    if parameter.max_length.unwrap_or(0) > TEXTAREA_FROM_CHARS {
+                        FieldKind::TextArea { value }
+                    } else {
+                        FieldKind::Text {
+                            value,
+                            input_type: "text",
+                        }
+                    }
+                }
+            };
+            Field {
+                name: parameter.name.clone(),
+                description: parameter.description.clone(),
+                required: parameter.required_in(endpoint.mode),
+                data_type: data_type(parameter.parameter_type),
+                kind,
+            }
+        })
+        .collect()
+}
+
+/// The API request body a filled-in form stands for: the same rules as
+/// `readForm` in app.js. Empty optional inputs are left out so the API
+/// applies its defaults; values that do not parse are passed on as text so
+/// the API's validation names the field.
+fn body_from_form(endpoint: Endpoint<'_>, values: &HashMap<String, String>) -> Value {
+    let mut body = Map::new();
+    for parameter in endpoint.parameters() {
+        let name = &parameter.name;
+        let text = values.get(name).map(|text| text.trim()).unwrap_or("");
+        let value = match parameter.parameter_type {
+            ParameterType::Boolean => Some(Value::Bool(values.contains_key(name))),
+            _ if text.is_empty() => None,
+            ParameterType::Integer => Some(
+                text.parse::<i64>()
+                    .map_or_else(|_| Value::String(text.to_owned()), Value::from),
+            ),
+            ParameterType::UriArray => Some(Value::Array(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|line| !line.is_empty())
+                    .map(|line| Value::String(line.to_owned()))
+                    .collect(),
+            )),
+            ParameterType::String | ParameterType::Uri => Some(Value::String(text.to_owned())),
+        };
+        if let Some(value) = value {
+            body.insert(name.clone(), value);
+        }
+    }
+    Value::Object(body)
+}
+
+/// The price of the form as first shown, from its defaults; the live quote
+/// takes over in the browser.
+fn initial_quote(endpoint: Endpoint<'_>, fields: &[Field]) -> String {
+    let values: HashMap<String, String> = fields
+        .iter()
+        .filter_map(|field| match &field.kind {
+            FieldKind::Checkbox { checked: false } => None,
+            FieldKind::Checkbox { checked: true } => Some((field.name.clone(), "on".into())),
+            FieldKind::Select { options } => options
+                .iter()
+                .find(|option| option.selected)
+                .map(|option| (field.name.clone(), option.value.clone())),
+            FieldKind::TextArea { value }
+            | FieldKind::Text { value, .. }
+            | FieldKind::Number { value, .. }
+            | FieldKind::UrlList { value } => Some((field.name.clone(), value.clone())),
+        })
+        .collect();
+    endpoint
+        .validate_value(&body_from_form(endpoint, &values), Purpose::Quote)
+        .map(|input| usd(endpoint.price(&input, &MediaFacts::default()).amount))
+        .unwrap_or_else(|_| "—".to_owned())
+}
+
+fn chosen_endpoint<'a>(catalog: &'a Catalog, requested: Option<&str>) -> Option<Endpoint<'a>> {
+    catalog
+        .endpoint(requested.unwrap_or(DEFAULT_ENDPOINT))
+        .or_else(|| {
+            requested
+                .is_none()
+                .then(|| catalog.endpoints().next())
+                .flatten()
+        })
+}
+
+fn playground_page(
+    catalog: &Catalog,
+    session: &Session,
+    endpoint: Endpoint<'_>,
+    submitted: Option<&HashMap<String, String>>,
+    status: StatusCode,
+    alert: Option<String>,
+) -> Response {
+    let fields = fields(endpoint, submitted);
+    let endpoint_id = endpoint.id();
+    render(
+        status,
+        &PlaygroundPage {
+            layout: Layout::signed_in(session, "Playground", Section::Playground),
+            endpoints: catalog
+                .endpoints()
+                .map(|option| {
+                    let id = option.id();
+                    EndpointOption {
+                        selected: id == endpoint_id,
+                        id,
+                    }
+                })
+                .collect(),
+            quote: initial_quote(endpoint, &fields),
+            endpoint: endpoint_id,
+            fields,
+            alert,
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct Choice {
+    endpoint: Option<String>,
+}
+
+pub async fn show(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Query(choice): Query<Choice>,
+) -> Response {
+    match chosen_endpoint(&state.catalog, choice.endpoint.as_deref()) {
+        Some(endpoint) => playground_page(
+            &state.catalog,
+            &signed_in.0,
+            endpoint,
+            None,
+            StatusCode::OK,
+            None,
+        ),
+        None => super::not_found(Some(&signed_in.0)),
+    }
+}
+
+/// The form posted without JavaScript: submitted through the API's handler
+/// as the session's caller (and through its rate-limit bucket), then on to
+/// the new generation's page.
+pub async fn submit(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Form(values): Form<HashMap<String, String>>,
+) -> Response {
+    let session = &signed_in.0;
+    if let Some(refused) =
+        signed_in.csrf_refusal(values.get("csrf_token").map_or("", String::as_str))
+    {
+        return refused;
+    }
+    let Some(endpoint) = values
+        .get("endpoint")
+        .and_then(|endpoint| state.catalog.endpoint(endpoint))
+    else {
+        return super::not_found(Some(session));
+    };
+    let caller = Caller {
+        key_id: format!("session:{}", session.id),
+        account_id: session.account_id.clone(),
+        limits: session.limits,
+    };
+    let rate = state
+        .rate_limiter
+        .check(
+            &caller.key_id,
+            caller.limits.requests_per_second,
+            caller.limits.burst,
+        )
+        .await;
+    let outcome = if rate.allowed {
+        let body = Bytes::from(body_from_form(endpoint, &values).to_string());
+        let segments = endpoint.id();
+        let mut parts = segments.splitn(3, '/').map(str::to_owned);
+        let path = (
+            parts.next().unwrap_or_default(),
+            parts.next().unwrap_or_default(),
+            parts.next().unwrap_or_default(),
+        );
+        crate::http::submit_run(
+            State(state.clone()),
+            Extension(caller),
+            Path(path),
+            HeaderMap::new(),
+            Ok(body),
+        )
+        .await
+        .into_response()
+    } else {
+        crate::http::ApiError::RateLimited {
+            message: "Too many requests: wait a moment and try again.".into(),
+            retry_after: rate.reset,
+        }
+        .into_response()
+    };
+    if outcome.status() == StatusCode::ACCEPTED
+        && let Some(generation_id) = outcome
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|location| location.to_str().ok())
+            .and_then(|location| location.rsplit('/').next())
+    {
+        return Redirect::to(&format!("/dashboard/generations/{generation_id}")).into_response();
+    }
+    let status = outcome.status();
+    let message = match axum::body::to_bytes(outcome.into_body(), 64 * 1024).await {
+        Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|error| error["error"]["message"].as_str().map(str::to_owned)),
+        Err(_) => None,
+    }
+    .unwrap_or_else(|| "The generation could not be submitted.".to_owned());
+    let status = if status.is_client_error() {
+        status
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    playground_page(
+        &state.catalog,
+        session,
+        endpoint,
+        Some(&values),
+        status,
+        Some(message),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_become_api_bodies_by_parameter_type() {
+        let catalog = Catalog::embedded();
+        let endpoint = catalog.endpoint(DEFAULT_ENDPOINT).unwrap();
+        let values: HashMap<String, String> = [
+            ("prompt", "a kite"),
+            ("duration", "3"),
+            ("resolution", "480p"),
+            ("seed", ""),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
+        let body = body_from_form(endpoint, &values);
+        assert_eq!(body["prompt"], "a kite");
+        assert_eq!(body["duration"], 3);
+        assert_eq!(body["resolution"], "480p");
+        assert!(body.get("seed").is_none(), "{body}");
+        // An unchecked checkbox is sent as false, not left to the default.
+        if endpoint.parameter("generate_audio").is_some() {
+            assert_eq!(body["generate_audio"], false);
+        }
+        endpoint.validate_value(&body, Purpose::Submit).unwrap();
+    }
+
+    #[test]
+    fn every_endpoint_has_a_form_and_the_default_one_a_quote() {
+        let catalog = Catalog::embedded();
+        for endpoint in catalog.endpoints() {
+            let fields = fields(endpoint, None);
+            assert_eq!(fields.len(), endpoint.parameters().count());
+        }
+        let endpoint = catalog.endpoint(DEFAULT_ENDPOINT).unwrap();
+        let quote = initial_quote(endpoint, &fields(endpoint, None));
+        assert!(quote.starts_with('$'), "{quote}");
+    }
+}

@@ -1,0 +1,327 @@
+//! Sign-in, sign-up and sign-out.
+
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use askama::Template;
+use axum::Form;
+use axum::extract::State;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::Deserialize;
+
+use super::session::{
+    self, PRE_SESSION_CSRF_COOKIE, SESSION_COOKIE, SignedIn, cookie, random_secret, set_cookie,
+    tokens_match,
+};
+use super::users::{self, UserError};
+use super::{Layout, passwords, render};
+use crate::http::AppState;
+
+/// Sign-in attempts allowed at once per email, then one more every 6 s.
+const ATTEMPTS_PER_EMAIL_BURST: u32 = 10;
+const EMAIL_REFILL: Duration = Duration::from_secs(6);
+/// Sign-in attempts allowed at once per client address, then one more
+/// every 2 s: room for a team behind one address, none for a password spray.
+const ATTEMPTS_PER_ADDRESS_BURST: u32 = 30;
+const ADDRESS_REFILL: Duration = Duration::from_secs(2);
+/// How many checks pass between sweeps of forgotten keys.
+const CHECKS_PER_PRUNE: u32 = 1024;
+/// The pre-session CSRF cookie lasts as long as a sign-in page stays open.
+const PRE_SESSION_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Sign-in attempts limited per email and per client address, in this
+/// process. Every attempt counts, right or wrong, so that guessing is slow
+/// whatever the outcome.
+pub struct SignInLimits {
+    by_email: DefaultKeyedRateLimiter<String>,
+    by_address: DefaultKeyedRateLimiter<String>,
+    checks: AtomicU32,
+}
+
+impl Default for SignInLimits {
+    fn default() -> SignInLimits {
+        let quota = |burst: u32, refill: Duration| {
+            Quota::with_period(refill)
+                .expect("a non-zero refill period")
+                .allow_burst(NonZeroU32::new(burst).expect("a non-zero burst"))
+        };
+        SignInLimits {
+            by_email: RateLimiter::keyed(quota(ATTEMPTS_PER_EMAIL_BURST, EMAIL_REFILL)),
+            by_address: RateLimiter::keyed(quota(ATTEMPTS_PER_ADDRESS_BURST, ADDRESS_REFILL)),
+            checks: AtomicU32::new(0),
+        }
+    }
+}
+
+impl SignInLimits {
+    /// Takes one attempt from both buckets; the wait before the next
+    /// attempt when either is empty.
+    fn check(&self, email: &str, address: Option<String>) -> Result<(), Duration> {
+        if self
+            .checks
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(CHECKS_PER_PRUNE)
+        {
+            self.by_email.retain_recent();
+            self.by_address.retain_recent();
+        }
+        let now = DefaultClock::default().now();
+        if let Some(address) = address {
+            self.by_address
+                .check_key(&address)
+                .map_err(|not_until| not_until.wait_time_from(now))?;
+        }
+        self.by_email
+            .check_key(&email.to_owned())
+            .map_err(|not_until| not_until.wait_time_from(now))
+    }
+}
+
+#[derive(Template)]
+#[template(path = "sign_in.html")]
+struct SignInPage {
+    layout: Layout,
+    /// `sign-in` or `sign-up`.
+    form_id: &'static str,
+    email: String,
+    alert: Option<String>,
+    allow_sign_up: bool,
+}
+
+#[derive(Deserialize)]
+pub struct Credentials {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    csrf_token: String,
+}
+
+/// The pre-session CSRF token of the request, or a new one with the cookie
+/// that sets it.
+fn pre_session_token(headers: &HeaderMap, secure: bool) -> (String, Option<HeaderValue>) {
+    match cookie(headers, PRE_SESSION_CSRF_COOKIE) {
+        Some(token) => (token.to_owned(), None),
+        None => {
+            let token = random_secret();
+            let set = set_cookie(
+                PRE_SESSION_CSRF_COOKIE,
+                &token,
+                PRE_SESSION_LIFETIME,
+                secure,
+            );
+            (token, Some(set))
+        }
+    }
+}
+
+fn sign_in_page(
+    state: &AppState,
+    headers: &HeaderMap,
+    status: StatusCode,
+    form_id: &'static str,
+    email: &str,
+    alert: Option<String>,
+) -> Response {
+    let (token, set) = pre_session_token(headers, state.dashboard.secure_cookies);
+    let title = if form_id == "sign-up" {
+        "Create an account"
+    } else {
+        "Sign in"
+    };
+    let mut response = render(
+        status,
+        &SignInPage {
+            layout: Layout::signed_out(title, &token),
+            form_id,
+            email: email.to_owned(),
+            alert,
+            allow_sign_up: state.dashboard.allow_sign_up,
+        },
+    );
+    if let Some(set) = set {
+        response.headers_mut().append(header::SET_COOKIE, set);
+    }
+    response
+}
+
+/// A session already signed in goes straight to the overview.
+async fn already_signed_in(state: &AppState, headers: &HeaderMap) -> bool {
+    matches!(
+        session::current_session(state.store.as_ref(), headers).await,
+        Ok(Some(_))
+    )
+}
+
+pub async fn show(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if already_signed_in(&state, &headers).await {
+        return Redirect::to("/dashboard").into_response();
+    }
+    sign_in_page(&state, &headers, StatusCode::OK, "sign-in", "", None)
+}
+
+fn pre_session_csrf_ok(headers: &HeaderMap, form_token: &str) -> bool {
+    cookie(headers, PRE_SESSION_CSRF_COOKIE).is_some_and(|token| tokens_match(token, form_token))
+}
+
+/// Answers a successful sign-in or sign-up: the session cookie and a
+/// redirect to the overview.
+async fn signed_in(state: &AppState, user: &crate::store::User) -> Response {
+    match session::start_session(state.store.as_ref(), user, state.dashboard.secure_cookies).await {
+        Ok(cookie) => {
+            let mut response = Redirect::to("/dashboard").into_response();
+            response.headers_mut().append(header::SET_COOKIE, cookie);
+            response
+        }
+        Err(error) => super::internal_error(error),
+    }
+}
+
+pub async fn submit(
+    State(state): State<AppState>,
+    parts: Parts,
+    Form(credentials): Form<Credentials>,
+) -> Response {
+    let headers = &parts.headers;
+    if !pre_session_csrf_ok(headers, &credentials.csrf_token) {
+        return session::csrf_refused(None);
+    }
+    let email = credentials.email.trim().to_lowercase();
+    let address = super::client_address(&parts).map(|address| address.ip().to_string());
+    if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address) {
+        let mut response = sign_in_page(
+            &state,
+            headers,
+            StatusCode::TOO_MANY_REQUESTS,
+            "sign-in",
+            &email,
+            Some(format!(
+                "Too many sign-in attempts. Wait {} seconds and try again.",
+                wait.as_secs().max(1)
+            )),
+        );
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(wait.as_secs().max(1)),
+        );
+        return response;
+    }
+    let user = match state.store.user_by_email(&email).await {
+        Ok(user) => user,
+        Err(error) => return super::internal_error(error),
+    };
+    let stored = user.as_ref().map(|user| user.password_hash.clone());
+    // `verify` accepts no password without a stored hash, so a match always
+    // comes with its user.
+    match (passwords::verify(credentials.password, stored).await, user) {
+        (Ok(true), Some(user)) => signed_in(&state, &user).await,
+        (Ok(_), _) => sign_in_page(
+            &state,
+            headers,
+            StatusCode::UNAUTHORIZED,
+            "sign-in",
+            &email,
+            Some("The email or the password is wrong.".into()),
+        ),
+        (Err(error), _) => super::internal_error(error),
+    }
+}
+
+pub async fn show_sign_up(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if !state.dashboard.allow_sign_up {
+        return super::not_found(None);
+    }
+    sign_in_page(&state, &headers, StatusCode::OK, "sign-up", "", None)
+}
+
+pub async fn sign_up(
+    State(state): State<AppState>,
+    parts: Parts,
+    Form(credentials): Form<Credentials>,
+) -> Response {
+    if !state.dashboard.allow_sign_up {
+        return super::not_found(None);
+    }
+    let headers = &parts.headers;
+    if !pre_session_csrf_ok(headers, &credentials.csrf_token) {
+        return session::csrf_refused(None);
+    }
+    // Sign-ups hash a password too, so they share the address limit.
+    let address = super::client_address(&parts).map(|address| address.ip().to_string());
+    let email = credentials.email.trim().to_lowercase();
+    if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address) {
+        return sign_in_page(
+            &state,
+            headers,
+            StatusCode::TOO_MANY_REQUESTS,
+            "sign-up",
+            &email,
+            Some(format!(
+                "Too many attempts. Wait {} seconds and try again.",
+                wait.as_secs().max(1)
+            )),
+        );
+    }
+    match users::sign_up(state.store.as_ref(), &email, credentials.password).await {
+        Ok((_, user)) => signed_in(&state, &user).await,
+        Err(
+            error @ (UserError::InvalidEmail(_)
+            | UserError::InvalidPassword(_)
+            | UserError::EmailTaken(_)),
+        ) => {
+            let message = match error {
+                UserError::EmailTaken(_) => {
+                    "That email already has a user: sign in instead.".to_owned()
+                }
+                other => other.to_string(),
+            };
+            sign_in_page(
+                &state,
+                headers,
+                StatusCode::BAD_REQUEST,
+                "sign-up",
+                &email,
+                Some(message),
+            )
+        }
+        Err(error) => super::internal_error(error),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CsrfOnly {
+    #[serde(default)]
+    csrf_token: String,
+}
+
+/// Revokes the session in the database (the cookie is refused from now on,
+/// wherever a copy of it is) and deletes the cookie.
+pub async fn sign_out(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Form(form): Form<CsrfOnly>,
+) -> Response {
+    if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
+        return refused;
+    }
+    if let Err(error) = state.store.revoke_session(&signed_in.0.id).await {
+        return super::internal_error(error);
+    }
+    let mut response = Redirect::to("/dashboard/sign-in").into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(
+            SESSION_COOKIE,
+            "",
+            Duration::ZERO,
+            state.dashboard.secure_cookies,
+        ),
+    );
+    response
+}

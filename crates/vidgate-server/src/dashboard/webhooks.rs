@@ -1,0 +1,133 @@
+//! Webhooks: the signing secret (revealed on demand, rotated) and the
+//! account's recent deliveries.
+
+use askama::Template;
+use axum::Form;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::session::SignedIn;
+use super::{Layout, Section, display_time, render};
+use crate::accounts;
+use crate::http::AppState;
+use crate::store::{AccountDelivery, now_millis};
+
+/// Deliveries listed, newest first.
+const DELIVERY_ROWS: u32 = 50;
+
+struct DeliveryRow {
+    event: String,
+    generation_id: String,
+    status: &'static str,
+    attempts: i64,
+    created: String,
+    /// The last attempt's HTTP status or error.
+    last_response: String,
+}
+
+impl From<AccountDelivery> for DeliveryRow {
+    fn from(found: AccountDelivery) -> DeliveryRow {
+        let delivery = found.delivery;
+        let last_response = delivery
+            .attempt_log
+            .last()
+            .map(
+                |attempt| match (&attempt.record.status_code, &attempt.record.error) {
+                    (Some(code), _) => format!("HTTP {code}"),
+                    (None, Some(error)) => error.clone(),
+                    (None, None) => "no response".to_owned(),
+                },
+            )
+            .unwrap_or_else(|| "not attempted yet".to_owned());
+        DeliveryRow {
+            event: delivery.event_type,
+            generation_id: found.generation_id,
+            status: if delivery.in_flight {
+                "sending"
+            } else {
+                delivery.status.as_str()
+            },
+            attempts: delivery.attempts,
+            created: display_time(delivery.created_at),
+            last_response,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "webhooks.html")]
+struct WebhooksPage {
+    layout: Layout,
+    secret: String,
+    /// Shown without JavaScript after the reveal button's plain GET.
+    revealed: bool,
+    /// Until when the replaced secret still signs deliveries.
+    previous_valid_until: Option<String>,
+    deliveries: Vec<DeliveryRow>,
+}
+
+#[derive(Deserialize)]
+pub struct Reveal {
+    #[serde(default)]
+    reveal: Option<String>,
+}
+
+pub async fn show(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Query(reveal): Query<Reveal>,
+) -> Response {
+    let session = &signed_in.0;
+    let store = state.store.as_ref();
+    let loaded = async {
+        let account = store.account(&session.account_id).await?;
+        let deliveries = store
+            .recent_webhook_deliveries(&session.account_id, DELIVERY_ROWS)
+            .await?;
+        Ok::<_, crate::store::StoreError>((account, deliveries))
+    };
+    let (account, deliveries) = match loaded.await {
+        Ok((Some(account), deliveries)) => (account, deliveries),
+        Ok((None, _)) => return super::not_found(Some(session)),
+        Err(error) => return super::internal_error(error),
+    };
+    let now = now_millis();
+    render(
+        StatusCode::OK,
+        &WebhooksPage {
+            layout: Layout::signed_in(session, "Webhooks", Section::Webhooks),
+            revealed: reveal.reveal.is_some(),
+            previous_valid_until: account
+                .previous_webhook_secret_expires_at
+                .filter(|expires_at| *expires_at > now)
+                .map(display_time),
+            secret: account.webhook_secret,
+            deliveries: deliveries.into_iter().map(DeliveryRow::from).collect(),
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    csrf_token: String,
+}
+
+/// Issues a new secret; the replaced one keeps signing beside it for a day,
+/// as `POST /account/webhook-secret/rotate` does.
+pub async fn rotate(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
+        return refused;
+    }
+    match accounts::rotate_webhook_secret(state.store.as_ref(), &signed_in.0.account_id).await {
+        Ok(Some(_)) => Redirect::to("/dashboard/webhooks").into_response(),
+        Ok(None) => super::not_found(Some(&signed_in.0)),
+        Err(error) => super::internal_error(error),
+    }
+}
