@@ -547,7 +547,7 @@ test('revoke the key in the UI and the API refuses it', async (t) => {
   assertNoPageProblems();
 });
 
-test("a second account cannot see the first one's generation, keys or deliveries", async () => {
+test("a second account cannot see the first one's generation, keys or deliveries", async (t) => {
   const context = await newContext();
   try {
     const page = await context.newPage();
@@ -604,6 +604,7 @@ test("a second account cannot see the first one's generation, keys or deliveries
       maxRedirects: 0,
     });
     assert.ok(attempt.status() < 500, `revoking another account's key answers ${attempt.status()}`);
+    t.diagnostic(`revoking another account's key: ${attempt.status()}`);
     assert.equal((await apiJson('GET', '/account', { key: a.apiKey })).status, 200, "the first account's key still works");
 
     // The session is an API caller, but an unsafe call needs the page's CSRF token.
@@ -612,6 +613,7 @@ test("a second account cannot see the first one's generation, keys or deliveries
     assert.ok(forged.status() >= 400 && forged.status() < 500, `a POST without X-CSRF-Token is refused (${forged.status()})`);
     const sent = await context.request.post(`${api}/run/${ENDPOINT}`, { data: run, headers: { 'X-CSRF-Token': csrf } });
     assert.equal(sent.status(), 202, 'with the token it is accepted');
+    t.diagnostic(`session POST without X-CSRF-Token: ${forged.status()}`);
 
     await assertPageFrame(page, await goto(page, '/dashboard/webhooks'));
     const deliveries = await page.locator('table#deliveries').textContent();
