@@ -49,6 +49,8 @@ pub enum ServerError {
     WebhookClient(#[from] reqwest::Error),
     #[error("could not configure the object store")]
     Storage(#[from] object_store::Error),
+    #[error("could not create the development account's dashboard user")]
+    DevelopmentUser(#[from] dashboard::users::UserError),
     #[error("could not prepare the data directory {path}")]
     DataDirectory {
         path: PathBuf,
@@ -176,6 +178,8 @@ pub struct RunningServer {
     pub store: Arc<dyn Store>,
     /// The development account created at this start, if any.
     pub development_account: Option<accounts::CreatedAccount>,
+    /// The development account's dashboard user, with its one-time password.
+    pub development_user: Option<dashboard::users::CreatedUser>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -212,6 +216,19 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
         } else {
             None
         };
+    // So that a newcomer can sign in to the dashboard straight away too.
+    let development_user = match &development_account {
+        Some(created) => Some(
+            dashboard::users::create_user(
+                store.as_ref(),
+                &created.account.id,
+                dashboard::users::DEVELOPMENT_EMAIL,
+                None,
+            )
+            .await?,
+        ),
+        None => None,
+    };
 
     let listener = if options.role.serves_http() {
         let listener =
@@ -332,6 +349,7 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
         api_base,
         store,
         development_account,
+        development_user,
         shutdown,
         tasks,
     })

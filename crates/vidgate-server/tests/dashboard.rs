@@ -840,6 +840,28 @@ async fn sign_up_is_off_unless_enabled(store: StoreKind) {
     open.shutdown().await;
 }
 
+async fn the_development_account_has_a_dashboard_user(store: StoreKind) {
+    let data_dir = tempfile::tempdir().unwrap();
+    let database = common::TestDatabase::create(&store).await;
+    let mut options = ServerOptions::new("127.0.0.1:0".parse().unwrap(), data_dir.path().into());
+    options.database_url = Some(database.url());
+    options.bootstrap_development_account = true;
+    let server = vidgate_server::start(options).await.unwrap();
+    let account = server.development_account.as_ref().unwrap();
+    let user = server.development_user.as_ref().unwrap();
+    assert_eq!(user.user.account_id, account.account.id);
+    let password = user.one_time_password.clone().unwrap();
+    let mut browser = Browser::at(&server.api_base);
+    browser.sign_in(&user.user.email, &password).await;
+    let overview = browser.get("/dashboard").await;
+    assert!(
+        overview
+            .body
+            .contains("<p id=\"balance\" class=\"amount\">$25.00</p>")
+    );
+    server.shutdown().await;
+}
+
 on_both_stores!(
     sign_in_succeeds_and_fails_with_401,
     every_form_needs_its_csrf_token,
@@ -852,4 +874,5 @@ on_both_stores!(
     the_playground_form_runs_without_javascript,
     the_webhook_secret_is_revealed_and_rotated,
     sign_up_is_off_unless_enabled,
+    the_development_account_has_a_dashboard_user,
 );

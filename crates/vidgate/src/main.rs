@@ -189,6 +189,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             created.api_key,
         );
     }
+    if let Some(user) = &server.development_user
+        && let Some(password) = &user.one_time_password
+    {
+        println!(
+            "Sign in to the dashboard at {}/dashboard as {} with the password {}
+",
+            server.api_base.trim_end_matches("/api/v1"),
+            user.user.email,
+            password,
+        );
+    }
     shutdown_signal().await;
     tracing::info!("shutting down: finishing requests and handing running jobs back to the queue");
     server.shutdown().await;

@@ -8,6 +8,9 @@ use super::passwords::{self, PasswordError};
 /// Length of a generated one-time password: 24 characters of 36 symbols,
 /// about 124 bits.
 const ONE_TIME_PASSWORD_CHARS: usize = 24;
+/// The dashboard user of the development account `vidgate serve` creates
+/// on a first start.
+pub const DEVELOPMENT_EMAIL: &str = "developer@localhost";
 /// Emails longer than this are refused (RFC 5321's path limit).
 const MAX_EMAIL_BYTES: usize = 254;
 
