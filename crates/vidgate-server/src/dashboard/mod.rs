@@ -62,7 +62,10 @@ pub struct Dashboard {
 }
 
 impl Dashboard {
+    /// Must be called inside the Tokio runtime: it prepares the dummy
+    /// password hash on a blocking thread.
     pub fn new(allow_sign_up: bool, public_url: &str) -> Dashboard {
+        tokio::task::spawn_blocking(passwords::prepare_dummy_hash);
         Dashboard {
             allow_sign_up,
             secure_cookies: public_url.starts_with("https://"),

@@ -69,6 +69,14 @@ pub async fn verify(password: String, stored: Option<String>) -> Result<bool, Pa
     .await?
 }
 
+/// Computes the dummy hash ahead of the first sign-in for an unknown email,
+/// so that even that one takes no longer than a sign-in for a known one.
+pub fn prepare_dummy_hash() {
+    if let Err(error) = dummy_hash() {
+        tracing::error!(error = %error, "could not prepare the dummy password hash");
+    }
+}
+
 fn dummy_hash() -> Result<&'static str, PasswordError> {
     static DUMMY: OnceLock<String> = OnceLock::new();
     if let Some(hash) = DUMMY.get() {
