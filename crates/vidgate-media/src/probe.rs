@@ -346,19 +346,24 @@ pub fn probe_video(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, Pr
 /// Sums the sample counts that the `stsz`/`stz2` and `trun` boxes declare,
 /// walking the box tree without trusting any size beyond the file.
 fn declared_sample_count(bytes: &[u8]) -> Result<u64, String> {
-    const CONTAINERS: [&[u8; 4]; 8] = [
-        b"moov", b"trak", b"mdia", b"minf", b"stbl", b"moof", b"traf", b"edts",
+    const CONTAINERS: [&[u8; 4]; 11] = [
+        b"moov", b"trak", b"mdia", b"minf", b"stbl", b"moof", b"traf", b"edts", b"mvex", b"dinf",
+        b"udta",
     ];
     let mut total: u64 = 0;
     // Each entry is a byte range holding a sequence of boxes; nesting is
     // bounded by the file because every child is strictly inside its parent.
-    let mut pending = vec![(0usize, bytes.len())];
-    while let Some((mut position, end)) = pending.pop() {
+    let mut pending = vec![(0usize, bytes.len(), true)];
+    while let Some((mut position, end, top_level)) = pending.pop() {
         while position + 8 <= end {
             let size32 = read_u32(bytes, position) as u64;
             let name = &bytes[position + 4..position + 8];
             let (header, size) = match size32 {
-                0 => (8, (end - position) as u64),
+                // "To the end of the file" is only meaningful for a top-level
+                // box; inside a container the MP4 parser would read a box of
+                // size 0 over and over (found by fuzzing: a hang).
+                0 if top_level => (8, (end - position) as u64),
+                0 => return Err("a box inside a container declares size 0".to_owned()),
                 1 => {
                     if position + 16 > end {
                         return Err("a box header is cut off".to_owned());
@@ -373,7 +378,7 @@ fn declared_sample_count(bytes: &[u8]) -> Result<u64, String> {
             let box_end = position + size as usize;
             let body = position + header;
             if CONTAINERS.iter().any(|container| container[..] == *name) {
-                pending.push((body, box_end));
+                pending.push((body, box_end, false));
             } else if (name == b"stsz" || name == b"stz2") && body + 12 <= box_end {
                 // Version and flags, then (stsz) sample size or (stz2)
                 // reserved and field size, then the sample count.
@@ -382,6 +387,12 @@ fn declared_sample_count(bytes: &[u8]) -> Result<u64, String> {
                 total = total.saturating_add(u64::from(read_u32(bytes, body + 4)));
             }
             position = box_end;
+        }
+        // Leftover bytes too short for a box header inside a container: the
+        // MP4 parser would read a header past the container's end, and can
+        // loop forever on what it finds there (found by fuzzing: a hang).
+        if position < end && !top_level {
+            return Err("a box header is cut off".to_owned());
         }
     }
     Ok(total)
@@ -539,6 +550,27 @@ mod tests {
         file.extend_from_slice(b"moov");
         assert!(declared_sample_count(&file).is_err());
         assert!(probe(&file).is_err());
+    }
+
+    #[test]
+    fn a_size_zero_box_inside_a_container_is_refused_not_looped_on() {
+        // The fuzzer's input that hung re_mp4: an 11-byte moof, whose
+        // parser reads a child header past its end and finds size 0 there.
+        let mut hung = vec![0, 0, 0, 0x0b];
+        hung.extend_from_slice(b"moof");
+        hung.extend_from_slice(&[0; 27]);
+        hung.extend_from_slice(&[0xfe, 0xff, 0, 0, 0, 0, 0x0a, 0, 0x0a, 0xff]);
+        assert_eq!(hung.len(), 45);
+        assert!(declared_sample_count(&hung).is_err());
+        assert!(probe_video(&hung, MediaFormat::Mp4).is_err());
+        // A box of size 0 inside a container is refused as well.
+        let inner = mp4_box(b"moof", b"\0\0\0\0free");
+        assert!(declared_sample_count(&inner).is_err());
+        assert!(probe_video(&inner, MediaFormat::Mp4).is_err());
+        // At the top level, size 0 means "to the end of the file".
+        let mut to_the_end = mp4_box(b"ftyp", b"isom\0\0\0\0");
+        to_the_end.extend_from_slice(b"\0\0\0\0mdat\x01\x02");
+        assert_eq!(declared_sample_count(&to_the_end), Ok(0));
     }
 
     #[test]
