@@ -22,10 +22,10 @@ use serde_json::{Map, Value};
 use vidgate_core::catalog::ParameterType;
 use vidgate_core::{Catalog, Endpoint, MediaFacts, Purpose};
 
-use super::session::SignedIn;
+use super::session::{SignedIn, api_caller};
 use super::{Layout, Section, render, usd};
 use crate::http::AppState;
-use crate::store::{Caller, Session};
+use crate::store::Session;
 
 /// The endpoint shown when none is chosen.
 const DEFAULT_ENDPOINT: &str = "vendor_1/model_1/text-to-video";
@@ -317,11 +317,7 @@ pub async fn submit(
     else {
         return super::not_found(Some(session));
     };
-    let caller = Caller {
-        key_id: format!("session:{}", session.id),
-        account_id: session.account_id.clone(),
-        limits: session.limits,
-    };
+    let caller = api_caller(session);
     let rate = state
         .rate_limiter
         .check(

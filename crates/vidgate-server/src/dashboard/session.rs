@@ -185,11 +185,17 @@ pub async fn session_caller(
             ));
         }
     }
-    Ok(Some(Caller {
+    Ok(Some(api_caller(&session)))
+}
+
+/// The session as an API caller: the session's account, with a rate-limit
+/// bucket of its own, so the dashboard's calls count without sharing a key's.
+pub fn api_caller(session: &Session) -> Caller {
+    Caller {
         key_id: format!("session:{}", session.id),
-        account_id: session.account_id,
+        account_id: session.account_id.clone(),
         limits: session.limits,
-    }))
+    }
 }
 
 #[cfg(test)]

@@ -255,6 +255,21 @@ impl Movement {
     }
 }
 
+/// A ledger row: id, generation, kind, amount in micro-dollars, time.
+pub(super) type LedgerRow = (i64, Option<String>, String, i64, i64);
+
+pub(super) fn ledger_entry_from_row(
+    (id, generation_id, kind, amount, created_at): LedgerRow,
+) -> super::LedgerEntry {
+    super::LedgerEntry {
+        id,
+        generation_id,
+        kind,
+        amount: Micros(amount),
+        created_at,
+    }
+}
+
 pub(super) fn caller_limits(per_second: i64, burst: i64, max_concurrent: i64) -> AccountLimits {
     AccountLimits {
         requests_per_second: per_second as u32,
@@ -524,23 +539,14 @@ macro_rules! impl_sql_store {
                 &self,
                 account_id: &str,
             ) -> Result<Vec<LedgerEntry>, StoreError> {
-                let rows: Vec<(i64, Option<String>, String, i64, i64)> = sqlx::query_as(
+                let rows: Vec<LedgerRow> = sqlx::query_as(
                     "SELECT id, generation_id, kind, amount_micros, created_at \
                      FROM ledger_entries WHERE account_id = $1 ORDER BY id",
                 )
                 .bind(account_id)
                 .fetch_all(self.reader())
                 .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(id, generation_id, kind, amount, created_at)| LedgerEntry {
-                        id,
-                        generation_id,
-                        kind,
-                        amount: Micros(amount),
-                        created_at,
-                    })
-                    .collect())
+                Ok(rows.into_iter().map(ledger_entry_from_row).collect())
             }
 
             async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError> {
@@ -1474,7 +1480,7 @@ macro_rules! impl_sql_store {
                 account_id: &str,
                 limit: u32,
             ) -> Result<Vec<LedgerEntry>, StoreError> {
-                let rows: Vec<(i64, Option<String>, String, i64, i64)> = sqlx::query_as(
+                let rows: Vec<LedgerRow> = sqlx::query_as(
                     "SELECT id, generation_id, kind, amount_micros, created_at \
                      FROM ledger_entries WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
                 )
@@ -1482,16 +1488,7 @@ macro_rules! impl_sql_store {
                 .bind(limit as i64)
                 .fetch_all(self.reader())
                 .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(id, generation_id, kind, amount, created_at)| LedgerEntry {
-                        id,
-                        generation_id,
-                        kind,
-                        amount: Micros(amount),
-                        created_at,
-                    })
-                    .collect())
+                Ok(rows.into_iter().map(ledger_entry_from_row).collect())
             }
 
             async fn daily_spend(
