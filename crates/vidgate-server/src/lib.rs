@@ -132,6 +132,13 @@ pub struct ServerOptions {
     /// operator's internal media server); every other private address stays
     /// refused, on redirects too.
     pub trusted_media_addresses: Vec<std::net::IpAddr>,
+    /// Base URL at which Cog model servers reach this node itself, for their
+    /// completion webhooks; defaults to `public_url`. Behind a load balancer
+    /// each node sets its own, because only the node that dispatched a
+    /// prediction waits for its webhook: one landing elsewhere is refused,
+    /// and the dispatcher's fallback state read would run the prediction
+    /// again.
+    pub cog_callback_url: Option<String>,
 }
 
 impl ServerOptions {
@@ -161,6 +168,7 @@ impl ServerOptions {
             allow_sign_up: false,
             storage: StorageConfig::Local,
             trusted_media_addresses: Vec::new(),
+            cog_callback_url: None,
         }
     }
 }
@@ -276,7 +284,10 @@ pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError>
     // Cog webhooks can only come back to a node that listens; a worker-only
     // node leaves the base unset and its Cog backends dispatch synchronously.
     if local_addr.is_some() {
-        options.backends.cog_callbacks().set_base_url(&public_url);
+        options
+            .backends
+            .cog_callbacks()
+            .set_base_url(options.cog_callback_url.as_deref().unwrap_or(&public_url));
     }
     let state = http::AppState {
         store: store.clone(),

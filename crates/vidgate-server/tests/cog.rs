@@ -133,6 +133,14 @@ impl Drop for CogServer {
 
 /// Starts vidgate with M1 on the Cog server through a backends file.
 async fn spawn_app_on_cog(store: StoreKind, cog: &CogServer, poll_seconds: f64) -> TestApp {
+    spawn_app_on_cog_with(TestSettings::new(store), cog, poll_seconds).await
+}
+
+async fn spawn_app_on_cog_with(
+    settings: TestSettings,
+    cog: &CogServer,
+    poll_seconds: f64,
+) -> TestApp {
     let overlay_dir = tempfile::tempdir().unwrap();
     let overlay_path = overlay_dir.path().join("backends.json");
     let overlay = json!({
@@ -164,7 +172,7 @@ async fn spawn_app_on_cog(store: StoreKind, cog: &CogServer, poll_seconds: f64) 
     .expect("the backends file is valid");
     spawn_app_with(TestSettings {
         backends,
-        ..TestSettings::new(store)
+        ..settings
     })
     .await
 }
@@ -177,6 +185,7 @@ on_both_stores!(
     generations_run_on_a_cog_server_and_finish_through_its_webhook,
     a_failing_prediction_fails_the_generation_and_refunds_it,
     a_cog_server_that_dies_mid_job_fails_it_refunded_and_submits_wait_for_its_return,
+    behind_a_load_balancer_the_cog_webhook_comes_back_to_the_dispatching_node,
 );
 
 async fn generations_run_on_a_cog_server_and_finish_through_its_webhook(store: StoreKind) {
@@ -235,6 +244,46 @@ async fn generations_run_on_a_cog_server_and_finish_through_its_webhook(store: S
         .await
         .unwrap();
     assert_eq!(forged.status(), StatusCode::NOT_FOUND);
+}
+
+async fn behind_a_load_balancer_the_cog_webhook_comes_back_to_the_dispatching_node(
+    store: StoreKind,
+) {
+    let Some(python) = cog_python("behind_a_load_balancer") else {
+        return;
+    };
+    let cog = CogServer::start(&python).await;
+    // The public URL names a load balancer that would not bring the webhook
+    // back to this node (here nothing listens there at all); only the
+    // callback URL reaches the node that dispatched the prediction.
+    let port = free_port();
+    let node_url = format!("http://127.0.0.1:{port}");
+    let settings = TestSettings {
+        listen: format!("127.0.0.1:{port}").parse().unwrap(),
+        public_url: Some("http://127.0.0.1:9".into()),
+        cog_callback_url: Some(node_url.clone()),
+        ..TestSettings::new(store)
+    };
+    // A state read only every 60 s: finishing sooner proves the webhook.
+    let mut app = spawn_app_on_cog_with(settings, &cog, 60.0).await;
+    app.api_base = format!("{node_url}/api/v1");
+
+    let started = Instant::now();
+    let submitted = app.submit_ok(M1_T2V, body("a lighthouse at dusk")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let finished = app.wait_for_status(id, &["succeeded", "failed"]).await;
+    assert_eq!(finished["status"], "succeeded", "{finished}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the completion webhook did not come back to the callback URL"
+    );
+    assert!(
+        finished["output"]["video_url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:9/api/v1/files/"),
+        "clip URLs still use the public URL: {finished}"
+    );
 }
 
 async fn a_failing_prediction_fails_the_generation_and_refunds_it(store: StoreKind) {

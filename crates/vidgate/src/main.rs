@@ -106,9 +106,23 @@ struct ServeArgs {
     /// JSON file that runs models on Cog-compatible model servers (see docs/cog.md).
     #[arg(long, env = "VIDGATE_BACKENDS_FILE")]
     backends_file: Option<PathBuf>,
+    /// Base URL at which Cog servers reach this node itself for completion webhooks
+    /// (behind a load balancer, each node's own address); defaults to the public URL.
+    #[arg(long, env = "VIDGATE_COG_CALLBACK_URL", value_parser = http_base_url)]
+    cog_callback_url: Option<String>,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "VIDGATE_LOG_JSON")]
     log_json: bool,
+}
+
+/// An absolute http(s) URL without a query, as a base other paths are added to.
+fn http_base_url(text: &str) -> Result<String, String> {
+    let url =
+        reqwest::Url::parse(text).map_err(|error| format!("{text:?} is not a URL: {error}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.query().is_some() {
+        return Err(format!("{text:?} must be an http(s) URL without a query"));
+    }
+    Ok(text.trim_end_matches('/').to_string())
 }
 
 fn init_logging(json: bool) {
@@ -166,6 +180,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     options.allow_sign_up = args.allow_sign_up;
     options.storage = args.file_storage;
     options.trusted_media_addresses = args.trusted_media_addresses;
+    options.cog_callback_url = args.cog_callback_url;
     let server = vidgate_server::start(options)
         .await
         .map_err(anyhow::Error::from)?;

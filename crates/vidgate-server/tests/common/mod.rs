@@ -136,6 +136,11 @@ pub struct TestSettings {
     pub storage: StorageConfig,
     /// Private addresses media may come from without `allow_private_network`.
     pub trusted_media_addresses: Vec<std::net::IpAddr>,
+    /// Port 0 by default; a test that must know its address first picks one.
+    pub listen: SocketAddr,
+    /// The address in clip URLs and Cog webhook URLs, if not the listener's.
+    pub public_url: Option<String>,
+    pub cog_callback_url: Option<String>,
 }
 
 impl TestSettings {
@@ -149,6 +154,9 @@ impl TestSettings {
             webhooks: fast_webhook_settings(),
             storage: StorageConfig::Local,
             trusted_media_addresses: Vec::new(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            public_url: None,
+            cog_callback_url: None,
         }
     }
 }
@@ -205,8 +213,9 @@ async fn start_server(
     data_dir: &TempDir,
     database: &TestDatabase,
 ) -> RunningServer {
-    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let mut options = ServerOptions::new(listen, data_dir.path().to_path_buf());
+    let mut options = ServerOptions::new(settings.listen, data_dir.path().to_path_buf());
+    options.public_url = settings.public_url.clone();
+    options.cog_callback_url = settings.cog_callback_url.clone();
     options.database_url = Some(database.url());
     options.queue.workers = settings.workers;
     options.queue.lease = settings.lease;
