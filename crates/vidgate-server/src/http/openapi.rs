@@ -59,6 +59,10 @@ fn authenticated_errors(extra: &[(&str, &str)]) -> Map<String, Value> {
         "401".into(),
         error_response("unauthorized: the key is missing, malformed or revoked."),
     );
+    responses.insert(
+        "403".into(),
+        error_response("forbidden: a request that is authenticated by a dashboard session cookie and changes something needs the page's X-CSRF-Token header."),
+    );
     responses.insert("429".into(), error_response("rate_limited: too many requests per second, or too many generations in progress. Nothing is charged."));
     responses.insert(
         "500".into(),
