@@ -22,6 +22,8 @@ use governor::middleware::StateInformationMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
+use crate::store::Caller;
+
 type Bucket = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
 
 /// The rate limiter of one node: local buckets, or buckets shared in Redis.
@@ -46,6 +48,17 @@ impl CallerRateLimiter {
     }
 
     /// Takes one token from the caller's bucket if there is one.
+    /// Takes one request from an authenticated caller's bucket, at the
+    /// limits of its account.
+    pub async fn check_caller(&self, caller: &Caller) -> RateStatus {
+        self.check(
+            &caller.key_id,
+            caller.limits.requests_per_second,
+            caller.limits.burst,
+        )
+        .await
+    }
+
     pub async fn check(&self, caller: &str, per_second: u32, burst: u32) -> RateStatus {
         match self {
             CallerRateLimiter::Local(local) => local.check(caller, per_second, burst),

@@ -13,9 +13,8 @@ use std::collections::HashMap;
 
 use askama::Template;
 use axum::Form;
-use axum::body::Bytes;
-use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -297,7 +296,7 @@ pub async fn show(
     }
 }
 
-/// The form posted without JavaScript: submitted through the API's handler
+/// The form posted without JavaScript: submitted through the API's submit path
 /// as the session's caller (and through its rate-limit bucket), then on to
 /// the new generation's page.
 pub async fn submit(
@@ -318,56 +317,31 @@ pub async fn submit(
         return super::not_found(Some(session));
     };
     let caller = api_caller(session);
-    let rate = state
-        .rate_limiter
-        .check(
-            &caller.key_id,
-            caller.limits.requests_per_second,
-            caller.limits.burst,
-        )
-        .await;
-    let outcome = if rate.allowed {
-        let body = Bytes::from(body_from_form(endpoint, &values).to_string());
-        let segments = endpoint.id();
-        let mut parts = segments.splitn(3, '/').map(str::to_owned);
-        let path = (
-            parts.next().unwrap_or_default(),
-            parts.next().unwrap_or_default(),
-            parts.next().unwrap_or_default(),
-        );
-        crate::http::submit_run(
-            State(state.clone()),
-            Extension(caller),
-            Path(path),
-            HeaderMap::new(),
-            Ok(body),
+    let rate = state.rate_limiter.check_caller(&caller).await;
+    let submitted = if rate.allowed {
+        let body = body_from_form(endpoint, &values).to_string();
+        crate::http::submit_generation(
+            &state,
+            &caller,
+            endpoint,
+            body.as_bytes(),
+            &HeaderMap::new(),
         )
         .await
-        .into_response()
     } else {
-        crate::http::ApiError::RateLimited {
+        Err(crate::http::ApiError::RateLimited {
             message: "Too many requests: wait a moment and try again.".into(),
             retry_after: rate.reset,
-        }
-        .into_response()
+        })
     };
-    if outcome.status() == StatusCode::ACCEPTED
-        && let Some(generation_id) = outcome
-            .headers()
-            .get(header::LOCATION)
-            .and_then(|location| location.to_str().ok())
-            .and_then(|location| location.rsplit('/').next())
-    {
-        return Redirect::to(&format!("/dashboard/generations/{generation_id}")).into_response();
-    }
-    let status = outcome.status();
-    let message = match axum::body::to_bytes(outcome.into_body(), 64 * 1024).await {
-        Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .and_then(|error| error["error"]["message"].as_str().map(str::to_owned)),
-        Err(_) => None,
-    }
-    .unwrap_or_else(|| "The generation could not be submitted.".to_owned());
+    let error = match submitted {
+        Ok((generation, _replayed)) => {
+            return Redirect::to(&format!("/dashboard/generations/{}", generation.id))
+                .into_response();
+        }
+        Err(error) => error,
+    };
+    let (status, message) = error.status_and_public_message();
     let status = if status.is_client_error() {
         status
     } else {

@@ -104,10 +104,12 @@ pub fn log_cause_chain(error: &(dyn std::error::Error + 'static)) {
     tracing::error!(error = %chain, "request failed on the service side");
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, code) = self.status_and_code();
-        let (message, param) = match &self {
+impl ApiError {
+    /// What a client may be told: the message and the parameter at fault.
+    /// An internal error's cause chain goes to the log here instead, and the
+    /// client is told only that the service failed.
+    fn public_message_and_param(&self) -> (String, Option<String>) {
+        match self {
             ApiError::Internal(source) => {
                 log_cause_chain(source.as_ref());
                 (
@@ -119,7 +121,20 @@ impl IntoResponse for ApiError {
                 (message.clone(), param.clone())
             }
             other => (other.to_string(), None),
-        };
+        }
+    }
+
+    /// The status and the message a client may see, for pages that show an
+    /// API error in their own form (the dashboard's playground).
+    pub fn status_and_public_message(&self) -> (StatusCode, String) {
+        (self.status_and_code().0, self.public_message_and_param().0)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let (message, param) = self.public_message_and_param();
         let mut body = json!({ "error": { "code": code, "message": message } });
         if let Some(param) = param {
             body["error"]["param"] = json!(param);

@@ -32,7 +32,7 @@ use vidgate_core::Catalog;
 pub use account::account_json;
 pub use error::{ApiError, log_cause_chain};
 pub use generations::{generation_json, rfc3339};
-pub(crate) use runs::submit as submit_run;
+pub(crate) use runs::submit_generation;
 pub use webhooks::webhook_secret_json;
 
 use crate::backend::Backends;
@@ -159,14 +159,7 @@ async fn authenticate(
         Some(caller) => caller,
         None => caller_from_headers(&state, request.headers()).await?,
     };
-    let rate = state
-        .rate_limiter
-        .check(
-            &caller.key_id,
-            caller.limits.requests_per_second,
-            caller.limits.burst,
-        )
-        .await;
+    let rate = state.rate_limiter.check_caller(&caller).await;
     let mut response = if rate.allowed {
         request.extensions_mut().insert(caller);
         next.run(request).await

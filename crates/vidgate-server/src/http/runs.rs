@@ -5,14 +5,16 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use vidgate_core::Purpose;
+use vidgate_core::{Endpoint, Purpose};
 use vidgate_media::Scope;
 
 use super::generations::generation_json;
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
 use crate::backend::{Admission, Rejection};
 use crate::ids::{new_generation_id, sha256_hex};
-use crate::store::{Caller, IdempotencyKey, NewGeneration, SubmitOutcome, SubmitRefusal};
+use crate::store::{
+    Caller, Generation, IdempotencyKey, NewGeneration, SubmitOutcome, SubmitRefusal,
+};
 
 const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
 const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
@@ -58,12 +60,42 @@ pub async fn submit(
 ) -> Result<Response, ApiError> {
     let endpoint = endpoint_from_path(&state.catalog, &segments)?;
     let body = body_bytes(body)?;
+    let (generation, replayed) =
+        submit_generation(&state, &caller, endpoint, &body, &headers).await?;
+
+    let url = format!("{}/generations/{}", state.api_base, generation.id);
+    let mut response = (
+        StatusCode::ACCEPTED,
+        axum::Json(generation_json(&generation, &state.api_base)),
+    )
+        .into_response();
+    let response_headers = response.headers_mut();
+    if let Ok(location) = HeaderValue::from_str(&url) {
+        response_headers.insert(header::LOCATION, location);
+    }
+    if replayed {
+        response_headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    Ok(response)
+}
+
+/// Validates, prices, admits and queues one generation for `caller`, holding
+/// its price; the API's submit and the dashboard's playground both come
+/// here. Answers the generation and whether it replays an earlier request
+/// with the same `Idempotency-Key` header.
+pub(crate) async fn submit_generation(
+    state: &AppState,
+    caller: &Caller,
+    endpoint: Endpoint<'_>,
+    body: &[u8],
+    headers: &HeaderMap,
+) -> Result<(Generation, bool), ApiError> {
     let input = endpoint
-        .validate(&body, Purpose::Submit)
+        .validate(body, Purpose::Submit)
         .map_err(invalid_request)?;
-    super::uploads::check_upload_ownership(&state, &caller, &input).await?;
+    super::uploads::check_upload_ownership(state, caller, &input).await?;
     let endpoint_id = endpoint.id();
-    let idempotency = idempotency_key(&headers, &endpoint_id, &body)?;
+    let idempotency = idempotency_key(headers, &endpoint_id, body)?;
     let model = endpoint.model;
 
     let backend = state.backends.for_model(model).ok_or_else(|| {
@@ -152,19 +184,5 @@ pub async fn submit(
     if !replayed {
         state.queue_wakeup.notify_one();
     }
-
-    let url = format!("{}/generations/{}", state.api_base, generation.id);
-    let mut response = (
-        StatusCode::ACCEPTED,
-        axum::Json(generation_json(&generation, &state.api_base)),
-    )
-        .into_response();
-    let response_headers = response.headers_mut();
-    if let Ok(location) = HeaderValue::from_str(&url) {
-        response_headers.insert(header::LOCATION, location);
-    }
-    if replayed {
-        response_headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
-    }
-    Ok(response)
+    Ok((generation, replayed))
 }
