@@ -507,6 +507,7 @@ test('webhooks: reveal and rotate the secret, see a delivery', async () => {
     assert.match(await delivery.textContent(), /delivered/, 'with its status');
 
     assert.equal(await page.locator('#webhook-secret').isVisible(), false, 'the secret is hidden until revealed');
+    assert.ok(!(await page.content()).includes(a.webhookSecret), 'the secret is not in the page until revealed');
     await page.click('button#reveal-secret');
     await page.locator('#webhook-secret').waitFor({ state: 'visible' });
     assert.equal((await page.locator('#webhook-secret').textContent()).trim(), a.webhookSecret);

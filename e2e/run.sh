@@ -71,7 +71,7 @@ NO_COLOR=1 "$vidgate" serve --listen 127.0.0.1:0 "${store_args[@]}" --workers 2 
 server_pid=$!
 api_base=""
 for _ in $(seq 1 300); do
-    api_base="$(sed -n 's/^vidgate is listening on //p' "$server_log")"
+    api_base="$(sed -n 's/^vidgate API base: //p' "$server_log")"
     [ -n "$api_base" ] && break
     kill -0 "$server_pid" 2>/dev/null || fail "the server exited before listening"
     sleep 0.1

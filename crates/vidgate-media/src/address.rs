@@ -63,13 +63,15 @@ fn ipv6_refusal(address: Ipv6Addr) -> Option<&'static str> {
             octets[start + 3],
         )
     };
-    // IPv4-mapped (::ffff:a.b.c.d) and the deprecated IPv4-compatible
-    // (::a.b.c.d) forms reach the embedded IPv4 address, and so does the
-    // well-known NAT64 prefix 64:ff9b::/96; each is judged by that address.
+    // IPv4-mapped (::ffff:a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d,
+    // RFC 2765's SIIT form) and the deprecated IPv4-compatible (::a.b.c.d)
+    // forms reach the embedded IPv4 address, and so does the well-known
+    // NAT64 prefix 64:ff9b::/96; each is judged by that address.
     let is_mapped = segments[..5] == [0; 5] && segments[5] == 0xffff;
+    let is_translated = segments[..4] == [0; 4] && segments[4] == 0xffff && segments[5] == 0;
     let is_compatible = segments[..6] == [0; 6];
     let is_nat64 = segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
-    if is_mapped || is_compatible || is_nat64 {
+    if is_mapped || is_translated || is_compatible || is_nat64 {
         return ipv4_refusal(embedded_ipv4(12));
     }
     // 6to4 (2002::/16) carries an IPv4 address in its next 32 bits.
@@ -78,6 +80,9 @@ fn ipv6_refusal(address: Ipv6Addr) -> Option<&'static str> {
     }
     let reason = match segments[0] {
         0x0064 if segments[1] == 0xff9b && segments[2] == 1 => "a local-use NAT64 address",
+        // The rest of ::/8 is reserved by the IETF; nothing public lives
+        // there, and any other IPv4-embedding form would too.
+        0x0000..=0x00ff => "a reserved (::/8) address",
         0x0100 if segments[1..4] == [0, 0, 0] => "a discard-only address",
         // Teredo hides an obfuscated IPv4 address; refusing the prefix is
         // simpler than decoding it.
@@ -162,6 +167,10 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.1.2.3",
             "::ffff:169.254.169.254",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:10.0.0.1",
+            "::ffff:0:169.254.169.254",
+            "::ffff:0:0:1",
             "::127.0.0.1",
             "::10.0.0.1",
             "64:ff9b::192.168.0.1",
@@ -172,6 +181,10 @@ mod tests {
             "2001:db8::1",
             "2002:0a00:0001::1",
             "2002:7f00:0001::",
+            "2002:a9fe:a9fe::1",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "::1:0:0:1",
             "3fff::1",
             "fc00::1",
             "fd12:3456::1",
@@ -189,6 +202,7 @@ mod tests {
             "2606:4700:4700::1111",
             "2a00:1450:4001:80b::200e",
             "::ffff:8.8.8.8",
+            "::ffff:0:8.8.8.8",
             "64:ff9b::8.8.8.8",
             "2002:0808:0808::1",
             "2001:4860::8888",

@@ -30,7 +30,7 @@ pub fn to_wav(bytes: Vec<u8>, max_seconds: u32) -> Result<Vec<u8>, ProbeError> {
 }
 
 fn decode_mp3(bytes: Vec<u8>, max_seconds: u32) -> Result<Vec<u8>, String> {
-    let mut reader = open_audio(bytes, MediaFormat::Mp3)?;
+    let mut reader = open_audio(Box::new(std::io::Cursor::new(bytes)), MediaFormat::Mp3)?;
     let track = reader
         .default_track(TrackType::Audio)
         .ok_or_else(|| "it has no audio track".to_owned())?;

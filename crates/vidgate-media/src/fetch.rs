@@ -10,7 +10,9 @@
 //! - follows redirects itself, up to a limit, checking each hop the same way;
 //! - ignores proxy settings from the environment, which would bypass the
 //!   address check;
-//! - stops reading past a byte limit and gives up after a total time.
+//! - stops reading past a byte limit and gives up after a total time;
+//! - streams the body to a scratch file, hashing it on the way, so memory
+//!   does not grow with the file.
 //!
 //! `allow_private_network` lifts the address check for local development and
 //! tests. A URL that the server can answer itself (such as its own files)
@@ -18,12 +20,15 @@
 
 use std::error::Error as StdError;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{StatusCode, header};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use url::{Host, Url};
 
 use crate::address;
@@ -42,6 +47,17 @@ pub struct FetchSettings {
     /// The whole fetch, redirects and body included.
     pub total_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Where downloads are written while they are checked; the system's
+    /// temporary directory when `None`.
+    pub scratch_directory: Option<PathBuf>,
+}
+
+impl FetchSettings {
+    fn scratch_dir(&self) -> PathBuf {
+        self.scratch_directory
+            .clone()
+            .unwrap_or_else(std::env::temp_dir)
+    }
 }
 
 impl Default for FetchSettings {
@@ -52,6 +68,7 @@ impl Default for FetchSettings {
             max_redirects: 5,
             total_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
+            scratch_directory: None,
         }
     }
 }
@@ -64,7 +81,10 @@ pub enum FetchError {
     UnsupportedScheme,
     #[error("is not a valid URL: {0}")]
     InvalidUrl(String),
-    #[error("points at {reason} ({address}), which the service does not fetch from")]
+    /// The address and the reason are kept for the log; the message names
+    /// neither, because a public endpoint must not tell a stranger what a
+    /// host name resolves to inside the operator's network.
+    #[error("is not a public address, which the service does not fetch from")]
     ForbiddenAddress {
         address: IpAddr,
         reason: &'static str,
@@ -83,21 +103,136 @@ pub enum FetchError {
     Timeout(u64),
     #[error("could not be downloaded: {0}")]
     Network(String),
+    /// The server could not write its scratch copy (a full or unwritable
+    /// disk): the server's failure, not the URL's.
+    #[error("could not be kept for checking; try again later")]
+    Scratch,
 }
 
 /// Reads URLs the server can answer itself from its own storage, without
 /// HTTP and without the address check (the bytes never leave the server's
 /// storage). The server plugs its file store in here for URLs under
-/// `{api_base}/files/`; the read is asynchronous because that store may be
+/// `{api_base}/files/`; the open is asynchronous because that store may be
 /// an object store rather than a local disk.
 pub trait LocalSource: Send + Sync {
-    /// The bytes behind `url`, read with the `max_bytes` limit, or `None`
-    /// when the URL is not one of ours and must be fetched over the network.
-    fn read<'a>(&'a self, url: &'a Url, max_bytes: u64) -> Option<LocalRead<'a>>;
+    /// A reader of the bytes behind `url` (the fetcher stops it past
+    /// `max_bytes`; a source that knows the size may refuse at once), or
+    /// `None` when the URL is not one of ours and must be fetched over the
+    /// network.
+    fn open<'a>(&'a self, url: &'a Url, max_bytes: u64) -> Option<LocalOpen<'a>>;
 }
 
-/// A read from a [`LocalSource`]; a missing file is `FetchError::Status(404)`.
-pub type LocalRead<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, FetchError>> + Send + 'a>>;
+/// The bytes of a file a [`LocalSource`] serves, read in pieces.
+pub type LocalBody = Pin<Box<dyn AsyncRead + Send>>;
+
+/// An open from a [`LocalSource`]; a missing file is `FetchError::Status(404)`.
+pub type LocalOpen<'a> = Pin<Box<dyn Future<Output = Result<LocalBody, FetchError>> + Send + 'a>>;
+
+/// A downloaded file in the scratch directory, with its size and SHA-256,
+/// removed from disk when dropped. Media is streamed here rather than held
+/// in memory, so a download's memory does not grow with the file.
+#[derive(Debug)]
+pub struct FetchedFile {
+    path: tempfile::TempPath,
+    size_bytes: u64,
+    sha256: [u8; 32],
+}
+
+impl FetchedFile {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// The SHA-256 of the content, in lower-case hex: what binds a job to
+    /// exactly these bytes.
+    pub fn sha256_hex(&self) -> String {
+        hex(&self.sha256)
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut text, byte| {
+        let _ = write!(text, "{byte:02x}");
+        text
+    })
+}
+
+/// A scratch file being written: hashes and counts what it is given and
+/// refuses more than its limit.
+struct ScratchFile {
+    file: tokio::fs::File,
+    path: tempfile::TempPath,
+    hasher: Sha256,
+    size_bytes: u64,
+    max_bytes: u64,
+}
+
+impl ScratchFile {
+    async fn create(directory: &Path, max_bytes: u64) -> Result<ScratchFile, FetchError> {
+        let directory = directory.to_owned();
+        let (file, path) = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&directory)?;
+            tempfile::Builder::new()
+                .prefix(".media-")
+                .tempfile_in(&directory)
+                .map(tempfile::NamedTempFile::into_parts)
+        })
+        .await
+        .map_err(|_| FetchError::Scratch)?
+        .map_err(|_| FetchError::Scratch)?;
+        Ok(ScratchFile {
+            file: tokio::fs::File::from_std(file),
+            path,
+            hasher: Sha256::new(),
+            size_bytes: 0,
+            max_bytes,
+        })
+    }
+
+    async fn write(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
+        self.size_bytes += chunk.len() as u64;
+        if self.size_bytes > self.max_bytes {
+            return Err(FetchError::TooLarge {
+                limit: self.max_bytes,
+            });
+        }
+        self.hasher.update(chunk);
+        self.file
+            .write_all(chunk)
+            .await
+            .map_err(|_| FetchError::Scratch)
+    }
+
+    /// Copies a local source's body in pieces of at most 64 KiB.
+    async fn copy_from(&mut self, mut body: LocalBody) -> Result<(), FetchError> {
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let read = body
+                .read(&mut buffer)
+                .await
+                .map_err(|error| FetchError::Network(error.to_string()))?;
+            if read == 0 {
+                return Ok(());
+            }
+            self.write(&buffer[..read]).await?;
+        }
+    }
+
+    async fn finish(mut self) -> Result<FetchedFile, FetchError> {
+        self.file.flush().await.map_err(|_| FetchError::Scratch)?;
+        Ok(FetchedFile {
+            path: self.path,
+            size_bytes: self.size_bytes,
+            sha256: self.hasher.finalize().into(),
+        })
+    }
+}
 
 /// Fetches media safely; cheap to clone, share one per process.
 #[derive(Clone)]
@@ -148,30 +283,50 @@ impl Fetcher {
         &self.settings
     }
 
-    /// Downloads `url`, refusing more than `max_bytes` bytes.
+    /// Downloads `url` into memory, refusing more than `max_bytes` bytes.
+    /// For small files (images, audio a job renders with); probing uses
+    /// [`Fetcher::fetch_to_file`].
     pub async fn fetch(&self, url: &str, max_bytes: u64) -> Result<Vec<u8>, FetchError> {
-        let url = Url::parse(url).map_err(|error| FetchError::InvalidUrl(error.to_string()))?;
-        if let Some(read) = self
-            .local_source
-            .as_ref()
-            .and_then(|source| source.read(&url, max_bytes))
-        {
-            return read.await;
-        }
+        let file = self.fetch_to_file(url, max_bytes).await?;
+        tokio::fs::read(file.path())
+            .await
+            .map_err(|_| FetchError::Scratch)
+    }
+
+    /// Downloads `url` (normalised first, see [`crate::normalize_url`]) to a
+    /// scratch file, refusing more than `max_bytes` bytes; memory stays at
+    /// a few buffers whatever the size.
+    pub async fn fetch_to_file(
+        &self,
+        url: &str,
+        max_bytes: u64,
+    ) -> Result<FetchedFile, FetchError> {
+        let url = crate::normalize::parse_normalized(url)?;
+        let mut sink = ScratchFile::create(&self.settings.scratch_dir(), max_bytes).await?;
         let seconds = self.settings.total_timeout.as_secs();
-        tokio::time::timeout(
-            self.settings.total_timeout,
-            self.fetch_following_redirects(url, max_bytes),
-        )
+        tokio::time::timeout(self.settings.total_timeout, async {
+            let opened = match &self.local_source {
+                Some(source) => match source.open(&url, max_bytes) {
+                    Some(open) => Some(open.await?),
+                    None => None,
+                },
+                None => None,
+            };
+            match opened {
+                Some(body) => sink.copy_from(body).await,
+                None => self.fetch_following_redirects(url, &mut sink).await,
+            }
+        })
         .await
-        .unwrap_or(Err(FetchError::Timeout(seconds)))
+        .unwrap_or(Err(FetchError::Timeout(seconds)))?;
+        sink.finish().await
     }
 
     async fn fetch_following_redirects(
         &self,
         mut url: Url,
-        max_bytes: u64,
-    ) -> Result<Vec<u8>, FetchError> {
+        sink: &mut ScratchFile,
+    ) -> Result<(), FetchError> {
         let mut redirects = 0;
         loop {
             self.check_url(&url)?;
@@ -198,7 +353,7 @@ impl Fetcher {
             if !status.is_success() {
                 return Err(FetchError::Status(status.as_u16()));
             }
-            return read_body(response, max_bytes, &self.settings).await;
+            return read_body(response, sink, &self.settings).await;
         }
     }
 
@@ -233,28 +388,25 @@ fn check_address(address: IpAddr, settings: &FetchSettings) -> Result<(), FetchE
 
 async fn read_body(
     mut response: reqwest::Response,
-    max_bytes: u64,
+    sink: &mut ScratchFile,
     settings: &FetchSettings,
-) -> Result<Vec<u8>, FetchError> {
-    let too_large = FetchError::TooLarge { limit: max_bytes };
+) -> Result<(), FetchError> {
     if response
         .content_length()
-        .is_some_and(|length| length > max_bytes)
+        .is_some_and(|length| length > sink.max_bytes)
     {
-        return Err(too_large);
+        return Err(FetchError::TooLarge {
+            limit: sink.max_bytes,
+        });
     }
-    let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
         .map_err(|error| describe_request_error(&error, settings))?
     {
-        if body.len() as u64 + chunk.len() as u64 > max_bytes {
-            return Err(too_large);
-        }
-        body.extend_from_slice(&chunk);
+        sink.write(&chunk).await?;
     }
-    Ok(body)
+    Ok(())
 }
 
 /// Turns a reqwest error into a `FetchError`, recovering the resolver's own

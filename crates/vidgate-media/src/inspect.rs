@@ -1,14 +1,22 @@
 //! The inspector ties fetching, probing, caching and the rules together:
 //! given a validated request, it fetches and probes the media the scope
 //! covers, checks the catalog's limits and returns the facts pricing needs.
+//!
+//! Fetches are capped per process ([`FetchLimit`]): a request that finds
+//! every slot taken waits briefly, then is told to come back
+//! ([`InspectError::Busy`]), so the disk, bandwidth and probing work media
+//! costs are bounded by configuration, not by how many strangers call a
+//! public endpoint at once.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use vidgate_core::{Endpoint, InvalidRequest, MediaFacts, MediaKind, ValidatedInput};
 
 use crate::cache::ProbeCache;
-use crate::fetch::{FetchError, Fetcher};
-use crate::probe::{MediaInfo, ProbeError, probe};
+use crate::fetch::{FetchError, FetchedFile, Fetcher};
+use crate::probe::{MediaInfo, ProbeError, probe_file};
 use crate::rules::{MediaField, Scope, check_field, media_fields};
 
 /// Why one URL could not be used.
@@ -18,20 +26,102 @@ pub enum MediaError {
     Fetch(#[from] FetchError),
     #[error(transparent)]
     Probe(#[from] ProbeError),
+    /// Every fetch slot stayed taken for the whole wait.
+    #[error("could not be fetched now: the service is busy")]
+    Busy,
+}
+
+/// Why a request's media could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InspectError {
+    /// A URL cannot be fetched, is not a supported file, or breaks a limit:
+    /// the client's to fix, naming the field.
+    #[error("{}", .0.message)]
+    Invalid(InvalidRequest),
+    /// This process is already fetching as much media as it may; the same
+    /// request may succeed after `retry_after`.
+    #[error("media fetching is at capacity")]
+    Busy { retry_after: Duration },
+}
+
+impl From<InvalidRequest> for InspectError {
+    fn from(error: InvalidRequest) -> InspectError {
+        InspectError::Invalid(error)
+    }
 }
 
 /// URLs probed in the last few minutes are not fetched again.
 pub const DEFAULT_CACHE_CAPACITY: usize = 512;
 pub const DEFAULT_CACHE_TIME_TO_LIVE: Duration = Duration::from_secs(10 * 60);
 
+/// How many media fetches (download and probe) one process runs at once,
+/// and how long a fetch waits for a free slot before the request is
+/// refused as busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchLimit {
+    pub max_concurrent: usize,
+    pub wait: Duration,
+}
+
+impl Default for FetchLimit {
+    fn default() -> FetchLimit {
+        FetchLimit {
+            max_concurrent: 16,
+            wait: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What a busy refusal tells the client to wait: about as long as a slow
+/// fetch holds its slot for.
+pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// One item of a request's media as submit fetched it: the bytes (in a
+/// scratch file, with their SHA-256) that were checked and priced, so that
+/// the server can keep exactly them for the job.
+#[derive(Debug)]
+pub struct InspectedMedia {
+    /// The request parameter, e.g. `reference_video_urls`.
+    pub parameter: String,
+    /// The item's place in a list parameter; 0 for a single URL.
+    pub index: usize,
+    /// The URL in its normal form.
+    pub url: String,
+    pub info: MediaInfo,
+    pub file: FetchedFile,
+}
+
+/// Everything submit learnt about a request's media.
+#[derive(Debug, Default)]
+pub struct Inspection {
+    pub facts: MediaFacts,
+    pub media: Vec<InspectedMedia>,
+}
+
 pub struct MediaInspector {
     fetcher: Fetcher,
     cache: ProbeCache,
+    fetch_slots: Arc<Semaphore>,
+    fetch_limit: FetchLimit,
 }
 
 impl MediaInspector {
     pub fn new(fetcher: Fetcher, cache: ProbeCache) -> MediaInspector {
-        MediaInspector { fetcher, cache }
+        MediaInspector::with_fetch_limit(fetcher, cache, FetchLimit::default())
+    }
+
+    /// An inspector that runs at most `limit.max_concurrent` fetches at once.
+    pub fn with_fetch_limit(
+        fetcher: Fetcher,
+        cache: ProbeCache,
+        limit: FetchLimit,
+    ) -> MediaInspector {
+        MediaInspector {
+            fetcher,
+            cache,
+            fetch_slots: Arc::new(Semaphore::new(limit.max_concurrent.max(1))),
+            fetch_limit: limit,
+        }
     }
 
     /// An inspector with the default cache.
@@ -50,59 +140,127 @@ impl MediaInspector {
         &self.cache
     }
 
+    pub fn fetch_limit(&self) -> FetchLimit {
+        self.fetch_limit
+    }
+
+    /// Fetch slots free right now.
+    pub fn available_fetch_slots(&self) -> usize {
+        self.fetch_slots.available_permits()
+    }
+
     /// Probes the media at `url`, downloading at most `max_bytes` unless a
-    /// recent probe of the same URL is cached.
+    /// recent probe of the same URL (in normal form) is cached.
     pub async fn probe_url(&self, url: &str, max_bytes: u64) -> Result<MediaInfo, MediaError> {
-        if let Some(info) = self.cache.get(url) {
+        let key = crate::normalize_url(url).unwrap_or_else(|| url.to_owned());
+        if let Some(info) = self.cache.get(&key) {
             return Ok(info);
         }
-        let bytes = self.fetcher.fetch(url, max_bytes).await?;
-        // Parsing a 100 MB container is CPU work that must not stall the
-        // async workers.
-        let info = tokio::task::spawn_blocking(move || probe(&bytes))
+        let (info, _file) = self.fetch_and_probe(&key, max_bytes).await?;
+        Ok(info)
+    }
+
+    /// Downloads `url` to a scratch file within a fetch slot and probes it
+    /// there, on a blocking thread, never holding the file in memory.
+    pub async fn fetch_and_probe(
+        &self,
+        url: &str,
+        max_bytes: u64,
+    ) -> Result<(MediaInfo, FetchedFile), MediaError> {
+        let _slot = tokio::time::timeout(self.fetch_limit.wait, self.fetch_slots.acquire())
+            .await
+            .map_err(|_| MediaError::Busy)?
+            .map_err(|_| MediaError::Busy)?;
+        let file = self.fetcher.fetch_to_file(url, max_bytes).await?;
+        let path = file.path().to_owned();
+        let info = tokio::task::spawn_blocking(move || probe_file(&path))
             .await
             .map_err(|_| ProbeError::Unreadable {
                 format: "media",
                 reason: "probing it failed".to_owned(),
             })??;
-        self.cache.insert(url, info.clone());
-        Ok(info)
+        let key = crate::normalize_url(url).unwrap_or_else(|| url.to_owned());
+        self.cache.insert(&key, info.clone());
+        Ok((info, file))
     }
 
-    /// Fetches and probes the request's media that `scope` covers, checks
-    /// every limit of the catalog, and returns the facts pricing needs. Any
-    /// refusal names the field and, in a list, the item.
+    /// Fetches and probes the request's media that `scope` covers (using
+    /// the probe cache), checks every limit of the catalog, and returns the
+    /// facts pricing needs. Any refusal names the field and, in a list, the
+    /// item. For quotes: nothing is kept.
     pub async fn inspect(
         &self,
         endpoint: Endpoint<'_>,
         input: &ValidatedInput,
         scope: Scope,
-    ) -> Result<MediaFacts, InvalidRequest> {
+    ) -> Result<MediaFacts, InspectError> {
+        Ok(self.run(endpoint, input, scope, false).await?.facts)
+    }
+
+    /// Fetches every media item of the request (never from the cache: the
+    /// bytes are what is wanted), probes and checks them like
+    /// [`MediaInspector::inspect`], and returns them with the facts, so that
+    /// the job can be bound to exactly the bytes that were checked and
+    /// priced.
+    pub async fn inspect_and_keep(
+        &self,
+        endpoint: Endpoint<'_>,
+        input: &ValidatedInput,
+    ) -> Result<Inspection, InspectError> {
+        self.run(endpoint, input, Scope::Everything, true).await
+    }
+
+    async fn run(
+        &self,
+        endpoint: Endpoint<'_>,
+        input: &ValidatedInput,
+        scope: Scope,
+        keep: bool,
+    ) -> Result<Inspection, InspectError> {
         let output_seconds = input.duration_s();
-        let mut facts = MediaFacts::default();
+        let mut inspection = Inspection::default();
         for field in media_fields(endpoint, input, scope) {
             let mut items = Vec::with_capacity(field.urls.len());
             let mut bytes_before = 0;
             for (index, url) in field.urls.iter().enumerate() {
                 let limit = field.download_limit(bytes_before);
-                let info = self
-                    .probe_url(url, limit)
-                    .await
-                    .map_err(|error| describe_failure(&field, index, error))?;
+                let fetched = if keep {
+                    self.fetch_and_probe(url, limit)
+                        .await
+                        .map(|(info, file)| (info, Some(file)))
+                } else {
+                    self.probe_url(url, limit).await.map(|info| (info, None))
+                };
+                let (info, file) =
+                    fetched.map_err(|error| describe_failure(&field, index, error))?;
                 bytes_before += info.size_bytes;
+                if let Some(file) = file {
+                    inspection.media.push(InspectedMedia {
+                        parameter: field.parameter.to_owned(),
+                        index,
+                        url: url.clone(),
+                        info: info.clone(),
+                        file,
+                    });
+                }
                 items.push(info);
             }
             check_field(&field, &items, output_seconds)?;
             if field.is_list && field.limits.kind == MediaKind::Video {
-                facts.reference_video_durations_ms =
+                inspection.facts.reference_video_durations_ms =
                     items.iter().filter_map(MediaInfo::duration_ms).collect();
             }
         }
-        Ok(facts)
+        Ok(inspection)
     }
 }
 
-fn describe_failure(field: &MediaField<'_>, index: usize, error: MediaError) -> InvalidRequest {
+fn describe_failure(field: &MediaField<'_>, index: usize, error: MediaError) -> InspectError {
+    if error == MediaError::Busy {
+        return InspectError::Busy {
+            retry_after: BUSY_RETRY_AFTER,
+        };
+    }
     let label = field.item_label(index);
     let message = match (&error, field.limits.max_total_bytes) {
         // A download cut short by what was left of a total is a total that
@@ -122,5 +280,5 @@ fn describe_failure(field: &MediaField<'_>, index: usize, error: MediaError) -> 
         }
         _ => format!("{label} {error}"),
     };
-    InvalidRequest::new(Some(field.parameter), message)
+    InspectError::Invalid(InvalidRequest::new(Some(field.parameter), message))
 }

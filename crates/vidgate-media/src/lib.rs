@@ -12,11 +12,17 @@ pub mod audio;
 pub mod cache;
 pub mod fetch;
 pub mod inspect;
+pub mod normalize;
 pub mod probe;
 pub mod rules;
 
 pub use cache::ProbeCache;
-pub use fetch::{FetchError, FetchSettings, Fetcher, LocalRead, LocalSource};
-pub use inspect::{MediaError, MediaInspector};
-pub use probe::{FrameRate, MediaDetails, MediaFormat, MediaInfo, ProbeError, probe};
+pub use fetch::{
+    FetchError, FetchSettings, FetchedFile, Fetcher, LocalBody, LocalOpen, LocalSource, hex,
+};
+pub use inspect::{
+    FetchLimit, InspectError, InspectedMedia, Inspection, MediaError, MediaInspector,
+};
+pub use normalize::normalize_url;
+pub use probe::{FrameRate, MediaDetails, MediaFormat, MediaInfo, ProbeError, probe, probe_file};
 pub use rules::{MediaField, Scope, check_field, media_fields};

@@ -8,9 +8,17 @@
 //! `catch_unwind`, because the parser indexes its tables without checks.
 //! Audio is read with `symphonia`, counting packets when the container does
 //! not state its length, up to a bound.
+//!
+//! [`probe_file`] reads a file on disk without holding it in memory: an
+//! image's header through a buffered reader, a video's header boxes only
+//! (`ftyp`, `moov`, `moof`; the media data is skipped by seeking), audio
+//! through symphonia's buffered stream. [`probe`] does the same over bytes
+//! already in memory.
 
-use std::io::Cursor;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Cursor, Read, Seek, SeekFrom};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
 
 use image::{ImageFormat, ImageReader, Limits};
 use vidgate_core::MediaKind;
@@ -243,15 +251,53 @@ fn is_mpeg_audio_frame(bytes: &[u8]) -> bool {
     sync && version_valid && layer_three && bitrate_valid && sample_rate_valid
 }
 
-/// Probes a whole file. CPU-bound: call it on a blocking thread for large
-/// files.
+/// Probes a whole file held in memory. CPU-bound: call it on a blocking
+/// thread for large files.
 pub fn probe(bytes: &[u8]) -> Result<MediaInfo, ProbeError> {
     let format = sniff(bytes).ok_or(ProbeError::UnknownFormat)?;
     let size_bytes = bytes.len() as u64;
     let details = match format.kind() {
         MediaKind::Image => probe_image(bytes, format)?,
-        MediaKind::Video => probe_video(bytes, format)?,
+        MediaKind::Video => {
+            let header = video_header_boxes(&mut Cursor::new(bytes), size_bytes)
+                .map_err(|reason| ProbeError::unreadable(format, reason))?;
+            probe_video(&header, format)?
+        }
         MediaKind::Audio => probe_audio(bytes, format)?,
+    };
+    Ok(MediaInfo {
+        format,
+        size_bytes,
+        details,
+    })
+}
+
+/// Probes a file on disk with bounded memory: at most
+/// [`MAX_VIDEO_HEADER_BYTES`] of a video's header boxes and a few buffers
+/// are read into memory, whatever the file's size. Blocking file I/O and
+/// CPU work: call it on a blocking thread.
+pub fn probe_file(path: &Path) -> Result<MediaInfo, ProbeError> {
+    let cannot_read = |_| ProbeError::Unreadable {
+        format: "media",
+        reason: "the server could not read its copy back".to_owned(),
+    };
+    let mut file = File::open(path).map_err(cannot_read)?;
+    let size_bytes = file.metadata().map_err(cannot_read)?.len();
+    let mut head = Vec::with_capacity(16);
+    (&mut file)
+        .take(16)
+        .read_to_end(&mut head)
+        .map_err(cannot_read)?;
+    let format = sniff(&head).ok_or(ProbeError::UnknownFormat)?;
+    file.rewind().map_err(cannot_read)?;
+    let details = match format.kind() {
+        MediaKind::Image => probe_image_reader(BufReader::new(file), format)?,
+        MediaKind::Video => {
+            let header = video_header_boxes(&mut BufReader::new(file), size_bytes)
+                .map_err(|reason| ProbeError::unreadable(format, reason))?;
+            probe_video(&header, format)?
+        }
+        MediaKind::Audio => probe_audio_source(Box::new(file), format)?,
     };
     Ok(MediaInfo {
         format,
@@ -262,6 +308,15 @@ pub fn probe(bytes: &[u8]) -> Result<MediaInfo, ProbeError> {
 
 /// Reads an image's size from its header.
 pub fn probe_image(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, ProbeError> {
+    probe_image_reader(Cursor::new(bytes), format)
+}
+
+/// Reads an image's size from the header at the start of `reader`; the
+/// decoder reads only as far as the header.
+fn probe_image_reader<R: BufRead + Seek>(
+    reader: R,
+    format: MediaFormat,
+) -> Result<MediaDetails, ProbeError> {
     let image_format = match format {
         MediaFormat::Jpg => ImageFormat::Jpeg,
         MediaFormat::Png => ImageFormat::Png,
@@ -271,7 +326,7 @@ pub fn probe_image(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, Pr
     let mut limits = Limits::default();
     limits.max_image_width = Some(MAX_IMAGE_SIDE);
     limits.max_image_height = Some(MAX_IMAGE_SIDE);
-    let mut reader = ImageReader::with_format(Cursor::new(bytes), image_format);
+    let mut reader = ImageReader::with_format(reader, image_format);
     reader.limits(limits);
     let read = catch_unwind(AssertUnwindSafe(|| reader.into_dimensions()))
         .map_err(|_| ProbeError::unreadable(format, "the image decoder failed"))?;
@@ -343,6 +398,60 @@ pub fn probe_video(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, Pr
     })
 }
 
+/// How many bytes of a video's header boxes (`ftyp`, `moov`, every `moof`)
+/// are read to probe it. A `moov` takes well under a megabyte per minute of
+/// video, and the sample limit above caps what a parser would build from
+/// more; this bounds what a hostile file can make us read into memory.
+pub const MAX_VIDEO_HEADER_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The top-level boxes a video's facts come from, copied out of `reader`
+/// one after another into a small MP4 of their own; everything else (the
+/// media data, which is most of the file) is skipped by seeking, never
+/// read. A box of size 0 ("to the end of the file") is given its real size.
+fn video_header_boxes<R: Read + Seek>(reader: &mut R, file_size: u64) -> Result<Vec<u8>, String> {
+    let cut_off = |_| "the file is cut off inside a box".to_owned();
+    let mut header = Vec::new();
+    let mut position = 0u64;
+    while position + 8 <= file_size {
+        reader.seek(SeekFrom::Start(position)).map_err(cut_off)?;
+        let mut head = [0u8; 16];
+        reader.read_exact(&mut head[..8]).map_err(cut_off)?;
+        let size32 = u64::from(read_u32(&head, 0));
+        let name = [head[4], head[5], head[6], head[7]];
+        let (header_length, size) = match size32 {
+            0 => (8, file_size - position),
+            1 => {
+                if position + 16 > file_size {
+                    return Err("a box header is cut off".to_owned());
+                }
+                reader.read_exact(&mut head[8..16]).map_err(cut_off)?;
+                (16, read_u64(&head, 8))
+            }
+            size => (8, size),
+        };
+        if size < header_length || size > file_size - position {
+            return Err("a box is larger than its container".to_owned());
+        }
+        if matches!(&name, b"ftyp" | b"moov" | b"moof") {
+            if header.len() as u64 + size > MAX_VIDEO_HEADER_BYTES {
+                return Err(format!(
+                    "its header boxes are larger than the {MAX_VIDEO_HEADER_BYTES} bytes the service reads"
+                ));
+            }
+            let body_length = (size - header_length) as usize;
+            // Written back with an explicit size: 32 bits suffice under the
+            // header limit.
+            header.extend_from_slice(&((body_length + 8) as u32).to_be_bytes());
+            header.extend_from_slice(&name);
+            let start = header.len();
+            header.resize(start + body_length, 0);
+            reader.read_exact(&mut header[start..]).map_err(cut_off)?;
+        }
+        position += size;
+    }
+    Ok(header)
+}
+
 /// Sums the sample counts that the `stsz`/`stz2` and `trun` boxes declare,
 /// walking the box tree without trusting any size beyond the file.
 fn declared_sample_count(bytes: &[u8]) -> Result<u64, String> {
@@ -408,8 +517,16 @@ fn read_u64(bytes: &[u8], at: usize) -> u64 {
 
 /// Reads an audio file's duration.
 pub fn probe_audio(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, ProbeError> {
-    let owned = bytes.to_vec();
-    let duration = catch_unwind(AssertUnwindSafe(|| audio_duration_ms(owned, format)))
+    probe_audio_source(Box::new(Cursor::new(bytes.to_vec())), format)
+}
+
+/// Reads the duration of the audio `source` holds, through symphonia's
+/// buffered stream (a file is read in pieces, never whole).
+fn probe_audio_source(
+    source: Box<dyn symphonia::core::io::MediaSource>,
+    format: MediaFormat,
+) -> Result<MediaDetails, ProbeError> {
+    let duration = catch_unwind(AssertUnwindSafe(|| audio_duration_ms(source, format)))
         .map_err(|_| ProbeError::unreadable(format, "the audio decoder failed"))?;
     let duration_ms = duration.map_err(|reason| ProbeError::unreadable(format, reason))?;
     Ok(MediaDetails::Audio { duration_ms })
@@ -417,7 +534,7 @@ pub fn probe_audio(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, Pr
 
 /// Opens an audio container with symphonia; `format` is a hint only.
 pub(crate) fn open_audio(
-    bytes: Vec<u8>,
+    source: Box<dyn symphonia::core::io::MediaSource>,
     format: MediaFormat,
 ) -> Result<Box<dyn symphonia::core::formats::FormatReader>, String> {
     use symphonia::core::formats::FormatOptions;
@@ -425,10 +542,7 @@ pub(crate) fn open_audio(
     use symphonia::core::io::{MediaSourceStream, MediaSourceStreamOptions};
     use symphonia::core::meta::MetadataOptions;
 
-    let stream = MediaSourceStream::new(
-        Box::new(Cursor::new(bytes)),
-        MediaSourceStreamOptions::default(),
-    );
+    let stream = MediaSourceStream::new(source, MediaSourceStreamOptions::default());
     let mut hint = Hint::new();
     hint.with_extension(format.catalog_name());
     symphonia::default::get_probe()
@@ -441,10 +555,13 @@ pub(crate) fn open_audio(
         .map_err(|error| error.to_string())
 }
 
-fn audio_duration_ms(bytes: Vec<u8>, format: MediaFormat) -> Result<u64, String> {
+fn audio_duration_ms(
+    source: Box<dyn symphonia::core::io::MediaSource>,
+    format: MediaFormat,
+) -> Result<u64, String> {
     use symphonia::core::formats::TrackType;
 
-    let mut reader = open_audio(bytes, format)?;
+    let mut reader = open_audio(source, format)?;
     let track = reader
         .default_track(TrackType::Audio)
         .ok_or_else(|| "it has no audio track".to_owned())?;
@@ -523,6 +640,94 @@ mod tests {
         bytes.extend_from_slice(name);
         bytes.extend_from_slice(body);
         bytes
+    }
+
+    /// A file of `prefix`, then `zeros` zero bytes that are never stored,
+    /// then `suffix`, which counts the bytes read from it.
+    struct VirtualFile {
+        prefix: Vec<u8>,
+        zeros: u64,
+        suffix: Vec<u8>,
+        position: u64,
+        bytes_read: u64,
+    }
+
+    impl VirtualFile {
+        fn len(&self) -> u64 {
+            self.prefix.len() as u64 + self.zeros + self.suffix.len() as u64
+        }
+    }
+
+    impl Read for VirtualFile {
+        fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+            let mut written = 0;
+            while written < buffer.len() && self.position < self.len() {
+                let at = self.position;
+                let prefix_length = self.prefix.len() as u64;
+                buffer[written] = if at < prefix_length {
+                    self.prefix[at as usize]
+                } else if at < prefix_length + self.zeros {
+                    0
+                } else {
+                    self.suffix[(at - prefix_length - self.zeros) as usize]
+                };
+                written += 1;
+                self.position += 1;
+            }
+            self.bytes_read += written as u64;
+            Ok(written)
+        }
+    }
+
+    impl Seek for VirtualFile {
+        fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+            self.position = match to {
+                SeekFrom::Start(offset) => offset,
+                SeekFrom::End(offset) => self.len().saturating_add_signed(offset),
+                SeekFrom::Current(offset) => self.position.saturating_add_signed(offset),
+            };
+            Ok(self.position)
+        }
+    }
+
+    #[test]
+    fn a_video_is_probed_from_its_header_boxes_without_reading_its_media_data() {
+        let ftyp = mp4_box(b"ftyp", b"isom\0\0\0\0");
+        let moov = mp4_box(b"moov", &mp4_box(b"udta", b""));
+        let media_bytes: u64 = 100 * 1024 * 1024;
+        let mut prefix = ftyp.clone();
+        prefix.extend_from_slice(&((media_bytes + 8) as u32).to_be_bytes());
+        prefix.extend_from_slice(b"mdat");
+        let mut file = VirtualFile {
+            prefix,
+            zeros: media_bytes,
+            suffix: moov.clone(),
+            position: 0,
+            bytes_read: 0,
+        };
+        let size = file.len();
+        let header = video_header_boxes(&mut file, size).unwrap();
+        assert_eq!(header, [ftyp, moov].concat());
+        assert!(file.bytes_read < 100, "read {} bytes", file.bytes_read);
+    }
+
+    #[test]
+    fn header_boxes_past_the_limit_are_refused_before_they_are_read() {
+        let ftyp = mp4_box(b"ftyp", b"isom\0\0\0\0");
+        let mut prefix = ftyp;
+        prefix.extend_from_slice(&((MAX_VIDEO_HEADER_BYTES + 8) as u32).to_be_bytes());
+        prefix.extend_from_slice(b"moov");
+        let mut file = VirtualFile {
+            prefix,
+            zeros: MAX_VIDEO_HEADER_BYTES,
+            suffix: Vec::new(),
+            position: 0,
+            bytes_read: 0,
+        };
+        let size = file.len();
+        let refusal = video_header_boxes(&mut file, size).unwrap_err();
+        assert!(refusal.contains("header boxes are larger"), "{refusal}");
+        assert!(file.bytes_read < 100);
     }
 
     #[test]

@@ -25,7 +25,9 @@ pub struct MediaField<'a> {
     /// A list parameter (`reference_*_urls`) rather than a single URL.
     pub is_list: bool,
     pub limits: &'a MediaLimits,
-    pub urls: Vec<&'a str>,
+    /// The URLs in their normal form ([`crate::normalize_url`]), or as
+    /// given when they do not parse (fetching them then says why).
+    pub urls: Vec<String>,
 }
 
 impl MediaField<'_> {
@@ -84,8 +86,8 @@ fn kind_noun(kind: MediaKind) -> &'static str {
 }
 
 /// The media parameters of a request that the scope covers, in catalog
-/// order, with their URLs in list order. Parameters without URLs are left
-/// out.
+/// order, with their URLs in list order and normal form. Parameters without
+/// URLs are left out.
 pub fn media_fields<'a>(
     endpoint: Endpoint<'a>,
     input: &'a ValidatedInput,
@@ -96,11 +98,14 @@ pub fn media_fields<'a>(
         .filter(|parameter| scope == Scope::Everything || parameter.price_affecting)
         .filter_map(|parameter| {
             let limits = parameter.media.as_ref()?;
-            let urls: Vec<&str> = match input.get(&parameter.name)? {
+            let urls: Vec<String> = match input.get(&parameter.name)? {
                 Value::String(url) => vec![url.as_str()],
                 Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
                 _ => Vec::new(),
-            };
+            }
+            .into_iter()
+            .map(|url| crate::normalize_url(url).unwrap_or_else(|| url.to_owned()))
+            .collect();
             (!urls.is_empty()).then_some(MediaField {
                 parameter: &parameter.name,
                 is_list: parameter.parameter_type == ParameterType::UriArray,
@@ -288,7 +293,7 @@ mod tests {
             parameter: "reference_video_urls",
             is_list: true,
             limits,
-            urls: vec!["https://example.com/v.mp4"; count],
+            urls: vec!["https://example.com/v.mp4".to_owned(); count],
         }
     }
 
@@ -460,7 +465,7 @@ mod tests {
             parameter: "image_url",
             is_list: false,
             limits: &image_limits,
-            urls: vec!["https://example.com/a.mp4"],
+            urls: vec!["https://example.com/a.mp4".to_owned()],
         };
         let error = check_field(&opening, &[video(2000, 10)], 5).unwrap_err();
         assert_eq!(error.param.as_deref(), Some("image_url"));

@@ -10,7 +10,8 @@ use std::time::Duration;
 use common::{MediaServer, image, mp3, mp4, wav};
 use image::ImageFormat;
 use vidgate_media::{
-    FetchError, FetchSettings, Fetcher, MediaDetails, MediaFormat, ProbeError, probe,
+    FetchError, FetchSettings, Fetcher, MediaDetails, MediaFormat, ProbeError, hex, probe,
+    probe_file,
 };
 
 const LIMIT: u64 = 10 * 1024 * 1024;
@@ -261,4 +262,109 @@ fn mp3_reference_audio_is_decoded_to_wav_for_the_engine() {
         to_wav(b"not audio".to_vec(), 30),
         Err(ProbeError::UnknownFormat)
     );
+}
+
+#[tokio::test]
+async fn a_refusal_does_not_name_the_address_a_host_resolved_to() {
+    let server = server_with("a.png", image(ImageFormat::Png, 4, 4)).await;
+    let by_name = format!("http://localhost:{}/file/a.png", server.address.port());
+    for url in [server.url("a.png"), by_name] {
+        let refusal = fetcher(false).fetch(&url, LIMIT).await.unwrap_err();
+        let message = refusal.to_string();
+        assert_eq!(
+            message,
+            "is not a public address, which the service does not fetch from"
+        );
+        assert!(!message.contains("127.0.0.1") && !message.contains("loopback"));
+    }
+}
+
+#[tokio::test]
+async fn the_ipv4_translated_form_of_a_private_address_is_refused() {
+    for url in [
+        "http://[::ffff:0:127.0.0.1]/a.png",
+        "http://[::ffff:0:a9fe:a9fe]/latest/meta-data/",
+        "http://[64:ff9b::7f00:1]/a.png",
+        "http://[2002:7f00:1::1]/a.png",
+        "http://[::ffff:10.0.0.1]/a.png",
+    ] {
+        assert!(
+            matches!(
+                fetcher(false).fetch(url, LIMIT).await,
+                Err(FetchError::ForbiddenAddress { .. })
+            ),
+            "{url}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_download_streams_to_a_scratch_file_with_its_hash() {
+    let scratch = tempfile::tempdir().unwrap();
+    let fetcher = Fetcher::new(FetchSettings {
+        allow_private_network: true,
+        scratch_directory: Some(scratch.path().to_owned()),
+        ..FetchSettings::default()
+    })
+    .unwrap();
+    let server = MediaServer::start(HashMap::new()).await;
+    let streamed = server.path_url("/stream/3000000");
+    let file = fetcher.fetch_to_file(&streamed, 3_000_000).await.unwrap();
+    assert_eq!(file.size_bytes(), 3_000_000);
+    assert!(file.path().starts_with(scratch.path()));
+    use sha2::Digest;
+    assert_eq!(
+        file.sha256_hex(),
+        hex(&sha2::Sha256::digest(vec![0u8; 3_000_000]))
+    );
+    drop(file);
+    // A download over the limit leaves nothing behind either.
+    assert_eq!(
+        fetcher
+            .fetch_to_file(&streamed, 2_999_999)
+            .await
+            .unwrap_err(),
+        FetchError::TooLarge { limit: 2_999_999 }
+    );
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn other_spellings_of_a_url_fetch_the_same_file() {
+    let server = server_with("a.png", image(ImageFormat::Png, 4, 4)).await;
+    let port = server.address.port();
+    for url in [
+        format!("HTTP://127.0.0.1:{port}/file/a.png"),
+        format!("http://127.0.0.1:{port}/file/./a.png"),
+        format!("http://127.0.0.1:{port}/%66ile/a.png"),
+    ] {
+        assert!(fetcher(true).fetch(&url, LIMIT).await.is_ok(), "{url}");
+    }
+}
+
+#[test]
+fn probing_a_file_on_disk_finds_what_probing_its_bytes_finds() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut padded = mp4(320, 240, 2, 24);
+    // Media data after the header boxes is skipped, not read.
+    padded.extend_from_slice(&(64u32 + 8).to_be_bytes());
+    padded.extend_from_slice(b"free");
+    padded.extend_from_slice(&[0u8; 64]);
+    for (name, bytes) in [
+        ("a.png", image(ImageFormat::Png, 64, 48)),
+        ("a.jpg", image(ImageFormat::Jpeg, 64, 48)),
+        ("a.webp", image(ImageFormat::WebP, 64, 48)),
+        ("a.mp4", mp4(320, 240, 2, 24)),
+        ("padded.mp4", padded),
+        ("a.wav", wav(1500)),
+        ("a.mp3", mp3(40)),
+    ] {
+        let path = directory.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(probe_file(&path), probe(&bytes), "{name}");
+        assert!(probe_file(&path).is_ok(), "{name}");
+    }
+    let gif = directory.path().join("a.gif");
+    std::fs::write(&gif, b"GIF89a\x08\x00\x08\x00\x80\x00\x00").unwrap();
+    assert_eq!(probe_file(&gif), Err(ProbeError::UnknownFormat));
 }

@@ -9,7 +9,9 @@ use common::{MediaServer, image, mp3, mp4, wav};
 use image::ImageFormat;
 use serde_json::{Value, json};
 use vidgate_core::{Catalog, InvalidRequest, MediaFacts, Purpose};
-use vidgate_media::{FetchSettings, Fetcher, MediaInspector, Scope};
+use vidgate_media::{
+    FetchLimit, FetchSettings, Fetcher, InspectError, MediaInspector, ProbeCache, Scope, hex,
+};
 
 struct Fixture {
     server: MediaServer,
@@ -54,7 +56,11 @@ impl Fixture {
         let input = endpoint
             .validate_value(&body, Purpose::Submit)
             .expect("the body is valid before media checks");
-        self.inspector.inspect(endpoint, &input, scope).await
+        match self.inspector.inspect(endpoint, &input, scope).await {
+            Ok(facts) => Ok(facts),
+            Err(InspectError::Invalid(error)) => Err(error),
+            Err(busy) => panic!("one request at a time cannot be busy: {busy:?}"),
+        }
     }
 }
 
@@ -330,4 +336,115 @@ async fn a_second_inspection_uses_the_cache() {
         .await
         .unwrap();
     assert_eq!(quoted, submitted);
+}
+
+fn private_fetcher() -> Fetcher {
+    Fetcher::new(FetchSettings {
+        allow_private_network: true,
+        ..FetchSettings::default()
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn over_the_fetch_limit_a_request_waits_then_is_told_to_come_back() {
+    let server =
+        MediaServer::start(HashMap::from([("a.mp4".to_owned(), mp4(320, 240, 1, 24))])).await;
+    let inspector = std::sync::Arc::new(MediaInspector::with_fetch_limit(
+        private_fetcher(),
+        ProbeCache::new(16, std::time::Duration::from_secs(60)),
+        FetchLimit {
+            max_concurrent: 1,
+            wait: std::time::Duration::from_millis(200),
+        },
+    ));
+    // The only slot is taken by a download that answers after five seconds.
+    let slow = server.path_url("/slow");
+    let holder = {
+        let inspector = inspector.clone();
+        tokio::spawn(async move { inspector.fetch_and_probe(&slow, 1000).await })
+    };
+    while inspector_is_idle(&inspector).await {}
+    let catalog = Catalog::embedded();
+    let endpoint = catalog.endpoint(M1_REFERENCE).unwrap();
+    let body = json!({"prompt": "p", "reference_video_urls": [server.url("a.mp4")]});
+    let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
+    let refused = inspector
+        .inspect(endpoint, &input, Scope::PriceAffecting)
+        .await;
+    assert!(
+        matches!(refused, Err(InspectError::Busy { retry_after }) if retry_after.as_secs() >= 1),
+        "{refused:?}"
+    );
+    holder.abort();
+    let _ = holder.await;
+    // With the slot free again, the same request is answered.
+    assert!(
+        inspector
+            .inspect(endpoint, &input, Scope::PriceAffecting)
+            .await
+            .is_ok()
+    );
+}
+
+/// Whether the fetch slot is still free; yields so the holder can take it.
+async fn inspector_is_idle(inspector: &MediaInspector) -> bool {
+    tokio::task::yield_now().await;
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    inspector.available_fetch_slots() > 0
+}
+
+#[tokio::test]
+async fn submit_keeps_the_bytes_it_checked_with_their_hash() {
+    let clip = mp4(320, 240, 2, 24);
+    let picture = image(ImageFormat::Png, 64, 64);
+    let server = MediaServer::start(HashMap::from([
+        ("a.mp4".to_owned(), clip.clone()),
+        ("a.png".to_owned(), picture.clone()),
+    ]))
+    .await;
+    let inspector = MediaInspector::with_default_cache(private_fetcher());
+    let catalog = Catalog::embedded();
+    let endpoint = catalog.endpoint(M1_REFERENCE).unwrap();
+    let body = json!({
+        "prompt": "p",
+        "reference_video_urls": [server.url("a.mp4")],
+        "reference_image_urls": [server.url("a.png"), server.url("a.png")],
+    });
+    let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
+    let inspection = inspector.inspect_and_keep(endpoint, &input).await.unwrap();
+    assert_eq!(inspection.facts.reference_video_durations_ms, vec![2000]);
+    let mut kept: Vec<(String, usize, u64)> = inspection
+        .media
+        .iter()
+        .map(|item| (item.parameter.clone(), item.index, item.file.size_bytes()))
+        .collect();
+    kept.sort();
+    assert_eq!(
+        kept,
+        vec![
+            ("reference_image_urls".to_owned(), 0, picture.len() as u64),
+            ("reference_image_urls".to_owned(), 1, picture.len() as u64),
+            ("reference_video_urls".to_owned(), 0, clip.len() as u64),
+        ]
+    );
+    for item in &inspection.media {
+        let bytes = std::fs::read(item.file.path()).unwrap();
+        use sha2::Digest;
+        assert_eq!(item.file.sha256_hex(), hex(&sha2::Sha256::digest(&bytes)));
+        let expected = if item.parameter == "reference_video_urls" {
+            &clip
+        } else {
+            &picture
+        };
+        assert_eq!(&bytes, expected);
+    }
+    // The scratch files go away with the inspection.
+    let paths: Vec<_> = inspection
+        .media
+        .iter()
+        .map(|item| item.file.path().to_owned())
+        .collect();
+    drop(inspection);
+    assert!(paths.iter().all(|path| !path.exists()));
 }

@@ -64,6 +64,10 @@ async fn main() {
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let mut options = ServerOptions::new(listen, data_dir.path().to_path_buf());
     options.database_url = std::env::var("VIDGATE_BENCH_DATABASE_URL").ok();
+    // `VIDGATE_BENCH_SQLITE_SYNCHRONOUS=normal` measures the relaxed setting.
+    if let Ok(mode) = std::env::var("VIDGATE_BENCH_SQLITE_SYNCHRONOUS") {
+        options.sqlite_durability = mode.parse().expect("full or normal");
+    }
     options.queue.workers = 0;
     let server = vidgate_server::start(options).await.unwrap();
     let account =

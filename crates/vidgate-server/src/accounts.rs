@@ -1,15 +1,20 @@
 //! Account and key administration shared by `vidgate admin` and the first
 //! start of `vidgate serve`.
 
+use std::time::Duration;
+
 use vidgate_core::Micros;
 
 use crate::ids::{new_account_id, new_api_key, new_key_id, new_webhook_secret};
 use crate::store::{Account, NewAccount, NewApiKey, Store, StoreError};
-use crate::webhooks::ROTATION_GRACE;
 
 /// Credit given to the account created on the first start, so a newcomer can
 /// run generations straight away.
 pub const DEVELOPMENT_CREDIT: Micros = Micros(25_000_000);
+
+/// How long the previous webhook secret keeps signing after a rotation, so
+/// that receivers can switch to the new one without rejecting anything.
+pub const ROTATION_GRACE: Duration = Duration::from_secs(24 * 60 * 60);
 
 pub struct CreatedAccount {
     pub account: Account,

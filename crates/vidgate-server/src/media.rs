@@ -1,24 +1,25 @@
 //! The server's side of request media (the work is in `vidgate-media`):
 //! building the fetcher and inspector from the server's options, reading the
 //! server's own files without HTTP, and fetching the images and audio a job
-//! renders with.
+//! renders with, and what a probe found as uploads record it.
 //!
-//! Media is fetched twice for a job that uses it: at submit, to probe and
-//! check it (only facts are kept, in the inspector's probe cache), and again
-//! by the worker when the job runs. Keeping the bytes from submit would need
-//! storage shared by API and worker nodes and a clean-up policy; fetching
-//! again costs a download per job and works on every topology. A file that
-//! changed or vanished in between makes the job fail (and be refunded).
+//! Submit keeps the bytes it checked and binds the job to them (see
+//! `bound_media.rs`); the local engine reads those kept copies through the
+//! fetcher's own-file shortcut when the job runs.
 
 use std::sync::Arc;
 
+use serde_json::{Value, json};
 use url::Url;
 use vidgate_core::ValidatedInput;
 use vidgate_media::audio::to_wav;
 use vidgate_media::rules::{DEFAULT_MAX_AUDIO_BYTES, DEFAULT_MAX_IMAGE_BYTES};
-use vidgate_media::{FetchError, FetchSettings, Fetcher, LocalRead, LocalSource, MediaInspector};
+use vidgate_media::{
+    FetchError, FetchLimit, FetchSettings, Fetcher, LocalOpen, LocalSource, MediaDetails,
+    MediaInfo, MediaInspector, ProbeCache, ProbeError, normalize_url,
+};
 
-use crate::storage::{ReadError, Storage, is_stored_name};
+use crate::storage::{self, ReadError, Storage, is_stored_name};
 
 /// The fetcher for request media, reading the server's own files from its
 /// storage.
@@ -29,13 +30,135 @@ pub fn fetcher(
 ) -> Result<Fetcher, FetchError> {
     let fetcher = Fetcher::new(settings)?;
     Ok(fetcher.with_local_source(Arc::new(OwnFiles {
-        prefix: format!("{}/files/", api_base.trim_end_matches('/')),
+        prefix: own_files_prefix(api_base),
         storage,
     })))
 }
 
-pub fn inspector(fetcher: Fetcher) -> Arc<MediaInspector> {
-    Arc::new(MediaInspector::with_default_cache(fetcher))
+/// `{api_base}/files/` in normal form, the start of every URL of a file
+/// this server stored.
+fn own_files_prefix(api_base: &str) -> String {
+    let prefix = format!("{}/files/", api_base.trim_end_matches('/'));
+    normalize_url(&prefix).unwrap_or(prefix)
+}
+
+/// The stored path a request URL names under this server's `/files/`, in
+/// whatever spelling it came (scheme or host case, dot segments, escapes,
+/// default port, a query or fragment that the file server ignores), or
+/// `None` for another URL. Ownership checks use it, so every spelling
+/// that could reach one of our files is checked.
+pub fn own_file_path(api_base: &str, url: &str) -> Option<String> {
+    let mut normal = Url::parse(&normalize_url(url)?).ok()?;
+    normal.set_query(None);
+    normal
+        .as_str()
+        .strip_prefix(&own_files_prefix(api_base))
+        .map(str::to_owned)
+}
+
+/// The inspector for submit and quote, running at most `limit` fetches at
+/// once on this node.
+pub fn inspector(fetcher: Fetcher, limit: FetchLimit) -> Arc<MediaInspector> {
+    Arc::new(MediaInspector::with_fetch_limit(
+        fetcher,
+        ProbeCache::new(
+            vidgate_media::inspect::DEFAULT_CACHE_CAPACITY,
+            vidgate_media::inspect::DEFAULT_CACHE_TIME_TO_LIVE,
+        ),
+        limit,
+    ))
+}
+
+/// What the probe accepts, for messages.
+pub const ACCEPTED_FORMATS: &str = "JPG, PNG, WebP, MP4, MOV, MP3 or WAV";
+
+/// The media type of probed content, from what it is, never from a name.
+pub fn content_type(info: &MediaInfo) -> &'static str {
+    storage::media_type_of_extension(info.format.catalog_name())
+}
+
+/// What the prober found, as the upload record shows it.
+pub fn media_json(info: &MediaInfo) -> Value {
+    let mut media = json!({ "format": info.format.catalog_name() });
+    match &info.details {
+        MediaDetails::Image { width, height } => {
+            media["width"] = json!(width);
+            media["height"] = json!(height);
+        }
+        MediaDetails::Video {
+            width,
+            height,
+            duration_ms,
+            frame_rate,
+        } => {
+            media["width"] = json!(width);
+            media["height"] = json!(height);
+            media["duration_s"] = json!(*duration_ms as f64 / 1000.0);
+            media["fps"] = json!(frame_rate.per_second());
+        }
+        MediaDetails::Audio { duration_ms } => {
+            media["duration_s"] = json!(*duration_ms as f64 / 1000.0);
+        }
+    }
+    media
+}
+
+/// Probes a file on local disk on a blocking thread, reading only what the
+/// prober needs (headers, a video's header boxes), never the whole file.
+pub async fn probe_stored_file(path: std::path::PathBuf) -> Result<MediaInfo, ProbeError> {
+    tokio::task::spawn_blocking(move || vidgate_media::probe_file(&path))
+        .await
+        .unwrap_or_else(|_| {
+            Err(ProbeError::Unreadable {
+                format: "media",
+                reason: "probing it failed".to_owned(),
+            })
+        })
+}
+
+/// Why a stored file could not be copied to a scratch file.
+#[derive(Debug, thiserror::Error)]
+pub enum ScratchCopyError {
+    #[error("larger than the limit")]
+    TooLarge,
+    #[error("the copy failed")]
+    Io(#[source] std::io::Error),
+}
+
+/// Copies `reader` to a new scratch file in the storage's incoming
+/// directory in pieces, refusing more than `max_bytes`; the file is removed
+/// when the returned path is dropped (so on every early return too).
+pub async fn copy_to_scratch(
+    storage: &Storage,
+    mut reader: vidgate_media::LocalBody,
+    max_bytes: u64,
+) -> Result<(tempfile::TempPath, u64), ScratchCopyError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (path, mut file) = storage
+        .incoming_file()
+        .await
+        .map_err(ScratchCopyError::Io)?;
+    let path = tempfile::TempPath::try_from_path(path).map_err(ScratchCopyError::Io)?;
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut size_bytes = 0u64;
+    loop {
+        let read = reader
+            .read(&mut buffer)
+            .await
+            .map_err(ScratchCopyError::Io)?;
+        if read == 0 {
+            break;
+        }
+        size_bytes += read as u64;
+        if size_bytes > max_bytes {
+            return Err(ScratchCopyError::TooLarge);
+        }
+        file.write_all(&buffer[..read])
+            .await
+            .map_err(ScratchCopyError::Io)?;
+    }
+    file.flush().await.map_err(ScratchCopyError::Io)?;
+    Ok((path, size_bytes))
 }
 
 /// URLs under `{api_base}/files/` are files this server stored (uploads, and
@@ -60,11 +183,11 @@ impl OwnFiles {
 }
 
 impl LocalSource for OwnFiles {
-    fn read<'a>(&'a self, url: &'a Url, max_bytes: u64) -> Option<LocalRead<'a>> {
+    fn open<'a>(&'a self, url: &'a Url, max_bytes: u64) -> Option<LocalOpen<'a>> {
         let relative_path = self.relative_path(url)?;
         Some(Box::pin(async move {
             self.storage
-                .read(relative_path, max_bytes)
+                .open_reader(relative_path, max_bytes)
                 .await
                 .map_err(|error| match error {
                     ReadError::NotFound => FetchError::Status(404),
@@ -152,7 +275,7 @@ mod tests {
     }
 
     fn stored_path(url: &str) -> Option<String> {
-        let url = Url::parse(url).unwrap();
+        let url = Url::parse(&normalize_url(url).unwrap()).unwrap();
         own_files().relative_path(&url).map(str::to_owned)
     }
 
@@ -186,6 +309,38 @@ mod tests {
         assert_eq!(
             stored_path("http://127.0.0.1:8080/api/v1/files/outputs/%2e%2e/secret").as_deref(),
             Some("secret")
+        );
+    }
+
+    #[test]
+    fn every_spelling_of_an_upload_url_names_the_same_stored_path() {
+        let api_base = "http://127.0.0.1:8080/api/v1";
+        let stored = Some("uploads/abc/upl_1.png".to_owned());
+        for spelling in [
+            "http://127.0.0.1:8080/api/v1/files/uploads/abc/upl_1.png",
+            "HTTP://127.0.0.1:8080/api/v1/files/uploads/abc/upl_1.png",
+            "http://127.0.0.1:8080/api/v1/files/./uploads/abc/upl_1.png",
+            "http://127.0.0.1:8080/api/v1/files/outputs/../uploads/abc/upl_1.png",
+            "http://127.0.0.1:8080/api/v1/files/%75ploads/abc/upl_1.png",
+            "http://127.0.0.1:8080/api/v1/files/uploads/abc/upl_1.png?v=2",
+            "http://127.0.0.1:8080/api/v1/files/uploads/abc/upl_1.png#t=1",
+            "http://0x7f000001:8080/api/v1/files/uploads/abc/upl_1.png",
+        ] {
+            assert_eq!(own_file_path(api_base, spelling), stored, "{spelling}");
+        }
+        assert_eq!(
+            own_file_path(
+                "http://Vidgate.Example.com:80/api/v1",
+                "http://vidgate.example.com/api/v1/files/uploads/abc/upl_1.png"
+            ),
+            stored
+        );
+        assert_eq!(
+            own_file_path(
+                api_base,
+                "http://127.0.0.1:9090/api/v1/files/uploads/a/b.png"
+            ),
+            None
         );
     }
 }

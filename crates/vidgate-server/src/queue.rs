@@ -20,6 +20,8 @@ use tokio_util::sync::CancellationToken;
 use vidgate_core::{Catalog, Mode, ValidatedInput};
 
 use crate::backend::{Backends, Job, JobFailure, RenderedClip};
+use crate::bound_media::MediaBinding;
+use crate::health::QueueLiveness;
 use crate::storage::Storage;
 use crate::store::{FailureDetail, Generation, Store};
 
@@ -44,6 +46,8 @@ pub struct WorkerContext {
     pub settings: QueueSettings,
     /// Identifies this process in lease_owner columns.
     pub node_id: String,
+    /// Where the workers and the rescuer show readiness they are alive.
+    pub liveness: Arc<QueueLiveness>,
 }
 
 /// Starts the workers and the rescuer; they stop when `shutdown` fires,
@@ -60,6 +64,7 @@ pub fn spawn(context: Arc<WorkerContext>, shutdown: CancellationToken) -> Vec<Jo
 }
 
 async fn worker_loop(context: Arc<WorkerContext>, worker_id: String, shutdown: CancellationToken) {
+    let _running = context.liveness.worker_running();
     while !shutdown.is_cancelled() {
         match context
             .store
@@ -100,6 +105,9 @@ async fn rescue_loop(context: Arc<WorkerContext>, shutdown: CancellationToken) {
             }
             Err(error) => tracing::error!(error = %error, "rescuing expired leases failed"),
         }
+        // A failed pass still shows the loop alive; the database's own
+        // readiness check reports the failure.
+        context.liveness.rescuer_passed();
         tokio::select! {
             _ = tokio::time::sleep(context.settings.rescue_interval) => {}
             _ = shutdown.cancelled() => return,
@@ -107,7 +115,11 @@ async fn rescue_loop(context: Arc<WorkerContext>, shutdown: CancellationToken) {
     }
 }
 
-fn job_for(catalog: &Catalog, generation: &Generation) -> Result<Job, String> {
+fn job_for(
+    catalog: &Catalog,
+    generation: &Generation,
+    binding: &MediaBinding,
+) -> Result<Job, String> {
     let mode: Mode = generation
         .mode
         .parse()
@@ -127,6 +139,7 @@ fn job_for(catalog: &Catalog, generation: &Generation) -> Result<Job, String> {
         generation_id: generation.id.clone(),
         model: generation.model.clone(),
         mode,
+        media_input: binding.bind_input(&input),
         input,
         width,
         height,
@@ -145,16 +158,28 @@ async fn run_claimed(
         code: code.into(),
         message,
     };
-    let job = match job_for(&context.catalog, &generation) {
+    // The media submit kept for this job; a failed read leaves the job to
+    // the rescuer rather than run it on the customer's URLs.
+    let binding = match context.store.generation_media(&generation_id).await {
+        Ok(binding) => MediaBinding::from_json(binding.as_ref()),
+        Err(error) => {
+            tracing::error!(generation = %generation_id, error = %error, "could not read the job's media; the rescuer will retry it");
+            return;
+        }
+    };
+    let job = match job_for(&context.catalog, &generation, &binding) {
         Ok(job) => job,
         Err(message) => {
-            finish_failed(
+            if finish_failed(
                 context,
                 &generation_id,
                 worker_id,
                 fail("invalid_job", message),
             )
-            .await;
+            .await
+            {
+                binding.release(&context.storage).await;
+            }
             return;
         }
     };
@@ -164,13 +189,16 @@ async fn run_claimed(
         .and_then(|model| context.backends.for_model(model));
     let Some(backend) = backend else {
         let message = format!("no backend runs {}", job.model);
-        finish_failed(
+        if finish_failed(
             context,
             &generation_id,
             worker_id,
             fail("model_unavailable", message),
         )
-        .await;
+        .await
+        {
+            binding.release(&context.storage).await;
+        }
         return;
     };
 
@@ -190,16 +218,23 @@ async fn run_claimed(
     heartbeat.abort();
 
     match result {
-        Ok(clip) => record_success(context, &generation_id, worker_id, clip, seed).await,
+        Ok(clip) => {
+            if record_success(context, &generation_id, worker_id, clip, seed).await {
+                binding.release(&context.storage).await;
+            }
+        }
         Err(JobFailure::Failed { code, message }) => {
             tracing::info!(generation = %generation_id, %code, %message, "job failed");
-            finish_failed(
+            if finish_failed(
                 context,
                 &generation_id,
                 worker_id,
                 FailureDetail { code, message },
             )
-            .await;
+            .await
+            {
+                binding.release(&context.storage).await;
+            }
         }
         Err(JobFailure::Interrupted) => {
             match context
@@ -248,13 +283,15 @@ async fn heartbeat(
     }
 }
 
+/// Stores the clip and records the success; true when the generation is
+/// now final (succeeded, or failed because its clip could not be stored).
 async fn record_success(
     context: &WorkerContext,
     generation_id: &str,
     worker_id: &str,
     clip: RenderedClip,
     seed: u64,
-) {
+) -> bool {
     let stored = match context.storage.put_output(generation_id, &clip.mp4).await {
         Ok(stored) => stored,
         Err(error) => {
@@ -263,8 +300,7 @@ async fn record_success(
                 code: "storage_failed".into(),
                 message: "the finished clip could not be stored".into(),
             };
-            finish_failed(context, generation_id, worker_id, failure).await;
-            return;
+            return finish_failed(context, generation_id, worker_id, failure).await;
         }
     };
     let output = json!({
@@ -283,32 +319,43 @@ async fn record_success(
         .finish_succeeded(generation_id, worker_id, output)
         .await
     {
-        Ok(true) => tracing::info!(generation = %generation_id, "job succeeded"),
+        Ok(true) => {
+            tracing::info!(generation = %generation_id, "job succeeded");
+            true
+        }
         Ok(false) => {
             tracing::warn!(generation = %generation_id, "lease lost before the result was recorded; discarding it");
             if let Err(error) = context.storage.delete(&stored).await {
                 tracing::error!(generation = %generation_id, error = %error, "could not delete the discarded clip");
             }
+            false
         }
         Err(error) => {
             // The lease will expire and the job will run again; the clip
             // written now is orphaned but harmless.
             tracing::error!(generation = %generation_id, error = %error, "recording the result failed");
+            false
         }
     }
 }
 
+/// Records a final failure; true when it was recorded (the generation is
+/// now final).
 async fn finish_failed(
     context: &WorkerContext,
     generation_id: &str,
     worker_id: &str,
     failure: FailureDetail,
-) {
-    if let Err(error) = context
+) -> bool {
+    match context
         .store
         .finish_failed(generation_id, worker_id, failure)
         .await
     {
-        tracing::error!(generation = %generation_id, error = %error, "recording the failure failed; the rescuer will retry the job");
+        Ok(finished) => finished,
+        Err(error) => {
+            tracing::error!(generation = %generation_id, error = %error, "recording the failure failed; the rescuer will retry the job");
+            false
+        }
     }
 }

@@ -11,8 +11,13 @@
 //! to per node instead of refusing every authenticated request, while the
 //! limits that protect money (balance and concurrency) are enforced by the
 //! database either way.
+//!
+//! The dashboard's sign-in attempts are limited here too (`SignInLimits`),
+//! per client address, per (email, address) pair and per email, in the same
+//! buckets (so in Redis when there is one).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -60,9 +65,16 @@ impl CallerRateLimiter {
     }
 
     pub async fn check(&self, caller: &str, per_second: u32, burst: u32) -> RateStatus {
+        self.check_every(caller, per_second_interval(per_second), burst)
+            .await
+    }
+
+    /// Takes one token from `key`'s bucket, which holds `burst` tokens and
+    /// gains one every `refill`.
+    pub async fn check_every(&self, key: &str, refill: Duration, burst: u32) -> RateStatus {
         match self {
-            CallerRateLimiter::Local(local) => local.check(caller, per_second, burst),
-            CallerRateLimiter::Shared(shared) => shared.check(caller, per_second, burst).await,
+            CallerRateLimiter::Local(local) => local.check_every(key, refill, burst),
+            CallerRateLimiter::Shared(shared) => shared.check_every(key, refill, burst).await,
         }
     }
 }
@@ -117,12 +129,25 @@ pub struct RateStatus {
     pub allowed: bool,
 }
 
+/// The time one token takes to come back at `per_second` tokens a second.
+fn per_second_interval(per_second: u32) -> Duration {
+    Duration::from_secs(1) / per_second.max(1)
+}
+
 impl LocalRateLimiter {
     /// Takes one token from the caller's bucket if there is one.
     pub fn check(&self, caller: &str, per_second: u32, burst: u32) -> RateStatus {
-        let per_second = NonZeroU32::new(per_second.max(1)).expect("at least one");
+        self.check_every(caller, per_second_interval(per_second), burst)
+    }
+
+    /// Takes one token from `caller`'s bucket of `burst` tokens, refilled
+    /// one every `refill`, if there is one.
+    pub fn check_every(&self, caller: &str, refill: Duration, burst: u32) -> RateStatus {
+        let refill = refill.max(Duration::from_micros(1));
         let burst_size = NonZeroU32::new(burst.max(1)).expect("at least one");
-        let quota = Quota::per_second(per_second).allow_burst(burst_size);
+        let quota = Quota::with_period(refill)
+            .expect("a non-zero refill period")
+            .allow_burst(burst_size);
         let bucket = {
             let mut buckets = self.buckets.lock().expect("rate limiter lock poisoned");
             buckets.checks_since_prune += 1;
@@ -146,7 +171,7 @@ impl LocalRateLimiter {
                 RateStatus {
                     limit: burst_size.get(),
                     remaining,
-                    reset: Duration::from_secs_f64(missing as f64 / per_second.get() as f64),
+                    reset: refill * missing,
                     allowed: true,
                 }
             }
@@ -225,9 +250,9 @@ impl RedisRateLimiter {
         })
     }
 
-    async fn check(&self, caller: &str, per_second: u32, burst: u32) -> RateStatus {
+    async fn check_every(&self, caller: &str, refill: Duration, burst: u32) -> RateStatus {
         let burst = burst.max(1);
-        let interval_micros = 1_000_000 / u64::from(per_second.max(1));
+        let interval_micros = (refill.as_micros() as u64).max(1);
         let mut connection = self.connection.clone();
         let outcome: Result<(i64, i64, i64), redis::RedisError> = self
             .script
@@ -245,7 +270,7 @@ impl RedisRateLimiter {
             },
             Err(error) => {
                 self.log_failure(&error);
-                self.fallback.check(caller, per_second, burst)
+                self.fallback.check_every(caller, refill, burst)
             }
         }
     }
@@ -259,6 +284,67 @@ impl RedisRateLimiter {
             *last = Some(std::time::Instant::now());
             tracing::warn!(error = %error, "Redis is unreachable: rate limits are per node until it answers");
         }
+    }
+}
+
+/// Sign-in attempts allowed at once per email and client address, then one
+/// more every 10 s: a wrong password from one place slows that place only.
+const ATTEMPTS_PER_PAIR_BURST: u32 = 5;
+const PAIR_REFILL: Duration = Duration::from_secs(10);
+/// Sign-in attempts allowed at once per email from all addresses, then one
+/// more every 5 s. Its refill is faster than one address's, so a single
+/// address cannot drain it and lock the email's owner out from elsewhere;
+/// only many addresses together can, and then for 5 s per attempt they make.
+const ATTEMPTS_PER_EMAIL_BURST: u32 = 20;
+const EMAIL_REFILL: Duration = Duration::from_secs(5);
+/// Sign-in attempts allowed at once per client address, then one more
+/// every 2 s: room for a team behind one address, none for a password spray.
+const ATTEMPTS_PER_ADDRESS_BURST: u32 = 30;
+const ADDRESS_REFILL: Duration = Duration::from_secs(2);
+
+/// Sign-in attempts limited per client address, per (email, address) pair
+/// and per email, in the node's rate limiter (so in Redis when it has one).
+/// Every attempt counts, right or wrong, so that guessing is slow whatever
+/// the outcome; an attempt refused by one bucket takes nothing from those
+/// checked after it.
+pub struct SignInLimits {
+    limiter: std::sync::Arc<CallerRateLimiter>,
+}
+
+impl SignInLimits {
+    pub fn new(limiter: std::sync::Arc<CallerRateLimiter>) -> SignInLimits {
+        SignInLimits { limiter }
+    }
+
+    /// Takes one attempt from the address's, the pair's and the email's
+    /// buckets; the wait before the next attempt when one is empty.
+    pub async fn check(&self, email: &str, address: Option<IpAddr>) -> Result<(), Duration> {
+        // Keys of their own namespace, never an API key id.
+        let address = address.map_or_else(|| "unknown".to_owned(), |address| address.to_string());
+        let buckets = [
+            (
+                format!("sign-in:address:{address}"),
+                ADDRESS_REFILL,
+                ATTEMPTS_PER_ADDRESS_BURST,
+            ),
+            (
+                format!("sign-in:pair:{address}:{email}"),
+                PAIR_REFILL,
+                ATTEMPTS_PER_PAIR_BURST,
+            ),
+            (
+                format!("sign-in:email:{email}"),
+                EMAIL_REFILL,
+                ATTEMPTS_PER_EMAIL_BURST,
+            ),
+        ];
+        for (key, refill, burst) in buckets {
+            let status = self.limiter.check_every(&key, refill, burst).await;
+            if !status.allowed {
+                return Err(status.reset);
+            }
+        }
+        Ok(())
     }
 }
 

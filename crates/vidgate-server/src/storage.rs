@@ -18,7 +18,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::signer::{HeaderName, Method, SignedUrlOptions, Signer};
 use object_store::{
     Attribute, Attributes, GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt,
-    PutOptions, PutPayload,
+    PutMultipartOptions, PutOptions, PutPayload,
 };
 use url::Url;
 
@@ -43,8 +43,8 @@ pub enum StorageConfig {
 impl StorageConfig {
     /// Parses `local` or `s3://bucket/prefix`, taking credentials, region and
     /// endpoint from the usual AWS variables (`AWS_ACCESS_KEY_ID`,
-    /// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
-    /// `AWS_ALLOW_HTTP`, …).
+    /// `AWS_SECRET_ACCESS_KEY` or `AWS_SECRET_ACCESS_KEY_FILE`, `AWS_REGION`,
+    /// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, …).
     pub fn from_flag(text: &str) -> Result<StorageConfig, String> {
         if text == "local" {
             return Ok(StorageConfig::Local);
@@ -57,8 +57,15 @@ impl StorageConfig {
             .host_str()
             .filter(|bucket| !bucket.is_empty())
             .ok_or_else(|| format!("{text:?} names no bucket: use s3://bucket/prefix"))?;
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        // The secret key may come from a file, as other secrets do.
+        if let Some(secret_key) = crate::secrets::secret_from_environment("AWS_SECRET_ACCESS_KEY")
+            .map_err(|error| error.to_string())?
+        {
+            builder = builder.with_secret_access_key(secret_key);
+        }
         Ok(StorageConfig::S3 {
-            builder: Box::new(AmazonS3Builder::from_env().with_bucket_name(bucket)),
+            builder: Box::new(builder),
             prefix: url.path().trim_matches('/').to_owned(),
         })
     }
@@ -80,6 +87,19 @@ pub enum ReadError {
     TooLarge { limit: u64 },
     #[error("the store failed")]
     Store(#[source] std::io::Error),
+}
+
+/// Why the start-up probe of the storage failed, by the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("could not write a probe object")]
+    Write(#[source] std::io::Error),
+    #[error("could not read back the probe object it wrote")]
+    Read(#[source] std::io::Error),
+    #[error("read back different bytes than it wrote")]
+    Mismatch,
+    #[error("could not delete the probe object it wrote")]
+    Delete(#[source] std::io::Error),
 }
 
 pub struct Storage {
@@ -184,19 +204,17 @@ impl Storage {
     }
 
     /// Stores a complete, checked upload at its capability URL path: on disk
-    /// by moving the incoming file, in an object store by putting `contents`
-    /// (the incoming file's bytes, already read to probe them) and removing
-    /// the incoming file.
+    /// by moving the incoming file, in an object store by sending the
+    /// incoming file in parts (never whole in memory) and removing it.
     pub async fn keep_upload(
         &self,
         incoming: &Path,
-        contents: Vec<u8>,
         upload_id: &str,
         extension: &str,
         content_type: &'static str,
     ) -> std::io::Result<StoredFile> {
         let relative_path = format!("uploads/{}/{upload_id}.{extension}", random_token(24));
-        let size_bytes = contents.len() as u64;
+        let size_bytes = tokio::fs::metadata(incoming).await?.len();
         match &self.backend {
             Backend::Local { root } => {
                 let final_path = root.join(&relative_path);
@@ -206,10 +224,10 @@ impl Storage {
                 tokio::fs::rename(incoming, &final_path).await?;
             }
             Backend::S3 { store, prefix } => {
-                let stored = put_object(
+                let stored = put_file(
                     store,
                     &Storage::object_path(prefix, &relative_path),
-                    contents,
+                    incoming,
                     content_type,
                 )
                 .await;
@@ -242,6 +260,26 @@ impl Storage {
         }
     }
 
+    /// Writes a small probe file and removes it again: readiness asks
+    /// whether clips can still be stored (a full disk, a read-only mount,
+    /// revoked bucket credentials). The probe's name is random, so probes of
+    /// several nodes never collide, and it exists only for the check.
+    pub async fn check_writable(&self) -> std::io::Result<()> {
+        let probe_name = format!(".probe-{}", random_token(16));
+        match &self.backend {
+            Backend::Local { root } => {
+                let path = root.join(probe_name);
+                tokio::fs::write(&path, b"vidgate").await?;
+                tokio::fs::remove_file(&path).await
+            }
+            Backend::S3 { store, prefix } => {
+                let location = Storage::object_path(prefix, &format!("health/{probe_name}"));
+                put_object(store, &location, b"vidgate".to_vec(), UNKNOWN_CONTENT_TYPE).await?;
+                store.delete(&location).await.map_err(std::io::Error::other)
+            }
+        }
+    }
+
     /// Reads a whole stored file, refusing one larger than `max_bytes`.
     pub async fn read(&self, relative_path: &str, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
         match &self.backend {
@@ -271,6 +309,76 @@ impl Storage {
                     return Err(ReadError::TooLarge { limit: max_bytes });
                 }
                 Ok(result.bytes().await.map_err(read_error)?.to_vec())
+            }
+        }
+    }
+
+    /// A reader of a stored file, in pieces, refusing one whose stored size
+    /// is over `max_bytes` at once (the reader's user still stops past the
+    /// limit, whatever the metadata said).
+    pub async fn open_reader(
+        &self,
+        relative_path: &str,
+        max_bytes: u64,
+    ) -> Result<vidgate_media::LocalBody, ReadError> {
+        match &self.backend {
+            Backend::Local { root } => {
+                let file = tokio::fs::File::open(root.join(relative_path))
+                    .await
+                    .map_err(|_| ReadError::NotFound)?;
+                let size = file.metadata().await.map_err(ReadError::Store)?.len();
+                if size > max_bytes {
+                    return Err(ReadError::TooLarge { limit: max_bytes });
+                }
+                Ok(Box::pin(file))
+            }
+            Backend::S3 { store, prefix } => {
+                let result = store
+                    .get(&Storage::object_path(prefix, relative_path))
+                    .await
+                    .map_err(read_error)?;
+                if result.meta.size > max_bytes {
+                    return Err(ReadError::TooLarge { limit: max_bytes });
+                }
+                Ok(Box::pin(tokio_util::io::StreamReader::new(
+                    result.into_stream(),
+                )))
+            }
+        }
+    }
+
+    /// Stores the file at `source` under `relative_path` unless a file is
+    /// already there: for content-addressed paths, whose content is the same
+    /// whenever the path is. On disk it is copied to a hidden name and
+    /// renamed into place; to a bucket it is sent in parts, never read whole.
+    pub async fn put_file_once(
+        &self,
+        source: &Path,
+        relative_path: &str,
+        content_type: &'static str,
+    ) -> std::io::Result<()> {
+        match &self.backend {
+            Backend::Local { root } => {
+                let final_path = root.join(relative_path);
+                if tokio::fs::try_exists(&final_path).await? {
+                    return Ok(());
+                }
+                let directory = final_path
+                    .parent()
+                    .expect("stored paths have a parent directory");
+                tokio::fs::create_dir_all(directory).await?;
+                let temporary_path = directory.join(format!(".{}.partial", random_token(12)));
+                tokio::fs::copy(source, &temporary_path).await?;
+                tokio::fs::rename(&temporary_path, &final_path).await
+            }
+            Backend::S3 { store, prefix } => {
+                let location = Storage::object_path(prefix, relative_path);
+                match store.head(&location).await {
+                    Ok(_) => return Ok(()),
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(error) => return Err(std::io::Error::other(error)),
+                }
+                put_file(store, &location, source, content_type).await
             }
         }
     }
@@ -331,6 +439,51 @@ impl Storage {
             .map(Some)
             .map_err(std::io::Error::other)
     }
+
+    /// Writes a small probe object, reads it back and deletes it: the three
+    /// things vidgate does with stored files, so that a missing bucket, a
+    /// wrong endpoint or a missing permission stops the start instead of
+    /// failing the first finished job. The probe's hidden name is never
+    /// served under `/files/`.
+    pub async fn probe(&self) -> Result<(), ProbeError> {
+        let relative_path = format!(".probes/{}", random_token(16));
+        let contents = format!("vidgate storage probe {relative_path}").into_bytes();
+        match &self.backend {
+            Backend::Local { root } => {
+                let path = root.join(&relative_path);
+                let directory = path.parent().expect("probe paths have a parent directory");
+                tokio::fs::create_dir_all(directory)
+                    .await
+                    .map_err(ProbeError::Write)?;
+                tokio::fs::write(&path, &contents)
+                    .await
+                    .map_err(ProbeError::Write)?;
+                let read = tokio::fs::read(&path).await.map_err(ProbeError::Read)?;
+                if read != contents {
+                    return Err(ProbeError::Mismatch);
+                }
+                tokio::fs::remove_file(&path)
+                    .await
+                    .map_err(ProbeError::Delete)
+            }
+            Backend::S3 { store, prefix } => {
+                let location = Storage::object_path(prefix, &relative_path);
+                put_object(store, &location, contents.clone(), "text/plain")
+                    .await
+                    .map_err(ProbeError::Write)?;
+                let read = async { store.get(&location).await?.bytes().await }
+                    .await
+                    .map_err(|error| ProbeError::Read(std::io::Error::other(error)))?;
+                if read.as_ref() != contents.as_slice() {
+                    return Err(ProbeError::Mismatch);
+                }
+                store
+                    .delete(&location)
+                    .await
+                    .map_err(|error| ProbeError::Delete(std::io::Error::other(error)))
+            }
+        }
+    }
 }
 
 async fn put_object(
@@ -347,6 +500,51 @@ async fn put_object(
     };
     store
         .put_opts(location, PutPayload::from(contents), options)
+        .await
+        .map(drop)
+        .map_err(std::io::Error::other)
+}
+
+/// Sends a local file to the bucket as a multipart upload of 8 MiB parts,
+/// so memory holds one part at a time (a single PUT would need the whole
+/// file in memory).
+async fn put_file(
+    store: &AmazonS3,
+    location: &ObjectPath,
+    source: &Path,
+    content_type: &'static str,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncReadExt;
+    const PART_BYTES: usize = 8 * 1024 * 1024;
+    let mut attributes = Attributes::new();
+    attributes.insert(Attribute::ContentType, content_type.into());
+    let upload = store
+        .put_multipart_opts(
+            location,
+            PutMultipartOptions {
+                attributes,
+                ..PutMultipartOptions::default()
+            },
+        )
+        .await
+        .map_err(std::io::Error::other)?;
+    let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+    let mut file = tokio::fs::File::open(source).await?;
+    let mut buffer = vec![0u8; 1024 * 1024];
+    loop {
+        let read = file.read(&mut buffer).await?;
+        if read == 0 {
+            break;
+        }
+        // At most two parts are in flight, so memory stays bounded.
+        writer
+            .wait_for_capacity(2)
+            .await
+            .map_err(std::io::Error::other)?;
+        writer.write(&buffer[..read]);
+    }
+    writer
+        .finish()
         .await
         .map(drop)
         .map_err(std::io::Error::other)

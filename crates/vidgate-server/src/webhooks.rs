@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use url::{Host, Url};
 
-use crate::http::{generation_json, rfc3339};
+use crate::representation::{generation_json, rfc3339};
 use crate::store::{AttemptOutcome, AttemptRecord, ClaimedDelivery, Store, now_millis};
 
 /// Prefix of a Standard Webhooks secret; the rest is the base64 key.
@@ -41,10 +41,6 @@ const SECRET_PREFIX: &str = "whsec_";
 
 /// How much of a receiver's response body is kept in the attempt log.
 pub const MAX_KEPT_RESPONSE_BYTES: usize = 4096;
-
-/// How long the previous secret keeps signing after a rotation, so that
-/// receivers can switch to the new one without rejecting anything.
-pub const ROTATION_GRACE: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How deliveries are sent and retried.
 #[derive(Debug, Clone)]

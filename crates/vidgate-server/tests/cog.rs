@@ -396,6 +396,7 @@ fn job(generation_id: &str, prompt: &str) -> Job {
         model: "vendor_1/model_1".into(),
         mode: "text-to-video".parse().unwrap(),
         input: ValidatedInput::from_stored_json(json!({ "prompt": prompt, "duration": 1 })),
+        media_input: ValidatedInput::from_stored_json(json!({ "prompt": prompt, "duration": 1 })),
         width: 320,
         height: 240,
         seed: 7,

@@ -15,7 +15,9 @@ use vidgate_server::accounts::CreatedAccount;
 use vidgate_server::dashboard::users;
 use vidgate_server::store::AccountLimits;
 
-use common::{M1_T2V, StoreKind, TestApp, on_both_stores, quick_body, spawn_app};
+use common::{
+    M1_T2V, StoreKind, TestApp, TestSettings, on_both_stores, quick_body, spawn_app, spawn_app_with,
+};
 
 const PASSWORD: &str = "correct horse battery staple";
 
@@ -569,7 +571,7 @@ async fn sign_in_attempts_are_rate_limited(store: StoreKind) {
     add_user(&app, &app.account, "ada@example.com").await;
     let mut browser = Browser::new(&app);
     let mut statuses = Vec::new();
-    for _ in 0..10 {
+    for _ in 0..5 {
         statuses.push(
             browser
                 .sign_in_attempt("ada@example.com", "not the password")
@@ -583,11 +585,93 @@ async fn sign_in_attempts_are_rate_limited(store: StoreKind) {
             .all(|status| *status == StatusCode::UNAUTHORIZED),
         "{statuses:?}"
     );
-    // Even the right password waits now.
+    // Even the right password waits now, from this address.
     let limited = browser.sign_in_attempt("ada@example.com", PASSWORD).await;
     assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
     assert!(limited.headers.contains_key("retry-after"));
     assert!(limited.set_cookie("vg_session").is_none());
+}
+
+/// Signs in through a trusted proxy that says the browser is at `client`.
+async fn sign_in_from(app: &TestApp, client: &str, email: &str, password: &str) -> StatusCode {
+    let browser = Browser::new(app);
+    let form = browser
+        .client
+        .get(format!("{}/dashboard/sign-in", browser.base))
+        .header("x-forwarded-for", client)
+        .send()
+        .await
+        .unwrap();
+    let csrf_cookie = form
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|value| {
+            value
+                .to_str()
+                .unwrap()
+                .split(';')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .find(|pair| pair.starts_with("vg_csrf="))
+        .unwrap();
+    let token = csrf_cookie.trim_start_matches("vg_csrf=").to_owned();
+    browser
+        .client
+        .post(format!("{}/dashboard/sign-in", browser.base))
+        .header("x-forwarded-for", client)
+        .header("cookie", csrf_cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[
+            ("email", email),
+            ("password", password),
+            ("csrf_token", &token),
+        ]))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+async fn a_wrong_password_elsewhere_does_not_lock_the_owner_out(store: StoreKind) {
+    // The test client is the load balancer: its forwarded addresses count.
+    let app = spawn_app_with(TestSettings {
+        trusted_proxies: vec!["127.0.0.1/32".parse().unwrap()],
+        ..TestSettings::new(store)
+    })
+    .await;
+    add_user(&app, &app.account, "ada@example.com").await;
+    let mut attacker = Vec::new();
+    for _ in 0..12 {
+        attacker.push(sign_in_from(&app, "203.0.113.7", "ada@example.com", "guess").await);
+    }
+    assert_eq!(&attacker[..5], &[StatusCode::UNAUTHORIZED; 5]);
+    assert!(
+        attacker[5..]
+            .iter()
+            .all(|status| *status == StatusCode::TOO_MANY_REQUESTS),
+        "{attacker:?}"
+    );
+    // The owner, at another address behind the same balancer, signs in.
+    assert_eq!(
+        sign_in_from(&app, "198.51.100.9", "ada@example.com", PASSWORD).await,
+        StatusCode::SEE_OTHER
+    );
+}
+
+async fn forwarded_addresses_count_only_from_trusted_proxies(store: StoreKind) {
+    // No trusted proxy: the forwarded address is the client's own claim,
+    // so a new one per attempt does not buy new attempts.
+    let app = spawn_app(store).await;
+    add_user(&app, &app.account, "ada@example.com").await;
+    let mut statuses = Vec::new();
+    for attempt in 0..6 {
+        let claimed = format!("203.0.113.{attempt}");
+        statuses.push(sign_in_from(&app, &claimed, "ada@example.com", "guess").await);
+    }
+    assert_eq!(statuses[5], StatusCode::TOO_MANY_REQUESTS, "{statuses:?}");
 }
 
 async fn generations_and_the_overview_show_the_account(store: StoreKind) {
@@ -743,9 +827,32 @@ async fn the_webhook_secret_is_revealed_and_rotated(store: StoreKind) {
     let (mut browser, csrf) = signed_in_browser(&app).await;
     let secret = app.account.account.webhook_secret.clone();
     let page = browser.get("/dashboard/webhooks").await;
-    assert!(page.body.contains(&format!(
-        "<code id=\"webhook-secret\" hidden>{secret}</code>"
-    )));
+    // The secret is not in the page until it is asked for.
+    assert!(!page.body.contains(&secret));
+    assert!(page.body.contains(
+        "<code id=\"webhook-secret\" data-source=\"/dashboard/webhooks/secret\" hidden></code>"
+    ));
+    let fetched = browser
+        .client
+        .get(format!("{}/dashboard/webhooks/secret", browser.base))
+        .header("cookie", browser.cookie_header())
+        .header("x-csrf-token", &csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fetched.status(), StatusCode::OK);
+    let fetched: Value = fetched.json().await.unwrap();
+    assert_eq!(fetched["webhook_secret"], secret.as_str());
+    // Without the page's CSRF token, another site's request gets nothing.
+    let forged = browser
+        .client
+        .get(format!("{}/dashboard/webhooks/secret", browser.base))
+        .header("cookie", browser.cookie_header())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::FORBIDDEN);
+    assert!(!forged.text().await.unwrap().contains(&secret));
     assert!(page.body.contains("id=\"reveal-secret\""));
     assert!(page.body.contains("<table id=\"deliveries\">"));
     let revealed = browser.get("/dashboard/webhooks?reveal=1").await;
@@ -766,7 +873,7 @@ async fn the_webhook_secret_is_revealed_and_rotated(store: StoreKind) {
         account.previous_webhook_secret.as_deref(),
         Some(secret.as_str())
     );
-    let page = browser.get("/dashboard/webhooks").await;
+    let page = browser.get("/dashboard/webhooks?reveal=1").await;
     assert!(page.body.contains(&account.webhook_secret));
 }
 
@@ -837,6 +944,9 @@ async fn sign_up_is_off_unless_enabled(store: StoreKind) {
         .await;
     // Signed in, the browser's pre-session token still works for the form.
     assert_eq!(taken.status, StatusCode::BAD_REQUEST);
+    // The answer does not tell that the email is registered.
+    assert!(!taken.body.contains("already"), "{}", taken.body);
+    assert!(taken.body.contains("No account could be created"));
     open.shutdown().await;
 }
 
@@ -870,6 +980,8 @@ on_both_stores!(
     a_key_is_created_shown_once_used_and_revoked,
     another_account_sees_nothing_of_the_first,
     sign_in_attempts_are_rate_limited,
+    a_wrong_password_elsewhere_does_not_lock_the_owner_out,
+    forwarded_addresses_count_only_from_trusted_proxies,
     generations_and_the_overview_show_the_account,
     the_playground_form_runs_without_javascript,
     the_webhook_secret_is_revealed_and_rotated,

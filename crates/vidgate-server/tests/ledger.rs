@@ -122,6 +122,7 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
                         webhook_url: None,
                         idempotency: None,
                         max_attempts: 3,
+                        media_binding: None,
                     })
                     .await;
                 if let Ok(SubmitOutcome::Created(_)) = submitted {
@@ -209,6 +210,7 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
         .submit_generation(NewGeneration {
             official_price: Micros(400_000),
             max_attempts: 2,
+            media_binding: None,
             ..new_generation("gen_lost".into(), Micros(300_000))
         })
         .await
@@ -307,6 +309,7 @@ fn new_generation(id: String, price: Micros) -> NewGeneration {
         webhook_url: None,
         idempotency: None,
         max_attempts: 3,
+        media_binding: None,
     }
 }
 

@@ -133,7 +133,71 @@ async fn unsupported_or_missing_files_are_refused(store: StoreKind) {
     assert_error(no_key, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 
+/// Issue 16, item 6: the ownership check used to compare the raw string,
+/// so another spelling of the same URL let another account use the upload.
+async fn no_spelling_of_an_upload_url_lets_another_account_use_it(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let response = upload(&app, app.key(), "file", png(), "image/png").await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let record: Value = response.json().await.unwrap();
+    let url = record["url"].as_str().unwrap().to_owned();
+    let (origin, path) = url.split_at(url.find("/api/v1/").unwrap());
+    let relative = path.strip_prefix("/api/v1/files/").unwrap();
+    let other = app.new_account(10).await;
+    for spelling in [
+        url.replacen("http://", "HTTP://", 1),
+        url.replacen("/files/", "/files/./", 1),
+        url.replacen("/files/", "/files/outputs/../", 1),
+        url.replacen("/files/uploads/", "/files/%75ploads/", 1),
+        url.replacen("/files/", "/files/%2e/", 1),
+        format!("{url}?copy=1"),
+        format!("{url}#t=1"),
+        format!("{}/api/v1/files/{relative}", origin.to_uppercase()),
+    ] {
+        let refused = app
+            .post_json(
+                "/run/vendor_1/model_1/image-to-video",
+                &other.api_key,
+                &json!({ "prompt": "borrowed", "image_url": spelling, "duration": 2, "resolution": "480p" }),
+            )
+            .await;
+        assert_error(
+            refused,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            Some("image_url"),
+        )
+        .await;
+    }
+    assert_eq!(app.account_state(&other.account.id).await.held.0, 0);
+    // The owner may use another spelling of its own upload.
+    app.submit_ok(
+        "vendor_1/model_1/image-to-video",
+        json!({ "prompt": "mine", "image_url": url.replacen("http://", "HTTP://", 1), "duration": 2, "resolution": "480p", "generate_audio": false }),
+    )
+    .await;
+}
+
+/// Issue 16, item 2: an account that never had credit cannot use uploads
+/// as free storage without bound; one with credit has a far larger quota.
+async fn an_account_without_credit_has_a_small_upload_quota(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let free = app.new_account(0).await;
+    for _ in 0..10 {
+        let response = upload(&app, &free.api_key, "file", png(), "image/png").await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+    let refused = upload(&app, &free.api_key, "file", png(), "image/png").await;
+    assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
+    for _ in 0..11 {
+        let response = upload(&app, app.key(), "file", png(), "image/png").await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+}
+
 on_both_stores!(
+    an_account_without_credit_has_a_small_upload_quota,
+    no_spelling_of_an_upload_url_lets_another_account_use_it,
     an_uploaded_image_is_probed_served_and_usable,
     unsupported_or_missing_files_are_refused,
 );

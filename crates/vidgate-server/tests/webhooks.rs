@@ -457,6 +457,7 @@ async fn the_rescuer_s_failures_write_deliveries(store: StoreKind) {
             webhook_url: Some("https://hooks.example.com/vidgate".into()),
             idempotency: None,
             max_attempts: 1,
+            media_binding: None,
         })
         .await
         .unwrap();
@@ -634,7 +635,54 @@ async fn the_delivery_log_shows_every_attempt_and_a_retry_resends_now(store: Sto
     assert_eq!(quiet_log["data"], json!([]));
 }
 
+async fn manual_re_sends_are_bounded_per_delivery_and_per_account(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let app = spawn_app(store).await;
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook("bounded", &receiver.url()))
+        .await;
+    let id = submitted["id"].as_str().unwrap();
+    let path = format!("/generations/{id}/webhook-deliveries");
+    wait_for_delivery_status(&app, id, "delivered").await;
+    let log: Value = app.get(&path, app.key()).await.json().await.unwrap();
+    let retry_path = format!("{path}/{}/retry", log["data"][0]["id"].as_str().unwrap());
+
+    // Five re-sends on request are sent, each once it is delivered again.
+    for resend in 1..=5 {
+        let retried = app.post_json(&retry_path, app.key(), &json!({})).await;
+        assert_eq!(
+            retried.status(),
+            reqwest::StatusCode::ACCEPTED,
+            "re-send {resend}"
+        );
+        let logged = wait_for_delivery_status(&app, id, "delivered").await;
+        assert_eq!(logged.attempts, 1 + resend);
+    }
+    // The sixth is refused, and sends nothing.
+    let refused = app.post_json(&retry_path, app.key(), &json!({})).await;
+    assert_error(refused, reqwest::StatusCode::CONFLICT, "conflict", None).await;
+    // Ten requests in all drained the account's re-send bucket; the
+    // eleventh is told to wait.
+    for _ in 7..=10 {
+        let refused = app.post_json(&retry_path, app.key(), &json!({})).await;
+        assert_eq!(refused.status(), reqwest::StatusCode::CONFLICT);
+    }
+    let limited = app.post_json(&retry_path, app.key(), &json!({})).await;
+    assert!(limited.headers().contains_key("retry-after"));
+    assert_error(
+        limited,
+        reqwest::StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        None,
+    )
+    .await;
+    assert_eq!(receiver.wait_for(6).await.len(), 6);
+    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    assert_eq!(logged.attempts, 6);
+}
+
 on_both_stores!(
+    manual_re_sends_are_bounded_per_delivery_and_per_account,
     a_succeeded_generation_is_delivered_signed_with_its_record,
     failed_attempts_are_retried_with_the_same_message,
     a_delivery_fails_after_its_last_attempt,

@@ -1,6 +1,8 @@
 //! `vidgate admin`: operator commands on the same database as the server.
 //! Every command prints one JSON object on stdout, for scripts.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -22,6 +24,16 @@ pub struct AdminArgs {
 
 #[derive(Subcommand)]
 enum AdminCommand {
+    /// Apply this version's pending database migrations and exit, for
+    /// operators whose nodes run with --skip-migrations.
+    Migrate,
+    #[command(flatten)]
+    OnStore(StoreCommand),
+}
+
+/// The commands that act on the data through the store.
+#[derive(Subcommand)]
+enum StoreCommand {
     /// Accounts and their money.
     #[command(subcommand)]
     Account(AccountCommand),
@@ -34,6 +46,12 @@ enum AdminCommand {
     /// People who sign in to an account's dashboard.
     #[command(subcommand)]
     User(UserCommand),
+    /// Write a consistent copy of the SQLite database to a new file, while
+    /// the server runs (PostgreSQL: use pg_dump, see docs/deploy.md).
+    Backup {
+        /// The file to create; it must not exist yet.
+        path: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -50,6 +68,11 @@ enum UserCommand {
         #[arg(long)]
         password_stdin: bool,
     },
+    /// Remove a dashboard user; its sessions end at once.
+    Remove { email: String },
+    /// End every session of a dashboard user (signed in anywhere); the user
+    /// can sign in again.
+    RevokeSessions { email: String },
 }
 
 #[derive(Subcommand)]
@@ -123,6 +146,15 @@ async fn show_account(store: &dyn Store, account_id: &str) -> anyhow::Result<ser
     Ok(shown)
 }
 
+/// The dashboard user with this email (emails are kept lowercased).
+async fn user_named(store: &dyn Store, email: &str) -> anyhow::Result<vidgate_server::store::User> {
+    let email = email.trim().to_lowercase();
+    store
+        .user_by_email(&email)
+        .await?
+        .with_context(|| format!("no user {email}"))
+}
+
 /// Pausing a model that does not exist would silently do nothing; say so.
 fn require_catalog_model(model_id: &str) -> anyhow::Result<()> {
     if vidgate_core::Catalog::embedded().model(model_id).is_none() {
@@ -131,11 +163,44 @@ fn require_catalog_model(model_id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Copies the database to `path`. The path is checked here so the operator
+/// gets a plain message rather than the database's; SQLite refuses an
+/// existing file by itself too, so a race cannot overwrite one.
+async fn backup(store: &dyn Store, path: &std::path::Path) -> anyhow::Result<serde_json::Value> {
+    if path.exists() {
+        bail!("{} already exists: back up to a new file", path.display());
+    }
+    let path_text = path
+        .to_str()
+        .with_context(|| format!("{} is not a UTF-8 path", path.display()))?;
+    store
+        .backup_into(path_text)
+        .await
+        .with_context(|| format!("backing up the database to {}", path.display()))?;
+    let size_bytes = std::fs::metadata(path)
+        .with_context(|| format!("reading the size of {}", path.display()))?
+        .len();
+    Ok(json!({ "backup": path_text, "size_bytes": size_bytes }))
+}
+
 pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
+    // Migrating needs no store: the other commands' store applies the
+    // migrations when it opens, which is what `migrate` must report on.
+    let command = match args.command {
+        AdminCommand::Migrate => {
+            let applied = store::migrate(&args.storage.database_url()?).await?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({ "applied": applied }))?
+            );
+            return Ok(());
+        }
+        AdminCommand::OnStore(command) => command,
+    };
     let store = store::open(&args.storage.database_url()?).await?;
     let store = store.as_ref();
-    let output = match args.command {
-        AdminCommand::Account(AccountCommand::Create { name, credit_usd }) => {
+    let output = match command {
+        StoreCommand::Account(AccountCommand::Create { name, credit_usd }) => {
             let created = accounts::create_account(store, &name, parse_usd(&credit_usd)?).await?;
             json!({
                 "account_id": created.account.id,
@@ -145,7 +210,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 "balance_usd": created.account.balance.to_usd(),
             })
         }
-        AdminCommand::Account(AccountCommand::Credit { account_id, usd }) => {
+        StoreCommand::Account(AccountCommand::Credit { account_id, usd }) => {
             let amount = parse_usd(&usd)?;
             if amount == Micros::ZERO {
                 bail!("the credit must be more than zero");
@@ -156,10 +221,10 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("no account {account_id}"))?;
             show_account(store, &account_id).await?
         }
-        AdminCommand::Account(AccountCommand::Show { account_id }) => {
+        StoreCommand::Account(AccountCommand::Show { account_id }) => {
             show_account(store, &account_id).await?
         }
-        AdminCommand::Account(AccountCommand::Limits {
+        StoreCommand::Account(AccountCommand::Limits {
             account_id,
             rps,
             burst,
@@ -178,7 +243,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             store.set_account_limits(&account_id, limits).await?;
             show_account(store, &account_id).await?
         }
-        AdminCommand::Account(AccountCommand::RotateWebhookSecret { account_id }) => {
+        StoreCommand::Account(AccountCommand::RotateWebhookSecret { account_id }) => {
             let account = accounts::rotate_webhook_secret(store, &account_id)
                 .await?
                 .with_context(|| format!("no account {account_id}"))?;
@@ -186,7 +251,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             shown["account_id"] = json!(account.id);
             shown
         }
-        AdminCommand::Key(KeyCommand::Create { account, name }) => {
+        StoreCommand::Key(KeyCommand::Create { account, name }) => {
             store
                 .account(&account)
                 .await?
@@ -194,13 +259,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             let key = accounts::create_api_key(store, &account, &name).await?;
             json!({ "key_id": key.key_id, "api_key": key.api_key, "account_id": account })
         }
-        AdminCommand::Key(KeyCommand::Revoke { key_id }) => {
+        StoreCommand::Key(KeyCommand::Revoke { key_id }) => {
             if !store.revoke_api_key(&key_id).await? {
                 bail!("no active key {key_id}");
             }
             json!({ "key_id": key_id, "revoked": true })
         }
-        AdminCommand::User(UserCommand::Create {
+        StoreCommand::User(UserCommand::Create {
             account,
             email,
             password_stdin,
@@ -225,12 +290,25 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             }
             shown
         }
-        AdminCommand::Model(ModelCommand::Pause { model_id }) => {
+        StoreCommand::User(UserCommand::Remove { email }) => {
+            let user = user_named(store, &email).await?;
+            if !store.remove_user(&user.id).await? {
+                bail!("no user {email}");
+            }
+            json!({ "id": user.id, "account_id": user.account_id, "email": user.email, "removed": true })
+        }
+        StoreCommand::User(UserCommand::RevokeSessions { email }) => {
+            let user = user_named(store, &email).await?;
+            let revoked = store.revoke_user_sessions(&user.id).await?;
+            json!({ "id": user.id, "email": user.email, "sessions_revoked": revoked })
+        }
+        StoreCommand::Backup { path } => backup(store, &path).await?,
+        StoreCommand::Model(ModelCommand::Pause { model_id }) => {
             require_catalog_model(&model_id)?;
             store.set_model_paused(&model_id, true).await?;
             json!({ "model_id": model_id, "paused": true })
         }
-        AdminCommand::Model(ModelCommand::Resume { model_id }) => {
+        StoreCommand::Model(ModelCommand::Resume { model_id }) => {
             require_catalog_model(&model_id)?;
             store.set_model_paused(&model_id, false).await?;
             json!({ "model_id": model_id, "paused": false })

@@ -21,50 +21,90 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const MAX_ATTEMPTS: u32 = 8;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How the client reaches the API. Each client command takes these options
+/// itself (not the `vidgate` command as a whole), so that `serve --help` and
+/// `admin --help` list only their own options.
 #[derive(Args)]
 pub struct ClientArgs {
     /// Base URL of the API, ending in /api/v1.
     #[arg(
         long,
         env = "VIDGATE_BASE_URL",
-        default_value = "http://127.0.0.1:8080/api/v1",
-        global = true
+        default_value = "http://127.0.0.1:8080/api/v1"
     )]
     base_url: String,
     /// API key (vg_live_…).
-    #[arg(long, env = "VIDGATE_API_KEY", hide_env_values = true, global = true)]
+    #[arg(long, env = "VIDGATE_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
     /// Print JSON for scripts instead of text for people.
-    #[arg(long, global = true)]
+    #[arg(long)]
     json: bool,
 }
 
 #[derive(Subcommand)]
 pub enum ClientCommand {
     /// List the models and their endpoints.
-    Models,
+    Models {
+        #[command(flatten)]
+        connection: ClientArgs,
+    },
     /// Price a request without running it: vidgate quote vendor_1/model_1/text-to-video --param duration=8
     Quote {
         endpoint: String,
         /// A request parameter as name=value (numbers, booleans and JSON arrays are understood).
         #[arg(long = "param", value_name = "NAME=VALUE")]
         parameters: Vec<String>,
+        #[command(flatten)]
+        connection: ClientArgs,
     },
     /// Submit a generation, optionally wait for it and download the clip.
-    Run(RunOptions),
+    Run {
+        #[command(flatten)]
+        options: RunOptions,
+        #[command(flatten)]
+        connection: ClientArgs,
+    },
     /// Upload a local media file and print its URL for use in requests.
-    Upload { file: PathBuf },
+    Upload {
+        file: PathBuf,
+        #[command(flatten)]
+        connection: ClientArgs,
+    },
     /// Show one generation.
-    Get { id: String },
+    Get {
+        id: String,
+        #[command(flatten)]
+        connection: ClientArgs,
+    },
     /// Cancel a queued generation.
-    Cancel { id: String },
+    Cancel {
+        id: String,
+        #[command(flatten)]
+        connection: ClientArgs,
+    },
     /// List recent generations, newest first.
     List {
         #[arg(long, default_value_t = 20)]
         limit: u32,
         #[arg(long)]
         status: Option<String>,
+        #[command(flatten)]
+        connection: ClientArgs,
     },
+}
+
+impl ClientCommand {
+    fn connection(&self) -> &ClientArgs {
+        match self {
+            ClientCommand::Models { connection }
+            | ClientCommand::Quote { connection, .. }
+            | ClientCommand::Run { connection, .. }
+            | ClientCommand::Upload { connection, .. }
+            | ClientCommand::Get { connection, .. }
+            | ClientCommand::Cancel { connection, .. }
+            | ClientCommand::List { connection, .. } => connection,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -459,12 +499,13 @@ async fn run(client: &Client, options: &RunOptions, as_json: bool) -> anyhow::Re
     Ok(())
 }
 
-pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Result<()> {
-    let client = Client::new(&args)?;
+pub async fn run_command(command: ClientCommand) -> anyhow::Result<()> {
+    let client = Client::new(command.connection())?;
+    let as_json = command.connection().json;
     match command {
-        ClientCommand::Models => {
+        ClientCommand::Models { .. } => {
             let models = client.get("/models").await?;
-            print(&models, args.json, |models| {
+            print(&models, as_json, |models| {
                 let mut lines = Vec::new();
                 for model in models["data"].as_array().into_iter().flatten() {
                     lines.push(format!(
@@ -482,6 +523,7 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
         ClientCommand::Quote {
             endpoint,
             parameters,
+            ..
         } => {
             let body = Value::Object(parameters_body(&parameters)?);
             let (_, quote, _) = client
@@ -493,7 +535,7 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
                     true,
                 )
                 .await?;
-            print(&quote, args.json, |quote| {
+            print(&quote, as_json, |quote| {
                 format!(
                     "{}: ${} (list price ${}, you save ${})",
                     quote["endpoint"].as_str().unwrap_or("?"),
@@ -503,13 +545,13 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
                 )
             });
         }
-        ClientCommand::Run(options) => {
-            run(&client, &options, args.json).await?;
+        ClientCommand::Run { options, .. } => {
+            run(&client, &options, as_json).await?;
         }
-        ClientCommand::Upload { file } => {
+        ClientCommand::Upload { file, .. } => {
             client.require_key()?;
             let upload = upload_file(&client, &file).await?;
-            print(&upload, args.json, |upload| {
+            print(&upload, as_json, |upload| {
                 format!(
                     "{}  {}  {} bytes\n  url: {}",
                     upload["id"].as_str().unwrap_or("?"),
@@ -519,12 +561,12 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
                 )
             });
         }
-        ClientCommand::Get { id } => {
+        ClientCommand::Get { id, .. } => {
             client.require_key()?;
             let generation = client.get(&format!("/generations/{id}")).await?;
-            print(&generation, args.json, describe_generation);
+            print(&generation, as_json, describe_generation);
         }
-        ClientCommand::Cancel { id } => {
+        ClientCommand::Cancel { id, .. } => {
             client.require_key()?;
             // Cancel is idempotent in effect: a repeat answers 409 at worst.
             let (_, generation, _) = client
@@ -536,16 +578,16 @@ pub async fn run_command(args: ClientArgs, command: ClientCommand) -> anyhow::Re
                     true,
                 )
                 .await?;
-            print(&generation, args.json, describe_generation);
+            print(&generation, as_json, describe_generation);
         }
-        ClientCommand::List { limit, status } => {
+        ClientCommand::List { limit, status, .. } => {
             client.require_key()?;
             let mut path = format!("/generations?limit={limit}");
             if let Some(status) = status {
                 path.push_str(&format!("&status={status}"));
             }
             let listed = client.get(&path).await?;
-            print(&listed, args.json, |listed| {
+            print(&listed, as_json, |listed| {
                 listed["data"]
                     .as_array()
                     .into_iter()

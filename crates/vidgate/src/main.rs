@@ -6,13 +6,17 @@ mod client;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use vidgate_server::ServerOptions;
 use vidgate_server::backend::Backends;
+use vidgate_server::checks::{self, CheckFailure, CheckOutcome, Setting};
+use vidgate_server::secrets;
 use vidgate_server::storage::StorageConfig;
+use vidgate_server::store::Migrations;
 
 #[derive(Parser)]
 #[command(
@@ -21,8 +25,6 @@ use vidgate_server::storage::StorageConfig;
     about = "Asynchronous video generation service"
 )]
 struct Cli {
-    #[command(flatten)]
-    client: client::ClientArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -43,17 +45,21 @@ pub struct StorageArgs {
     /// Directory for the SQLite database and generated files.
     #[arg(long, env = "VIDGATE_DATA_DIR", default_value = "./vidgate-data")]
     pub data_dir: PathBuf,
-    /// Database URL (sqlite://… or postgres://…); defaults to a SQLite file in the data directory.
-    #[arg(long, env = "VIDGATE_DATABASE_URL")]
+    /// Database URL (sqlite://… or postgres://…, with sslmode and sslrootcert for TLS);
+    /// defaults to a SQLite file in the data directory. VIDGATE_DATABASE_URL_FILE names a
+    /// file holding it instead.
+    #[arg(long, env = "VIDGATE_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 }
 
 impl StorageArgs {
     pub fn database_url(&self) -> anyhow::Result<String> {
-        if let Some(url) = &self.database_url {
-            return Ok(url.clone());
+        if let Some(url) =
+            secrets::secret_setting(self.database_url.clone(), "VIDGATE_DATABASE_URL")?
+        {
+            return Ok(url);
         }
-        std::fs::create_dir_all(&self.data_dir)
+        vidgate_server::create_private_directory(&self.data_dir)
             .with_context(|| format!("creating the data directory {}", self.data_dir.display()))?;
         Ok(vidgate_server::default_database_url(&self.data_dir))
     }
@@ -67,13 +73,35 @@ struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "VIDGATE_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Seconds a client has to send a request's whole head, counted from the connection being ready for it (also how long a kept-alive connection may stay unused).
+    #[arg(
+        long,
+        env = "VIDGATE_HTTP_HEADER_TIMEOUT_SECONDS",
+        default_value_t = 10
+    )]
+    http_header_timeout_seconds: u64,
+    /// Seconds a client has to send a request's whole body.
+    #[arg(long, env = "VIDGATE_HTTP_BODY_TIMEOUT_SECONDS", default_value_t = 300)]
+    http_body_timeout_seconds: u64,
+    /// Seconds a connection may move no bytes before it is closed (a request in progress still gets its answer).
+    #[arg(long, env = "VIDGATE_HTTP_IDLE_TIMEOUT_SECONDS", default_value_t = 60)]
+    http_idle_timeout_seconds: u64,
+    /// HTTP connections open at once; more wait to be accepted.
+    #[arg(long, env = "VIDGATE_MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: usize,
     #[command(flatten)]
     storage: StorageArgs,
+    /// How the SQLite database syncs its commits: full (every commit survives a power cut) or
+    /// normal (faster; an OS crash or power cut can lose the last accepted submits and captures).
+    #[arg(long, env = "VIDGATE_SQLITE_SYNCHRONOUS", default_value = "full")]
+    sqlite_synchronous: vidgate_server::store::SqliteDurability,
     /// Base of absolute URLs in responses; defaults to http://<listen>.
     #[arg(long, env = "VIDGATE_PUBLIC_URL")]
     public_url: Option<String>,
-    /// Redis for request-rate buckets shared by all nodes (redis://…); without it each node limits on its own.
-    #[arg(long, env = "VIDGATE_REDIS_URL")]
+    /// Redis for request-rate buckets shared by all nodes (redis://… or rediss://… for TLS,
+    /// with a password as redis://:password@host); without it each node limits on its own.
+    /// VIDGATE_REDIS_URL_FILE names a file holding it instead.
+    #[arg(long, env = "VIDGATE_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
     /// How many jobs run at once on this node.
     #[arg(long, env = "VIDGATE_WORKERS", default_value_t = 2)]
@@ -110,6 +138,39 @@ struct ServeArgs {
     /// (behind a load balancer, each node's own address); defaults to the public URL.
     #[arg(long, env = "VIDGATE_COG_CALLBACK_URL", value_parser = http_base_url)]
     cog_callback_url: Option<String>,
+    /// Media fetches (download and probe) this node runs at once; over it a request waits 2 s, then gets 503 with Retry-After.
+    #[arg(long, env = "VIDGATE_MAX_MEDIA_FETCHES", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_media_fetches: u64,
+    /// Requests per second one client address may make to the public endpoints (/models, /quote, /openapi.json).
+    #[arg(long, env = "VIDGATE_PUBLIC_RATE_LIMIT", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    public_rate_limit: u32,
+    /// The burst one client address may make to the public endpoints.
+    #[arg(long, env = "VIDGATE_PUBLIC_BURST", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    public_burst: u32,
+    /// Do not apply database migrations at start; refuse to start until `vidgate admin migrate`
+    /// has applied this version's.
+    #[arg(long, env = "VIDGATE_SKIP_MIGRATIONS", value_parser = clap::builder::BoolishValueParser::new(), default_value = "false")]
+    skip_migrations: bool,
+    /// Run the start-up checks (database, Redis, storage, backends file) with these settings,
+    /// print one line each and exit: 0 when all pass, 1 otherwise. Changes nothing.
+    #[arg(long)]
+    check_config: bool,
+    /// A proxy or load balancer (CIDR, e.g. 10.0.0.0/8; repeatable or comma-separated) whose
+    /// Forwarded / X-Forwarded-For headers name the client; other peers' headers are ignored.
+    #[arg(
+        long = "trusted-proxy",
+        env = "VIDGATE_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    trusted_proxies: Vec<ipnet::IpNet>,
+    /// Seconds a stopping node answers /readyz with 503 while still serving, before it stops
+    /// accepting requests: at least the load balancer's probe interval times its failure threshold.
+    #[arg(long, env = "VIDGATE_DRAIN_SECONDS", default_value_t = 0)]
+    drain_seconds: u64,
+    /// File holding the operator API's token (/admin/v1), at least 32 characters; without it or
+    /// VIDGATE_ADMIN_TOKEN the operator API refuses every request.
+    #[arg(long, env = "VIDGATE_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "VIDGATE_LOG_JSON")]
     log_json: bool,
@@ -154,41 +215,116 @@ async fn shutdown_signal() {
     interrupt.await.ok();
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+/// An error as one line: its message and its causes, joined.
+fn one_line(error: impl Into<anyhow::Error>) -> String {
+    format!("{:#}", error.into())
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logging(args.log_json);
     let mut options = ServerOptions::new(args.listen, args.storage.data_dir.clone());
     options.role = args.role;
+    options.http = vidgate_server::http::HttpLimits {
+        header_read_timeout: Duration::from_secs(args.http_header_timeout_seconds.max(1)),
+        body_timeout: Duration::from_secs(args.http_body_timeout_seconds.max(1)),
+        idle_timeout: Duration::from_secs(args.http_idle_timeout_seconds.max(1)),
+        max_connections: args.max_connections.max(1),
+    };
     let database_url = args.storage.database_url()?;
     // Only the embedded single-node database gets a development account:
     // nodes starting together on a shared database would each create one.
     options.bootstrap_development_account = database_url.starts_with("sqlite:");
     options.database_url = Some(database_url);
+    options.sqlite_durability = args.sqlite_synchronous;
     options.public_url = args.public_url;
-    options.redis_url = args.redis_url;
+    options.redis_url = secrets::secret_setting(args.redis_url, "VIDGATE_REDIS_URL")?;
     options.queue.workers = args.workers.max(1);
     options.queue.lease = Duration::from_secs(args.lease_seconds.max(1));
+    options.migrations = if args.skip_migrations {
+        Migrations::Require
+    } else {
+        Migrations::Apply
+    };
     options.backends = Backends::builtin(args.simulation);
-    if let Some(path) = &args.backends_file {
-        vidgate_server::backend::apply_backends_file(
+    let backends_file = args.backends_file.as_ref().map(|path| CheckOutcome {
+        setting: Setting::BackendsFile,
+        result: vidgate_server::backend::apply_backends_file(
             &mut options.backends,
             path,
             &options.catalog,
-        )?;
-    }
+        )
+        .map(|()| format!("{} is valid", path.display()))
+        .map_err(|error| CheckFailure::new(Setting::BackendsFile, &error)),
+    });
     options.allow_private_network = args.allow_private_network;
     options.max_upload_bytes = args.max_upload_bytes;
     options.allow_sign_up = args.allow_sign_up;
     options.storage = args.file_storage;
     options.trusted_media_addresses = args.trusted_media_addresses;
     options.cog_callback_url = args.cog_callback_url;
-    let server = vidgate_server::start(options)
-        .await
-        .map_err(anyhow::Error::from)?;
+    options.max_media_fetches = args.max_media_fetches as usize;
+    options.public_rate_limit = vidgate_server::http::PublicRateLimit {
+        per_second: args.public_rate_limit,
+        burst: args.public_burst,
+    };
+    options.trusted_proxies = args.trusted_proxies;
+    options.drain_delay = Duration::from_secs(args.drain_seconds);
+    // The file wins, so a token in a mounted secret is not shadowed by a
+    // stale variable; the variable suits platforms that inject secrets so.
+    options.operator_token = match &args.admin_token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the operator token from {}", path.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => std::env::var("VIDGATE_ADMIN_TOKEN")
+            .ok()
+            .map(|token| token.trim().to_owned())
+            .filter(|token| !token.is_empty()),
+    };
 
-    if server.local_addr.is_some() {
-        println!("vidgate is listening on {}", server.api_base);
-    } else {
-        println!("vidgate is running jobs (worker role, no HTTP listener)");
+    if args.check_config {
+        let mut outcomes: Vec<CheckOutcome> = backends_file.into_iter().collect();
+        outcomes.extend(checks::check_configuration(&options).await);
+        for outcome in &outcomes {
+            println!("{outcome}");
+        }
+        let sound = outcomes.iter().all(|outcome| outcome.result.is_ok());
+        return Ok(if sound {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    if let Some(CheckOutcome {
+        result: Err(failure),
+        ..
+    }) = backends_file
+    {
+        eprintln!("vidgate: refusing to start: {failure}");
+        return Ok(ExitCode::FAILURE);
+    }
+    let server = match vidgate_server::start(options).await {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("vidgate: refusing to start: {}", one_line(error));
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+
+    // The bound address and the public URL differ behind a load balancer,
+    // so both are printed, each labelled. Scripts and tests read the last
+    // line, `vidgate API base: …`, which also says the node is ready.
+    let public_url = server.api_base.trim_end_matches("/api/v1");
+    match server.local_addr {
+        Some(local_addr) => {
+            println!("vidgate is listening on {local_addr} (public URL {public_url})");
+            println!("vidgate API base: {}", server.api_base);
+        }
+        None => println!(
+            "vidgate is running jobs (worker role, no HTTP listener; public URL {public_url})"
+        ),
     }
     if let Some(created) = &server.development_account {
         println!(
@@ -210,25 +346,33 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         println!(
             "Sign in to the dashboard at {}/dashboard as {} with the password {}
 ",
-            server.api_base.trim_end_matches("/api/v1"),
-            user.user.email,
-            password,
+            public_url, user.user.email, password,
         );
     }
     shutdown_signal().await;
     tracing::info!("shutting down: finishing requests and handing running jobs back to the queue");
     server.shutdown().await;
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async {
-        match cli.command {
-            Command::Serve(args) => serve(args).await,
-            Command::Admin(args) => admin::run(args).await,
-            Command::Client(command) => client::run_command(cli.client, command).await,
-        }
+    let outcome = tokio::runtime::Runtime::new()
+        .context("starting the async runtime")
+        .and_then(|runtime| {
+            runtime.block_on(async {
+                match cli.command {
+                    Command::Serve(args) => serve(args).await,
+                    Command::Admin(args) => admin::run(args).await.map(|()| ExitCode::SUCCESS),
+                    Command::Client(command) => client::run_command(command)
+                        .await
+                        .map(|()| ExitCode::SUCCESS),
+                }
+            })
+        });
+    // One line, the causes joined: no backtrace, nothing else to scroll past.
+    outcome.unwrap_or_else(|error| {
+        eprintln!("vidgate: {}", one_line(error));
+        ExitCode::FAILURE
     })
 }

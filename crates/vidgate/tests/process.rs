@@ -108,6 +108,9 @@ async fn admin_commands_work_beside_a_running_server() {
         data_dir.path(),
         &["key", "revoke", key["key_id"].as_str().unwrap()],
     );
+    // The server remembers a key it accepted for a moment, so a revocation
+    // made by another process applies once that moment has passed.
+    tokio::time::sleep(vidgate_server::store::CALLER_CACHE_TTL).await;
     let refused = client
         .get(format!("{}/account", server.api_base()))
         .bearer_auth(second_key)

@@ -13,172 +13,27 @@
 //! the adapter dispatches synchronously instead: the PUT without
 //! `Prefer: respond-async` answers only when the prediction is finished.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
-use vidgate_core::Catalog;
 use vidgate_media::MediaDetails;
 
-use super::{Admission, Backend, Backends, Job, JobFailure, Rejection, RenderedClip};
+use super::config::CogModelConfig;
+use super::{Admission, Backend, Job, JobFailure, Rejection, RenderedClip};
 use crate::ids::{random_token, sha256_hex};
 
-/// The backends file: which models run on which model server.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BackendsFile {
-    pub models: BTreeMap<String, ModelBackendConfig>,
-}
-
-/// How one model is run. Only Cog-compatible servers exist so far; the tag
-/// leaves room for other kinds without changing existing files.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "backend", rename_all = "snake_case")]
-pub enum ModelBackendConfig {
-    Cog(CogModelConfig),
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CogModelConfig {
-    /// Where the Cog server listens, e.g. `http://10.0.0.5:5000`.
-    pub base_url: String,
-    /// How many predictions vidgate sends this server at once; more would
-    /// only be refused with 409 while its slots are busy.
-    #[serde(default = "default_concurrency")]
-    pub concurrency: usize,
-    /// Our parameter name → the predictor's input name. Besides the
-    /// request's parameters, `seed`, `width`, `height` and `mode` name the
-    /// values the job was given.
-    #[serde(default = "default_inputs")]
-    pub inputs: BTreeMap<String, String>,
-    /// Predictor inputs sent with every prediction, e.g. `{"fps": 24}`.
-    #[serde(default)]
-    pub constants: Map<String, Value>,
-    #[serde(default)]
-    pub timeouts: CogTimeouts,
-    /// Largest output accepted, in bytes, from a data URI or a download.
-    #[serde(default = "default_max_output_bytes")]
-    pub max_output_bytes: u64,
-}
-
-/// Timeouts and intervals, in seconds.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CogTimeouts {
-    /// One HTTP request to the server (dispatch, state read, cancel, health).
-    pub request_seconds: f64,
-    /// A whole prediction, from dispatch to result; then it is canceled and
-    /// the generation fails.
-    pub prediction_seconds: f64,
-    /// How often the state of a dispatched prediction is read while its
-    /// webhook has not arrived.
-    pub poll_seconds: f64,
-    /// How often `GET /health-check` is called.
-    pub health_seconds: f64,
-    /// How long the server may stay unreachable during a job before the
-    /// generation fails.
-    pub unreachable_seconds: f64,
-}
-
-impl Default for CogTimeouts {
-    fn default() -> CogTimeouts {
-        CogTimeouts {
-            request_seconds: 30.0,
-            prediction_seconds: 1800.0,
-            poll_seconds: 5.0,
-            health_seconds: 5.0,
-            unreachable_seconds: 60.0,
-        }
-    }
-}
-
-fn default_concurrency() -> usize {
-    1
-}
-
-fn default_inputs() -> BTreeMap<String, String> {
-    ["prompt", "duration", "seed"]
-        .into_iter()
-        .map(|name| (name.to_owned(), name.to_owned()))
-        .collect()
-}
-
-fn default_max_output_bytes() -> u64 {
-    256 * 1024 * 1024
-}
-
+/// A duration from the backends file's seconds, never zero (a zero timeout
+/// would fail every request) and saturating instead of panicking.
 fn seconds(value: f64) -> Duration {
     Duration::try_from_secs_f64(value.max(0.001)).unwrap_or(Duration::MAX)
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum BackendsFileError {
-    #[error("could not read the backends file {path}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("the backends file {path} is not valid: {reason}")]
-    Invalid { path: String, reason: String },
-}
-
-/// Reads a backends file (JSON) and runs the models it names on the servers
-/// it describes. Must be called inside a tokio runtime: each Cog backend
-/// starts its health checks at once.
-pub fn apply_backends_file(
-    backends: &mut Backends,
-    path: &Path,
-    catalog: &Catalog,
-) -> Result<(), BackendsFileError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| BackendsFileError::Read {
-        path: shown.clone(),
-        source,
-    })?;
-    let invalid = |reason: String| BackendsFileError::Invalid {
-        path: shown.clone(),
-        reason,
-    };
-    let file: BackendsFile =
-        serde_json::from_str(&text).map_err(|error| invalid(error.to_string()))?;
-    for (model_id, config) in file.models {
-        if catalog.model(&model_id).is_none() {
-            return Err(invalid(format!(
-                "{model_id:?} is not a model in the catalog"
-            )));
-        }
-        match config {
-            ModelBackendConfig::Cog(config) => {
-                if url::Url::parse(&config.base_url)
-                    .ok()
-                    .is_none_or(|url| !matches!(url.scheme(), "http" | "https"))
-                {
-                    return Err(invalid(format!(
-                        "{model_id}: base_url must be an http(s) URL"
-                    )));
-                }
-                if config.concurrency == 0 {
-                    return Err(invalid(format!(
-                        "{model_id}: concurrency must be at least 1"
-                    )));
-                }
-                let backend = CogBackend::new(&model_id, config, backends.cog_callbacks().clone())
-                    .map_err(|error| invalid(format!("{model_id}: {error}")))?;
-                backends.set_for_model(&model_id, backend);
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The predictions that wait for a completion webhook on this process, and
@@ -374,7 +229,10 @@ impl CogBackend {
         health
     }
 
-    /// The predictor's inputs for a job, through the configured mapping.
+    /// The predictor's inputs for a job, through the configured mapping. Media
+    /// fields carry the URLs of the copies vidgate kept at submit, so the
+    /// model server fetches exactly the checked bytes, from vidgate, and
+    /// never a customer's URL from inside the operator's network.
     fn prediction_input(&self, job: &Job) -> Value {
         let mut input = self.config.constants.clone();
         for (ours, theirs) in &self.config.inputs {
@@ -384,7 +242,7 @@ impl CogBackend {
                 "height" => Some(json!(job.height)),
                 "mode" => Some(json!(job.mode.to_string())),
                 "duration" => Some(json!(job.input.duration_s())),
-                name => job.input.get(name).cloned(),
+                name => job.media_input.get(name).cloned(),
             };
             if let Some(value) = value.filter(|value| !value.is_null()) {
                 input.insert(theirs.clone(), value);
@@ -756,7 +614,7 @@ fn first_output(output: &Value) -> Option<&str> {
 }
 
 /// Reads the clip's size, frame rate, duration and whether it has sound.
-fn probe_clip(mp4: Vec<u8>) -> Result<RenderedClip, JobFailure> {
+pub(super) fn probe_clip(mp4: Vec<u8>) -> Result<RenderedClip, JobFailure> {
     let info = vidgate_media::probe(&mp4).map_err(|error| {
         upstream_failure(format!("the output is not a readable video: {error}"))
     })?;
@@ -810,19 +668,12 @@ mod tests {
             generation_id: "gen_test".into(),
             model: "vendor_1/model_1".into(),
             mode: "text-to-video".parse().unwrap(),
-            input: vidgate_core::ValidatedInput::from_stored_json(input),
+            input: vidgate_core::ValidatedInput::from_stored_json(input.clone()),
+            media_input: vidgate_core::ValidatedInput::from_stored_json(input),
             width: 854,
             height: 480,
             seed: 42,
         }
-    }
-
-    fn apply(file: &Value) -> Result<Backends, BackendsFileError> {
-        let directory = tempfile::tempdir().unwrap();
-        let path = directory.path().join("backends.json");
-        std::fs::write(&path, file.to_string()).unwrap();
-        let mut backends = Backends::builtin(false);
-        apply_backends_file(&mut backends, &path, &Catalog::embedded()).map(|()| backends)
     }
 
     #[tokio::test]
@@ -841,6 +692,24 @@ mod tests {
         assert_eq!(
             input,
             json!({ "text": "a kite", "seconds": 4, "seed": 42, "w": 854, "fps": 24 })
+        );
+    }
+
+    #[tokio::test]
+    async fn media_fields_carry_the_kept_copies_never_the_customers_urls() {
+        let backend = CogBackend::new(
+            "vendor_1/model_1",
+            config(json!({ "inputs": { "prompt": "prompt", "image_url": "image" } })),
+            Arc::default(),
+        )
+        .unwrap();
+        let mut job = job(json!({ "prompt": "p", "image_url": "https://customer.example/a.png" }));
+        job.media_input = vidgate_core::ValidatedInput::from_stored_json(
+            json!({ "prompt": "p", "image_url": "https://vidgate.example/api/v1/files/media/t/a.png" }),
+        );
+        assert_eq!(
+            backend.prediction_input(&job),
+            json!({ "prompt": "p", "image": "https://vidgate.example/api/v1/files/media/t/a.png" })
         );
     }
 
@@ -936,49 +805,5 @@ mod tests {
             message.contains("422") && message.contains("at most 10"),
             "{message}"
         );
-    }
-
-    #[tokio::test]
-    async fn a_backends_file_must_name_catalog_models_and_known_fields() {
-        let cog = |extra: Value| {
-            let mut model = json!({ "backend": "cog", "base_url": "http://127.0.0.1:9" });
-            model
-                .as_object_mut()
-                .unwrap()
-                .extend(extra.as_object().unwrap().clone());
-            model
-        };
-        let backends = apply(&json!({ "models": { "vendor_1/model_1": cog(json!({})) } })).unwrap();
-        let model = Catalog::embedded()
-            .model("vendor_1/model_1")
-            .unwrap()
-            .clone();
-        assert!(backends.for_model(&model).is_some());
-
-        for (file, expected) in [
-            (
-                json!({ "models": { "vendor_9/nope": cog(json!({})) } }),
-                "not a model in the catalog",
-            ),
-            (
-                json!({ "models": { "vendor_1/model_1": cog(json!({ "concurency": 2 })) } }),
-                "unknown field",
-            ),
-            (
-                json!({ "models": { "vendor_1/model_1": cog(json!({ "concurrency": 0 })) } }),
-                "at least 1",
-            ),
-            (
-                json!({ "models": { "vendor_1/model_1": cog(json!({ "base_url": "file:///tmp" })) } }),
-                "http(s) URL",
-            ),
-            (
-                json!({ "models": { "vendor_1/model_1": { "backend": "triton" } } }),
-                "unknown variant",
-            ),
-        ] {
-            let error = apply(&file).err().expect("the file is refused").to_string();
-            assert!(error.contains(expected), "{error}");
-        }
     }
 }

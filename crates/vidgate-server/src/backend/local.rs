@@ -51,7 +51,7 @@ impl LocalEngineBackend {
     ) -> Result<RenderMedia, JobFailure> {
         let fetcher = self.media_fetcher()?;
         tokio::select! {
-            fetched = fetch_render_media(fetcher, &job.input) => fetched.map_err(|error| JobFailure::Failed {
+            fetched = fetch_render_media(fetcher, &job.media_input) => fetched.map_err(|error| JobFailure::Failed {
                 code: "media_unavailable".into(),
                 message: format!("the request's media could not be fetched when the job ran: {error}"),
             }),

@@ -4,7 +4,13 @@
 //! real model servers implement the same trait.
 
 mod cog;
+mod config;
+pub mod fal;
+mod hosted;
+mod hosted_config;
 mod local;
+pub mod provider;
+pub mod replicate;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,10 +19,13 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use vidgate_core::Mode;
 
-pub use cog::{
-    BackendsFile, BackendsFileError, CogBackend, CogCallbacks, CogModelConfig, CogTimeouts,
-    ModelBackendConfig, apply_backends_file,
+pub use cog::{CogBackend, CogCallbacks};
+pub use config::{
+    BackendsFile, BackendsFileError, CogModelConfig, CogTimeouts, ModelBackendConfig,
+    apply_backends_file, apply_backends_file_with_credentials,
 };
+pub use hosted::{HostedBackend, ProviderKind};
+pub use hosted_config::{FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts};
 pub use local::LocalEngineBackend;
 
 /// Everything a backend needs to run one generation.
@@ -25,7 +34,13 @@ pub struct Job {
     pub generation_id: String,
     pub model: String,
     pub mode: Mode,
+    /// The input as the customer sent it.
     pub input: vidgate_core::ValidatedInput,
+    /// The input a backend sends on or renders with: every media URL
+    /// replaced by the URL of the copy submit checked, priced and kept
+    /// (`bound_media.rs`), served by vidgate under `/files/` for as long as
+    /// the job lasts. Backends use this, never the customer's URLs.
+    pub media_input: vidgate_core::ValidatedInput,
     pub width: u32,
     pub height: u32,
     /// The seed to render with: the requested one, or one chosen for this job
@@ -85,6 +100,9 @@ pub trait Backend: Send + Sync + 'static {
     /// settings, such as whether private networks may be reached, are only
     /// known then). Backends that pass URLs on to a model server ignore it.
     fn attach_media_fetcher(&self, _fetcher: &vidgate_media::Fetcher) {}
+    /// Hands over, at server start, the store, for backends that record
+    /// their remote jobs there (hosted providers); others ignore it.
+    fn attach_store(&self, _store: &Arc<dyn crate::store::Store>) {}
 }
 
 /// Which backend runs which model. The catalog names a backend per model; an
@@ -126,6 +144,13 @@ impl Backends {
     pub fn attach_media_fetcher(&self, fetcher: &vidgate_media::Fetcher) {
         for backend in self.by_name.values().chain(self.by_model.values()) {
             backend.attach_media_fetcher(fetcher);
+        }
+    }
+
+    /// Gives every backend the store.
+    pub fn attach_store(&self, store: &Arc<dyn crate::store::Store>) {
+        for backend in self.by_name.values().chain(self.by_model.values()) {
+            backend.attach_store(store);
         }
     }
 

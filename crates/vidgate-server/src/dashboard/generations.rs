@@ -8,7 +8,7 @@ use vidgate_core::{GenerationStatus, Micros};
 
 use super::session::SignedIn;
 use super::{Layout, Section, display_time, render, usd};
-use crate::http::AppState;
+use crate::state::AppState;
 use crate::store::{Generation, ListFilter};
 
 /// Generations listed, newest first.

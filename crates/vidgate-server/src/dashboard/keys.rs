@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::session::SignedIn;
 use super::{Layout, Section, display_time, render};
 use crate::accounts;
-use crate::http::AppState;
+use crate::state::AppState;
 use crate::store::ApiKeyRecord;
 
 /// Key names are labels for people; longer ones are refused.

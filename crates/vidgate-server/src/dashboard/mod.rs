@@ -12,7 +12,7 @@
 //! A signed-in browser holds a random session token in an HttpOnly cookie;
 //! the database keeps only its SHA-256 (`session.rs`). Every form carries the
 //! session's CSRF token, and the sign-in form a pre-session one. The same
-//! session is an API caller (`session_caller`), used by the playground.
+//! session is an API caller (`crate::callers`), used by the playground.
 //! Every read and action is scoped to the session's account: what belongs
 //! to another account answers 404, as an unknown id does.
 
@@ -27,8 +27,6 @@ mod sign_in;
 pub mod users;
 mod webhooks;
 
-use std::net::SocketAddr;
-
 use askama::Template;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -39,9 +37,10 @@ use axum::routing::{get, post};
 use vidgate_core::Micros;
 use vidgate_core::money::MICROS_PER_CENT;
 
-pub use session::session_caller;
+pub use passwords::prepare_dummy_hash;
+pub use session::{CSRF_HEADER, session_token};
 
-use crate::http::AppState;
+use crate::state::AppState;
 use crate::store::Session;
 
 /// Largest form body a dashboard page accepts; the playground's prompt
@@ -51,28 +50,6 @@ const MAX_FORM_BYTES: usize = 64 * 1024;
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self' data:; media-src 'self'; connect-src 'self'; form-action 'self'; \
      frame-ancestors 'none'; base-uri 'none'";
-
-/// What the dashboard is configured with and the state it keeps in memory.
-pub struct Dashboard {
-    /// Anyone may create an account (with no credit) from the sign-in page.
-    pub allow_sign_up: bool,
-    /// Session cookies are marked `Secure`: the public URL is https.
-    pub secure_cookies: bool,
-    sign_in_limits: sign_in::SignInLimits,
-}
-
-impl Dashboard {
-    /// Must be called inside the Tokio runtime: it prepares the dummy
-    /// password hash on a blocking thread.
-    pub fn new(allow_sign_up: bool, public_url: &str) -> Dashboard {
-        tokio::task::spawn_blocking(passwords::prepare_dummy_hash);
-        Dashboard {
-            allow_sign_up,
-            secure_cookies: public_url.starts_with("https://"),
-            sign_in_limits: sign_in::SignInLimits::default(),
-        }
-    }
-}
 
 /// The dashboard's routes: `GET /` sends people to it, and everything else
 /// lives under `/dashboard`.
@@ -95,6 +72,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/webhooks", get(webhooks::show))
         .route("/webhooks/rotate", post(webhooks::rotate))
+        .route("/webhooks/secret", get(webhooks::secret))
         .route("/assets/{version}/{name}", get(assets::serve))
         .fallback(|| async { not_found(None) })
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
@@ -251,7 +229,7 @@ pub fn not_found(session: Option<&Session>) -> Response {
 
 /// A failure on our side; the cause goes to the log, not to the page.
 pub fn internal_error(error: impl std::error::Error + 'static) -> Response {
-    crate::http::log_cause_chain(&error);
+    crate::diagnostics::log_cause_chain(&error);
     error_page(
         StatusCode::INTERNAL_SERVER_ERROR,
         None,
@@ -278,14 +256,6 @@ pub fn display_time(unix_millis: i64) -> String {
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
     time.format(&format).unwrap_or_default()
-}
-
-/// The client's address for the sign-in limit, when the server knows it.
-fn client_address(request: &axum::http::request::Parts) -> Option<SocketAddr> {
-    request
-        .extensions
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
-        .map(|info| info.0)
 }
 
 #[cfg(test)]

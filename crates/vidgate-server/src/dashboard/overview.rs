@@ -8,7 +8,7 @@ use vidgate_core::Micros;
 
 use super::session::SignedIn;
 use super::{Layout, Section, display_time, render, usd};
-use crate::http::AppState;
+use crate::state::AppState;
 use crate::store::{DailySpend, LedgerEntry, now_millis};
 
 const DAY_MILLIS: i64 = 24 * 60 * 60 * 1000;

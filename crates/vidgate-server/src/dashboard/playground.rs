@@ -6,25 +6,28 @@
 //! `POST /api/v1/quote/…`, submits it through `POST /api/v1/run/…` with the
 //! session cookie and `X-CSRF-Token`, and polls the generation once a second
 //! until it ends. Without JavaScript the form posts here, is turned into the
-//! same body by `body_from_form`, and is submitted by the API's own handler,
-//! so both paths validate, price and charge alike.
+//! same body by `body_from_form`, and is submitted through the API's own
+//! submit path (`crate::submit`), so both paths validate, price and charge alike.
 
 use std::collections::HashMap;
 
 use askama::Template;
 use axum::Form;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use vidgate_core::catalog::ParameterType;
 use vidgate_core::{Catalog, Endpoint, MediaFacts, Purpose};
 
-use super::session::{SignedIn, api_caller};
+use super::session::SignedIn;
 use super::{Layout, Section, render, usd};
-use crate::http::AppState;
+use crate::diagnostics::log_cause_chain;
+use crate::sessions::api_caller;
+use crate::state::AppState;
 use crate::store::Session;
+use crate::submit::{SubmitError, submit_generation};
 
 /// The endpoint shown when none is chosen.
 const DEFAULT_ENDPOINT: &str = "vendor_1/model_1/text-to-video";
@@ -318,35 +321,41 @@ pub async fn submit(
     };
     let caller = api_caller(session);
     let rate = state.rate_limiter.check_caller(&caller).await;
-    let submitted = if rate.allowed {
-        let body = body_from_form(endpoint, &values).to_string();
-        crate::http::submit_generation(
-            &state,
-            &caller,
+    if !rate.allowed {
+        return playground_page(
+            &state.catalog,
+            session,
             endpoint,
-            body.as_bytes(),
-            &HeaderMap::new(),
-        )
-        .await
-    } else {
-        Err(crate::http::ApiError::RateLimited {
-            message: "Too many requests: wait a moment and try again.".into(),
-            retry_after: rate.reset,
-        })
-    };
-    let error = match submitted {
+            Some(&values),
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("Too many requests: wait a moment and try again.".to_owned()),
+        );
+    }
+    let body = body_from_form(endpoint, &values).to_string();
+    let error = match submit_generation(&state, &caller, endpoint, body.as_bytes(), None).await {
         Ok((generation, _replayed)) => {
             return Redirect::to(&format!("/dashboard/generations/{}", generation.id))
                 .into_response();
         }
         Err(error) => error,
     };
-    let (status, message) = error.status_and_public_message();
-    let status = if status.is_client_error() {
-        status
-    } else {
-        StatusCode::BAD_GATEWAY
+    if let SubmitError::Internal(_) = &error {
+        log_cause_chain(&error);
+    }
+    let status = match &error {
+        SubmitError::Invalid { .. } => StatusCode::BAD_REQUEST,
+        SubmitError::ConcurrencyLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
+        SubmitError::InsufficientBalance { .. } => StatusCode::PAYMENT_REQUIRED,
+        SubmitError::IdempotencyKeyReused => StatusCode::CONFLICT,
+        SubmitError::AccountNotFound => StatusCode::UNAUTHORIZED,
+        SubmitError::MediaBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        // The page itself worked: what failed is the model or the service
+        // behind it.
+        SubmitError::ModelUnavailable(_)
+        | SubmitError::RefusedUpstream(_)
+        | SubmitError::Internal(_) => StatusCode::BAD_GATEWAY,
     };
+    let message = error.to_string();
     playground_page(
         &state.catalog,
         session,

@@ -1,10 +1,9 @@
 //! Sessions and CSRF.
 //!
-//! A session is a random 32-byte token in the `vg_session` cookie (HttpOnly,
-//! SameSite=Lax, Path=/, Secure behind https); the database keeps its
-//! SHA-256 only. It ends after `IDLE_TIMEOUT` without use, at
-//! `ABSOLUTE_LIFETIME` after sign-in however active, or at sign-out, which
-//! revokes it in the database so the cookie is refused from then on.
+//! A session (`crate::sessions`: its token, lifetimes and CSRF token) is
+//! carried in the `vg_session` cookie (HttpOnly, SameSite=Lax, Path=/,
+//! Secure behind https). Sign-out revokes it in the database so the cookie
+//! is refused from then on.
 //!
 //! Every session has its own random CSRF token. Each dashboard form sends it
 //! as `csrf_token`, and the dashboard's API calls as `X-CSRF-Token`; it is
@@ -16,36 +15,20 @@ use std::time::Duration;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use rand::Rng;
-use subtle::ConstantTimeEq;
 
-use crate::http::{ApiError, AppState};
-use crate::ids::{random_token, sha256_hex};
-use crate::store::{Caller, NewSession, Session, Store, StoreError, User, now_millis};
+use crate::sessions::{self, ABSOLUTE_LIFETIME, live_session, tokens_match};
+use crate::state::AppState;
+use crate::store::{Session, Store, StoreError, User};
 
 pub const SESSION_COOKIE: &str = "vg_session";
 pub const PRE_SESSION_CSRF_COOKIE: &str = "vg_csrf";
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-/// A session unused for this long has ended.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 60 * 60);
-/// A session ends this long after sign-in, however active it is.
-pub const ABSOLUTE_LIFETIME: Duration = Duration::from_secs(30 * 24 * 60 * 60);
-
 /// Tokens are 43 characters; anything much longer is not one of ours and
 /// is refused before hashing.
 const MAX_TOKEN_CHARS: usize = 128;
-
-/// 32 random bytes, base64url without padding.
-pub fn random_secret() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    URL_SAFE_NO_PAD.encode(bytes)
-}
 
 /// The value of one cookie of the request.
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -72,8 +55,9 @@ pub fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> H
     HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(""))
 }
 
-pub fn tokens_match(expected: &str, given: &str) -> bool {
-    !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
+/// The session token the request's `vg_session` cookie carries, if any.
+pub fn session_token(headers: &HeaderMap) -> Option<&str> {
+    cookie(headers, SESSION_COOKIE)
 }
 
 /// The live session the request's cookie names, if any.
@@ -81,12 +65,8 @@ pub async fn current_session(
     store: &dyn Store,
     headers: &HeaderMap,
 ) -> Result<Option<Session>, StoreError> {
-    match cookie(headers, SESSION_COOKIE) {
-        Some(token) => {
-            store
-                .session(&sha256_hex(token.as_bytes()), IDLE_TIMEOUT)
-                .await
-        }
+    match session_token(headers) {
+        Some(token) => live_session(store, token).await,
         None => Ok(None),
     }
 }
@@ -98,17 +78,7 @@ pub async fn start_session(
     user: &User,
     secure: bool,
 ) -> Result<HeaderValue, StoreError> {
-    let token = random_secret();
-    store
-        .create_session(&NewSession {
-            id: format!("ses_{}", random_token(20)),
-            token_sha256: sha256_hex(token.as_bytes()),
-            user_id: user.id.clone(),
-            account_id: user.account_id.clone(),
-            csrf_token: random_secret(),
-            expires_at: now_millis() + ABSOLUTE_LIFETIME.as_millis() as i64,
-        })
-        .await?;
+    let token = sessions::start_session(store, user).await?;
     Ok(set_cookie(
         SESSION_COOKIE,
         &token,
@@ -150,54 +120,6 @@ pub fn csrf_refused(session: Option<&Session>) -> Response {
     )
 }
 
-/// The API caller behind a dashboard session, for `/api/v1` requests that
-/// carry no `Authorization` header. `None` without a session cookie. A
-/// cookie that names no live session is refused, and so is an unsafe method
-/// without the session's `X-CSRF-Token` (a cookie alone is sent by any site
-/// the browser visits). The session has its own rate-limit bucket,
-/// `session:<id>`.
-pub async fn session_caller(
-    state: &AppState,
-    method: &Method,
-    headers: &HeaderMap,
-) -> Result<Option<Caller>, ApiError> {
-    if cookie(headers, SESSION_COOKIE).is_none() {
-        return Ok(None);
-    }
-    let session = current_session(state.store.as_ref(), headers)
-        .await?
-        .ok_or_else(|| {
-            ApiError::Unauthorized(
-                "The dashboard session has ended: sign in again, or send `Authorization: Bearer <API key>`."
-                    .into(),
-            )
-        })?;
-    let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
-    if !safe {
-        let given = headers
-            .get(CSRF_HEADER)
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or("");
-        if !tokens_match(&session.csrf_token, given) {
-            return Err(ApiError::Forbidden(
-                "A request made with the dashboard session needs the page's X-CSRF-Token header."
-                    .into(),
-            ));
-        }
-    }
-    Ok(Some(api_caller(&session)))
-}
-
-/// The session as an API caller: the session's account, with a rate-limit
-/// bucket of its own, so the dashboard's calls count without sharing a key's.
-pub fn api_caller(session: &Session) -> Caller {
-    Caller {
-        key_id: format!("session:{}", session.id),
-        account_id: session.account_id.clone(),
-        limits: session.limits,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,13 +133,5 @@ mod tests {
         );
         assert_eq!(cookie(&headers, SESSION_COOKIE), Some("abc"));
         assert_eq!(cookie(&headers, PRE_SESSION_CSRF_COOKIE), None);
-    }
-
-    #[test]
-    fn tokens_must_match_exactly_and_not_be_empty() {
-        assert!(tokens_match("abc", "abc"));
-        assert!(!tokens_match("abc", "abd"));
-        assert!(!tokens_match("abc", ""));
-        assert!(!tokens_match("", ""));
     }
 }

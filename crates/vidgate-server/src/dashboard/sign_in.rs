@@ -1,7 +1,5 @@
 //! Sign-in, sign-up and sign-out.
 
-use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use askama::Template;
@@ -10,77 +8,20 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use serde::Deserialize;
 
-use super::session::{
-    self, PRE_SESSION_CSRF_COOKIE, SESSION_COOKIE, SignedIn, cookie, random_secret, set_cookie,
-    tokens_match,
-};
+use super::session::{self, PRE_SESSION_CSRF_COOKIE, SESSION_COOKIE, SignedIn, cookie, set_cookie};
 use super::users::{self, UserError};
 use super::{Layout, passwords, render};
-use crate::http::AppState;
+use crate::client_address::client_address_of;
+use crate::sessions::{random_secret, tokens_match};
+use crate::state::AppState;
 
-/// Sign-in attempts allowed at once per email, then one more every 6 s.
-const ATTEMPTS_PER_EMAIL_BURST: u32 = 10;
-const EMAIL_REFILL: Duration = Duration::from_secs(6);
-/// Sign-in attempts allowed at once per client address, then one more
-/// every 2 s: room for a team behind one address, none for a password spray.
-const ATTEMPTS_PER_ADDRESS_BURST: u32 = 30;
-const ADDRESS_REFILL: Duration = Duration::from_secs(2);
-/// How many checks pass between sweeps of forgotten keys.
-const CHECKS_PER_PRUNE: u32 = 1024;
+/// What a sign-up with an email that already has a user is told.
+const SIGN_UP_REFUSED: &str = "No account could be created with this email and password. To use an existing account, sign in.";
+
 /// The pre-session CSRF cookie lasts as long as a sign-in page stays open.
 const PRE_SESSION_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// Sign-in attempts limited per email and per client address, in this
-/// process. Every attempt counts, right or wrong, so that guessing is slow
-/// whatever the outcome.
-pub struct SignInLimits {
-    by_email: DefaultKeyedRateLimiter<String>,
-    by_address: DefaultKeyedRateLimiter<String>,
-    checks: AtomicU32,
-}
-
-impl Default for SignInLimits {
-    fn default() -> SignInLimits {
-        let quota = |burst: u32, refill: Duration| {
-            Quota::with_period(refill)
-                .expect("a non-zero refill period")
-                .allow_burst(NonZeroU32::new(burst).expect("a non-zero burst"))
-        };
-        SignInLimits {
-            by_email: RateLimiter::keyed(quota(ATTEMPTS_PER_EMAIL_BURST, EMAIL_REFILL)),
-            by_address: RateLimiter::keyed(quota(ATTEMPTS_PER_ADDRESS_BURST, ADDRESS_REFILL)),
-            checks: AtomicU32::new(0),
-        }
-    }
-}
-
-impl SignInLimits {
-    /// Takes one attempt from both buckets; the wait before the next
-    /// attempt when either is empty.
-    fn check(&self, email: &str, address: Option<String>) -> Result<(), Duration> {
-        if self
-            .checks
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(CHECKS_PER_PRUNE)
-        {
-            self.by_email.retain_recent();
-            self.by_address.retain_recent();
-        }
-        let now = DefaultClock::default().now();
-        if let Some(address) = address {
-            self.by_address
-                .check_key(&address)
-                .map_err(|not_until| not_until.wait_time_from(now))?;
-        }
-        self.by_email
-            .check_key(&email.to_owned())
-            .map_err(|not_until| not_until.wait_time_from(now))
-    }
-}
 
 #[derive(Template)]
 #[template(path = "sign_in.html")]
@@ -193,8 +134,8 @@ pub async fn submit(
         return session::csrf_refused(None);
     }
     let email = credentials.email.trim().to_lowercase();
-    let address = super::client_address(&parts).map(|address| address.ip().to_string());
-    if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address) {
+    let address = client_address_of(&parts, &state.trusted_proxies);
+    if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address).await {
         let mut response = sign_in_page(
             &state,
             headers,
@@ -253,9 +194,9 @@ pub async fn sign_up(
         return session::csrf_refused(None);
     }
     // Sign-ups hash a password too, so they share the address limit.
-    let address = super::client_address(&parts).map(|address| address.ip().to_string());
+    let address = client_address_of(&parts, &state.trusted_proxies);
     let email = credentials.email.trim().to_lowercase();
-    if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address) {
+    if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address).await {
         return sign_in_page(
             &state,
             headers,
@@ -276,9 +217,9 @@ pub async fn sign_up(
             | UserError::EmailTaken(_)),
         ) => {
             let message = match error {
-                UserError::EmailTaken(_) => {
-                    "That email already has a user: sign in instead.".to_owned()
-                }
+                // Not "that email has a user": the form must not tell
+                // strangers which emails are registered.
+                UserError::EmailTaken(_) => SIGN_UP_REFUSED.to_owned(),
                 other => other.to_string(),
             };
             sign_in_page(

@@ -3,15 +3,16 @@
 
 use askama::Template;
 use axum::Form;
+use axum::Json;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::session::SignedIn;
+use super::session::{CSRF_HEADER, SignedIn};
 use super::{Layout, Section, display_time, render};
 use crate::accounts;
-use crate::http::AppState;
+use crate::state::AppState;
 use crate::store::{AccountDelivery, now_millis};
 
 /// Deliveries listed, newest first.
@@ -60,9 +61,10 @@ impl From<AccountDelivery> for DeliveryRow {
 #[template(path = "webhooks.html")]
 struct WebhooksPage {
     layout: Layout,
-    secret: String,
-    /// Shown without JavaScript after the reveal button's plain GET.
-    revealed: bool,
+    /// Only after the reveal button's plain GET (without JavaScript): the
+    /// page does not carry the secret otherwise, and the script fetches it
+    /// from `secret` when the button is pressed.
+    secret: Option<String>,
     /// Until when the replaced secret still signs deliveries.
     previous_valid_until: Option<String>,
     deliveries: Vec<DeliveryRow>,
@@ -98,15 +100,37 @@ pub async fn show(
         StatusCode::OK,
         &WebhooksPage {
             layout: Layout::signed_in(session, "Webhooks", Section::Webhooks),
-            revealed: reveal.reveal.is_some(),
             previous_valid_until: account
                 .previous_webhook_secret_expires_at
                 .filter(|expires_at| *expires_at > now)
                 .map(display_time),
-            secret: account.webhook_secret,
+            secret: reveal.reveal.is_some().then_some(account.webhook_secret),
             deliveries: deliveries.into_iter().map(DeliveryRow::from).collect(),
         },
     )
+}
+
+/// The signing secret as JSON, for the reveal button's script. It needs the
+/// page's CSRF token in a header, so only a page of this dashboard asks.
+pub async fn secret(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    headers: HeaderMap,
+) -> Response {
+    let token = headers
+        .get(CSRF_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    if let Some(refused) = signed_in.csrf_refusal(token) {
+        return refused;
+    }
+    match state.store.account(&signed_in.0.account_id).await {
+        Ok(Some(account)) => {
+            Json(serde_json::json!({ "webhook_secret": account.webhook_secret })).into_response()
+        }
+        Ok(None) => super::not_found(Some(&signed_in.0)),
+        Err(error) => super::internal_error(error),
+    }
 }
 
 #[derive(Deserialize)]

@@ -8,7 +8,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::callers::CallerRefusal;
+use crate::dashboard::users::UserError;
+use crate::diagnostics::log_cause_chain;
 use crate::store::StoreError;
+use crate::submit::{CONCURRENCY_RETRY_AFTER, IDEMPOTENCY_KEY, SubmitError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -49,6 +53,14 @@ pub enum ApiError {
     Upstream(String),
     #[error("{0}")]
     ModelUnavailable(String),
+    /// This node is fetching as much request media as it may at once; the
+    /// same request may pass after `retry_after` (503 with `Retry-After`,
+    /// under the spec's only 503 code).
+    #[error("{message}")]
+    Busy {
+        message: String,
+        retry_after: Duration,
+    },
 }
 
 impl ApiError {
@@ -81,7 +93,27 @@ impl ApiError {
                 (StatusCode::NOT_IMPLEMENTED, "direct_upload_unavailable")
             }
             ApiError::Upstream(_) => (StatusCode::BAD_GATEWAY, "upstream_error"),
-            ApiError::ModelUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable"),
+            ApiError::ModelUnavailable(_) | ApiError::Busy { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable")
+            }
+        }
+    }
+}
+
+impl From<vidgate_media::InspectError> for ApiError {
+    fn from(error: vidgate_media::InspectError) -> Self {
+        match error {
+            vidgate_media::InspectError::Invalid(invalid) => ApiError::InvalidRequest {
+                message: invalid.message,
+                param: invalid.param,
+            },
+            vidgate_media::InspectError::Busy { retry_after } => ApiError::Busy {
+                message: format!(
+                    "The service is fetching as much request media as it can at once. Retry in {} s; nothing was charged.",
+                    retry_after.as_secs().max(1)
+                ),
+                retry_after,
+            },
         }
     }
 }
@@ -92,16 +124,74 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// Writes an error's whole cause chain on one log line.
-pub fn log_cause_chain(error: &(dyn std::error::Error + 'static)) {
-    let mut chain = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        chain.push_str(": ");
-        chain.push_str(&cause.to_string());
-        source = cause.source();
+/// What the API answers to credentials that name no caller.
+impl From<CallerRefusal> for ApiError {
+    fn from(refusal: CallerRefusal) -> Self {
+        match refusal {
+        CallerRefusal::MalformedApiKey => ApiError::Unauthorized(
+            "Malformed Authorization header: expected `Bearer vg_live_…`.".into(),
+        ),
+        CallerRefusal::UnknownApiKey => {
+            ApiError::Unauthorized("The API key is unknown or revoked.".into())
+        }
+        CallerRefusal::SessionEnded => ApiError::Unauthorized(
+            "The dashboard session has ended: sign in again, or send `Authorization: Bearer <API key>`."
+                .into(),
+        ),
+        CallerRefusal::MissingCsrfToken => ApiError::Forbidden(
+            "A request made with the dashboard session needs the page's X-CSRF-Token header."
+                .into(),
+        ),
+        CallerRefusal::Store(error) => ApiError::internal(error),
     }
-    tracing::error!(error = %chain, "request failed on the service side");
+    }
+}
+
+/// What the operator API answers to a dashboard user it could not create.
+impl From<UserError> for ApiError {
+    fn from(error: UserError) -> Self {
+        let message = error.to_string();
+        match error {
+            UserError::InvalidEmail(_) => ApiError::invalid("email", message),
+            UserError::InvalidPassword(_) => ApiError::invalid("password", message),
+            UserError::EmailTaken(_) => ApiError::Conflict {
+                message,
+                param: Some("email".to_owned()),
+            },
+            UserError::NoAccount(account_id) => {
+                ApiError::NotFound(format!("No account {account_id:?} exists."))
+            }
+            UserError::Store(error) => ApiError::internal(error),
+            UserError::Password(error) => ApiError::internal(error),
+        }
+    }
+}
+
+/// What the API answers to a generation that was not submitted.
+impl From<SubmitError> for ApiError {
+    fn from(error: SubmitError) -> Self {
+        let message = error.to_string();
+        match error {
+            SubmitError::Invalid { message, param } => ApiError::InvalidRequest { message, param },
+            SubmitError::ModelUnavailable(_) => ApiError::ModelUnavailable(message),
+            SubmitError::RefusedUpstream(_) => ApiError::Upstream(message),
+            SubmitError::ConcurrencyLimit { .. } => ApiError::RateLimited {
+                message,
+                retry_after: CONCURRENCY_RETRY_AFTER,
+            },
+            SubmitError::InsufficientBalance { .. } => ApiError::InsufficientBalance(message),
+            SubmitError::IdempotencyKeyReused => ApiError::Conflict {
+                message,
+                param: Some(IDEMPOTENCY_KEY.to_owned()),
+            },
+            SubmitError::AccountNotFound => ApiError::Unauthorized(message),
+            SubmitError::MediaBusy { retry_after } => ApiError::Busy {
+                message,
+                retry_after,
+            },
+            SubmitError::Internal(source) => ApiError::Internal(source),
+        }
+    }
 }
 
 impl ApiError {
@@ -140,7 +230,9 @@ impl IntoResponse for ApiError {
             body["error"]["param"] = json!(param);
         }
         let mut response = (status, axum::Json(body)).into_response();
-        if let ApiError::RateLimited { retry_after, .. } = &self {
+        if let ApiError::RateLimited { retry_after, .. } | ApiError::Busy { retry_after, .. } =
+            &self
+        {
             let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
             response
                 .headers_mut()

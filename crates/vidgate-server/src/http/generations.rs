@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use vidgate_core::{CancelRefusal, GenerationStatus};
 
 use super::{ApiError, AppState};
+use crate::representation::generation_json;
 use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
 
 /// Seconds a client should wait before polling an unfinished generation
@@ -20,57 +21,6 @@ const POLL_HINT_SECONDS: u32 = 5;
 
 const DEFAULT_PAGE_SIZE: u32 = 20;
 const MAX_PAGE_SIZE: u32 = 100;
-
-pub fn rfc3339(unix_millis: i64) -> String {
-    let time = time::OffsetDateTime::from_unix_timestamp_nanos(unix_millis as i128 * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let format = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    time.format(&format).unwrap_or_default()
-}
-
-/// The cost object: an estimate while the job is pending, the captured price
-/// once it succeeded, zero once it failed or was canceled (the hold was
-/// refunded).
-fn cost_json(generation: &Generation) -> Value {
-    let (amount, estimated, official) = match generation.status {
-        GenerationStatus::Queued | GenerationStatus::Running => (generation.price, true, None),
-        GenerationStatus::Succeeded => (generation.price, false, Some(generation.official_price)),
-        GenerationStatus::Failed | GenerationStatus::Canceled => {
-            (vidgate_core::Micros::ZERO, false, None)
-        }
-    };
-    json!({
-        "amount_usd": amount.to_usd(),
-        "currency": "usd",
-        "estimated": estimated,
-        "official_usd": official.map(|official| official.to_usd()),
-        "saved_usd": official.map(|official| (official - amount).to_usd()),
-    })
-}
-
-/// The Generation record of SPEC.md section 2, as every endpoint returns it.
-pub fn generation_json(generation: &Generation, api_base: &str) -> Value {
-    let url = format!("{api_base}/generations/{}", generation.id);
-    json!({
-        "id": generation.id,
-        "object": "generation",
-        "model": generation.model,
-        "endpoint": generation.endpoint,
-        "mode": generation.mode,
-        "status": generation.status,
-        "input": generation.input,
-        "output": generation.output,
-        "error": generation.error,
-        "cost": cost_json(generation),
-        "source": generation.source,
-        "started_at": generation.started_at.map(rfc3339),
-        "completed_at": generation.completed_at.map(rfc3339),
-        "urls": { "get": url, "cancel": format!("{url}/cancel") },
-        "created_at": rfc3339(generation.created_at),
-    })
-}
 
 /// A generation response, with the polling hint while it is unfinished.
 pub fn generation_response(generation: &Generation, api_base: &str) -> Response {
@@ -113,6 +63,12 @@ pub async fn cancel(
         .await?
     {
         CancelOutcome::Canceled(generation) => {
+            crate::bound_media::release_generation_media(
+                state.store.as_ref(),
+                &state.storage,
+                &generation.id,
+            )
+            .await;
             Ok(generation_response(&generation, &state.api_base))
         }
         CancelOutcome::NotFound => Err(not_found(&generation_id)),
@@ -229,12 +185,6 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339_utc_with_milliseconds() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(1_795_000_000_123), "2026-11-18T11:06:40.123Z");
-    }
 
     #[test]
     fn cursors_round_trip_and_reject_garbage() {

@@ -3,74 +3,59 @@
 //! present the result. One file per resource.
 
 pub mod account;
+mod admin;
 mod cog_callbacks;
 mod error;
+mod fair_use;
 mod files;
 mod generations;
+mod health;
 mod models;
 mod openapi;
+mod prepared;
 mod quote;
-pub(crate) mod runs;
+mod runs;
+mod serve;
 mod uploads;
 mod webhooks;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use tokio::sync::Notify;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::services::ServeDir;
 use tower_http::trace::TraceLayer;
 use vidgate_core::Catalog;
 
+pub use crate::representation::{generation_json, rfc3339};
 pub use account::account_json;
-pub use error::{ApiError, log_cause_chain};
-pub use generations::{generation_json, rfc3339};
-pub(crate) use runs::submit_generation;
+pub use error::ApiError;
+pub use fair_use::PublicRateLimit;
+pub use serve::{HttpLimits, serve};
 pub use webhooks::webhook_secret_json;
 
-use crate::backend::Backends;
-use crate::ids::{API_KEY_PREFIX, sha256_hex};
-use crate::rate_limit::CallerRateLimiter;
-use crate::storage::Storage;
-use crate::store::{Caller, Store};
+use crate::callers::{self, CallerRefusal};
+use crate::dashboard::{CSRF_HEADER, session_token};
+use crate::state::AppState;
+use crate::store::Caller;
 
 /// Largest JSON body accepted. The biggest legitimate body (a 5000-character
 /// prompt, a 2000-character negative prompt and a dozen URLs) is far smaller.
 const MAX_JSON_BODY_BYTES: usize = 256 * 1024;
 
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub store: Arc<dyn Store>,
-    pub catalog: Arc<Catalog>,
-    pub backends: Backends,
-    pub storage: Arc<Storage>,
-    pub rate_limiter: Arc<CallerRateLimiter>,
-    /// Absolute base of the API, e.g. `http://127.0.0.1:8080/api/v1`.
-    pub api_base: String,
-    /// Wakes an idle worker when a job is queued.
-    pub queue_wakeup: Arc<Notify>,
-    pub max_attempts: i64,
-    /// Fetches, probes and checks request media on submit and quote.
-    pub media: Arc<vidgate_media::MediaInspector>,
-    pub max_upload_bytes: u64,
-    /// The account dashboard's settings and sign-in limits.
-    pub dashboard: Arc<crate::dashboard::Dashboard>,
-}
-
 pub fn router(state: AppState) -> Router {
     let public = Router::new()
-        .route("/models", get(models::list))
-        .route("/models/{vendor}/{model}", get(models::show))
+        .merge(models::routes(&state.catalog, &state.api_base))
         .route("/quote/{vendor}/{model}/{mode}", post(quote::quote))
-        .route("/openapi.json", get(openapi::serve));
+        .merge(openapi::routes(&state.catalog, &state.api_base))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            fair_use::limit_public,
+        ));
 
     let authenticated = Router::new()
         .route("/run/{vendor}/{model}/{mode}", post(runs::submit))
@@ -117,10 +102,21 @@ pub fn router(state: AppState) -> Router {
         post(cog_callbacks::receive),
     );
 
+    // Outside /api/v1 and unauthenticated: load balancers and orchestrators
+    // probe them.
+    let probes = Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz));
+
+    // Outside /api/v1: the operator's, not customers' (see admin/mod.rs).
+    let operator = admin::router(state.clone()).layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
+
     let request_id = HeaderName::from_static("x-request-id");
     Router::new()
         .nest("/api/v1", api)
+        .nest("/admin/v1", operator)
         .merge(internal)
+        .merge(probes)
         .merge(crate::dashboard::router())
         .fallback(|| async { ApiError::NotFound("No such endpoint.".into()) })
         .with_state(state)
@@ -150,13 +146,27 @@ async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let session_caller = if request.headers().contains_key(header::AUTHORIZATION) {
+    // A request with an `Authorization` header is always a key's, even when
+    // the browser also sends a session cookie.
+    let session = if request.headers().contains_key(header::AUTHORIZATION) {
         None
     } else {
-        crate::dashboard::session_caller(&state, request.method(), request.headers()).await?
+        session_token(request.headers())
     };
-    let caller = match session_caller {
-        Some(caller) => caller,
+    let caller = match session {
+        Some(token) => {
+            let changes_state = !matches!(
+                *request.method(),
+                Method::GET | Method::HEAD | Method::OPTIONS
+            );
+            let csrf_token = request
+                .headers()
+                .get(CSRF_HEADER)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("");
+            callers::caller_for_session(state.store.as_ref(), token, changes_state, csrf_token)
+                .await?
+        }
         None => caller_from_headers(&state, request.headers()).await?,
     };
     let rate = state.rate_limiter.check_caller(&caller).await;
@@ -194,17 +204,8 @@ async fn caller_from_headers(state: &AppState, headers: &HeaderMap) -> Result<Ca
     let key = header
         .strip_prefix("Bearer ")
         .map(str::trim)
-        .filter(|key| key.starts_with(API_KEY_PREFIX) && key.len() <= 128)
-        .ok_or_else(|| {
-            ApiError::Unauthorized(
-                "Malformed Authorization header: expected `Bearer vg_live_…`.".into(),
-            )
-        })?;
-    state
-        .store
-        .authenticate(&sha256_hex(key.as_bytes()))
-        .await?
-        .ok_or_else(|| ApiError::Unauthorized("The API key is unknown or revoked.".into()))
+        .ok_or(CallerRefusal::MalformedApiKey)?;
+    Ok(callers::caller_for_api_key(state.store.as_ref(), key).await?)
 }
 
 /// Gives every error response the spec's JSON shape, including those made by

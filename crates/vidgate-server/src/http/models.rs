@@ -1,67 +1,74 @@
 //! `GET /models` and `GET /models/{vendor}/{model}`: the public catalog,
 //! cacheable by clients and proxies.
+//!
+//! The records depend only on the catalog and the API base, so they are
+//! serialised once when the router is built and served from those bytes.
 
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Path;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
 use serde_json::{Value, json};
+use vidgate_core::Catalog;
 
+use super::prepared::PreparedJson;
 use super::{ApiError, AppState};
-use crate::ids::sha256_hex;
 
-/// The catalog changes only when the operator replaces it and restarts.
-const CACHE_CONTROL: &str = "public, max-age=300";
+/// The list and every model's record, ready to send.
+struct ModelDocuments {
+    list: PreparedJson,
+    /// Keyed by model id (`vendor_1/model_1`).
+    models: HashMap<String, PreparedJson>,
+}
 
-/// A JSON response with a strong ETag, answering 304 when the client already
-/// holds this version.
-fn cacheable_json(request_headers: &HeaderMap, body: &Value) -> Response {
-    let text = body.to_string();
-    let etag = format!("\"{}\"", &sha256_hex(text.as_bytes())[..32]);
-    let unchanged = request_headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|tags| {
-            tags.split(',')
-                .any(|tag| tag.trim() == etag || tag.trim() == "*")
+impl ModelDocuments {
+    fn new(catalog: &Catalog, api_base: &str) -> ModelDocuments {
+        let records: Vec<(String, Value)> = catalog
+            .models()
+            .iter()
+            .map(|model| (model.id.clone(), model.public_json(api_base)))
+            .collect();
+        let list = json!({
+            "object": "list",
+            "data": records.iter().map(|(_, record)| record).collect::<Vec<_>>(),
         });
-    let mut response = if unchanged {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        ([(header::CONTENT_TYPE, "application/json")], text).into_response()
-    };
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(CACHE_CONTROL),
-    );
-    if let Ok(etag) = HeaderValue::from_str(&etag) {
-        headers.insert(header::ETAG, etag);
+        ModelDocuments {
+            list: PreparedJson::new(&list),
+            models: records
+                .iter()
+                .map(|(id, record)| (id.clone(), PreparedJson::new(record)))
+                .collect(),
+        }
     }
-    response
+
+    fn show(&self, model_id: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+        let model = self
+            .models
+            .get(model_id)
+            .ok_or_else(|| ApiError::NotFound(format!("No model {model_id:?} exists.")))?;
+        Ok(model.respond(headers))
+    }
 }
 
-pub async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let models: Vec<Value> = state
-        .catalog
-        .models()
-        .iter()
-        .map(|model| model.public_json(&state.api_base))
-        .collect();
-    cacheable_json(&headers, &json!({ "object": "list", "data": models }))
-}
-
-pub async fn show(
-    State(state): State<AppState>,
-    Path((vendor, model)): Path<(String, String)>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let model_id = format!("{vendor}/{model}");
-    let model = state
-        .catalog
-        .model(&model_id)
-        .ok_or_else(|| ApiError::NotFound(format!("No model {model_id:?} exists.")))?;
-    Ok(cacheable_json(
-        &headers,
-        &model.public_json(&state.api_base),
-    ))
+/// The two routes, with the catalog's documents prepared.
+pub fn routes(catalog: &Catalog, api_base: &str) -> Router<AppState> {
+    let documents = Arc::new(ModelDocuments::new(catalog, api_base));
+    let for_show = documents.clone();
+    Router::new()
+        .route(
+            "/models",
+            get(move |headers: HeaderMap| async move { documents.list.respond(&headers) }),
+        )
+        .route(
+            "/models/{vendor}/{model}",
+            get(
+                move |Path((vendor, model)): Path<(String, String)>, headers: HeaderMap| async move {
+                    for_show.show(&format!("{vendor}/{model}"), &headers)
+                },
+            ),
+        )
 }

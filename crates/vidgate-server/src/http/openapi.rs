@@ -6,13 +6,14 @@
 //! build. CI runs schemathesis against the running server with this document,
 //! so a handler that drifts from it fails the build.
 
-use axum::extract::State;
-use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::routing::get;
 use serde_json::{Map, Value, json};
 use vidgate_core::{Catalog, GenerationStatus, Mode};
 
 use super::AppState;
+use super::prepared::PreparedJson;
 
 /// Every error code the API can answer, as documented in the Error schema.
 const ERROR_CODES: [&str; 12] = [
@@ -40,6 +41,13 @@ fn json_content(schema: Value) -> Value {
 
 fn error_response(description: &str) -> Value {
     json!({ "description": description, "content": json_content(schema_ref("Error")) })
+}
+
+/// The answer of a public endpoint past its per-address fair-use limit.
+fn public_rate_limited() -> Value {
+    error_response(
+        "rate_limited: too many requests to the public endpoints from this client address; Retry-After says when to try again.",
+    )
 }
 
 fn rate_limit_headers() -> Value {
@@ -381,7 +389,7 @@ fn endpoint_paths(catalog: &Catalog, paths: &mut Map<String, Value>) {
                 ),
                 (
                     "503",
-                    "model_unavailable: the model is temporarily not accepting new generations.",
+                    "model_unavailable: the model is temporarily not accepting new generations, or this node is fetching as much request media as it may at once (Retry-After says when to try again).",
                 ),
             ]);
             run_errors.insert(
@@ -425,7 +433,9 @@ fn endpoint_paths(catalog: &Catalog, paths: &mut Map<String, Value>) {
                         "200": { "description": "The price.", "content": json_content(schema_ref("Quote")) },
                         "400": error_response("invalid_request: a parameter is invalid; param names it."),
                         "413": error_response("payload_too_large"),
-                        "500": error_response("internal_error")
+                        "429": public_rate_limited(),
+                        "500": error_response("internal_error"),
+                        "503": error_response("model_unavailable: this node is fetching as much request media as it may at once; Retry-After says when to try again.")
                     }
                 }}),
             );
@@ -434,7 +444,7 @@ fn endpoint_paths(catalog: &Catalog, paths: &mut Map<String, Value>) {
 }
 
 /// The whole document for this deployment.
-pub fn document(catalog: &Catalog, api_base: &str) -> Value {
+fn document(catalog: &Catalog, api_base: &str) -> Value {
     let mut paths = Map::new();
     endpoint_paths(catalog, &mut paths);
     let model_ids: Vec<&str> = catalog
@@ -456,7 +466,8 @@ pub fn document(catalog: &Catalog, api_base: &str) -> Value {
         "operationId": "list_models", "summary": "List models and their endpoints", "tags": ["catalog"], "security": [],
         "responses": {
             "200": { "description": "The catalog.", "content": json_content(schema_ref("ModelList")) },
-            "304": { "description": "Not modified since the ETag sent in If-None-Match." }
+            "304": { "description": "Not modified since the ETag sent in If-None-Match." },
+            "429": public_rate_limited()
         }
     }}));
     paths.insert("/models/{vendor}/{model}".into(), json!({ "get": {
@@ -468,7 +479,8 @@ pub fn document(catalog: &Catalog, api_base: &str) -> Value {
         "responses": {
             "200": { "description": "The model.", "content": json_content(schema_ref("Model")) },
             "304": { "description": "Not modified since the ETag sent in If-None-Match." },
-            "404": error_response("not_found: no such model.")
+            "404": error_response("not_found: no such model."),
+            "429": public_rate_limited()
         }
     }}));
     paths.insert("/generations".into(), json!({ "get": {
@@ -556,8 +568,16 @@ pub fn document(catalog: &Catalog, api_base: &str) -> Value {
     }}));
     paths.insert("/openapi.json".into(), json!({ "get": {
         "operationId": "get_openapi", "summary": "This document", "tags": ["meta"], "security": [],
-        "responses": { "200": { "description": "OpenAPI 3.1 document.", "content": { "application/json": { "schema": { "type": "object" } } } } }
+        "responses": {
+            "200": { "description": "OpenAPI 3.1 document.", "content": { "application/json": { "schema": { "type": "object" } } } },
+            "304": { "description": "Not modified since the ETag sent in If-None-Match." },
+            "429": public_rate_limited()
+        }
     }}));
+
+    // The operator API, under its own tag, scheme and server (admin/openapi.rs).
+    let admin_base = format!("{}/admin/v1", api_base.trim_end_matches("/api/v1"));
+    paths.extend(super::admin::openapi::paths(&admin_base));
 
     json!({
         "openapi": "3.1.0",
@@ -569,21 +589,26 @@ pub fn document(catalog: &Catalog, api_base: &str) -> Value {
         "servers": [{ "url": api_base }],
         "security": [{ "bearer": [] }],
         "tags": [
-            { "name": "generations" }, { "name": "catalog" }, { "name": "account" }, { "name": "webhooks" }, { "name": "uploads" }, { "name": "meta" }
+            { "name": "generations" }, { "name": "catalog" }, { "name": "account" }, { "name": "webhooks" }, { "name": "uploads" }, { "name": "meta" },
+            { "name": "operator", "description": "The operator API under /admin/v1, with the operator token; not for customers." }
         ],
         "paths": Value::Object(paths),
         "components": {
-            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer", "description": "An API key: vg_live_…" } },
+            "securitySchemes": {
+                "bearer": { "type": "http", "scheme": "bearer", "description": "An API key: vg_live_…" },
+                "operator_token": super::admin::openapi::security_scheme()
+            },
             "schemas": component_schemas()
         }
     })
 }
 
-pub async fn serve(State(state): State<AppState>) -> Response {
-    let mut response = axum::Json(document(&state.catalog, &state.api_base)).into_response();
-    response.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=300"),
-    );
-    response
+/// The route, with the document prepared: it depends only on the catalog and
+/// the API base, so it is built and serialised once.
+pub fn routes(catalog: &Catalog, api_base: &str) -> Router<AppState> {
+    let prepared = PreparedJson::new(&document(catalog, api_base));
+    Router::new().route(
+        "/openapi.json",
+        get(move |headers: HeaderMap| async move { prepared.respond(&headers) }),
+    )
 }

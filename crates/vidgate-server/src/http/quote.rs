@@ -33,8 +33,7 @@ pub async fn quote(
     let media_facts = state
         .media
         .inspect(endpoint, &input, Scope::PriceAffecting)
-        .await
-        .map_err(invalid_request)?;
+        .await?;
     let price = endpoint.price(&input, &media_facts);
     Ok(Json(json!({
         "object": "quote",

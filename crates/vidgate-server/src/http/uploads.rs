@@ -14,18 +14,14 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
-use vidgate_core::ValidatedInput;
-use vidgate_media::{MediaDetails, MediaInfo};
 
 use super::{ApiError, AppState, body_bytes, rfc3339};
 use crate::ids::random_token;
-use crate::storage::{self, DIRECT_UPLOAD_VALIDITY, ReadError};
-use crate::store::{Caller, DirectUpload, NewDirectUpload, NewUpload, now_millis};
+use crate::media::{ACCEPTED_FORMATS, content_type, media_json};
+use crate::storage::{self, DIRECT_UPLOAD_VALIDITY};
+use crate::store::{Caller, NewDirectUpload, NewUpload, now_millis};
 
 const FILE_FIELD: &str = "file";
-
-/// What the probe accepts, for messages.
-const ACCEPTED_FORMATS: &str = "JPG, PNG, WebP, MP4, MOV, MP3 or WAV";
 
 /// Creates a pending direct upload and signs a PUT URL for its object.
 /// Body: `{"content_type"?, "size_bytes"?}`; a declared content type is
@@ -44,6 +40,7 @@ pub async fn initiate(
     }
     let body = body_bytes(body)?;
     let request = parse_initiate(&body, state.max_upload_bytes)?;
+    check_upload_quota(&state, &caller, 0).await?;
     let upload_id = format!("upl_{}", random_token(24));
     // A declared type names the file, so the URL serves with that type from
     // the first byte; otherwise the type is found when the file is probed.
@@ -147,36 +144,6 @@ fn parse_initiate(body: &[u8], max_upload_bytes: u64) -> Result<InitiateRequest,
     Ok(request)
 }
 
-fn content_type(info: &MediaInfo) -> &'static str {
-    storage::media_type_of_extension(info.format.catalog_name())
-}
-
-/// What the prober found, as the upload record shows it.
-fn media_json(info: &MediaInfo) -> Value {
-    let mut media = json!({ "format": info.format.catalog_name() });
-    match &info.details {
-        MediaDetails::Image { width, height } => {
-            media["width"] = json!(width);
-            media["height"] = json!(height);
-        }
-        MediaDetails::Video {
-            width,
-            height,
-            duration_ms,
-            frame_rate,
-        } => {
-            media["width"] = json!(width);
-            media["height"] = json!(height);
-            media["duration_s"] = json!(*duration_ms as f64 / 1000.0);
-            media["fps"] = json!(frame_rate.per_second());
-        }
-        MediaDetails::Audio { duration_ms } => {
-            media["duration_s"] = json!(*duration_ms as f64 / 1000.0);
-        }
-    }
-    media
-}
-
 fn unreadable(error: MultipartError) -> ApiError {
     ApiError::invalid(
         FILE_FIELD,
@@ -198,6 +165,8 @@ pub async fn create(
             format!("Send multipart/form-data with a `file` field: {rejection}"),
         )
     })?;
+    // The count is checked before the body is read, the bytes once known.
+    check_upload_quota(&state, &caller, 0).await?;
     while let Some(mut field) = multipart.next_field().await.map_err(unreadable)? {
         if field.name() != Some(FILE_FIELD) {
             continue;
@@ -224,34 +193,32 @@ pub async fn create(
         .await;
         drop(file);
         let probed = match written {
-            Ok(()) => {
-                let bytes = tokio::fs::read(&incoming)
-                    .await
-                    .map_err(ApiError::internal)?;
-                vidgate_media::probe(&bytes)
-                    .map(|info| (info, bytes))
-                    .map_err(|error| {
-                        ApiError::invalid(
-                            FILE_FIELD,
-                            format!("The file is not a readable {ACCEPTED_FORMATS} file: {error}."),
-                        )
-                    })
-            }
+            Ok(()) => crate::media::probe_stored_file(incoming.clone())
+                .await
+                .map_err(|error| {
+                    ApiError::invalid(
+                        FILE_FIELD,
+                        format!("The file is not a readable {ACCEPTED_FORMATS} file: {error}."),
+                    )
+                }),
             Err(error) => Err(error),
         };
-        let (info, contents) = match probed {
-            Ok(probed) => probed,
+        let info = match probed {
+            Ok(info) => info,
             Err(error) => {
                 let _ = tokio::fs::remove_file(&incoming).await;
                 return Err(error);
             }
         };
+        if let Err(error) = check_upload_quota(&state, &caller, size_bytes).await {
+            let _ = tokio::fs::remove_file(&incoming).await;
+            return Err(error);
+        }
         let upload_id = format!("upl_{}", random_token(24));
         let stored = state
             .storage
             .keep_upload(
                 &incoming,
-                contents,
                 &upload_id,
                 info.format.catalog_name(),
                 content_type(&info),
@@ -286,120 +253,56 @@ pub async fn create(
     ))
 }
 
-/// Refuses a request that names another account's upload: upload URLs are
-/// capabilities for fetching, but using one in a generation is reserved to
-/// the account that uploaded it.
-pub async fn check_upload_ownership(
-    state: &AppState,
-    caller: &Caller,
-    input: &ValidatedInput,
-) -> Result<(), ApiError> {
-    let prefix = format!("{}/files/", state.api_base);
-    let mut fields: Vec<(String, &str)> = Vec::new();
-    fields.extend(input.image_url().map(|url| ("image_url".to_owned(), url)));
-    fields.extend(
-        input
-            .end_image_url()
-            .map(|url| ("end_image_url".to_owned(), url)),
-    );
-    for (name, urls) in [
-        ("reference_image_urls", input.reference_image_urls()),
-        ("reference_video_urls", input.reference_video_urls()),
-        ("reference_audio_urls", input.reference_audio_urls()),
-    ] {
-        fields.extend(urls.into_iter().map(|url| (name.to_owned(), url)));
-    }
-    for (field, url) in fields {
-        let Some(relative_path) = url.strip_prefix(&prefix) else {
-            continue;
-        };
-        if !relative_path.starts_with("uploads/") {
-            continue;
-        }
-        let owned = match state.store.upload_owner(relative_path).await? {
-            Some(owner) => owner == caller.account_id,
-            None => match state.store.direct_upload(relative_path).await? {
-                Some(direct) if direct.account_id == caller.account_id => {
-                    record_direct_upload(state, &direct, relative_path, &field).await?;
-                    true
-                }
-                _ => false,
-            },
-        };
-        if !owned {
-            return Err(ApiError::invalid(
-                field.clone(),
-                format!("{field} names an upload this account did not make."),
-            ));
-        }
-    }
-    Ok(())
+/// How many uploads an account may hold, and their total bytes: a few
+/// reference files for an account that never had credit (so a free account
+/// cannot use uploads as storage), far more for one that has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadQuota {
+    pub count: i64,
+    pub bytes: i64,
 }
 
-/// The first use of a direct upload: reads and probes the object with the
-/// same rules as a multipart upload (the cap, the content's magic bytes) and
-/// records it as an upload, so later uses are one indexed read. Nothing is
-/// recorded on failure: the client may still PUT the file and try again.
-async fn record_direct_upload(
+pub const UPLOAD_QUOTA_WITHOUT_CREDIT: UploadQuota = UploadQuota {
+    count: 10,
+    bytes: 250 * 1024 * 1024,
+};
+
+pub const UPLOAD_QUOTA_WITH_CREDIT: UploadQuota = UploadQuota {
+    count: 1000,
+    bytes: 20 * 1024 * 1024 * 1024,
+};
+
+/// Refuses an upload that would take the account past its quota
+/// (`adding_bytes` more than it holds, one more upload).
+async fn check_upload_quota(
     state: &AppState,
-    direct: &DirectUpload,
-    relative_path: &str,
-    field: &str,
+    caller: &Caller,
+    adding_bytes: u64,
 ) -> Result<(), ApiError> {
-    let bytes = match state
-        .storage
-        .read(relative_path, state.max_upload_bytes)
-        .await
-    {
-        Ok(bytes) => bytes,
-        Err(ReadError::NotFound) => {
-            return Err(ApiError::invalid(
-                field,
-                format!(
-                    "{field} names direct upload {} whose file has not been uploaded: PUT the file to its upload_url first.",
-                    direct.id
-                ),
-            ));
-        }
-        Err(ReadError::TooLarge { limit }) => {
-            return Err(ApiError::invalid(
-                field,
-                format!(
-                    "{field} names direct upload {} whose file is larger than {limit} bytes.",
-                    direct.id
-                ),
-            ));
-        }
-        Err(error @ ReadError::Store(_)) => return Err(ApiError::internal(error)),
-    };
-    let info = vidgate_media::probe(&bytes).map_err(|error| {
-        ApiError::invalid(
-            field,
-            format!("{field} names direct upload {} whose file is not a readable {ACCEPTED_FORMATS} file: {error}.", direct.id),
-        )
-    })?;
-    let found = content_type(&info);
-    let declared = storage::content_type_of(relative_path);
-    if declared != storage::UNKNOWN_CONTENT_TYPE && declared != found {
-        return Err(ApiError::invalid(
-            field,
-            format!(
-                "{field} names direct upload {} declared as {declared}, but its file is {found}.",
-                direct.id
-            ),
-        ));
-    }
-    state
+    let account = state
         .store
-        .record_direct_upload(&NewUpload {
-            id: direct.id.clone(),
-            account_id: direct.account_id.clone(),
-            relative_path: relative_path.to_owned(),
-            content_type: found.to_owned(),
-            size_bytes: bytes.len() as i64,
-            media: media_json(&info),
-            created_at: now_millis(),
-        })
-        .await?;
+        .account(&caller.account_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::Unauthorized("The account of this API key no longer exists.".into())
+        })?;
+    let quota = if account.credited.0 > 0 {
+        UPLOAD_QUOTA_WITH_CREDIT
+    } else {
+        UPLOAD_QUOTA_WITHOUT_CREDIT
+    };
+    let usage = state.store.upload_usage(&caller.account_id).await?;
+    let adding_bytes = i64::try_from(adding_bytes).unwrap_or(i64::MAX);
+    // The upload being checked is not recorded yet: it is the one more.
+    let count_after = usage.count + 1;
+    if count_after > quota.count || usage.bytes.saturating_add(adding_bytes) > quota.bytes {
+        return Err(ApiError::RateLimited {
+            message: format!(
+                "Upload quota reached: this account may hold {} uploads of {} bytes in all.",
+                quota.count, quota.bytes
+            ),
+            retry_after: std::time::Duration::from_secs(3600),
+        });
+    }
     Ok(())
 }

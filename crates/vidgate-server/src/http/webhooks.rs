@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{ApiError, AppState, rfc3339};
 use crate::accounts;
-use crate::store::{Account, Caller, DeliveryRetryOutcome, WebhookDelivery};
+use crate::store::{Account, Caller, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, WebhookDelivery};
 
 /// The account's current secret and how long the previous one still signs,
 /// as the API and `vidgate admin account rotate-webhook-secret` show them.
@@ -110,6 +110,11 @@ pub async fn list_deliveries(
     })))
 }
 
+/// Manual re-sends per account: this many at once, then one more every
+/// `RETRY_REFILL`.
+const RETRY_BURST: u32 = 10;
+const RETRY_REFILL: std::time::Duration = std::time::Duration::from_secs(6);
+
 /// `POST /generations/{id}/webhook-deliveries/{delivery_id}/retry`: sends
 /// the delivery again now, whether it is waiting, delivered or failed. A
 /// failed delivery gets one more attempt; a waiting one keeps its schedule
@@ -120,6 +125,25 @@ pub async fn retry_delivery(
     Path((generation_id, delivery_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     require_generation(&state, &caller, &generation_id).await?;
+    // Each re-send is an outgoing request from a shared sender pool, so an
+    // account's re-sends are limited apart from its request rate.
+    let allowed = state
+        .rate_limiter
+        .check_every(
+            &format!("webhook-retry:{}", caller.account_id),
+            RETRY_REFILL,
+            RETRY_BURST,
+        )
+        .await;
+    if !allowed.allowed {
+        return Err(ApiError::RateLimited {
+            message: format!(
+                "Too many webhook re-sends for this account: {RETRY_BURST} at once, then one every {} seconds.",
+                RETRY_REFILL.as_secs()
+            ),
+            retry_after: allowed.reset,
+        });
+    }
     match state
         .store
         .retry_webhook_delivery(&caller.account_id, &generation_id, &delivery_id)
@@ -129,6 +153,14 @@ pub async fn retry_delivery(
         DeliveryRetryOutcome::InFlight => {
             return Err(ApiError::Conflict {
                 message: "This delivery is being attempted right now.".into(),
+                param: None,
+            });
+        }
+        DeliveryRetryOutcome::RetriesExhausted => {
+            return Err(ApiError::Conflict {
+                message: format!(
+                    "This delivery was already re-sent {MAX_MANUAL_RETRIES} times on request, the most allowed."
+                ),
                 param: None,
             });
         }

@@ -1,11 +1,12 @@
 //! The PostgreSQL store, for several `vidgate serve` processes on one
 //! database.
 //!
-//! The statements are those of the SQLite store (see `sql.rs`) with the
-//! locking SQLite's single writer made unnecessary: a submit locks its
-//! account row (`FOR UPDATE`), so the concurrency cap and the balance are
-//! decided by one submit of an account at a time across all nodes; claims and
-//! the rescuer pass over rows another node holds (`FOR UPDATE SKIP LOCKED`).
+//! The statements are those of the SQLite store (the aggregate files beside
+//! this one) with the locking SQLite's single writer made unnecessary: a
+//! submit locks its account row (`FOR UPDATE`), so the concurrency cap and
+//! the balance are decided by one submit of an account at a time across all
+//! nodes; claims and the rescuer pass over rows another node holds (`FOR
+//! UPDATE SKIP LOCKED`).
 //! A queued job is announced with `NOTIFY` when its transaction commits, and
 //! idle workers `LISTEN`, so a job submitted on one node starts at once on
 //! another instead of at the next poll.
@@ -13,19 +14,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde_json::Value;
 use sqlx::postgres::{PgListener, PgPoolOptions};
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{Connection, PgPool, Postgres, Transaction};
 use tokio::sync::{Notify, OnceCell};
 use tokio::task::JoinHandle;
-use vidgate_core::{GenerationStatus, Micros};
 
-use super::sql::*;
-use super::*;
+use super::StoreError;
+use super::caller_cache::CallerCache;
+use super::schema::{self, Migrations};
 
 /// The channel on which queued jobs are announced; the payload is the id.
-const WORK_CHANNEL: &str = "vidgate_work";
+pub(super) const WORK_CHANNEL: &str = "vidgate_work";
 
 /// Connections per process: workers and request handlers each hold one only
 /// for the length of a statement or a short transaction.
@@ -38,38 +37,58 @@ pub struct PgStore {
     /// The task that listens, started by the first worker that waits (an
     /// API-only node or an admin command never holds the extra connection).
     listener: OnceCell<JoinHandle<()>>,
+    callers: CallerCache,
 }
 
 impl PgStore {
-    pub async fn open(database_url: &str) -> Result<PgStore, StoreError> {
+    pub async fn open(database_url: &str, migrations: Migrations) -> Result<PgStore, StoreError> {
+        let options = schema::postgres_options(database_url)?;
+        // One plain connection first: the pool would retry a refused
+        // connection until its time-out and report only that.
+        let mut first = schema::connect_postgres(&options).await?;
+        match migrations {
+            // sqlx takes an advisory lock while migrating, so several nodes
+            // starting at once apply each migration exactly once.
+            Migrations::Apply => schema::postgres_migrator().run(&mut first).await?,
+            Migrations::Require => {
+                let applied = schema::postgres_applied_versions(&mut first).await?;
+                schema::require_none_pending(schema::pending(
+                    &schema::postgres_migrator(),
+                    &applied,
+                ))?
+            }
+        }
+        first.close().await.ok();
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
-            .connect(database_url)
+            .connect_with(options)
             .await?;
-        // sqlx takes an advisory lock while migrating, so several nodes
-        // starting at once apply each migration exactly once.
-        sqlx::migrate!("./migrations/postgres").run(&pool).await?;
         Ok(PgStore {
             pool,
             work_announced: Arc::new(Notify::new()),
             listener: OnceCell::new(),
+            callers: CallerCache::default(),
         })
     }
 
-    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
+    pub(super) async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
         Ok(self.pool.begin().await?)
     }
 
-    fn reader(&self) -> &PgPool {
+    pub(super) fn reader(&self) -> &PgPool {
         &self.pool
     }
 
-    fn writer(&self) -> &PgPool {
+    pub(super) fn writer(&self) -> &PgPool {
         &self.pool
+    }
+
+    pub(super) fn callers(&self) -> &CallerCache {
+        &self.callers
     }
 
     /// PostgreSQL delivers the notification only if the transaction commits.
-    async fn announce_work(
+    pub(super) async fn announce_work(
         transaction: &mut Transaction<'static, Postgres>,
         generation_id: &str,
     ) -> Result<(), StoreError> {
@@ -81,7 +100,7 @@ impl PgStore {
         Ok(())
     }
 
-    async fn wait_for_announced_work(&self, timeout: Duration) {
+    pub(super) async fn wait_for_announced_work(&self, timeout: Duration) {
         if let Err(error) = self
             .listener
             .get_or_try_init(|| self.start_listening())
@@ -123,11 +142,4 @@ impl Drop for PgStore {
             listener.abort();
         }
     }
-}
-
-impl_sql_store! {
-    store: PgStore,
-    database: Postgres,
-    lock_account: "FOR UPDATE",
-    skip_locked: "FOR UPDATE SKIP LOCKED",
 }

@@ -7,74 +7,198 @@
 //! instead of failing half-way). Reads use a separate pool and never block on
 //! the writer thanks to WAL. Because writes are serialised, the row-locking
 //! clauses PostgreSQL needs are empty here.
+//!
+//! Commits are durable against an operating-system crash or a power cut by
+//! default (`synchronous=FULL`: the WAL is synced at every commit), because a
+//! client that got 202 holds a hold on its account; `SqliteDurability` lets
+//! an operator trade that for faster commits.
 
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
-use vidgate_core::{GenerationStatus, Micros};
 
-use super::sql::*;
-use super::*;
+use super::StoreError;
+use super::caller_cache::CallerCache;
+use super::schema::{self, Migrations};
 
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
+    callers: CallerCache,
+}
+
+/// How SQLite syncs its write-ahead log to disk at each commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SqliteDurability {
+    /// `synchronous=FULL`: every commit is synced before it returns, so an
+    /// accepted submit, its hold and every capture survive a power cut.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: commits are synced at WAL checkpoints only, so
+    /// an operating-system crash or a power cut can lose the last commits
+    /// (submits already answered 202 with their holds, captures) while the
+    /// database itself stays consistent. A process crash loses nothing.
+    Normal,
+}
+
+impl std::str::FromStr for SqliteDurability {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<SqliteDurability, String> {
+        match text {
+            "full" => Ok(SqliteDurability::Full),
+            "normal" => Ok(SqliteDurability::Normal),
+            other => Err(format!(
+                "unknown SQLite synchronous mode {other:?}: use full or normal"
+            )),
+        }
+    }
 }
 
 impl SqliteStore {
-    pub async fn open(database_url: &str) -> Result<SqliteStore, StoreError> {
+    pub async fn open(
+        database_url: &str,
+        migrations: Migrations,
+        durability: SqliteDurability,
+    ) -> Result<SqliteStore, StoreError> {
+        let synchronous = match durability {
+            SqliteDurability::Full => SqliteSynchronous::Full,
+            SqliteDurability::Normal => SqliteSynchronous::Normal,
+        };
         let options = SqliteConnectOptions::from_str(database_url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(synchronous)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
+        create_private_database_file(options.get_filename())?;
+        // A connection to a local file cannot go stale the way a network
+        // connection can, and sqlx's check before handing one out costs a
+        // round trip to the connection's worker thread on every statement.
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .connect_with(options.clone())
             .await?;
-        sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
+        match migrations {
+            Migrations::Apply => schema::sqlite_migrator().run(&writer).await?,
+            Migrations::Require => {
+                let mut connection = writer.acquire().await?;
+                let applied = schema::sqlite_applied_versions(&mut connection).await?;
+                schema::require_none_pending(schema::pending(&schema::sqlite_migrator(), &applied))?
+            }
+        }
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
+            .test_before_acquire(false)
             .connect_with(options.read_only(true))
             .await?;
-        Ok(SqliteStore { writer, reader })
+        Ok(SqliteStore {
+            writer,
+            reader,
+            callers: CallerCache::default(),
+        })
     }
 
-    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+    pub(super) async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
-    fn reader(&self) -> &SqlitePool {
+    pub(super) fn reader(&self) -> &SqlitePool {
         &self.reader
     }
 
-    fn writer(&self) -> &SqlitePool {
+    pub(super) fn writer(&self) -> &SqlitePool {
         &self.writer
+    }
+
+    pub(super) fn callers(&self) -> &CallerCache {
+        &self.callers
     }
 
     /// SQLite has no way to signal another process. Workers in this process
     /// are woken by the HTTP layer's in-process signal after a submit, and
     /// jobs queued by another process are found by polling.
-    async fn announce_work(
+    pub(super) async fn announce_work(
         _transaction: &mut Transaction<'static, Sqlite>,
         _generation_id: &str,
     ) -> Result<(), StoreError> {
         Ok(())
     }
 
-    async fn wait_for_announced_work(&self, timeout: Duration) {
+    pub(super) async fn wait_for_announced_work(&self, timeout: Duration) {
         tokio::time::sleep(timeout).await;
     }
 }
 
-impl_sql_store! {
-    store: SqliteStore,
-    database: Sqlite,
-    lock_account: "",
-    skip_locked: "",
+/// Creates the database file readable by its owner only (0600) before
+/// SQLite opens it, because it holds webhook secrets and session CSRF
+/// tokens; SQLite gives its `-wal` and `-shm` files the database file's
+/// permissions. An existing file keeps the permissions its operator gave it.
+fn create_private_database_file(path: &std::path::Path) -> Result<(), StoreError> {
+    let in_memory = path.as_os_str().is_empty() || path.as_os_str() == ":memory:";
+    if in_memory || path.exists() {
+        return Ok(());
+    }
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+    match file.open(path) {
+        Ok(_) => Ok(()),
+        // Another process created it first; SQLite opens it as it is.
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(StoreError::DatabaseFile(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn synchronous_setting(store: &SqliteStore) -> i64 {
+        sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(store.writer())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn commits_are_synced_in_full_unless_relaxed() {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("a.sqlite").display());
+        let store = SqliteStore::open(&url, Migrations::Apply, SqliteDurability::default())
+            .await
+            .unwrap();
+        // SQLite reports FULL as 2 and NORMAL as 1.
+        assert_eq!(synchronous_setting(&store).await, 2);
+        let url = format!("sqlite://{}", directory.path().join("b.sqlite").display());
+        let store = SqliteStore::open(&url, Migrations::Apply, SqliteDurability::Normal)
+            .await
+            .unwrap();
+        assert_eq!(synchronous_setting(&store).await, 1);
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_new_database_file_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("new.sqlite");
+        let url = format!("sqlite://{}", path.display());
+        let store = SqliteStore::open(&url, Migrations::Apply, SqliteDurability::Full)
+            .await
+            .unwrap();
+        // A write makes SQLite create its WAL file beside the database.
+        sqlx::query("CREATE TABLE probe (id INTEGER)")
+            .execute(store.writer())
+            .await
+            .unwrap();
+        for file in [path.clone(), directory.path().join("new.sqlite-wal")] {
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", file.display());
+        }
+    }
 }

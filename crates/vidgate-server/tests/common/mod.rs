@@ -141,6 +141,15 @@ pub struct TestSettings {
     /// The address in clip URLs and Cog webhook URLs, if not the listener's.
     pub public_url: Option<String>,
     pub cog_callback_url: Option<String>,
+    /// Generous by default, so suites that call the public endpoints often
+    /// are not limited; the fair-use tests set their own.
+    pub public_rate_limit: vidgate_server::http::PublicRateLimit,
+    /// The listener's timeouts and connection cap (the defaults of `serve`).
+    pub http: vidgate_server::http::HttpLimits,
+    /// Peers whose forwarded client addresses are believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The operator API's token; off by default, as in `vidgate serve`.
+    pub operator_token: Option<String>,
 }
 
 impl TestSettings {
@@ -157,6 +166,13 @@ impl TestSettings {
             listen: "127.0.0.1:0".parse().unwrap(),
             public_url: None,
             cog_callback_url: None,
+            public_rate_limit: vidgate_server::http::PublicRateLimit {
+                per_second: 10_000,
+                burst: 10_000,
+            },
+            http: vidgate_server::http::HttpLimits::default(),
+            trusted_proxies: Vec::new(),
+            operator_token: None,
         }
     }
 }
@@ -218,6 +234,8 @@ async fn start_server(
     options.cog_callback_url = settings.cog_callback_url.clone();
     options.database_url = Some(database.url());
     options.queue.workers = settings.workers;
+    options.http = settings.http;
+    options.trusted_proxies = settings.trusted_proxies.clone();
     options.queue.lease = settings.lease;
     options.queue.idle_poll = Duration::from_millis(100);
     options.queue.rescue_interval = Duration::from_millis(200);
@@ -226,6 +244,8 @@ async fn start_server(
     options.webhooks = settings.webhooks.clone();
     options.storage = settings.storage.clone();
     options.trusted_media_addresses = settings.trusted_media_addresses.clone();
+    options.public_rate_limit = settings.public_rate_limit;
+    options.operator_token = settings.operator_token.clone();
     vidgate_server::start(options).await.expect("server starts")
 }
 

@@ -2,6 +2,8 @@
 //! when dropped, and `admin` commands that print JSON.
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
+pub mod services;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -14,6 +16,8 @@ pub struct Node {
     pub child: Child,
     /// `None` for a worker node, which has no HTTP listener.
     pub api_base: Option<String>,
+    /// What the node printed on stdout up to and including its ready line.
+    pub announcements: Vec<String>,
 }
 
 impl Drop for Node {
@@ -33,6 +37,26 @@ impl Node {
 /// workers and the simulation hooks, and waits until it says it is ready.
 /// `environment` names the database (`VIDGATE_DATA_DIR`, `VIDGATE_DATABASE_URL`).
 pub fn start_node(environment: &[(&str, &str)], extra_arguments: &[&str]) -> Node {
+    start_node_with_stderr(environment, extra_arguments, Stdio::inherit(), "error")
+}
+
+/// As [`start_node`], with the node's log (at `VIDGATE_LOG=info`, as
+/// operators run it) written to `log`.
+pub fn start_node_logging_to(
+    environment: &[(&str, &str)],
+    extra_arguments: &[&str],
+    log: &std::path::Path,
+) -> Node {
+    let log = std::fs::File::create(log).expect("the log file");
+    start_node_with_stderr(environment, extra_arguments, log.into(), "info")
+}
+
+fn start_node_with_stderr(
+    environment: &[(&str, &str)],
+    extra_arguments: &[&str],
+    stderr: Stdio,
+    log_filter: &str,
+) -> Node {
     let child = Command::new(env!("CARGO_BIN_EXE_vidgate"))
         .args([
             "serve",
@@ -46,15 +70,17 @@ pub fn start_node(environment: &[(&str, &str)], extra_arguments: &[&str]) -> Nod
         .args(extra_arguments)
         .envs(environment.iter().copied())
         .env("VIDGATE_SIMULATION", "1")
-        .env("VIDGATE_LOG", "error")
+        .env("VIDGATE_LOG", log_filter)
+        .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("vidgate serve starts");
     // Owned by a `Node` at once, so a failure below still kills the process.
     let mut node = Node {
         child,
         api_base: None,
+        announcements: Vec::new(),
     };
     let stdout = node.child.stdout.take().unwrap();
     let (lines, received) = mpsc::channel();
@@ -70,7 +96,8 @@ pub fn start_node(environment: &[(&str, &str)], extra_arguments: &[&str]) -> Nod
         let line = received
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             .expect("the node announces that it is ready");
-        if let Some(api_base) = line.strip_prefix("vidgate is listening on ") {
+        node.announcements.push(line.clone());
+        if let Some(api_base) = line.strip_prefix("vidgate API base: ") {
             node.api_base = Some(api_base.trim().to_owned());
             return node;
         }
@@ -78,6 +105,46 @@ pub fn start_node(environment: &[(&str, &str)], extra_arguments: &[&str]) -> Nod
             return node;
         }
     }
+}
+
+/// Runs `vidgate serve` expecting it to refuse to start, and returns what it
+/// printed (stdout, then stderr). A node that starts instead is killed and
+/// the test fails.
+pub fn serve_refused(environment: &[(&str, &str)], extra_arguments: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vidgate"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra_arguments)
+        .envs(environment.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vidgate serve starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child
+        .try_wait()
+        .expect("waiting for vidgate serve")
+        .is_none()
+    {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("the killed node's output");
+            panic!(
+                "vidgate serve {extra_arguments:?} started instead of refusing: {}",
+                String::from_utf8_lossy(&output.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("the node's output");
+    assert!(
+        !output.status.success(),
+        "vidgate serve {extra_arguments:?} exited successfully"
+    );
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 /// Runs `vidgate admin …` and returns its output, successful or not.

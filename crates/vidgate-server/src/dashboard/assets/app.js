@@ -29,13 +29,31 @@
     });
   }
 
-  // Reveal buttons: data-reveal names the hidden element they show. Without
-  // JavaScript the button submits a plain GET that renders it shown.
+  // Reveal buttons: data-reveal names the hidden element they show. A
+  // target with data-source is empty in the page and filled from that URL
+  // (JSON with one string field) the first time it is shown. Without
+  // JavaScript, or when that fetch fails, the button submits a plain GET
+  // that renders it shown.
   for (const button of document.querySelectorAll("[data-reveal]")) {
     const target = document.getElementById(button.dataset.reveal);
     button.setAttribute("aria-expanded", String(!target.hidden));
-    button.addEventListener("click", (event) => {
+    button.addEventListener("click", async (event) => {
       event.preventDefault();
+      if (target.hidden && target.dataset.source && !target.textContent) {
+        try {
+          const response = await fetch(target.dataset.source, {
+            headers: { "X-CSRF-Token": csrfToken() },
+            credentials: "same-origin",
+            cache: "no-store",
+          });
+          if (!response.ok) throw new Error(String(response.status));
+          const body = await response.json();
+          target.textContent = Object.values(body)[0];
+        } catch (_) {
+          button.form.submit();
+          return;
+        }
+      }
       target.hidden = !target.hidden;
       button.setAttribute("aria-expanded", String(!target.hidden));
       button.textContent = target.hidden ? "Reveal secret" : "Hide secret";

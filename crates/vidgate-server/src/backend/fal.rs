@@ -1,0 +1,818 @@
+//! fal's queue API, and nothing else: submitting a request to an endpoint
+//! (`POST {queue}/{owner}/{app}[/{path}]`, with `X-Fal-Request-Timeout` as
+//! the deadline to start and `fal_webhook` for the result), reading its
+//! status and result, canceling it while it waits in the queue, listing an
+//! endpoint's requests to reconcile a submit whose outcome is unknown, and
+//! verifying fal's Ed25519-signed webhooks against its JWKS.
+//!
+//! fal names requests by endpoint id (`owner/app/path`), but status, result
+//! and cancel live under `owner/app` only, as fal's own clients build them.
+
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use aws_lc_rs::signature::{ED25519, UnparsedPublicKey};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use super::provider::{
+    CancelOutcome, FailureKind, MAX_ANSWER_BYTES, ProviderError, ProviderFailure, ProviderJobState,
+    ProviderProtocol, ProviderTarget, WEBHOOK_TOLERANCE_SECONDS, WebhookRejection, classify_status,
+    iso8601, json_body, limited_body, shortened, transport_error, unreadable,
+};
+
+/// fal's queue, unless configured otherwise (tests use a fake).
+pub const DEFAULT_QUEUE_URL: &str = "https://queue.fal.run";
+/// fal's platform API (request listing), unless configured otherwise.
+pub const DEFAULT_API_URL: &str = "https://api.fal.ai";
+/// Where fal publishes the keys its webhooks are signed with.
+pub const DEFAULT_JWKS_URL: &str = "https://rest.alpha.fal.ai/.well-known/jwks.json";
+
+/// How many pages of an endpoint's request list a reconcile reads at most.
+const MAX_LIST_PAGES: usize = 20;
+
+/// A client of one fal account.
+pub struct FalClient {
+    http: reqwest::Client,
+    queue_url: Url,
+    api_url: Url,
+    key: String,
+    request_timeout: Duration,
+}
+
+impl FalClient {
+    /// `key` is the account's `FAL_KEY` (kept here only, never logged).
+    pub fn new(
+        queue_url: &str,
+        api_url: &str,
+        key: String,
+        request_timeout: Duration,
+    ) -> Result<FalClient, String> {
+        let parse = |text: &str, what: &str| {
+            Url::parse(&format!("{}/", text.trim_end_matches('/')))
+                .map_err(|error| format!("the fal {what} URL is not valid: {error}"))
+        };
+        let http = reqwest::Client::builder()
+            // A redirect would carry our key to wherever it points.
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .map_err(|error| format!("the HTTP client could not start: {error}"))?;
+        Ok(FalClient {
+            http,
+            queue_url: parse(queue_url, "queue")?,
+            api_url: parse(api_url, "API")?,
+            key,
+            request_timeout,
+        })
+    }
+
+    fn authorization(&self) -> HeaderValue {
+        let mut value = HeaderValue::from_str(&format!("Key {}", self.key))
+            .unwrap_or_else(|_| HeaderValue::from_static("Key invalid"));
+        value.set_sensitive(true);
+        value
+    }
+
+    fn request_url(&self, endpoint_id: &str, request_id: &str, tail: &str) -> Url {
+        self.queue_url
+            .join(&format!(
+                "{}/requests/{request_id}{tail}",
+                app_id(endpoint_id)
+            ))
+            .expect("paths built here are relative URLs")
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), ProviderError> {
+        let response = request
+            .header(AUTHORIZATION, self.authorization())
+            .timeout(self.request_timeout)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            return Err(error_from_response(response).await);
+        }
+        Ok((status, json_body(response, MAX_ANSWER_BYTES).await?))
+    }
+}
+
+#[async_trait]
+impl ProviderProtocol for FalClient {
+    fn name(&self) -> &'static str {
+        "fal"
+    }
+
+    async fn submit(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        webhook_url: Option<&str>,
+        deadline: Duration,
+    ) -> Result<String, ProviderError> {
+        let mut url = self
+            .queue_url
+            .join(&target.0)
+            .map_err(|error| ProviderError::Refused {
+                status: 0,
+                kind: FailureKind::Failed,
+                message: format!("the endpoint id is not a path: {error}"),
+            })?;
+        if let Some(webhook_url) = webhook_url {
+            url.query_pairs_mut()
+                .append_pair("fal_webhook", webhook_url);
+        }
+        let (_, queued) = self
+            .send(
+                self.http
+                    .post(url)
+                    .header("X-Fal-Request-Timeout", deadline.as_secs().max(1))
+                    .json(input),
+            )
+            .await?;
+        queued["request_id"]
+            .as_str()
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| unreadable("the queue answer has no request_id"))
+    }
+
+    async fn state(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<ProviderJobState, ProviderError> {
+        let (_, status) = self
+            .send(
+                self.http
+                    .get(self.request_url(&target.0, job_id, "/status?logs=0")),
+            )
+            .await?;
+        match queue_state(&status)? {
+            QueueState::InQueue => Ok(ProviderJobState::Queued),
+            QueueState::InProgress => Ok(ProviderJobState::Running),
+            QueueState::CompletedWithError(failure) => Ok(ProviderJobState::Failed(failure)),
+            QueueState::Completed => {
+                match self
+                    .send(self.http.get(self.request_url(&target.0, job_id, "")))
+                    .await
+                {
+                    Ok((_, result)) => Ok(result_state(&result)),
+                    // The result call answers a failed request with its
+                    // error: the job failed, for good.
+                    Err(ProviderError::Refused { kind, message, .. }) => {
+                        Ok(ProviderJobState::Failed(ProviderFailure { kind, message }))
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+        }
+    }
+
+    async fn cancel_if_queued(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<CancelOutcome, ProviderError> {
+        // fal passes a cancel of a running request to the app, which may
+        // stop it half-billed: only a request still in the queue is
+        // canceled.
+        match self.state(target, job_id).await {
+            Ok(ProviderJobState::Queued) => {}
+            Ok(_) => return Ok(CancelOutcome::AlreadyStarted),
+            Err(ProviderError::NotFound { .. }) => return Ok(CancelOutcome::NotFound),
+            Err(error) => return Err(error),
+        }
+        match self
+            .send(
+                self.http
+                    .put(self.request_url(&target.0, job_id, "/cancel")),
+            )
+            .await
+        {
+            Ok((_, answer)) => Ok(cancel_outcome(&answer)),
+            Err(ProviderError::NotFound { .. }) => Ok(CancelOutcome::NotFound),
+            // 400 "already completed" and the like: it is no longer queued.
+            Err(ProviderError::Refused { .. }) => Ok(CancelOutcome::AlreadyStarted),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn find_submitted(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        since: i64,
+    ) -> Result<Option<String>, ProviderError> {
+        let mut cursor: Option<String> = None;
+        let mut found = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let mut url = self
+                .api_url
+                .join("v1/models/requests/by-endpoint")
+                .expect("a relative URL");
+            {
+                let mut query = url.query_pairs_mut();
+                query
+                    .append_pair("endpoint_id", &target.0)
+                    .append_pair("start", &iso8601(since))
+                    .append_pair("limit", "100")
+                    .append_pair("expand", "payloads");
+                if let Some(cursor) = &cursor {
+                    query.append_pair("cursor", cursor);
+                }
+            }
+            let (_, page) = self.send(self.http.get(url)).await?;
+            if found.is_none() {
+                found = matching_request(&page, input);
+            }
+            match (page["has_more"].as_bool(), page["next_cursor"].as_str()) {
+                (Some(true), Some(next)) if found.is_none() => cursor = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// `owner/app` of an endpoint id `owner/app[/path]`.
+pub fn app_id(endpoint_id: &str) -> String {
+    endpoint_id
+        .trim_matches('/')
+        .splitn(3, '/')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A `QueueStatus` as fal's status call (and submit) answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum QueueState {
+    InQueue,
+    InProgress,
+    Completed,
+    /// fal reports a failed request as `COMPLETED` with `error` and
+    /// `error_type`.
+    CompletedWithError(ProviderFailure),
+}
+
+fn queue_state(status: &Value) -> Result<QueueState, ProviderError> {
+    match status["status"].as_str() {
+        Some("IN_QUEUE") => Ok(QueueState::InQueue),
+        Some("IN_PROGRESS") => Ok(QueueState::InProgress),
+        Some("COMPLETED") => {
+            let error = &status["error"];
+            let error_type = status["error_type"].as_str();
+            if error.is_null() && error_type.is_none() {
+                return Ok(QueueState::Completed);
+            }
+            let message = error
+                .as_str()
+                .map(shortened)
+                .unwrap_or_else(|| error_type.unwrap_or("no reason given").to_owned());
+            Ok(QueueState::CompletedWithError(ProviderFailure {
+                kind: error_type.map_or(FailureKind::Failed, kind_of_error_type),
+                message,
+            }))
+        }
+        _ => Err(unreadable("the queue status is not one fal documents")),
+    }
+}
+
+/// The state of a finished request from its result (the model's output).
+fn result_state(result: &Value) -> ProviderJobState {
+    match result["video"]["url"].as_str() {
+        Some(url) if !url.is_empty() => ProviderJobState::Succeeded {
+            video_url: url.to_owned(),
+        },
+        _ => ProviderJobState::Failed(ProviderFailure {
+            kind: FailureKind::Failed,
+            message: "the request finished without a video output".into(),
+        }),
+    }
+}
+
+/// fal's documented cancel answers: `{"status": "OK" | "CANCELLATION_REQUESTED"
+/// | "ALREADY_COMPLETED" | "NOT_FOUND"}`, or `{"success": bool}` in the
+/// per-endpoint OpenAPI documents.
+fn cancel_outcome(answer: &Value) -> CancelOutcome {
+    match (answer["status"].as_str(), answer["success"].as_bool()) {
+        (Some("OK"), _) | (None, Some(true)) => CancelOutcome::Removed,
+        (Some("NOT_FOUND"), _) => CancelOutcome::NotFound,
+        _ => CancelOutcome::AlreadyStarted,
+    }
+}
+
+/// What a request error's `error_type` (or a model error's `type`) says
+/// about the failure.
+fn kind_of_error_type(error_type: &str) -> FailureKind {
+    let lower = error_type.to_lowercase();
+    if lower.contains("timeout") {
+        FailureKind::TimedOut
+    } else if ["content_policy", "moderation", "nsfw", "safety"]
+        .iter()
+        .any(|word| lower.contains(word))
+    {
+        FailureKind::Moderated
+    } else {
+        FailureKind::Failed
+    }
+}
+
+/// The message and kind of a fal error body: `{"detail": "text",
+/// "error_type": "…"}` (request errors) or `{"detail": [{"loc", "msg",
+/// "type"}]}` (model errors, usually 422).
+fn error_detail(body: &Value, header_type: Option<&str>) -> (String, FailureKind) {
+    let mut kind = header_type
+        .or_else(|| body["error_type"].as_str())
+        .map_or(FailureKind::Failed, kind_of_error_type);
+    let message = match &body["detail"] {
+        Value::String(text) => shortened(text),
+        Value::Array(items) => {
+            for item in items {
+                if let Some(item_type) = item["type"].as_str() {
+                    let item_kind = kind_of_error_type(item_type);
+                    if item_kind != FailureKind::Failed {
+                        kind = item_kind;
+                    }
+                }
+            }
+            shortened(
+                &items
+                    .iter()
+                    .map(|item| {
+                        let field = item["loc"]
+                            .as_array()
+                            .and_then(|loc| loc.last())
+                            .and_then(Value::as_str)
+                            .unwrap_or("input");
+                        format!("{field}: {}", item["msg"].as_str().unwrap_or("invalid"))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        }
+        Value::Null => "no reason given".to_owned(),
+        other => shortened(&other.to_string()),
+    };
+    (message, kind)
+}
+
+async fn error_from_response(response: reqwest::Response) -> ProviderError {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = limited_body(response, 64 * 1024).await.unwrap_or_default();
+    classify_error(status, &headers, &body, SystemTime::now())
+}
+
+fn classify_error(status: u16, headers: &HeaderMap, body: &[u8], now: SystemTime) -> ProviderError {
+    let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let header_type = headers
+        .get("x-fal-error-type")
+        .and_then(|value| value.to_str().ok());
+    let (message, kind) = if parsed.is_null() {
+        (
+            shortened(&String::from_utf8_lossy(body)),
+            FailureKind::Failed,
+        )
+    } else {
+        error_detail(&parsed, header_type)
+    };
+    // A 504 whose timeout fal marks as ours (`X-Fal-Request-Timeout-Type:
+    // user`) is the deadline we set: the request is over, not unknown.
+    let user_timeout = headers
+        .get("x-fal-request-timeout-type")
+        .is_some_and(|value| value == "user");
+    if status == 504 && user_timeout {
+        return ProviderError::Refused {
+            status,
+            kind: FailureKind::TimedOut,
+            message,
+        };
+    }
+    classify_status(status, headers, message, kind, now)
+}
+
+/// The oldest request on a list page whose input is exactly `input`.
+fn matching_request(page: &Value, input: &Value) -> Option<String> {
+    let mut matches: Vec<&Value> = page["items"]
+        .as_array()?
+        .iter()
+        .filter(|item| &item["json_input"] == input)
+        .collect();
+    matches.sort_by(|a, b| {
+        a["sent_at"]
+            .as_str()
+            .unwrap_or_default()
+            .cmp(b["sent_at"].as_str().unwrap_or_default())
+    });
+    matches
+        .first()
+        .and_then(|item| item["request_id"].as_str().map(str::to_owned))
+}
+
+/// The public keys of a JWKS document (`{"keys": [{"kty": "OKP", "crv":
+/// "Ed25519", "x": base64url}]}`); other keys are skipped.
+pub fn parse_jwks(document: &[u8]) -> Result<Vec<[u8; 32]>, String> {
+    let document: Value = serde_json::from_slice(document)
+        .map_err(|error| format!("the JWKS is not JSON: {error}"))?;
+    let keys: Vec<[u8; 32]> = document["keys"]
+        .as_array()
+        .ok_or("the JWKS has no keys")?
+        .iter()
+        .filter(|key| key["kty"] == "OKP" && key["crv"] == "Ed25519")
+        .filter_map(|key| key["x"].as_str())
+        .filter_map(|x| URL_SAFE_NO_PAD.decode(x.trim_end_matches('=')).ok())
+        .filter_map(|bytes| <[u8; 32]>::try_from(bytes.as_slice()).ok())
+        .collect();
+    if keys.is_empty() {
+        return Err("the JWKS has no Ed25519 key".into());
+    }
+    Ok(keys)
+}
+
+/// The bytes fal signs for a webhook:
+/// `{request_id}\n{user_id}\n{timestamp}\n{hex sha256(body)}`.
+pub fn signed_message(request_id: &str, user_id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
+    let digest = Sha256::digest(body);
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{request_id}\n{user_id}\n{timestamp}\n{hex}").into_bytes()
+}
+
+/// A verified fal webhook: which request it is about, and its outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FalWebhook {
+    pub request_id: String,
+    pub state: ProviderJobState,
+}
+
+/// Verifies a webhook fal signed (`X-Fal-Webhook-Request-Id`, `-User-Id`,
+/// `-Timestamp` within five minutes of `now`, and `-Signature`, hex Ed25519
+/// by any key of fal's JWKS) and reads its outcome.
+pub fn verify_webhook(
+    headers: &HeaderMap,
+    body: &[u8],
+    keys: &[[u8; 32]],
+    now: i64,
+) -> Result<FalWebhook, WebhookRejection> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::trim)
+            .ok_or_else(|| WebhookRejection::Malformed(name.to_owned()))
+    };
+    let request_id = header("x-fal-webhook-request-id")?;
+    let user_id = header("x-fal-webhook-user-id")?;
+    let timestamp = header("x-fal-webhook-timestamp")?;
+    let signature = decode_hex(header("x-fal-webhook-signature")?)
+        .ok_or_else(|| WebhookRejection::Malformed("x-fal-webhook-signature".into()))?;
+    let sent_at: i64 = timestamp
+        .parse()
+        .map_err(|_| WebhookRejection::Malformed("x-fal-webhook-timestamp".into()))?;
+    if (now - sent_at).abs() > WEBHOOK_TOLERANCE_SECONDS {
+        return Err(WebhookRejection::Stale);
+    }
+    let message = signed_message(request_id, user_id, timestamp, body);
+    let verified = keys.iter().any(|key| {
+        UnparsedPublicKey::new(&ED25519, key)
+            .verify(&message, &signature)
+            .is_ok()
+    });
+    if !verified {
+        return Err(WebhookRejection::BadSignature);
+    }
+    let payload: Value = serde_json::from_slice(body)
+        .map_err(|error| WebhookRejection::InvalidBody(error.to_string()))?;
+    if payload["request_id"].as_str() != Some(request_id) {
+        return Err(WebhookRejection::InvalidBody(
+            "the body is about another request".into(),
+        ));
+    }
+    Ok(FalWebhook {
+        request_id: request_id.to_owned(),
+        state: webhook_state(&payload),
+    })
+}
+
+/// A webhook body: `{"status": "OK", "payload": <result>}` or `{"status":
+/// "ERROR", "error": "…", "payload": <error detail>}`.
+fn webhook_state(payload: &Value) -> ProviderJobState {
+    if payload["status"] == "OK" && payload["payload"].is_object() {
+        return result_state(&payload["payload"]);
+    }
+    let (detail, kind) = error_detail(&payload["payload"], None);
+    let message = payload["error"]
+        .as_str()
+        .map(|error| {
+            if detail == "no reason given" {
+                shortened(error)
+            } else {
+                shortened(&format!("{error}: {detail}"))
+            }
+        })
+        .or_else(|| payload["payload_error"].as_str().map(shortened))
+        .unwrap_or(detail);
+    ProviderJobState::Failed(ProviderFailure { kind, message })
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|index| u8::from_str_radix(text.get(index..index + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+    use serde_json::json;
+
+    #[test]
+    fn status_and_result_use_the_app_id_of_the_endpoint() {
+        assert_eq!(
+            app_id("alibaba/wan-3.0/reference-to-video"),
+            "alibaba/wan-3.0"
+        );
+        assert_eq!(
+            app_id("fal-ai/kling-video/o3/standard/reference-to-video"),
+            "fal-ai/kling-video"
+        );
+        assert_eq!(app_id("owner/app"), "owner/app");
+        let client = FalClient::new(
+            "http://127.0.0.1:9/queue",
+            "http://127.0.0.1:9",
+            "k".into(),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(
+            client
+                .request_url("fal-ai/kling-video/v3/pro/text-to-video", "r1", "/status")
+                .as_str(),
+            "http://127.0.0.1:9/queue/fal-ai/kling-video/requests/r1/status"
+        );
+    }
+
+    #[test]
+    fn queue_statuses_map_to_states_and_a_completed_error_is_a_failure() {
+        assert_eq!(
+            queue_state(&json!({ "status": "IN_QUEUE", "queue_position": 3 })).unwrap(),
+            QueueState::InQueue
+        );
+        assert_eq!(
+            queue_state(&json!({ "status": "IN_PROGRESS" })).unwrap(),
+            QueueState::InProgress
+        );
+        assert_eq!(
+            queue_state(&json!({ "status": "COMPLETED", "error": null })).unwrap(),
+            QueueState::Completed
+        );
+        assert_eq!(
+            queue_state(
+                &json!({ "status": "COMPLETED", "error": "Request timed out",
+                                 "error_type": "request_timeout" })
+            )
+            .unwrap(),
+            QueueState::CompletedWithError(ProviderFailure {
+                kind: FailureKind::TimedOut,
+                message: "Request timed out".into()
+            })
+        );
+        assert!(queue_state(&json!({ "status": "DONE" })).is_err());
+    }
+
+    #[test]
+    fn a_result_with_a_video_succeeds_and_one_without_fails() {
+        let result = json!({ "video": { "url": "https://v3b.fal.media/files/x/out.mp4",
+                                        "content_type": "video/mp4", "file_size": 123 },
+                             "seed": 7 });
+        assert_eq!(
+            result_state(&result),
+            ProviderJobState::Succeeded {
+                video_url: "https://v3b.fal.media/files/x/out.mp4".into()
+            }
+        );
+        assert!(matches!(
+            result_state(&json!({ "images": [] })),
+            ProviderJobState::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn model_and_request_errors_are_classified_with_their_messages() {
+        let now = SystemTime::now();
+        let moderated = classify_error(
+            422,
+            &HeaderMap::new(),
+            br#"{"detail":[{"loc":["body","prompt"],"msg":"The prompt was flagged","type":"content_policy_violation"}]}"#,
+            now,
+        );
+        assert_eq!(
+            moderated,
+            ProviderError::Refused {
+                status: 422,
+                kind: FailureKind::Moderated,
+                message: "prompt: The prompt was flagged".into()
+            }
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-fal-error-type",
+            HeaderValue::from_static("runner_disconnected"),
+        );
+        let unavailable = classify_error(
+            503,
+            &headers,
+            br#"{"detail":"Runner disconnected","error_type":"runner_disconnected"}"#,
+            now,
+        );
+        assert!(unavailable.is_transient(), "{unavailable:?}");
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-fal-request-timeout-type",
+            HeaderValue::from_static("user"),
+        );
+        assert!(matches!(
+            classify_error(504, &headers, br#"{"detail":"Request timed out"}"#, now),
+            ProviderError::Refused {
+                kind: FailureKind::TimedOut,
+                ..
+            }
+        ));
+        assert!(
+            classify_error(504, &HeaderMap::new(), b"<html>gateway</html>", now).is_transient()
+        );
+    }
+
+    #[test]
+    fn cancel_answers_in_both_documented_shapes() {
+        assert_eq!(
+            cancel_outcome(&json!({ "status": "OK" })),
+            CancelOutcome::Removed
+        );
+        assert_eq!(
+            cancel_outcome(&json!({ "success": true })),
+            CancelOutcome::Removed
+        );
+        assert_eq!(
+            cancel_outcome(&json!({ "status": "CANCELLATION_REQUESTED" })),
+            CancelOutcome::AlreadyStarted
+        );
+        assert_eq!(
+            cancel_outcome(&json!({ "status": "ALREADY_COMPLETED" })),
+            CancelOutcome::AlreadyStarted
+        );
+        assert_eq!(
+            cancel_outcome(&json!({ "success": false })),
+            CancelOutcome::AlreadyStarted
+        );
+        assert_eq!(
+            cancel_outcome(&json!({ "status": "NOT_FOUND" })),
+            CancelOutcome::NotFound
+        );
+    }
+
+    #[test]
+    fn reconcile_finds_the_oldest_request_with_the_exact_input() {
+        let input = json!({ "prompt": "a kite", "duration": 5 });
+        let page = json!({ "has_more": false, "next_cursor": null, "items": [
+            { "request_id": "later", "sent_at": "2026-11-23T12:00:09Z", "json_input": input },
+            { "request_id": "first", "sent_at": "2026-11-23T12:00:01Z", "json_input": input },
+            { "request_id": "other", "sent_at": "2026-11-23T12:00:00Z", "json_input": { "prompt": "x" } },
+        ]});
+        assert_eq!(matching_request(&page, &input).as_deref(), Some("first"));
+        assert_eq!(matching_request(&page, &json!({ "prompt": "y" })), None);
+    }
+
+    fn key_pair() -> Ed25519KeyPair {
+        Ed25519KeyPair::from_seed_unchecked(&[7u8; 32]).unwrap()
+    }
+
+    fn signed_headers(
+        key: &Ed25519KeyPair,
+        request_id: &str,
+        timestamp: i64,
+        body: &[u8],
+    ) -> HeaderMap {
+        let signature = key.sign(&signed_message(
+            request_id,
+            "user-1",
+            &timestamp.to_string(),
+            body,
+        ));
+        let hex: String = signature
+            .as_ref()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x-fal-webhook-request-id", request_id.to_owned()),
+            ("x-fal-webhook-user-id", "user-1".to_owned()),
+            ("x-fal-webhook-timestamp", timestamp.to_string()),
+            ("x-fal-webhook-signature", hex),
+        ] {
+            headers.insert(name, HeaderValue::from_str(&value).unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn webhooks_verify_against_any_jwks_key_and_forgeries_are_refused() {
+        let key = key_pair();
+        let public: [u8; 32] = key.public_key().as_ref().try_into().unwrap();
+        let jwks = json!({ "keys": [
+            { "kty": "RSA", "n": "x", "e": "AQAB" },
+            { "kty": "OKP", "crv": "Ed25519", "x": URL_SAFE_NO_PAD.encode([1u8; 32]) },
+            { "kty": "OKP", "crv": "Ed25519", "x": URL_SAFE_NO_PAD.encode(public) },
+        ]});
+        let keys = parse_jwks(jwks.to_string().as_bytes()).unwrap();
+        assert_eq!(keys.len(), 2);
+
+        let now = 1_800_000_000;
+        let body = json!({ "request_id": "req-1", "status": "OK",
+                           "payload": { "video": { "url": "https://v3b.fal.media/files/a.mp4" } } })
+        .to_string();
+        let verified = verify_webhook(
+            &signed_headers(&key, "req-1", now, body.as_bytes()),
+            body.as_bytes(),
+            &keys,
+            now,
+        )
+        .unwrap();
+        assert_eq!(
+            verified,
+            FalWebhook {
+                request_id: "req-1".into(),
+                state: ProviderJobState::Succeeded {
+                    video_url: "https://v3b.fal.media/files/a.mp4".into()
+                }
+            }
+        );
+
+        let forged_body = body.replace("a.mp4", "b.mp4");
+        assert_eq!(
+            verify_webhook(
+                &signed_headers(&key, "req-1", now, body.as_bytes()),
+                forged_body.as_bytes(),
+                &keys,
+                now
+            ),
+            Err(WebhookRejection::BadSignature)
+        );
+        assert_eq!(
+            verify_webhook(
+                &signed_headers(&key, "req-1", now - 301, body.as_bytes()),
+                body.as_bytes(),
+                &keys,
+                now
+            ),
+            Err(WebhookRejection::Stale)
+        );
+        let stranger = Ed25519KeyPair::from_seed_unchecked(&[9u8; 32]).unwrap();
+        assert_eq!(
+            verify_webhook(
+                &signed_headers(&stranger, "req-1", now, body.as_bytes()),
+                body.as_bytes(),
+                &keys,
+                now
+            ),
+            Err(WebhookRejection::BadSignature)
+        );
+        // A signed body about another request is not taken for this one.
+        assert!(matches!(
+            verify_webhook(
+                &signed_headers(&key, "req-2", now, body.as_bytes()),
+                body.as_bytes(),
+                &keys,
+                now
+            ),
+            Err(WebhookRejection::InvalidBody(_))
+        ));
+        assert!(parse_jwks(br#"{"keys":[]}"#).is_err());
+    }
+
+    #[test]
+    fn an_error_webhook_is_a_failure_of_its_kind() {
+        let payload = json!({ "request_id": "r", "status": "ERROR", "error": "Invalid status code: 422",
+                              "payload": { "detail": [{ "loc": ["body", "prompt"], "msg": "flagged",
+                                                        "type": "content_policy_violation" }] } });
+        assert_eq!(
+            webhook_state(&payload),
+            ProviderJobState::Failed(ProviderFailure {
+                kind: FailureKind::Moderated,
+                message: "Invalid status code: 422: prompt: flagged".into()
+            })
+        );
+    }
+}

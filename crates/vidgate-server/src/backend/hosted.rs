@@ -1,0 +1,542 @@
+//! Backends for models hosted at a provider (`fal`, `replicate` in the
+//! backends file): the remote-job machinery, written once for every
+//! provider protocol (`ProviderProtocol`).
+//!
+//! Neither provider has an idempotency key, so exactly one provider job per
+//! generation rests on the store: the intent (provider, target, the exact
+//! input) is recorded before the submit, and the provider's job id after
+//! it. A worker that finds an intent with an id resumes that job; one that
+//! finds an intent without an id (the submit's outcome is unknown: its
+//! worker died, or the answer was lost) looks for the job in the
+//! provider's recent jobs and submits again only when it is not there.
+//! The job is then followed by polling at a gentle interval, woken early
+//! by a verified provider webhook where one arrives; its video is copied
+//! into our storage before the provider's link expires.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::fal::{self, FalClient};
+use super::hosted_config::{HostedModelConfig, HostedTimeouts, seconds};
+use super::provider::{
+    FailureKind, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
+};
+use super::replicate::{self, ReplicateClient};
+use super::{Admission, Backend, Job, JobFailure, Rejection, RenderedClip};
+use crate::store::{NewProviderJob, Store};
+/// A backend that runs a model's jobs at a hosted provider.
+pub struct HostedBackend {
+    model_id: String,
+    config: HostedModelConfig,
+    protocol: Arc<dyn ProviderProtocol>,
+    /// The store, attached at server start (the last start wins, as for a
+    /// restarted server in one process): the intent and job id records.
+    store: Mutex<Option<Arc<dyn Store>>>,
+    output_client: reqwest::Client,
+}
+
+impl HostedBackend {
+    pub fn new(
+        model_id: &str,
+        config: HostedModelConfig,
+        protocol: Arc<dyn ProviderProtocol>,
+    ) -> Result<HostedBackend, String> {
+        let output_client = reqwest::Client::builder()
+            // An output link that redirects elsewhere is not followed with
+            // any credential; plain redirects of a CDN are.
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .no_proxy()
+            .build()
+            .map_err(|error| format!("the HTTP client could not start: {error}"))?;
+        Ok(HostedBackend {
+            model_id: model_id.to_owned(),
+            config,
+            protocol,
+            store: Mutex::new(None),
+            output_client,
+        })
+    }
+
+    fn store(&self) -> Result<Arc<dyn Store>, JobFailure> {
+        self.store
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                failure(
+                    "upstream_error",
+                    "the hosted backend has no store attached".into(),
+                )
+            })
+    }
+
+    fn timeouts(&self) -> &HostedTimeouts {
+        &self.config.timeouts
+    }
+
+    async fn admit_mode(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
+        if self.config.mode(admission.mode).is_none() {
+            return Err(Rejection::Unavailable(format!(
+                "The model {} does not run {} on this deployment.",
+                self.model_id,
+                admission.mode.as_str()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn run_job(
+        &self,
+        job: Job,
+        cancel: CancellationToken,
+    ) -> Result<RenderedClip, JobFailure> {
+        let store = self.store()?;
+        let started = Instant::now();
+        let (target, job_id) = tokio::select! {
+            found = self.find_or_submit(&store, &job) => found?,
+            _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+        };
+        tracing::info!(generation = %job.generation_id, provider = self.protocol.name(), target = %target.0, provider_job = %job_id, "following the provider job");
+        let video_url = self.follow(&target, &job_id, started, &cancel).await?;
+        tokio::select! {
+            copied = self.copy_output(&video_url) => copied,
+            _ = cancel.cancelled() => Err(JobFailure::Interrupted),
+        }
+    }
+
+    /// The provider job of this generation: the one recorded, the one a
+    /// submit with an unknown outcome created, or a new one.
+    async fn find_or_submit(
+        &self,
+        store: &Arc<dyn Store>,
+        job: &Job,
+    ) -> Result<(ProviderTarget, String), JobFailure> {
+        let retry_until = Instant::now() + seconds(self.timeouts().retry_seconds);
+        let mut backoff = Backoff::new();
+        loop {
+            let recorded = store
+                .provider_job(&job.generation_id)
+                .await
+                .map_err(store_failure)?;
+            if let Some(recorded) = recorded {
+                let target = ProviderTarget(recorded.target.clone());
+                if let Some(job_id) = recorded.job_id {
+                    return Ok((target, job_id));
+                }
+                // A submit whose outcome is unknown. Its call has certainly
+                // ended once its timeout has passed since the intent.
+                let settled_at =
+                    recorded.intent_at + (self.timeouts().request_seconds * 1000.0) as i64 + 1000;
+                let wait = settled_at - crate::store::now_millis();
+                if wait > 0 {
+                    tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+                }
+                // A minute of slack for clock skew between us and the
+                // provider.
+                let since = recorded.intent_at / 1000 - 60;
+                match self
+                    .protocol
+                    .find_submitted(&target, &recorded.input, since)
+                    .await
+                {
+                    Ok(Some(job_id)) => {
+                        tracing::warn!(generation = %job.generation_id, provider_job = %job_id, "a submit with an unknown outcome had created the provider job; following it");
+                        store
+                            .record_provider_job_id(&job.generation_id, &job_id)
+                            .await
+                            .map_err(store_failure)?;
+                        return Ok((target, job_id));
+                    }
+                    Ok(None) => {
+                        store
+                            .forget_provider_intent(&job.generation_id)
+                            .await
+                            .map_err(store_failure)?;
+                        // Known absent at the provider: failing now cannot
+                        // leave a paid job behind.
+                        if Instant::now() >= retry_until {
+                            return Err(failure(
+                                "upstream_error",
+                                "the provider did not take the job before the retry deadline"
+                                    .into(),
+                            ));
+                        }
+                        tracing::warn!(generation = %job.generation_id, "a submit with an unknown outcome created no provider job; submitting again");
+                        tokio::time::sleep(backoff.next(None)).await;
+                        continue;
+                    }
+                    Err(error) => {
+                        self.retry_or_fail(&error, retry_until, &mut backoff)
+                            .await?;
+                        continue;
+                    }
+                }
+            }
+            let target = self.config.target(job).map_err(config_failure)?;
+            let input = self.config.provider_input(job).map_err(config_failure)?;
+            let intent = NewProviderJob {
+                generation_id: job.generation_id.clone(),
+                provider: self.protocol.name().to_owned(),
+                target: target.0.clone(),
+                input: input.clone(),
+                intent_at: crate::store::now_millis(),
+            };
+            if !store
+                .record_provider_intent(&intent)
+                .await
+                .map_err(store_failure)?
+            {
+                // Another worker recorded an intent first: follow that.
+                continue;
+            }
+            let submitted = self
+                .protocol
+                .submit(
+                    &target,
+                    &input,
+                    None,
+                    seconds(self.timeouts().start_seconds),
+                )
+                .await;
+            match submitted {
+                Ok(job_id) => {
+                    store
+                        .record_provider_job_id(&job.generation_id, &job_id)
+                        .await
+                        .map_err(store_failure)?;
+                    return Ok((target, job_id));
+                }
+                // The provider answered that it created nothing: the intent
+                // is void, and a later submit is safe.
+                Err(
+                    error @ (ProviderError::RateLimited { .. }
+                    | ProviderError::Refused { .. }
+                    | ProviderError::Unauthorized { .. }
+                    | ProviderError::NotFound { .. }),
+                ) => {
+                    store
+                        .forget_provider_intent(&job.generation_id)
+                        .await
+                        .map_err(store_failure)?;
+                    match error {
+                        ProviderError::RateLimited { .. } => {
+                            self.retry_or_fail(&error, retry_until, &mut backoff)
+                                .await?;
+                        }
+                        ProviderError::Refused { kind, message, .. } => {
+                            return Err(failure(
+                                refused_code(kind),
+                                format!("the provider refused the job: {message}"),
+                            ));
+                        }
+                        other => {
+                            return Err(failure("upstream_error", other.to_string()));
+                        }
+                    }
+                }
+                // The outcome is unknown: the intent stays and the next round
+                // reconciles it. Past the retry deadline that fails the
+                // generation once the provider is known not to have the job,
+                // or once the provider cannot even be asked (a job it did
+                // create then runs with no customer to bill).
+                Err(error) => {
+                    tracing::warn!(generation = %job.generation_id, %error, "the submit's outcome is unknown; reconciling");
+                }
+            }
+        }
+    }
+
+    /// Waits after a transient provider error, or fails the job once the
+    /// retry deadline has passed.
+    async fn retry_or_fail(
+        &self,
+        error: &ProviderError,
+        retry_until: Instant,
+        backoff: &mut Backoff,
+    ) -> Result<(), JobFailure> {
+        if !error.is_transient() || Instant::now() >= retry_until {
+            return Err(failure("upstream_error", error.to_string()));
+        }
+        let wait = backoff.next(error.retry_after());
+        tracing::info!(provider = self.protocol.name(), %error, wait_ms = wait.as_millis() as u64, "retrying a provider call");
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+
+    /// Reads the job's state until it is final; its video's URL.
+    async fn follow(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+        started: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<String, JobFailure> {
+        let deadline = started + seconds(self.timeouts().job_seconds);
+        let mut retry_until: Option<Instant> = None;
+        let mut backoff = Backoff::new();
+        loop {
+            match self.protocol.state(target, job_id).await {
+                Ok(ProviderJobState::Succeeded { video_url }) => return Ok(video_url),
+                Ok(ProviderJobState::Failed(provider_failure)) => {
+                    return Err(failure(
+                        provider_failure.kind.code(),
+                        format!("the model failed: {}", provider_failure.message),
+                    ));
+                }
+                Ok(ProviderJobState::Queued | ProviderJobState::Running) => {
+                    retry_until = None;
+                    backoff = Backoff::new();
+                }
+                Err(error) if error.is_transient() => {
+                    let until = *retry_until.get_or_insert_with(|| {
+                        Instant::now() + seconds(self.timeouts().retry_seconds)
+                    });
+                    if Instant::now() >= until {
+                        return Err(failure("upstream_error", error.to_string()));
+                    }
+                    let wait = backoff.next(error.retry_after());
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => continue,
+                        _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+                    }
+                }
+                Err(error) => return Err(failure("upstream_error", error.to_string())),
+            }
+            if Instant::now() >= deadline {
+                return Err(failure(
+                    FailureKind::TimedOut.code(),
+                    format!(
+                        "the provider did not finish within {} s",
+                        self.timeouts().job_seconds
+                    ),
+                ));
+            }
+            // The job keeps running at the provider when this worker stops:
+            // the next worker resumes it by its id.
+            tokio::select! {
+                _ = tokio::time::sleep(seconds(self.timeouts().poll_seconds)) => {}
+                _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+            }
+        }
+    }
+
+    /// Downloads the video within the size cap and probes it.
+    async fn copy_output(&self, video_url: &str) -> Result<RenderedClip, JobFailure> {
+        let url = url::Url::parse(video_url)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https"))
+            .ok_or_else(|| failure("upstream_error", "the output is not an http(s) URL".into()))?;
+        let limit = self.config.max_output_bytes;
+        let fetch_failed = |error: reqwest::Error| {
+            failure(
+                "upstream_error",
+                format!("copying the output failed: {}", error.without_url()),
+            )
+        };
+        let mut response = self
+            .output_client
+            .get(url)
+            .headers(self.protocol.output_headers(video_url))
+            .timeout(seconds(self.timeouts().job_seconds))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(fetch_failed)?;
+        if response
+            .content_length()
+            .is_some_and(|length| length > limit)
+        {
+            return Err(failure(
+                "upstream_error",
+                format!("the output is larger than {limit} bytes"),
+            ));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(fetch_failed)? {
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(failure(
+                    "upstream_error",
+                    format!("the output is larger than {limit} bytes"),
+                ));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        tokio::task::spawn_blocking(move || super::cog::probe_clip(bytes))
+            .await
+            .map_err(|error| {
+                failure(
+                    "upstream_error",
+                    format!("probing the output failed: {error}"),
+                )
+            })?
+    }
+}
+
+#[async_trait]
+impl Backend for HostedBackend {
+    async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
+        self.admit_mode(admission).await
+    }
+
+    async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
+        self.run_job(job, cancel).await
+    }
+
+    fn attach_store(&self, store: &Arc<dyn Store>) {
+        *self
+            .store
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
+    }
+}
+
+/// Which hosted provider a model of the backends file runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    Fal,
+    Replicate,
+}
+
+impl ProviderKind {
+    fn default_credential_env(self) -> &'static str {
+        match self {
+            ProviderKind::Fal => "FAL_KEY",
+            ProviderKind::Replicate => "REPLICATE_API_TOKEN",
+        }
+    }
+}
+
+/// Builds the backend of one model of the backends file, after checking its
+/// configuration against the catalog model. `credentials` looks an
+/// environment variable up (the process environment, or a test's map).
+pub fn hosted_backend(
+    model: &vidgate_core::Model,
+    config: HostedModelConfig,
+    kind: ProviderKind,
+    credentials: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<HostedBackend>, String> {
+    config.check(model)?;
+    let variable = config
+        .credential_env
+        .clone()
+        .unwrap_or_else(|| kind.default_credential_env().to_owned());
+    let credential = credentials(&variable)
+        .filter(|value| !value.trim().is_empty())
+        .ok_or_else(|| format!("the credential variable {variable} is not set"))?;
+    for url in [&config.api_url, &config.platform_url]
+        .into_iter()
+        .flatten()
+    {
+        if url::Url::parse(url)
+            .ok()
+            .is_none_or(|url| !matches!(url.scheme(), "http" | "https"))
+        {
+            return Err(format!("{url:?} is not an http(s) URL"));
+        }
+    }
+    let request_timeout = seconds(config.timeouts.request_seconds);
+    let protocol: Arc<dyn ProviderProtocol> = match kind {
+        ProviderKind::Fal => {
+            if config.platform_url.is_some() && config.api_url.is_none() {
+                return Err("platform_url needs api_url too".into());
+            }
+            Arc::new(FalClient::new(
+                config.api_url.as_deref().unwrap_or(fal::DEFAULT_QUEUE_URL),
+                config
+                    .platform_url
+                    .as_deref()
+                    .unwrap_or(fal::DEFAULT_API_URL),
+                credential,
+                request_timeout,
+            )?)
+        }
+        ProviderKind::Replicate => {
+            if config.platform_url.is_some() {
+                return Err("platform_url is for fal only".into());
+            }
+            Arc::new(ReplicateClient::new(
+                config
+                    .api_url
+                    .as_deref()
+                    .unwrap_or(replicate::DEFAULT_API_URL),
+                credential,
+                request_timeout,
+            )?)
+        }
+    };
+    Ok(Arc::new(HostedBackend::new(&model.id, config, protocol)?))
+}
+
+/// Exponential backoff with jitter from 1 s, capped at 30 s, or the wait
+/// the provider asked for when it is longer.
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff {
+            next: Duration::from_millis(500),
+        }
+    }
+
+    fn next(&mut self, asked: Option<Duration>) -> Duration {
+        use rand::RngExt;
+        let jitter = rand::rng().random_range(0.8..1.2);
+        let wait = self.next.mul_f64(jitter);
+        self.next = (self.next * 2).min(Duration::from_secs(30));
+        asked.map_or(wait, |asked| asked.max(wait))
+    }
+}
+
+fn failure(code: &str, message: String) -> JobFailure {
+    JobFailure::Failed {
+        code: code.to_owned(),
+        message,
+    }
+}
+
+fn refused_code(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::Moderated => FailureKind::Moderated.code(),
+        FailureKind::TimedOut => FailureKind::TimedOut.code(),
+        _ => "upstream_error",
+    }
+}
+
+fn config_failure(message: String) -> JobFailure {
+    failure(
+        "upstream_error",
+        format!("the backend configuration: {message}"),
+    )
+}
+
+fn store_failure(error: crate::store::StoreError) -> JobFailure {
+    // The job goes back to the queue; a later attempt resumes from what
+    // was recorded.
+    tracing::error!(%error, "recording the provider job failed");
+    JobFailure::Interrupted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_to_a_cap_and_honours_a_longer_requested_wait() {
+        let mut backoff = Backoff::new();
+        let first = backoff.next(None);
+        assert!(first <= Duration::from_millis(600), "{first:?}");
+        for _ in 0..10 {
+            backoff.next(None);
+        }
+        assert!(backoff.next(None) <= Duration::from_secs(36));
+        assert_eq!(
+            Backoff::new().next(Some(Duration::from_secs(40))),
+            Duration::from_secs(40)
+        );
+    }
+}

@@ -1,0 +1,465 @@
+//! How a model at a hosted provider is described in the backends file
+//! (`"backend": "fal"` or `"replicate"`): where each mode's jobs go, and
+//! the field map from our validated input to the provider's input (renames,
+//! value transforms, fixed fields). The file is checked against the catalog
+//! at start, so every parameter a configured mode accepts is mapped and
+//! every price-affecting one is sent.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use vidgate_core::Mode;
+
+use super::Job;
+use super::provider::ProviderTarget;
+
+/// How one of our parameters reaches the provider.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum FieldMapping {
+    /// Sent unchanged under this name.
+    Rename(String),
+    /// Sent under `to`, its value changed by `transform`, or replaced by
+    /// `values[value]` when the value is listed there.
+    Detailed {
+        to: String,
+        #[serde(default)]
+        transform: ValueTransform,
+        #[serde(default)]
+        values: BTreeMap<String, Value>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueTransform {
+    #[default]
+    None,
+    /// `5` → `"5"` (Kling's duration on fal).
+    String,
+    /// `5` → `"5s"` (Veo's duration on fal).
+    SecondsSuffix,
+    /// `"https://…/a.png"` → `["https://…/a.png"]`.
+    List,
+    /// `["https://…/a.png", …]` → the first item.
+    First,
+}
+
+/// Where a mode's jobs go at the provider.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostedModeConfig {
+    /// The fal endpoint id or the Replicate model (`owner/name`, or
+    /// `owner/name:version`).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Instead of one target: the target chosen by the value of one of our
+    /// parameters (Kling's standard or pro endpoint by resolution).
+    #[serde(default)]
+    pub target_by: Option<TargetBy>,
+    /// Field mappings of this mode, over the model's.
+    #[serde(default)]
+    pub fields: BTreeMap<String, Option<FieldMapping>>,
+    /// Provider fields sent with every job of this mode, over the model's.
+    #[serde(default)]
+    pub fixed: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetBy {
+    pub parameter: String,
+    pub targets: BTreeMap<String, String>,
+}
+
+/// Timeouts and intervals, in seconds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostedTimeouts {
+    /// One HTTP call to the provider; a submit that gets no answer within
+    /// it has an unknown outcome.
+    pub request_seconds: f64,
+    /// The provider-side deadline of a job that never starts
+    /// (`Cancel-After` on Replicate, `X-Fal-Request-Timeout` on fal).
+    pub start_seconds: f64,
+    /// A whole job, from its submit to its result; then it fails.
+    pub job_seconds: f64,
+    /// How often a job's state is read (a backstop for lost webhooks).
+    pub poll_seconds: f64,
+    /// How long rate limits and provider errors are retried before the
+    /// generation fails.
+    pub retry_seconds: f64,
+}
+
+impl Default for HostedTimeouts {
+    fn default() -> HostedTimeouts {
+        HostedTimeouts {
+            request_seconds: 30.0,
+            start_seconds: 900.0,
+            job_seconds: 3600.0,
+            poll_seconds: 5.0,
+            retry_seconds: 600.0,
+        }
+    }
+}
+
+/// A model at a hosted provider, as the backends file describes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostedModelConfig {
+    /// Per mode (`text-to-video`, …): where its jobs go. A mode not listed
+    /// is refused at submit (503 `model_unavailable`).
+    pub modes: BTreeMap<String, HostedModeConfig>,
+    /// Our parameter → the provider's field. Every parameter a mode accepts
+    /// must be listed (here or in the mode), `null` to leave it out; a
+    /// price-affecting one can never be left out.
+    #[serde(default)]
+    pub fields: BTreeMap<String, Option<FieldMapping>>,
+    /// Provider fields sent with every job.
+    #[serde(default)]
+    pub fixed: Map<String, Value>,
+    /// The environment variable holding the provider credential.
+    #[serde(default)]
+    pub credential_env: Option<String>,
+    /// The provider's API root (fal: the queue), for tests and proxies.
+    #[serde(default)]
+    pub api_url: Option<String>,
+    /// fal only: the platform API (request listing).
+    #[serde(default)]
+    pub platform_url: Option<String>,
+    #[serde(default)]
+    pub timeouts: HostedTimeouts,
+    /// Largest output copied, in bytes.
+    #[serde(default = "default_max_output_bytes")]
+    pub max_output_bytes: u64,
+}
+
+fn default_max_output_bytes() -> u64 {
+    512 * 1024 * 1024
+}
+
+pub fn seconds(value: f64) -> Duration {
+    Duration::try_from_secs_f64(value.max(0.001)).unwrap_or(Duration::MAX)
+}
+
+impl HostedModelConfig {
+    /// Checks the file against the catalog model: known modes, a target for
+    /// each, and a mapping for every parameter a configured mode accepts.
+    pub fn check(&self, model: &vidgate_core::Model) -> Result<(), String> {
+        for (mode_name, mode) in &self.modes {
+            let parsed: Mode = mode_name
+                .parse()
+                .map_err(|_| format!("{mode_name:?} is not a mode"))?;
+            if !model.modes().contains(&parsed) {
+                return Err(format!("the model has no mode {mode_name}"));
+            }
+            match (&mode.target, &mode.target_by) {
+                (Some(_), None) => {}
+                (None, Some(by)) => {
+                    let parameter = model.parameter(&by.parameter).ok_or_else(|| {
+                        format!(
+                            "{mode_name}: target_by names no parameter {:?}",
+                            by.parameter
+                        )
+                    })?;
+                    for allowed in parameter.allowed_values.iter().flatten() {
+                        let key = value_key(allowed);
+                        if !by.targets.contains_key(&key) {
+                            return Err(format!(
+                                "{mode_name}: target_by has no target for {} {key}",
+                                by.parameter
+                            ));
+                        }
+                    }
+                }
+                _ => {
+                    return Err(format!("{mode_name}: give either target or target_by"));
+                }
+            }
+            for parameter in model.parameters() {
+                // Our own webhook is never the provider's business.
+                if !parameter.accepted_in(parsed) || parameter.name == "webhook_url" {
+                    continue;
+                }
+                match self.mapping(mode, &parameter.name) {
+                    None => {
+                        return Err(format!(
+                            "{mode_name}: the parameter {} has no field mapping (map it, or set it to null to leave it out)",
+                            parameter.name
+                        ));
+                    }
+                    Some(None)
+                        if parameter.price_affecting
+                            && mode.target_by.as_ref().map(|by| by.parameter.as_str())
+                                != Some(parameter.name.as_str()) =>
+                    {
+                        return Err(format!(
+                            "{mode_name}: the price-affecting parameter {} must be sent",
+                            parameter.name
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn mapping<'a>(
+        &'a self,
+        mode: &'a HostedModeConfig,
+        parameter: &str,
+    ) -> Option<Option<&'a FieldMapping>> {
+        mode.fields
+            .get(parameter)
+            .or_else(|| self.fields.get(parameter))
+            .map(Option::as_ref)
+    }
+
+    pub(super) fn mode(&self, mode: Mode) -> Option<&HostedModeConfig> {
+        self.modes.get(mode.as_str())
+    }
+
+    /// Where a job goes.
+    pub fn target(&self, job: &Job) -> Result<ProviderTarget, String> {
+        let mode = self
+            .mode(job.mode)
+            .ok_or_else(|| format!("the mode {} is not configured", job.mode.as_str()))?;
+        if let Some(target) = &mode.target {
+            return Ok(ProviderTarget(target.clone()));
+        }
+        let by = mode.target_by.as_ref().ok_or("no target is configured")?;
+        let value = job
+            .input
+            .get(&by.parameter)
+            .map(value_key)
+            .ok_or_else(|| format!("the job has no {}", by.parameter))?;
+        by.targets
+            .get(&value)
+            .map(|target| ProviderTarget(target.clone()))
+            .ok_or_else(|| format!("no target for {} {value}", by.parameter))
+    }
+
+    /// The provider's input for a job: the fixed fields, then every mapped
+    /// parameter the job has (defaults filled in by validation, so
+    /// price-affecting values are always explicit).
+    pub fn provider_input(&self, job: &Job) -> Result<Value, String> {
+        let mode = self
+            .mode(job.mode)
+            .ok_or_else(|| format!("the mode {} is not configured", job.mode.as_str()))?;
+        let mut input = self.fixed.clone();
+        input.extend(mode.fixed.clone());
+        let mut names: Vec<&String> = self.fields.keys().chain(mode.fields.keys()).collect();
+        names.sort();
+        names.dedup();
+        for name in names {
+            let Some(Some(mapping)) = self.mapping(mode, name) else {
+                continue;
+            };
+            let value = match name.as_str() {
+                // The seed chosen for this job when the request had none,
+                // so the result can be reproduced.
+                "seed" => Some(json!(job.seed)),
+                // Media fields carry vidgate's URLs of the bytes checked and
+                // priced at submit, never the customer's own URLs.
+                other => job.media_input.get(other).cloned(),
+            };
+            let Some(value) = value.filter(|value| !value.is_null()) else {
+                continue;
+            };
+            let (field, value) = apply_mapping(mapping, value)?;
+            input.insert(field, value);
+        }
+        Ok(Value::Object(input))
+    }
+}
+
+/// How a value is looked up in `values` and `target_by`: a string as it
+/// is, anything else as its JSON text.
+fn value_key(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn apply_mapping(mapping: &FieldMapping, value: Value) -> Result<(String, Value), String> {
+    match mapping {
+        FieldMapping::Rename(to) => Ok((to.clone(), value)),
+        FieldMapping::Detailed {
+            to,
+            transform,
+            values,
+        } => {
+            if let Some(replacement) = values.get(&value_key(&value)) {
+                return Ok((to.clone(), replacement.clone()));
+            }
+            let transformed = match transform {
+                ValueTransform::None => value,
+                ValueTransform::String => json!(value_key(&value)),
+                ValueTransform::SecondsSuffix => json!(format!("{}s", value_key(&value))),
+                ValueTransform::List => match value {
+                    Value::Array(_) => value,
+                    other => json!([other]),
+                },
+                ValueTransform::First => match value {
+                    Value::Array(items) => items.into_iter().next().unwrap_or(Value::Null),
+                    other => other,
+                },
+            };
+            Ok((to.clone(), transformed))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vidgate_core::Catalog;
+
+    fn job(model: &str, mode: &str, input: Value) -> Job {
+        Job {
+            generation_id: "gen_test".into(),
+            model: model.into(),
+            mode: mode.parse().unwrap(),
+            input: vidgate_core::ValidatedInput::from_stored_json(input.clone()),
+            media_input: vidgate_core::ValidatedInput::from_stored_json(input),
+            width: 1280,
+            height: 720,
+            seed: 42,
+        }
+    }
+
+    fn kling_config() -> HostedModelConfig {
+        serde_json::from_value(json!({
+            "modes": {
+                "text-to-video": { "target_by": { "parameter": "resolution", "targets": {
+                    "720p": "fal-ai/kling-video/v3/standard/text-to-video",
+                    "1080p": "fal-ai/kling-video/v3/pro/text-to-video" } } },
+                "image-to-video": { "target": "fal-ai/kling-video/v3/pro/image-to-video",
+                    "fields": { "image_url": "start_image_url", "aspect_ratio": null } }
+            },
+            "fields": {
+                "prompt": "prompt", "negative_prompt": "negative_prompt",
+                "duration": { "to": "duration", "transform": "string" },
+                "aspect_ratio": "aspect_ratio", "resolution": null,
+                "generate_audio": "generate_audio", "end_image_url": "end_image_url"
+            },
+            "fixed": { "cfg_scale": 0.5 }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn inputs_are_renamed_transformed_and_merged_over_fixed_fields() {
+        let config = kling_config();
+        let text = job(
+            "vendor_6/model_6",
+            "text-to-video",
+            json!({ "prompt": "a kite", "duration": 5, "resolution": "1080p",
+                    "aspect_ratio": "16:9", "generate_audio": false,
+                    "webhook_url": "https://customer.example/hook" }),
+        );
+        assert_eq!(
+            config.target(&text).unwrap(),
+            ProviderTarget("fal-ai/kling-video/v3/pro/text-to-video".into())
+        );
+        assert_eq!(
+            config.provider_input(&text).unwrap(),
+            json!({ "prompt": "a kite", "duration": "5", "aspect_ratio": "16:9",
+                    "generate_audio": false, "cfg_scale": 0.5 })
+        );
+        let image = job(
+            "vendor_6/model_6",
+            "image-to-video",
+            json!({ "prompt": "a kite", "duration": 3, "resolution": "720p",
+                    "image_url": "https://files/a.png", "generate_audio": true }),
+        );
+        assert_eq!(
+            config.provider_input(&image).unwrap(),
+            json!({ "prompt": "a kite", "duration": "3", "start_image_url": "https://files/a.png",
+                    "generate_audio": true, "cfg_scale": 0.5 })
+        );
+    }
+
+    #[test]
+    fn value_maps_and_transforms_apply() {
+        let mapping: FieldMapping = serde_json::from_value(
+            json!({ "to": "mode", "values": { "720p": "standard", "1080p": "pro" } }),
+        )
+        .unwrap();
+        assert_eq!(
+            apply_mapping(&mapping, json!("1080p")).unwrap(),
+            ("mode".into(), json!("pro"))
+        );
+        let seconds: FieldMapping =
+            serde_json::from_value(json!({ "to": "duration", "transform": "seconds_suffix" }))
+                .unwrap();
+        assert_eq!(
+            apply_mapping(&seconds, json!(8)).unwrap(),
+            ("duration".into(), json!("8s"))
+        );
+        let first: FieldMapping =
+            serde_json::from_value(json!({ "to": "image", "transform": "first" })).unwrap();
+        assert_eq!(
+            apply_mapping(&first, json!(["a", "b"])).unwrap(),
+            ("image".into(), json!("a"))
+        );
+    }
+
+    #[test]
+    fn the_check_wants_every_parameter_mapped_and_price_affecting_ones_sent() {
+        let catalog = Catalog::embedded();
+        let kling = catalog.model("vendor_6/model_6").unwrap();
+        // resolution chooses the endpoint for t2v; i2v does not map it.
+        let error = kling_config().check(kling).unwrap_err();
+        assert!(error.contains("resolution"), "{error}");
+        let mut config = kling_config();
+        config.fields.insert(
+            "resolution".into(),
+            Some(FieldMapping::Rename("resolution".into())),
+        );
+        config.check(kling).unwrap();
+        config.fields.remove("duration");
+        let error = config.check(kling).unwrap_err();
+        assert!(error.contains("duration"), "{error}");
+        let mut config = kling_config();
+        config.fields.insert(
+            "resolution".into(),
+            Some(FieldMapping::Rename("resolution".into())),
+        );
+        config
+            .modes
+            .get_mut("text-to-video")
+            .unwrap()
+            .target_by
+            .as_mut()
+            .unwrap()
+            .targets
+            .remove("1080p");
+        let error = config.check(kling).unwrap_err();
+        assert!(error.contains("1080p"), "{error}");
+    }
+
+    #[test]
+    fn the_example_backends_files_map_every_parameter_of_the_catalog() {
+        let catalog = Catalog::embedded();
+        for text in [
+            include_str!("../../../../examples/hosted/fal.json"),
+            include_str!("../../../../examples/hosted/replicate.json"),
+        ] {
+            let file: Value = serde_json::from_str(text).unwrap();
+            let models = file["models"].as_object().unwrap();
+            assert_eq!(models.len(), 6);
+            for (model_id, entry) in models {
+                let mut entry = entry.clone();
+                entry.as_object_mut().unwrap().remove("backend");
+                let config: HostedModelConfig = serde_json::from_value(entry).unwrap();
+                let checked = config.check(catalog.model(model_id).unwrap());
+                assert!(checked.is_ok(), "{model_id}: {checked:?}");
+            }
+        }
+    }
+}

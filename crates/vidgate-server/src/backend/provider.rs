@@ -1,0 +1,414 @@
+//! What the hosted providers' protocols (fal in `fal.rs`, Replicate in
+//! `replicate.rs`) have in common, in provider-neutral terms: the state of a
+//! job at a provider, a classified failure of a call to a provider, and the
+//! operations the shared remote-job machinery needs from each protocol.
+//!
+//! Neither provider has an idempotency key, so the operations are shaped by
+//! that: `submit` may end with an unknown outcome, which is never answered
+//! by a second submit but by `find_submitted`, a search of the provider's
+//! recent jobs for the one we may have created.
+
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+/// Where one job is sent at a provider: a fal endpoint id
+/// (`owner/app[/path]`) or a Replicate model (`owner/name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderTarget(pub String);
+
+/// The state of a job at its provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderJobState {
+    /// Accepted, waiting for a runner (fal `IN_QUEUE`, Replicate `starting`).
+    Queued,
+    /// Started: from here on the provider bills it (fal `IN_PROGRESS`,
+    /// Replicate `processing`).
+    Running,
+    /// Finished with a video at `video_url`, which expires.
+    Succeeded { video_url: String },
+    /// Finished without a video.
+    Failed(ProviderFailure),
+}
+
+impl ProviderJobState {
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            ProviderJobState::Succeeded { .. } | ProviderJobState::Failed(_)
+        )
+    }
+}
+
+/// Why a provider job ended without a video.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderFailure {
+    pub kind: FailureKind,
+    /// The provider's reason, shortened; shown to the customer.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The model ran and failed.
+    Failed,
+    /// The provider's safety checks refused the input or the output.
+    Moderated,
+    /// A deadline ended it: it never started in time (Replicate `aborted`,
+    /// fal's request timeout) or ran too long.
+    TimedOut,
+    /// It was canceled at the provider.
+    Canceled,
+}
+
+impl FailureKind {
+    /// The `error.code` a generation that failed this way gets.
+    pub fn code(self) -> &'static str {
+        match self {
+            FailureKind::Failed => "generation_failed",
+            FailureKind::Moderated => "content_moderated",
+            FailureKind::TimedOut => "upstream_timeout",
+            FailureKind::Canceled => "upstream_canceled",
+        }
+    }
+}
+
+/// A call to a provider that did not give an answer we can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// 429: too many requests; try again after `retry_after` if given.
+    #[error("the provider is rate limiting us: {message}")]
+    RateLimited {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// 5xx, a timeout, a reset connection or an unreadable answer: the
+    /// provider may or may not have acted on the request. Worth a retry for
+    /// reads; for a submit it means the outcome is unknown.
+    #[error("the provider did not answer usefully: {message}")]
+    Unavailable {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// 401 or 403: our credential is wrong; no retry helps.
+    #[error("the provider refused our credential: {message}")]
+    Unauthorized { message: String },
+    /// 404: the provider does not know the job (or the endpoint).
+    #[error("the provider does not know it: {message}")]
+    NotFound { message: String },
+    /// Another 4xx: the provider refused this request for good (invalid
+    /// input, moderation at submit). For a submit: no job was created.
+    #[error("the provider refused the request ({status}): {message}")]
+    Refused {
+        status: u16,
+        kind: FailureKind,
+        message: String,
+    },
+}
+
+impl ProviderError {
+    /// Whether repeating the same read later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. } | ProviderError::Unavailable { .. }
+        )
+    }
+
+    /// The wait the provider asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after, .. }
+            | ProviderError::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// What canceling a job at its provider did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// It was still queued and is gone: nothing ran, nothing is billed.
+    Removed,
+    /// It had started (or finished); it was left alone to finish.
+    AlreadyStarted,
+    /// The provider does not know it.
+    NotFound,
+}
+
+/// A provider's protocol, as the remote-job machinery drives it.
+#[async_trait]
+pub trait ProviderProtocol: Send + Sync + 'static {
+    /// The provider's name in logs and in the backends file (`fal`,
+    /// `replicate`).
+    fn name(&self) -> &'static str;
+
+    /// Creates one job. `deadline` is the provider-side safety deadline for
+    /// a job that never starts; `webhook_url` receives its completion.
+    /// `Err(Unavailable)` means the outcome is unknown: reconcile with
+    /// `find_submitted`, never submit again blindly.
+    async fn submit(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        webhook_url: Option<&str>,
+        deadline: Duration,
+    ) -> Result<String, ProviderError>;
+
+    /// Reads the state of job `job_id`.
+    async fn state(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<ProviderJobState, ProviderError>;
+
+    /// Cancels job `job_id` only if it has not started.
+    async fn cancel_if_queued(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<CancelOutcome, ProviderError>;
+
+    /// Looks for a job created for `target` with exactly `input` at or after
+    /// `since` (unix seconds): the id of the job a submit with an unknown
+    /// outcome created, or `None` if it created none.
+    async fn find_submitted(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        since: i64,
+    ) -> Result<Option<String>, ProviderError>;
+
+    /// Headers the output download needs (Replicate's delivery links may ask
+    /// for our token); none by default.
+    fn output_headers(&self, _video_url: &str) -> HeaderMap {
+        HeaderMap::new()
+    }
+}
+
+/// The wait a provider asked for in `Retry-After` (seconds or an HTTP
+/// date), `retry-after-ms`, or `ratelimit-reset` (seconds until the window
+/// resets), whichever comes first in that order.
+pub fn requested_wait(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    if let Some(wait) = text("retry-after").and_then(|value| parse_retry_after(value, now)) {
+        return Some(wait);
+    }
+    if let Some(milliseconds) = text("retry-after-ms").and_then(|value| value.trim().parse().ok()) {
+        return Some(Duration::from_millis(milliseconds));
+    }
+    text("ratelimit-reset")
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
+/// Reads `Retry-After` as delay-seconds or as an HTTP date.
+fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or_default())
+}
+
+/// A provider's message cut to a length fit for logs and error objects.
+pub fn shortened(text: &str) -> String {
+    const LIMIT: usize = 500;
+    let mut short: String = text.chars().take(LIMIT).collect();
+    if text.chars().nth(LIMIT).is_some() {
+        short.push('…');
+    }
+    short
+}
+
+/// Classifies an HTTP answer that was not a success. `message` is what the
+/// provider's body said, already extracted by the protocol; `kind` is what
+/// a refusal (4xx) means for this provider's body.
+pub fn classify_status(
+    status: u16,
+    headers: &HeaderMap,
+    message: String,
+    refusal_kind: FailureKind,
+    now: SystemTime,
+) -> ProviderError {
+    let retry_after = requested_wait(headers, now);
+    match status {
+        429 => ProviderError::RateLimited {
+            retry_after,
+            message,
+        },
+        401 | 403 => ProviderError::Unauthorized { message },
+        404 => ProviderError::NotFound { message },
+        // 408 (the provider timed our request out) and 409 (a conflict the
+        // provider says to retry) are as unknown as a 5xx.
+        408 | 409 | 500..=599 => ProviderError::Unavailable {
+            retry_after,
+            message,
+        },
+        _ => ProviderError::Refused {
+            status,
+            kind: refusal_kind,
+            message,
+        },
+    }
+}
+
+/// A transport failure (timeout, reset, refused connection) of a call.
+pub fn transport_error(error: reqwest::Error) -> ProviderError {
+    // The URL may carry a webhook token in its query: never show it.
+    ProviderError::Unavailable {
+        retry_after: None,
+        message: error.without_url().to_string(),
+    }
+}
+
+/// Reads a JSON body, or says why it could not.
+pub async fn json_body(response: reqwest::Response, limit: usize) -> Result<Value, ProviderError> {
+    let bytes = limited_body(response, limit).await?;
+    serde_json::from_slice(&bytes).map_err(|error| ProviderError::Unavailable {
+        retry_after: None,
+        message: format!("an unreadable answer: {error}"),
+    })
+}
+
+/// Reads a body of at most `limit` bytes: a provider's answer is bounded
+/// like any other untrusted input.
+pub async fn limited_body(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, ProviderError> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+        if bytes.len() + chunk.len() > limit {
+            return Err(ProviderError::Unavailable {
+                retry_after: None,
+                message: format!("the answer is larger than {limit} bytes"),
+            });
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// The largest JSON answer read from a provider. Status and prediction
+/// bodies are a few KB; a list page of 100 predictions with their inputs
+/// stays well under this.
+pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Why a provider webhook was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookRejection {
+    #[error("a signature header is missing or malformed: {0}")]
+    Malformed(String),
+    #[error("the webhook's timestamp is outside the tolerance")]
+    Stale,
+    #[error("no signature matches")]
+    BadSignature,
+    #[error("the webhook's body is not valid: {0}")]
+    InvalidBody(String),
+}
+
+/// How far a webhook's timestamp may be from our clock, both ways.
+pub const WEBHOOK_TOLERANCE_SECONDS: i64 = 300;
+
+/// A Unix time in seconds as RFC 3339, the form both providers' list
+/// filters take.
+pub(super) fn iso8601(unix_seconds: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix_seconds)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// The error for an answer of the provider's that this protocol cannot
+/// read: reported as the provider being unavailable.
+pub(super) fn unreadable(message: &str) -> ProviderError {
+    ProviderError::Unavailable {
+        retry_after: None,
+        message: message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn the_wait_comes_from_retry_after_then_milliseconds_then_ratelimit_reset() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            requested_wait(
+                &headers(&[("retry-after", "7"), ("ratelimit-reset", "30")]),
+                now
+            ),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            requested_wait(&headers(&[("retry-after-ms", "1500")]), now),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            requested_wait(
+                &headers(&[("ratelimit-remaining", "0"), ("ratelimit-reset", "30")]),
+                now
+            ),
+            Some(Duration::from_secs(30))
+        );
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(12));
+        assert_eq!(
+            requested_wait(&headers(&[("retry-after", &date)]), now),
+            Some(Duration::from_secs(12))
+        );
+        assert_eq!(requested_wait(&headers(&[]), now), None);
+    }
+
+    #[test]
+    fn statuses_are_classified_by_what_a_retry_can_do() {
+        let now = SystemTime::UNIX_EPOCH;
+        let classify = |status: u16| {
+            classify_status(
+                status,
+                &headers(&[("retry-after", "3")]),
+                "why".into(),
+                FailureKind::Failed,
+                now,
+            )
+        };
+        assert_eq!(
+            classify(429),
+            ProviderError::RateLimited {
+                retry_after: Some(Duration::from_secs(3)),
+                message: "why".into()
+            }
+        );
+        for unknown in [408, 409, 500, 502, 503, 504] {
+            assert!(classify(unknown).is_transient(), "{unknown}");
+        }
+        assert!(matches!(classify(401), ProviderError::Unauthorized { .. }));
+        assert!(matches!(classify(404), ProviderError::NotFound { .. }));
+        assert!(matches!(
+            classify(422),
+            ProviderError::Refused { status: 422, .. }
+        ));
+        assert!(!classify(422).is_transient());
+    }
+
+    #[test]
+    fn long_messages_are_shortened() {
+        assert_eq!(shortened("short"), "short");
+        let long = "x".repeat(600);
+        assert_eq!(shortened(&long).chars().count(), 501);
+    }
+}

@@ -1,0 +1,653 @@
+//! Replicate's predictions API, and nothing else: creating a prediction of
+//! an official model (`POST /v1/models/{owner}/{name}/predictions` with
+//! `Cancel-After` as the safety deadline of a prediction that never
+//! starts), reading one, listing recent ones to reconcile a create whose
+//! outcome is unknown, canceling one that has not started, the account's
+//! webhook secret, and verifying its Standard Webhooks signatures.
+//! Which model runs what, and when to call which operation, is decided by
+//! the shared remote-job machinery.
+
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+use url::Url;
+
+use super::provider::{
+    CancelOutcome, FailureKind, MAX_ANSWER_BYTES, ProviderError, ProviderFailure, ProviderJobState,
+    ProviderProtocol, ProviderTarget, WEBHOOK_TOLERANCE_SECONDS, WebhookRejection, classify_status,
+    iso8601, json_body, shortened, transport_error, unreadable,
+};
+
+/// Replicate's API root, unless configured otherwise (tests use a fake).
+pub const DEFAULT_API_URL: &str = "https://api.replicate.com/v1";
+
+/// How many pages of the prediction list a reconcile reads at most: 100
+/// predictions a page, newest first, from the intent's time on.
+const MAX_LIST_PAGES: usize = 20;
+
+/// A client of one Replicate account.
+pub struct ReplicateClient {
+    http: reqwest::Client,
+    api_url: Url,
+    token: String,
+    request_timeout: Duration,
+}
+
+impl ReplicateClient {
+    /// `api_url` is the API root with its `/v1`; `token` is the account's
+    /// API token (kept here only, never logged).
+    pub fn new(
+        api_url: &str,
+        token: String,
+        request_timeout: Duration,
+    ) -> Result<ReplicateClient, String> {
+        let api_url = Url::parse(&format!("{}/", api_url.trim_end_matches('/')))
+            .map_err(|error| format!("the Replicate API URL is not valid: {error}"))?;
+        let http = reqwest::Client::builder()
+            // A redirect would carry our token to wherever it points.
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .map_err(|error| format!("the HTTP client could not start: {error}"))?;
+        Ok(ReplicateClient {
+            http,
+            api_url,
+            token,
+            request_timeout,
+        })
+    }
+
+    fn url(&self, path: &str) -> Url {
+        self.api_url
+            .join(path)
+            .expect("paths built here are relative URLs")
+    }
+
+    fn authorization(&self) -> HeaderValue {
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", self.token))
+            .unwrap_or_else(|_| HeaderValue::from_static("Bearer invalid"));
+        value.set_sensitive(true);
+        value
+    }
+
+    async fn call(&self, request: reqwest::RequestBuilder) -> Result<Value, ProviderError> {
+        let response = request
+            .header(AUTHORIZATION, self.authorization())
+            .timeout(self.request_timeout)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        if !response.status().is_success() {
+            return Err(error_from_response(response).await);
+        }
+        json_body(response, MAX_ANSWER_BYTES).await
+    }
+
+    /// The signing secret of the account's webhooks
+    /// (`GET /v1/webhooks/default/secret`).
+    pub async fn webhook_secret(&self) -> Result<String, ProviderError> {
+        let answer = self
+            .call(self.http.get(self.url("webhooks/default/secret")))
+            .await?;
+        answer["key"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| unreadable("the webhook secret answer has no key"))
+    }
+}
+
+#[async_trait]
+impl ProviderProtocol for ReplicateClient {
+    fn name(&self) -> &'static str {
+        "replicate"
+    }
+
+    async fn submit(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        webhook_url: Option<&str>,
+        deadline: Duration,
+    ) -> Result<String, ProviderError> {
+        let (path, body) = create_request(&target.0, input, webhook_url);
+        let prediction = self
+            .call(
+                self.http
+                    .post(self.url(&path))
+                    .header("Cancel-After", cancel_after(deadline))
+                    .json(&body),
+            )
+            .await?;
+        prediction_id(&prediction)
+    }
+
+    async fn state(
+        &self,
+        _target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<ProviderJobState, ProviderError> {
+        let prediction = self
+            .call(self.http.get(self.url(&format!("predictions/{job_id}"))))
+            .await?;
+        prediction_state(&prediction)
+    }
+
+    async fn cancel_if_queued(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<CancelOutcome, ProviderError> {
+        // Replicate cancels running predictions too, and bills a public
+        // model's prediction for the time it ran: only one that has not
+        // started is canceled.
+        match self.state(target, job_id).await {
+            Ok(ProviderJobState::Queued) => {}
+            Ok(_) => return Ok(CancelOutcome::AlreadyStarted),
+            Err(ProviderError::NotFound { .. }) => return Ok(CancelOutcome::NotFound),
+            Err(error) => return Err(error),
+        }
+        let prediction = self
+            .call(
+                self.http
+                    .post(self.url(&format!("predictions/{job_id}/cancel"))),
+            )
+            .await?;
+        Ok(match prediction["status"].as_str() {
+            Some("canceled" | "aborted") if prediction["started_at"].is_null() => {
+                CancelOutcome::Removed
+            }
+            _ => CancelOutcome::AlreadyStarted,
+        })
+    }
+
+    async fn find_submitted(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        since: i64,
+    ) -> Result<Option<String>, ProviderError> {
+        let model = target.0.split(':').next().unwrap_or_default();
+        let mut page = self.url("predictions");
+        page.query_pairs_mut()
+            .append_pair("created_after", &iso8601(since));
+        let mut found = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let answer = self.call(self.http.get(page.clone())).await?;
+            // The list is newest first; the oldest match is the one our
+            // submit created if several identical ones exist.
+            if let Some(id) = matching_prediction(&answer, model, input) {
+                found = Some(id);
+            }
+            match answer["next"]
+                .as_str()
+                .and_then(|next| Url::parse(next).ok())
+            {
+                // The next page must stay on the API's host: the token goes
+                // with it.
+                Some(next) if next.origin() == self.api_url.origin() => page = next,
+                _ => break,
+            }
+        }
+        Ok(found)
+    }
+
+    fn output_headers(&self, video_url: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        let Ok(url) = Url::parse(video_url) else {
+            return headers;
+        };
+        let delivery = url.host_str().is_some_and(|host| {
+            host == "replicate.delivery" || host.ends_with(".replicate.delivery")
+        });
+        if delivery || url.origin() == self.api_url.origin() {
+            headers.insert(AUTHORIZATION, self.authorization());
+        }
+        headers
+    }
+}
+
+/// The path and body of a create: an official model's endpoint for
+/// `owner/name`, or the versioned endpoint for `owner/name:version`.
+fn create_request(model: &str, input: &Value, webhook_url: Option<&str>) -> (String, Value) {
+    let (path, mut body) = match model.split_once(':') {
+        Some((_, version)) => (
+            "predictions".to_owned(),
+            json!({ "version": version, "input": input }),
+        ),
+        None => (
+            format!("models/{model}/predictions"),
+            json!({ "input": input }),
+        ),
+    };
+    if let Some(webhook_url) = webhook_url {
+        body["webhook"] = json!(webhook_url);
+        // `start` tells us the prediction left the queue (and can no longer
+        // be canceled for free); `completed` brings the result.
+        body["webhook_events_filter"] = json!(["start", "completed"]);
+    }
+    (path, body)
+}
+
+/// `Cancel-After` in Go's duration syntax, at least Replicate's minimum of 5 s.
+fn cancel_after(deadline: Duration) -> String {
+    format!("{}s", deadline.as_secs().max(5))
+}
+
+fn prediction_id(prediction: &Value) -> Result<String, ProviderError> {
+    prediction["id"]
+        .as_str()
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| unreadable("the prediction has no id"))
+}
+
+/// The state of a prediction object (as `GET`, a list or a webhook gives
+/// it).
+pub fn prediction_state(prediction: &Value) -> Result<ProviderJobState, ProviderError> {
+    let status = prediction["status"]
+        .as_str()
+        .ok_or_else(|| unreadable("the prediction has no status"))?;
+    let error_text = || match &prediction["error"] {
+        Value::String(text) => shortened(text),
+        Value::Null => "no reason given".to_owned(),
+        other => shortened(&other.to_string()),
+    };
+    Ok(match status {
+        "starting" => ProviderJobState::Queued,
+        "succeeded" => match first_output(&prediction["output"]) {
+            Some(url) => ProviderJobState::Succeeded {
+                video_url: url.to_owned(),
+            },
+            None if prediction["data_removed"] == true => {
+                ProviderJobState::Failed(ProviderFailure {
+                    kind: FailureKind::Failed,
+                    message: "the provider removed the output before it was copied".into(),
+                })
+            }
+            None => ProviderJobState::Failed(ProviderFailure {
+                kind: FailureKind::Failed,
+                message: "the prediction succeeded without a video output".into(),
+            }),
+        },
+        "failed" => {
+            let message = error_text();
+            ProviderJobState::Failed(ProviderFailure {
+                kind: failure_kind(&message),
+                message,
+            })
+        }
+        "canceled" => ProviderJobState::Failed(ProviderFailure {
+            kind: FailureKind::Canceled,
+            message: "the prediction was canceled at the provider".into(),
+        }),
+        "aborted" => ProviderJobState::Failed(ProviderFailure {
+            kind: FailureKind::TimedOut,
+            message: "the prediction did not start before its deadline".into(),
+        }),
+        // `processing`, and any status newer than this code: treated as
+        // started, so nothing is canceled that may already be billed.
+        _ => ProviderJobState::Running,
+    })
+}
+
+/// Replicate reports a failure as free text; safety refusals say so in it.
+fn failure_kind(message: &str) -> FailureKind {
+    let lower = message.to_lowercase();
+    if ["nsfw", "safety", "flagged", "moderat", "sensitive"]
+        .iter()
+        .any(|word| lower.contains(word))
+    {
+        FailureKind::Moderated
+    } else {
+        FailureKind::Failed
+    }
+}
+
+/// A video model's output: one URL, or a list whose first item is the
+/// video.
+fn first_output(output: &Value) -> Option<&str> {
+    match output {
+        Value::String(text) => Some(text),
+        Value::Array(items) => items.first().and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// The id of the oldest prediction on a list page created for `model` with
+/// exactly `input`.
+fn matching_prediction(page: &Value, model: &str, input: &Value) -> Option<String> {
+    page["results"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|prediction| prediction["model"] == model && &prediction["input"] == input)
+        .and_then(|prediction| prediction["id"].as_str().map(str::to_owned))
+}
+
+/// Classifies an error answer; its body is problem+json
+/// (`{title, detail, status}`), or `{detail}` on a 429.
+async fn error_from_response(response: reqwest::Response) -> ProviderError {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = super::provider::limited_body(response, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    classify_error(status, &headers, &body, SystemTime::now())
+}
+
+fn classify_error(status: u16, headers: &HeaderMap, body: &[u8], now: SystemTime) -> ProviderError {
+    let problem: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let message = problem["detail"]
+        .as_str()
+        .or_else(|| problem["title"].as_str())
+        .map(shortened)
+        .unwrap_or_else(|| shortened(&String::from_utf8_lossy(body)));
+    classify_status(
+        status,
+        headers,
+        message,
+        failure_kind_of_body(&problem),
+        now,
+    )
+}
+
+fn failure_kind_of_body(problem: &Value) -> FailureKind {
+    failure_kind(&problem.to_string())
+}
+
+/// Verifies a webhook Replicate signed with the account's secret
+/// (Standard Webhooks: `webhook-id`, `webhook-timestamp` within five
+/// minutes of `now`, and a `v1,` HMAC-SHA256 in `webhook-signature`), and
+/// returns its prediction.
+pub fn verify_webhook(
+    headers: &HeaderMap,
+    body: &[u8],
+    secret: &str,
+    now: i64,
+) -> Result<Value, WebhookRejection> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .ok_or_else(|| WebhookRejection::Malformed(name.to_owned()))
+    };
+    let message_id = header("webhook-id")?;
+    let timestamp: i64 = header("webhook-timestamp")?
+        .trim()
+        .parse()
+        .map_err(|_| WebhookRejection::Malformed("webhook-timestamp".into()))?;
+    let signatures = header("webhook-signature")?;
+    if (now - timestamp).abs() > WEBHOOK_TOLERANCE_SECONDS {
+        return Err(WebhookRejection::Stale);
+    }
+    let text =
+        std::str::from_utf8(body).map_err(|_| WebhookRejection::InvalidBody("not UTF-8".into()))?;
+    let expected = crate::webhooks::sign(secret, message_id, timestamp, text)
+        .map_err(|_| WebhookRejection::Malformed("the configured secret".into()))?;
+    let expected_mac = STANDARD
+        .decode(expected.trim_start_matches("v1,"))
+        .unwrap_or_default();
+    let matched = signatures
+        .split_whitespace()
+        .filter_map(|entry| entry.strip_prefix("v1,"))
+        .filter_map(|signature| STANDARD.decode(signature).ok())
+        .any(|mac| bool::from(mac.ct_eq(&expected_mac)));
+    if !matched {
+        return Err(WebhookRejection::BadSignature);
+    }
+    serde_json::from_slice(body).map_err(|error| WebhookRejection::InvalidBody(error.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recorded interaction of Replicate's own client with the real API
+    /// (see tests/fixtures/replicate/README.md).
+    fn recorded(name: &str, index: usize) -> (u16, HeaderMap, Value) {
+        let text = match name {
+            "models-predictions-create" => {
+                include_str!("../../tests/fixtures/replicate/models-predictions-create.json")
+            }
+            "models-predictions-create-blocking" => include_str!(
+                "../../tests/fixtures/replicate/models-predictions-create-blocking.json"
+            ),
+            "predictions-get" => {
+                include_str!("../../tests/fixtures/replicate/predictions-get.json")
+            }
+            "predictions-cancel" => {
+                include_str!("../../tests/fixtures/replicate/predictions-cancel.json")
+            }
+            "run__invalid-token" => {
+                include_str!("../../tests/fixtures/replicate/run__invalid-token.json")
+            }
+            other => panic!("no fixture {other}"),
+        };
+        let cassette: Value = serde_json::from_str(text).unwrap();
+        let response = &cassette["interactions"][index]["response"];
+        let mut headers = HeaderMap::new();
+        for (name, value) in response["headers"].as_object().unwrap() {
+            headers.insert(
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value.as_str().unwrap()).unwrap(),
+            );
+        }
+        (
+            response["status"].as_u64().unwrap() as u16,
+            headers,
+            Value::String(response["body"].as_str().unwrap().to_owned()),
+        )
+    }
+
+    fn recorded_json(name: &str, index: usize) -> Value {
+        let (_, _, body) = recorded(name, index);
+        serde_json::from_str(body.as_str().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_recorded_create_gives_the_prediction_id_and_a_running_state() {
+        let created = recorded_json("models-predictions-create", 0);
+        assert_eq!(
+            prediction_id(&created).unwrap(),
+            "heat2o3bzn3ahtr6bjfftvbaci"
+        );
+        assert_eq!(
+            prediction_state(&created).unwrap(),
+            ProviderJobState::Queued
+        );
+        let (status, headers, body) = recorded("models-predictions-create-blocking", 0);
+        assert_eq!(status, 201);
+        assert_eq!(headers["preference-applied"], "wait=10");
+        let blocking: Value = serde_json::from_str(body.as_str().unwrap()).unwrap();
+        assert_eq!(
+            prediction_state(&blocking).unwrap(),
+            ProviderJobState::Running
+        );
+    }
+
+    #[test]
+    fn a_recorded_create_then_get_moves_from_queued_to_succeeded_with_the_first_output() {
+        assert_eq!(
+            prediction_state(&recorded_json("predictions-cancel", 1)).unwrap(),
+            ProviderJobState::Queued
+        );
+        let ProviderJobState::Succeeded { video_url } =
+            prediction_state(&recorded_json("predictions-get", 1)).unwrap()
+        else {
+            panic!("the recorded prediction succeeded");
+        };
+        assert_eq!(
+            video_url,
+            "https://replicate.delivery/pbxt/9inf36wjsEWuQ6XTf84iezPftv9QZdePfGySnU5tUai3BOrWE/out-0.png"
+        );
+    }
+
+    #[test]
+    fn a_recorded_cancel_is_a_canceled_failure() {
+        let canceled = recorded_json("predictions-cancel", 2);
+        assert_eq!(canceled["status"], "canceled");
+        assert!(matches!(
+            prediction_state(&canceled).unwrap(),
+            ProviderJobState::Failed(ProviderFailure {
+                kind: FailureKind::Canceled,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_recorded_invalid_token_is_unauthorized_with_its_detail() {
+        let (status, headers, body) = recorded("run__invalid-token", 0);
+        assert_eq!(headers["content-type"], "application/problem+json");
+        let error = classify_error(
+            status,
+            &headers,
+            body.as_str().unwrap().as_bytes(),
+            SystemTime::now(),
+        );
+        assert_eq!(
+            error,
+            ProviderError::Unauthorized {
+                message: "You did not pass a valid authentication token".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_throttled_create_waits_for_the_rate_limit_reset() {
+        let mut headers = HeaderMap::new();
+        headers.insert("ratelimit-remaining", HeaderValue::from_static("0"));
+        headers.insert("ratelimit-reset", HeaderValue::from_static("30"));
+        let error = classify_error(
+            429,
+            &headers,
+            br#"{"detail":"Request was throttled. Your rate limit resets in ~30s."}"#,
+            SystemTime::now(),
+        );
+        assert_eq!(error.retry_after(), Some(Duration::from_secs(30)));
+        assert!(error.is_transient());
+    }
+
+    #[test]
+    fn final_statuses_map_to_failures_of_their_kind() {
+        let state = |prediction: Value| prediction_state(&prediction).unwrap();
+        assert_eq!(
+            state(json!({ "status": "aborted" })),
+            ProviderJobState::Failed(ProviderFailure {
+                kind: FailureKind::TimedOut,
+                message: "the prediction did not start before its deadline".into()
+            })
+        );
+        assert!(matches!(
+            state(json!({ "status": "failed", "error": "NSFW content detected" })),
+            ProviderJobState::Failed(ProviderFailure {
+                kind: FailureKind::Moderated,
+                ..
+            })
+        ));
+        assert!(matches!(
+            state(json!({ "status": "failed", "error": "CUDA out of memory" })),
+            ProviderJobState::Failed(ProviderFailure {
+                kind: FailureKind::Failed,
+                ..
+            })
+        ));
+        assert!(matches!(
+            state(json!({ "status": "succeeded", "output": null, "data_removed": true })),
+            ProviderJobState::Failed(_)
+        ));
+        assert_eq!(
+            state(json!({ "status": "something_new" })),
+            ProviderJobState::Running
+        );
+        assert!(prediction_state(&json!({})).is_err());
+    }
+
+    #[test]
+    fn creates_use_the_official_model_path_or_a_version() {
+        let input = json!({ "prompt": "a kite" });
+        let (path, body) = create_request("kwaivgi/kling-v3-video", &input, Some("https://h/x"));
+        assert_eq!(path, "models/kwaivgi/kling-v3-video/predictions");
+        assert_eq!(
+            body,
+            json!({ "input": input, "webhook": "https://h/x",
+                    "webhook_events_filter": ["start", "completed"] })
+        );
+        let (path, body) = create_request("owner/name:abc123", &input, None);
+        assert_eq!(path, "predictions");
+        assert_eq!(body, json!({ "version": "abc123", "input": input }));
+        assert_eq!(cancel_after(Duration::from_secs(1)), "5s");
+        assert_eq!(cancel_after(Duration::from_secs(1800)), "1800s");
+    }
+
+    #[test]
+    fn reconcile_matches_model_and_exact_input_oldest_first() {
+        let input = json!({ "prompt": "a kite", "duration": 5 });
+        let page = json!({ "next": null, "results": [
+            { "id": "newer", "model": "a/b", "input": input },
+            { "id": "other_input", "model": "a/b", "input": { "prompt": "a kite" } },
+            { "id": "oldest", "model": "a/b", "input": input },
+            { "id": "other_model", "model": "a/c", "input": input },
+        ]});
+        assert_eq!(
+            matching_prediction(&page, "a/b", &input).as_deref(),
+            Some("oldest")
+        );
+        assert_eq!(matching_prediction(&page, "x/y", &input), None);
+    }
+
+    #[test]
+    fn verifies_the_standard_webhooks_test_vector_and_refuses_forgeries() {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let body = br#"{"test": 2432232314}"#;
+        let headers = |signature: &str, timestamp: &str| {
+            let mut map = HeaderMap::new();
+            map.insert(
+                "webhook-id",
+                HeaderValue::from_static("msg_p5jXN8AQM9LWM0D4loKWxJek"),
+            );
+            map.insert(
+                "webhook-timestamp",
+                HeaderValue::from_str(timestamp).unwrap(),
+            );
+            map.insert(
+                "webhook-signature",
+                HeaderValue::from_str(signature).unwrap(),
+            );
+            map
+        };
+        let good = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+        let now = 1_614_265_330;
+        assert_eq!(
+            verify_webhook(&headers(good, "1614265330"), body, secret, now).unwrap(),
+            json!({ "test": 2432232314u64 })
+        );
+        // Another signature beside the right one still verifies.
+        assert!(
+            verify_webhook(
+                &headers(&format!("v1,Zm9v {good}"), "1614265330"),
+                body,
+                secret,
+                now
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            verify_webhook(&headers(good, "1614265330"), b"{\"test\": 1}", secret, now),
+            Err(WebhookRejection::BadSignature)
+        );
+        assert_eq!(
+            verify_webhook(&headers(good, "1614265330"), body, secret, now + 301),
+            Err(WebhookRejection::Stale)
+        );
+        assert!(matches!(
+            verify_webhook(&HeaderMap::new(), body, secret, now),
+            Err(WebhookRejection::Malformed(_))
+        ));
+    }
+}

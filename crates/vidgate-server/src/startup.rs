@@ -1,0 +1,442 @@
+//! Start-up in named parts, each finished before the next begins:
+//!
+//! 1. `Configuration::resolve`: the options resolved and checked (the data
+//!    directory prepared, the database URL chosen) before anything is opened,
+//!    then `Configuration::check`: the start-up checks of `checks.rs`
+//!    (database reachable and migrated, Redis answering, storage taking a
+//!    probe object), refusing the start with the first failure.
+//! 2. `Addresses::bind`: the HTTP listener, whose address completes the
+//!    public URL and the API base every later part needs.
+//! 3. `Components::build`: what the tasks share, built once: the store (and
+//!    a first start's development account), storage, the rate limiter, the
+//!    media fetcher, the backends attached to both, and the `AppState`.
+//! 4. `Components::spawn`: the tasks, by role: webhook senders, workers and
+//!    the rescuer on a node that runs jobs, the HTTP server on one that
+//!    serves. `RunningServer::shutdown` stops them in one written order.
+//!
+//! A new listener (metrics) binds in `Addresses` and is served in `spawn`; a
+//! new router (an operator API) is merged in `serve_http`; a component that
+//! needs the public URL (a provider backend) is prepared in `Components::build`
+//! beside the Cog callbacks; a check of the options alone belongs in
+//! `Configuration::resolve`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use vidgate_media::FetchSettings;
+
+use crate::accounts::{self, CreatedAccount};
+use crate::checks::{self, CheckFailure};
+use crate::client_address::TrustedProxies;
+use crate::dashboard::{self, users::CreatedUser};
+use crate::health::{Health, QueueLiveness};
+use crate::options::{
+    MIN_OPERATOR_TOKEN_LENGTH, Role, ServerOptions, create_private_directory, default_database_url,
+};
+use crate::queue::{self, QueueSettings, WorkerContext};
+use crate::rate_limit::CallerRateLimiter;
+use crate::state::{AppState, DashboardSettings, OperatorToken};
+use crate::storage::Storage;
+use crate::store::{self, Store, StoreError};
+use crate::webhooks::{self, WebhookClient, WebhookContext, WebhookSettings};
+use crate::{http, ids, media};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A start-up check failed; it names the setting at fault.
+    #[error(transparent)]
+    Check(#[from] CheckFailure),
+    #[error("could not open the store")]
+    Store(#[from] StoreError),
+    #[error("could not listen on {address}")]
+    Listen {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("could not reach Redis for the shared rate limit")]
+    Redis(#[from] redis::RedisError),
+    #[error("could not build the HTTP client for request media")]
+    MediaClient(#[source] vidgate_media::FetchError),
+    #[error("could not build the HTTP client for webhooks")]
+    WebhookClient(#[from] reqwest::Error),
+    #[error("could not configure the object store")]
+    Storage(#[from] object_store::Error),
+    #[error("could not create the development account's dashboard user")]
+    DevelopmentUser(#[from] dashboard::users::UserError),
+    #[error("the operator token is shorter than {MIN_OPERATOR_TOKEN_LENGTH} characters")]
+    WeakOperatorToken,
+    #[error("could not prepare the data directory {path}")]
+    DataDirectory {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Starts a node: resolves its options, binds its listener, builds its
+/// components and spawns its tasks.
+pub async fn start(options: ServerOptions) -> Result<RunningServer, ServerError> {
+    let configuration = Configuration::resolve(options)?;
+    configuration.check().await?;
+    let addresses = Addresses::bind(&configuration.options).await?;
+    let components = Components::build(configuration, &addresses).await?;
+    Ok(components.spawn(addresses))
+}
+
+/// The options, resolved and checked before anything is opened.
+struct Configuration {
+    options: ServerOptions,
+    database_url: String,
+}
+
+impl Configuration {
+    fn resolve(options: ServerOptions) -> Result<Configuration, ServerError> {
+        if options
+            .operator_token
+            .as_ref()
+            .is_some_and(|token| token.chars().count() < MIN_OPERATOR_TOKEN_LENGTH)
+        {
+            return Err(ServerError::WeakOperatorToken);
+        }
+        let files_dir = options.data_dir.join("files");
+        create_private_directory(&files_dir).map_err(|source| ServerError::DataDirectory {
+            path: files_dir.clone(),
+            source,
+        })?;
+        let database_url = options
+            .database_url
+            .clone()
+            .unwrap_or_else(|| default_database_url(&options.data_dir));
+        Ok(Configuration {
+            options,
+            database_url,
+        })
+    }
+
+    /// Refuses the start with the first failed start-up check, so that a
+    /// missing bucket or a wrong password is found now, not by a customer.
+    async fn check(&self) -> Result<(), CheckFailure> {
+        for outcome in checks::check_configuration(&self.options).await {
+            outcome.result?;
+        }
+        Ok(())
+    }
+}
+
+/// Where this node is reached: its HTTP listener (none on a worker node)
+/// and the URLs that follow from the address it was bound to.
+struct Addresses {
+    listener: Option<TcpListener>,
+    local_addr: Option<SocketAddr>,
+    public_url: String,
+    /// Absolute base of the API, ending in `/api/v1`.
+    api_base: String,
+}
+
+impl Addresses {
+    async fn bind(options: &ServerOptions) -> Result<Addresses, ServerError> {
+        let listen_error = |source| ServerError::Listen {
+            address: options.listen,
+            source,
+        };
+        let (listener, local_addr) = if options.role.serves_http() {
+            let listener = TcpListener::bind(options.listen)
+                .await
+                .map_err(listen_error)?;
+            let local_addr = listener.local_addr().map_err(listen_error)?;
+            (Some(listener), Some(local_addr))
+        } else {
+            (None, None)
+        };
+        let public_url = options
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", local_addr.unwrap_or(options.listen)));
+        let api_base = format!("{}/api/v1", public_url.trim_end_matches('/'));
+        Ok(Addresses {
+            listener,
+            local_addr,
+            public_url,
+            api_base,
+        })
+    }
+}
+
+/// What the tasks share, built once.
+struct Components {
+    role: Role,
+    queue: QueueSettings,
+    http_limits: http::HttpLimits,
+    webhooks: WebhookSettings,
+    store: Arc<dyn Store>,
+    state: AppState,
+    /// What the workers and the rescuer report to readiness; only a node
+    /// that runs jobs has it.
+    queue_liveness: Option<Arc<QueueLiveness>>,
+    drain_delay: Duration,
+    /// Sends webhooks to customers' receivers; only a node that runs jobs
+    /// has one.
+    webhook_client: Option<WebhookClient>,
+    development_account: Option<CreatedAccount>,
+    development_user: Option<CreatedUser>,
+}
+
+impl Components {
+    async fn build(
+        configuration: Configuration,
+        addresses: &Addresses,
+    ) -> Result<Components, ServerError> {
+        let Configuration {
+            options,
+            database_url,
+        } = configuration;
+        let store =
+            store::open_with(&database_url, options.migrations, options.sqlite_durability).await?;
+        let (development_account, development_user) =
+            development_account(&options, store.as_ref()).await?;
+
+        let rate_limiter = match &options.redis_url {
+            Some(redis_url) => CallerRateLimiter::shared(redis_url).await?,
+            None => CallerRateLimiter::local(),
+        };
+        let rate_limiter = Arc::new(rate_limiter);
+        let storage = Arc::new(Storage::open(&options.storage, &options.data_dir)?);
+        let media_fetcher = media::fetcher(
+            FetchSettings {
+                allow_private_network: options.allow_private_network,
+                trusted_addresses: options.trusted_media_addresses.clone(),
+                // Downloads are checked on the data directory's disk, never
+                // in memory.
+                scratch_directory: Some(options.data_dir.join("scratch")),
+                ..FetchSettings::default()
+            },
+            &addresses.api_base,
+            storage.clone(),
+        )
+        .map_err(ServerError::MediaClient)?;
+        options.backends.attach_media_fetcher(&media_fetcher);
+        options.backends.attach_store(&store);
+        // Cog webhooks can only come back to a node that listens; a
+        // worker-only node leaves the base unset and its Cog backends
+        // dispatch synchronously.
+        if addresses.local_addr.is_some() {
+            options.backends.cog_callbacks().set_base_url(
+                options
+                    .cog_callback_url
+                    .as_deref()
+                    .unwrap_or(&addresses.public_url),
+            );
+        }
+        // So that the first sign-in for an unknown email is no slower than
+        // one for a known email.
+        tokio::task::spawn_blocking(dashboard::prepare_dummy_hash);
+        let queue_liveness = options.role.runs_jobs().then(|| {
+            Arc::new(QueueLiveness::new(
+                options.queue.workers,
+                options.queue.rescue_interval,
+            ))
+        });
+        let health = Arc::new(Health::new(
+            store.clone(),
+            storage.clone(),
+            queue_liveness.clone(),
+        ));
+        let state = AppState {
+            store: store.clone(),
+            catalog: Arc::new(options.catalog),
+            backends: options.backends.clone(),
+            storage,
+            rate_limiter: rate_limiter.clone(),
+            api_base: addresses.api_base.clone(),
+            queue_wakeup: Arc::new(Notify::new()),
+            max_attempts: options.max_attempts,
+            media: media::inspector(
+                media_fetcher,
+                vidgate_media::FetchLimit {
+                    max_concurrent: options.max_media_fetches,
+                    ..vidgate_media::FetchLimit::default()
+                },
+            ),
+            max_upload_bytes: options.max_upload_bytes,
+            public_rate_limit: options.public_rate_limit,
+            trusted_proxies: Arc::new(TrustedProxies::new(options.trusted_proxies.clone())),
+            dashboard: Arc::new(DashboardSettings::new(
+                options.allow_sign_up,
+                &addresses.public_url,
+                rate_limiter,
+            )),
+            health,
+            operator_token: options
+                .operator_token
+                .as_deref()
+                .map(|token| Arc::new(OperatorToken::new(token))),
+        };
+        let webhook_client = if options.role.runs_jobs() {
+            Some(WebhookClient::new(
+                options.allow_private_network,
+                options.webhooks.attempt_timeout,
+            )?)
+        } else {
+            None
+        };
+        Ok(Components {
+            role: options.role,
+            queue: options.queue,
+            http_limits: options.http,
+            webhooks: options.webhooks,
+            store,
+            state,
+            queue_liveness,
+            drain_delay: options.drain_delay,
+            webhook_client,
+            development_account,
+            development_user,
+        })
+    }
+
+    /// Spawns the tasks of this node's role.
+    fn spawn(self, addresses: Addresses) -> RunningServer {
+        let background_shutdown = CancellationToken::new();
+        let mut background = Vec::new();
+        // Only a node that runs jobs has a webhook client and queue
+        // liveness (see `build`).
+        if let (Some(webhook_client), Some(liveness)) = (self.webhook_client, self.queue_liveness) {
+            let node_id = format!("node_{}", ids::random_token(10));
+            // Webhook senders run beside the workers, so an API-only node
+            // never makes outgoing requests to customers' receivers.
+            background.extend(webhooks::spawn(
+                Arc::new(WebhookContext {
+                    store: self.store.clone(),
+                    client: webhook_client,
+                    api_base: addresses.api_base.clone(),
+                    settings: self.webhooks,
+                    node_id: node_id.clone(),
+                }),
+                background_shutdown.clone(),
+            ));
+            background.extend(queue::spawn(
+                Arc::new(WorkerContext {
+                    store: self.store.clone(),
+                    catalog: self.state.catalog.clone(),
+                    backends: self.state.backends.clone(),
+                    storage: self.state.storage.clone(),
+                    api_base: addresses.api_base.clone(),
+                    wakeup: self.state.queue_wakeup.clone(),
+                    settings: self.queue,
+                    node_id,
+                    liveness,
+                }),
+                background_shutdown.clone(),
+            ));
+        }
+        let health = self.state.health.clone();
+        let http = addresses
+            .listener
+            .map(|listener| serve_http(listener, self.state, self.http_limits));
+        if let Some(local_addr) = addresses.local_addr {
+            tracing::info!(%local_addr, api_base = %addresses.api_base, "vidgate is serving");
+        }
+        tracing::info!(role = ?self.role, "vidgate started");
+        RunningServer {
+            local_addr: addresses.local_addr,
+            api_base: addresses.api_base,
+            store: self.store,
+            development_account: self.development_account,
+            development_user: self.development_user,
+            health,
+            drain_delay: self.drain_delay,
+            http,
+            background_shutdown,
+            background,
+        }
+    }
+}
+
+/// Creates a development account with credit, and its dashboard user, when
+/// the options ask for one and the database has no account yet.
+async fn development_account(
+    options: &ServerOptions,
+    store: &dyn Store,
+) -> Result<(Option<CreatedAccount>, Option<CreatedUser>), ServerError> {
+    if !options.bootstrap_development_account || store.count_accounts().await? != 0 {
+        return Ok((None, None));
+    }
+    let account = accounts::create_development_account(store).await?;
+    // So that a newcomer can sign in to the dashboard straight away too.
+    let user = dashboard::users::create_user(
+        store,
+        &account.account.id,
+        dashboard::users::DEVELOPMENT_EMAIL,
+        None,
+    )
+    .await?;
+    Ok((Some(account), Some(user)))
+}
+
+/// The HTTP server: its task and the token that stops it accepting.
+struct HttpServer {
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+fn serve_http(listener: TcpListener, state: AppState, limits: http::HttpLimits) -> HttpServer {
+    let router = http::router(state);
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(http::serve(listener, router, limits, shutdown.clone()));
+    HttpServer { shutdown, task }
+}
+
+/// A server that is accepting requests, running jobs, or both.
+pub struct RunningServer {
+    /// Where the HTTP API listens; `None` on a worker node.
+    pub local_addr: Option<SocketAddr>,
+    /// Absolute base of the API, ending in `/api/v1`.
+    pub api_base: String,
+    pub store: Arc<dyn Store>,
+    /// The development account created at this start, if any.
+    pub development_account: Option<CreatedAccount>,
+    /// The development account's dashboard user, with its one-time password.
+    pub development_user: Option<CreatedUser>,
+    health: Arc<Health>,
+    drain_delay: Duration,
+    http: Option<HttpServer>,
+    /// Stops the workers, the rescuer and the webhook senders.
+    background_shutdown: CancellationToken,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// From now on `/readyz` answers 503, so load balancers stop sending
+    /// this node new requests; `shutdown` begins with it.
+    pub fn begin_draining(&self) {
+        self.health.begin_draining();
+    }
+
+    /// Stops the server in this order: report not ready and keep serving
+    /// for the drain delay, stop accepting HTTP requests and let those in
+    /// flight finish, then interrupt running jobs (they go back to the
+    /// queue) and the webhook senders, and wait for every task to end.
+    pub async fn shutdown(self) {
+        self.begin_draining();
+        if let Some(http) = self.http {
+            tokio::time::sleep(self.drain_delay).await;
+            http.shutdown.cancel();
+            report_abnormal_end(http.task.await);
+        }
+        self.background_shutdown.cancel();
+        for task in self.background {
+            report_abnormal_end(task.await);
+        }
+    }
+}
+
+fn report_abnormal_end(ended: Result<(), tokio::task::JoinError>) {
+    if let Err(error) = ended {
+        tracing::error!(error = %error, "a server task ended abnormally");
+    }
+}

@@ -1,0 +1,92 @@
+//! The application state every request handler reaches, API and dashboard
+//! alike. It sits below the HTTP layer (`http/` and `dashboard/`) so that
+//! neither has to import the other to get it; start-up (`startup.rs`)
+//! builds it from its components.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::sync::Notify;
+use vidgate_core::Catalog;
+
+use crate::backend::Backends;
+use crate::client_address::TrustedProxies;
+use crate::health::Health;
+use crate::rate_limit::{CallerRateLimiter, SignInLimits};
+use crate::storage::Storage;
+use crate::store::Store;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub catalog: Arc<Catalog>,
+    pub backends: Backends,
+    pub storage: Arc<Storage>,
+    pub rate_limiter: Arc<CallerRateLimiter>,
+    /// Absolute base of the API, e.g. `http://127.0.0.1:8080/api/v1`.
+    pub api_base: String,
+    /// Wakes an idle worker when a job is queued.
+    pub queue_wakeup: Arc<Notify>,
+    pub max_attempts: i64,
+    /// Fetches, probes and checks request media on submit and quote.
+    pub media: Arc<vidgate_media::MediaInspector>,
+    pub max_upload_bytes: u64,
+    /// Requests per second and burst one client address may make to the
+    /// public endpoints.
+    pub public_rate_limit: crate::http::PublicRateLimit,
+    /// The proxies whose forwarded client addresses are believed.
+    pub trusted_proxies: Arc<TrustedProxies>,
+    /// The account dashboard's settings and sign-in limits.
+    pub dashboard: Arc<DashboardSettings>,
+    /// This node's readiness, for `/readyz`.
+    pub health: Arc<Health>,
+    /// The operator API's token; without one the API refuses every request.
+    pub operator_token: Option<Arc<OperatorToken>>,
+}
+
+/// The operator API's token, kept as its SHA-256 digest so that comparing
+/// a presented token takes the same time whatever its length or content.
+pub struct OperatorToken {
+    digest: [u8; 32],
+}
+
+impl OperatorToken {
+    pub fn new(token: &str) -> OperatorToken {
+        OperatorToken {
+            digest: Sha256::digest(token.as_bytes()).into(),
+        }
+    }
+
+    /// Constant-time: the time taken says nothing of how much matched.
+    pub fn matches(&self, presented: &str) -> bool {
+        let presented: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        self.digest.ct_eq(&presented).into()
+    }
+}
+
+/// What the dashboard is configured with and the state it keeps in memory.
+pub struct DashboardSettings {
+    /// Anyone may create an account (with no credit) from the sign-in page.
+    pub allow_sign_up: bool,
+    /// Session cookies are marked `Secure`: the public URL is https.
+    pub secure_cookies: bool,
+    pub sign_in_limits: SignInLimits,
+}
+
+impl DashboardSettings {
+    /// Sign-in attempts are counted in `rate_limiter`'s buckets: in Redis
+    /// when the node has one, so every node sees every attempt.
+    pub fn new(
+        allow_sign_up: bool,
+        public_url: &str,
+        rate_limiter: Arc<CallerRateLimiter>,
+    ) -> DashboardSettings {
+        DashboardSettings {
+            allow_sign_up,
+            secure_cookies: public_url.starts_with("https://"),
+            sign_in_limits: SignInLimits::new(rate_limiter),
+        }
+    }
+}

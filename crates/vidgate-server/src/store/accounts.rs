@@ -1,0 +1,453 @@
+//! Accounts, their limits and API keys, the authentication of a key, and
+//! the pause state of models.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use vidgate_core::Micros;
+
+use super::ledger::Movement;
+use super::{StoreError, now_millis};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountLimits {
+    pub requests_per_second: u32,
+    pub burst: u32,
+    pub max_concurrent: u32,
+}
+
+impl Default for AccountLimits {
+    /// The limits of SPEC.md section 8.
+    fn default() -> Self {
+        AccountLimits {
+            requests_per_second: 10,
+            burst: 20,
+            max_concurrent: 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub id: String,
+    pub name: String,
+    pub balance: Micros,
+    pub held: Micros,
+    pub captured: Micros,
+    pub credited: Micros,
+    pub limits: AccountLimits,
+    pub webhook_secret: String,
+    /// The secret before the last rotation, still used to sign deliveries
+    /// (beside the current one) until `previous_webhook_secret_expires_at`.
+    pub previous_webhook_secret: Option<String>,
+    pub previous_webhook_secret_expires_at: Option<i64>,
+    pub created_at: i64,
+}
+
+impl Account {
+    /// The secrets deliveries are signed with at `now`: the current one, and
+    /// the previous one while its grace period after a rotation lasts.
+    pub fn signing_secrets(&self, now: i64) -> Vec<String> {
+        let mut secrets = vec![self.webhook_secret.clone()];
+        if let (Some(previous), Some(expires_at)) = (
+            &self.previous_webhook_secret,
+            self.previous_webhook_secret_expires_at,
+        ) && now < expires_at
+        {
+            secrets.push(previous.clone());
+        }
+        secrets
+    }
+}
+
+pub struct NewAccount {
+    pub id: String,
+    pub name: String,
+    pub initial_credit: Micros,
+    pub webhook_secret: String,
+}
+
+pub struct NewApiKey {
+    pub id: String,
+    pub account_id: String,
+    pub name: String,
+    pub prefix: String,
+    pub secret_sha256: String,
+}
+
+/// The authenticated caller behind an API key or a dashboard session.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The API key's id, or `session:<session id>` for a signed-in dashboard
+    /// session. It names the caller's rate-limit bucket and is recorded on
+    /// the generations the caller submits.
+    pub key_id: String,
+    pub account_id: String,
+    pub limits: AccountLimits,
+}
+
+/// An API key as the dashboard lists it (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyRecord {
+    pub id: String,
+    pub name: String,
+    pub prefix: String,
+    pub created_at: i64,
+    /// Accurate to `KEY_USE_RESOLUTION`.
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// How often a key's or a session's last use is written: at most once per
+/// this interval, so authenticated reads stay reads.
+pub const KEY_USE_RESOLUTION: Duration = Duration::from_secs(60);
+
+#[async_trait]
+pub trait AccountStore: Send + Sync {
+    async fn create_account(&self, account: NewAccount) -> Result<Account, StoreError>;
+    async fn account(&self, account_id: &str) -> Result<Option<Account>, StoreError>;
+    async fn count_accounts(&self) -> Result<i64, StoreError>;
+    async fn set_account_limits(
+        &self,
+        account_id: &str,
+        limits: AccountLimits,
+    ) -> Result<Option<Account>, StoreError>;
+    async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError>;
+    /// Revokes a key; false when no unrevoked key has that id. Takes effect
+    /// at once in this process and within `CALLER_CACHE_TTL` in others.
+    async fn revoke_api_key(&self, key_id: &str) -> Result<bool, StoreError>;
+    /// The caller owning an unrevoked key with this secret digest; a caller
+    /// found within the last `CALLER_CACHE_TTL` is answered from memory.
+    async fn authenticate(&self, secret_sha256: &str) -> Result<Option<Caller>, StoreError>;
+    // Dashboard reads, each scoped to one account.
+    /// The account's keys, newest first.
+    async fn api_keys(&self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError>;
+    /// Revokes one of the account's keys; false when the account has no
+    /// unrevoked key with that id.
+    async fn revoke_account_api_key(
+        &self,
+        account_id: &str,
+        key_id: &str,
+    ) -> Result<bool, StoreError>;
+    // Model availability, shared by every node and the admin command.
+    async fn set_model_paused(&self, model_id: &str, paused: bool) -> Result<(), StoreError>;
+    async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError>;
+}
+
+macro_rules! account_columns {
+    () => {
+        "id, name, balance_micros, held_micros, captured_micros, credited_micros, \
+         rate_per_second, rate_burst, max_concurrent, webhook_secret, \
+         previous_webhook_secret, previous_webhook_secret_expires_at, created_at"
+    };
+}
+
+pub(super) use account_columns;
+
+#[derive(sqlx::FromRow)]
+pub(super) struct AccountRow {
+    id: String,
+    name: String,
+    balance_micros: i64,
+    held_micros: i64,
+    captured_micros: i64,
+    credited_micros: i64,
+    rate_per_second: i64,
+    rate_burst: i64,
+    max_concurrent: i64,
+    webhook_secret: String,
+    previous_webhook_secret: Option<String>,
+    previous_webhook_secret_expires_at: Option<i64>,
+    created_at: i64,
+}
+
+impl From<AccountRow> for Account {
+    fn from(row: AccountRow) -> Self {
+        Account {
+            id: row.id,
+            name: row.name,
+            balance: Micros(row.balance_micros),
+            held: Micros(row.held_micros),
+            captured: Micros(row.captured_micros),
+            credited: Micros(row.credited_micros),
+            limits: AccountLimits {
+                requests_per_second: row.rate_per_second as u32,
+                burst: row.rate_burst as u32,
+                max_concurrent: row.max_concurrent as u32,
+            },
+            webhook_secret: row.webhook_secret,
+            previous_webhook_secret: row.previous_webhook_secret,
+            previous_webhook_secret_expires_at: row.previous_webhook_secret_expires_at,
+            created_at: row.created_at,
+        }
+    }
+}
+
+pub(super) fn caller_limits(per_second: i64, burst: i64, max_concurrent: i64) -> AccountLimits {
+    AccountLimits {
+        requests_per_second: per_second as u32,
+        burst: burst as u32,
+        max_concurrent: max_concurrent as u32,
+    }
+}
+
+/// Implements `AccountStore` for one store type; expanded for both by
+/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
+macro_rules! impl_account_store {
+    (
+        store: $store:ty,
+        database: $database:ty,
+        lock_account: $lock_account:literal,
+        skip_locked: $skip_locked:literal $(,)?
+    ) => {
+        impl $store {
+            /// Inserts an account with the default limits and credits its
+            /// initial credit, inside the caller's transaction.
+            pub(super) async fn create_account_in(
+                transaction: &mut sqlx::Transaction<'static, $database>,
+                account: &NewAccount,
+            ) -> Result<Account, StoreError> {
+                let defaults = AccountLimits::default();
+                sqlx::query(
+                    "INSERT INTO accounts (id, name, rate_per_second, rate_burst, max_concurrent, \
+                     webhook_secret, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(&account.id)
+                .bind(&account.name)
+                .bind(defaults.requests_per_second as i64)
+                .bind(defaults.burst as i64)
+                .bind(defaults.max_concurrent as i64)
+                .bind(&account.webhook_secret)
+                .bind(now_millis())
+                .execute(&mut **transaction)
+                .await?;
+                Self::move_money(
+                    transaction,
+                    &account.id,
+                    None,
+                    Movement::Credit,
+                    account.initial_credit,
+                )
+                .await?;
+                Self::account_in(transaction, &account.id)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("account vanished after insert".into()))
+            }
+
+            /// Reads the account inside a write transaction and keeps it
+            /// locked until the transaction ends, so that its balance and its
+            /// count of active generations stay true until the hold is taken.
+            pub(super) async fn account_in(
+                transaction: &mut sqlx::Transaction<'static, $database>,
+                account_id: &str,
+            ) -> Result<Option<Account>, StoreError> {
+                let row: Option<AccountRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    account_columns!(),
+                    " FROM accounts WHERE id = $1 ",
+                    $lock_account
+                ))
+                .bind(account_id)
+                .fetch_optional(&mut **transaction)
+                .await?;
+                Ok(row.map(Account::from))
+            }
+        }
+
+        #[async_trait]
+        impl AccountStore for $store {
+            async fn create_account(&self, account: NewAccount) -> Result<Account, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                let created = Self::create_account_in(&mut transaction, &account).await?;
+                transaction.commit().await?;
+                Ok(created)
+            }
+
+            async fn account(&self, account_id: &str) -> Result<Option<Account>, StoreError> {
+                let row: Option<AccountRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    account_columns!(),
+                    " FROM accounts WHERE id = $1"
+                ))
+                .bind(account_id)
+                .fetch_optional(self.reader())
+                .await?;
+                Ok(row.map(Account::from))
+            }
+
+            async fn count_accounts(&self) -> Result<i64, StoreError> {
+                Ok(sqlx::query_scalar("SELECT COUNT(*) FROM accounts")
+                    .fetch_one(self.reader())
+                    .await?)
+            }
+
+            async fn set_account_limits(
+                &self,
+                account_id: &str,
+                limits: AccountLimits,
+            ) -> Result<Option<Account>, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                sqlx::query(
+                    "UPDATE accounts SET rate_per_second = $1, rate_burst = $2, \
+                     max_concurrent = $3 WHERE id = $4",
+                )
+                .bind(limits.requests_per_second as i64)
+                .bind(limits.burst as i64)
+                .bind(limits.max_concurrent as i64)
+                .bind(account_id)
+                .execute(&mut *transaction)
+                .await?;
+                let account = Self::account_in(&mut transaction, account_id).await?;
+                transaction.commit().await?;
+                // Remembered callers carry their account's limits.
+                self.callers().forget_all();
+                Ok(account)
+            }
+
+            async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO api_keys (id, account_id, name, prefix, secret_sha256, \
+                     created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&key.id)
+                .bind(&key.account_id)
+                .bind(&key.name)
+                .bind(&key.prefix)
+                .bind(&key.secret_sha256)
+                .bind(now_millis())
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn revoke_api_key(&self, key_id: &str) -> Result<bool, StoreError> {
+                let result = sqlx::query(
+                    "UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+                )
+                .bind(now_millis())
+                .bind(key_id)
+                .execute(self.writer())
+                .await?;
+                self.callers().forget_all();
+                Ok(result.rows_affected() == 1)
+            }
+
+            async fn authenticate(
+                &self,
+                secret_sha256: &str,
+            ) -> Result<Option<Caller>, StoreError> {
+                if let Some(caller) = self.callers().get(secret_sha256) {
+                    return Ok(Some(caller));
+                }
+                let ticket = self.callers().ticket();
+                let row: Option<(String, String, i64, i64, i64, Option<i64>)> = sqlx::query_as(
+                    "SELECT k.id, a.id, a.rate_per_second, a.rate_burst, a.max_concurrent, \
+                     k.last_used_at \
+                     FROM api_keys k JOIN accounts a ON a.id = k.account_id \
+                     WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL",
+                )
+                .bind(secret_sha256)
+                .fetch_optional(self.reader())
+                .await?;
+                // The last use is written only when the recorded one is
+                // older than the resolution the dashboard shows, so most
+                // authenticated requests do not write at all.
+                let now = now_millis();
+                if let Some((key_id, _, _, _, _, last_used_at)) = &row
+                    && last_used_at.is_none_or(|last| {
+                        now - last >= KEY_USE_RESOLUTION.as_millis() as i64
+                    })
+                {
+                    sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
+                        .bind(now)
+                        .bind(key_id)
+                        .execute(self.writer())
+                        .await?;
+                }
+                let caller = row.map(|(key_id, account_id, per_second, burst, max_concurrent, _)| {
+                    Caller {
+                        key_id,
+                        account_id,
+                        limits: caller_limits(per_second, burst, max_concurrent),
+                    }
+                });
+                if let Some(caller) = &caller {
+                    self.callers().remember(ticket, secret_sha256, caller);
+                }
+                Ok(caller)
+            }
+
+            async fn api_keys(&self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError> {
+                #[allow(clippy::type_complexity)]
+                let rows: Vec<(String, String, String, i64, Option<i64>, Option<i64>)> =
+                    sqlx::query_as(
+                        "SELECT id, name, prefix, created_at, last_used_at, revoked_at \
+                         FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC",
+                    )
+                    .bind(account_id)
+                    .fetch_all(self.reader())
+                    .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(
+                        |(id, name, prefix, created_at, last_used_at, revoked_at)| ApiKeyRecord {
+                            id,
+                            name,
+                            prefix,
+                            created_at,
+                            last_used_at,
+                            revoked_at,
+                        },
+                    )
+                    .collect())
+            }
+
+            async fn revoke_account_api_key(
+                &self,
+                account_id: &str,
+                key_id: &str,
+            ) -> Result<bool, StoreError> {
+                let result = sqlx::query(
+                    "UPDATE api_keys SET revoked_at = $1 \
+                     WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL",
+                )
+                .bind(now_millis())
+                .bind(key_id)
+                .bind(account_id)
+                .execute(self.writer())
+                .await?;
+                self.callers().forget_all();
+                Ok(result.rows_affected() == 1)
+            }
+
+            async fn set_model_paused(
+                &self,
+                model_id: &str,
+                paused: bool,
+            ) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO model_states (model_id, paused, updated_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (model_id) DO UPDATE SET paused = excluded.paused, \
+                     updated_at = excluded.updated_at",
+                )
+                .bind(model_id)
+                .bind(paused)
+                .bind(now_millis())
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError> {
+                let paused: Option<bool> =
+                    sqlx::query_scalar("SELECT paused FROM model_states WHERE model_id = $1")
+                        .bind(model_id)
+                        .fetch_optional(self.reader())
+                        .await?;
+                Ok(paused.unwrap_or(false))
+            }
+        }
+    };
+}
+
+impl_for_both_stores!(impl_account_store);

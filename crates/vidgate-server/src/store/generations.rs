@@ -1,0 +1,341 @@
+//! Generations: submit (with its hold), read, list and cancel. What happens
+//! to a generation once a worker claims it is in `queue.rs`.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use vidgate_core::{GenerationStatus, Micros};
+
+use super::ledger::Movement;
+use super::{StoreError, now_millis};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    pub id: String,
+    pub account_id: String,
+    pub model: String,
+    pub endpoint: String,
+    pub mode: String,
+    pub status: GenerationStatus,
+    pub input: Value,
+    pub output: Option<Value>,
+    pub error: Option<Value>,
+    pub price: Micros,
+    pub official_price: Micros,
+    pub source: String,
+    pub webhook_url: Option<String>,
+    pub attempts: i64,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub completed_at: Option<i64>,
+}
+
+pub struct NewGeneration {
+    pub id: String,
+    pub account_id: String,
+    pub api_key_id: String,
+    pub model: String,
+    pub endpoint: String,
+    pub mode: String,
+    pub input: Value,
+    pub price: Micros,
+    pub official_price: Micros,
+    pub webhook_url: Option<String>,
+    pub idempotency: Option<IdempotencyKey>,
+    pub max_attempts: i64,
+    /// The request media the job is bound to (`bound_media.rs`), written in
+    /// the same transaction; `None` for a request without media.
+    pub media_binding: Option<Value>,
+}
+
+/// An `Idempotency-Key` header with a digest of the request it came with.
+pub struct IdempotencyKey {
+    pub key: String,
+    pub request_sha256: String,
+}
+
+/// How long an idempotency key replays its original generation.
+pub const IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+
+#[derive(Debug)]
+pub enum SubmitOutcome {
+    Created(Generation),
+    /// The same idempotency key and request were seen before: nothing new was
+    /// created or held.
+    Replayed(Generation),
+}
+
+/// Why a submit was refused inside its transaction. Nothing is held in any
+/// of these cases because the transaction rolls back.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitRefusal {
+    #[error("the account already has {limit} generations queued or running")]
+    ConcurrencyLimit { limit: i64 },
+    #[error("the balance does not cover the price")]
+    InsufficientBalance { balance: Micros, price: Micros },
+    #[error("the idempotency key was used with a different request")]
+    IdempotencyMismatch,
+    #[error("account not found")]
+    AccountNotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug)]
+pub enum CancelOutcome {
+    Canceled(Box<Generation>),
+    Refused(GenerationStatus),
+    NotFound,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub status: Option<GenerationStatus>,
+    pub model: Option<String>,
+    /// Return generations strictly older than this (created_at, id) position.
+    pub before: Option<(i64, String)>,
+    pub limit: u32,
+}
+
+#[async_trait]
+pub trait GenerationStore: Send + Sync {
+    /// In one transaction: idempotent replay, the concurrency limit, the
+    /// balance check, the hold and the insert of the queued generation.
+    async fn submit_generation(
+        &self,
+        generation: NewGeneration,
+    ) -> Result<SubmitOutcome, SubmitRefusal>;
+    async fn generation(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<Option<Generation>, StoreError>;
+    async fn list_generations(
+        &self,
+        account_id: &str,
+        filter: &ListFilter,
+    ) -> Result<Vec<Generation>, StoreError>;
+    /// Cancels a queued generation and releases its hold, in one transaction.
+    async fn cancel_generation(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<CancelOutcome, StoreError>;
+    /// The request media a generation is bound to, as submit recorded it.
+    async fn generation_media(&self, generation_id: &str) -> Result<Option<Value>, StoreError>;
+}
+
+/// The columns of a generation, in the order `GenerationRow` expects.
+macro_rules! generation_columns {
+    () => {
+        "id, account_id, model, endpoint, mode, status, input, output, error, price_micros, \
+         official_micros, source, webhook_url, attempts, created_at, started_at, completed_at"
+    };
+}
+
+pub(super) use generation_columns;
+
+#[derive(sqlx::FromRow)]
+pub(super) struct GenerationRow {
+    id: String,
+    account_id: String,
+    model: String,
+    endpoint: String,
+    mode: String,
+    status: String,
+    input: String,
+    output: Option<String>,
+    error: Option<String>,
+    price_micros: i64,
+    official_micros: i64,
+    source: String,
+    webhook_url: Option<String>,
+    attempts: i64,
+    created_at: i64,
+    started_at: Option<i64>,
+    completed_at: Option<i64>,
+}
+
+impl TryFrom<GenerationRow> for Generation {
+    type Error = StoreError;
+
+    fn try_from(row: GenerationRow) -> Result<Self, StoreError> {
+        let parse_json = |text: &str| {
+            serde_json::from_str::<Value>(text)
+                .map_err(|error| StoreError::Corrupt(format!("generation {}: {error}", row.id)))
+        };
+        Ok(Generation {
+            status: GenerationStatus::from_str(&row.status)
+                .map_err(|error| StoreError::Corrupt(error.to_string()))?,
+            input: parse_json(&row.input)?,
+            output: row.output.as_deref().map(parse_json).transpose()?,
+            error: row.error.as_deref().map(parse_json).transpose()?,
+            price: Micros(row.price_micros),
+            official_price: Micros(row.official_micros),
+            id: row.id,
+            account_id: row.account_id,
+            model: row.model,
+            endpoint: row.endpoint,
+            mode: row.mode,
+            source: row.source,
+            webhook_url: row.webhook_url,
+            attempts: row.attempts,
+            created_at: row.created_at,
+            started_at: row.started_at,
+            completed_at: row.completed_at,
+        })
+    }
+}
+
+/// Implements `GenerationStore` for one store type; expanded for both by
+/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
+macro_rules! impl_generation_store {
+    (
+        store: $store:ty,
+        database: $database:ty,
+        lock_account: $lock_account:literal,
+        skip_locked: $skip_locked:literal $(,)?
+    ) => {
+        impl $store {
+            pub(super) async fn generation_in(
+                transaction: &mut sqlx::Transaction<'static, $database>,
+                generation_id: &str,
+            ) -> Result<Option<Generation>, StoreError> {
+                let row: Option<GenerationRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    generation_columns!(),
+                    " FROM generations WHERE id = $1"
+                ))
+                .bind(generation_id)
+                .fetch_optional(&mut **transaction)
+                .await?;
+                row.map(Generation::try_from).transpose()
+            }
+        }
+
+        #[async_trait]
+        impl GenerationStore for $store {
+            async fn submit_generation(
+                &self,
+                generation: NewGeneration,
+            ) -> Result<SubmitOutcome, SubmitRefusal> {
+                // Each database submits its own way: see `submit.rs`.
+                self.submit(generation).await
+            }
+
+            async fn generation(
+                &self,
+                account_id: &str,
+                generation_id: &str,
+            ) -> Result<Option<Generation>, StoreError> {
+                let row: Option<GenerationRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    generation_columns!(),
+                    " FROM generations WHERE id = $1 AND account_id = $2"
+                ))
+                .bind(generation_id)
+                .bind(account_id)
+                .fetch_optional(self.reader())
+                .await?;
+                row.map(Generation::try_from).transpose()
+            }
+
+            async fn list_generations(
+                &self,
+                account_id: &str,
+                filter: &ListFilter,
+            ) -> Result<Vec<Generation>, StoreError> {
+                // Only the filters given are written into the statement (one
+                // statement per combination, each prepared once), so that
+                // both planners use the index of the filter, (account_id,
+                // status|model, created_at, id), and seek to the cursor with
+                // a row comparison: a page then costs the same at any number
+                // of stored generations and at any depth. A generic
+                // `($2 IS NULL OR status = $2)` made them walk every row of
+                // the account instead.
+                let mut query = sqlx::QueryBuilder::<$database>::new(concat!(
+                    "SELECT ",
+                    generation_columns!(),
+                    " FROM generations WHERE account_id = "
+                ));
+                query.push_bind(account_id);
+                if let Some(status) = filter.status {
+                    query.push(" AND status = ").push_bind(status.as_str());
+                }
+                if let Some(model) = &filter.model {
+                    query.push(" AND model = ").push_bind(model.as_str());
+                }
+                if let Some((created_at, id)) = &filter.before {
+                    query
+                        .push(" AND (created_at, id) < (")
+                        .push_bind(*created_at)
+                        .push(", ")
+                        .push_bind(id.as_str())
+                        .push(")");
+                }
+                query
+                    .push(" ORDER BY created_at DESC, id DESC LIMIT ")
+                    .push_bind(filter.limit as i64);
+                let rows: Vec<GenerationRow> =
+                    query.build_query_as().fetch_all(self.reader()).await?;
+                rows.into_iter().map(Generation::try_from).collect()
+            }
+
+            async fn generation_media(
+                &self,
+                generation_id: &str,
+            ) -> Result<Option<Value>, StoreError> {
+                let binding: Option<String> = sqlx::query_scalar(
+                    "SELECT binding FROM generation_media WHERE generation_id = $1",
+                )
+                .bind(generation_id)
+                .fetch_optional(self.reader())
+                .await?;
+                Ok(binding.and_then(|text| serde_json::from_str(&text).ok()))
+            }
+
+            async fn cancel_generation(
+                &self,
+                account_id: &str,
+                generation_id: &str,
+            ) -> Result<CancelOutcome, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                // The update decides: a worker that claimed the job a moment
+                // ago (on any node) makes it match nothing, and the job is
+                // reported as it now is instead of being refunded.
+                let canceled: Option<i64> = sqlx::query_scalar(
+                    "UPDATE generations SET status = 'canceled', completed_at = $1 \
+                     WHERE id = $2 AND account_id = $3 AND status = 'queued' \
+                     RETURNING price_micros",
+                )
+                .bind(now_millis())
+                .bind(generation_id)
+                .bind(account_id)
+                .fetch_optional(&mut *transaction)
+                .await?;
+                let current = Self::generation_in(&mut transaction, generation_id).await?;
+                let Some(current) = current.filter(|found| found.account_id == account_id) else {
+                    return Ok(CancelOutcome::NotFound);
+                };
+                let Some(price) = canceled else {
+                    return Ok(CancelOutcome::Refused(current.status));
+                };
+                Self::move_money(
+                    &mut transaction,
+                    account_id,
+                    Some(generation_id),
+                    Movement::Release,
+                    Micros(price),
+                )
+                .await?;
+                Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
+                transaction.commit().await?;
+                Ok(CancelOutcome::Canceled(Box::new(current)))
+            }
+        }
+    };
+}
+
+impl_for_both_stores!(impl_generation_store);

@@ -1,0 +1,224 @@
+//! The ledger and the account totals it moves: holds, captures, releases
+//! and credits, and the reads of the ledger.
+
+use async_trait::async_trait;
+use vidgate_core::Micros;
+
+use super::accounts::Account;
+use super::{StoreError, now_millis};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerEntry {
+    pub id: i64,
+    pub generation_id: Option<String>,
+    pub kind: String,
+    pub amount: Micros,
+    pub created_at: i64,
+}
+
+/// The money captured on one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DailySpend {
+    /// Days since the Unix epoch (UTC).
+    pub day: i64,
+    pub captured: Micros,
+}
+
+#[async_trait]
+pub trait LedgerStore: Send + Sync {
+    /// Adds credit; `None` when the account does not exist.
+    async fn credit_account(
+        &self,
+        account_id: &str,
+        amount: Micros,
+    ) -> Result<Option<Account>, StoreError>;
+    async fn ledger_entries(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// The account's latest ledger entries, newest first.
+    async fn recent_ledger_entries(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// Money captured per UTC day since `since` (Unix ms), days without any
+    /// left out, oldest first.
+    async fn daily_spend(
+        &self,
+        account_id: &str,
+        since: i64,
+    ) -> Result<Vec<DailySpend>, StoreError>;
+}
+
+/// The four ways money moves. Each is one ledger entry plus the matching
+/// change of the account's running totals, always in the caller's transaction.
+#[derive(Clone, Copy)]
+pub(super) enum Movement {
+    Credit,
+    Hold,
+    Capture,
+    Release,
+}
+
+impl Movement {
+    /// The ledger kind and the update of the account's totals.
+    pub(super) fn statements(self) -> (&'static str, &'static str) {
+        match self {
+            Movement::Credit => (
+                "credit",
+                "UPDATE accounts SET balance_micros = balance_micros + $1, \
+                 credited_micros = credited_micros + $1 WHERE id = $2",
+            ),
+            Movement::Hold => (
+                "hold",
+                "UPDATE accounts SET balance_micros = balance_micros - $1, \
+                 held_micros = held_micros + $1 WHERE id = $2",
+            ),
+            Movement::Capture => (
+                "capture",
+                "UPDATE accounts SET held_micros = held_micros - $1, \
+                 captured_micros = captured_micros + $1 WHERE id = $2",
+            ),
+            Movement::Release => (
+                "release",
+                "UPDATE accounts SET held_micros = held_micros - $1, \
+                 balance_micros = balance_micros + $1 WHERE id = $2",
+            ),
+        }
+    }
+}
+
+/// A ledger row: id, generation, kind, amount in micro-dollars, time.
+type LedgerRow = (i64, Option<String>, String, i64, i64);
+
+fn ledger_entry_from_row((id, generation_id, kind, amount, created_at): LedgerRow) -> LedgerEntry {
+    LedgerEntry {
+        id,
+        generation_id,
+        kind,
+        amount: Micros(amount),
+        created_at,
+    }
+}
+
+/// Implements `LedgerStore` for one store type; expanded for both by
+/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
+macro_rules! impl_ledger_store {
+    (
+        store: $store:ty,
+        database: $database:ty,
+        lock_account: $lock_account:literal,
+        skip_locked: $skip_locked:literal $(,)?
+    ) => {
+        impl $store {
+            pub(super) async fn move_money(
+                transaction: &mut sqlx::Transaction<'static, $database>,
+                account_id: &str,
+                generation_id: Option<&str>,
+                movement: Movement,
+                amount: Micros,
+            ) -> Result<(), StoreError> {
+                if amount == Micros::ZERO {
+                    return Ok(());
+                }
+                let (kind, update) = movement.statements();
+                sqlx::query(update)
+                    .bind(amount.0)
+                    .bind(account_id)
+                    .execute(&mut **transaction)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO ledger_entries \
+                     (account_id, generation_id, kind, amount_micros, created_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(account_id)
+                .bind(generation_id)
+                .bind(kind)
+                .bind(amount.0)
+                .bind(now_millis())
+                .execute(&mut **transaction)
+                .await?;
+                Ok(())
+            }
+        }
+
+        #[async_trait]
+        impl LedgerStore for $store {
+            async fn credit_account(
+                &self,
+                account_id: &str,
+                amount: Micros,
+            ) -> Result<Option<Account>, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                if Self::account_in(&mut transaction, account_id)
+                    .await?
+                    .is_none()
+                {
+                    return Ok(None);
+                }
+                Self::move_money(&mut transaction, account_id, None, Movement::Credit, amount)
+                    .await?;
+                let account = Self::account_in(&mut transaction, account_id).await?;
+                transaction.commit().await?;
+                Ok(account)
+            }
+
+            async fn ledger_entries(
+                &self,
+                account_id: &str,
+            ) -> Result<Vec<LedgerEntry>, StoreError> {
+                let rows: Vec<LedgerRow> = sqlx::query_as(
+                    "SELECT id, generation_id, kind, amount_micros, created_at \
+                     FROM ledger_entries WHERE account_id = $1 ORDER BY id",
+                )
+                .bind(account_id)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows.into_iter().map(ledger_entry_from_row).collect())
+            }
+
+            async fn recent_ledger_entries(
+                &self,
+                account_id: &str,
+                limit: u32,
+            ) -> Result<Vec<LedgerEntry>, StoreError> {
+                let rows: Vec<LedgerRow> = sqlx::query_as(
+                    "SELECT id, generation_id, kind, amount_micros, created_at \
+                     FROM ledger_entries WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
+                )
+                .bind(account_id)
+                .bind(limit as i64)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows.into_iter().map(ledger_entry_from_row).collect())
+            }
+
+            async fn daily_spend(
+                &self,
+                account_id: &str,
+                since: i64,
+            ) -> Result<Vec<DailySpend>, StoreError> {
+                // Integer division of non-negative milliseconds is the UTC
+                // day in both databases.
+                let rows: Vec<(i64, i64)> = sqlx::query_as(
+                    "SELECT created_at / 86400000 AS day, CAST(SUM(amount_micros) AS BIGINT) \
+                     FROM ledger_entries \
+                     WHERE account_id = $1 AND kind = 'capture' AND created_at >= $2 \
+                     GROUP BY created_at / 86400000 ORDER BY day",
+                )
+                .bind(account_id)
+                .bind(since)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(day, captured)| DailySpend {
+                        day,
+                        captured: Micros(captured),
+                    })
+                    .collect())
+            }
+        }
+    };
+}
+
+impl_for_both_stores!(impl_ledger_store);

@@ -1,0 +1,93 @@
+//! What operators and load balancers ask of the database itself, rather than
+//! of an aggregate: whether it answers and carries every migration this
+//! binary knows (readiness), and a consistent copy of the embedded database
+//! taken while the server runs (backups).
+
+use async_trait::async_trait;
+
+use super::{PgStore, SqliteStore, StoreError, schema};
+
+/// How far the database's schema is from the one this binary expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaState {
+    /// The newest migration applied successfully, 0 when none is.
+    pub applied_version: i64,
+    /// The newest migration compiled into this binary.
+    pub expected_version: i64,
+}
+
+impl SchemaState {
+    /// Migrated when every migration this binary knows is applied. A newer
+    /// schema (another node of a later release migrated first) still serves
+    /// this one, since migrations only ever add.
+    pub fn is_migrated(&self) -> bool {
+        self.applied_version >= self.expected_version
+    }
+}
+
+#[async_trait]
+pub trait OperationsStore: Send + Sync {
+    /// Runs one cheap query, so it fails when the database is unreachable.
+    async fn schema_state(&self) -> Result<SchemaState, StoreError>;
+    /// Writes a consistent copy of the whole database to a new file at
+    /// `path`, without stopping writers. Only the embedded SQLite database
+    /// can; PostgreSQL has its own tools (`pg_dump`, base backups).
+    async fn backup_into(&self, path: &str) -> Result<(), StoreError>;
+}
+
+/// The newest migration in a migrator, 0 for none.
+fn newest_version(migrator: &sqlx::migrate::Migrator) -> i64 {
+    migrator
+        .iter()
+        .map(|migration| migration.version)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The statement both databases answer: sqlx records each migration in
+/// `_sqlx_migrations`, with `success` false for one that failed half-way.
+const NEWEST_APPLIED_MIGRATION: &str =
+    "SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) FROM _sqlx_migrations WHERE success";
+
+#[async_trait]
+impl OperationsStore for SqliteStore {
+    async fn schema_state(&self) -> Result<SchemaState, StoreError> {
+        let applied_version: i64 = sqlx::query_scalar(NEWEST_APPLIED_MIGRATION)
+            .fetch_one(self.reader())
+            .await?;
+        Ok(SchemaState {
+            applied_version,
+            expected_version: newest_version(&schema::sqlite_migrator()),
+        })
+    }
+
+    async fn backup_into(&self, path: &str) -> Result<(), StoreError> {
+        // `VACUUM INTO` reads one snapshot (a read transaction, which in WAL
+        // mode never blocks the server's writers) and writes it compacted to
+        // a new file; it refuses a path that already exists.
+        sqlx::query("VACUUM INTO $1")
+            .bind(path)
+            .execute(self.writer())
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl OperationsStore for PgStore {
+    async fn schema_state(&self) -> Result<SchemaState, StoreError> {
+        let applied_version: i64 = sqlx::query_scalar(NEWEST_APPLIED_MIGRATION)
+            .fetch_one(self.reader())
+            .await?;
+        Ok(SchemaState {
+            applied_version,
+            expected_version: newest_version(&schema::postgres_migrator()),
+        })
+    }
+
+    async fn backup_into(&self, _path: &str) -> Result<(), StoreError> {
+        Err(StoreError::Unsupported(
+            "backups of PostgreSQL are taken with its own tools (pg_dump, pg_basebackup)",
+        ))
+    }
+}

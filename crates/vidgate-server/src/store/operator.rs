@@ -1,0 +1,281 @@
+//! What the operator API (`/admin/v1`) needs beyond the other aggregates:
+//! every account at once, credit adjustments applied exactly once per
+//! Idempotency-Key, and the audit log of the operator's changes.
+
+use async_trait::async_trait;
+use vidgate_core::Micros;
+
+use super::accounts::{Account, AccountRow, account_columns};
+use super::ledger::Movement;
+use super::{StoreError, now_millis};
+
+/// One row of the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub id: i64,
+    /// Who made the change: the operator's name as the API was told it.
+    pub actor: String,
+    /// What was done, e.g. `account.create`, `account.credit`, `model.pause`.
+    pub action: String,
+    /// What it was done to: an account, key or model id.
+    pub target: String,
+    /// The change's figures, as JSON text.
+    pub detail: String,
+    pub created_at: i64,
+}
+
+/// A change to write to the audit log.
+pub struct NewAuditEntry {
+    pub actor: String,
+    pub action: &'static str,
+    pub target: String,
+    pub detail: serde_json::Value,
+}
+
+/// Credit added to an account by an operator or a payment system.
+pub struct NewCreditAdjustment {
+    pub idempotency_key: String,
+    pub account_id: String,
+    pub amount: Micros,
+    pub reason: String,
+    pub actor: String,
+}
+
+/// A credit adjustment as it was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreditAdjustment {
+    pub idempotency_key: String,
+    pub account_id: String,
+    pub amount: Micros,
+    pub reason: String,
+    pub actor: String,
+    pub created_at: i64,
+}
+
+#[derive(Debug)]
+pub enum AdjustmentOutcome {
+    /// Applied now, with the account after it.
+    Applied(CreditAdjustment, Account),
+    /// The key was used before for the same account and amount: nothing is
+    /// applied again, and the first adjustment is returned.
+    Replayed(CreditAdjustment, Account),
+    /// The key was used before for a different account or amount.
+    KeyReused,
+    AccountNotFound,
+}
+
+#[async_trait]
+pub trait OperatorStore: Send + Sync {
+    /// Accounts in id order, after `after` when given.
+    async fn list_accounts(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Account>, StoreError>;
+    /// Adds credit once per idempotency key: the adjustment, its ledger
+    /// entry and its audit row in one transaction.
+    async fn adjust_credit(
+        &self,
+        adjustment: NewCreditAdjustment,
+    ) -> Result<AdjustmentOutcome, StoreError>;
+    async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError>;
+    /// The audit log, newest first, before the entry `before` when given.
+    async fn audit_log(
+        &self,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
+}
+
+/// An adjustment row: key, account, amount, reason, actor, time.
+type AdjustmentRow = (String, String, i64, String, String, i64);
+
+fn adjustment_from_row(
+    (idempotency_key, account_id, amount, reason, actor, created_at): AdjustmentRow,
+) -> CreditAdjustment {
+    CreditAdjustment {
+        idempotency_key,
+        account_id,
+        amount: Micros(amount),
+        reason,
+        actor,
+        created_at,
+    }
+}
+
+/// An audit row: id, actor, action, target, detail, time.
+type AuditRow = (i64, String, String, String, String, i64);
+
+fn audit_entry_from_row((id, actor, action, target, detail, created_at): AuditRow) -> AuditEntry {
+    AuditEntry {
+        id,
+        actor,
+        action,
+        target,
+        detail,
+        created_at,
+    }
+}
+
+/// Implements `OperatorStore` for one store type; expanded for both by
+/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
+macro_rules! impl_operator_store {
+    (
+        store: $store:ty,
+        database: $database:ty,
+        lock_account: $lock_account:literal,
+        skip_locked: $skip_locked:literal $(,)?
+    ) => {
+        impl $store {
+            async fn record_audit_in(
+                transaction: &mut sqlx::Transaction<'static, $database>,
+                entry: &NewAuditEntry,
+            ) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO audit_log (actor, action, target, detail, created_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(&entry.actor)
+                .bind(entry.action)
+                .bind(&entry.target)
+                .bind(entry.detail.to_string())
+                .bind(now_millis())
+                .execute(&mut **transaction)
+                .await?;
+                Ok(())
+            }
+        }
+
+        #[async_trait]
+        impl OperatorStore for $store {
+            async fn list_accounts(
+                &self,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<Account>, StoreError> {
+                let rows: Vec<AccountRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    account_columns!(),
+                    " FROM accounts WHERE (CAST($1 AS TEXT) IS NULL OR id > $1) ORDER BY id LIMIT $2"
+                ))
+                .bind(after)
+                .bind(limit as i64)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows.into_iter().map(Account::from).collect())
+            }
+
+            async fn adjust_credit(
+                &self,
+                adjustment: NewCreditAdjustment,
+            ) -> Result<AdjustmentOutcome, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                // The account row is locked first, so two deliveries of one
+                // webhook take turns and the second finds the first's row.
+                if Self::account_in(&mut transaction, &adjustment.account_id)
+                    .await?
+                    .is_none()
+                {
+                    return Ok(AdjustmentOutcome::AccountNotFound);
+                }
+                let earlier: Option<AdjustmentRow> = sqlx::query_as(
+                    "SELECT idempotency_key, account_id, amount_micros, reason, actor, created_at \
+                     FROM credit_adjustments WHERE idempotency_key = $1",
+                )
+                .bind(&adjustment.idempotency_key)
+                .fetch_optional(&mut *transaction)
+                .await?;
+                if let Some(earlier) = earlier.map(adjustment_from_row) {
+                    if earlier.account_id != adjustment.account_id
+                        || earlier.amount != adjustment.amount
+                    {
+                        return Ok(AdjustmentOutcome::KeyReused);
+                    }
+                    let account = Self::account_in(&mut transaction, &adjustment.account_id)
+                        .await?
+                        .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
+                    return Ok(AdjustmentOutcome::Replayed(earlier, account));
+                }
+                let created_at = now_millis();
+                // A key used at once for another account (whose row this
+                // transaction did not lock) fails here on the primary key,
+                // and the whole adjustment rolls back.
+                sqlx::query(
+                    "INSERT INTO credit_adjustments \
+                     (idempotency_key, account_id, amount_micros, reason, actor, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&adjustment.idempotency_key)
+                .bind(&adjustment.account_id)
+                .bind(adjustment.amount.0)
+                .bind(&adjustment.reason)
+                .bind(&adjustment.actor)
+                .bind(created_at)
+                .execute(&mut *transaction)
+                .await?;
+                Self::move_money(
+                    &mut transaction,
+                    &adjustment.account_id,
+                    None,
+                    Movement::Credit,
+                    adjustment.amount,
+                )
+                .await?;
+                Self::record_audit_in(
+                    &mut transaction,
+                    &NewAuditEntry {
+                        actor: adjustment.actor.clone(),
+                        action: "account.credit",
+                        target: adjustment.account_id.clone(),
+                        detail: serde_json::json!({
+                            "amount_micros": adjustment.amount.0,
+                            "reason": adjustment.reason,
+                            "idempotency_key": adjustment.idempotency_key,
+                        }),
+                    },
+                )
+                .await?;
+                let account = Self::account_in(&mut transaction, &adjustment.account_id)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
+                transaction.commit().await?;
+                Ok(AdjustmentOutcome::Applied(
+                    CreditAdjustment {
+                        idempotency_key: adjustment.idempotency_key,
+                        account_id: adjustment.account_id,
+                        amount: adjustment.amount,
+                        reason: adjustment.reason,
+                        actor: adjustment.actor,
+                        created_at,
+                    },
+                    account,
+                ))
+            }
+
+            async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {
+                let mut transaction = self.begin_write().await?;
+                Self::record_audit_in(&mut transaction, &entry).await?;
+                transaction.commit().await?;
+                Ok(())
+            }
+
+            async fn audit_log(
+                &self,
+                before: Option<i64>,
+                limit: u32,
+            ) -> Result<Vec<AuditEntry>, StoreError> {
+                let rows: Vec<AuditRow> = sqlx::query_as(
+                    "SELECT id, actor, action, target, detail, created_at FROM audit_log \
+                     WHERE (CAST($1 AS BIGINT) IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+                )
+                .bind(before)
+                .bind(limit as i64)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows.into_iter().map(audit_entry_from_row).collect())
+            }
+        }
+    };
+}
+
+impl_for_both_stores!(impl_operator_store);

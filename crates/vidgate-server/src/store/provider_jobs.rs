@@ -1,0 +1,164 @@
+//! Provider jobs: the job a generation has at a hosted provider (fal,
+//! Replicate). The intent is recorded before the submit, and the provider's
+//! job id once the provider answers, so that a generation never has two
+//! paid provider jobs: a later attempt resumes the recorded job, or
+//! reconciles an intent whose submit had an unknown outcome.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{StoreError, now_millis};
+
+/// An intent to submit a generation to a provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewProviderJob {
+    pub generation_id: String,
+    /// `fal` or `replicate`.
+    pub provider: String,
+    /// The fal endpoint id or the Replicate model.
+    pub target: String,
+    /// Exactly what is sent, so a reconcile can recognise the job.
+    pub input: Value,
+    /// When the submit was about to be sent (Unix ms).
+    pub intent_at: i64,
+}
+
+/// A generation's provider job as recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderJob {
+    pub generation_id: String,
+    pub provider: String,
+    pub target: String,
+    pub input: Value,
+    pub intent_at: i64,
+    /// The provider's id, once its answer to the submit arrived (or a
+    /// reconcile found the job).
+    pub job_id: Option<String>,
+    pub submitted_at: Option<i64>,
+}
+
+#[async_trait]
+pub trait ProviderJobStore: Send + Sync {
+    /// The provider job recorded for a generation.
+    async fn provider_job(&self, generation_id: &str) -> Result<Option<ProviderJob>, StoreError>;
+    /// Records the intent to submit a running generation; false when an
+    /// intent is already recorded (another attempt's, to be followed
+    /// instead) or the generation is no longer running.
+    async fn record_provider_intent(&self, intent: &NewProviderJob) -> Result<bool, StoreError>;
+    /// Records the provider's id for the recorded intent; false when there
+    /// is no intent without an id.
+    async fn record_provider_job_id(
+        &self,
+        generation_id: &str,
+        job_id: &str,
+    ) -> Result<bool, StoreError>;
+    /// Forgets an intent the provider is known not to have acted on (it
+    /// refused the submit, or a reconcile did not find the job), so that a
+    /// later submit is allowed. An intent with a job id is never forgotten.
+    async fn forget_provider_intent(&self, generation_id: &str) -> Result<(), StoreError>;
+}
+
+type ProviderJobRow = (
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<i64>,
+);
+
+fn provider_job_from_row(row: ProviderJobRow) -> Result<ProviderJob, StoreError> {
+    let (generation_id, provider, target, input, intent_at, job_id, submitted_at) = row;
+    let input = serde_json::from_str(&input).map_err(|error| {
+        StoreError::Corrupt(format!("the provider input of {generation_id}: {error}"))
+    })?;
+    Ok(ProviderJob {
+        generation_id,
+        provider,
+        target,
+        input,
+        intent_at,
+        job_id,
+        submitted_at,
+    })
+}
+
+/// Implements `ProviderJobStore` for one store type; expanded for both by
+/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
+macro_rules! impl_provider_job_store {
+    (
+        store: $store:ty,
+        database: $database:ty,
+        lock_account: $lock_account:literal,
+        skip_locked: $skip_locked:literal $(,)?
+    ) => {
+        #[async_trait]
+        impl ProviderJobStore for $store {
+            async fn provider_job(
+                &self,
+                generation_id: &str,
+            ) -> Result<Option<ProviderJob>, StoreError> {
+                let row: Option<ProviderJobRow> = sqlx::query_as(
+                    "SELECT generation_id, provider, target, input, intent_at, job_id, \
+                     submitted_at FROM provider_jobs WHERE generation_id = $1",
+                )
+                .bind(generation_id)
+                // Read from the writer: a worker must see the intent an
+                // earlier attempt committed a moment ago.
+                .fetch_optional(self.writer())
+                .await?;
+                row.map(provider_job_from_row).transpose()
+            }
+
+            async fn record_provider_intent(
+                &self,
+                intent: &NewProviderJob,
+            ) -> Result<bool, StoreError> {
+                let inserted = sqlx::query(
+                    "INSERT INTO provider_jobs (generation_id, provider, target, input, intent_at) \
+                     SELECT $1, $2, $3, $4, $5 WHERE EXISTS \
+                     (SELECT 1 FROM generations WHERE id = $1 AND status = 'running') \
+                     ON CONFLICT (generation_id) DO NOTHING",
+                )
+                .bind(&intent.generation_id)
+                .bind(&intent.provider)
+                .bind(&intent.target)
+                .bind(intent.input.to_string())
+                .bind(intent.intent_at)
+                .execute(self.writer())
+                .await?;
+                Ok(inserted.rows_affected() == 1)
+            }
+
+            async fn record_provider_job_id(
+                &self,
+                generation_id: &str,
+                job_id: &str,
+            ) -> Result<bool, StoreError> {
+                let updated = sqlx::query(
+                    "UPDATE provider_jobs SET job_id = $1, submitted_at = $2 \
+                     WHERE generation_id = $3 AND job_id IS NULL",
+                )
+                .bind(job_id)
+                .bind(now_millis())
+                .bind(generation_id)
+                .execute(self.writer())
+                .await?;
+                Ok(updated.rows_affected() == 1)
+            }
+
+            async fn forget_provider_intent(&self, generation_id: &str) -> Result<(), StoreError> {
+                sqlx::query(
+                    "DELETE FROM provider_jobs WHERE generation_id = $1 AND job_id IS NULL",
+                )
+                .bind(generation_id)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+impl_for_both_stores!(impl_provider_job_store);

@@ -1,0 +1,262 @@
+//! The webhook delivery log: an account's deliveries with their attempts,
+//! and a delivery sent again on request.
+
+use async_trait::async_trait;
+
+use super::webhooks::{AttemptRecord, DeliveryRow, DeliveryStatus, delivery_columns};
+use super::{StoreError, now_millis};
+
+/// One delivery of one generation, with its attempts, for the delivery log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookDelivery {
+    pub id: String,
+    pub event_type: String,
+    pub url: String,
+    pub status: DeliveryStatus,
+    pub attempts: i64,
+    /// When the next attempt is due, while pending. While a sender holds the
+    /// delivery this is the end of its lease.
+    pub next_attempt_at: Option<i64>,
+    /// True while a sender is attempting it.
+    pub in_flight: bool,
+    pub created_at: i64,
+    pub completed_at: Option<i64>,
+    pub attempt_log: Vec<WebhookAttempt>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookAttempt {
+    pub attempt: i64,
+    pub record: AttemptRecord,
+    /// When the next attempt was scheduled after this one, if any.
+    pub next_attempt_at: Option<i64>,
+}
+
+/// Re-sends a customer may ask for, per delivery, over its lifetime.
+pub const MAX_MANUAL_RETRIES: i64 = 5;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryRetryOutcome {
+    /// The delivery is pending and due now.
+    Scheduled,
+    /// A sender is attempting it right now; nothing changed.
+    InFlight,
+    /// It was re-sent on request `MAX_MANUAL_RETRIES` times already.
+    RetriesExhausted,
+    NotFound,
+}
+
+/// A webhook delivery of one of an account's generations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountDelivery {
+    pub generation_id: String,
+    pub delivery: WebhookDelivery,
+}
+
+#[async_trait]
+pub trait WebhookLogStore: Send + Sync {
+    /// The deliveries of one generation of the account, oldest first, each
+    /// with its attempts.
+    async fn webhook_deliveries(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<Vec<WebhookDelivery>, StoreError>;
+    /// Makes a delivery pending and due now, whatever its status.
+    async fn retry_webhook_delivery(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+        delivery_id: &str,
+    ) -> Result<DeliveryRetryOutcome, StoreError>;
+    /// The account's latest webhook deliveries, newest first, each with its
+    /// attempts.
+    async fn recent_webhook_deliveries(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<AccountDelivery>, StoreError>;
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct AttemptRow {
+    pub(super) delivery_id: String,
+    attempt: i64,
+    started_at: i64,
+    duration_ms: i64,
+    status_code: Option<i64>,
+    error: Option<String>,
+    response_body: Option<String>,
+    next_attempt_at: Option<i64>,
+}
+
+impl From<AttemptRow> for WebhookAttempt {
+    fn from(row: AttemptRow) -> Self {
+        WebhookAttempt {
+            attempt: row.attempt,
+            record: AttemptRecord {
+                started_at: row.started_at,
+                duration_ms: row.duration_ms,
+                status_code: row.status_code.map(|code| code as u16),
+                error: row.error,
+                response_body: row.response_body,
+            },
+            next_attempt_at: row.next_attempt_at,
+        }
+    }
+}
+
+/// Implements `WebhookLogStore` for one store type; expanded for both by
+/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
+macro_rules! impl_webhook_log_store {
+    (
+        store: $store:ty,
+        database: $database:ty,
+        lock_account: $lock_account:literal,
+        skip_locked: $skip_locked:literal $(,)?
+    ) => {
+        #[async_trait]
+        impl WebhookLogStore for $store {
+            async fn webhook_deliveries(
+                &self,
+                account_id: &str,
+                generation_id: &str,
+            ) -> Result<Vec<WebhookDelivery>, StoreError> {
+                let now = now_millis();
+                let rows: Vec<DeliveryRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    delivery_columns!(),
+                    " FROM webhook_deliveries WHERE generation_id = $1 AND account_id = $2 \
+                      ORDER BY created_at, id"
+                ))
+                .bind(generation_id)
+                .bind(account_id)
+                .fetch_all(self.reader())
+                .await?;
+                let attempts: Vec<AttemptRow> = sqlx::query_as(
+                    "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
+                     a.status_code, a.error, a.response_body, a.next_attempt_at \
+                     FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
+                     WHERE d.generation_id = $1 AND d.account_id = $2 ORDER BY a.id",
+                )
+                .bind(generation_id)
+                .bind(account_id)
+                .fetch_all(self.reader())
+                .await?;
+                let mut deliveries = rows
+                    .into_iter()
+                    .map(|row| row.into_delivery(now))
+                    .collect::<Result<Vec<_>, _>>()?;
+                for attempt in attempts {
+                    if let Some(delivery) = deliveries
+                        .iter_mut()
+                        .find(|delivery| delivery.id == attempt.delivery_id)
+                    {
+                        delivery.attempt_log.push(WebhookAttempt::from(attempt));
+                    }
+                }
+                Ok(deliveries)
+            }
+
+            async fn retry_webhook_delivery(
+                &self,
+                account_id: &str,
+                generation_id: &str,
+                delivery_id: &str,
+            ) -> Result<DeliveryRetryOutcome, StoreError> {
+                let now = now_millis();
+                let mut transaction = self.begin_write().await?;
+                // A delivery a live sender holds is left alone: the attempt
+                // under way is the re-send asked for. A lease that ran out
+                // (its sender died) is cleared.
+                let scheduled = sqlx::query(
+                    "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $1, \
+                     completed_at = NULL, lease_owner = NULL, \
+                     manual_retries = manual_retries + 1 \
+                     WHERE id = $2 AND generation_id = $3 AND account_id = $4 \
+                     AND manual_retries < $5 \
+                     AND NOT (status = 'pending' AND lease_owner IS NOT NULL \
+                              AND next_attempt_at > $1)",
+                )
+                .bind(now)
+                .bind(delivery_id)
+                .bind(generation_id)
+                .bind(account_id)
+                .bind(MAX_MANUAL_RETRIES)
+                .execute(&mut *transaction)
+                .await?;
+                if scheduled.rows_affected() == 1 {
+                    transaction.commit().await?;
+                    return Ok(DeliveryRetryOutcome::Scheduled);
+                }
+                let exists: Option<i64> = sqlx::query_scalar(
+                    "SELECT manual_retries FROM webhook_deliveries \
+                     WHERE id = $1 AND generation_id = $2 AND account_id = $3",
+                )
+                .bind(delivery_id)
+                .bind(generation_id)
+                .bind(account_id)
+                .fetch_optional(&mut *transaction)
+                .await?;
+                Ok(match exists {
+                    Some(retries) if retries >= MAX_MANUAL_RETRIES => {
+                        DeliveryRetryOutcome::RetriesExhausted
+                    }
+                    Some(_) => DeliveryRetryOutcome::InFlight,
+                    None => DeliveryRetryOutcome::NotFound,
+                })
+            }
+
+            async fn recent_webhook_deliveries(
+                &self,
+                account_id: &str,
+                limit: u32,
+            ) -> Result<Vec<AccountDelivery>, StoreError> {
+                let now = now_millis();
+                let rows: Vec<DeliveryRow> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    delivery_columns!(),
+                    " FROM webhook_deliveries WHERE account_id = $1 \
+                      ORDER BY created_at DESC, id DESC LIMIT $2"
+                ))
+                .bind(account_id)
+                .bind(limit as i64)
+                .fetch_all(self.reader())
+                .await?;
+                let attempts: Vec<AttemptRow> = sqlx::query_as(
+                    "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
+                     a.status_code, a.error, a.response_body, a.next_attempt_at \
+                     FROM webhook_attempts a WHERE a.delivery_id IN \
+                       (SELECT id FROM webhook_deliveries WHERE account_id = $1 \
+                        ORDER BY created_at DESC, id DESC LIMIT $2) \
+                     ORDER BY a.id",
+                )
+                .bind(account_id)
+                .bind(limit as i64)
+                .fetch_all(self.reader())
+                .await?;
+                let mut deliveries = rows
+                    .into_iter()
+                    .map(|row| {
+                        let generation_id = row.generation_id.clone();
+                        row.into_delivery(now).map(|delivery| AccountDelivery {
+                            generation_id,
+                            delivery,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                for attempt in attempts {
+                    if let Some(found) = deliveries
+                        .iter_mut()
+                        .find(|found| found.delivery.id == attempt.delivery_id)
+                    {
+                        found.delivery.attempt_log.push(WebhookAttempt::from(attempt));
+                    }
+                }
+                Ok(deliveries)
+            }
+        }
+    };
+}
+
+impl_for_both_stores!(impl_webhook_log_store);

@@ -1,0 +1,353 @@
+//! The webhook outbox: the delivery written with a generation's final
+//! state, claimed by senders under a lease, each attempt recorded, and the
+//! account's signing secrets. The delivery log's reads are in
+//! `webhook_log.rs`.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::accounts::{Account, AccountRow, account_columns};
+use super::generations::{Generation, GenerationRow, generation_columns};
+use super::webhook_log::WebhookDelivery;
+use super::{StoreError, now_millis};
+
+/// Where a webhook delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryStatus {
+    /// Waiting for its next attempt, or being attempted.
+    Pending,
+    /// A receiver answered 2xx.
+    Delivered,
+    /// Every attempt failed, or the URL may never be sent to.
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::str::FromStr for DeliveryStatus {
+    type Err = StoreError;
+
+    fn from_str(text: &str) -> Result<DeliveryStatus, StoreError> {
+        match text {
+            "pending" => Ok(DeliveryStatus::Pending),
+            "delivered" => Ok(DeliveryStatus::Delivered),
+            "failed" => Ok(DeliveryStatus::Failed),
+            other => Err(StoreError::Corrupt(format!(
+                "unknown webhook delivery status {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A webhook delivery a sender has claimed, with what it needs to send it.
+#[derive(Debug, Clone)]
+pub struct ClaimedDelivery {
+    /// Also the `webhook-id` header.
+    pub id: String,
+    pub event_type: String,
+    pub url: String,
+    /// Attempts recorded before this one.
+    pub attempts: i64,
+    /// The finished generation the event is about.
+    pub generation: Generation,
+    /// The account's signing secrets valid now, the current one first.
+    pub signing_secrets: Vec<String>,
+}
+
+/// What one attempt to send a delivery did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub started_at: i64,
+    pub duration_ms: i64,
+    /// The receiver's HTTP status, `None` when no response came.
+    pub status_code: Option<u16>,
+    pub error: Option<String>,
+    /// The start of the response body.
+    pub response_body: Option<String>,
+}
+
+/// What becomes of a delivery after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    Delivered,
+    /// Try again at this time (Unix milliseconds).
+    RetryAt(i64),
+    /// Give up: the last attempt failed, or the URL may never be sent to.
+    Failed,
+}
+
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
+    // A delivery row is written by every operation that puts a generation with
+    // a webhook URL in a final state, in its transaction (`enqueue_webhook_in`).
+    /// Claims the delivery that has been due longest for `sender`, holding it
+    /// until `lease` has passed (then it falls due again if the sender has not
+    /// recorded an attempt, as when its process died).
+    async fn claim_webhook_delivery(
+        &self,
+        sender: &str,
+        lease: Duration,
+    ) -> Result<Option<ClaimedDelivery>, StoreError>;
+    /// Logs an attempt and moves the delivery on, in one transaction; false
+    /// when `sender` no longer holds it, in which case nothing changed.
+    async fn record_webhook_attempt(
+        &self,
+        delivery_id: &str,
+        sender: &str,
+        attempt: &AttemptRecord,
+        outcome: AttemptOutcome,
+    ) -> Result<bool, StoreError>;
+    /// Replaces the account's webhook secret; the replaced one keeps signing
+    /// deliveries (beside the new one) for `previous_valid_for`. `None` when
+    /// the account does not exist.
+    async fn rotate_webhook_secret(
+        &self,
+        account_id: &str,
+        new_secret: &str,
+        previous_valid_for: Duration,
+    ) -> Result<Option<Account>, StoreError>;
+}
+
+/// The columns of a webhook delivery, in the order `DeliveryRow` expects.
+macro_rules! delivery_columns {
+    () => {
+        "id, generation_id, account_id, event_type, url, status, attempts, next_attempt_at, \
+         lease_owner, created_at, completed_at"
+    };
+}
+
+pub(super) use delivery_columns;
+
+#[derive(sqlx::FromRow)]
+pub(super) struct DeliveryRow {
+    pub(super) id: String,
+    pub(super) generation_id: String,
+    pub(super) account_id: String,
+    event_type: String,
+    url: String,
+    status: String,
+    attempts: i64,
+    next_attempt_at: Option<i64>,
+    lease_owner: Option<String>,
+    created_at: i64,
+    completed_at: Option<i64>,
+}
+
+impl DeliveryRow {
+    /// The delivery for the log; `now` tells a live lease from one whose
+    /// sender died.
+    pub(super) fn into_delivery(self, now: i64) -> Result<WebhookDelivery, StoreError> {
+        let status = DeliveryStatus::from_str(&self.status)?;
+        Ok(WebhookDelivery {
+            in_flight: status == DeliveryStatus::Pending
+                && self.lease_owner.is_some()
+                && self
+                    .next_attempt_at
+                    .is_some_and(|lease_end| lease_end > now),
+            id: self.id,
+            event_type: self.event_type,
+            url: self.url,
+            status,
+            attempts: self.attempts,
+            next_attempt_at: self.next_attempt_at,
+            created_at: self.created_at,
+            completed_at: self.completed_at,
+            attempt_log: Vec::new(),
+        })
+    }
+
+    pub(super) fn into_claimed(
+        self,
+        generation: Generation,
+        signing_secrets: Vec<String>,
+    ) -> ClaimedDelivery {
+        ClaimedDelivery {
+            id: self.id,
+            event_type: self.event_type,
+            url: self.url,
+            attempts: self.attempts,
+            generation,
+            signing_secrets,
+        }
+    }
+}
+
+/// Implements `WebhookStore` for one store type; expanded for both by
+/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
+macro_rules! impl_webhook_store {
+    (
+        store: $store:ty,
+        database: $database:ty,
+        lock_account: $lock_account:literal,
+        skip_locked: $skip_locked:literal $(,)?
+    ) => {
+        impl $store {
+            /// Writes the webhook delivery of a generation that was just put
+            /// in a final state, inside the transaction that did it, when the
+            /// generation has a webhook URL. The event type follows from the
+            /// final status (`generation.succeeded`, `.failed`, `.canceled`).
+            pub(super) async fn enqueue_webhook_in(
+                transaction: &mut sqlx::Transaction<'static, $database>,
+                generation_id: &str,
+            ) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO webhook_deliveries (id, generation_id, account_id, event_type, \
+                     url, status, next_attempt_at, created_at) \
+                     SELECT $1, id, account_id, 'generation.' || status, webhook_url, 'pending', \
+                     $2, $2 FROM generations WHERE id = $3 AND webhook_url IS NOT NULL",
+                )
+                .bind(crate::ids::new_webhook_message_id())
+                .bind(now_millis())
+                .bind(generation_id)
+                .execute(&mut **transaction)
+                .await?;
+                Ok(())
+            }
+        }
+
+        #[async_trait]
+        impl WebhookStore for $store {
+            async fn claim_webhook_delivery(
+                &self,
+                sender: &str,
+                lease: Duration,
+            ) -> Result<Option<ClaimedDelivery>, StoreError> {
+                let now = now_millis();
+                // One statement, as for jobs: the delivery due longest is
+                // locked (rows other senders hold are skipped) and taken by
+                // moving its due time to the end of the lease, so no other
+                // sender sees it as due until the lease has passed.
+                let claimed: Option<DeliveryRow> = sqlx::query_as(concat!(
+                    "UPDATE webhook_deliveries SET lease_owner = $1, next_attempt_at = $2 \
+                     WHERE status = 'pending' AND next_attempt_at <= $3 AND id = \
+                       (SELECT id FROM webhook_deliveries \
+                        WHERE status = 'pending' AND next_attempt_at <= $3 \
+                        ORDER BY next_attempt_at, id LIMIT 1 ",
+                    $skip_locked,
+                    ") RETURNING ",
+                    delivery_columns!()
+                ))
+                .bind(sender)
+                .bind(now + lease.as_millis() as i64)
+                .bind(now)
+                .fetch_optional(self.writer())
+                .await?;
+                let Some(claimed) = claimed else {
+                    return Ok(None);
+                };
+                // A final generation no longer changes, so reading it after
+                // the claim reads what the event is about.
+                let generation: GenerationRow = sqlx::query_as(concat!(
+                    "SELECT ",
+                    generation_columns!(),
+                    " FROM generations WHERE id = $1"
+                ))
+                .bind(&claimed.generation_id)
+                .fetch_one(self.reader())
+                .await?;
+                let account: AccountRow = sqlx::query_as(concat!(
+                    "SELECT ",
+                    account_columns!(),
+                    " FROM accounts WHERE id = $1"
+                ))
+                .bind(&claimed.account_id)
+                .fetch_one(self.reader())
+                .await?;
+                let signing_secrets = Account::from(account).signing_secrets(now);
+                Ok(Some(claimed.into_claimed(
+                    Generation::try_from(generation)?,
+                    signing_secrets,
+                )))
+            }
+
+            async fn record_webhook_attempt(
+                &self,
+                delivery_id: &str,
+                sender: &str,
+                attempt: &AttemptRecord,
+                outcome: AttemptOutcome,
+            ) -> Result<bool, StoreError> {
+                let (status, next_attempt_at, completed_at) = match outcome {
+                    AttemptOutcome::Delivered => {
+                        (DeliveryStatus::Delivered, None, Some(now_millis()))
+                    }
+                    AttemptOutcome::RetryAt(due) => (DeliveryStatus::Pending, Some(due), None),
+                    AttemptOutcome::Failed => (DeliveryStatus::Failed, None, Some(now_millis())),
+                };
+                let mut transaction = self.begin_write().await?;
+                // Guarded by the lease: a sender that took longer than its
+                // lease, while another sender took the delivery over, records
+                // nothing.
+                let attempt_number: Option<i64> = sqlx::query_scalar(
+                    "UPDATE webhook_deliveries SET attempts = attempts + 1, status = $1, \
+                     next_attempt_at = $2, completed_at = $3, lease_owner = NULL \
+                     WHERE id = $4 AND status = 'pending' AND lease_owner = $5 \
+                     RETURNING attempts",
+                )
+                .bind(status.as_str())
+                .bind(next_attempt_at)
+                .bind(completed_at)
+                .bind(delivery_id)
+                .bind(sender)
+                .fetch_optional(&mut *transaction)
+                .await?;
+                let Some(attempt_number) = attempt_number else {
+                    return Ok(false);
+                };
+                sqlx::query(
+                    "INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, \
+                     status_code, error, response_body, next_attempt_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                )
+                .bind(delivery_id)
+                .bind(attempt_number)
+                .bind(attempt.started_at)
+                .bind(attempt.duration_ms)
+                .bind(attempt.status_code.map(i64::from))
+                .bind(&attempt.error)
+                .bind(&attempt.response_body)
+                .bind(next_attempt_at)
+                .execute(&mut *transaction)
+                .await?;
+                transaction.commit().await?;
+                Ok(true)
+            }
+
+            async fn rotate_webhook_secret(
+                &self,
+                account_id: &str,
+                new_secret: &str,
+                previous_valid_for: Duration,
+            ) -> Result<Option<Account>, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                // The right-hand sides read the row as it was, so the
+                // current secret becomes the previous one.
+                sqlx::query(
+                    "UPDATE accounts SET previous_webhook_secret = webhook_secret, \
+                     previous_webhook_secret_expires_at = $1, webhook_secret = $2 \
+                     WHERE id = $3",
+                )
+                .bind(now_millis() + previous_valid_for.as_millis() as i64)
+                .bind(new_secret)
+                .bind(account_id)
+                .execute(&mut *transaction)
+                .await?;
+                let account = Self::account_in(&mut transaction, account_id).await?;
+                transaction.commit().await?;
+                Ok(account)
+            }
+        }
+    };
+}
+
+impl_for_both_stores!(impl_webhook_store);

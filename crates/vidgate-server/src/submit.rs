@@ -1,0 +1,381 @@
+//! Submitting a generation, the application operation behind the API's
+//! `POST /run/…` and the dashboard's playground: validate, check uploads,
+//! price, admit and queue one generation, holding its price. It knows no
+//! status codes: each caller presents a `SubmitError` in its own way (the
+//! API in `http/error.rs`, the playground as its page), with the message
+//! customers see.
+
+use std::time::Duration;
+
+use vidgate_core::{Endpoint, InvalidRequest, Micros, Purpose, ValidatedInput};
+use vidgate_media::InspectError;
+
+use crate::backend::{Admission, Rejection};
+use crate::bound_media::MediaBinding;
+use crate::ids::{new_generation_id, sha256_hex};
+use crate::media::{
+    ACCEPTED_FORMATS, ScratchCopyError, content_type, copy_to_scratch, media_json, own_file_path,
+    probe_stored_file,
+};
+use crate::state::AppState;
+use crate::storage::{self, ReadError};
+use crate::store::{
+    Caller, DirectUpload, Generation, IdempotencyKey, NewGeneration, NewUpload, StoreError,
+    SubmitOutcome, SubmitRefusal, now_millis,
+};
+
+/// The name clients send the idempotency key under (an HTTP header), as
+/// refusals name it.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
+
+/// How long a client refused for its account's concurrency limit should
+/// wait before trying again.
+pub const CONCURRENCY_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// Why a generation was not submitted. Nothing was charged for any of them.
+/// The message of each is what the customer is told.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The request is wrong; `param` names the field at fault.
+    #[error("{message}")]
+    Invalid {
+        message: String,
+        param: Option<String>,
+    },
+    #[error("{0}")]
+    ModelUnavailable(String),
+    /// The model's backend refused the job at admission.
+    #[error("The model refused the job: {0}. Nothing was charged.")]
+    RefusedUpstream(String),
+    #[error(
+        "Too many generations in progress: at most {limit} may be queued or running at once per account. Wait for one to finish."
+    )]
+    ConcurrencyLimit { limit: i64 },
+    #[error(
+        "The balance of {:.2} USD does not cover the price of {:.2} USD. Nothing was charged.",
+        .balance.to_usd(),
+        .price.to_usd()
+    )]
+    InsufficientBalance { balance: Micros, price: Micros },
+    #[error("This {IDEMPOTENCY_KEY} was already used with a different request.")]
+    IdempotencyKeyReused,
+    #[error("The account of this API key no longer exists.")]
+    AccountNotFound,
+    /// This node is fetching as much request media as it may at once.
+    #[error(
+        "The service is fetching as much request media as it can at once. Retry in {} s; nothing was charged.",
+        .retry_after.as_secs().max(1)
+    )]
+    MediaBusy { retry_after: Duration },
+    /// A failure on our side; its cause is for the log only.
+    #[error("The service failed to handle the request. Retry with backoff.")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl SubmitError {
+    fn invalid(param: impl Into<String>, message: impl Into<String>) -> SubmitError {
+        SubmitError::Invalid {
+            message: message.into(),
+            param: Some(param.into()),
+        }
+    }
+
+    fn internal(error: impl std::error::Error + Send + Sync + 'static) -> SubmitError {
+        SubmitError::Internal(Box::new(error))
+    }
+}
+
+impl From<InvalidRequest> for SubmitError {
+    fn from(error: InvalidRequest) -> Self {
+        SubmitError::Invalid {
+            message: error.message,
+            param: error.param,
+        }
+    }
+}
+
+impl From<InspectError> for SubmitError {
+    fn from(error: InspectError) -> Self {
+        match error {
+            InspectError::Invalid(invalid) => invalid.into(),
+            InspectError::Busy { retry_after } => SubmitError::MediaBusy { retry_after },
+        }
+    }
+}
+
+impl From<StoreError> for SubmitError {
+    fn from(error: StoreError) -> Self {
+        SubmitError::internal(error)
+    }
+}
+
+/// Checks the client's idempotency key and makes it specific to the request.
+/// `key` is `None` when the client sent none; a key that is not visible
+/// ASCII text reaches here as the empty string, which is refused with the
+/// same message.
+fn idempotency_key(
+    key: Option<&str>,
+    endpoint_id: &str,
+    body: &[u8],
+) -> Result<Option<IdempotencyKey>, SubmitError> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    let key = Some(key.trim())
+        .filter(|key| !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY_LENGTH)
+        .ok_or_else(|| {
+            SubmitError::invalid(
+                IDEMPOTENCY_KEY,
+                format!(
+                    "{IDEMPOTENCY_KEY} must be 1 to {MAX_IDEMPOTENCY_KEY_LENGTH} visible ASCII characters."
+                ),
+            )
+        })?;
+    // The digest covers the endpoint too: the same body sent to another
+    // model is a different request.
+    let mut request = endpoint_id.as_bytes().to_vec();
+    request.push(b'\n');
+    request.extend_from_slice(body);
+    Ok(Some(IdempotencyKey {
+        key: key.to_owned(),
+        request_sha256: sha256_hex(&request),
+    }))
+}
+
+/// Validates, prices, admits and queues one generation for `caller`, holding
+/// its price. Answers the generation and whether it replays an earlier
+/// request with the same idempotency key.
+pub async fn submit_generation(
+    state: &AppState,
+    caller: &Caller,
+    endpoint: Endpoint<'_>,
+    body: &[u8],
+    idempotency_key_text: Option<&str>,
+) -> Result<(Generation, bool), SubmitError> {
+    let input = endpoint.validate(body, Purpose::Submit)?;
+    check_upload_ownership(state, caller, &input).await?;
+    let endpoint_id = endpoint.id();
+    let idempotency = idempotency_key(idempotency_key_text, &endpoint_id, body)?;
+    let model = endpoint.model;
+
+    let backend = state.backends.for_model(model).ok_or_else(|| {
+        SubmitError::ModelUnavailable(format!(
+            "{} has no backend configured on this deployment.",
+            model.id
+        ))
+    })?;
+    if state.store.is_model_paused(&model.id).await? {
+        return Err(SubmitError::ModelUnavailable(format!(
+            "{} is temporarily not accepting new generations. Retry later with backoff.",
+            model.id
+        )));
+    }
+    // Media is fetched and checked only once the cheap checks passed; its
+    // probed durations price reference videos, exactly as a quote does. The
+    // bytes are fetched afresh (never from the probe cache) and kept, so the
+    // job gets exactly what was checked and priced.
+    let inspection = state.media.inspect_and_keep(endpoint, &input).await?;
+    let price = endpoint.price(&input, &inspection.facts);
+    // The backend is asked before anything is held, so that a refusal is an
+    // error with nothing charged and no generation left behind; asking after
+    // the commit would race a worker that already claimed the job.
+    let admission = Admission {
+        model,
+        mode: endpoint.mode,
+        input: &input,
+    };
+    backend
+        .admit(&admission)
+        .await
+        .map_err(|rejection| match rejection {
+            Rejection::Unavailable(message) => SubmitError::ModelUnavailable(message),
+            Rejection::Upstream(message) => SubmitError::RefusedUpstream(message),
+        })?;
+    let binding = MediaBinding::keep(&state.storage, &state.api_base, &inspection)
+        .await
+        .map_err(SubmitError::internal)?;
+    drop(inspection);
+    let generation_id = new_generation_id();
+    let outcome = state
+        .store
+        .submit_generation(NewGeneration {
+            id: generation_id.clone(),
+            account_id: caller.account_id.clone(),
+            api_key_id: caller.key_id.clone(),
+            model: model.id.clone(),
+            endpoint: endpoint_id,
+            mode: endpoint.mode.as_str().to_owned(),
+            input: input.to_json(),
+            price: price.amount,
+            official_price: price.official,
+            webhook_url: input.webhook_url().map(str::to_owned),
+            idempotency,
+            max_attempts: state.max_attempts,
+            media_binding: binding.to_json(),
+        })
+        .await;
+    let outcome = match outcome {
+        Ok(SubmitOutcome::Created(generation)) => Ok(SubmitOutcome::Created(generation)),
+        // A refused submit, or a replay of an earlier one (which has its own
+        // binding), keeps nothing.
+        refused_or_replayed => {
+            binding.release(&state.storage).await;
+            refused_or_replayed
+        }
+    }
+    .map_err(|refusal| match refusal {
+        SubmitRefusal::ConcurrencyLimit { limit } => SubmitError::ConcurrencyLimit { limit },
+        SubmitRefusal::InsufficientBalance { balance, price } => {
+            SubmitError::InsufficientBalance { balance, price }
+        }
+        SubmitRefusal::IdempotencyMismatch => SubmitError::IdempotencyKeyReused,
+        SubmitRefusal::AccountNotFound => SubmitError::AccountNotFound,
+        SubmitRefusal::Store(error) => SubmitError::internal(error),
+    })?;
+
+    let (generation, replayed) = match outcome {
+        SubmitOutcome::Created(generation) => (generation, false),
+        SubmitOutcome::Replayed(generation) => (generation, true),
+    };
+    if !replayed {
+        state.queue_wakeup.notify_one();
+    }
+    Ok((generation, replayed))
+}
+
+/// Refuses a request that names another account's upload: upload URLs are
+/// capabilities for fetching, but using one in a generation is reserved to
+/// the account that uploaded it.
+async fn check_upload_ownership(
+    state: &AppState,
+    caller: &Caller,
+    input: &ValidatedInput,
+) -> Result<(), SubmitError> {
+    let mut fields: Vec<(String, &str)> = Vec::new();
+    fields.extend(input.image_url().map(|url| ("image_url".to_owned(), url)));
+    fields.extend(
+        input
+            .end_image_url()
+            .map(|url| ("end_image_url".to_owned(), url)),
+    );
+    for (name, urls) in [
+        ("reference_image_urls", input.reference_image_urls()),
+        ("reference_video_urls", input.reference_video_urls()),
+        ("reference_audio_urls", input.reference_audio_urls()),
+    ] {
+        fields.extend(urls.into_iter().map(|url| (name.to_owned(), url)));
+    }
+    for (field, url) in fields {
+        // Every spelling of one of our upload URLs is checked, not only the
+        // one we handed out: the file server and the own-file shortcut
+        // answer them all.
+        let Some(relative_path) = own_file_path(&state.api_base, url) else {
+            continue;
+        };
+        let relative_path = relative_path.as_str();
+        if !relative_path.starts_with("uploads/") {
+            continue;
+        }
+        let owned = match state.store.upload_owner(relative_path).await? {
+            Some(owner) => owner == caller.account_id,
+            None => match state.store.direct_upload(relative_path).await? {
+                Some(direct) if direct.account_id == caller.account_id => {
+                    record_direct_upload(state, &direct, relative_path, &field).await?;
+                    true
+                }
+                _ => false,
+            },
+        };
+        if !owned {
+            return Err(SubmitError::invalid(
+                field.clone(),
+                format!("{field} names an upload this account did not make."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The first use of a direct upload: reads and probes the object with the
+/// same rules as a multipart upload (the cap, the content's magic bytes) and
+/// records it as an upload, so later uses are one indexed read. Nothing is
+/// recorded on failure: the client may still PUT the file and try again.
+async fn record_direct_upload(
+    state: &AppState,
+    direct: &DirectUpload,
+    relative_path: &str,
+    field: &str,
+) -> Result<(), SubmitError> {
+    let reader = match state
+        .storage
+        .open_reader(relative_path, state.max_upload_bytes)
+        .await
+    {
+        Ok(reader) => reader,
+        Err(ReadError::NotFound) => {
+            return Err(SubmitError::invalid(
+                field,
+                format!(
+                    "{field} names direct upload {} whose file has not been uploaded: PUT the file to its upload_url first.",
+                    direct.id
+                ),
+            ));
+        }
+        Err(ReadError::TooLarge { limit }) => {
+            return Err(SubmitError::invalid(
+                field,
+                format!(
+                    "{field} names direct upload {} whose file is larger than {limit} bytes.",
+                    direct.id
+                ),
+            ));
+        }
+        Err(error @ ReadError::Store(_)) => return Err(SubmitError::internal(error)),
+    };
+    // The object is copied to a scratch file in pieces and probed there on a
+    // blocking thread, so a 100 MB upload costs buffers, not 100 MB.
+    let (copy, size_bytes) = copy_to_scratch(&state.storage, reader, state.max_upload_bytes)
+        .await
+        .map_err(|error| match error {
+            ScratchCopyError::TooLarge => SubmitError::invalid(
+                field,
+                format!(
+                    "{field} names direct upload {} whose file is larger than {} bytes.",
+                    direct.id, state.max_upload_bytes
+                ),
+            ),
+            ScratchCopyError::Io(error) => SubmitError::internal(error),
+        })?;
+    let info = probe_stored_file(copy.to_path_buf()).await.map_err(|error| {
+        SubmitError::invalid(
+            field,
+            format!("{field} names direct upload {} whose file is not a readable {ACCEPTED_FORMATS} file: {error}.", direct.id),
+        )
+    })?;
+    drop(copy);
+    let found = content_type(&info);
+    let declared = storage::content_type_of(relative_path);
+    if declared != storage::UNKNOWN_CONTENT_TYPE && declared != found {
+        return Err(SubmitError::invalid(
+            field,
+            format!(
+                "{field} names direct upload {} declared as {declared}, but its file is {found}.",
+                direct.id
+            ),
+        ));
+    }
+    state
+        .store
+        .record_direct_upload(&NewUpload {
+            id: direct.id.clone(),
+            account_id: direct.account_id.clone(),
+            relative_path: relative_path.to_owned(),
+            content_type: found.to_owned(),
+            size_bytes: size_bytes as i64,
+            media: media_json(&info),
+            created_at: now_millis(),
+        })
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,445 @@
+//! The fake of fal: the queue API (`POST /fal/queue/{endpoint id}`, then
+//! status, result and cancel under `owner/app/requests/{id}`, the full
+//! endpoint path accepted too), the platform API's request listing, the
+//! media CDN, the JWKS, and Ed25519-signed webhooks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{FakeJob, FakeState, FakeStatus, Provider, now_seconds};
+
+pub const USER_ID: &str = "fake-fal-user";
+
+pub fn routes() -> Router<Arc<FakeState>> {
+    Router::new()
+        .route(
+            "/fal/queue/{*path}",
+            get(queue_get).post(submit).put(cancel),
+        )
+        .route("/fal/api/v1/models/requests/by-endpoint", get(list))
+        .route("/fal/media/{file}", get(media))
+        .route("/fal/jwks.json", get(jwks))
+}
+
+fn error(status: StatusCode, body: Value) -> Response {
+    (status, Json(body)).into_response()
+}
+
+/// The checks every fal API call passes first: the key, an outage, and the
+/// rate-limit switch.
+fn gate(state: &FakeState, headers: &HeaderMap) -> Option<Response> {
+    let authorized = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        == Some(&format!("Key {}", state.fal_key));
+    if !authorized {
+        return Some(error(
+            StatusCode::UNAUTHORIZED,
+            json!({ "detail": "Authentication is required to access this application." }),
+        ));
+    }
+    if state.is_down() {
+        let mut response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "detail": "Runner scheduling failure", "error_type": "runner_scheduling_failure" }),
+        );
+        response.headers_mut().insert(
+            "x-fal-error-type",
+            "runner_scheduling_failure".parse().unwrap(),
+        );
+        return Some(response);
+    }
+    if state.take(|switches| &mut switches.rate_limit_next) {
+        let mut response = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({ "detail": "Too many requests" }),
+        );
+        response
+            .headers_mut()
+            .insert("retry-after", "1".parse().unwrap());
+        return Some(response);
+    }
+    None
+}
+
+fn queue_status(state: &FakeState, job: &FakeJob) -> Value {
+    let base = state.base_url.lock().unwrap().clone();
+    let app = job
+        .target
+        .splitn(3, '/')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("/");
+    let request_url = format!("{base}/fal/queue/{app}/requests/{}", job.id);
+    let mut status = json!({
+        "request_id": job.id,
+        "gateway_request_id": job.id,
+        "response_url": request_url,
+        "status_url": format!("{request_url}/status"),
+        "cancel_url": format!("{request_url}/cancel"),
+    });
+    match &job.status {
+        FakeStatus::Queued => {
+            status["status"] = json!("IN_QUEUE");
+            status["queue_position"] = json!(0);
+        }
+        FakeStatus::Running => status["status"] = json!("IN_PROGRESS"),
+        FakeStatus::Succeeded => {
+            status["status"] = json!("COMPLETED");
+            status["metrics"] = json!({ "inference_time": 0.1 });
+        }
+        FakeStatus::Failed { message, moderated } => {
+            status["status"] = json!("COMPLETED");
+            status["error"] = json!(message);
+            status["error_type"] = json!(if *moderated {
+                "content_policy_violation"
+            } else {
+                "internal_server_error"
+            });
+        }
+        FakeStatus::Canceled => {
+            status["status"] = json!("COMPLETED");
+            status["error"] = json!("Request was cancelled");
+            status["error_type"] = json!("request_cancelled");
+        }
+        FakeStatus::TimedOut => {
+            status["status"] = json!("COMPLETED");
+            status["error"] = json!("Request timed out");
+            status["error_type"] = json!("request_timeout");
+        }
+    }
+    status
+}
+
+fn result_body(state: &FakeState, job: &FakeJob) -> Value {
+    let base = state.base_url.lock().unwrap().clone();
+    let size = state.output(&job.id).map_or(0, |bytes| bytes.len());
+    json!({
+        "video": {
+            "url": format!("{base}/fal/media/{}.mp4", job.id),
+            "content_type": "video/mp4",
+            "file_name": "output.mp4",
+            "file_size": size,
+        },
+        "seed": job.input["seed"].as_u64().unwrap_or(1),
+    })
+}
+
+async fn submit(
+    State(state): State<Arc<FakeState>>,
+    Path(endpoint_id): Path<String>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = gate(&state, &headers) {
+        return refused;
+    }
+    if endpoint_id.contains("/requests/") || endpoint_id.split('/').count() < 2 {
+        return error(
+            StatusCode::NOT_FOUND,
+            json!({ "detail": "Application not found" }),
+        );
+    }
+    let Ok(input) = serde_json::from_slice::<Value>(&body) else {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({ "detail": [{ "loc": ["body"], "msg": "Input should be a valid dictionary", "type": "dict_type" }] }),
+        );
+    };
+    if !input.is_object() || !input["prompt"].is_string() {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({ "detail": [{ "loc": ["body", "prompt"], "msg": "Field required", "type": "missing" }] }),
+        );
+    }
+    let deadline = headers
+        .get("x-fal-request-timeout")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<f64>().ok());
+    let job = state.create_job(
+        Provider::Fal,
+        &endpoint_id,
+        input,
+        query.get("fal_webhook").cloned(),
+        Vec::new(),
+        deadline,
+    );
+    if state.take(|switches| &mut switches.lose_submit_answers) {
+        // The job exists; the answer never arrives before the client gives
+        // up.
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }
+    Json(queue_status(&state, &job)).into_response()
+}
+
+/// `owner/app[/path]/requests/{id}[/status|/cancel]`, split into the job id
+/// and what is asked of it.
+fn parse_request_path(path: &str) -> Option<(String, String, &'static str)> {
+    let (prefix, rest) = path.split_once("/requests/")?;
+    let (id, action) = match rest.split_once('/') {
+        Some((id, "status")) => (id, "status"),
+        Some((id, "cancel")) => (id, "cancel"),
+        Some(_) => return None,
+        None => (rest, "result"),
+    };
+    Some((prefix.to_owned(), id.to_owned(), action))
+}
+
+/// The job a request path names, if its prefix is the job's app (or its
+/// full endpoint id, which the per-endpoint OpenAPI documents use).
+fn job_for_path(state: &FakeState, path: &str) -> Option<(FakeJob, &'static str)> {
+    let (prefix, id, action) = parse_request_path(path)?;
+    let job = state.job(&id).filter(|job| job.provider == Provider::Fal)?;
+    let app = job
+        .target
+        .splitn(3, '/')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("/");
+    (prefix == app || prefix == job.target).then_some((job, action))
+}
+
+async fn queue_get(
+    State(state): State<Arc<FakeState>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = gate(&state, &headers) {
+        return refused;
+    }
+    let Some((job, action)) = job_for_path(&state, &path) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            json!({ "detail": "Request not found" }),
+        );
+    };
+    match action {
+        "status" => {
+            // 202 while queued or in progress, 200 when complete.
+            let code = if job.status.is_final() {
+                StatusCode::OK
+            } else {
+                StatusCode::ACCEPTED
+            };
+            (code, Json(queue_status(&state, &job))).into_response()
+        }
+        "result" => match &job.status {
+            FakeStatus::Succeeded => Json(result_body(&state, &job)).into_response(),
+            FakeStatus::Failed { message, moderated } => error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({ "detail": [{ "loc": ["body", "prompt"], "msg": message,
+                    "type": if *moderated { "content_policy_violation" } else { "generation_error" } }] }),
+            ),
+            FakeStatus::TimedOut => {
+                let mut response = error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    json!({ "detail": "Request timed out", "error_type": "request_timeout" }),
+                );
+                response
+                    .headers_mut()
+                    .insert("x-fal-request-timeout-type", "user".parse().unwrap());
+                response
+            }
+            FakeStatus::Canceled => error(
+                StatusCode::BAD_REQUEST,
+                json!({ "detail": "Request was cancelled" }),
+            ),
+            FakeStatus::Queued | FakeStatus::Running => error(
+                StatusCode::BAD_REQUEST,
+                json!({ "detail": "Request is still in progress" }),
+            ),
+        },
+        _ => error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            json!({ "detail": "Method not allowed" }),
+        ),
+    }
+}
+
+async fn cancel(
+    State(state): State<Arc<FakeState>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = gate(&state, &headers) {
+        return refused;
+    }
+    let Some((job, "cancel")) = job_for_path(&state, &path) else {
+        return error(StatusCode::NOT_FOUND, json!({ "status": "NOT_FOUND" }));
+    };
+    if job.status.is_final() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            json!({ "status": "ALREADY_COMPLETED" }),
+        );
+    }
+    match state.cancel(&job.id) {
+        Some((FakeStatus::Queued, _)) => {
+            (StatusCode::ACCEPTED, Json(json!({ "status": "OK" }))).into_response()
+        }
+        _ => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "status": "CANCELLATION_REQUESTED" })),
+        )
+            .into_response(),
+    }
+}
+
+fn iso(seconds: f64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos((seconds * 1e9) as i128)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+async fn list(
+    State(state): State<Arc<FakeState>>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = gate(&state, &headers) {
+        return refused;
+    }
+    let Some(endpoint_id) = query.get("endpoint_id") else {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({ "detail": [{ "loc": ["query", "endpoint_id"], "msg": "Field required", "type": "missing" }] }),
+        );
+    };
+    let start = query
+        .get("start")
+        .and_then(|text| super::parse_utc(text))
+        .unwrap_or(now_seconds() - 86_400.0);
+    let limit: usize = query
+        .get("limit")
+        .and_then(|limit| limit.parse().ok())
+        .unwrap_or(50)
+        .clamp(1, 100);
+    let page: usize = query
+        .get("cursor")
+        .and_then(|cursor| URL_SAFE_NO_PAD.decode(cursor).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(0);
+    let payloads = query
+        .get("expand")
+        .is_some_and(|expand| expand.contains("payloads"));
+    let mut matching: Vec<FakeJob> = state
+        .jobs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|job| job.provider == Provider::Fal && &job.target == endpoint_id)
+        .filter(|job| job.created_at >= start)
+        .cloned()
+        .collect();
+    matching.sort_by(|a, b| b.created_at.total_cmp(&a.created_at));
+    let items: Vec<Value> = matching
+        .iter()
+        .skip(page * limit)
+        .take(limit)
+        .map(|job| {
+            let mut item = json!({
+                "request_id": job.id,
+                "endpoint_id": job.target,
+                "sent_at": iso(job.created_at),
+                "started_at": job.started_at.map(iso),
+                "ended_at": job.completed_at.map(iso),
+                "status_code": if job.status.is_final() { Some(200) } else { None },
+            });
+            if payloads {
+                item["json_input"] = job.input.clone();
+            }
+            item
+        })
+        .collect();
+    let has_more = matching.len() > (page + 1) * limit;
+    Json(json!({
+        "items": items,
+        "has_more": has_more,
+        "next_cursor": has_more.then(|| URL_SAFE_NO_PAD.encode((page + 1).to_string())),
+    }))
+    .into_response()
+}
+
+async fn media(State(state): State<Arc<FakeState>>, Path(file): Path<String>) -> Response {
+    // fal's CDN links are public: no key needed.
+    let id = file.trim_end_matches(".mp4");
+    match state.output(id) {
+        Some(bytes) => ([("content-type", "video/mp4")], bytes).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+fn signing_key(state: &FakeState) -> Ed25519KeyPair {
+    Ed25519KeyPair::from_seed_unchecked(&state.fal_signing_seed).unwrap()
+}
+
+async fn jwks(State(state): State<Arc<FakeState>>) -> Json<Value> {
+    let public = URL_SAFE_NO_PAD.encode(signing_key(&state).public_key().as_ref());
+    Json(json!({ "keys": [
+        { "kty": "OKP", "crv": "Ed25519", "x": public, "kid": "fake-1", "use": "sig" }
+    ]}))
+}
+
+/// The completion webhook of a finished job, signed as fal signs them.
+pub fn webhook_request(state: &FakeState, job: &FakeJob, url: &str) -> reqwest::RequestBuilder {
+    let body = match &job.status {
+        FakeStatus::Succeeded => json!({
+            "request_id": job.id, "gateway_request_id": job.id, "status": "OK",
+            "payload": result_body(state, job), "error": null,
+        }),
+        FakeStatus::Failed { message, moderated } => json!({
+            "request_id": job.id, "gateway_request_id": job.id, "status": "ERROR",
+            "error": "Invalid status code: 422",
+            "payload": { "detail": [{ "loc": ["body", "prompt"], "msg": message,
+                "type": if *moderated { "content_policy_violation" } else { "generation_error" } }] },
+        }),
+        other => json!({
+            "request_id": job.id, "gateway_request_id": job.id, "status": "ERROR",
+            "error": format!("{other:?}"), "payload": null,
+        }),
+    }
+    .to_string();
+    let timestamp = (now_seconds() as i64).to_string();
+    let signature = sign(state, &job.id, &timestamp, body.as_bytes());
+    state
+        .http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-fal-webhook-request-id", &job.id)
+        .header("x-fal-webhook-user-id", USER_ID)
+        .header("x-fal-webhook-timestamp", timestamp)
+        .header("x-fal-webhook-signature", signature)
+        .body(body)
+}
+
+/// fal's webhook signature: hex Ed25519 over `request_id`, user id,
+/// timestamp and the body's SHA-256 (hex), one per line.
+pub fn sign(state: &FakeState, request_id: &str, timestamp: &str, body: &[u8]) -> String {
+    let body_digest: String = Sha256::digest(body)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let message = format!("{request_id}\n{USER_ID}\n{timestamp}\n{body_digest}");
+    signing_key(state)
+        .sign(message.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}

@@ -1,0 +1,478 @@
+//! A faithful fake of the two hosted providers, fal (`fal.rs`) and
+//! Replicate (`replicate.rs`), on one port-0 axum server: their routes,
+//! their authentication, their error bodies and rate-limit headers, and
+//! their signed webhooks, as `/work/shared/UPSTREAMS.md` and Replicate's
+//! OpenAPI document describe them. Each job is a small state machine
+//! (queued → running → succeeded or failed, canceled, timed out) driven by
+//! a task, and a successful job's output is a real MP4 rendered by our own
+//! engine, served from the fake's media route.
+//!
+//! Switches make it misbehave: markers in the job's input (`[fake:fail]`,
+//! `[fake:moderate]`, `[fake:never-start]`, `[fake:drop-webhook]`,
+//! `[fake:slow-start]`) steer one job; `Switches` steer the whole fake
+//! (rate limiting, an outage, a submit whose answer is lost, no webhooks).
+#![allow(dead_code)] // Each test binary uses a different part of the fake.
+
+pub mod fal;
+pub mod replicate;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use serde_json::Value;
+
+/// Which provider a job was submitted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Fal,
+    Replicate,
+}
+
+/// Where a job is in its life at the fake provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FakeStatus {
+    Queued,
+    Running,
+    Succeeded,
+    Failed {
+        message: String,
+        moderated: bool,
+    },
+    /// Canceled by the client (while queued, or while running).
+    Canceled,
+    /// Its deadline passed before it started (Replicate `aborted`, fal's
+    /// request timeout).
+    TimedOut,
+}
+
+impl FakeStatus {
+    pub fn is_final(&self) -> bool {
+        !matches!(self, FakeStatus::Queued | FakeStatus::Running)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeJob {
+    pub id: String,
+    pub provider: Provider,
+    /// The fal endpoint id or the Replicate model.
+    pub target: String,
+    pub input: Value,
+    pub webhook_url: Option<String>,
+    /// Replicate's `webhook_events_filter`.
+    pub webhook_events: Vec<String>,
+    pub status: FakeStatus,
+    pub created_at: f64,
+    pub started_at: Option<f64>,
+    pub completed_at: Option<f64>,
+    /// When a job that has not started is ended (Cancel-After,
+    /// X-Fal-Request-Timeout), in seconds after creation.
+    pub start_deadline: Option<f64>,
+    /// Whether a cancel arrived while it ran (vidgate must never do that).
+    pub canceled_while_running: bool,
+}
+
+impl FakeJob {
+    fn marker(&self, name: &str) -> bool {
+        self.input.to_string().contains(&format!("[fake:{name}]"))
+    }
+}
+
+/// Whole-fake misbehaviour, changed by tests at any time.
+#[derive(Debug, Clone)]
+pub struct Switches {
+    /// The next this-many API calls (of either provider) answer 429.
+    pub rate_limit_next: u32,
+    /// Every API call answers 503, as in an outage.
+    pub down: bool,
+    /// The next this-many submits create their job but the answer is lost:
+    /// the connection is held until the client gives up.
+    pub lose_submit_answers: u32,
+    /// No webhook is sent.
+    pub drop_webhooks: bool,
+    /// How long a job waits in the queue, and how long it runs.
+    pub queue_for: Duration,
+    pub run_for: Duration,
+}
+
+impl Default for Switches {
+    fn default() -> Switches {
+        Switches {
+            rate_limit_next: 0,
+            down: false,
+            lose_submit_answers: 0,
+            drop_webhooks: false,
+            queue_for: Duration::from_millis(100),
+            run_for: Duration::from_millis(100),
+        }
+    }
+}
+
+pub struct FakeState {
+    pub base_url: Mutex<String>,
+    pub jobs: Mutex<Vec<FakeJob>>,
+    pub switches: Mutex<Switches>,
+    outputs: Mutex<HashMap<String, Bytes>>,
+    pub fal_key: String,
+    pub fal_signing_seed: [u8; 32],
+    pub replicate_token: String,
+    pub replicate_webhook_secret: String,
+    /// Webhooks sent, by job id, for assertions.
+    pub webhooks_sent: Mutex<Vec<(String, u16)>>,
+    next_id: Mutex<u64>,
+    http: reqwest::Client,
+}
+
+pub struct FakeProviders {
+    pub address: SocketAddr,
+    pub state: Arc<FakeState>,
+}
+
+pub const FAL_KEY: &str = "fal-test-key:secret";
+pub const REPLICATE_TOKEN: &str = "r8_test_token";
+
+impl FakeProviders {
+    pub async fn start() -> FakeProviders {
+        let state = Arc::new(FakeState {
+            base_url: Mutex::new(String::new()),
+            jobs: Mutex::new(Vec::new()),
+            switches: Mutex::new(Switches::default()),
+            outputs: Mutex::new(HashMap::new()),
+            fal_key: FAL_KEY.into(),
+            fal_signing_seed: [42u8; 32],
+            replicate_token: REPLICATE_TOKEN.into(),
+            replicate_webhook_secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+            webhooks_sent: Mutex::new(Vec::new()),
+            next_id: Mutex::new(0),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        });
+        let router = Router::new()
+            .merge(fal::routes())
+            .merge(replicate::routes())
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        *state.base_url.lock().unwrap() = format!("http://{address}");
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        FakeProviders { address, state }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+    pub fn fal_queue_url(&self) -> String {
+        format!("{}/fal/queue", self.base_url())
+    }
+    pub fn fal_api_url(&self) -> String {
+        format!("{}/fal/api", self.base_url())
+    }
+    pub fn fal_jwks_url(&self) -> String {
+        format!("{}/fal/jwks.json", self.base_url())
+    }
+    pub fn replicate_api_url(&self) -> String {
+        format!("{}/replicate/v1", self.base_url())
+    }
+
+    pub fn switches(&self, change: impl FnOnce(&mut Switches)) {
+        change(&mut self.state.switches.lock().unwrap());
+    }
+
+    pub fn jobs(&self) -> Vec<FakeJob> {
+        self.state.jobs.lock().unwrap().clone()
+    }
+
+    /// The jobs created at `provider`.
+    pub fn jobs_at(&self, provider: Provider) -> Vec<FakeJob> {
+        self.jobs()
+            .into_iter()
+            .filter(|job| job.provider == provider)
+            .collect()
+    }
+}
+
+pub fn now_seconds() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+impl FakeState {
+    fn new_id(&self, provider: Provider) -> String {
+        let mut next = self.next_id.lock().unwrap();
+        *next += 1;
+        match provider {
+            // fal request ids are UUIDs; Replicate's are 26 lowercase
+            // base32 characters.
+            Provider::Fal => format!("00000000-0000-4000-8000-{:012x}", *next),
+            Provider::Replicate => format!("fakepred{:018}", *next),
+        }
+    }
+
+    pub fn job(&self, id: &str) -> Option<FakeJob> {
+        self.jobs
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|job| job.id == id)
+            .cloned()
+    }
+
+    fn update(&self, id: &str, change: impl FnOnce(&mut FakeJob)) -> Option<FakeJob> {
+        let mut jobs = self.jobs.lock().unwrap();
+        let job = jobs.iter_mut().find(|job| job.id == id)?;
+        change(job);
+        Some(job.clone())
+    }
+
+    /// Takes one unit of a counted switch, if any is left.
+    fn take(&self, pick: impl FnOnce(&mut Switches) -> &mut u32) -> bool {
+        let mut switches = self.switches.lock().unwrap();
+        let counter = pick(&mut switches);
+        if *counter > 0 {
+            *counter -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn is_down(&self) -> bool {
+        self.switches.lock().unwrap().down
+    }
+
+    pub fn output(&self, id: &str) -> Option<Bytes> {
+        self.outputs.lock().unwrap().get(id).cloned()
+    }
+
+    /// Creates a job and starts its state machine.
+    fn create_job(
+        self: &Arc<Self>,
+        provider: Provider,
+        target: &str,
+        input: Value,
+        webhook_url: Option<String>,
+        webhook_events: Vec<String>,
+        start_deadline: Option<f64>,
+    ) -> FakeJob {
+        let job = FakeJob {
+            id: self.new_id(provider),
+            provider,
+            target: target.to_owned(),
+            input,
+            webhook_url,
+            webhook_events,
+            status: FakeStatus::Queued,
+            created_at: now_seconds(),
+            started_at: None,
+            completed_at: None,
+            start_deadline,
+            canceled_while_running: false,
+        };
+        self.jobs.lock().unwrap().push(job.clone());
+        tokio::spawn(drive(self.clone(), job.id.clone()));
+        job
+    }
+
+    /// Cancels a job the way both providers do: a queued one is removed at
+    /// once; a running one is canceled too (and noted, since vidgate must
+    /// never ask for that).
+    fn cancel(&self, id: &str) -> Option<(FakeStatus, FakeJob)> {
+        let mut before = None;
+        let job = self.update(id, |job| {
+            before = Some(job.status.clone());
+            match job.status {
+                FakeStatus::Queued => {
+                    job.status = FakeStatus::Canceled;
+                    job.completed_at = Some(now_seconds());
+                }
+                FakeStatus::Running => {
+                    job.canceled_while_running = true;
+                    job.status = FakeStatus::Canceled;
+                    job.completed_at = Some(now_seconds());
+                }
+                _ => {}
+            }
+        })?;
+        Some((before.unwrap(), job))
+    }
+}
+
+/// A job's life: wait in the queue, start, run, finish, tell the webhook.
+async fn drive(state: Arc<FakeState>, id: String) {
+    let Some(job) = state.job(&id) else { return };
+    let (queue_for, run_for) = {
+        let switches = state.switches.lock().unwrap();
+        (switches.queue_for, switches.run_for)
+    };
+    let waits_until_start = if job.marker("slow-start") {
+        queue_for + Duration::from_secs(3)
+    } else {
+        queue_for
+    };
+    if job.marker("never-start")
+        || waits_until_start.as_secs_f64() > job.start_deadline.unwrap_or(f64::MAX)
+    {
+        // It never leaves the queue; its deadline ends it, for free.
+        let Some(deadline) = job.start_deadline else {
+            return;
+        };
+        tokio::time::sleep(Duration::from_secs_f64(deadline)).await;
+        let ended = state.update(&id, |job| {
+            if job.status == FakeStatus::Queued {
+                job.status = FakeStatus::TimedOut;
+                job.completed_at = Some(now_seconds());
+            }
+        });
+        if let Some(job) = ended.filter(|job| job.status == FakeStatus::TimedOut) {
+            send_webhook(&state, &job, "completed").await;
+        }
+        return;
+    }
+    tokio::time::sleep(waits_until_start).await;
+    let Some(started) = state.update(&id, |job| {
+        if job.status == FakeStatus::Queued {
+            job.status = FakeStatus::Running;
+            job.started_at = Some(now_seconds());
+        }
+    }) else {
+        return;
+    };
+    if started.status != FakeStatus::Running {
+        return;
+    }
+    send_webhook(&state, &started, "start").await;
+
+    let outcome = if started.marker("moderate") {
+        FakeStatus::Failed {
+            message: "The content was flagged by the safety checker".into(),
+            moderated: true,
+        }
+    } else if started.marker("fail") {
+        FakeStatus::Failed {
+            message: "The model crashed while generating".into(),
+            moderated: false,
+        }
+    } else {
+        let input = started.input.clone();
+        let mp4 = tokio::task::spawn_blocking(move || render(&input))
+            .await
+            .unwrap();
+        state.outputs.lock().unwrap().insert(id.clone(), mp4);
+        FakeStatus::Succeeded
+    };
+    tokio::time::sleep(run_for).await;
+    let Some(finished) = state.update(&id, |job| {
+        if job.status == FakeStatus::Running {
+            job.status = outcome;
+            job.completed_at = Some(now_seconds());
+        }
+    }) else {
+        return;
+    };
+    send_webhook(&state, &finished, "completed").await;
+}
+
+/// A small real clip standing in for the model's output: the engine
+/// renders the requested length (capped at two seconds to keep tests
+/// quick) and sound, at the engine's smallest frame.
+fn render(input: &Value) -> Bytes {
+    let duration = ["duration", "seconds"]
+        .iter()
+        .find_map(|name| match &input[*name] {
+            Value::Number(number) => number.as_u64(),
+            Value::String(text) => text.trim_end_matches('s').parse().ok(),
+            _ => None,
+        })
+        .unwrap_or(1)
+        .clamp(1, 2) as u32;
+    let request = vidgate_engine::RenderRequest {
+        width: 320,
+        height: 240,
+        duration_s: duration,
+        fps: 12,
+        seed: input["seed"].as_u64().unwrap_or(1),
+        prompt: input["prompt"].as_str().unwrap_or("fake").to_owned(),
+        generate_audio: input["generate_audio"].as_bool().unwrap_or(false),
+        ..Default::default()
+    };
+    let video = vidgate_engine::render(&request, &|_| {}, &AtomicBool::new(false))
+        .expect("the fake's clip renders");
+    Bytes::from(video.mp4)
+}
+
+async fn send_webhook(state: &Arc<FakeState>, job: &FakeJob, event: &str) {
+    let Some(url) = job.webhook_url.clone() else {
+        return;
+    };
+    if state.switches.lock().unwrap().drop_webhooks || job.marker("drop-webhook") {
+        return;
+    }
+    let request = match job.provider {
+        Provider::Fal => {
+            // fal sends only the final result.
+            if event != "completed" {
+                return;
+            }
+            fal::webhook_request(state, job, &url)
+        }
+        Provider::Replicate => {
+            if !job.webhook_events.is_empty() && !job.webhook_events.iter().any(|e| e == event) {
+                return;
+            }
+            replicate::webhook_request(state, job, &url)
+        }
+    };
+    // Both providers retry a failed delivery a few times, briefly.
+    for _ in 0..3 {
+        match request.try_clone().unwrap().send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                state
+                    .webhooks_sent
+                    .lock()
+                    .unwrap()
+                    .push((job.id.clone(), status));
+                if response.status().is_success() {
+                    return;
+                }
+            }
+            Err(_) => state
+                .webhooks_sent
+                .lock()
+                .unwrap()
+                .push((job.id.clone(), 0)),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Reads an RFC 3339 time in UTC (`2026-11-23T12:00:01.5Z`, or with
+/// `+00:00`) as Unix seconds; the clients only ever send UTC.
+pub fn parse_utc(text: &str) -> Option<f64> {
+    let text = text.trim_end_matches('Z').trim_end_matches("+00:00");
+    let (date, clock) = text.split_once('T')?;
+    let mut date_parts = date.split('-').map(|part| part.parse::<i32>().ok());
+    let (year, month, day) = (
+        date_parts.next()??,
+        date_parts.next()??,
+        date_parts.next()??,
+    );
+    let mut clock_parts = clock.split(':');
+    let hour: u8 = clock_parts.next()?.parse().ok()?;
+    let minute: u8 = clock_parts.next()?.parse().ok()?;
+    let second: f64 = clock_parts.next()?.parse().ok()?;
+    let date =
+        time::Date::from_calendar_date(year, time::Month::try_from(month as u8).ok()?, day as u8)
+            .ok()?;
+    let midnight = date.with_hms(hour, minute, 0).ok()?.assume_utc();
+    Some(midnight.unix_timestamp() as f64 + second)
+}

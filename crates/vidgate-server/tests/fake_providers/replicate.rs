@@ -1,0 +1,433 @@
+//! The fake of Replicate's HTTP API: create a prediction of an official
+//! model (`Prefer: wait`, `Cancel-After`), get, list (newest first, 100 a
+//! page, `created_after`), cancel, the default webhook secret, the
+//! delivery links of outputs (which want the token), problem+json errors,
+//! 429 with `ratelimit-*` headers, and Standard Webhooks-signed webhooks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use super::{FakeJob, FakeState, FakeStatus, Provider, now_seconds};
+
+/// The models the fake hosts (the official video models of
+/// UPSTREAMS.md); any other answers 404 as Replicate does.
+pub const MODELS: &[&str] = &[
+    "alibaba/wan-3",
+    "alibaba/wan-3-prime",
+    "google/veo-3.1-lite",
+    "black-forest-labs/flux-3",
+    "bytedance/seedance-2.0",
+    "kwaivgi/kling-v3-video",
+    "kwaivgi/kling-v3-omni-video",
+];
+
+pub fn routes() -> Router<Arc<FakeState>> {
+    Router::new()
+        .route(
+            "/replicate/v1/models/{owner}/{name}/predictions",
+            post(create),
+        )
+        .route("/replicate/v1/predictions", get(list))
+        .route("/replicate/v1/predictions/{id}", get(read))
+        .route("/replicate/v1/predictions/{id}/cancel", post(cancel))
+        .route("/replicate/v1/webhooks/default/secret", get(secret))
+        .route("/replicate/delivery/{id}/output.mp4", get(delivery))
+}
+
+fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
+    (
+        status,
+        [("content-type", "application/problem+json")],
+        json!({ "title": title, "detail": detail, "status": status.as_u16() }).to_string(),
+    )
+        .into_response()
+}
+
+fn authorized(state: &FakeState, headers: &HeaderMap) -> bool {
+    headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        == Some(&format!("Bearer {}", state.replicate_token))
+}
+
+/// The checks every API call passes first: the token, an outage and the
+/// rate limit.
+fn gate(state: &FakeState, headers: &HeaderMap) -> Option<Response> {
+    if !authorized(state, headers) {
+        return Some(problem(
+            StatusCode::UNAUTHORIZED,
+            "Unauthenticated",
+            "You did not pass a valid authentication token",
+        ));
+    }
+    if state.is_down() {
+        return Some(problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable",
+            "Replicate is temporarily unavailable",
+        ));
+    }
+    if state.take(|switches| &mut switches.rate_limit_next) {
+        return Some(
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    ("content-type", "application/problem+json"),
+                    ("ratelimit-remaining", "0"),
+                    ("ratelimit-reset", "1"),
+                ],
+                json!({ "detail": "Request was throttled. Your rate limit resets in ~1s.", "status": 429 })
+                    .to_string(),
+            )
+                .into_response(),
+        );
+    }
+    None
+}
+
+fn iso(seconds: f64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos((seconds * 1e9) as i128)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+/// A prediction object as `GET /v1/predictions/{id}` returns it.
+pub fn prediction(state: &FakeState, job: &FakeJob) -> Value {
+    let base = state.base_url.lock().unwrap().clone();
+    let api = format!("{base}/replicate/v1/predictions/{}", job.id);
+    let (status, output, error) = match &job.status {
+        FakeStatus::Queued => ("starting", Value::Null, Value::Null),
+        FakeStatus::Running => ("processing", Value::Null, Value::Null),
+        FakeStatus::Succeeded => (
+            "succeeded",
+            json!(format!("{base}/replicate/delivery/{}/output.mp4", job.id)),
+            Value::Null,
+        ),
+        FakeStatus::Failed { message, moderated } => (
+            "failed",
+            Value::Null,
+            json!(if *moderated {
+                format!("NSFW content detected: {message}")
+            } else {
+                message.clone()
+            }),
+        ),
+        FakeStatus::Canceled => ("canceled", Value::Null, Value::Null),
+        FakeStatus::TimedOut => ("aborted", Value::Null, Value::Null),
+    };
+    json!({
+        "id": job.id,
+        "model": job.target,
+        "version": "hidden",
+        "input": job.input,
+        "logs": "",
+        "output": output,
+        "data_removed": false,
+        "error": error,
+        "status": status,
+        "source": "api",
+        "created_at": iso(job.created_at),
+        "started_at": job.started_at.map(iso),
+        "completed_at": job.completed_at.map(iso),
+        "urls": {
+            "get": api,
+            "cancel": format!("{api}/cancel"),
+            "web": format!("https://replicate.com/p/{}", job.id),
+        },
+        "metrics": if job.status == FakeStatus::Succeeded { json!({ "predict_time": 0.1 }) } else { json!({}) },
+    })
+}
+
+/// Reads `Cancel-After` in Go duration syntax (`30s`, `5m`, `1h30m45s`).
+fn parse_go_duration(text: &str) -> Option<f64> {
+    let mut total = 0.0;
+    let mut number = String::new();
+    for character in text.chars() {
+        if character.is_ascii_digit() || character == '.' {
+            number.push(character);
+            continue;
+        }
+        let value: f64 = number.parse().ok()?;
+        number.clear();
+        total += value
+            * match character {
+                'h' => 3600.0,
+                'm' => 60.0,
+                's' => 1.0,
+                _ => return None,
+            };
+    }
+    number.is_empty().then_some(total)
+}
+
+async fn create(
+    State(state): State<Arc<FakeState>>,
+    Path((owner, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = gate(&state, &headers) {
+        return refused;
+    }
+    let model = format!("{owner}/{name}");
+    if !MODELS.contains(&model.as_str()) {
+        return problem(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "The requested resource could not be found.",
+        );
+    }
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return problem(
+            StatusCode::BAD_REQUEST,
+            "Invalid JSON",
+            "The request body is not valid JSON.",
+        );
+    };
+    let input = request["input"].clone();
+    if !input.is_object() || !input["prompt"].is_string() {
+        return problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Input validation failed",
+            "input: prompt is required",
+        );
+    }
+    let cancel_after = match headers
+        .get("cancel-after")
+        .and_then(|value| value.to_str().ok())
+    {
+        Some(text) => match parse_go_duration(text) {
+            Some(seconds) if seconds >= 5.0 => Some(seconds),
+            _ => {
+                return problem(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid Cancel-After",
+                    "Cancel-After must be a duration of at least 5s",
+                );
+            }
+        },
+        None => None,
+    };
+    let wait = match headers.get("prefer").and_then(|value| value.to_str().ok()) {
+        Some("wait") => Some(60),
+        Some(text) => match text
+            .strip_prefix("wait=")
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            Some(seconds) if (1..=60).contains(&seconds) => Some(seconds),
+            _ => {
+                return problem(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid Prefer header",
+                    "Prefer must be wait or wait=1..60",
+                );
+            }
+        },
+        None => None,
+    };
+    let events = request["webhook_events_filter"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let job = state.create_job(
+        Provider::Replicate,
+        &model,
+        input,
+        request["webhook"].as_str().map(str::to_owned),
+        events,
+        cancel_after,
+    );
+    if state.take(|switches| &mut switches.lose_submit_answers) {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }
+    let mut answer_headers = vec![
+        ("ratelimit-remaining", "599".to_owned()),
+        ("ratelimit-reset", "1".to_owned()),
+    ];
+    let job = if let Some(seconds) = wait {
+        // `Prefer: wait` holds the answer until the prediction finishes or
+        // the wait runs out.
+        let until = Instant::now() + Duration::from_secs(seconds);
+        let mut current = job;
+        while !current.status.is_final() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            current = state.job(&current.id).unwrap();
+        }
+        answer_headers.push(("preference-applied", format!("wait={seconds}")));
+        current
+    } else {
+        job
+    };
+    let mut response = (StatusCode::CREATED, Json(prediction(&state, &job))).into_response();
+    for (name, value) in answer_headers {
+        response.headers_mut().insert(name, value.parse().unwrap());
+    }
+    response
+}
+
+async fn read(
+    State(state): State<Arc<FakeState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = gate(&state, &headers) {
+        return refused;
+    }
+    match state
+        .job(&id)
+        .filter(|job| job.provider == Provider::Replicate)
+    {
+        Some(job) => Json(prediction(&state, &job)).into_response(),
+        None => problem(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "The requested resource could not be found.",
+        ),
+    }
+}
+
+async fn list(
+    State(state): State<Arc<FakeState>>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = gate(&state, &headers) {
+        return refused;
+    }
+    let parse = |name: &str| query.get(name).and_then(|text| super::parse_utc(text));
+    let after = parse("created_after").unwrap_or(f64::MIN);
+    let before = parse("created_before").unwrap_or(f64::MAX);
+    let page: usize = query
+        .get("cursor")
+        .and_then(|cursor| cursor.parse().ok())
+        .unwrap_or(0);
+    let mut matching: Vec<FakeJob> = state
+        .jobs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|job| job.provider == Provider::Replicate)
+        .filter(|job| job.created_at >= after && job.created_at < before)
+        .cloned()
+        .collect();
+    matching.sort_by(|a, b| b.created_at.total_cmp(&a.created_at));
+    const PAGE: usize = 100;
+    let results: Vec<Value> = matching
+        .iter()
+        .skip(page * PAGE)
+        .take(PAGE)
+        .map(|job| prediction(&state, job))
+        .collect();
+    let base = state.base_url.lock().unwrap().clone();
+    let next = (matching.len() > (page + 1) * PAGE).then(|| {
+        let mut url = url::Url::parse(&format!("{base}/replicate/v1/predictions")).unwrap();
+        {
+            let mut pairs = url.query_pairs_mut();
+            for (name, value) in &query {
+                if name != "cursor" {
+                    pairs.append_pair(name, value);
+                }
+            }
+            pairs.append_pair("cursor", &(page + 1).to_string());
+        }
+        url.to_string()
+    });
+    Json(json!({ "next": next, "previous": null, "results": results })).into_response()
+}
+
+async fn cancel(
+    State(state): State<Arc<FakeState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = gate(&state, &headers) {
+        return refused;
+    }
+    if state
+        .job(&id)
+        .filter(|job| job.provider == Provider::Replicate)
+        .is_none()
+    {
+        return problem(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "The requested resource could not be found.",
+        );
+    }
+    let (_, job) = state.cancel(&id).unwrap();
+    Json(prediction(&state, &job)).into_response()
+}
+
+async fn secret(State(state): State<Arc<FakeState>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = gate(&state, &headers) {
+        return refused;
+    }
+    Json(json!({ "key": state.replicate_webhook_secret })).into_response()
+}
+
+async fn delivery(
+    State(state): State<Arc<FakeState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    // Delivery links may want the API token.
+    if !authorized(&state, &headers) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    match state.output(&id) {
+        Some(bytes) => ([("content-type", "video/mp4")], bytes).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// A webhook with the prediction as its body, signed as Standard Webhooks
+/// signs: `v1,` base64 HMAC-SHA256 of `{id}.{timestamp}.{body}`.
+pub fn webhook_request(state: &FakeState, job: &FakeJob, url: &str) -> reqwest::RequestBuilder {
+    let body = prediction(state, job).to_string();
+    let message_id = format!("msg_{}_{}", job.id, (now_seconds() * 1000.0) as u64);
+    let timestamp = (now_seconds() as i64).to_string();
+    let signature = sign(
+        &state.replicate_webhook_secret,
+        &message_id,
+        &timestamp,
+        &body,
+    );
+    state
+        .http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("webhook-id", message_id)
+        .header("webhook-timestamp", timestamp)
+        .header("webhook-signature", signature)
+        .body(body)
+}
+
+pub fn sign(secret: &str, message_id: &str, timestamp: &str, body: &str) -> String {
+    let key = STANDARD
+        .decode(secret.trim_start_matches("whsec_"))
+        .unwrap();
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{message_id}.{timestamp}.{body}").as_bytes());
+    format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+}

@@ -1,0 +1,491 @@
+//! The operator API under `/admin/v1` over real HTTP: its token, accounts,
+//! credit adjustments applied once per Idempotency-Key, model pauses and the
+//! audit log of every change.
+
+mod common;
+
+use common::*;
+use reqwest::{RequestBuilder, StatusCode};
+use serde_json::{Value, json};
+use vidgate_core::Micros;
+
+const TOKEN: &str = "operator-token-for-tests-0123456789abcdef";
+
+async fn spawn_operated_app(store: StoreKind) -> TestApp {
+    spawn_app_with(TestSettings {
+        operator_token: Some(TOKEN.to_owned()),
+        ..TestSettings::new(store)
+    })
+    .await
+}
+
+fn admin_url(app: &TestApp, path: &str) -> String {
+    format!(
+        "{}/admin/v1{path}",
+        app.api_base.trim_end_matches("/api/v1")
+    )
+}
+
+fn as_operator(request: RequestBuilder) -> RequestBuilder {
+    request.bearer_auth(TOKEN).header("X-Operator", "ada@ops")
+}
+
+async fn credit(app: &TestApp, account_id: &str, key: &str, body: Value) -> reqwest::Response {
+    as_operator(
+        app.client
+            .post(admin_url(app, &format!("/accounts/{account_id}/credit"))),
+    )
+    .header("Idempotency-Key", key)
+    .json(&body)
+    .send()
+    .await
+    .unwrap()
+}
+
+async fn refused_without_a_configured_token(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let response = app
+        .client
+        .get(admin_url(&app, "/accounts"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
+    app.server.shutdown().await;
+}
+
+async fn refused_with_a_wrong_token(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    for presented in [None, Some("wrong"), Some(app.key())] {
+        let mut request = app.client.get(admin_url(&app, "/accounts"));
+        if let Some(token) = presented {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
+    }
+    app.server.shutdown().await;
+}
+
+async fn accounts_are_created_listed_and_shown(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let response = as_operator(app.client.post(admin_url(&app, "/accounts")))
+        .json(&json!({ "name": "acme" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let created: Value = response.json().await.unwrap();
+    let account_id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["name"], "acme");
+    assert_eq!(created["balance_usd"], 0.0);
+    // The new key works on the customer API.
+    let own = app
+        .get("/account", created["api_key"].as_str().unwrap())
+        .await;
+    assert_eq!(own.status(), StatusCode::OK);
+
+    let listed: Value = as_operator(app.client.get(admin_url(&app, "/accounts?limit=500")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|account| account["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&account_id.as_str()) && ids.contains(&app.account.account.id.as_str()));
+    // Paging by id: one account per page, then the next after it.
+    let first: Value = as_operator(app.client.get(admin_url(&app, "/accounts?limit=1")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let after = first["next_after"].as_str().unwrap();
+    let second: Value = as_operator(
+        app.client
+            .get(admin_url(&app, &format!("/accounts?limit=1&after={after}"))),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_ne!(first["data"][0]["id"], second["data"][0]["id"]);
+
+    let shown = as_operator(
+        app.client
+            .get(admin_url(&app, &format!("/accounts/{account_id}"))),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(shown.status(), StatusCode::OK);
+    let missing = as_operator(app.client.get(admin_url(&app, "/accounts/acct_nope")))
+        .send()
+        .await
+        .unwrap();
+    assert_error(missing, StatusCode::NOT_FOUND, "not_found", None).await;
+    let unnamed = as_operator(app.client.post(admin_url(&app, "/accounts")))
+        .json(&json!({ "name": " " }))
+        .send()
+        .await
+        .unwrap();
+    assert_error(
+        unnamed,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("name"),
+    )
+    .await;
+    app.server.shutdown().await;
+}
+
+async fn a_top_up_is_applied_exactly_once(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let account_id = app.account.account.id.clone();
+    let body = json!({ "amount_micros": 12_500_000, "reason": "Stripe payment pi_123" });
+    let first = credit(&app, &account_id, "pi_123", body.clone()).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(first["amount_micros"], 12_500_000);
+    assert_eq!(first["actor"], "ada@ops");
+    assert_eq!(first["account"]["balance_usd"], 112.5);
+
+    // The payment system's webhook, delivered again.
+    let again = credit(&app, &account_id, "pi_123", body).await;
+    assert_eq!(again.status(), StatusCode::OK);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["created_at"], first["created_at"]);
+    let account = app.account_state(&account_id).await;
+    assert_eq!(account.balance, Micros(112_500_000));
+    assert_eq!(account.credited, Micros(112_500_000));
+    app.assert_ledger_invariant(&account_id).await;
+
+    let changed = credit(
+        &app,
+        &account_id,
+        "pi_123",
+        json!({ "amount_micros": 1, "reason": "another" }),
+    )
+    .await;
+    assert_error(
+        changed,
+        StatusCode::CONFLICT,
+        "conflict",
+        Some("Idempotency-Key"),
+    )
+    .await;
+
+    let unkeyed = as_operator(
+        app.client
+            .post(admin_url(&app, &format!("/accounts/{account_id}/credit"))),
+    )
+    .json(&json!({ "amount_micros": 1, "reason": "no key" }))
+    .send()
+    .await
+    .unwrap();
+    assert_error(
+        unkeyed,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("Idempotency-Key"),
+    )
+    .await;
+    for (body, param) in [
+        (
+            json!({ "amount_micros": 0, "reason": "zero" }),
+            "amount_micros",
+        ),
+        (
+            json!({ "amount_micros": -5, "reason": "negative" }),
+            "amount_micros",
+        ),
+        (json!({ "amount_micros": 5, "reason": "" }), "reason"),
+    ] {
+        let refused = credit(&app, &account_id, "refused", body).await;
+        assert_error(
+            refused,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            Some(param),
+        )
+        .await;
+    }
+    let unknown = credit(
+        &app,
+        "acct_nope",
+        "pi_456",
+        json!({ "amount_micros": 5, "reason": "x" }),
+    )
+    .await;
+    assert_error(unknown, StatusCode::NOT_FOUND, "not_found", None).await;
+    // None of the refusals moved money.
+    assert_eq!(
+        app.account_state(&account_id).await.credited,
+        Micros(112_500_000)
+    );
+    app.server.shutdown().await;
+}
+
+async fn model_pauses_and_every_change_are_audited(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let pause = as_operator(
+        app.client
+            .post(admin_url(&app, "/models/vendor_1/model_1/pause")),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(pause.status(), StatusCode::OK);
+    let refused = app
+        .submit(
+            "vendor_1/model_1/text-to-video",
+            json!({ "prompt": "a kite", "duration": 3 }),
+        )
+        .await;
+    assert_error(
+        refused,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "model_unavailable",
+        None,
+    )
+    .await;
+    let resume = as_operator(
+        app.client
+            .post(admin_url(&app, "/models/vendor_1/model_1/resume")),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resume.status(), StatusCode::OK);
+    app.submit_ok(
+        "vendor_1/model_1/text-to-video",
+        json!({ "prompt": "a kite", "duration": 3 }),
+    )
+    .await;
+    let unknown = as_operator(
+        app.client
+            .post(admin_url(&app, "/models/vendor_9/model_9/pause")),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_error(unknown, StatusCode::NOT_FOUND, "not_found", None).await;
+
+    let account_id = app.account.account.id.clone();
+    let topped_up = credit(
+        &app,
+        &account_id,
+        "top-up-1",
+        json!({ "amount_micros": 1_000_000, "reason": "goodwill" }),
+    )
+    .await;
+    assert_eq!(topped_up.status(), StatusCode::CREATED);
+    // A replay changes nothing, so it adds no audit entry.
+    credit(
+        &app,
+        &account_id,
+        "top-up-1",
+        json!({ "amount_micros": 1_000_000, "reason": "goodwill" }),
+    )
+    .await;
+
+    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let entries = log["data"].as_array().unwrap();
+    let actions: Vec<&str> = entries
+        .iter()
+        .map(|entry| entry["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["account.credit", "model.resume", "model.pause"]);
+    assert_eq!(entries[0]["actor"], "ada@ops");
+    assert_eq!(entries[0]["target"], account_id.as_str());
+    assert_eq!(entries[0]["detail"]["amount_micros"], 1_000_000);
+    assert_eq!(entries[0]["detail"]["reason"], "goodwill");
+    assert_eq!(entries[2]["target"], "vendor_1/model_1");
+    // Paging backwards from an entry.
+    let before = entries[0]["id"].as_i64().unwrap();
+    let older: Value = as_operator(app.client.get(admin_url(
+        &app,
+        &format!("/audit-log?before={before}&limit=1"),
+    )))
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(older["data"][0]["action"], "model.resume");
+    app.server.shutdown().await;
+}
+
+async fn keys_limits_users_and_usage(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let account_id = app.account.account.id.clone();
+    let post = |path: String, body: Value| {
+        as_operator(app.client.post(admin_url(&app, &path)))
+            .json(&body)
+            .send()
+    };
+
+    let key: Value = post(
+        format!("/accounts/{account_id}/keys"),
+        json!({ "name": "ci" }),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let api_key = key["api_key"].as_str().unwrap().to_owned();
+    assert_eq!(app.get("/account", &api_key).await.status(), StatusCode::OK);
+    let revoked = post(
+        format!("/keys/{}/revoke", key["key_id"].as_str().unwrap()),
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(revoked.status(), StatusCode::OK);
+    assert_eq!(
+        app.get("/account", &api_key).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let again = post(
+        format!("/keys/{}/revoke", key["key_id"].as_str().unwrap()),
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert_error(again, StatusCode::NOT_FOUND, "not_found", None).await;
+
+    let limited = post(
+        format!("/accounts/{account_id}/limits"),
+        json!({ "max_concurrent_generations": 3 }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(limited.status(), StatusCode::OK);
+    let limited: Value = limited.json().await.unwrap();
+    assert_eq!(limited["limits"]["max_concurrent_generations"], 3);
+    assert_eq!(limited["limits"]["requests_per_second"], 10);
+    let refused = post(
+        format!("/accounts/{account_id}/limits"),
+        json!({ "burst": 0 }),
+    )
+    .await
+    .unwrap();
+    assert_error(
+        refused,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("burst"),
+    )
+    .await;
+
+    let user = post(
+        format!("/accounts/{account_id}/users"),
+        json!({ "email": "Ada@Example.com" }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(user.status(), StatusCode::CREATED);
+    let user: Value = user.json().await.unwrap();
+    assert_eq!(user["email"], "ada@example.com");
+    assert!(
+        user["password"]
+            .as_str()
+            .is_some_and(|password| password.len() >= 12)
+    );
+    let taken = post(
+        format!("/accounts/{account_id}/users"),
+        json!({ "email": "ada@example.com" }),
+    )
+    .await
+    .unwrap();
+    assert_error(taken, StatusCode::CONFLICT, "conflict", Some("email")).await;
+
+    // A finished generation's price is today's spend.
+    let generation = app
+        .submit_ok(
+            "vendor_1/model_1/text-to-video",
+            json!({ "prompt": "a kite", "duration": 3 }),
+        )
+        .await;
+    app.wait_for_status(generation["id"].as_str().unwrap(), &["succeeded"])
+        .await;
+    let spent = app.account_state(&account_id).await.captured.0;
+    assert!(spent > 0);
+    let usage: Value = as_operator(
+        app.client
+            .get(admin_url(&app, &format!("/accounts/{account_id}/usage"))),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(usage["data"].as_array().unwrap().len(), 1, "{usage}");
+    assert_eq!(usage["data"][0]["spent_micros"], spent);
+    let csv = as_operator(app.client.get(admin_url(
+        &app,
+        &format!("/accounts/{account_id}/usage?format=csv&days=7"),
+    )))
+    .send()
+    .await
+    .unwrap();
+    assert!(
+        csv.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/csv")
+    );
+    let csv = csv.text().await.unwrap();
+    let date = usage["data"][0]["date"].as_str().unwrap();
+    assert_eq!(
+        csv,
+        format!("date,account_id,spent_micros\n{date},{account_id},{spent}\n")
+    );
+
+    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let actions: Vec<&str> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["user.create", "account.limits", "key.revoke", "key.create"]
+    );
+    app.server.shutdown().await;
+}
+
+on_both_stores!(
+    keys_limits_users_and_usage,
+    refused_without_a_configured_token,
+    refused_with_a_wrong_token,
+    accounts_are_created_listed_and_shown,
+    a_top_up_is_applied_exactly_once,
+    model_pauses_and_every_change_are_audited,
+);

@@ -1,0 +1,461 @@
+//! The fal and Replicate protocol clients against the fake providers in
+//! `fake_providers/`: submit, state, output, cancel only while queued,
+//! reconcile of a submit whose answer was lost, rate limits, and signed
+//! webhooks verified as the ingress verifies them.
+
+mod fake_providers;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use serde_json::{Value, json};
+use vidgate_server::backend::fal::{self, FalClient};
+use vidgate_server::backend::provider::{
+    CancelOutcome, FailureKind, ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol,
+    ProviderTarget,
+};
+use vidgate_server::backend::replicate::{self, ReplicateClient};
+
+use fake_providers::{FAL_KEY, FakeProviders, FakeStatus, Provider, REPLICATE_TOKEN};
+
+const FAL_T2V: &str = "alibaba/wan-3.0/text-to-video";
+const REPLICATE_KLING: &str = "kwaivgi/kling-v3-video";
+
+fn fal_client(fake: &FakeProviders, timeout: Duration) -> FalClient {
+    FalClient::new(
+        &fake.fal_queue_url(),
+        &fake.fal_api_url(),
+        FAL_KEY.into(),
+        timeout,
+    )
+    .unwrap()
+}
+
+fn replicate_client(fake: &FakeProviders, timeout: Duration) -> ReplicateClient {
+    ReplicateClient::new(&fake.replicate_api_url(), REPLICATE_TOKEN.into(), timeout).unwrap()
+}
+
+fn unix_now() -> i64 {
+    fake_providers::now_seconds() as i64
+}
+
+/// Reads the job's state until it is final.
+async fn final_state(
+    client: &dyn ProviderProtocol,
+    target: &ProviderTarget,
+    id: &str,
+) -> ProviderJobState {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = client.state(target, id).await.expect("the state is read");
+        if state.is_final() {
+            return state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job did not finish: {state:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn download(client: &dyn ProviderProtocol, url: &str) -> Vec<u8> {
+    let response = reqwest::Client::new()
+        .get(url)
+        .headers(client.output_headers(url))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response.bytes().await.unwrap().to_vec()
+}
+
+fn assert_is_mp4(bytes: &[u8]) {
+    let probed = vidgate_media::probe(bytes).expect("the output is a readable video");
+    assert!(
+        matches!(
+            probed.details,
+            vidgate_media::MediaDetails::Video { width: 320, .. }
+        ),
+        "{probed:?}"
+    );
+}
+
+#[tokio::test]
+async fn both_providers_run_a_job_to_a_real_mp4() {
+    let fake = FakeProviders::start().await;
+    let fal = fal_client(&fake, Duration::from_secs(5));
+    let replicate = replicate_client(&fake, Duration::from_secs(5));
+    let input = json!({ "prompt": "a kite over the sea", "duration": 1, "resolution": "480p" });
+    for (client, target) in [
+        (&fal as &dyn ProviderProtocol, FAL_T2V),
+        (&replicate as &dyn ProviderProtocol, REPLICATE_KLING),
+    ] {
+        let target = ProviderTarget(target.into());
+        let id = client
+            .submit(&target, &input, None, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let ProviderJobState::Succeeded { video_url } = final_state(client, &target, &id).await
+        else {
+            panic!("{} did not succeed", client.name());
+        };
+        assert_is_mp4(&download(client, &video_url).await);
+    }
+    // Replicate's delivery link wants the token: without it, 401.
+    let prediction = &fake.jobs_at(Provider::Replicate)[0];
+    let url = format!(
+        "{}/replicate/delivery/{}/output.mp4",
+        fake.base_url(),
+        prediction.id
+    );
+    assert_eq!(reqwest::get(&url).await.unwrap().status(), 401);
+}
+
+#[tokio::test]
+async fn failures_are_classified_by_kind() {
+    let fake = FakeProviders::start().await;
+    let fal = fal_client(&fake, Duration::from_secs(5));
+    let replicate = replicate_client(&fake, Duration::from_secs(5));
+    for (client, target) in [
+        (&fal as &dyn ProviderProtocol, FAL_T2V),
+        (&replicate as &dyn ProviderProtocol, REPLICATE_KLING),
+    ] {
+        let target = ProviderTarget(target.into());
+        for (marker, kind) in [
+            ("[fake:fail]", FailureKind::Failed),
+            ("[fake:moderate]", FailureKind::Moderated),
+        ] {
+            let input = json!({ "prompt": format!("a kite {marker}"), "duration": 1 });
+            let id = client
+                .submit(&target, &input, None, Duration::from_secs(60))
+                .await
+                .unwrap();
+            let state = final_state(client, &target, &id).await;
+            assert!(
+                matches!(&state, ProviderJobState::Failed(ProviderFailure { kind: found, .. }) if *found == kind),
+                "{}: {marker}: {state:?}",
+                client.name()
+            );
+        }
+        // The provider-side deadline ends a job that never starts.
+        let input = json!({ "prompt": "a kite [fake:never-start]" });
+        let id = client
+            .submit(&target, &input, None, Duration::from_secs(1))
+            .await
+            .unwrap();
+        let state = final_state(client, &target, &id).await;
+        assert!(
+            matches!(
+                &state,
+                ProviderJobState::Failed(ProviderFailure {
+                    kind: FailureKind::TimedOut,
+                    ..
+                })
+            ),
+            "{}: {state:?}",
+            client.name()
+        );
+    }
+}
+
+#[tokio::test]
+async fn cancel_removes_a_queued_job_and_leaves_a_running_one_alone() {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.queue_for = Duration::from_millis(1500);
+        switches.run_for = Duration::from_secs(2);
+    });
+    let fal = fal_client(&fake, Duration::from_secs(5));
+    let replicate = replicate_client(&fake, Duration::from_secs(5));
+    for (client, target) in [
+        (&fal as &dyn ProviderProtocol, FAL_T2V),
+        (&replicate as &dyn ProviderProtocol, REPLICATE_KLING),
+    ] {
+        let target = ProviderTarget(target.into());
+        let input = json!({ "prompt": "a queued kite", "duration": 1 });
+        let queued = client
+            .submit(&target, &input, None, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(
+            client.cancel_if_queued(&target, &queued).await.unwrap(),
+            CancelOutcome::Removed
+        );
+        let running = client
+            .submit(&target, &input, None, Duration::from_secs(60))
+            .await
+            .unwrap();
+        while client.state(&target, &running).await.unwrap() != ProviderJobState::Running {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            client.cancel_if_queued(&target, &running).await.unwrap(),
+            CancelOutcome::AlreadyStarted
+        );
+        assert!(matches!(
+            final_state(client, &target, &running).await,
+            ProviderJobState::Succeeded { .. }
+        ));
+    }
+    let jobs = fake.jobs();
+    assert!(jobs.iter().all(|job| !job.canceled_while_running));
+    assert_eq!(
+        jobs.iter()
+            .filter(|job| job.status == FakeStatus::Canceled)
+            .count(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_submit_whose_answer_is_lost_is_found_again_by_listing() {
+    let fake = FakeProviders::start().await;
+    let fal = fal_client(&fake, Duration::from_millis(500));
+    let replicate = replicate_client(&fake, Duration::from_millis(500));
+    for (client, target, provider) in [
+        (&fal as &dyn ProviderProtocol, FAL_T2V, Provider::Fal),
+        (
+            &replicate as &dyn ProviderProtocol,
+            REPLICATE_KLING,
+            Provider::Replicate,
+        ),
+    ] {
+        let target = ProviderTarget(target.into());
+        let since = unix_now() - 1;
+        // Another job with a different input is not taken for ours.
+        let other = json!({ "prompt": "another kite", "duration": 1 });
+        client
+            .submit(&target, &other, None, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let input = json!({ "prompt": "a lost kite", "duration": 1, "seed": 5 });
+        assert_eq!(
+            client.find_submitted(&target, &input, since).await.unwrap(),
+            None
+        );
+        fake.switches(|switches| switches.lose_submit_answers = 1);
+        let lost = client
+            .submit(&target, &input, None, Duration::from_secs(60))
+            .await
+            .unwrap_err();
+        assert!(lost.is_transient(), "{lost:?}");
+        let found = client
+            .find_submitted(&target, &input, since)
+            .await
+            .unwrap()
+            .expect("the job the lost submit created is found");
+        let created = fake.jobs_at(provider);
+        assert_eq!(created.len(), 2, "{}", client.name());
+        assert_eq!(created[1].id, found);
+        assert_eq!(created[1].input, input);
+    }
+}
+
+#[tokio::test]
+async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
+    let fake = FakeProviders::start().await;
+    let fal = fal_client(&fake, Duration::from_secs(5));
+    let replicate = replicate_client(&fake, Duration::from_secs(5));
+    let input = json!({ "prompt": "a kite" });
+    for (client, target) in [
+        (&fal as &dyn ProviderProtocol, FAL_T2V),
+        (&replicate as &dyn ProviderProtocol, REPLICATE_KLING),
+    ] {
+        let target = ProviderTarget(target.into());
+        fake.switches(|switches| switches.rate_limit_next = 1);
+        let limited = client
+            .submit(&target, &input, None, Duration::from_secs(60))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(limited, ProviderError::RateLimited { retry_after: Some(wait), .. } if wait == Duration::from_secs(1)),
+            "{}: {limited:?}",
+            client.name()
+        );
+        fake.switches(|switches| switches.down = true);
+        let down = client
+            .submit(&target, &input, None, Duration::from_secs(60))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(down, ProviderError::Unavailable { .. }),
+            "{down:?}"
+        );
+        fake.switches(|switches| switches.down = false);
+        let invalid = client
+            .submit(
+                &target,
+                &json!({ "duration": 5 }),
+                None,
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(invalid, ProviderError::Refused { status: 422, .. }),
+            "{}: {invalid:?}",
+            client.name()
+        );
+    }
+    assert!(fake.jobs().is_empty());
+    let stranger = FalClient::new(
+        &fake.fal_queue_url(),
+        &fake.fal_api_url(),
+        "wrong".into(),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert!(matches!(
+        stranger
+            .submit(
+                &ProviderTarget(FAL_T2V.into()),
+                &input,
+                None,
+                Duration::from_secs(60)
+            )
+            .await,
+        Err(ProviderError::Unauthorized { .. })
+    ));
+    let stranger = ReplicateClient::new(
+        &fake.replicate_api_url(),
+        "r8_wrong".into(),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert_eq!(
+        stranger.webhook_secret().await,
+        Err(ProviderError::Unauthorized {
+            message: "You did not pass a valid authentication token".into()
+        })
+    );
+}
+
+/// A receiver that keeps every webhook's headers and body.
+async fn webhook_receiver() -> (String, Arc<Mutex<Vec<(HeaderMap, Bytes)>>>) {
+    let received: Arc<Mutex<Vec<(HeaderMap, Bytes)>>> = Arc::default();
+    let sink = received.clone();
+    let router = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+            let sink = sink.clone();
+            async move {
+                sink.lock().unwrap().push((headers, body));
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (format!("http://{address}/hook"), received)
+}
+
+async fn wait_for_webhooks(
+    received: &Arc<Mutex<Vec<(HeaderMap, Bytes)>>>,
+    count: usize,
+) -> Vec<(HeaderMap, Bytes)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let so_far = received.lock().unwrap().clone();
+        if so_far.len() >= count {
+            return so_far;
+        }
+        assert!(Instant::now() < deadline, "only {} webhooks", so_far.len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn signed_webhooks_verify_with_the_published_keys_and_secret() {
+    let fake = FakeProviders::start().await;
+    let (hook, received) = webhook_receiver().await;
+    let fal_client = fal_client(&fake, Duration::from_secs(5));
+    let input = json!({ "prompt": "a signed kite", "duration": 1 });
+    let id = fal_client
+        .submit(
+            &ProviderTarget(FAL_T2V.into()),
+            &input,
+            Some(&hook),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    let jwks = reqwest::get(fake.fal_jwks_url())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let keys = fal::parse_jwks(&jwks).unwrap();
+    let webhooks = wait_for_webhooks(&received, 1).await;
+    let (headers, body) = &webhooks[0];
+    let verified = fal::verify_webhook(headers, body, &keys, unix_now()).unwrap();
+    assert_eq!(verified.request_id, id);
+    assert!(matches!(verified.state, ProviderJobState::Succeeded { .. }));
+    let mut forged: Value = serde_json::from_slice(body).unwrap();
+    forged["status"] = json!("ERROR");
+    assert!(
+        fal::verify_webhook(headers, forged.to_string().as_bytes(), &keys, unix_now()).is_err()
+    );
+
+    received.lock().unwrap().clear();
+    let replicate_client = replicate_client(&fake, Duration::from_secs(5));
+    let secret = replicate_client.webhook_secret().await.unwrap();
+    let id = replicate_client
+        .submit(
+            &ProviderTarget(REPLICATE_KLING.into()),
+            &input,
+            Some(&hook),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    // `start` and `completed`, as the client asked.
+    let webhooks = wait_for_webhooks(&received, 2).await;
+    let states: Vec<ProviderJobState> = webhooks
+        .iter()
+        .map(|(headers, body)| {
+            let prediction = replicate::verify_webhook(headers, body, &secret, unix_now()).unwrap();
+            assert_eq!(prediction["id"], json!(id));
+            replicate::prediction_state(&prediction).unwrap()
+        })
+        .collect();
+    assert_eq!(states[0], ProviderJobState::Running);
+    assert!(matches!(states[1], ProviderJobState::Succeeded { .. }));
+    let (headers, body) = &webhooks[1];
+    assert!(
+        replicate::verify_webhook(
+            headers,
+            body,
+            "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            unix_now()
+        )
+        .is_err()
+    );
+    assert!(replicate::verify_webhook(headers, body, &secret, unix_now() + 600).is_err());
+}
+
+#[tokio::test]
+async fn replicate_prefer_wait_answers_with_the_finished_prediction() {
+    let fake = FakeProviders::start().await;
+    let response = reqwest::Client::new()
+        .post(format!(
+            "{}/models/{REPLICATE_KLING}/predictions",
+            fake.replicate_api_url()
+        ))
+        .bearer_auth(REPLICATE_TOKEN)
+        .header("Prefer", "wait=30")
+        .header("Cancel-After", "1m30s")
+        .json(&json!({ "input": { "prompt": "a quick kite", "duration": 1 } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert_eq!(response.headers()["preference-applied"], "wait=30");
+    let prediction: Value = response.json().await.unwrap();
+    assert_eq!(prediction["status"], "succeeded");
+    assert_eq!(fake.jobs()[0].start_deadline, Some(90.0));
+}

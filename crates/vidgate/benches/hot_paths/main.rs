@@ -1,0 +1,489 @@
+//! The hot paths of issue 18 against references measured in the same run,
+//! printed as ratios (absolute figures vary with the machine and its load;
+//! the ratios are the point). Nothing here is asserted: it prints.
+//!
+//! `cargo bench -p vidgate --bench hot_paths [-- SECTION…]` with sections
+//! `reads`, `submit`, `lists`, `postgres` (all by default; `postgres` needs
+//! `VIDGATE_BENCH_POSTGRES_URL` or `VIDGATE_TEST_POSTGRES_URL`, a server on
+//! which it creates and drops a database). `VIDGATE_BENCH_SECONDS` sets the
+//! length of each run (default 5). It needs `wrk`, `python3` (the SQLite
+//! reference) and `pgbench` (the PostgreSQL one) on the PATH.
+//!
+//! vidgate runs as the real release binary (`vidgate serve --workers 0`, so
+//! submitted jobs stay queued and the figures are the API and the store),
+//! loaded by `wrk -t2 -c32` over loopback like the issue's measurements.
+//! `VIDGATE_BENCH_BINARY` runs another build of `vidgate` instead (a copy
+//! built from an earlier commit, for before/after figures).
+
+mod references;
+mod seed;
+mod wrk;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use wrk::{Load, Measured};
+
+/// The `vidgate` binary under test.
+fn vidgate_binary() -> String {
+    std::env::var("VIDGATE_BENCH_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_vidgate").to_owned())
+}
+
+/// One `vidgate serve` process, killed when dropped.
+struct Node {
+    child: Child,
+    api_base: String,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Node {
+    fn start(environment: &[(&str, &str)]) -> Node {
+        let mut child = Command::new(vidgate_binary())
+            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "0"])
+            .envs(environment.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("vidgate serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let api_base = loop {
+            let line = lines
+                .next()
+                .expect("vidgate serve says where it listens")
+                .unwrap();
+            if let Some(api_base) = line.strip_prefix("vidgate is listening on ") {
+                break api_base.trim().to_owned();
+            }
+        };
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Node { child, api_base }
+    }
+
+    /// Resident memory of the server process, in MB.
+    fn resident_megabytes(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("Linux /proc");
+        let kilobytes: f64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .expect("VmRSS");
+        kilobytes / 1024.0
+    }
+}
+
+/// Runs `vidgate admin …` and parses the JSON it prints.
+fn admin(environment: &[(&str, &str)], arguments: &[&str]) -> Value {
+    let output = Command::new(vidgate_binary())
+        .arg("admin")
+        .args(arguments)
+        .envs(environment.iter().copied())
+        .output()
+        .expect("vidgate admin runs");
+    assert!(
+        output.status.success(),
+        "admin {arguments:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("admin prints JSON")
+}
+
+/// An account with ample credit and limits no benchmark reaches; returns
+/// its id and API key.
+fn unlimited_account(environment: &[(&str, &str)], name: &str) -> (String, String) {
+    let created = admin(
+        environment,
+        &[
+            "account",
+            "create",
+            "--name",
+            name,
+            "--credit-usd",
+            "1000000",
+        ],
+    );
+    let account_id = created["account_id"].as_str().unwrap().to_owned();
+    admin(
+        environment,
+        &[
+            "account",
+            "limits",
+            &account_id,
+            "--rps",
+            "100000000",
+            "--burst",
+            "100000000",
+            "--concurrency",
+            "100000000",
+        ],
+    );
+    (account_id, created["api_key"].as_str().unwrap().to_owned())
+}
+
+/// One line of the report: a measurement and what it is compared with.
+struct Line {
+    what: String,
+    measured: Measured,
+    /// The figure the ratio divides by, and what it is.
+    reference: Option<(f64, String)>,
+}
+
+struct Report {
+    lines: Vec<Line>,
+    notes: Vec<String>,
+}
+
+impl Report {
+    fn add(&mut self, what: &str, measured: Measured, reference: Option<(f64, &str)>) {
+        let line = Line {
+            what: what.to_owned(),
+            measured,
+            reference: reference.map(|(figure, name)| (figure, name.to_owned())),
+        };
+        println!("{}", render(&line));
+        self.lines.push(line);
+    }
+
+    fn note(&mut self, note: String) {
+        println!("{note}");
+        self.notes.push(note);
+    }
+}
+
+fn milliseconds(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
+fn render(line: &Line) -> String {
+    let ratio = match &line.reference {
+        Some((figure, name)) => format!(
+            "{:.2} of {name} ({figure:.0}/s)",
+            line.measured.requests_per_second / figure
+        ),
+        None => "reference".to_owned(),
+    };
+    let failures = match line.measured.failures {
+        0 => String::new(),
+        count => format!(" **{count} failed requests: not a valid figure**"),
+    };
+    format!(
+        "| {} | {:.0}/s | {:.2} ms | {:.2} ms | {ratio} |{failures}",
+        line.what,
+        line.measured.requests_per_second,
+        milliseconds(line.measured.p50),
+        milliseconds(line.measured.p99),
+    )
+}
+
+fn get(load: Load, url: &str, key: Option<&str>) -> Measured {
+    let headers: Vec<String> = key
+        .map(|key| format!("Authorization: Bearer {key}"))
+        .into_iter()
+        .collect();
+    wrk::run(load, url, &headers, None)
+}
+
+const SUBMIT_BODY: &str = r#"{"prompt":"benchmark","duration":5}"#;
+
+/// Reads: `GET /generations/{id}`, the middleware stack, the static
+/// documents, each against a bare axum handler returning the same JSON.
+async fn reads(load: Load, node: &Node, key: &str, report: &mut Report) {
+    let client = reqwest::Client::new();
+    let submitted: Value = client
+        .post(format!(
+            "{}/run/vendor_1/model_1/text-to-video",
+            node.api_base
+        ))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(SUBMIT_BODY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let generation_url = submitted["urls"]["get"].as_str().unwrap().to_owned();
+    let generation: Value = client
+        .get(&generation_url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bare_url = format!("http://{}/", references::start_bare_handler(generation));
+
+    let bare_before = get(load, &bare_url, None);
+    report.add("bare axum handler, same JSON (before)", bare_before, None);
+    let mut measured = vec![
+        (
+            "`GET /generations/{id}`",
+            get(load, &generation_url, Some(key)),
+        ),
+        (
+            "unknown route, 404 (the middleware stack)",
+            Measured {
+                // Every answer is the 404 this line measures.
+                failures: 0,
+                ..get(load, &format!("{}/nowhere", node.api_base), None)
+            },
+        ),
+        (
+            "`GET /models/{id}`",
+            get(
+                load,
+                &format!("{}/models/vendor_1/model_1", node.api_base),
+                None,
+            ),
+        ),
+        (
+            "`GET /models`",
+            get(load, &format!("{}/models", node.api_base), None),
+        ),
+        (
+            "`GET /openapi.json`",
+            get(load, &format!("{}/openapi.json", node.api_base), None),
+        ),
+    ];
+    let bare_after = get(load, &bare_url, None);
+    report.add("bare axum handler, same JSON (after)", bare_after, None);
+    let bare = (bare_before.requests_per_second + bare_after.requests_per_second) / 2.0;
+    for (what, figure) in measured.drain(..) {
+        report.add(what, figure, Some((bare, "bare handler")));
+    }
+}
+
+/// Submits on SQLite, one account, against the same-shaped transaction on
+/// one connection at `synchronous=NORMAL` and `FULL`.
+fn sqlite_submit(load: Load, node: &Node, key: &str, work: &Path, report: &mut Report) {
+    let script = wrk::post_script(work, "submit_one", &[key.to_owned()], SUBMIT_BODY);
+    let url = format!("{}/run/vendor_1/model_1/text-to-video", node.api_base);
+    let measured = wrk::run(load, &url, &[], Some(&script));
+    let mut references = Vec::new();
+    for synchronous in ["NORMAL", "FULL"] {
+        let directory = work.join(format!("reference_{synchronous}"));
+        let directory_text = directory.to_str().unwrap();
+        let environment = [("VIDGATE_DATA_DIR", directory_text)];
+        let (account_id, _) = unlimited_account(&environment, "reference");
+        let rate = references::sqlite_submit_shape(
+            &directory.join("vidgate.sqlite"),
+            synchronous,
+            load.seconds,
+            &account_id,
+        );
+        references.push((rate, format!("raw transaction, synchronous={synchronous}")));
+    }
+    for (rate, name) in &references {
+        report.add("submit, SQLite, one account", measured, Some((*rate, name)));
+    }
+}
+
+/// `GET /generations` with each filter at 10k and at 1M stored generations
+/// of the account; the ratios compare 1M with 10k.
+async fn lists(
+    load: Load,
+    node: &Node,
+    database_url: &str,
+    lists_account: &(String, String),
+    store: &str,
+    report: &mut Report,
+) {
+    let (account_id, key) = lists_account;
+    let paths = |size: i64| {
+        let cursor = seed::cursor_after(size / 2);
+        vec![
+            ("unfiltered", "/generations".to_owned()),
+            (
+                "status=failed (no match)",
+                "/generations?status=failed".to_owned(),
+            ),
+            (
+                "model=vendor_2/model_2",
+                "/generations?model=vendor_2/model_2".to_owned(),
+            ),
+            (
+                "model=vendor_6/model_6 (no match)",
+                "/generations?model=vendor_6/model_6".to_owned(),
+            ),
+            ("cursor halfway", format!("/generations?cursor={cursor}")),
+            (
+                "status=succeeded, cursor halfway",
+                format!("/generations?status=succeeded&cursor={cursor}"),
+            ),
+        ]
+    };
+    seed::generations(database_url, account_id, 1, 10_000).await;
+    let small: Vec<Measured> = paths(10_000)
+        .iter()
+        .map(|(_, path)| get(load, &format!("{}{path}", node.api_base), Some(key)))
+        .collect();
+    seed::generations(database_url, account_id, 10_001, 1_000_000).await;
+    for ((what, path), small) in paths(1_000_000).iter().zip(small) {
+        let large = get(load, &format!("{}{path}", node.api_base), Some(key));
+        report.add(&format!("list {what}, {store}, 10k rows"), small, None);
+        report.add(
+            &format!("list {what}, {store}, 1M rows"),
+            large,
+            Some((small.requests_per_second, "10k rows")),
+        );
+        report.note(format!(
+            "list {what}, {store}: p99 at 1M / p99 at 10k = {:.2}",
+            large.p99.as_secs_f64() / small.p99.as_secs_f64()
+        ));
+    }
+}
+
+/// Submits on PostgreSQL, one account and 16, against pgbench running the
+/// same-shaped transaction over 16 accounts with 32 clients.
+fn postgres_submit(
+    load: Load,
+    node: &Node,
+    keys: &[String],
+    database_url: &str,
+    work: &Path,
+    report: &mut Report,
+) {
+    let url = format!("{}/run/vendor_1/model_1/text-to-video", node.api_base);
+    let one = wrk::post_script(work, "submit_pg_one", &keys[..1], SUBMIT_BODY);
+    let many = wrk::post_script(work, "submit_pg_many", keys, SUBMIT_BODY);
+    let one_account = wrk::run(load, &url, &[], Some(&one));
+    let many_accounts = wrk::run(load, &url, &[], Some(&many));
+    let pgbench = references::postgres_submit_shape(
+        database_url,
+        work,
+        load.connections,
+        keys.len() as u32,
+        load.seconds,
+    );
+    report.add(
+        "submit, PostgreSQL, one account",
+        one_account,
+        Some((pgbench, "pgbench, same shape, 16 accounts")),
+    );
+    report.add(
+        "submit, PostgreSQL, 16 accounts",
+        many_accounts,
+        Some((pgbench, "pgbench, same shape, 16 accounts")),
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    wrk::require_wrk();
+    // cargo passes `--bench`; every other argument names a section.
+    let sections: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|argument| !argument.starts_with("--"))
+        .collect();
+    let wants =
+        |section: &str| sections.is_empty() || sections.iter().any(|wanted| wanted == section);
+    let load = Load {
+        threads: 2,
+        connections: 32,
+        seconds: std::env::var("VIDGATE_BENCH_SECONDS")
+            .ok()
+            .and_then(|seconds| seconds.parse().ok())
+            .unwrap_or(5),
+    };
+    let postgres_url = std::env::var("VIDGATE_BENCH_POSTGRES_URL")
+        .or_else(|_| std::env::var("VIDGATE_TEST_POSTGRES_URL"))
+        .ok();
+    let work = tempfile::tempdir().unwrap();
+    let mut report = Report {
+        lines: Vec::new(),
+        notes: Vec::new(),
+    };
+    println!("| path | vidgate | p50 | p99 | ratio |\n|---|---|---|---|---|");
+
+    let data_dir = work.path().join("sqlite");
+    let data_dir_text = data_dir.to_str().unwrap().to_owned();
+    let environment = [("VIDGATE_DATA_DIR", data_dir_text.as_str())];
+    let (_, key) = unlimited_account(&environment, "bench");
+    let lists_account = unlimited_account(&environment, "lists");
+    let node = Node::start(&environment);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = node.resident_megabytes();
+    if wants("reads") {
+        reads(load, &node, &key, &mut report).await;
+    }
+    if wants("submit") {
+        sqlite_submit(load, &node, &key, work.path(), &mut report);
+    }
+    if wants("lists") {
+        let database_url = format!("sqlite://{}", data_dir.join("vidgate.sqlite").display());
+        lists(
+            load,
+            &node,
+            &database_url,
+            &lists_account,
+            "SQLite",
+            &mut report,
+        )
+        .await;
+    }
+    let after_load = node.resident_megabytes();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    report.note(format!(
+        "resident memory, SQLite node: idle {idle:.1} MB, at the end of the load {after_load:.1} MB, 10 s later {:.1} MB",
+        node.resident_megabytes()
+    ));
+    drop(node);
+
+    match (&postgres_url, wants("postgres")) {
+        (Some(admin_url), true) => {
+            let name = format!("vidgate_bench_{}", std::process::id());
+            let database_url = seed::create_postgres_database(admin_url, &name).await;
+            let environment = [("VIDGATE_DATABASE_URL", database_url.as_str())];
+            let keys: Vec<String> = (0..16)
+                .map(|index| unlimited_account(&environment, &format!("bench {index}")).1)
+                .collect();
+            let lists_account = unlimited_account(&environment, "lists");
+            seed::pgbench_accounts(&database_url, keys.len() as u32).await;
+            let node = Node::start(&environment);
+            postgres_submit(load, &node, &keys, &database_url, work.path(), &mut report);
+            lists(
+                load,
+                &node,
+                &database_url,
+                &lists_account,
+                "PostgreSQL",
+                &mut report,
+            )
+            .await;
+            drop(node);
+            seed::drop_postgres_database(admin_url, &name).await;
+        }
+        (None, true) => report.note(
+            "PostgreSQL skipped: set VIDGATE_BENCH_POSTGRES_URL (or VIDGATE_TEST_POSTGRES_URL)"
+                .into(),
+        ),
+        _ => {}
+    }
+
+    println!(
+        "\nSummary ({} s per run, wrk -t{} -c{}):\n",
+        load.seconds, load.threads, load.connections
+    );
+    println!("| path | vidgate | p50 | p99 | ratio |\n|---|---|---|---|---|");
+    for line in &report.lines {
+        println!("{}", render(line));
+    }
+    println!();
+    for note in &report.notes {
+        println!("- {note}");
+    }
+}

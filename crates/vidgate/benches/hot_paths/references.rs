@@ -1,0 +1,137 @@
+//! What vidgate's figures are divided by: the same work done with nothing
+//! of vidgate in the way, measured in the same run on the same machine.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use axum::Json;
+use axum::routing::get;
+use serde_json::Value;
+
+/// Serves `body` as JSON from `GET /` with a bare axum router (no
+/// middleware, no store), on its own two-thread runtime like a server
+/// process has on two cores.
+pub fn start_bare_handler(body: Value) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let router = axum::Router::new().route(
+                "/",
+                get(move || {
+                    let body = body.clone();
+                    async move { Json(body) }
+                }),
+            );
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, router).await.unwrap();
+        });
+    });
+    address
+}
+
+/// The shape of a submit's transaction, with Python's sqlite3 on one
+/// connection: lock (BEGIN IMMEDIATE), read the account, count its active
+/// generations, insert the generation, take the hold, insert the ledger row,
+/// commit. Prints transactions per second.
+const SQLITE_SUBMIT_SHAPE: &str = r#"
+import sqlite3, sys, time, uuid
+path, synchronous, seconds, account = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+db = sqlite3.connect(path, isolation_level=None)
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("PRAGMA synchronous=" + synchronous)
+db.execute("PRAGMA foreign_keys=ON")
+db.execute("PRAGMA busy_timeout=10000")
+body = '{"prompt":"benchmark","duration":5,"resolution":"720p","aspect_ratio":"16:9","generate_audio":false}'
+done = 0
+started = time.monotonic()
+while time.monotonic() - started < seconds:
+    generation = "gen_" + uuid.uuid4().hex
+    now = int(time.time() * 1000)
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("SELECT balance_micros, max_concurrent FROM accounts WHERE id = ?", (account,)).fetchone()
+    db.execute("SELECT COUNT(*) FROM generations WHERE account_id = ? AND status IN ('queued', 'running')", (account,)).fetchone()
+    db.execute("INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, price_micros, official_micros, source, max_attempts, created_at) VALUES (?, ?, 'vendor_1/model_1', 'vendor_1/model_1/text-to-video', 'text-to-video', 'queued', ?, 250000, 300000, 'api', 3, ?)", (generation, account, body, now))
+    db.execute("UPDATE accounts SET balance_micros = balance_micros - 250000, held_micros = held_micros + 250000 WHERE id = ?", (account,))
+    db.execute("INSERT INTO ledger_entries (account_id, generation_id, kind, amount_micros, created_at) VALUES (?, ?, 'hold', 250000, ?)", (account, generation, now))
+    db.execute("COMMIT")
+    done += 1
+print(done / (time.monotonic() - started))
+"#;
+
+/// Runs the submit-shaped transaction on `database` (a vidgate SQLite file
+/// with `account` in it) for `seconds`; transactions per second.
+pub fn sqlite_submit_shape(database: &Path, synchronous: &str, seconds: u64, account: &str) -> f64 {
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(SQLITE_SUBMIT_SHAPE)
+        .arg(database)
+        .arg(synchronous)
+        .arg(seconds.to_string())
+        .arg(account)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "the SQLite reference failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("the SQLite reference prints a rate")
+}
+
+/// The same shape for pgbench, on the accounts `pgbench_1` … `pgbench_N`
+/// (the account row locked with `FOR UPDATE`, as vidgate does across nodes).
+const POSTGRES_SUBMIT_SHAPE: &str = r#"\set n random(1, :accounts)
+BEGIN;
+SELECT balance_micros, max_concurrent FROM accounts WHERE id = 'pgbench_' || :n FOR UPDATE;
+SELECT COUNT(*) FROM generations WHERE account_id = 'pgbench_' || :n AND status IN ('queued', 'running');
+INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, price_micros, official_micros, source, max_attempts, created_at) VALUES ('pgb_' || gen_random_uuid(), 'pgbench_' || :n, 'vendor_1/model_1', 'vendor_1/model_1/text-to-video', 'text-to-video', 'queued', '{"prompt":"benchmark","duration":5,"resolution":"720p","aspect_ratio":"16:9","generate_audio":false}', 250000, 300000, 'api', 3, 0) RETURNING id AS generation \gset
+UPDATE accounts SET balance_micros = balance_micros - 250000, held_micros = held_micros + 250000 WHERE id = 'pgbench_' || :n;
+INSERT INTO ledger_entries (account_id, generation_id, kind, amount_micros, created_at) VALUES ('pgbench_' || :n, :'generation', 'hold', 250000, 0);
+END;
+"#;
+
+/// Runs the submit-shaped transaction with pgbench (`clients` connections,
+/// prepared statements) over `accounts` accounts; transactions per second.
+pub fn postgres_submit_shape(
+    database_url: &str,
+    directory: &Path,
+    clients: u32,
+    accounts: u32,
+    seconds: u64,
+) -> f64 {
+    let script = directory.join("submit_shape.sql");
+    std::fs::write(&script, POSTGRES_SUBMIT_SHAPE).unwrap();
+    let output = Command::new("pgbench")
+        .args(["-n", "-M", "prepared", "-j", "2"])
+        .arg(format!("-c{clients}"))
+        .arg(format!("-T{seconds}"))
+        .arg("-D")
+        .arg(format!("accounts={accounts}"))
+        .arg("-f")
+        .arg(&script)
+        .arg(database_url)
+        .output()
+        .expect("pgbench runs (apt-get install postgresql-client)");
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "pgbench failed: {report}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    report
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected pgbench report:\n{report}"))
+}
