@@ -98,7 +98,7 @@ pub fn router(state: AppState) -> Router {
 
     // Outside /api/v1: model servers call it, not customers.
     let internal = Router::new().route(
-        "/internal/cog/{generation_id}",
+        "/internal/cog/{generation_id}/{token}",
         post(cog_callbacks::receive),
     );
 
@@ -131,7 +131,9 @@ pub fn router(state: AppState) -> Router {
                 .get("x-request-id")
                 .and_then(|value| value.to_str().ok())
                 .unwrap_or("-");
-            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+            // Capability segments (a Cog callback's token) never reach the log.
+            let path = cog_callbacks::loggable_path(request.uri().path());
+            tracing::info_span!("request", method = %request.method(), path = %path, request_id)
         }))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
