@@ -24,8 +24,10 @@ use url::Url;
 
 use crate::ids::random_token;
 
-/// How long a presigned upload URL stays valid.
-pub const DIRECT_UPLOAD_VALIDITY: Duration = Duration::from_secs(3600);
+/// How long a presigned upload URL stays valid: long enough to PUT the
+/// largest upload over a slow link, short enough that a leaked URL cannot
+/// be used to replace the object for long.
+pub const DIRECT_UPLOAD_VALIDITY: Duration = Duration::from_secs(15 * 60);
 
 /// Which store `vidgate serve` was told to use (`--storage`).
 #[derive(Debug, Clone)]
@@ -413,12 +415,15 @@ impl Storage {
     }
 
     /// A presigned PUT URL for `relative_path`, valid for
-    /// [`DIRECT_UPLOAD_VALIDITY`], binding `content_type` when the client
-    /// declared one; `None` on local storage, which has no signer.
+    /// [`DIRECT_UPLOAD_VALIDITY`], binding `content_type` and `size_bytes`
+    /// when the client declared them (a signed `Content-Length` makes the
+    /// bucket refuse a PUT of any other size); `None` on local storage,
+    /// which has no signer.
     pub async fn presign_put(
         &self,
         relative_path: &str,
         content_type: Option<&str>,
+        size_bytes: Option<u64>,
     ) -> std::io::Result<Option<Url>> {
         let Backend::S3 { store, prefix } = &self.backend else {
             return Ok(None);
@@ -427,6 +432,12 @@ impl Storage {
         if let Some(content_type) = content_type {
             let value = content_type.parse().map_err(std::io::Error::other)?;
             options = options.with_signed_header(HeaderName::from_static("content-type"), value);
+        }
+        if let Some(size_bytes) = size_bytes {
+            options = options.with_signed_header(
+                HeaderName::from_static("content-length"),
+                size_bytes.into(),
+            );
         }
         store
             .signed_url_opts(

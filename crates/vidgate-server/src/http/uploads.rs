@@ -26,7 +26,8 @@ const FILE_FIELD: &str = "file";
 /// Creates a pending direct upload and signs a PUT URL for its object.
 /// Body: `{"content_type"?, "size_bytes"?}`; a declared content type is
 /// bound to the signature (the PUT must send it) and must match what the
-/// probe later finds; a declared size is checked against the upload cap.
+/// probe later finds; a declared size is checked against the upload cap
+/// and bound to the signature too, so the bucket takes no other size.
 pub async fn initiate(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -52,7 +53,7 @@ pub async fn initiate(
     let created_at = now_millis();
     let Some(upload_url) = state
         .storage
-        .presign_put(&relative_path, request.content_type)
+        .presign_put(&relative_path, request.content_type, request.size_bytes)
         .await
         .map_err(ApiError::internal)?
     else {
@@ -73,6 +74,9 @@ pub async fn initiate(
     if let Some(content_type) = request.content_type {
         headers.insert("Content-Type".into(), json!(content_type));
     }
+    if let Some(size_bytes) = request.size_bytes {
+        headers.insert("Content-Length".into(), json!(size_bytes.to_string()));
+    }
     let expires_at = created_at + DIRECT_UPLOAD_VALIDITY.as_millis() as i64;
     let record = json!({
         "id": upload_id,
@@ -89,6 +93,7 @@ pub async fn initiate(
 /// What `POST /uploads/initiate` may be told.
 struct InitiateRequest {
     content_type: Option<&'static str>,
+    size_bytes: Option<u64>,
 }
 
 /// Reads the initiate body (empty means `{}`), naming a bad field in
@@ -108,7 +113,10 @@ fn parse_initiate(body: &[u8], max_upload_bytes: u64) -> Result<InitiateRequest,
             param: None,
         });
     };
-    let mut request = InitiateRequest { content_type: None };
+    let mut request = InitiateRequest {
+        content_type: None,
+        size_bytes: None,
+    };
     for (name, value) in &fields {
         match name.as_str() {
             "content_type" => {
@@ -121,10 +129,11 @@ fn parse_initiate(body: &[u8], max_upload_bytes: u64) -> Result<InitiateRequest,
                 })?);
             }
             "size_bytes" => {
-                let fits = value
+                let fitting = value
                     .as_u64()
-                    .is_some_and(|size| (1..=max_upload_bytes).contains(&size));
-                if !fits {
+                    .filter(|size| (1..=max_upload_bytes).contains(size));
+                request.size_bytes = fitting;
+                if fitting.is_none() {
                     return Err(ApiError::invalid(
                         "size_bytes",
                         format!(
