@@ -22,7 +22,7 @@ const MAX_CALLBACK_BODY_BYTES: usize = 512 * 1024 * 1024;
 
 /// The prefix of the callback route; what follows is the generation id and
 /// the token.
-pub const CALLBACK_PATH_PREFIX: &str = "/internal/cog/";
+const CALLBACK_PATH_PREFIX: &str = "/internal/cog/";
 
 /// What replaces a callback token in logged paths.
 const REDACTED: &str = "[redacted]";
