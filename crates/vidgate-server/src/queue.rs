@@ -107,8 +107,12 @@ async fn rescue_loop(context: Arc<WorkerContext>, shutdown: CancellationToken) {
                 // this rescuer's guarded update failed these, so no other
                 // node removes them too.
                 for generation_id in &report.failed {
-                    release_generation_media(context.store.as_ref(), &context.storage, generation_id)
-                        .await;
+                    release_generation_media(
+                        context.store.as_ref(),
+                        &context.storage,
+                        generation_id,
+                    )
+                    .await;
                 }
             }
             Err(error) => tracing::error!(error = %error, "rescuing expired leases failed"),

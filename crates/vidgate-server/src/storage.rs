@@ -434,10 +434,8 @@ impl Storage {
             options = options.with_signed_header(HeaderName::from_static("content-type"), value);
         }
         if let Some(size_bytes) = size_bytes {
-            options = options.with_signed_header(
-                HeaderName::from_static("content-length"),
-                size_bytes.into(),
-            );
+            options = options
+                .with_signed_header(HeaderName::from_static("content-length"), size_bytes.into());
         }
         store
             .signed_url_opts(

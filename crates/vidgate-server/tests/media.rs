@@ -401,7 +401,10 @@ async fn the_kept_media_of_a_job_the_rescuer_fails_is_removed(store: StoreKind) 
 
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let status = app.generation(id).await["status"].as_str().unwrap().to_owned();
+        let status = app.generation(id).await["status"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         if status == "failed" {
             break;
         }
@@ -420,7 +423,10 @@ async fn the_kept_media_of_a_job_the_rescuer_fails_is_removed(store: StoreKind) 
     // Removed right after the rescuer's update; allow it a moment.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while kept_media_files(&app) > 0 {
-        assert!(std::time::Instant::now() < deadline, "kept media left behind");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kept media left behind"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }

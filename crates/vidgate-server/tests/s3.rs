@@ -425,13 +425,15 @@ fn png_of(colour: [u8; 3]) -> Vec<u8> {
 
 /// The clip of `image_to_video` with a fixed seed, prompt and sleep (the
 /// job waits before reading its media, so the file can change meanwhile).
-async fn render_seeded(app: &TestApp, image_url: &str, after_submit: impl AsyncFnOnce()) -> Vec<u8> {
+async fn render_seeded(
+    app: &TestApp,
+    image_url: &str,
+    after_submit: impl AsyncFnOnce(),
+) -> Vec<u8> {
     let mut body = image_to_video(image_url);
     body["prompt"] = json!("[sim:sleep=1500] the card comes alive");
     body["seed"] = json!(7);
-    let generation = app
-        .submit_ok("vendor_1/model_1/image-to-video", body)
-        .await;
+    let generation = app.submit_ok("vendor_1/model_1/image-to-video", body).await;
     after_submit().await;
     let finished = app
         .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
@@ -450,9 +452,7 @@ async fn render_seeded(app: &TestApp, image_url: &str, after_submit: impl AsyncF
 /// changes nothing for that request's job, which renders the bytes it was
 /// checked and priced with; the next request uses the new bytes. The
 /// presigned URL is short-lived and binds the declared size.
-async fn a_direct_upload_overwritten_after_its_first_use_does_not_change_the_job(
-    store: StoreKind,
-) {
+async fn a_direct_upload_overwritten_after_its_first_use_does_not_change_the_job(store: StoreKind) {
     let Some(program) = moto_program("a_direct_upload_overwritten_after_its_first_use") else {
         return;
     };
@@ -496,12 +496,17 @@ async fn a_direct_upload_overwritten_after_its_first_use_does_not_change_the_job
     let red_clip = render_seeded(&app, red_reference["url"].as_str().unwrap(), async || {}).await;
     let blue_reference = initiate(&app, json!({})).await;
     put_presigned(&app, &blue_reference, blue).await;
-    let blue_clip =
-        render_seeded(&app, blue_reference["url"].as_str().unwrap(), async || {}).await;
+    let blue_clip = render_seeded(&app, blue_reference["url"].as_str().unwrap(), async || {}).await;
 
     assert!(red_clip != blue_clip, "the image does not show in the clip");
-    assert!(first == red_clip, "the first job rendered other bytes than it checked");
-    assert!(second == blue_clip, "the second job did not use the new bytes");
+    assert!(
+        first == red_clip,
+        "the first job rendered other bytes than it checked"
+    );
+    assert!(
+        second == blue_clip,
+        "the second job did not use the new bytes"
+    );
 }
 
 on_both_stores!(

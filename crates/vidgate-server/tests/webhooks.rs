@@ -735,7 +735,10 @@ async fn one_account_s_tarpit_does_not_delay_another_account_s_deliveries(store:
     let mut a_ids = Vec::new();
     for index in 0..8 {
         let submitted = app
-            .submit_ok(M1_T2V, body_with_webhook(&format!("A {index} [sim:fail]"), &tarpit.url))
+            .submit_ok(
+                M1_T2V,
+                body_with_webhook(&format!("A {index} [sim:fail]"), &tarpit.url),
+            )
             .await;
         a_ids.push(submitted["id"].as_str().unwrap().to_owned());
     }
@@ -756,12 +759,18 @@ async fn one_account_s_tarpit_does_not_delay_another_account_s_deliveries(store:
     // Within `wait_for`'s 30 s, a quarter of one attempt at the tarpit.
     let received = receiver.wait_for(4).await;
     for delivery in &received {
-        delivery.verify_with(&account_b.account.webhook_secret).unwrap();
+        delivery
+            .verify_with(&account_b.account.webhook_secret)
+            .unwrap();
         assert_eq!(delivery.json()["type"], "generation.failed");
     }
     // A holds at most its share of the senders, and none of its attempts
     // has ended: B's deliveries did not wait for A's timeouts.
-    assert!(tarpit.connections() <= 2, "{} connections", tarpit.connections());
+    assert!(
+        tarpit.connections() <= 2,
+        "{} connections",
+        tarpit.connections()
+    );
     for id in &a_ids {
         let deliveries = app
             .server

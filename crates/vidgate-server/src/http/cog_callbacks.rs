@@ -90,15 +90,22 @@ mod tests {
     #[test]
     fn logged_paths_never_show_a_callback_token() {
         let token = "Zq8vT1sYb2xW9kLmN3pR5tU7wX0aC4eG";
-        let logged = loggable_path(&format!("/internal/cog/gen_01abc/{token}"));
-        assert_eq!(logged, "/internal/cog/gen_01abc/[redacted]");
+        let callback = format!("/internal/cog/gen_01abc/{token}");
+        assert_eq!(
+            loggable_path(&callback),
+            "/internal/cog/gen_01abc/[redacted]"
+        );
         // Whatever follows the generation id is hidden, extra segments too.
-        let longer = loggable_path(&format!("/internal/cog/gen_01abc/{token}/more"));
-        assert!(!longer.contains(token), "{longer}");
+        let longer = format!("/internal/cog/gen_01abc/{token}/more");
+        let logged = loggable_path(&longer);
+        assert!(!logged.contains(token), "{logged}");
         assert_eq!(
             loggable_path("/api/v1/generations/gen_01abc"),
             "/api/v1/generations/gen_01abc"
         );
-        assert_eq!(loggable_path("/internal/cog/gen_01abc"), "/internal/cog/gen_01abc");
+        assert_eq!(
+            loggable_path("/internal/cog/gen_01abc"),
+            "/internal/cog/gen_01abc"
+        );
     }
 }
