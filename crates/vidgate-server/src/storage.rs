@@ -415,15 +415,14 @@ impl Storage {
     }
 
     /// A presigned PUT URL for `relative_path`, valid for
-    /// [`DIRECT_UPLOAD_VALIDITY`], binding `content_type` and `size_bytes`
-    /// when the client declared them (a signed `Content-Length` makes the
-    /// bucket refuse a PUT of any other size); `None` on local storage,
-    /// which has no signer.
+    /// [`DIRECT_UPLOAD_VALIDITY`], binding `content_type` when the client
+    /// declared one; `None` on local storage, which has no signer. The size
+    /// cannot be bound: object_store refuses to sign `Content-Length`, so a
+    /// file's size is checked when a request first uses it.
     pub async fn presign_put(
         &self,
         relative_path: &str,
         content_type: Option<&str>,
-        size_bytes: Option<u64>,
     ) -> std::io::Result<Option<Url>> {
         let Backend::S3 { store, prefix } = &self.backend else {
             return Ok(None);
@@ -432,10 +431,6 @@ impl Storage {
         if let Some(content_type) = content_type {
             let value = content_type.parse().map_err(std::io::Error::other)?;
             options = options.with_signed_header(HeaderName::from_static("content-type"), value);
-        }
-        if let Some(size_bytes) = size_bytes {
-            options = options
-                .with_signed_header(HeaderName::from_static("content-length"), size_bytes.into());
         }
         store
             .signed_url_opts(

@@ -304,7 +304,7 @@ fn component_schemas() -> Value {
                 "object": { "const": "upload" },
                 "upload_url": { "type": "string", "format": "uri", "description": "Presigned URL: PUT the file's bytes here, with `headers`, before `expires_at`." },
                 "method": { "const": "PUT" },
-                "headers": { "type": "object", "additionalProperties": { "type": "string" }, "description": "Headers the PUT must send (Content-Type and Content-Length when they were declared); the signature binds them." },
+                "headers": { "type": "object", "additionalProperties": { "type": "string" }, "description": "Headers the PUT must send (Content-Type when one was declared)." },
                 "url": { "type": "string", "format": "uri", "description": "Usable in any *_url request field of this account once the file is PUT; the file is probed on first use." },
                 "expires_at": { "type": "string", "format": "date-time", "description": "When upload_url stops working: 15 minutes after the initiate." }
             }
@@ -558,7 +558,7 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
             "type": "object", "additionalProperties": false,
             "properties": {
                 "content_type": { "type": "string", "enum": ["image/jpeg", "image/png", "image/webp", "video/mp4", "video/quicktime", "audio/mpeg", "audio/wav"], "description": "Bound to the signature; the file must turn out to be of this type." },
-                "size_bytes": { "type": "integer", "minimum": 1, "description": "The file's exact size: checked against the deployment's upload limit and bound to the signature as Content-Length, so the bucket refuses a PUT of any other size." }
+                "size_bytes": { "type": "integer", "minimum": 1, "description": "Checked against the deployment's upload limit." }
             }
         }}}},
         "responses": with_success("201", "The pending upload and where to PUT its file.", schema_ref("DirectUpload"), authenticated_errors(&[

@@ -26,8 +26,7 @@ const FILE_FIELD: &str = "file";
 /// Creates a pending direct upload and signs a PUT URL for its object.
 /// Body: `{"content_type"?, "size_bytes"?}`; a declared content type is
 /// bound to the signature (the PUT must send it) and must match what the
-/// probe later finds; a declared size is checked against the upload cap
-/// and bound to the signature too, so the bucket takes no other size.
+/// probe later finds; a declared size is checked against the upload cap.
 pub async fn initiate(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -53,7 +52,7 @@ pub async fn initiate(
     let created_at = now_millis();
     let Some(upload_url) = state
         .storage
-        .presign_put(&relative_path, request.content_type, request.size_bytes)
+        .presign_put(&relative_path, request.content_type)
         .await
         .map_err(ApiError::internal)?
     else {
@@ -74,9 +73,6 @@ pub async fn initiate(
     if let Some(content_type) = request.content_type {
         headers.insert("Content-Type".into(), json!(content_type));
     }
-    if let Some(size_bytes) = request.size_bytes {
-        headers.insert("Content-Length".into(), json!(size_bytes.to_string()));
-    }
     let expires_at = created_at + DIRECT_UPLOAD_VALIDITY.as_millis() as i64;
     let record = json!({
         "id": upload_id,
@@ -93,7 +89,6 @@ pub async fn initiate(
 /// What `POST /uploads/initiate` may be told.
 struct InitiateRequest {
     content_type: Option<&'static str>,
-    size_bytes: Option<u64>,
 }
 
 /// Reads the initiate body (empty means `{}`), naming a bad field in
@@ -113,10 +108,7 @@ fn parse_initiate(body: &[u8], max_upload_bytes: u64) -> Result<InitiateRequest,
             param: None,
         });
     };
-    let mut request = InitiateRequest {
-        content_type: None,
-        size_bytes: None,
-    };
+    let mut request = InitiateRequest { content_type: None };
     for (name, value) in &fields {
         match name.as_str() {
             "content_type" => {
@@ -129,11 +121,10 @@ fn parse_initiate(body: &[u8], max_upload_bytes: u64) -> Result<InitiateRequest,
                 })?);
             }
             "size_bytes" => {
-                let fitting = value
+                let fits = value
                     .as_u64()
-                    .filter(|size| (1..=max_upload_bytes).contains(size));
-                request.size_bytes = fitting;
-                if fitting.is_none() {
+                    .is_some_and(|size| (1..=max_upload_bytes).contains(&size));
+                if !fits {
                     return Err(ApiError::invalid(
                         "size_bytes",
                         format!(
