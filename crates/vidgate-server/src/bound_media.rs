@@ -136,7 +136,8 @@ impl MediaBinding {
 }
 
 /// Removes the kept media of a generation that has reached a final state
-/// outside a worker (a cancel); a failure is logged and leaves the copies.
+/// outside a worker (a cancel, or the rescuer failing it after its last
+/// attempt); a failure is logged and leaves the copies.
 pub async fn release_generation_media(store: &dyn Store, storage: &Storage, generation_id: &str) {
     match store.generation_media(generation_id).await {
         Ok(binding) => {
@@ -145,7 +146,7 @@ pub async fn release_generation_media(store: &dyn Store, storage: &Storage, gene
                 .await
         }
         Err(error) => {
-            tracing::warn!(generation = %generation_id, error = %error, "could not read a canceled job's media to remove it")
+            tracing::warn!(generation = %generation_id, error = %error, "could not read a final job's media to remove it")
         }
     }
 }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use vidgate_core::{Catalog, Mode, ValidatedInput};
 
 use crate::backend::{Backends, Job, JobFailure, RenderedClip};
-use crate::bound_media::MediaBinding;
+use crate::bound_media::{MediaBinding, release_generation_media};
 use crate::health::QueueLiveness;
 use crate::storage::Storage;
 use crate::store::{FailureDetail, Generation, Store};
@@ -101,6 +101,18 @@ async fn rescue_loop(context: Arc<WorkerContext>, shutdown: CancellationToken) {
                 if !report.requeued.is_empty() || !report.failed.is_empty() {
                     tracing::warn!(requeued = ?report.requeued, failed = ?report.failed, "rescued jobs with expired leases");
                     context.wakeup.notify_waiters();
+                }
+                // A job failed after its last attempt is final, as one its
+                // worker failed: its kept media goes the same way. Only
+                // this rescuer's guarded update failed these, so no other
+                // node removes them too.
+                for generation_id in &report.failed {
+                    release_generation_media(
+                        context.store.as_ref(),
+                        &context.storage,
+                        generation_id,
+                    )
+                    .await;
                 }
             }
             Err(error) => tracing::error!(error = %error, "rescuing expired leases failed"),

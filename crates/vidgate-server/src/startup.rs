@@ -310,13 +310,13 @@ impl Components {
             // Webhook senders run beside the workers, so an API-only node
             // never makes outgoing requests to customers' receivers.
             background.extend(webhooks::spawn(
-                Arc::new(WebhookContext {
-                    store: self.store.clone(),
-                    client: webhook_client,
-                    api_base: addresses.api_base.clone(),
-                    settings: self.webhooks,
-                    node_id: node_id.clone(),
-                }),
+                Arc::new(WebhookContext::new(
+                    self.store.clone(),
+                    webhook_client,
+                    addresses.api_base.clone(),
+                    self.webhooks,
+                    node_id.clone(),
+                )),
                 background_shutdown.clone(),
             ));
             background.extend(queue::spawn(

@@ -24,8 +24,10 @@ use url::Url;
 
 use crate::ids::random_token;
 
-/// How long a presigned upload URL stays valid.
-pub const DIRECT_UPLOAD_VALIDITY: Duration = Duration::from_secs(3600);
+/// How long a presigned upload URL stays valid: long enough to PUT the
+/// largest upload over a slow link, short enough that a leaked URL cannot
+/// be used to replace the object for long.
+pub const DIRECT_UPLOAD_VALIDITY: Duration = Duration::from_secs(15 * 60);
 
 /// Which store `vidgate serve` was told to use (`--storage`).
 #[derive(Debug, Clone)]
@@ -414,7 +416,9 @@ impl Storage {
 
     /// A presigned PUT URL for `relative_path`, valid for
     /// [`DIRECT_UPLOAD_VALIDITY`], binding `content_type` when the client
-    /// declared one; `None` on local storage, which has no signer.
+    /// declared one; `None` on local storage, which has no signer. The size
+    /// cannot be bound: object_store refuses to sign `Content-Length`, so a
+    /// file's size is checked when a request first uses it.
     pub async fn presign_put(
         &self,
         relative_path: &str,

@@ -34,7 +34,9 @@ use tokio_util::sync::CancellationToken;
 use url::{Host, Url};
 
 use crate::representation::{generation_json, rfc3339};
-use crate::store::{AttemptOutcome, AttemptRecord, ClaimedDelivery, Store, now_millis};
+use crate::store::{
+    AttemptOutcome, AttemptRecord, ClaimedDelivery, SenderFairness, Store, now_millis,
+};
 
 /// Prefix of a Standard Webhooks secret; the rest is the base64 key.
 const SECRET_PREFIX: &str = "whsec_";
@@ -63,6 +65,12 @@ pub struct WebhookSettings {
     /// Deliveries sent at once by this node, so that one slow receiver does
     /// not hold up the others.
     pub senders: usize,
+    /// Deliveries of one account this node sends at once (at least one).
+    /// Below `senders`, so that an account whose receiver accepts
+    /// connections and never answers holds at most this many senders for
+    /// the attempt timeout, and the other accounts' deliveries go out on the
+    /// rest.
+    pub max_in_flight_per_account: u32,
 }
 
 impl Default for WebhookSettings {
@@ -86,6 +94,7 @@ impl Default for WebhookSettings {
             lease: Duration::from_secs(60),
             poll_interval: Duration::from_secs(1),
             senders: 4,
+            max_in_flight_per_account: 2,
         }
     }
 }
@@ -383,6 +392,34 @@ pub struct WebhookContext {
     pub settings: WebhookSettings,
     /// Identifies this process in lease_owner columns.
     pub node_id: String,
+    /// Taken around every claim of this node's senders. A claim counts the
+    /// node's live leases of the account before it takes one more; taken one
+    /// at a time, two senders cannot both see room for the last one.
+    claim_turn: tokio::sync::Mutex<()>,
+}
+
+impl WebhookContext {
+    pub fn new(
+        store: Arc<dyn Store>,
+        client: WebhookClient,
+        api_base: String,
+        settings: WebhookSettings,
+        node_id: String,
+    ) -> WebhookContext {
+        WebhookContext {
+            store,
+            client,
+            api_base,
+            settings,
+            node_id,
+            claim_turn: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The prefix every sender id of this node starts with.
+    fn sender_group(&self) -> String {
+        format!("{}/webhooks", self.node_id)
+    }
 }
 
 /// Starts the senders; they stop claiming when `shutdown` fires and finish
@@ -391,19 +428,26 @@ pub struct WebhookContext {
 pub fn spawn(context: Arc<WebhookContext>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
     (0..context.settings.senders)
         .map(|index| {
-            let sender_id = format!("{}/webhooks{index}", context.node_id);
+            let sender_id = format!("{}{index}", context.sender_group());
             tokio::spawn(sender_loop(context.clone(), sender_id, shutdown.clone()))
         })
         .collect()
 }
 
 async fn sender_loop(context: Arc<WebhookContext>, sender_id: String, shutdown: CancellationToken) {
+    let fairness = SenderFairness {
+        sender_group: context.sender_group(),
+        max_in_flight_per_account: context.settings.max_in_flight_per_account,
+    };
     while !shutdown.is_cancelled() {
-        let pause = match context
-            .store
-            .claim_webhook_delivery(&sender_id, context.settings.lease)
-            .await
-        {
+        let claimed = {
+            let _turn = context.claim_turn.lock().await;
+            context
+                .store
+                .claim_webhook_delivery(&sender_id, context.settings.lease, &fairness)
+                .await
+        };
+        let pause = match claimed {
             Ok(Some(delivery)) => {
                 deliver(&context, &sender_id, delivery).await;
                 continue;

@@ -236,7 +236,7 @@ async fn generations_run_on_a_cog_server_and_finish_through_its_webhook(store: S
     let forged = app
         .client
         .post(format!(
-            "{}/internal/cog/{id}?token=guessed",
+            "{}/internal/cog/{id}/guessed",
             app.api_base.trim_end_matches("/api/v1")
         ))
         .json(&json!({ "id": id, "status": "succeeded", "output": "data:video/mp4;base64," }))

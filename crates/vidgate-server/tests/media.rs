@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use common::{
     StoreKind, TestApp, TestSettings, assert_error, on_both_stores, spawn_app, spawn_app_with,
+    spawn_app_without_workers,
 };
 use image::{Rgb, RgbImage};
 use reqwest::StatusCode;
@@ -365,18 +366,69 @@ async fn the_job_renders_the_bytes_submit_checked_even_if_the_url_changes(store:
         .await;
     assert_eq!(finished["status"], "succeeded", "{finished}");
     // The kept copy lived as long as the job: it is gone now.
+    assert_eq!(kept_media_files(&app), 0, "kept media left behind");
+}
+
+/// How many kept media copies are on the app's local disk.
+fn kept_media_files(app: &TestApp) -> usize {
     let kept = app.data_dir.path().join("files").join("media");
-    let leftovers = std::fs::read_dir(&kept)
+    std::fs::read_dir(&kept)
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
-                .filter(|entry| {
-                    std::fs::read_dir(entry.path()).is_ok_and(|mut dir| dir.next().is_some())
-                })
-                .count()
+                .filter_map(|entry| std::fs::read_dir(entry.path()).ok())
+                .map(|directory| directory.count())
+                .sum()
         })
-        .unwrap_or(0);
-    assert_eq!(leftovers, 0, "kept media left in {}", kept.display());
+        .unwrap_or(0)
+}
+
+/// Issue 16: a job the rescuer fails after its last attempt (its workers
+/// died with it every time) is final, and its kept media is removed as for
+/// a job that failed in a worker.
+async fn the_kept_media_of_a_job_the_rescuer_fails_is_removed(store: StoreKind) {
+    let host = MediaHost::start(vec![("a.png", png([9, 8, 7]))]).await;
+    // No workers: only this test claims the job, as a worker that dies.
+    let app = spawn_app_without_workers(store).await;
+    let generation = app
+        .submit_ok(
+            "vendor_1/model_1/image-to-video",
+            json!({ "prompt": "lost", "image_url": host.url("a.png"), "duration": 2, "resolution": "480p" }),
+        )
+        .await;
+    let id = generation["id"].as_str().unwrap();
+    assert_eq!(kept_media_files(&app), 1, "submit keeps the checked image");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let status = app.generation(id).await["status"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if status == "failed" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {status}");
+        // A claim whose lease ends at once: the rescuer (every 200 ms)
+        // finds it expired, re-queues it, and fails it after the last.
+        if status == "queued" {
+            app.server
+                .store
+                .claim_next("dead-worker", std::time::Duration::from_millis(1))
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Removed right after the rescuer's update; allow it a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while kept_media_files(&app) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kept media left behind"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 async fn reference_to_video_composes_the_images_and_mixes_the_audio(store: StoreKind) {
@@ -531,4 +583,5 @@ on_both_stores!(
     image_to_video_renders_with_the_fetched_png,
     the_job_renders_the_bytes_submit_checked_even_if_the_url_changes,
     reference_to_video_composes_the_images_and_mixes_the_audio,
+    the_kept_media_of_a_job_the_rescuer_fails_is_removed,
 );

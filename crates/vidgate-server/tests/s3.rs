@@ -415,8 +415,101 @@ async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
     assert_error(no_key, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 
+fn png_of(colour: [u8; 3]) -> Vec<u8> {
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    RgbImage::from_pixel(320, 240, Rgb(colour))
+        .write_to(&mut bytes, image::ImageFormat::Png)
+        .unwrap();
+    bytes.into_inner()
+}
+
+/// The clip of `image_to_video` with a fixed seed, prompt and sleep (the
+/// job waits before reading its media, so the file can change meanwhile).
+async fn render_seeded(
+    app: &TestApp,
+    image_url: &str,
+    after_submit: impl AsyncFnOnce(),
+) -> Vec<u8> {
+    let mut body = image_to_video(image_url);
+    body["prompt"] = json!("[sim:sleep=1500] the card comes alive");
+    body["seed"] = json!(7);
+    let generation = app.submit_ok("vendor_1/model_1/image-to-video", body).await;
+    after_submit().await;
+    let finished = app
+        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(finished["status"], "succeeded", "{finished}");
+    let clip = app
+        .client
+        .get(finished["output"]["video_url"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    clip.bytes().await.unwrap().to_vec()
+}
+
+/// Issue 16, item 8: a direct upload PUT again after a request used it
+/// changes nothing for that request's job, which renders the bytes it was
+/// checked and priced with; the next request uses the new bytes. The
+/// presigned URL is short-lived.
+async fn a_direct_upload_overwritten_after_its_first_use_does_not_change_the_job(store: StoreKind) {
+    let Some(program) = moto_program("a_direct_upload_overwritten_after_its_first_use") else {
+        return;
+    };
+    let moto = Moto::start(&program).await;
+    let app = spawn_s3_app(store, &moto).await;
+    let red = png_of([220, 30, 30]);
+    let blue = png_of([30, 30, 220]);
+
+    // The presigned URL lasts 15 minutes and binds the declared type.
+    let declared = initiate(
+        &app,
+        json!({ "content_type": "image/png", "size_bytes": red.len() }),
+    )
+    .await;
+    assert_eq!(declared["headers"], json!({ "Content-Type": "image/png" }));
+    let upload_url = url::Url::parse(declared["upload_url"].as_str().unwrap()).unwrap();
+    let query: std::collections::HashMap<_, _> = upload_url.query_pairs().into_owned().collect();
+    assert_eq!(query["X-Amz-Expires"], "900", "{upload_url}");
+    let signed_headers: Vec<&str> = query["X-Amz-SignedHeaders"].split(';').collect();
+    assert!(
+        signed_headers.contains(&"content-type"),
+        "{signed_headers:?}"
+    );
+
+    // Overwritten while its first job waits: the job renders red.
+    let record = initiate(&app, json!({})).await;
+    let url = record["url"].as_str().unwrap().to_owned();
+    put_presigned(&app, &record, red.clone()).await;
+    let first = render_seeded(&app, &url, async || {
+        put_presigned(&app, &record, blue.clone()).await;
+    })
+    .await;
+    // The next request checks and uses what the URL holds now: blue.
+    let second = render_seeded(&app, &url, async || {}).await;
+    // References: the same request with a red and a blue upload that
+    // never changed.
+    let red_reference = initiate(&app, json!({})).await;
+    put_presigned(&app, &red_reference, red).await;
+    let red_clip = render_seeded(&app, red_reference["url"].as_str().unwrap(), async || {}).await;
+    let blue_reference = initiate(&app, json!({})).await;
+    put_presigned(&app, &blue_reference, blue).await;
+    let blue_clip = render_seeded(&app, blue_reference["url"].as_str().unwrap(), async || {}).await;
+
+    assert!(red_clip != blue_clip, "the image does not show in the clip");
+    assert!(
+        first == red_clip,
+        "the first job rendered other bytes than it checked"
+    );
+    assert!(
+        second == blue_clip,
+        "the second job did not use the new bytes"
+    );
+}
+
 on_both_stores!(
     a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket,
     a_multipart_upload_is_stored_in_the_bucket,
     direct_uploads_are_checked_on_first_use,
+    a_direct_upload_overwritten_after_its_first_use_does_not_change_the_job,
 );

@@ -681,7 +681,121 @@ async fn manual_re_sends_are_bounded_per_delivery_and_per_account(store: StoreKi
     assert_eq!(logged.attempts, 6);
 }
 
+/// A receiver that accepts connections and never answers, counting them.
+struct Tarpit {
+    url: String,
+    connections: Arc<Mutex<Vec<tokio::net::TcpStream>>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Tarpit {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl Tarpit {
+    async fn start() -> Tarpit {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let held = connections.clone();
+        let server = tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                held.lock().unwrap().push(connection);
+            }
+        });
+        Tarpit {
+            url: format!("http://{address}/hook"),
+            connections,
+            server,
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.lock().unwrap().len()
+    }
+}
+
+async fn one_account_s_tarpit_does_not_delay_another_account_s_deliveries(store: StoreKind) {
+    let tarpit = Tarpit::start().await;
+    let receiver = Receiver::start().await;
+    let mut settings = TestSettings::new(store);
+    // An attempt at the tarpit outlasts the whole test: none of A's first
+    // attempts can end, so whatever B receives went out beside them.
+    settings.webhooks.attempt_timeout = Duration::from_secs(120);
+    settings.webhooks.lease = Duration::from_secs(240);
+    settings.webhooks.senders = 4;
+    settings.webhooks.max_in_flight_per_account = 2;
+    let app = spawn_app_with(settings).await;
+    let account_b = app.new_account(100).await;
+
+    // A's deliveries are written first (failing jobs finish at once), more
+    // of them than the node has senders.
+    let mut a_ids = Vec::new();
+    for index in 0..8 {
+        let submitted = app
+            .submit_ok(
+                M1_T2V,
+                body_with_webhook(&format!("A {index} [sim:fail]"), &tarpit.url),
+            )
+            .await;
+        a_ids.push(submitted["id"].as_str().unwrap().to_owned());
+    }
+    for id in &a_ids {
+        app.wait_for_status(id, &["failed"]).await;
+    }
+    for index in 0..4 {
+        let submitted = app
+            .post_json(
+                &format!("/run/{M1_T2V}"),
+                &account_b.api_key,
+                &body_with_webhook(&format!("B {index} [sim:fail]"), &receiver.url()),
+            )
+            .await;
+        assert_eq!(submitted.status(), reqwest::StatusCode::ACCEPTED);
+    }
+
+    // Within `wait_for`'s 30 s, a quarter of one attempt at the tarpit.
+    let received = receiver.wait_for(4).await;
+    for delivery in &received {
+        delivery
+            .verify_with(&account_b.account.webhook_secret)
+            .unwrap();
+        assert_eq!(delivery.json()["type"], "generation.failed");
+    }
+    // A holds at most its share of the senders, and none of its attempts
+    // has ended: B's deliveries did not wait for A's timeouts.
+    assert!(
+        tarpit.connections() <= 2,
+        "{} connections",
+        tarpit.connections()
+    );
+    for id in &a_ids {
+        let deliveries = app
+            .server
+            .store
+            .webhook_deliveries(&app.account.account.id, id)
+            .await
+            .unwrap();
+        assert_eq!(deliveries.len(), 1);
+        assert_eq!(deliveries[0].status.as_str(), "pending");
+        assert_eq!(deliveries[0].attempts, 0);
+    }
+    let in_flight = app
+        .server
+        .store
+        .recent_webhook_deliveries(&app.account.account.id, 20)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|listed| listed.delivery.in_flight)
+        .count();
+    assert_eq!(in_flight, 2, "A's share of the senders is in use");
+}
+
 on_both_stores!(
+    one_account_s_tarpit_does_not_delay_another_account_s_deliveries,
     manual_re_sends_are_bounded_per_delivery_and_per_account,
     a_succeeded_generation_is_delivered_signed_with_its_record,
     failed_attempts_are_retried_with_the_same_message,

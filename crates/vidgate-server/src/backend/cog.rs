@@ -112,7 +112,11 @@ impl CogCallbacks {
                 },
             );
         Some(CallbackRegistration {
-            url: format!("{base_url}/internal/cog/{generation_id}?token={token}"),
+            // The token is the path's last segment, which request logs
+            // redact (`http::cog_callbacks::loggable_path`); in a query
+            // string it would reach the access logs of every proxy between
+            // the model server and this node.
+            url: format!("{base_url}/internal/cog/{generation_id}/{token}"),
             receiver,
             callbacks: self.clone(),
             generation_id: generation_id.to_owned(),

@@ -98,7 +98,7 @@ pub fn router(state: AppState) -> Router {
 
     // Outside /api/v1: model servers call it, not customers.
     let internal = Router::new().route(
-        "/internal/cog/{generation_id}",
+        "/internal/cog/{generation_id}/{token}",
         post(cog_callbacks::receive),
     );
 
@@ -125,14 +125,18 @@ pub fn router(state: AppState) -> Router {
             tracing::error!("a request handler panicked");
             ApiError::Internal("handler panicked".into()).into_response()
         }))
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
-            let request_id = request
-                .headers()
-                .get("x-request-id")
-                .and_then(|value| value.to_str().ok())
-                .unwrap_or("-");
-            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
-        }))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request| {
+                let request_id = request
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or("-");
+                // Capability segments (a Cog callback's token) never reach the log.
+                let path = cog_callbacks::loggable_path(request.uri().path());
+                tracing::info_span!("request", method = %request.method(), path = %path, request_id)
+            }),
+        )
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
 }

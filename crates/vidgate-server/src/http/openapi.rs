@@ -306,7 +306,7 @@ fn component_schemas() -> Value {
                 "method": { "const": "PUT" },
                 "headers": { "type": "object", "additionalProperties": { "type": "string" }, "description": "Headers the PUT must send (Content-Type when one was declared)." },
                 "url": { "type": "string", "format": "uri", "description": "Usable in any *_url request field of this account once the file is PUT; the file is probed on first use." },
-                "expires_at": { "type": "string", "format": "date-time" }
+                "expires_at": { "type": "string", "format": "date-time", "description": "When upload_url stops working: 15 minutes after the initiate." }
             }
         },
         "ModelList": {

@@ -100,7 +100,9 @@ pub use webhook_log::{
     AccountDelivery, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, WebhookAttempt, WebhookDelivery,
     WebhookLogStore,
 };
-pub use webhooks::{AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, WebhookStore};
+pub use webhooks::{
+    AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, SenderFairness, WebhookStore,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

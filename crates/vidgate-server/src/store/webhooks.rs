@@ -64,6 +64,16 @@ pub struct ClaimedDelivery {
     pub signing_secrets: Vec<String>,
 }
 
+/// The per-account share of one node's senders, which a claim respects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SenderFairness {
+    /// What the lease owners of this node's senders start with (every
+    /// sender id of the node is this prefix and a suffix).
+    pub sender_group: String,
+    /// Deliveries of one account this node's senders attempt at once.
+    pub max_in_flight_per_account: u32,
+}
+
 /// What one attempt to send a delivery did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptRecord {
@@ -92,11 +102,15 @@ pub trait WebhookStore: Send + Sync {
     // a webhook URL in a final state, in its transaction (`enqueue_webhook_in`).
     /// Claims the delivery that has been due longest for `sender`, holding it
     /// until `lease` has passed (then it falls due again if the sender has not
-    /// recorded an attempt, as when its process died).
+    /// recorded an attempt, as when its process died). Deliveries of an
+    /// account that already has `fairness.max_in_flight_per_account` live
+    /// leases held by senders of `fairness.sender_group` are passed over, so
+    /// one account's slow receiver cannot take every sender of a node.
     async fn claim_webhook_delivery(
         &self,
         sender: &str,
         lease: Duration,
+        fairness: &SenderFairness,
     ) -> Result<Option<ClaimedDelivery>, StoreError>;
     /// Logs an attempt and moves the delivery on, in one transaction; false
     /// when `sender` no longer holds it, in which case nothing changed.
@@ -221,17 +235,28 @@ macro_rules! impl_webhook_store {
                 &self,
                 sender: &str,
                 lease: Duration,
+                fairness: &SenderFairness,
             ) -> Result<Option<ClaimedDelivery>, StoreError> {
                 let now = now_millis();
                 // One statement, as for jobs: the delivery due longest is
                 // locked (rows other senders hold are skipped) and taken by
                 // moving its due time to the end of the lease, so no other
-                // sender sees it as due until the lease has passed.
+                // sender sees it as due until the lease has passed. Accounts
+                // whose deliveries already hold their share of this node's
+                // senders (live leases: `next_attempt_at` is the lease's end
+                // while a sender holds a row) are left out, so the next
+                // account's delivery is taken instead. The inner list is
+                // read from the small index of leased rows.
                 let claimed: Option<DeliveryRow> = sqlx::query_as(concat!(
                     "UPDATE webhook_deliveries SET lease_owner = $1, next_attempt_at = $2 \
                      WHERE status = 'pending' AND next_attempt_at <= $3 AND id = \
                        (SELECT id FROM webhook_deliveries \
                         WHERE status = 'pending' AND next_attempt_at <= $3 \
+                        AND account_id NOT IN \
+                          (SELECT account_id FROM webhook_deliveries \
+                           WHERE status = 'pending' AND lease_owner IS NOT NULL \
+                           AND next_attempt_at > $3 AND substr(lease_owner, 1, $4) = $5 \
+                           GROUP BY account_id HAVING COUNT(*) >= $6) \
                         ORDER BY next_attempt_at, id LIMIT 1 ",
                     $skip_locked,
                     ") RETURNING ",
@@ -240,6 +265,9 @@ macro_rules! impl_webhook_store {
                 .bind(sender)
                 .bind(now + lease.as_millis() as i64)
                 .bind(now)
+                .bind(fairness.sender_group.chars().count() as i32)
+                .bind(&fairness.sender_group)
+                .bind(i64::from(fairness.max_in_flight_per_account))
                 .fetch_optional(self.writer())
                 .await?;
                 let Some(claimed) = claimed else {

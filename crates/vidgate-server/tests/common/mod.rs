@@ -187,6 +187,7 @@ pub fn fast_webhook_settings() -> WebhookSettings {
         lease: Duration::from_secs(5),
         poll_interval: Duration::from_millis(50),
         senders: 2,
+        max_in_flight_per_account: 2,
     }
 }
 
