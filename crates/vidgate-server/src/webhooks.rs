@@ -33,6 +33,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use url::{Host, Url};
 
+use crate::metrics::{Metrics, WebhookAttemptOutcome};
 use crate::representation::{generation_json, rfc3339};
 use crate::store::{AttemptOutcome, AttemptRecord, ClaimedDelivery, Store, now_millis};
 
@@ -383,6 +384,7 @@ pub struct WebhookContext {
     pub settings: WebhookSettings,
     /// Identifies this process in lease_owner columns.
     pub node_id: String,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Starts the senders; they stop claiming when `shutdown` fires and finish
@@ -489,7 +491,11 @@ async fn deliver(context: &WebhookContext, sender_id: &str, delivery: ClaimedDel
         .record_webhook_attempt(&delivery.id, sender_id, &record, outcome)
         .await
     {
-        Ok(true) => {}
+        Ok(true) => context.metrics.record_webhook_attempt(match outcome {
+            AttemptOutcome::Delivered => WebhookAttemptOutcome::Delivered,
+            AttemptOutcome::RetryAt(_) => WebhookAttemptOutcome::Retrying,
+            AttemptOutcome::Failed => WebhookAttemptOutcome::Failed,
+        }),
         Ok(false) => {
             tracing::warn!(delivery = %delivery.id, "webhook attempt finished after its lease was taken over; not recorded")
         }
