@@ -115,7 +115,7 @@ pub fn router(state: AppState) -> Router {
     let operator = admin::router(state.clone()).layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
     let request_id = HeaderName::from_static("x-request-id");
-    let metrics = state.metrics.clone();
+    let request_metrics = state.metrics.clone();
     Router::new()
         .nest("/api/v1", api)
         .nest("/admin/v1", operator)
@@ -129,7 +129,7 @@ pub fn router(state: AppState) -> Router {
         // drop the route template `note_matched_route` put on them; the
         // status is the same either way.
         .layer(middleware::from_fn_with_state(
-            metrics,
+            request_metrics,
             metrics::record_request,
         ))
         .layer(middleware::from_fn(ensure_error_shape))
