@@ -13,11 +13,11 @@ use vidgate_media::InspectError;
 use crate::backend::{Admission, Rejection};
 use crate::bound_media::MediaBinding;
 use crate::ids::{new_generation_id, sha256_hex};
-use crate::metrics::RateLimit;
 use crate::media::{
     ACCEPTED_FORMATS, ScratchCopyError, content_type, copy_to_scratch, media_json, own_file_path,
     probe_stored_file,
 };
+use crate::metrics::RateLimit;
 use crate::state::AppState;
 use crate::storage::{self, ReadError};
 use crate::store::{
@@ -81,9 +81,7 @@ impl SubmitError {
     pub fn code(&self) -> &'static str {
         match self {
             SubmitError::Invalid { .. } => "invalid_request",
-            SubmitError::ModelUnavailable(_) | SubmitError::MediaBusy { .. } => {
-                "model_unavailable"
-            }
+            SubmitError::ModelUnavailable(_) | SubmitError::MediaBusy { .. } => "model_unavailable",
             SubmitError::RefusedUpstream(_) => "upstream_error",
             SubmitError::ConcurrencyLimit { .. } => "rate_limited",
             SubmitError::InsufficientBalance { .. } => "insufficient_balance",

@@ -184,7 +184,10 @@ async fn scrape_until(app: &TestApp, done: impl Fn(&str) -> bool) -> String {
         if done(&text) {
             return text;
         }
-        assert!(Instant::now() < deadline, "the metrics never moved:\n{text}");
+        assert!(
+            Instant::now() < deadline,
+            "the metrics never moved:\n{text}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -193,8 +196,17 @@ const M1: &str = r#"model="vendor_1/model_1""#;
 
 async fn metrics_follow_requests_submits_jobs_and_webhooks(store: StoreKind) {
     let app = spawn_app_with_metrics(TestSettings::new(store)).await;
-    let public = app.client.get(root_url(&app, "/metrics")).send().await.unwrap();
-    assert_eq!(public.status(), StatusCode::NOT_FOUND, "never on the public port");
+    let public = app
+        .client
+        .get(root_url(&app, "/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        public.status(),
+        StatusCode::NOT_FOUND,
+        "never on the public port"
+    );
 
     let mut body = quick_body("counted");
     // Nothing listens on port 1: each attempt fails, and the fifth (after
@@ -203,7 +215,11 @@ async fn metrics_follow_requests_submits_jobs_and_webhooks(store: StoreKind) {
     let generation = app.submit_ok(M1_T2V, body).await;
     let broke = app.new_account(0).await;
     let refused = app
-        .post_json(&format!("/run/{M1_T2V}"), &broke.api_key, &quick_body("unpaid"))
+        .post_json(
+            &format!("/run/{M1_T2V}"),
+            &broke.api_key,
+            &quick_body("unpaid"),
+        )
         .await;
     assert_eq!(refused.status(), StatusCode::PAYMENT_REQUIRED);
     app.wait_for_status(generation["id"].as_str().unwrap(), &["succeeded"])
@@ -279,7 +295,10 @@ async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
     })
     .await;
     let text = scrape(&app).await;
-    assert_eq!(sample(&text, r#"vidgate_queue_depth{status="queued"}"#), Some(0.0));
+    assert_eq!(
+        sample(&text, r#"vidgate_queue_depth{status="queued"}"#),
+        Some(0.0)
+    );
     assert_eq!(sample(&text, "vidgate_money_held_micros"), Some(0.0));
 
     app.submit_ok(M1_T2V, quick_body("first")).await;
@@ -287,15 +306,33 @@ async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
     let held = app.account_state(&app.account.account.id).await.held;
     assert!(held.0 > 0);
     let text = scrape(&app).await;
-    assert_eq!(sample(&text, r#"vidgate_queue_depth{status="queued"}"#), Some(2.0));
-    assert_eq!(sample(&text, r#"vidgate_queue_depth{status="running"}"#), Some(0.0));
-    assert_eq!(sample(&text, "vidgate_money_held_micros"), Some(held.0 as f64));
+    assert_eq!(
+        sample(&text, r#"vidgate_queue_depth{status="queued"}"#),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&text, r#"vidgate_queue_depth{status="running"}"#),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&text, "vidgate_money_held_micros"),
+        Some(held.0 as f64)
+    );
 
-    assert_eq!(app.cancel(&second, app.key()).await.status(), StatusCode::OK);
+    assert_eq!(
+        app.cancel(&second, app.key()).await.status(),
+        StatusCode::OK
+    );
     let held = app.account_state(&app.account.account.id).await.held;
     let text = scrape(&app).await;
-    assert_eq!(sample(&text, r#"vidgate_queue_depth{status="queued"}"#), Some(1.0));
-    assert_eq!(sample(&text, "vidgate_money_held_micros"), Some(held.0 as f64));
+    assert_eq!(
+        sample(&text, r#"vidgate_queue_depth{status="queued"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "vidgate_money_held_micros"),
+        Some(held.0 as f64)
+    );
     app.server.shutdown().await;
 }
 

@@ -32,7 +32,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP API and the workers.
-    Serve(ServeArgs),
+    // Boxed: the serve options are far larger than the other commands'.
+    Serve(Box<ServeArgs>),
     /// Manage accounts, keys and models in the database (works while the server runs).
     Admin(admin::AdminArgs),
     #[command(flatten)]
@@ -369,7 +370,7 @@ fn main() -> ExitCode {
         .and_then(|runtime| {
             runtime.block_on(async {
                 match cli.command {
-                    Command::Serve(args) => serve(args).await,
+                    Command::Serve(args) => serve(*args).await,
                     Command::Admin(args) => admin::run(args).await.map(|()| ExitCode::SUCCESS),
                     Command::Client(command) => client::run_command(command)
                         .await
