@@ -13,6 +13,7 @@ pub mod health;
 pub mod http;
 pub mod ids;
 pub mod media;
+pub mod metrics;
 pub mod options;
 pub mod queue;
 pub mod rate_limit;

@@ -54,8 +54,12 @@ pub struct ServerOptions {
     pub role: Role,
     /// Address to listen on; port 0 picks a free port. Not bound by a worker.
     pub listen: SocketAddr,
-    /// Timeouts and the connection cap of the HTTP listener.
+    /// Timeouts and the connection cap of the HTTP listener (and of the
+    /// metrics listener).
     pub http: HttpLimits,
+    /// Where Prometheus scrapes `/metrics` (the text format); off when
+    /// `None`. Its own listener, never the public one, on every role.
+    pub metrics_listen: Option<SocketAddr>,
     pub data_dir: PathBuf,
     /// Defaults to a SQLite file in the data directory.
     pub database_url: Option<String>,
@@ -134,6 +138,7 @@ impl ServerOptions {
             role: Role::All,
             listen,
             http: HttpLimits::default(),
+            metrics_listen: None,
             data_dir,
             database_url: None,
             migrations: Migrations::Apply,

@@ -10,7 +10,7 @@
 //! owner, and the rescuer's guarded updates make a second rescuer a no-op.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::RngExt;
 use serde_json::json;
@@ -22,8 +22,9 @@ use vidgate_core::{Catalog, Mode, ValidatedInput};
 use crate::backend::{Backends, Job, JobFailure, RenderedClip};
 use crate::bound_media::{MediaBinding, release_generation_media};
 use crate::health::QueueLiveness;
+use crate::metrics::{JobOutcome, Metrics};
 use crate::storage::Storage;
-use crate::store::{FailureDetail, Generation, Store};
+use crate::store::{FailureDetail, Generation, Store, now_millis};
 
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
@@ -48,6 +49,7 @@ pub struct WorkerContext {
     pub node_id: String,
     /// Where the workers and the rescuer show readiness they are alive.
     pub liveness: Arc<QueueLiveness>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Starts the workers and the rescuer; they stop when `shutdown` fires,
@@ -98,6 +100,9 @@ async fn rescue_loop(context: Arc<WorkerContext>, shutdown: CancellationToken) {
     loop {
         match context.store.rescue_expired_leases().await {
             Ok(report) => {
+                context
+                    .metrics
+                    .record_rescue(report.requeued.len(), report.failed.len());
                 if !report.requeued.is_empty() || !report.failed.is_empty() {
                     tracing::warn!(requeued = ?report.requeued, failed = ?report.failed, "rescued jobs with expired leases");
                     context.wakeup.notify_waiters();
@@ -182,14 +187,17 @@ async fn run_claimed(
     let job = match job_for(&context.catalog, &generation, &binding) {
         Ok(job) => job,
         Err(message) => {
-            if finish_failed(
+            let outcome = finish_failed(
                 context,
                 &generation_id,
                 worker_id,
                 fail("invalid_job", message),
             )
-            .await
-            {
+            .await;
+            context
+                .metrics
+                .record_job_refused(&generation.model, outcome);
+            if outcome.is_final() {
                 binding.release(&context.storage).await;
             }
             return;
@@ -201,18 +209,30 @@ async fn run_claimed(
         .and_then(|model| context.backends.for_model(model));
     let Some(backend) = backend else {
         let message = format!("no backend runs {}", job.model);
-        if finish_failed(
+        let outcome = finish_failed(
             context,
             &generation_id,
             worker_id,
             fail("model_unavailable", message),
         )
-        .await
-        {
+        .await;
+        context
+            .metrics
+            .record_job_refused(&generation.model, outcome);
+        if outcome.is_final() {
             binding.release(&context.storage).await;
         }
         return;
     };
+    let backend_kind = backend.kind();
+    // From the submit to this claim; a job rescued from a dead worker
+    // counts its first wait and run too.
+    let waited = now_millis() - generation.created_at;
+    context.metrics.record_claim(
+        &generation.model,
+        backend_kind,
+        Duration::from_millis(u64::try_from(waited).unwrap_or(0)),
+    );
 
     // The job stops when the process shuts down or when its lease is lost
     // (another node rescued it), so a job never runs twice at once for long.
@@ -226,27 +246,22 @@ async fn run_claimed(
     ));
     let seed = job.seed;
     tracing::info!(generation = %generation_id, worker = %worker_id, attempt = generation.attempts, "job started");
+    let started = Instant::now();
     let result = backend.run(job, job_cancel.clone()).await;
+    let ran = started.elapsed();
     heartbeat.abort();
 
-    match result {
-        Ok(clip) => {
-            if record_success(context, &generation_id, worker_id, clip, seed).await {
-                binding.release(&context.storage).await;
-            }
-        }
+    let outcome = match result {
+        Ok(clip) => record_success(context, &generation, worker_id, clip, seed).await,
         Err(JobFailure::Failed { code, message }) => {
             tracing::info!(generation = %generation_id, %code, %message, "job failed");
-            if finish_failed(
+            finish_failed(
                 context,
                 &generation_id,
                 worker_id,
                 FailureDetail { code, message },
             )
             .await
-            {
-                binding.release(&context.storage).await;
-            }
         }
         Err(JobFailure::Interrupted) => {
             match context
@@ -255,16 +270,25 @@ async fn run_claimed(
                 .await
             {
                 Ok(true) => {
-                    tracing::info!(generation = %generation_id, "job handed back to the queue")
+                    tracing::info!(generation = %generation_id, "job handed back to the queue");
+                    JobOutcome::HandedBack
                 }
                 Ok(false) => {
-                    tracing::warn!(generation = %generation_id, "job interrupted after its lease was lost")
+                    tracing::warn!(generation = %generation_id, "job interrupted after its lease was lost");
+                    JobOutcome::LeaseLost
                 }
                 Err(error) => {
-                    tracing::error!(generation = %generation_id, error = %error, "could not hand the job back; the rescuer will")
+                    tracing::error!(generation = %generation_id, error = %error, "could not hand the job back; the rescuer will");
+                    JobOutcome::NotRecorded
                 }
             }
         }
+    };
+    context
+        .metrics
+        .record_job(&generation.model, backend_kind, ran, outcome);
+    if outcome.is_final() {
+        binding.release(&context.storage).await;
     }
 }
 
@@ -295,15 +319,17 @@ async fn heartbeat(
     }
 }
 
-/// Stores the clip and records the success; true when the generation is
-/// now final (succeeded, or failed because its clip could not be stored).
+/// Stores the clip and records the success (capturing the hold); the
+/// generation is final when it succeeded, or failed because its clip could
+/// not be stored.
 async fn record_success(
     context: &WorkerContext,
-    generation_id: &str,
+    generation: &Generation,
     worker_id: &str,
     clip: RenderedClip,
     seed: u64,
-) -> bool {
+) -> JobOutcome {
+    let generation_id = generation.id.as_str();
     let stored = match context.storage.put_output(generation_id, &clip.mp4).await {
         Ok(stored) => stored,
         Err(error) => {
@@ -333,41 +359,45 @@ async fn record_success(
     {
         Ok(true) => {
             tracing::info!(generation = %generation_id, "job succeeded");
-            true
+            context
+                .metrics
+                .record_capture(&generation.model, generation.price.0);
+            JobOutcome::Succeeded
         }
         Ok(false) => {
             tracing::warn!(generation = %generation_id, "lease lost before the result was recorded; discarding it");
             if let Err(error) = context.storage.delete(&stored).await {
                 tracing::error!(generation = %generation_id, error = %error, "could not delete the discarded clip");
             }
-            false
+            JobOutcome::LeaseLost
         }
         Err(error) => {
             // The lease will expire and the job will run again; the clip
             // written now is orphaned but harmless.
             tracing::error!(generation = %generation_id, error = %error, "recording the result failed");
-            false
+            JobOutcome::NotRecorded
         }
     }
 }
 
-/// Records a final failure; true when it was recorded (the generation is
-/// now final).
+/// Records a final failure (refunding the hold); the generation is final
+/// when the outcome is `Failed`.
 async fn finish_failed(
     context: &WorkerContext,
     generation_id: &str,
     worker_id: &str,
     failure: FailureDetail,
-) -> bool {
+) -> JobOutcome {
     match context
         .store
         .finish_failed(generation_id, worker_id, failure)
         .await
     {
-        Ok(finished) => finished,
+        Ok(true) => JobOutcome::Failed,
+        Ok(false) => JobOutcome::LeaseLost,
         Err(error) => {
             tracing::error!(generation = %generation_id, error = %error, "recording the failure failed; the rescuer will retry the job");
-            false
+            JobOutcome::NotRecorded
         }
     }
 }

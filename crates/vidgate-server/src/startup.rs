@@ -6,16 +6,18 @@
 //!    (database reachable and migrated, Redis answering, storage taking a
 //!    probe object), refusing the start with the first failure.
 //! 2. `Addresses::bind`: the HTTP listener, whose address completes the
-//!    public URL and the API base every later part needs.
+//!    public URL and the API base every later part needs, and the metrics
+//!    listener when one is asked for.
 //! 3. `Components::build`: what the tasks share, built once: the store (and
 //!    a first start's development account), storage, the rate limiter, the
 //!    media fetcher, the backends attached to both, and the `AppState`.
 //! 4. `Components::spawn`: the tasks, by role: webhook senders, workers and
 //!    the rescuer on a node that runs jobs, the HTTP server on one that
-//!    serves. `RunningServer::shutdown` stops them in one written order.
+//!    serves, the metrics server on any node that has a metrics listener.
+//!    `RunningServer::shutdown` stops them in one written order.
 //!
-//! A new listener (metrics) binds in `Addresses` and is served in `spawn`; a
-//! new router (an operator API) is merged in `serve_http`; a component that
+//! A new listener binds in `Addresses` and is served in `spawn`; a new
+//! router (an operator API) is merged in `serve_http`; a component that
 //! needs the public URL (a provider backend) is prepared in `Components::build`
 //! beside the Cog callbacks; a check of the options alone belongs in
 //! `Configuration::resolve`.
@@ -36,6 +38,7 @@ use crate::checks::{self, CheckFailure};
 use crate::client_address::TrustedProxies;
 use crate::dashboard::{self, users::CreatedUser};
 use crate::health::{Health, QueueLiveness};
+use crate::metrics::Metrics;
 use crate::options::{
     MIN_OPERATOR_TOKEN_LENGTH, Role, ServerOptions, create_private_directory, default_database_url,
 };
@@ -71,6 +74,10 @@ pub enum ServerError {
     DevelopmentUser(#[from] dashboard::users::UserError),
     #[error("the operator token is shorter than {MIN_OPERATOR_TOKEN_LENGTH} characters")]
     WeakOperatorToken,
+    #[error(
+        "the metrics listener {0} is the public listener: metrics are served on their own address only"
+    )]
+    MetricsOnPublicListener(SocketAddr),
     #[error("could not prepare the data directory {path}")]
     DataDirectory {
         path: PathBuf,
@@ -103,6 +110,15 @@ impl Configuration {
         {
             return Err(ServerError::WeakOperatorToken);
         }
+        // Port 0 picks two different free ports; any other equal pair would
+        // put the metrics on the public port.
+        if let Some(metrics_listen) = options.metrics_listen
+            && options.role.serves_http()
+            && metrics_listen == options.listen
+            && metrics_listen.port() != 0
+        {
+            return Err(ServerError::MetricsOnPublicListener(metrics_listen));
+        }
         let files_dir = options.data_dir.join("files");
         create_private_directory(&files_dir).map_err(|source| ServerError::DataDirectory {
             path: files_dir.clone(),
@@ -128,11 +144,14 @@ impl Configuration {
     }
 }
 
-/// Where this node is reached: its HTTP listener (none on a worker node)
-/// and the URLs that follow from the address it was bound to.
+/// Where this node is reached: its HTTP listener (none on a worker node),
+/// the URLs that follow from the address it was bound to, and its metrics
+/// listener (when asked for, on any role).
 struct Addresses {
     listener: Option<TcpListener>,
     local_addr: Option<SocketAddr>,
+    metrics_listener: Option<TcpListener>,
+    metrics_addr: Option<SocketAddr>,
     public_url: String,
     /// Absolute base of the API, ending in `/api/v1`.
     api_base: String,
@@ -140,18 +159,18 @@ struct Addresses {
 
 impl Addresses {
     async fn bind(options: &ServerOptions) -> Result<Addresses, ServerError> {
-        let listen_error = |source| ServerError::Listen {
-            address: options.listen,
-            source,
-        };
         let (listener, local_addr) = if options.role.serves_http() {
-            let listener = TcpListener::bind(options.listen)
-                .await
-                .map_err(listen_error)?;
-            let local_addr = listener.local_addr().map_err(listen_error)?;
+            let (listener, local_addr) = bind_listener(options.listen).await?;
             (Some(listener), Some(local_addr))
         } else {
             (None, None)
+        };
+        let (metrics_listener, metrics_addr) = match options.metrics_listen {
+            Some(address) => {
+                let (listener, local_addr) = bind_listener(address).await?;
+                (Some(listener), Some(local_addr))
+            }
+            None => (None, None),
         };
         let public_url = options
             .public_url
@@ -161,10 +180,19 @@ impl Addresses {
         Ok(Addresses {
             listener,
             local_addr,
+            metrics_listener,
+            metrics_addr,
             public_url,
             api_base,
         })
     }
+}
+
+async fn bind_listener(address: SocketAddr) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let listen_error = |source| ServerError::Listen { address, source };
+    let listener = TcpListener::bind(address).await.map_err(listen_error)?;
+    let local_addr = listener.local_addr().map_err(listen_error)?;
+    Ok((listener, local_addr))
 }
 
 /// What the tasks share, built once.
@@ -275,6 +303,7 @@ impl Components {
                 .operator_token
                 .as_deref()
                 .map(|token| Arc::new(OperatorToken::new(token))),
+            metrics: Arc::new(Metrics::new()),
         };
         let webhook_client = if options.role.runs_jobs() {
             Some(WebhookClient::new(
@@ -316,6 +345,7 @@ impl Components {
                     addresses.api_base.clone(),
                     self.webhooks,
                     node_id.clone(),
+                    self.state.metrics.clone(),
                 )),
                 background_shutdown.clone(),
             ));
@@ -330,11 +360,26 @@ impl Components {
                     settings: self.queue,
                     node_id,
                     liveness,
+                    metrics: self.state.metrics.clone(),
                 }),
                 background_shutdown.clone(),
             ));
         }
         let health = self.state.health.clone();
+        let metrics_http = addresses.metrics_listener.map(|listener| {
+            let router = http::metrics_router(self.store.clone(), self.state.metrics.clone());
+            let shutdown = CancellationToken::new();
+            let task = tokio::spawn(http::serve(
+                listener,
+                router,
+                self.http_limits,
+                shutdown.clone(),
+            ));
+            HttpServer { shutdown, task }
+        });
+        if let Some(metrics_addr) = addresses.metrics_addr {
+            tracing::info!(%metrics_addr, "vidgate is serving metrics");
+        }
         let http = addresses
             .listener
             .map(|listener| serve_http(listener, self.state, self.http_limits));
@@ -344,6 +389,7 @@ impl Components {
         tracing::info!(role = ?self.role, "vidgate started");
         RunningServer {
             local_addr: addresses.local_addr,
+            metrics_addr: addresses.metrics_addr,
             api_base: addresses.api_base,
             store: self.store,
             development_account: self.development_account,
@@ -351,6 +397,7 @@ impl Components {
             health,
             drain_delay: self.drain_delay,
             http,
+            metrics_http,
             background_shutdown,
             background,
         }
@@ -395,6 +442,8 @@ fn serve_http(listener: TcpListener, state: AppState, limits: http::HttpLimits) 
 pub struct RunningServer {
     /// Where the HTTP API listens; `None` on a worker node.
     pub local_addr: Option<SocketAddr>,
+    /// Where `/metrics` is served; `None` without `metrics_listen`.
+    pub metrics_addr: Option<SocketAddr>,
     /// Absolute base of the API, ending in `/api/v1`.
     pub api_base: String,
     pub store: Arc<dyn Store>,
@@ -405,6 +454,8 @@ pub struct RunningServer {
     health: Arc<Health>,
     drain_delay: Duration,
     http: Option<HttpServer>,
+    /// Last to stop, so that scrapes see the whole shutdown.
+    metrics_http: Option<HttpServer>,
     /// Stops the workers, the rescuer and the webhook senders.
     background_shutdown: CancellationToken,
     background: Vec<JoinHandle<()>>,
@@ -420,7 +471,8 @@ impl RunningServer {
     /// Stops the server in this order: report not ready and keep serving
     /// for the drain delay, stop accepting HTTP requests and let those in
     /// flight finish, then interrupt running jobs (they go back to the
-    /// queue) and the webhook senders, and wait for every task to end.
+    /// queue) and the webhook senders, wait for every task to end, and stop
+    /// serving metrics.
     pub async fn shutdown(self) {
         self.begin_draining();
         if let Some(http) = self.http {
@@ -431,6 +483,10 @@ impl RunningServer {
         self.background_shutdown.cancel();
         for task in self.background {
             report_abnormal_end(task.await);
+        }
+        if let Some(metrics_http) = self.metrics_http {
+            metrics_http.shutdown.cancel();
+            report_abnormal_end(metrics_http.task.await);
         }
     }
 }

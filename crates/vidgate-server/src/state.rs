@@ -13,6 +13,7 @@ use vidgate_core::Catalog;
 use crate::backend::Backends;
 use crate::client_address::TrustedProxies;
 use crate::health::Health;
+use crate::metrics::Metrics;
 use crate::rate_limit::{CallerRateLimiter, SignInLimits};
 use crate::storage::Storage;
 use crate::store::Store;
@@ -44,6 +45,8 @@ pub struct AppState {
     pub health: Arc<Health>,
     /// The operator API's token; without one the API refuses every request.
     pub operator_token: Option<Arc<OperatorToken>>,
+    /// This node's Prometheus series, served on the metrics listener.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The operator API's token, kept as its SHA-256 digest so that comparing

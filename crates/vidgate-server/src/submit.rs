@@ -17,6 +17,7 @@ use crate::media::{
     ACCEPTED_FORMATS, ScratchCopyError, content_type, copy_to_scratch, media_json, own_file_path,
     probe_stored_file,
 };
+use crate::metrics::RateLimit;
 use crate::state::AppState;
 use crate::storage::{self, ReadError};
 use crate::store::{
@@ -74,6 +75,22 @@ pub enum SubmitError {
 }
 
 impl SubmitError {
+    /// The API error code this refusal is answered with (`http/error.rs`
+    /// maps it so, and its tests hold the two together): the `outcome`
+    /// label of the submit metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SubmitError::Invalid { .. } => "invalid_request",
+            SubmitError::ModelUnavailable(_) | SubmitError::MediaBusy { .. } => "model_unavailable",
+            SubmitError::RefusedUpstream(_) => "upstream_error",
+            SubmitError::ConcurrencyLimit { .. } => "rate_limited",
+            SubmitError::InsufficientBalance { .. } => "insufficient_balance",
+            SubmitError::IdempotencyKeyReused => "conflict",
+            SubmitError::AccountNotFound => "unauthorized",
+            SubmitError::Internal(_) => "internal_error",
+        }
+    }
+
     fn invalid(param: impl Into<String>, message: impl Into<String>) -> SubmitError {
         SubmitError::Invalid {
             message: message.into(),
@@ -145,8 +162,33 @@ fn idempotency_key(
 
 /// Validates, prices, admits and queues one generation for `caller`, holding
 /// its price. Answers the generation and whether it replays an earlier
-/// request with the same idempotency key.
+/// request with the same idempotency key. Every outcome is counted in the
+/// metrics, by the endpoint's model and mode.
 pub async fn submit_generation(
+    state: &AppState,
+    caller: &Caller,
+    endpoint: Endpoint<'_>,
+    body: &[u8],
+    idempotency_key_text: Option<&str>,
+) -> Result<(Generation, bool), SubmitError> {
+    let submitted = queue_generation(state, caller, endpoint, body, idempotency_key_text).await;
+    let outcome = match &submitted {
+        Ok((_, false)) => "accepted",
+        Ok((_, true)) => "replayed",
+        Err(error) => error.code(),
+    };
+    state
+        .metrics
+        .record_submit(&endpoint.model.id, endpoint.mode.as_str(), outcome);
+    if let Err(SubmitError::ConcurrencyLimit { .. }) = &submitted {
+        state
+            .metrics
+            .record_rate_limit_refusal(RateLimit::Concurrency);
+    }
+    submitted
+}
+
+async fn queue_generation(
     state: &AppState,
     caller: &Caller,
     endpoint: Endpoint<'_>,

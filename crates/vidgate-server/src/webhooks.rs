@@ -33,6 +33,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use url::{Host, Url};
 
+use crate::metrics::{Metrics, WebhookAttemptOutcome};
 use crate::representation::{generation_json, rfc3339};
 use crate::store::{
     AttemptOutcome, AttemptRecord, ClaimedDelivery, SenderFairness, Store, now_millis,
@@ -396,6 +397,7 @@ pub struct WebhookContext {
     /// node's live leases of the account before it takes one more; taken one
     /// at a time, two senders cannot both see room for the last one.
     claim_turn: tokio::sync::Mutex<()>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl WebhookContext {
@@ -405,6 +407,7 @@ impl WebhookContext {
         api_base: String,
         settings: WebhookSettings,
         node_id: String,
+        metrics: Arc<Metrics>,
     ) -> WebhookContext {
         WebhookContext {
             store,
@@ -413,6 +416,7 @@ impl WebhookContext {
             settings,
             node_id,
             claim_turn: tokio::sync::Mutex::new(()),
+            metrics,
         }
     }
 
@@ -533,7 +537,11 @@ async fn deliver(context: &WebhookContext, sender_id: &str, delivery: ClaimedDel
         .record_webhook_attempt(&delivery.id, sender_id, &record, outcome)
         .await
     {
-        Ok(true) => {}
+        Ok(true) => context.metrics.record_webhook_attempt(match outcome {
+            AttemptOutcome::Delivered => WebhookAttemptOutcome::Delivered,
+            AttemptOutcome::RetryAt(_) => WebhookAttemptOutcome::Retrying,
+            AttemptOutcome::Failed => WebhookAttemptOutcome::Failed,
+        }),
         Ok(false) => {
             tracing::warn!(delivery = %delivery.id, "webhook attempt finished after its lease was taken over; not recorded")
         }

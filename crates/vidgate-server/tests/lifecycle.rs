@@ -409,6 +409,9 @@ struct RefusingBackend;
 
 #[async_trait]
 impl Backend for RefusingBackend {
+    fn kind(&self) -> &'static str {
+        "refusing"
+    }
     async fn admit(&self, _admission: &Admission<'_>) -> Result<(), Rejection> {
         Err(Rejection::Upstream(
             "the model server rejected the input".into(),

@@ -1,10 +1,10 @@
-//! Operating a node: the health probes load balancers use, and backups of
-//! the embedded database.
+//! Operating a node: the health probes load balancers use, backups of the
+//! embedded database, and the Prometheus metrics on their own listener.
 
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use reqwest::StatusCode;
@@ -140,7 +140,205 @@ async fn backups_copy_the_embedded_database(store: StoreKind) {
     assert!(test_store.store.backup_into(path_text).await.is_err());
 }
 
+/// A node with a metrics listener on a free port.
+async fn spawn_app_with_metrics(settings: TestSettings) -> TestApp {
+    spawn_app_with(TestSettings {
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..settings
+    })
+    .await
+}
+
+async fn scrape(app: &TestApp) -> String {
+    let metrics_addr = app.server.metrics_addr.expect("a metrics listener");
+    let response = app
+        .client
+        .get(format!("http://{metrics_addr}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text"),
+    );
+    response.text().await.unwrap()
+}
+
+/// The value of one sample, named with its labels in the order the scrape
+/// writes them; `None` when the scrape has no such sample.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map(|value| value.parse().expect("a number"))
+}
+
+/// Scrapes until `done` holds, for what happens after a request returns
+/// (webhook attempts).
+async fn scrape_until(app: &TestApp, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = scrape(app).await;
+        if done(&text) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the metrics never moved:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const M1: &str = r#"model="vendor_1/model_1""#;
+
+async fn metrics_follow_requests_submits_jobs_and_webhooks(store: StoreKind) {
+    let app = spawn_app_with_metrics(TestSettings::new(store)).await;
+    let public = app
+        .client
+        .get(root_url(&app, "/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        public.status(),
+        StatusCode::NOT_FOUND,
+        "never on the public port"
+    );
+
+    let mut body = quick_body("counted");
+    // Nothing listens on port 1: each attempt fails, and the fifth (after
+    // the four fast retries) gives up.
+    body["webhook_url"] = json!("http://127.0.0.1:1/hook");
+    let generation = app.submit_ok(M1_T2V, body).await;
+    let broke = app.new_account(0).await;
+    let refused = app
+        .post_json(
+            &format!("/run/{M1_T2V}"),
+            &broke.api_key,
+            &quick_body("unpaid"),
+        )
+        .await;
+    assert_eq!(refused.status(), StatusCode::PAYMENT_REQUIRED);
+    app.wait_for_status(generation["id"].as_str().unwrap(), &["succeeded"])
+        .await;
+    let captured = app.account_state(&app.account.account.id).await.captured;
+    assert!(captured.0 > 0);
+
+    let text = scrape_until(&app, |text| {
+        sample(text, r#"vidgate_webhook_attempts_total{outcome="failed"}"#) == Some(1.0)
+    })
+    .await;
+    let expected = [
+        (
+            format!(r#"vidgate_submits_total{{{M1},mode="text-to-video",outcome="accepted"}}"#),
+            1.0,
+        ),
+        (
+            format!(
+                r#"vidgate_submits_total{{{M1},mode="text-to-video",outcome="insufficient_balance"}}"#
+            ),
+            1.0,
+        ),
+        (
+            format!(r#"vidgate_queue_wait_seconds_count{{{M1},backend="local"}}"#),
+            1.0,
+        ),
+        (
+            format!(r#"vidgate_job_run_seconds_count{{{M1},backend="local"}}"#),
+            1.0,
+        ),
+        (
+            format!(r#"vidgate_job_outcomes_total{{{M1},backend="local",outcome="succeeded"}}"#),
+            1.0,
+        ),
+        (
+            format!("vidgate_money_captured_micros_total{{{M1}}}"),
+            captured.0 as f64,
+        ),
+        (
+            r#"vidgate_http_request_duration_seconds_count{route="/api/v1/run/{vendor}/{model}/{mode}",method="POST",status="202"}"#.to_owned(),
+            1.0,
+        ),
+        (
+            r#"vidgate_http_request_duration_seconds_count{route="/api/v1/run/{vendor}/{model}/{mode}",method="POST",status="402"}"#.to_owned(),
+            1.0,
+        ),
+        // The public port's answer to `/metrics`: one label for every path
+        // that matched no route.
+        (
+            r#"vidgate_http_request_duration_seconds_count{route="unmatched",method="GET",status="404"}"#.to_owned(),
+            1.0,
+        ),
+        (
+            r#"vidgate_webhook_attempts_total{outcome="retrying"}"#.to_owned(),
+            4.0,
+        ),
+        (r#"vidgate_queue_depth{status="queued"}"#.to_owned(), 0.0),
+        (r#"vidgate_queue_depth{status="running"}"#.to_owned(), 0.0),
+        ("vidgate_money_held_micros".to_owned(), 0.0),
+        ("vidgate_webhook_deliveries_pending".to_owned(), 0.0),
+    ];
+    for (series, value) in expected {
+        assert_eq!(sample(&text, &series), Some(value), "{series} in:\n{text}");
+    }
+    assert!(!text.contains(generation["id"].as_str().unwrap()), "no ids");
+    app.server.shutdown().await;
+}
+
+async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
+    let app = spawn_app_with_metrics(TestSettings {
+        workers: 0,
+        ..TestSettings::new(store)
+    })
+    .await;
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(&text, r#"vidgate_queue_depth{status="queued"}"#),
+        Some(0.0)
+    );
+    assert_eq!(sample(&text, "vidgate_money_held_micros"), Some(0.0));
+
+    app.submit_ok(M1_T2V, quick_body("first")).await;
+    let second = app.submit_ok(M1_T2V, quick_body("second")).await;
+    let held = app.account_state(&app.account.account.id).await.held;
+    assert!(held.0 > 0);
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(&text, r#"vidgate_queue_depth{status="queued"}"#),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&text, r#"vidgate_queue_depth{status="running"}"#),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&text, "vidgate_money_held_micros"),
+        Some(held.0 as f64)
+    );
+
+    assert_eq!(
+        app.cancel(&second, app.key()).await.status(),
+        StatusCode::OK
+    );
+    let held = app.account_state(&app.account.account.id).await.held;
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(&text, r#"vidgate_queue_depth{status="queued"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "vidgate_money_held_micros"),
+        Some(held.0 as f64)
+    );
+    app.server.shutdown().await;
+}
+
 on_both_stores!(
+    metrics_follow_requests_submits_jobs_and_webhooks,
+    metrics_show_queued_work_and_the_money_it_holds,
     probes_answer_without_credentials,
     a_draining_node_is_not_ready,
     unwritable_storage_is_not_ready,

@@ -32,7 +32,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP API and the workers.
-    Serve(ServeArgs),
+    // Boxed: the serve options are far larger than the other commands'.
+    Serve(Box<ServeArgs>),
     /// Manage accounts, keys and models in the database (works while the server runs).
     Admin(admin::AdminArgs),
     #[command(flatten)]
@@ -73,6 +74,9 @@ struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "VIDGATE_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Serve Prometheus metrics at /metrics on this address (its own listener, never the public one, on any role); off by default.
+    #[arg(long, env = "VIDGATE_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
     /// Seconds a client has to send a request's whole head, counted from the connection being ready for it (also how long a kept-alive connection may stay unused).
     #[arg(
         long,
@@ -224,6 +228,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logging(args.log_json);
     let mut options = ServerOptions::new(args.listen, args.storage.data_dir.clone());
     options.role = args.role;
+    options.metrics_listen = args.metrics_listen;
     options.http = vidgate_server::http::HttpLimits {
         header_read_timeout: Duration::from_secs(args.http_header_timeout_seconds.max(1)),
         body_timeout: Duration::from_secs(args.http_body_timeout_seconds.max(1)),
@@ -317,6 +322,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // so both are printed, each labelled. Scripts and tests read the last
     // line, `vidgate API base: …`, which also says the node is ready.
     let public_url = server.api_base.trim_end_matches("/api/v1");
+    if let Some(metrics_addr) = server.metrics_addr {
+        println!("vidgate metrics: http://{metrics_addr}/metrics");
+    }
     match server.local_addr {
         Some(local_addr) => {
             println!("vidgate is listening on {local_addr} (public URL {public_url})");
@@ -362,7 +370,7 @@ fn main() -> ExitCode {
         .and_then(|runtime| {
             runtime.block_on(async {
                 match cli.command {
-                    Command::Serve(args) => serve(args).await,
+                    Command::Serve(args) => serve(*args).await,
                     Command::Admin(args) => admin::run(args).await.map(|()| ExitCode::SUCCESS),
                     Command::Client(command) => client::run_command(command)
                         .await

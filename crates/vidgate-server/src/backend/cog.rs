@@ -541,6 +541,10 @@ impl CogBackend {
 
 #[async_trait]
 impl Backend for CogBackend {
+    fn kind(&self) -> &'static str {
+        "cog"
+    }
+
     async fn admit(&self, _admission: &Admission<'_>) -> Result<(), Rejection> {
         let cached = self
             .health

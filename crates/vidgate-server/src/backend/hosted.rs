@@ -377,6 +377,10 @@ impl HostedBackend {
 
 #[async_trait]
 impl Backend for HostedBackend {
+    fn kind(&self) -> &'static str {
+        self.protocol.name()
+    }
+
     async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
         self.admit_mode(admission).await
     }

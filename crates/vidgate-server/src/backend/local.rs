@@ -80,6 +80,10 @@ fn simulation_markers(prompt: &str) -> SimulationMarkers {
 
 #[async_trait]
 impl Backend for LocalEngineBackend {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
     async fn admit(&self, _admission: &Admission<'_>) -> Result<(), Rejection> {
         // The local engine renders every frame size the catalog offers.
         Ok(())

@@ -90,6 +90,9 @@ pub enum Rejection {
 
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
+    /// What kind of backend this is (`local`, `cog`, or a hosted provider's
+    /// name): the `backend` label of the job metrics, so a fixed few values.
+    fn kind(&self) -> &'static str;
     /// Checks, at submit time and before the hold, that the backend will
     /// take this job.
     async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection>;

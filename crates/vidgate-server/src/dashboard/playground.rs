@@ -24,6 +24,7 @@ use vidgate_core::{Catalog, Endpoint, MediaFacts, Purpose};
 use super::session::SignedIn;
 use super::{Layout, Section, render, usd};
 use crate::diagnostics::log_cause_chain;
+use crate::metrics::RateLimit;
 use crate::sessions::api_caller;
 use crate::state::AppState;
 use crate::store::Session;
@@ -322,6 +323,7 @@ pub async fn submit(
     let caller = api_caller(session);
     let rate = state.rate_limiter.check_caller(&caller).await;
     if !rate.allowed {
+        state.metrics.record_rate_limit_refusal(RateLimit::Caller);
         return playground_page(
             &state.catalog,
             session,

@@ -14,6 +14,7 @@ use super::session::{self, PRE_SESSION_CSRF_COOKIE, SESSION_COOKIE, SignedIn, co
 use super::users::{self, UserError};
 use super::{Layout, passwords, render};
 use crate::client_address::client_address_of;
+use crate::metrics::RateLimit;
 use crate::sessions::{random_secret, tokens_match};
 use crate::state::AppState;
 
@@ -136,6 +137,7 @@ pub async fn submit(
     let email = credentials.email.trim().to_lowercase();
     let address = client_address_of(&parts, &state.trusted_proxies);
     if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address).await {
+        state.metrics.record_rate_limit_refusal(RateLimit::SignIn);
         let mut response = sign_in_page(
             &state,
             headers,
@@ -197,6 +199,7 @@ pub async fn sign_up(
     let address = client_address_of(&parts, &state.trusted_proxies);
     let email = credentials.email.trim().to_lowercase();
     if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address).await {
+        state.metrics.record_rate_limit_refusal(RateLimit::SignIn);
         return sign_in_page(
             &state,
             headers,

@@ -241,3 +241,42 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use vidgate_core::Micros;
+
+    use super::*;
+
+    /// The submit metrics label a refusal with `SubmitError::code`; it must
+    /// be the code the API answers.
+    #[test]
+    fn every_submit_refusal_is_counted_under_the_code_the_api_answers() {
+        let refusals = [
+            SubmitError::Invalid {
+                message: "bad".into(),
+                param: None,
+            },
+            SubmitError::ModelUnavailable("paused".into()),
+            SubmitError::RefusedUpstream("refused".into()),
+            SubmitError::ConcurrencyLimit { limit: 1 },
+            SubmitError::InsufficientBalance {
+                balance: Micros(0),
+                price: Micros(1),
+            },
+            SubmitError::IdempotencyKeyReused,
+            SubmitError::AccountNotFound,
+            SubmitError::MediaBusy {
+                retry_after: Duration::from_secs(1),
+            },
+            SubmitError::Internal(Box::new(std::io::Error::other("disk"))),
+        ];
+        for refusal in refusals {
+            let counted = refusal.code();
+            let answered = ApiError::from(refusal).status_and_code().1;
+            assert_eq!(counted, answered);
+        }
+    }
+}

@@ -12,6 +12,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::ApiError;
+use crate::metrics::RateLimit;
 use crate::state::AppState;
 
 /// Requests per second and the burst one client address may make to the
@@ -60,6 +61,9 @@ pub async fn limit_public(
         .check(&key, limit.per_second, limit.burst)
         .await;
     if !rate.allowed {
+        state
+            .metrics
+            .record_rate_limit_refusal(RateLimit::PublicFairUse);
         return Err(ApiError::RateLimited {
             message: format!(
                 "Too many requests to the public endpoints from this address: at most {} per second with bursts of {}.",

@@ -10,6 +10,7 @@ mod fair_use;
 mod files;
 mod generations;
 mod health;
+mod metrics;
 mod models;
 mod openapi;
 mod prepared;
@@ -35,11 +36,13 @@ pub use crate::representation::{generation_json, rfc3339};
 pub use account::account_json;
 pub use error::ApiError;
 pub use fair_use::PublicRateLimit;
+pub use metrics::metrics_router;
 pub use serve::{HttpLimits, serve};
 pub use webhooks::webhook_secret_json;
 
 use crate::callers::{self, CallerRefusal};
 use crate::dashboard::{CSRF_HEADER, session_token};
+use crate::metrics::RateLimit;
 use crate::state::AppState;
 use crate::store::Caller;
 
@@ -112,6 +115,7 @@ pub fn router(state: AppState) -> Router {
     let operator = admin::router(state.clone()).layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
     let request_id = HeaderName::from_static("x-request-id");
+    let request_metrics = state.metrics.clone();
     Router::new()
         .nest("/api/v1", api)
         .nest("/admin/v1", operator)
@@ -119,7 +123,15 @@ pub fn router(state: AppState) -> Router {
         .merge(probes)
         .merge(crate::dashboard::router())
         .fallback(|| async { ApiError::NotFound("No such endpoint.".into()) })
+        .route_layer(middleware::from_fn(metrics::note_matched_route))
         .with_state(state)
+        // Inside the error shaping, which rebuilds some responses and would
+        // drop the route template `note_matched_route` put on them; the
+        // status is the same either way.
+        .layer(middleware::from_fn_with_state(
+            request_metrics,
+            metrics::record_request,
+        ))
         .layer(middleware::from_fn(ensure_error_shape))
         .layer(CatchPanicLayer::custom(|_panic| {
             tracing::error!("a request handler panicked");
@@ -178,6 +190,7 @@ async fn authenticate(
         request.extensions_mut().insert(caller);
         next.run(request).await
     } else {
+        state.metrics.record_rate_limit_refusal(RateLimit::Caller);
         ApiError::RateLimited {
             message: format!(
                 "Too many requests: this key may make {} requests per second with bursts of {}.",

@@ -91,7 +91,7 @@ pub use operator::{
 };
 pub use postgres::PgStore;
 pub use provider_jobs::{NewProviderJob, ProviderJob, ProviderJobStore};
-pub use queue::{FailureDetail, QueueStore, RescueReport};
+pub use queue::{FailureDetail, QueueDepth, QueueStore, RescueReport};
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
 pub use sqlite::{SqliteDurability, SqliteStore};
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadStore, UploadUsage};

@@ -24,6 +24,16 @@ pub struct RescueReport {
     pub failed: Vec<String>,
 }
 
+/// The queue's size and the money it holds, for the metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub queued: i64,
+    pub running: i64,
+    /// The prices of the queued and running generations: what every
+    /// account's holds add up to.
+    pub held: Micros,
+}
+
 #[async_trait]
 pub trait QueueStore: Send + Sync {
     /// Claims the oldest queued job for `worker`, marking it running under a
@@ -69,6 +79,9 @@ pub trait QueueStore: Send + Sync {
     /// signal and just waits out the timeout, so its workers rely on the
     /// in-process wake-up after a submit and on polling.
     async fn wait_for_work(&self, timeout: Duration);
+    /// Counts the queued and running generations and sums their holds, in
+    /// one statement over the rows the queue's partial indexes cover.
+    async fn queue_depth(&self) -> Result<QueueDepth, StoreError>;
 }
 
 /// Implements `QueueStore` for one store type; expanded for both by
@@ -283,6 +296,25 @@ macro_rules! impl_queue_store {
 
             async fn wait_for_work(&self, timeout: Duration) {
                 self.wait_for_announced_work(timeout).await
+            }
+
+            async fn queue_depth(&self) -> Result<QueueDepth, StoreError> {
+                // PostgreSQL sums BIGINT as NUMERIC; the cast brings it back.
+                let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+                    "SELECT status, COUNT(*), CAST(COALESCE(SUM(price_micros), 0) AS BIGINT) \
+                     FROM generations WHERE status IN ('queued', 'running') GROUP BY status",
+                )
+                .fetch_all(self.reader())
+                .await?;
+                let mut depth = QueueDepth::default();
+                for (status, count, held) in rows {
+                    match status.as_str() {
+                        "queued" => depth.queued = count,
+                        _ => depth.running = count,
+                    }
+                    depth.held = Micros(depth.held.0 + held);
+                }
+                Ok(depth)
             }
         }
     };

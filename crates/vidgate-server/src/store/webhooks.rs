@@ -130,6 +130,9 @@ pub trait WebhookStore: Send + Sync {
         new_secret: &str,
         previous_valid_for: Duration,
     ) -> Result<Option<Account>, StoreError>;
+    /// Deliveries still waiting for an attempt (due, scheduled or leased),
+    /// for the metrics.
+    async fn pending_webhook_deliveries(&self) -> Result<i64, StoreError>;
 }
 
 /// The columns of a webhook delivery, in the order `DeliveryRow` expects.
@@ -373,6 +376,14 @@ macro_rules! impl_webhook_store {
                 let account = Self::account_in(&mut transaction, account_id).await?;
                 transaction.commit().await?;
                 Ok(account)
+            }
+
+            async fn pending_webhook_deliveries(&self) -> Result<i64, StoreError> {
+                Ok(sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'",
+                )
+                .fetch_one(self.reader())
+                .await?)
             }
         }
     };

@@ -1,0 +1,93 @@
+//! The metrics' HTTP side: timing every request of the public router by its
+//! route template, and `GET /metrics` on the separate metrics listener
+//! (`--metrics-listen`), which the public port never serves.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::metrics::{Metrics, UNMATCHED_ROUTE};
+use crate::store::Store;
+
+/// The content type of the OpenMetrics text format, which Prometheus asks
+/// for and reads.
+const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Copies the route template a request matched onto its response, where
+/// `record_request` (outside the routing) finds it. A route layer, so it
+/// runs only for matched routes.
+pub(super) async fn note_matched_route(request: Request, next: Next) -> Response {
+    let matched = request.extensions().get::<MatchedPath>().cloned();
+    let mut response = next.run(request).await;
+    if let Some(matched) = matched {
+        response.extensions_mut().insert(matched);
+    }
+    response
+}
+
+/// Records every request's route template (or `unmatched`), method, status
+/// and duration.
+pub(super) async fn record_request(
+    State(metrics): State<Arc<Metrics>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    let route = response
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or(UNMATCHED_ROUTE, MatchedPath::as_str);
+    metrics.record_request(
+        route,
+        method.as_str(),
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+#[derive(Clone)]
+struct MetricsState {
+    store: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+}
+
+/// The metrics listener's router: `/metrics` and nothing else.
+pub fn metrics_router(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(scrape))
+        .with_state(MetricsState { store, metrics })
+}
+
+/// Reads the store's gauges for this scrape, then answers every series. A
+/// failed read still answers the series kept in the process (they matter
+/// most during a database outage), counts the failure and logs it.
+async fn scrape(State(state): State<MetricsState>) -> Response {
+    let store_state = async {
+        let depth = state.store.queue_depth().await?;
+        let pending = state.store.pending_webhook_deliveries().await?;
+        Ok::<_, crate::store::StoreError>((depth, pending))
+    }
+    .await;
+    match store_state {
+        Ok((depth, pending)) => state.metrics.set_store_state(&depth, pending),
+        Err(error) => {
+            tracing::error!(error = %error, "reading the store's state for the metrics failed");
+            state.metrics.record_store_read_failure();
+        }
+    }
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)],
+        state.metrics.encode(),
+    )
+        .into_response()
+}

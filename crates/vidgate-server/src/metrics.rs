@@ -1,0 +1,472 @@
+//! The Prometheus series of one node, each named once here (and listed in
+//! `docs/operations.md`, which a test here compares with the registry). Every label
+//! value comes from a bounded set: catalog models and modes, backend kinds,
+//! route templates, status codes and fixed outcome names, never an id.
+//!
+//! Counters and histograms are kept in the process and move where things
+//! happen; the gauges of state kept in the database (queue depth, money
+//! held, webhook deliveries pending) are read from the store when a scrape
+//! asks for them, so they are the same on every node and cost one query
+//! each per scrape. The series are served on their own listener
+//! (`--metrics-listen`, `http/metrics.rs`), never on the public port.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::store::QueueDepth;
+
+/// The route label of a request that matched no route, so that probes of
+/// random paths add one series, not one per path.
+pub const UNMATCHED_ROUTE: &str = "unmatched";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    route: String,
+    method: &'static str,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SubmitLabels {
+    model: String,
+    mode: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabels {
+    model: String,
+    backend: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobOutcomeLabels {
+    model: String,
+    backend: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    limit: &'static str,
+}
+
+type HistogramFamily<Labels> = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Which limit refused a request with 429.
+#[derive(Debug, Clone, Copy)]
+pub enum RateLimit {
+    /// An API key's (or session's) request rate.
+    Caller,
+    /// The per-client-address limit of the public endpoints.
+    PublicFairUse,
+    /// An account's queued and running generations.
+    Concurrency,
+    /// The dashboard's sign-in and sign-up attempts.
+    SignIn,
+}
+
+impl RateLimit {
+    fn label(self) -> &'static str {
+        match self {
+            RateLimit::Caller => "caller",
+            RateLimit::PublicFairUse => "public_fair_use",
+            RateLimit::Concurrency => "concurrency",
+            RateLimit::SignIn => "sign_in",
+        }
+    }
+}
+
+/// How a worker's attempt at a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Succeeded, and its hold was captured.
+    Succeeded,
+    /// Failed for good, and its hold was released.
+    Failed,
+    /// Interrupted at shutdown and put back in the queue.
+    HandedBack,
+    /// The worker lost its lease (another node rescued the job); it
+    /// recorded nothing.
+    LeaseLost,
+    /// The store failed to record the end; the lease runs out and the
+    /// rescuer gives the job another attempt.
+    NotRecorded,
+}
+
+impl JobOutcome {
+    /// Whether the generation is now in a final state.
+    pub fn is_final(self) -> bool {
+        matches!(self, JobOutcome::Succeeded | JobOutcome::Failed)
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            JobOutcome::Succeeded => "succeeded",
+            JobOutcome::Failed => "failed",
+            JobOutcome::HandedBack => "handed_back",
+            JobOutcome::LeaseLost => "lease_lost",
+            JobOutcome::NotRecorded => "not_recorded",
+        }
+    }
+}
+
+/// What became of a webhook delivery after one attempt.
+#[derive(Debug, Clone, Copy)]
+pub enum WebhookAttemptOutcome {
+    Delivered,
+    /// Failed; another attempt is scheduled.
+    Retrying,
+    /// Failed, and it was the last attempt (or the URL may never be sent to).
+    Failed,
+}
+
+impl WebhookAttemptOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            WebhookAttemptOutcome::Delivered => "delivered",
+            WebhookAttemptOutcome::Retrying => "retrying",
+            WebhookAttemptOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// The node's series and the registry that encodes them.
+pub struct Metrics {
+    registry: Registry,
+    http_request_duration: HistogramFamily<HttpLabels>,
+    submits: Family<SubmitLabels, Counter>,
+    rate_limit_refusals: Family<LimitLabels, Counter>,
+    queue_depth: Family<StatusLabels, Gauge>,
+    queue_wait: HistogramFamily<JobLabels>,
+    job_run: HistogramFamily<JobLabels>,
+    job_outcomes: Family<JobOutcomeLabels, Counter>,
+    rescued_jobs: Family<OutcomeLabels, Counter>,
+    money_held: Gauge,
+    money_captured: Family<ModelLabels, Counter>,
+    webhook_deliveries_pending: Gauge,
+    webhook_attempts: Family<OutcomeLabels, Counter>,
+    store_read_failures: Counter,
+}
+
+/// Request latencies from 5 ms to about 20 s.
+fn request_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 13))
+}
+
+/// Queue waits and run times from 100 ms to about 3.6 hours: a clip takes
+/// seconds on the local engine and minutes at a provider.
+fn job_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.1, 2.0, 18))
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut metrics = Metrics {
+            registry: Registry::default(),
+            http_request_duration: Family::new_with_constructor(request_buckets),
+            submits: Family::default(),
+            rate_limit_refusals: Family::default(),
+            queue_depth: Family::default(),
+            queue_wait: Family::new_with_constructor(job_buckets),
+            job_run: Family::new_with_constructor(job_buckets),
+            job_outcomes: Family::default(),
+            rescued_jobs: Family::default(),
+            money_held: Gauge::default(),
+            money_captured: Family::default(),
+            webhook_deliveries_pending: Gauge::default(),
+            webhook_attempts: Family::default(),
+            store_read_failures: Counter::default(),
+        };
+        let registry = &mut metrics.registry;
+        // Counters are registered without `_total`; the encoder adds it.
+        registry.register(
+            "vidgate_http_request_duration_seconds",
+            "HTTP requests by route template, method and status, and how long they took",
+            metrics.http_request_duration.clone(),
+        );
+        registry.register(
+            "vidgate_submits",
+            "Submits by model, mode and outcome: accepted, replayed, or the API error code",
+            metrics.submits.clone(),
+        );
+        registry.register(
+            "vidgate_rate_limit_refusals",
+            "Requests answered 429, by the limit that refused them",
+            metrics.rate_limit_refusals.clone(),
+        );
+        registry.register(
+            "vidgate_queue_depth",
+            "Generations queued and running, read from the store at each scrape",
+            metrics.queue_depth.clone(),
+        );
+        registry.register(
+            "vidgate_queue_wait_seconds",
+            "Time from submit to a worker claiming the job, by model and backend",
+            metrics.queue_wait.clone(),
+        );
+        registry.register(
+            "vidgate_job_run_seconds",
+            "Time a backend took to run a job, by model and backend",
+            metrics.job_run.clone(),
+        );
+        registry.register(
+            "vidgate_job_outcomes",
+            "Jobs this node's workers ended, by model, backend and outcome",
+            metrics.job_outcomes.clone(),
+        );
+        registry.register(
+            "vidgate_rescued_jobs",
+            "Jobs whose worker died, requeued or failed by this node's rescuer",
+            metrics.rescued_jobs.clone(),
+        );
+        registry.register(
+            "vidgate_money_held_micros",
+            "Micro-dollars held for queued and running generations, read from the store at each scrape",
+            metrics.money_held.clone(),
+        );
+        registry.register(
+            "vidgate_money_captured_micros",
+            "Micro-dollars captured by this node's workers for succeeded generations, by model",
+            metrics.money_captured.clone(),
+        );
+        registry.register(
+            "vidgate_webhook_deliveries_pending",
+            "Webhook deliveries waiting for an attempt, read from the store at each scrape",
+            metrics.webhook_deliveries_pending.clone(),
+        );
+        registry.register(
+            "vidgate_webhook_attempts",
+            "Webhook delivery attempts by this node's senders, by what became of the delivery",
+            metrics.webhook_attempts.clone(),
+        );
+        registry.register(
+            "vidgate_metrics_store_read_failures",
+            "Scrapes whose store read failed; the store's gauges kept their last values",
+            metrics.store_read_failures.clone(),
+        );
+        metrics
+    }
+
+    /// One HTTP request; `route` is its route template or `UNMATCHED_ROUTE`.
+    pub fn record_request(&self, route: &str, method: &str, status: u16, elapsed: Duration) {
+        self.http_request_duration
+            .get_or_create(&HttpLabels {
+                route: route.to_owned(),
+                method: bounded_method(method),
+                status,
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// One submit that reached a catalog endpoint; `outcome` is `accepted`,
+    /// `replayed`, or the API error code it was refused with.
+    pub fn record_submit(&self, model: &str, mode: &str, outcome: &'static str) {
+        self.submits
+            .get_or_create(&SubmitLabels {
+                model: model.to_owned(),
+                mode: mode.to_owned(),
+                outcome,
+            })
+            .inc();
+    }
+
+    pub fn record_rate_limit_refusal(&self, limit: RateLimit) {
+        self.rate_limit_refusals
+            .get_or_create(&LimitLabels {
+                limit: limit.label(),
+            })
+            .inc();
+    }
+
+    /// A worker claimed a job that had waited `waited` since its submit.
+    pub fn record_claim(&self, model: &str, backend: &'static str, waited: Duration) {
+        self.queue_wait
+            .get_or_create(&JobLabels {
+                model: model.to_owned(),
+                backend,
+            })
+            .observe(waited.as_secs_f64());
+    }
+
+    /// A backend ran a job for `ran`, and the worker ended it so.
+    pub fn record_job(
+        &self,
+        model: &str,
+        backend: &'static str,
+        ran: Duration,
+        outcome: JobOutcome,
+    ) {
+        self.job_run
+            .get_or_create(&JobLabels {
+                model: model.to_owned(),
+                backend,
+            })
+            .observe(ran.as_secs_f64());
+        self.job_outcomes
+            .get_or_create(&JobOutcomeLabels {
+                model: model.to_owned(),
+                backend,
+                outcome: outcome.label(),
+            })
+            .inc();
+    }
+
+    /// A job that never reached a backend (its stored request or its
+    /// backend is gone), ended so; its `backend` label is `none`.
+    pub fn record_job_refused(&self, model: &str, outcome: JobOutcome) {
+        self.job_outcomes
+            .get_or_create(&JobOutcomeLabels {
+                model: model.to_owned(),
+                backend: "none",
+                outcome: outcome.label(),
+            })
+            .inc();
+    }
+
+    pub fn record_rescue(&self, requeued: usize, failed: usize) {
+        for (outcome, count) in [("requeued", requeued), ("failed", failed)] {
+            self.rescued_jobs
+                .get_or_create(&OutcomeLabels { outcome })
+                .inc_by(count as u64);
+        }
+    }
+
+    /// A succeeded generation's hold was captured.
+    pub fn record_capture(&self, model: &str, micros: i64) {
+        self.money_captured
+            .get_or_create(&ModelLabels {
+                model: model.to_owned(),
+            })
+            .inc_by(u64::try_from(micros).unwrap_or(0));
+    }
+
+    pub fn record_webhook_attempt(&self, outcome: WebhookAttemptOutcome) {
+        self.webhook_attempts
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.label(),
+            })
+            .inc();
+    }
+
+    /// The store's state, read for this scrape.
+    pub fn set_store_state(&self, depth: &QueueDepth, webhook_deliveries_pending: i64) {
+        self.queue_depth
+            .get_or_create(&StatusLabels { status: "queued" })
+            .set(depth.queued);
+        self.queue_depth
+            .get_or_create(&StatusLabels { status: "running" })
+            .set(depth.running);
+        self.money_held.set(depth.held.0);
+        self.webhook_deliveries_pending
+            .set(webhook_deliveries_pending);
+    }
+
+    pub fn record_store_read_failure(&self) {
+        self.store_read_failures.inc();
+    }
+
+    /// Every series in the OpenMetrics text format, which Prometheus reads.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+}
+
+/// The standard methods by name; anything else as `other`, so that made-up
+/// methods cannot add series.
+fn bounded_method(method: &str) -> &'static str {
+    const KNOWN: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+    ];
+    KNOWN
+        .into_iter()
+        .find(|known| *known == method)
+        .unwrap_or("other")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// The series as `docs/operations.md` lists them: the first cell of
+    /// each table row that names one.
+    fn documented_series() -> BTreeSet<String> {
+        include_str!("../../../docs/operations.md")
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `vidgate_"))
+            .filter_map(|rest| rest.split('`').next())
+            .map(|name| format!("vidgate_{name}"))
+            .collect()
+    }
+
+    #[test]
+    fn the_operations_guide_lists_every_series_and_no_other() {
+        // A family shows in a scrape once it has a sample, so each moves.
+        let metrics = Metrics::new();
+        metrics.record_request("/api/v1/models", "GET", 200, Duration::from_millis(3));
+        metrics.record_submit("vendor_1/model_1", "text-to-video", "accepted");
+        metrics.record_rate_limit_refusal(RateLimit::Caller);
+        metrics.record_claim("vendor_1/model_1", "local", Duration::from_secs(1));
+        metrics.record_job(
+            "vendor_1/model_1",
+            "local",
+            Duration::from_secs(2),
+            JobOutcome::Succeeded,
+        );
+        metrics.record_rescue(0, 1);
+        metrics.record_capture("vendor_1/model_1", 150_000);
+        metrics.record_webhook_attempt(WebhookAttemptOutcome::Delivered);
+        metrics.set_store_state(&QueueDepth::default(), 0);
+        let text = metrics.encode();
+        // `# TYPE name kind`; a counter's samples carry `_total`, and the
+        // guide names series as a scrape shows their samples.
+        let registered: BTreeSet<String> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .map(|descriptor| match descriptor.split_once(' ') {
+                Some((name, "counter")) => format!("{name}_total"),
+                Some((name, _)) => name.to_owned(),
+                None => descriptor.to_owned(),
+            })
+            .collect();
+        assert_eq!(documented_series(), registered);
+    }
+
+    #[test]
+    fn made_up_methods_share_one_label_value() {
+        assert_eq!(bounded_method("GET"), "GET");
+        assert_eq!(bounded_method("BREW"), "other");
+    }
+}
