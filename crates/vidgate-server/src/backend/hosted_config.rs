@@ -129,11 +129,72 @@ pub struct HostedModelConfig {
     /// fal only: the platform API (request listing).
     #[serde(default)]
     pub platform_url: Option<String>,
+    /// fal only: where fal publishes its webhook keys (a JWKS).
+    #[serde(default)]
+    pub jwks_url: Option<String>,
     #[serde(default)]
     pub timeouts: HostedTimeouts,
     /// Largest output copied, in bytes.
     #[serde(default = "default_max_output_bytes")]
     pub max_output_bytes: u64,
+    /// What the provider charges the operator, dated: the cost recorded
+    /// on each generation it ran, for `vidgate admin usage`.
+    #[serde(default)]
+    pub costs: Vec<ProviderCost>,
+}
+
+/// One line of a provider's price list, valid from `from` (a UTC date,
+/// `YYYY-MM-DD`) until a later line of the same target replaces it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderCost {
+    pub from: String,
+    /// The target it prices (Kling's standard and pro endpoints differ);
+    /// without it, every target of the model.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// US dollars per second of output video, as a decimal string
+    /// ("0.168"), read exactly into micro-dollars.
+    pub usd_per_second: String,
+}
+
+impl HostedModelConfig {
+    /// The operator's cost of a clip of `duration_s` seconds made at
+    /// `target` on `day` (`YYYY-MM-DD`): the latest line from that day or
+    /// before, one naming the target before a general one; `None` without
+    /// such a line.
+    pub fn cost_of(&self, target: &str, day: &str, duration_s: f64) -> Option<vidgate_core::Micros> {
+        let line = self
+            .costs
+            .iter()
+            .filter(|line| line.from.as_str() <= day)
+            .filter(|line| line.target.as_deref().is_none_or(|named| named == target))
+            .max_by(|a, b| (&a.from, a.target.is_some()).cmp(&(&b.from, b.target.is_some())))?;
+        let per_second = vidgate_core::Micros::parse_usd(&line.usd_per_second).ok()?;
+        Some(vidgate_core::Micros(
+            (per_second.0 as f64 * duration_s).round() as i64,
+        ))
+    }
+}
+
+/// Whether `text` is a real calendar date written `YYYY-MM-DD`, so that
+/// price lines compare by their text.
+fn is_calendar_date(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('-').collect();
+    let [year, month, day] = parts.as_slice() else {
+        return false;
+    };
+    if year.len() != 4 || month.len() != 2 || day.len() != 2 {
+        return false;
+    }
+    let (Ok(year), Ok(month), Ok(day)) = (year.parse::<i32>(), month.parse::<u8>(), day.parse::<u8>())
+    else {
+        return false;
+    };
+    time::Month::try_from(month)
+        .ok()
+        .and_then(|month| time::Date::from_calendar_date(year, month, day).ok())
+        .is_some()
 }
 
 fn default_max_output_bytes() -> u64 {
@@ -148,6 +209,17 @@ impl HostedModelConfig {
     /// Checks the file against the catalog model: known modes, a target for
     /// each, and a mapping for every parameter a configured mode accepts.
     pub fn check(&self, model: &vidgate_core::Model) -> Result<(), String> {
+        for line in &self.costs {
+            if !is_calendar_date(&line.from) {
+                return Err(format!("costs: {:?} is not a date YYYY-MM-DD", line.from));
+            }
+            vidgate_core::Micros::parse_usd(&line.usd_per_second).map_err(|_| {
+                format!(
+                    "costs: {:?} is not an amount of US dollars",
+                    line.usd_per_second
+                )
+            })?;
+        }
         for (mode_name, mode) in &self.modes {
             let parsed: Mode = mode_name
                 .parse()

@@ -13,6 +13,7 @@ mod health;
 mod models;
 mod openapi;
 mod prepared;
+mod provider_webhooks;
 mod quote;
 mod runs;
 mod serve;
@@ -96,11 +97,17 @@ pub fn router(state: AppState) -> Router {
     }
     .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
-    // Outside /api/v1: model servers call it, not customers.
-    let internal = Router::new().route(
-        "/internal/cog/{generation_id}",
-        post(cog_callbacks::receive),
-    );
+    // Outside /api/v1: model servers and providers call them, not
+    // customers.
+    let internal = Router::new()
+        .route(
+            "/internal/cog/{generation_id}",
+            post(cog_callbacks::receive),
+        )
+        .route(
+            "/internal/providers/{vendor}/{model}/{generation_id}",
+            post(provider_webhooks::receive),
+        );
 
     // Outside /api/v1 and unauthenticated: load balancers and orchestrators
     // probe them.
