@@ -262,7 +262,9 @@ impl HostedBackend {
         let today = time::OffsetDateTime::now_utc().date().to_string();
         clip.provider_run = Some(ProviderRun {
             provider: self.protocol.name().to_owned(),
-            cost: self.config.cost_of(&target.0, &today, clip.duration_s),
+            cost: self
+                .config
+                .cost_of(&job, &target.0, &today, clip.duration_s),
         });
         Ok(clip)
     }

@@ -153,23 +153,39 @@ pub struct ProviderCost {
     /// without it, every target of the model.
     #[serde(default)]
     pub target: Option<String>,
+    /// Our parameters' values it prices (`{"resolution": "1080p"}`); a
+    /// job matches when it has every one.
+    #[serde(default)]
+    pub when: Map<String, Value>,
     /// US dollars per second of output video, as a decimal string
     /// ("0.168"), read exactly into micro-dollars.
     pub usd_per_second: String,
 }
 
 impl HostedModelConfig {
-    /// The operator's cost of a clip of `duration_s` seconds made at
-    /// `target` on `day` (`YYYY-MM-DD`): the latest line from that day or
-    /// before, one naming the target before a general one; `None` without
-    /// such a line.
-    pub fn cost_of(&self, target: &str, day: &str, duration_s: f64) -> Option<vidgate_core::Micros> {
+    /// The operator's cost of a clip of `duration_s` seconds that `job`
+    /// made at `target` on `day` (`YYYY-MM-DD`): among the lines that
+    /// match the job, the latest from that day or before, the one naming
+    /// the target and the most parameter values first; `None` without such
+    /// a line.
+    pub fn cost_of(
+        &self,
+        job: &Job,
+        target: &str,
+        day: &str,
+        duration_s: f64,
+    ) -> Option<vidgate_core::Micros> {
         let line = self
             .costs
             .iter()
             .filter(|line| line.from.as_str() <= day)
             .filter(|line| line.target.as_deref().is_none_or(|named| named == target))
-            .max_by(|a, b| (&a.from, a.target.is_some()).cmp(&(&b.from, b.target.is_some())))?;
+            .filter(|line| {
+                line.when
+                    .iter()
+                    .all(|(parameter, value)| job.input.get(parameter) == Some(value))
+            })
+            .max_by_key(|line| (&line.from, line.target.is_some(), line.when.len()))?;
         let per_second = vidgate_core::Micros::parse_usd(&line.usd_per_second).ok()?;
         Some(vidgate_core::Micros(
             (per_second.0 as f64 * duration_s).round() as i64,
@@ -422,6 +438,47 @@ mod tests {
             "fixed": { "cfg_scale": 0.5 }
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_cost_comes_from_the_most_specific_line_in_force() {
+        let mut config = kling_config();
+        config.costs = serde_json::from_value(json!([
+            { "from": "2026-01-01", "usd_per_second": "0.10" },
+            { "from": "2026-01-01", "usd_per_second": "0.168",
+              "target": "fal-ai/kling-video/v3/pro/text-to-video" },
+            { "from": "2026-01-01", "usd_per_second": "0.224",
+              "target": "fal-ai/kling-video/v3/pro/text-to-video",
+              "when": { "generate_audio": true } },
+            { "from": "2027-01-01", "usd_per_second": "0.05" }
+        ]))
+        .unwrap();
+        let pro = "fal-ai/kling-video/v3/pro/text-to-video";
+        let silent = job("vendor_6/model_6", "text-to-video", json!({ "generate_audio": false }));
+        let with_audio = job("vendor_6/model_6", "text-to-video", json!({ "generate_audio": true }));
+        let micros = |job: &Job, target: &str, day: &str| {
+            config.cost_of(job, target, day, 5.0).map(|cost| cost.0)
+        };
+        assert_eq!(micros(&silent, pro, "2026-06-01"), Some(840_000));
+        assert_eq!(micros(&with_audio, pro, "2026-06-01"), Some(1_120_000));
+        assert_eq!(micros(&silent, "another/target", "2026-06-01"), Some(500_000));
+        // A newer price list replaces the older one from its day on.
+        assert_eq!(micros(&with_audio, pro, "2027-01-01"), Some(250_000));
+        assert_eq!(micros(&silent, pro, "2025-12-31"), None);
+    }
+
+    #[test]
+    fn price_lines_must_have_a_date_and_an_amount() {
+        let model = Catalog::embedded().model("vendor_6/model_6").unwrap().clone();
+        for (line, expected) in [
+            (json!({ "from": "2026-02-30", "usd_per_second": "0.1" }), "not a date"),
+            (json!({ "from": "2026-02-01", "usd_per_second": "ten" }), "not an amount"),
+        ] {
+            let mut config = kling_config();
+            config.costs = vec![serde_json::from_value(line).unwrap()];
+            let error = config.check(&model).unwrap_err();
+            assert!(error.contains(expected), "{error}");
+        }
     }
 
     #[test]
