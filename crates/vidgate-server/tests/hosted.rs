@@ -431,7 +431,8 @@ fn provider_webhook(
             let body = json!({ "request_id": job.id, "gateway_request_id": job.id,
                 "status": "OK", "payload": { "video": { "url": "https://fal.example/v.mp4" } } })
             .to_string();
-            let signature = fake_providers::fal::sign(&fake.state, &job.id, &timestamp, body.as_bytes());
+            let signature =
+                fake_providers::fal::sign(&fake.state, &job.id, &timestamp, body.as_bytes());
             client
                 .post(url)
                 .header("x-fal-webhook-request-id", &job.id)
@@ -464,13 +465,14 @@ fn webhook_url(app: &TestApp, model: &str, generation_id: &str) -> String {
     format!("{base}/internal/providers/{model}/{generation_id}")
 }
 
-async fn a_signed_provider_webhook_finishes_the_job_without_waiting_for_polling(
-    store: StoreKind,
-) {
+async fn a_signed_provider_webhook_finishes_the_job_without_waiting_for_polling(store: StoreKind) {
     for provider in [Provider::Fal, Provider::Replicate] {
         let fake = FakeProviders::start().await;
-        let app = app_with_webhooks(store.clone(), backends_with(&fake, provider, slow_polling(), json!([])))
-            .await;
+        let app = app_with_webhooks(
+            store.clone(),
+            backends_with(&fake, provider, slow_polling(), json!([])),
+        )
+        .await;
         let started = Instant::now();
         let generation = submit(
             &app,
@@ -490,10 +492,14 @@ async fn a_signed_provider_webhook_finishes_the_job_without_waiting_for_polling(
             started.elapsed()
         );
         let job = &fake.jobs_at(provider)[0];
-        assert!(job.webhook_url.is_some(), "{provider:?}: a webhook was registered");
+        assert!(
+            job.webhook_url.is_some(),
+            "{provider:?}: a webhook was registered"
+        );
         let sent = fake.state.webhooks_sent.lock().unwrap().clone();
         assert!(
-            sent.iter().any(|(id, status)| id == &job.id && *status == 200),
+            sent.iter()
+                .any(|(id, status)| id == &job.id && *status == 200),
             "{provider:?}: {sent:?}"
         );
     }
@@ -509,8 +515,11 @@ async fn a_forged_stale_or_duplicate_provider_webhook_changes_nothing(store: Sto
             switches.drop_webhooks = true;
             switches.queue_for = Duration::from_secs(1);
         });
-        let app = app_with_webhooks(store.clone(), backends_with(&fake, provider, slow_polling(), json!([])))
-            .await;
+        let app = app_with_webhooks(
+            store.clone(),
+            backends_with(&fake, provider, slow_polling(), json!([])),
+        )
+        .await;
         let generation = submit(
             &app,
             "vendor_1/model_1",
@@ -555,7 +564,11 @@ async fn a_forged_stale_or_duplicate_provider_webhook_changes_nothing(store: Sto
         assert_eq!(elsewhere.status(), 404, "{provider:?}: another generation");
         // None of them woke the job: it is still waiting for its next poll.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(app.generation(id).await["status"], "running", "{provider:?}");
+        assert_eq!(
+            app.generation(id).await["status"],
+            "running",
+            "{provider:?}"
+        );
 
         let genuine = provider_webhook(&fake, &job, &url, now, None);
         let replay = genuine.try_clone().unwrap();
@@ -578,7 +591,11 @@ async fn a_lost_provider_webhook_is_covered_by_polling(store: StoreKind) {
         fake.switches(|switches| switches.drop_webhooks = true);
         let mut timeouts = slow_polling();
         timeouts["poll_seconds"] = json!(0.3);
-        let app = app_with_webhooks(store.clone(), backends_with(&fake, provider, timeouts, json!([]))).await;
+        let app = app_with_webhooks(
+            store.clone(),
+            backends_with(&fake, provider, timeouts, json!([])),
+        )
+        .await;
         let generation = submit(
             &app,
             "vendor_1/model_1",
@@ -704,7 +721,10 @@ async fn provider_health_when(
         if ready(health.as_slice()) {
             return health;
         }
-        assert!(Instant::now() < deadline, "the providers' health: {health:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the providers' health: {health:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -728,7 +748,10 @@ async fn a_provider_that_refuses_the_job_hands_it_to_the_next_and_its_circuit_op
         let generation = submit(
             &app,
             "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", &format!("a kite that fails over {index}")),
+            text_to_video(
+                "vendor_1/model_1",
+                &format!("a kite that fails over {index}"),
+            ),
         )
         .await;
         let done = app
@@ -742,17 +765,27 @@ async fn a_provider_that_refuses_the_job_hands_it_to_the_next_and_its_circuit_op
     assert_eq!(fake.jobs_at(Provider::Replicate).len(), 6);
     let health = provider_health_when(&app, |health| {
         health_of(health, "fal").is_some_and(|fal| fal.open)
-            && health_of(health, "replicate").is_some_and(|replicate| replicate.latency_ms.is_some())
+            && health_of(health, "replicate")
+                .is_some_and(|replicate| replicate.latency_ms.is_some())
     })
     .await;
     let fal = health_of(&health, "fal").unwrap();
     assert!(fal.consecutive_failures >= 5, "{fal:?}");
-    assert!(fal.last_error.as_deref().unwrap_or_default().contains("credential"), "{fal:?}");
+    assert!(
+        fal.last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("credential"),
+        "{fal:?}"
+    );
     let replicate = health_of(&health, "replicate").unwrap();
     assert!(!replicate.open, "{replicate:?}");
     assert_eq!(replicate.consecutive_failures, 0);
     let after = app.account_state(&app.account.account.id).await;
-    assert!(after.balance < before.balance, "the six clips were paid for");
+    assert!(
+        after.balance < before.balance,
+        "the six clips were paid for"
+    );
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
@@ -796,9 +829,7 @@ async fn a_model_with_no_healthy_provider_answers_503_and_holds_nothing(store: S
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
-async fn a_succeeded_generation_records_its_provider_cost_for_the_usage_report(
-    store: StoreKind,
-) {
+async fn a_succeeded_generation_records_its_provider_cost_for_the_usage_report(store: StoreKind) {
     for provider in [Provider::Fal, Provider::Replicate] {
         let fake = FakeProviders::start().await;
         let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
@@ -808,7 +839,12 @@ async fn a_succeeded_generation_records_its_provider_cost_for_the_usage_report(
             { "from": "2020-01-01", "usd_per_second": "0.10" },
             { "from": "2099-01-01", "usd_per_second": "9" },
         ]);
-        let app = app_at(store.clone(), backends_with(&fake, provider, timeouts, costs), 2).await;
+        let app = app_at(
+            store.clone(),
+            backends_with(&fake, provider, timeouts, costs),
+            2,
+        )
+        .await;
         let generation = submit(
             &app,
             "vendor_1/model_1",

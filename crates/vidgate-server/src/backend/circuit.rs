@@ -55,7 +55,10 @@ impl Default for ProviderCircuits {
 impl ProviderCircuits {
     /// Hands over, at server start, the store the circuits save to.
     pub fn attach_store(&self, store: &Arc<dyn Store>) {
-        *self.store.lock().unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
+        *self
+            .store
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
     }
 
     /// The circuit of `provider`, created closed on first use.
@@ -113,7 +116,9 @@ impl Circuit {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, CircuitState> {
-        self.state.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// Whether dispatch may send the provider work now.
@@ -214,7 +219,11 @@ impl ObservedProtocol {
     /// Records a call's outcome. A refusal of our request and an unknown
     /// job are answers of a working provider; every other error counts
     /// against it.
-    fn observe<T>(&self, started: Instant, result: Result<T, ProviderError>) -> Result<T, ProviderError> {
+    fn observe<T>(
+        &self,
+        started: Instant,
+        result: Result<T, ProviderError>,
+    ) -> Result<T, ProviderError> {
         match &result {
             Ok(_) | Err(ProviderError::Refused { .. } | ProviderError::NotFound { .. }) => {
                 self.circuit.record_success(started.elapsed());
@@ -239,7 +248,10 @@ impl ProviderProtocol for ObservedProtocol {
         deadline: Duration,
     ) -> Result<String, ProviderError> {
         let started = Instant::now();
-        let result = self.inner.submit(target, input, webhook_url, deadline).await;
+        let result = self
+            .inner
+            .submit(target, input, webhook_url, deadline)
+            .await;
         self.observe(started, result)
     }
 

@@ -232,8 +232,14 @@ pub fn apply_backends_file_with_credentials(
                 for provider in config.providers {
                     let (config, kind) = provider.into_parts();
                     providers.push(
-                        hosted_backend(model, config, kind, credentials, backends.provider_circuits())
-                            .map_err(|error| invalid(format!("{model_id}: {error}")))?,
+                        hosted_backend(
+                            model,
+                            config,
+                            kind,
+                            credentials,
+                            backends.provider_circuits(),
+                        )
+                        .map_err(|error| invalid(format!("{model_id}: {error}")))?,
                     );
                 }
                 let backend = FailoverBackend::new(&model_id, providers)

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::hosted::{HostedBackend, no_healthy_provider};
 use super::{
-    Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel,
-    WebhookReceipt, WebhookRefusal,
+    Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel, WebhookReceipt,
+    WebhookRefusal,
 };
 use crate::store::Store;
 
@@ -28,7 +28,10 @@ pub struct FailoverBackend {
 }
 
 impl FailoverBackend {
-    pub fn new(model_id: &str, providers: Vec<Arc<HostedBackend>>) -> Result<FailoverBackend, String> {
+    pub fn new(
+        model_id: &str,
+        providers: Vec<Arc<HostedBackend>>,
+    ) -> Result<FailoverBackend, String> {
         if providers.len() < 2 {
             return Err("failover needs at least two providers".into());
         }
@@ -125,7 +128,10 @@ impl Backend for FailoverBackend {
             if !is_last && !provider.is_healthy() {
                 continue;
             }
-            match provider.run_job(job.clone(), cancel.clone(), !is_last).await {
+            match provider
+                .run_job(job.clone(), cancel.clone(), !is_last)
+                .await
+            {
                 Err(failed) if failed.provider_has_no_job && !is_last => {
                     tracing::warn!(generation = %job.generation_id, provider = provider.provider_name(), failure = %failed.failure, "the provider does not have the job; trying the next provider");
                     last_failure = Some(failed.failure);

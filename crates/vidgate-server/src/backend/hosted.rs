@@ -31,8 +31,8 @@ use super::provider::{
 };
 use super::replicate::{self, ReplicateClient};
 use super::{
-    Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel,
-    WebhookReceipt, WebhookRefusal,
+    Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel, WebhookReceipt,
+    WebhookRefusal,
 };
 use crate::store::{NewProviderJob, ProviderRun, Store};
 /// How long a worker whose provider job was canceled at the provider waits
@@ -91,7 +91,12 @@ impl HostedBackend {
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
             .as_ref()
-            .map(|base| format!("{base}/internal/providers/{}/{generation_id}", self.model_id))
+            .map(|base| {
+                format!(
+                    "{base}/internal/providers/{}/{generation_id}",
+                    self.model_id
+                )
+            })
     }
 
     /// Registers this process as the follower of a generation's job, until
@@ -128,9 +133,7 @@ impl HostedBackend {
         let store = self
             .store()
             .map_err(|_| WebhookRefusal::Unavailable("no store attached".into()))?;
-        let recorded = store
-            .provider_job(generation_id)
-            .await?;
+        let recorded = store.provider_job(generation_id).await?;
         // A webhook signed for another of our jobs, replayed to this
         // generation's URL, is refused like a forged one.
         let matches = recorded.is_some_and(|recorded| {

@@ -203,7 +203,8 @@ fn is_calendar_date(text: &str) -> bool {
     if year.len() != 4 || month.len() != 2 || day.len() != 2 {
         return false;
     }
-    let (Ok(year), Ok(month), Ok(day)) = (year.parse::<i32>(), month.parse::<u8>(), day.parse::<u8>())
+    let (Ok(year), Ok(month), Ok(day)) =
+        (year.parse::<i32>(), month.parse::<u8>(), day.parse::<u8>())
     else {
         return false;
     };
@@ -454,14 +455,25 @@ mod tests {
         ]))
         .unwrap();
         let pro = "fal-ai/kling-video/v3/pro/text-to-video";
-        let silent = job("vendor_6/model_6", "text-to-video", json!({ "generate_audio": false }));
-        let with_audio = job("vendor_6/model_6", "text-to-video", json!({ "generate_audio": true }));
+        let silent = job(
+            "vendor_6/model_6",
+            "text-to-video",
+            json!({ "generate_audio": false }),
+        );
+        let with_audio = job(
+            "vendor_6/model_6",
+            "text-to-video",
+            json!({ "generate_audio": true }),
+        );
         let micros = |job: &Job, target: &str, day: &str| {
             config.cost_of(job, target, day, 5.0).map(|cost| cost.0)
         };
         assert_eq!(micros(&silent, pro, "2026-06-01"), Some(840_000));
         assert_eq!(micros(&with_audio, pro, "2026-06-01"), Some(1_120_000));
-        assert_eq!(micros(&silent, "another/target", "2026-06-01"), Some(500_000));
+        assert_eq!(
+            micros(&silent, "another/target", "2026-06-01"),
+            Some(500_000)
+        );
         // A newer price list replaces the older one from its day on.
         assert_eq!(micros(&with_audio, pro, "2027-01-01"), Some(250_000));
         assert_eq!(micros(&silent, pro, "2025-12-31"), None);
@@ -469,10 +481,19 @@ mod tests {
 
     #[test]
     fn price_lines_must_have_a_date_and_an_amount() {
-        let model = Catalog::embedded().model("vendor_6/model_6").unwrap().clone();
+        let model = Catalog::embedded()
+            .model("vendor_6/model_6")
+            .unwrap()
+            .clone();
         for (line, expected) in [
-            (json!({ "from": "2026-02-30", "usd_per_second": "0.1" }), "not a date"),
-            (json!({ "from": "2026-02-01", "usd_per_second": "ten" }), "not an amount"),
+            (
+                json!({ "from": "2026-02-30", "usd_per_second": "0.1" }),
+                "not a date",
+            ),
+            (
+                json!({ "from": "2026-02-01", "usd_per_second": "ten" }),
+                "not an amount",
+            ),
         ] {
             let mut config = kling_config();
             config.costs = vec![serde_json::from_value(line).unwrap()];

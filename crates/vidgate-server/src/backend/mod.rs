@@ -21,12 +21,12 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use vidgate_core::Mode;
 
-pub use cog::{CogBackend, CogCallbacks};
 use circuit::ProviderCircuits;
+pub use cog::{CogBackend, CogCallbacks};
 pub use config::{
     BackendsFile, BackendsFileError, CogModelConfig, CogTimeouts, FailoverConfig,
-    HostedProviderConfig, ModelBackendConfig,
-    apply_backends_file, apply_backends_file_with_credentials,
+    HostedProviderConfig, ModelBackendConfig, apply_backends_file,
+    apply_backends_file_with_credentials,
 };
 pub use hosted::{HostedBackend, ProviderKind};
 pub use hosted_config::{FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts};

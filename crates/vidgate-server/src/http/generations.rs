@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use vidgate_core::{CancelRefusal, GenerationStatus};
 
 use super::{ApiError, AppState};
-use crate::representation::generation_json;
 use crate::backend::StartedJobCancel;
+use crate::representation::generation_json;
 use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
 
 /// Seconds a client should wait before polling an unfinished generation
