@@ -354,7 +354,7 @@ async fn record_success(
     });
     match context
         .store
-        .finish_succeeded(generation_id, worker_id, output)
+        .finish_succeeded(generation_id, worker_id, output, clip.provider_run.as_ref())
         .await
     {
         Ok(true) => {

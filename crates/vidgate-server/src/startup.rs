@@ -249,6 +249,12 @@ impl Components {
         .map_err(ServerError::MediaClient)?;
         options.backends.attach_media_fetcher(&media_fetcher);
         options.backends.attach_store(&store);
+        // Provider webhooks need an address the provider can reach: only an
+        // operator-configured public URL is one. Without it, hosted jobs
+        // are followed by polling alone.
+        if let Some(public_url) = &options.public_url {
+            options.backends.attach_webhook_base(public_url);
+        }
         // Cog webhooks can only come back to a node that listens; a
         // worker-only node leaves the base unset and its Cog backends
         // dispatch synchronously.

@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use vidgate_core::{Catalog, ValidatedInput};
 use vidgate_server::backend::{Backends, Job, apply_backends_file_with_credentials};
+use vidgate_server::store::ProviderHealth;
 
 use common::{StoreKind, TestApp, TestSettings, on_both_stores, spawn_app_with};
-use fake_providers::{FAL_KEY, FakeProviders, Provider, REPLICATE_TOKEN};
+use fake_providers::{FAL_KEY, FakeJob, FakeProviders, FakeStatus, Provider, REPLICATE_TOKEN};
 
 /// The example backends file of `provider`, pointed at the fake, with
 /// timeouts short enough for tests.
@@ -24,6 +25,28 @@ fn backends_for(
     provider: Provider,
     request_seconds: f64,
     retry_seconds: f64,
+) -> Backends {
+    backends_with(
+        fake,
+        provider,
+        json!({
+            "request_seconds": request_seconds,
+            "start_seconds": 30,
+            "job_seconds": 60,
+            "poll_seconds": 0.1,
+            "retry_seconds": retry_seconds,
+        }),
+        json!([]),
+    )
+}
+
+/// The example backends file of `provider`, pointed at the fake, with
+/// `timeouts` and the price list `costs` for every model.
+fn backends_with(
+    fake: &FakeProviders,
+    provider: Provider,
+    timeouts: Value,
+    costs: Value,
 ) -> Backends {
     let name = match provider {
         Provider::Fal => "fal.json",
@@ -38,16 +61,12 @@ fn backends_for(
             Provider::Fal => {
                 model["api_url"] = json!(fake.fal_queue_url());
                 model["platform_url"] = json!(fake.fal_api_url());
+                model["jwks_url"] = json!(fake.fal_jwks_url());
             }
             Provider::Replicate => model["api_url"] = json!(fake.replicate_api_url()),
         }
-        model["timeouts"] = json!({
-            "request_seconds": request_seconds,
-            "start_seconds": 30,
-            "job_seconds": 60,
-            "poll_seconds": 0.1,
-            "retry_seconds": retry_seconds,
-        });
+        model["timeouts"] = timeouts.clone();
+        model["costs"] = costs.clone();
     }
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join(name);
@@ -354,6 +373,501 @@ async fn an_outage_fails_the_generation_after_the_retry_deadline_with_no_provide
     }
 }
 
+/// Timeouts whose polling is too slow to finish a job within a test's
+/// patience: a job that ends promptly was ended by its webhook.
+fn slow_polling() -> Value {
+    json!({
+        "request_seconds": 5,
+        "start_seconds": 30,
+        "job_seconds": 120,
+        "poll_seconds": 45,
+        "retry_seconds": 20,
+    })
+}
+
+/// An app with a configured public URL (its own address), so that hosted
+/// jobs register their provider webhooks.
+async fn app_with_webhooks(store: StoreKind, backends: Backends) -> TestApp {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut settings = TestSettings::new(store);
+    settings.backends = backends;
+    settings.lease = Duration::from_secs(2);
+    settings.listen = format!("127.0.0.1:{port}").parse().unwrap();
+    settings.public_url = Some(format!("http://127.0.0.1:{port}"));
+    spawn_app_with(settings).await
+}
+
+/// The provider job of a generation once its id is recorded.
+async fn recorded_job(app: &TestApp, fake: &FakeProviders, generation_id: &str) -> FakeJob {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let recorded = app.server.store.provider_job(generation_id).await.unwrap();
+        if let Some(job_id) = recorded.and_then(|recorded| recorded.job_id) {
+            return fake.state.job(&job_id).expect("the fake has the job");
+        }
+        assert!(Instant::now() < deadline, "no provider job recorded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A webhook about `job` as its provider signs it, with the signature's
+/// time `sent_at` (Unix seconds), and the body sent swapped for
+/// `tampered_body` when given.
+fn provider_webhook(
+    fake: &FakeProviders,
+    job: &FakeJob,
+    url: &str,
+    sent_at: i64,
+    tampered_body: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let timestamp = sent_at.to_string();
+    let client = reqwest::Client::new();
+    match job.provider {
+        Provider::Fal => {
+            let body = json!({ "request_id": job.id, "gateway_request_id": job.id,
+                "status": "OK", "payload": { "video": { "url": "https://fal.example/v.mp4" } } })
+            .to_string();
+            let signature =
+                fake_providers::fal::sign(&fake.state, &job.id, &timestamp, body.as_bytes());
+            client
+                .post(url)
+                .header("x-fal-webhook-request-id", &job.id)
+                .header("x-fal-webhook-user-id", fake_providers::fal::USER_ID)
+                .header("x-fal-webhook-timestamp", &timestamp)
+                .header("x-fal-webhook-signature", signature)
+                .body(tampered_body.map_or(body, str::to_owned))
+        }
+        Provider::Replicate => {
+            let body = fake_providers::replicate::prediction(&fake.state, job).to_string();
+            let message_id = format!("msg_test_{}_{sent_at}", job.id);
+            let signature = fake_providers::replicate::sign(
+                &fake.state.replicate_webhook_secret,
+                &message_id,
+                &timestamp,
+                &body,
+            );
+            client
+                .post(url)
+                .header("webhook-id", message_id)
+                .header("webhook-timestamp", &timestamp)
+                .header("webhook-signature", signature)
+                .body(tampered_body.map_or(body, str::to_owned))
+        }
+    }
+}
+
+fn webhook_url(app: &TestApp, model: &str, generation_id: &str) -> String {
+    let base = app.api_base.trim_end_matches("/api/v1");
+    format!("{base}/internal/providers/{model}/{generation_id}")
+}
+
+async fn a_signed_provider_webhook_finishes_the_job_without_waiting_for_polling(store: StoreKind) {
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        let app = app_with_webhooks(
+            store.clone(),
+            backends_with(&fake, provider, slow_polling(), json!([])),
+        )
+        .await;
+        let started = Instant::now();
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite with a webhook"),
+        )
+        .await;
+        let done = app
+            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
+        // The first state read finds the job queued; the next poll would be
+        // 45 s later.
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{provider:?}: finished after {:?}",
+            started.elapsed()
+        );
+        let job = &fake.jobs_at(provider)[0];
+        assert!(
+            job.webhook_url.is_some(),
+            "{provider:?}: a webhook was registered"
+        );
+        let sent = fake.state.webhooks_sent.lock().unwrap().clone();
+        assert!(
+            sent.iter()
+                .any(|(id, status)| id == &job.id && *status == 200),
+            "{provider:?}: {sent:?}"
+        );
+    }
+}
+
+async fn a_forged_stale_or_duplicate_provider_webhook_changes_nothing(store: StoreKind) {
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        // The provider's own webhooks are lost: only the test's arrive. The
+        // job waits a second in the queue, so the follower's first state
+        // read finds it unfinished.
+        fake.switches(|switches| {
+            switches.drop_webhooks = true;
+            switches.queue_for = Duration::from_secs(1);
+        });
+        let app = app_with_webhooks(
+            store.clone(),
+            backends_with(&fake, provider, slow_polling(), json!([])),
+        )
+        .await;
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite with forged webhooks"),
+        )
+        .await;
+        let id = generation["id"].as_str().unwrap();
+        let url = webhook_url(&app, "vendor_1/model_1", id);
+        let mut job = recorded_job(&app, &fake, id).await;
+        while !job.status.is_final() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            job = fake.state.job(&job.id).unwrap();
+        }
+        let now = fake_providers::now_seconds() as i64;
+        let forged = provider_webhook(&fake, &job, &url, now, Some(r#"{"status":"ERROR"}"#))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(forged.status(), 401, "{provider:?}: a forged body");
+        let stale = provider_webhook(&fake, &job, &url, now - 600, None)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stale.status(), 401, "{provider:?}: a stale signature");
+        let unsigned = reqwest::Client::new()
+            .post(&url)
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unsigned.status(), 400, "{provider:?}: no signature");
+        let elsewhere = provider_webhook(
+            &fake,
+            &job,
+            &webhook_url(&app, "vendor_1/model_1", "gen_someone_else"),
+            now,
+            None,
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(elsewhere.status(), 404, "{provider:?}: another generation");
+        // None of them woke the job: it is still waiting for its next poll.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            app.generation(id).await["status"],
+            "running",
+            "{provider:?}"
+        );
+
+        let genuine = provider_webhook(&fake, &job, &url, now, None);
+        let replay = genuine.try_clone().unwrap();
+        let taken = genuine.send().await.unwrap();
+        assert_eq!(taken.status(), 200);
+        assert_eq!(taken.json::<Value>().await.unwrap()["duplicate"], false);
+        let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
+        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
+        let duplicate = replay.send().await.unwrap();
+        assert_eq!(duplicate.status(), 200, "{provider:?}: acknowledged");
+        assert_eq!(duplicate.json::<Value>().await.unwrap()["duplicate"], true);
+        assert_eq!(app.generation(id).await, done, "{provider:?}: unchanged");
+        app.assert_ledger_invariant(&app.account.account.id).await;
+    }
+}
+
+async fn a_lost_provider_webhook_is_covered_by_polling(store: StoreKind) {
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        fake.switches(|switches| switches.drop_webhooks = true);
+        let mut timeouts = slow_polling();
+        timeouts["poll_seconds"] = json!(0.3);
+        let app = app_with_webhooks(
+            store.clone(),
+            backends_with(&fake, provider, timeouts, json!([])),
+        )
+        .await;
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite whose webhook is lost"),
+        )
+        .await;
+        let done = app
+            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
+        assert!(fake.jobs_at(provider)[0].webhook_url.is_some());
+        assert!(fake.state.webhooks_sent.lock().unwrap().is_empty());
+    }
+}
+
+async fn cancel_while_queued_at_the_provider_cancels_there_and_refunds(store: StoreKind) {
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        fake.switches(|switches| switches.queue_for = Duration::from_secs(30));
+        let app = app_at(store.clone(), backends_for(&fake, provider, 5.0, 20.0), 2).await;
+        let before = app.account_state(&app.account.account.id).await;
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite canceled in the queue"),
+        )
+        .await;
+        let id = generation["id"].as_str().unwrap();
+        let job = recorded_job(&app, &fake, id).await;
+        assert_eq!(app.generation(id).await["status"], "running");
+        let canceled = app.cancel(&generation, app.key()).await;
+        assert_eq!(canceled.status(), 200, "{provider:?}");
+        let canceled: Value = canceled.json().await.unwrap();
+        assert_eq!(canceled["status"], "canceled", "{provider:?}: {canceled}");
+        let job = fake.state.job(&job.id).unwrap();
+        assert_eq!(job.status, FakeStatus::Canceled, "{provider:?}");
+        assert!(!job.canceled_while_running);
+        let after = app.account_state(&app.account.account.id).await;
+        assert_eq!(after.balance, before.balance, "{provider:?}: refunded");
+        assert_eq!(after.captured, before.captured);
+        // The worker that followed the job stops without changing it.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(app.generation(id).await["status"], "canceled");
+        app.assert_ledger_invariant(&app.account.account.id).await;
+    }
+}
+
+async fn cancel_once_the_provider_started_the_job_is_refused(store: StoreKind) {
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        fake.switches(|switches| switches.run_for = Duration::from_secs(2));
+        let app = app_at(store.clone(), backends_for(&fake, provider, 5.0, 20.0), 2).await;
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite already in flight"),
+        )
+        .await;
+        let id = generation["id"].as_str().unwrap();
+        let mut job = recorded_job(&app, &fake, id).await;
+        while job.status == FakeStatus::Queued {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            job = fake.state.job(&job.id).unwrap();
+        }
+        assert_eq!(job.status, FakeStatus::Running);
+        let refused = app.cancel(&generation, app.key()).await;
+        assert_eq!(refused.status(), 409, "{provider:?}");
+        let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
+        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
+        assert!(!fake.state.job(&job.id).unwrap().canceled_while_running);
+        app.assert_ledger_invariant(&app.account.account.id).await;
+    }
+}
+
+/// A backends file running M1 at fal, then at Replicate, each with the
+/// credential `fal_key` and `replicate_token`.
+fn failover_backends(fake: &FakeProviders, fal_key: &str, replicate_token: &str) -> Backends {
+    let entry = |name: &str| -> Value {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/hosted")
+            .join(name);
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+        file["models"]["vendor_1/model_1"].clone()
+    };
+    let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
+        "poll_seconds": 0.1, "retry_seconds": 5 });
+    let mut fal = entry("fal.json");
+    fal["api_url"] = json!(fake.fal_queue_url());
+    fal["platform_url"] = json!(fake.fal_api_url());
+    fal["jwks_url"] = json!(fake.fal_jwks_url());
+    fal["credential_env"] = json!("TEST_FAL_KEY");
+    fal["timeouts"] = timeouts.clone();
+    let mut replicate = entry("replicate.json");
+    replicate["api_url"] = json!(fake.replicate_api_url());
+    replicate["credential_env"] = json!("TEST_REPLICATE_TOKEN");
+    replicate["timeouts"] = timeouts;
+    let file = json!({ "models": { "vendor_1/model_1": {
+        "backend": "failover", "providers": [fal, replicate] } } });
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("failover.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    let mut backends = Backends::builtin(true);
+    let (fal_key, replicate_token) = (fal_key.to_owned(), replicate_token.to_owned());
+    let credentials = move |name: &str| match name {
+        "TEST_FAL_KEY" => Some(fal_key.clone()),
+        "TEST_REPLICATE_TOKEN" => Some(replicate_token.clone()),
+        _ => None,
+    };
+    apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
+        .expect("the failover backends file applies");
+    backends
+}
+
+/// The providers' circuits as the store knows them, once `ready` holds
+/// (circuits save in the background).
+async fn provider_health_when(
+    app: &TestApp,
+    ready: impl Fn(&[ProviderHealth]) -> bool,
+) -> Vec<ProviderHealth> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let health = app.server.store.provider_health().await.unwrap();
+        if ready(health.as_slice()) {
+            return health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the providers' health: {health:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn health_of<'a>(health: &'a [ProviderHealth], provider: &str) -> Option<&'a ProviderHealth> {
+    health.iter().find(|health| health.provider == provider)
+}
+
+async fn a_provider_that_refuses_the_job_hands_it_to_the_next_and_its_circuit_opens(
+    store: StoreKind,
+) {
+    let fake = FakeProviders::start().await;
+    let app = app_at(
+        store,
+        failover_backends(&fake, "not-our-fal-key", REPLICATE_TOKEN),
+        2,
+    )
+    .await;
+    let before = app.account_state(&app.account.account.id).await;
+    for index in 0..6 {
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video(
+                "vendor_1/model_1",
+                &format!("a kite that fails over {index}"),
+            ),
+        )
+        .await;
+        let done = app
+            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "succeeded", "{done}");
+    }
+    // fal refused every submit it saw (our key is wrong), so it has no job;
+    // Replicate ran each generation exactly once.
+    assert!(fake.jobs_at(Provider::Fal).is_empty());
+    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 6);
+    let health = provider_health_when(&app, |health| {
+        health_of(health, "fal").is_some_and(|fal| fal.open)
+            && health_of(health, "replicate")
+                .is_some_and(|replicate| replicate.latency_ms.is_some())
+    })
+    .await;
+    let fal = health_of(&health, "fal").unwrap();
+    assert!(fal.consecutive_failures >= 5, "{fal:?}");
+    assert!(
+        fal.last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("credential"),
+        "{fal:?}"
+    );
+    let replicate = health_of(&health, "replicate").unwrap();
+    assert!(!replicate.open, "{replicate:?}");
+    assert_eq!(replicate.consecutive_failures, 0);
+    let after = app.account_state(&app.account.account.id).await;
+    assert!(
+        after.balance < before.balance,
+        "the six clips were paid for"
+    );
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
+async fn a_model_with_no_healthy_provider_answers_503_and_holds_nothing(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    let app = app_at(
+        store,
+        failover_backends(&fake, "not-our-fal-key", "not-our-replicate-token"),
+        2,
+    )
+    .await;
+    let before = app.account_state(&app.account.account.id).await;
+    for index in 0..5 {
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", &format!("a kite nobody takes {index}")),
+        )
+        .await;
+        let done = app
+            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "failed", "{done}");
+        assert_eq!(done["error"]["code"], "upstream_error", "{done}");
+    }
+    assert!(fake.jobs().is_empty());
+    // Both circuits are open now: the next submit is refused before any
+    // hold.
+    let refused = app
+        .submit(
+            "vendor_1/model_1/text-to-video",
+            text_to_video("vendor_1/model_1", "a kite refused at the door"),
+        )
+        .await;
+    assert_eq!(refused.status(), 503);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "model_unavailable", "{body}");
+    let after = app.account_state(&app.account.account.id).await;
+    assert_eq!(after.balance, before.balance, "refunded, and nothing held");
+    assert_eq!(after.held, before.held);
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
+async fn a_succeeded_generation_records_its_provider_cost_for_the_usage_report(store: StoreKind) {
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
+            "poll_seconds": 0.1, "retry_seconds": 20 });
+        // The line from 2099 is not in force yet; the older general one is.
+        let costs = json!([
+            { "from": "2020-01-01", "usd_per_second": "0.10" },
+            { "from": "2099-01-01", "usd_per_second": "9" },
+        ]);
+        let app = app_at(
+            store.clone(),
+            backends_with(&fake, provider, timeouts, costs),
+            2,
+        )
+        .await;
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite with a cost"),
+        )
+        .await;
+        let done = app
+            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
+        let duration_s = done["output"]["duration_s"].as_f64().unwrap();
+        let usage = app.server.store.model_usage(0).await.unwrap();
+        assert_eq!(usage.len(), 1, "{provider:?}: {usage:?}");
+        let row = &usage[0];
+        assert_eq!(row.model, "vendor_1/model_1");
+        assert_eq!(row.generations, 1);
+        assert_eq!(row.provider_cost.0, (100_000.0 * duration_s).round() as i64);
+        assert_eq!(row.uncosted, 0);
+        let account = app.account_state(&app.account.account.id).await;
+        assert_eq!(row.revenue, account.captured, "{provider:?}");
+    }
+}
+
 on_both_stores!(
     every_model_succeeds_through_each_provider_with_the_video_in_our_storage,
     failed_and_moderated_provider_jobs_fail_and_are_refunded,
@@ -361,4 +875,12 @@ on_both_stores!(
     a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resubmitted,
     a_rate_limit_storm_delays_jobs_but_does_not_fail_them,
     an_outage_fails_the_generation_after_the_retry_deadline_with_no_provider_job,
+    a_signed_provider_webhook_finishes_the_job_without_waiting_for_polling,
+    a_forged_stale_or_duplicate_provider_webhook_changes_nothing,
+    a_lost_provider_webhook_is_covered_by_polling,
+    cancel_while_queued_at_the_provider_cancels_there_and_refunds,
+    cancel_once_the_provider_started_the_job_is_refused,
+    a_provider_that_refuses_the_job_hands_it_to_the_next_and_its_circuit_opens,
+    a_model_with_no_healthy_provider_answers_503_and_holds_nothing,
+    a_succeeded_generation_records_its_provider_cost_for_the_usage_report,
 );

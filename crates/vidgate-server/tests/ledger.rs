@@ -140,7 +140,10 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
             }
             Operation::Succeed(index) => {
                 if let Some(id) = claimed.get(index) {
-                    store.finish_succeeded(id, worker, json!({})).await.unwrap();
+                    store
+                        .finish_succeeded(id, worker, json!({}), None)
+                        .await
+                        .unwrap();
                 }
             }
             Operation::Fail(index) => {
@@ -227,7 +230,7 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
         let report = store.rescue_expired_leases().await.unwrap();
         assert!(
             !store
-                .finish_succeeded("gen_lost", "dead-worker", json!({}))
+                .finish_succeeded("gen_lost", "dead-worker", json!({}), None)
                 .await
                 .unwrap()
         );

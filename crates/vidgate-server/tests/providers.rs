@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use vidgate_server::backend::fal::{self, FalClient};
 use vidgate_server::backend::provider::{
     CancelOutcome, FailureKind, ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol,
-    ProviderTarget,
+    ProviderTarget, cancel_if_queued,
 };
 use vidgate_server::backend::replicate::{self, ReplicateClient};
 
@@ -27,6 +27,7 @@ fn fal_client(fake: &FakeProviders, timeout: Duration) -> FalClient {
     FalClient::new(
         &fake.fal_queue_url(),
         &fake.fal_api_url(),
+        &fake.fal_jwks_url(),
         FAL_KEY.into(),
         timeout,
     )
@@ -181,7 +182,7 @@ async fn cancel_removes_a_queued_job_and_leaves_a_running_one_alone() {
             .await
             .unwrap();
         assert_eq!(
-            client.cancel_if_queued(&target, &queued).await.unwrap(),
+            cancel_if_queued(client, &target, &queued).await.unwrap(),
             CancelOutcome::Removed
         );
         let running = client
@@ -192,7 +193,7 @@ async fn cancel_removes_a_queued_job_and_leaves_a_running_one_alone() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(
-            client.cancel_if_queued(&target, &running).await.unwrap(),
+            cancel_if_queued(client, &target, &running).await.unwrap(),
             CancelOutcome::AlreadyStarted
         );
         assert!(matches!(
@@ -304,6 +305,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
     let stranger = FalClient::new(
         &fake.fal_queue_url(),
         &fake.fal_api_url(),
+        &fake.fal_jwks_url(),
         "wrong".into(),
         Duration::from_secs(5),
     )

@@ -10,6 +10,7 @@ use vidgate_core::Micros;
 use vidgate_server::accounts;
 use vidgate_server::dashboard::users;
 use vidgate_server::http::{account_json, webhook_secret_json};
+use vidgate_server::representation::rfc3339;
 use vidgate_server::store::{self, AccountLimits, Store};
 
 use crate::StorageArgs;
@@ -46,6 +47,17 @@ enum StoreCommand {
     /// People who sign in to an account's dashboard.
     #[command(subcommand)]
     User(UserCommand),
+    /// Each hosted provider's circuit (closed or open), its last error and
+    /// the recent latency of its calls, as the server nodes last saved
+    /// them.
+    Providers,
+    /// Revenue, provider cost and margin per model and UTC day, from the
+    /// succeeded generations.
+    Usage {
+        /// Today and the days before it.
+        #[arg(long, default_value = "30")]
+        days: u32,
+    },
     /// Write a consistent copy of the SQLite database to a new file, while
     /// the server runs (PostgreSQL: use pg_dump, see docs/deploy.md).
     Backup {
@@ -161,6 +173,62 @@ fn require_catalog_model(model_id: &str) -> anyhow::Result<()> {
         bail!("no model {model_id} in the catalog");
     }
     Ok(())
+}
+
+/// The providers' circuits as the nodes saved them; a provider no node has
+/// called yet is not listed.
+async fn providers(store: &dyn Store) -> anyhow::Result<serde_json::Value> {
+    let shown: Vec<serde_json::Value> = store
+        .provider_health()
+        .await?
+        .into_iter()
+        .map(|health| {
+            json!({
+                "provider": health.provider,
+                "circuit": if health.open { "open" } else { "closed" },
+                "consecutive_failures": health.consecutive_failures,
+                "last_error": health.last_error,
+                "last_error_at": health.last_error_at.map(rfc3339),
+                "latency_ms": health.latency_ms,
+                "node_id": health.node_id,
+                "updated_at": rfc3339(health.updated_at),
+            })
+        })
+        .collect();
+    Ok(json!({ "providers": shown }))
+}
+
+/// Revenue, provider cost and margin per model and UTC day. A generation
+/// without a recorded cost counts as costing nothing and is counted in
+/// `uncosted_generations`, so a margin is never silently overstated.
+async fn usage(store: &dyn Store, days: u32) -> anyhow::Result<serde_json::Value> {
+    const MILLIS_PER_DAY: i64 = 86_400_000;
+    if !(1..=3660).contains(&days) {
+        bail!("--days must be between 1 and 3660");
+    }
+    let today = vidgate_server::store::now_millis() / MILLIS_PER_DAY;
+    let since = (today - i64::from(days) + 1) * MILLIS_PER_DAY;
+    let rows: Vec<serde_json::Value> = store
+        .model_usage(since)
+        .await?
+        .into_iter()
+        .map(|row| {
+            let margin = Micros(row.revenue.0 - row.provider_cost.0);
+            json!({
+                "date": rfc3339(row.day * MILLIS_PER_DAY)[..10].to_owned(),
+                "model": row.model,
+                "generations": row.generations,
+                "revenue_usd": row.revenue.to_usd(),
+                "provider_cost_usd": row.provider_cost.to_usd(),
+                "margin_usd": margin.to_usd(),
+                "revenue_micros": row.revenue.0,
+                "provider_cost_micros": row.provider_cost.0,
+                "margin_micros": margin.0,
+                "uncosted_generations": row.uncosted,
+            })
+        })
+        .collect();
+    Ok(json!({ "usage": rows }))
 }
 
 /// Copies the database to `path`. The path is checked here so the operator
@@ -303,6 +371,8 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             json!({ "id": user.id, "email": user.email, "sessions_revoked": revoked })
         }
         StoreCommand::Backup { path } => backup(store, &path).await?,
+        StoreCommand::Providers => providers(store).await?,
+        StoreCommand::Usage { days } => usage(store, days).await?,
         StoreCommand::Model(ModelCommand::Pause { model_id }) => {
             require_catalog_model(&model_id)?;
             store.set_model_paused(&model_id, true).await?;

@@ -655,6 +655,7 @@ pub(super) fn probe_clip(mp4: Vec<u8>) -> Result<RenderedClip, JobFailure> {
         fps: frame_rate.per_second().round() as u32,
         duration_s: duration_ms as f64 / 1000.0,
         has_audio,
+        provider_run: None,
     })
 }
 

@@ -13,8 +13,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use vidgate_core::Catalog;
 
+use std::sync::Arc;
+
 use super::Backends;
 use super::cog::CogBackend;
+use super::failover::FailoverBackend;
 use super::hosted::{ProviderKind, hosted_backend};
 use super::hosted_config::HostedModelConfig;
 
@@ -33,6 +36,33 @@ pub enum ModelBackendConfig {
     Cog(CogModelConfig),
     Fal(HostedModelConfig),
     Replicate(HostedModelConfig),
+    /// Several hosted providers in order (see `failover.rs`).
+    Failover(FailoverConfig),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailoverConfig {
+    /// The providers, first choice first, each a different one.
+    pub providers: Vec<HostedProviderConfig>,
+}
+
+/// One provider of a failover model: an entry as for a model at that
+/// provider alone.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "backend", rename_all = "snake_case")]
+pub enum HostedProviderConfig {
+    Fal(HostedModelConfig),
+    Replicate(HostedModelConfig),
+}
+
+impl HostedProviderConfig {
+    fn into_parts(self) -> (HostedModelConfig, ProviderKind) {
+        match self {
+            HostedProviderConfig::Fal(config) => (config, ProviderKind::Fal),
+            HostedProviderConfig::Replicate(config) => (config, ProviderKind::Replicate),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -176,14 +206,45 @@ pub fn apply_backends_file_with_credentials(
                 backends.set_for_model(&model_id, backend);
             }
             ModelBackendConfig::Fal(config) => {
-                let backend = hosted_backend(model, config, ProviderKind::Fal, credentials)
-                    .map_err(|error| invalid(format!("{model_id}: {error}")))?;
+                let backend = hosted_backend(
+                    model,
+                    config,
+                    ProviderKind::Fal,
+                    credentials,
+                    backends.provider_circuits(),
+                )
+                .map_err(|error| invalid(format!("{model_id}: {error}")))?;
                 backends.set_for_model(&model_id, backend);
             }
             ModelBackendConfig::Replicate(config) => {
-                let backend = hosted_backend(model, config, ProviderKind::Replicate, credentials)
-                    .map_err(|error| invalid(format!("{model_id}: {error}")))?;
+                let backend = hosted_backend(
+                    model,
+                    config,
+                    ProviderKind::Replicate,
+                    credentials,
+                    backends.provider_circuits(),
+                )
+                .map_err(|error| invalid(format!("{model_id}: {error}")))?;
                 backends.set_for_model(&model_id, backend);
+            }
+            ModelBackendConfig::Failover(config) => {
+                let mut providers = Vec::new();
+                for provider in config.providers {
+                    let (config, kind) = provider.into_parts();
+                    providers.push(
+                        hosted_backend(
+                            model,
+                            config,
+                            kind,
+                            credentials,
+                            backends.provider_circuits(),
+                        )
+                        .map_err(|error| invalid(format!("{model_id}: {error}")))?,
+                    );
+                }
+                let backend = FailoverBackend::new(&model_id, providers)
+                    .map_err(|error| invalid(format!("{model_id}: {error}")))?;
+                backends.set_for_model(&model_id, Arc::new(backend));
             }
         }
     }

@@ -20,9 +20,10 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::provider::{
-    CancelOutcome, FailureKind, MAX_ANSWER_BYTES, ProviderError, ProviderFailure, ProviderJobState,
-    ProviderProtocol, ProviderTarget, WEBHOOK_TOLERANCE_SECONDS, WebhookRejection, classify_status,
-    iso8601, json_body, limited_body, shortened, transport_error, unreadable,
+    CachedKeys, CancelOutcome, FailureKind, MAX_ANSWER_BYTES, ProviderError, ProviderFailure,
+    ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS,
+    WebhookError, WebhookRejection, classify_status, iso8601, json_body, limited_body, shortened,
+    transport_error, unreadable,
 };
 
 /// fal's queue, unless configured otherwise (tests use a fake).
@@ -42,13 +43,18 @@ pub struct FalClient {
     api_url: Url,
     key: String,
     request_timeout: Duration,
+    jwks_url: Url,
+    /// fal's webhook keys, read from `jwks_url`.
+    webhook_keys: CachedKeys<Vec<[u8; 32]>>,
 }
 
 impl FalClient {
-    /// `key` is the account's `FAL_KEY` (kept here only, never logged).
+    /// `key` is the account's `FAL_KEY` (kept here only, never logged);
+    /// `jwks_url` is where fal publishes its webhook keys.
     pub fn new(
         queue_url: &str,
         api_url: &str,
+        jwks_url: &str,
         key: String,
         request_timeout: Duration,
     ) -> Result<FalClient, String> {
@@ -68,7 +74,27 @@ impl FalClient {
             api_url: parse(api_url, "API")?,
             key,
             request_timeout,
+            jwks_url: Url::parse(jwks_url)
+                .map_err(|error| format!("the fal JWKS URL is not valid: {error}"))?,
+            webhook_keys: CachedKeys::default(),
         })
+    }
+
+    /// fal's published webhook keys. Read without our key: the JWKS is
+    /// public, and our key goes to fal's API only.
+    async fn fetch_jwks(&self) -> Result<Vec<[u8; 32]>, ProviderError> {
+        let response = self
+            .http
+            .get(self.jwks_url.clone())
+            .timeout(self.request_timeout)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        if !response.status().is_success() {
+            return Err(error_from_response(response).await);
+        }
+        let document = limited_body(response, 64 * 1024).await?;
+        parse_jwks(&document).map_err(|message| unreadable(&message))
     }
 
     fn authorization(&self) -> HeaderValue {
@@ -174,20 +200,11 @@ impl ProviderProtocol for FalClient {
         }
     }
 
-    async fn cancel_if_queued(
+    async fn cancel(
         &self,
         target: &ProviderTarget,
         job_id: &str,
     ) -> Result<CancelOutcome, ProviderError> {
-        // fal passes a cancel of a running request to the app, which may
-        // stop it half-billed: only a request still in the queue is
-        // canceled.
-        match self.state(target, job_id).await {
-            Ok(ProviderJobState::Queued) => {}
-            Ok(_) => return Ok(CancelOutcome::AlreadyStarted),
-            Err(ProviderError::NotFound { .. }) => return Ok(CancelOutcome::NotFound),
-            Err(error) => return Err(error),
-        }
         match self
             .send(
                 self.http
@@ -201,6 +218,29 @@ impl ProviderProtocol for FalClient {
             Err(ProviderError::Refused { .. }) => Ok(CancelOutcome::AlreadyStarted),
             Err(error) => Err(error),
         }
+    }
+
+    async fn verify_webhook(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        let keys = self
+            .webhook_keys
+            .get(|| self.fetch_jwks())
+            .await
+            .map_err(WebhookError::KeysUnavailable)?;
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs() as i64;
+        let verified = verify_webhook(headers, body, &keys, now)?;
+        // fal sends one webhook per request: its retries carry the same
+        // request id.
+        Ok(VerifiedWebhook {
+            delivery_id: verified.request_id.clone(),
+            job_id: verified.request_id,
+        })
     }
 
     async fn find_submitted(
@@ -551,6 +591,7 @@ mod tests {
         let client = FalClient::new(
             "http://127.0.0.1:9/queue",
             "http://127.0.0.1:9",
+            "http://127.0.0.1:9/jwks",
             "k".into(),
             Duration::from_secs(1),
         )

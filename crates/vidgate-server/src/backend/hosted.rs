@@ -13,36 +13,58 @@
 //! by a verified provider webhook where one arrives; its video is copied
 //! into our storage before the provider's link expires.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use reqwest::header::HeaderMap;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::circuit::{Circuit, ObservedProtocol, ProviderCircuits};
 use super::fal::{self, FalClient};
 use super::hosted_config::{HostedModelConfig, HostedTimeouts, seconds};
 use super::provider::{
-    FailureKind, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
+    self, CancelOutcome, FailureKind, ProviderError, ProviderJobState, ProviderProtocol,
+    ProviderTarget, WebhookError,
 };
 use super::replicate::{self, ReplicateClient};
-use super::{Admission, Backend, Job, JobFailure, Rejection, RenderedClip};
-use crate::store::{NewProviderJob, Store};
+use super::{
+    Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel, WebhookReceipt,
+    WebhookRefusal,
+};
+use crate::store::{NewProviderJob, ProviderRun, Store};
+/// How long a worker whose provider job was canceled at the provider waits
+/// for the cancel that did it to cancel the generation too.
+const CANCELED_AT_PROVIDER_GRACE: Duration = Duration::from_secs(10);
+
 /// A backend that runs a model's jobs at a hosted provider.
 pub struct HostedBackend {
     model_id: String,
     config: HostedModelConfig,
+    /// The provider's protocol, its calls observed by `circuit`.
     protocol: Arc<dyn ProviderProtocol>,
+    circuit: Arc<Circuit>,
     /// The store, attached at server start (the last start wins, as for a
     /// restarted server in one process): the intent and job id records.
     store: Mutex<Option<Arc<dyn Store>>>,
     output_client: reqwest::Client,
+    /// The public base URL of our webhook route, attached at server start
+    /// when the operator configured a public URL; without it jobs are
+    /// followed by polling alone.
+    webhook_base: Mutex<Option<String>>,
+    /// The jobs this process follows, by generation: a verified webhook
+    /// wakes the follower to read the job's state at once.
+    following: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
 }
 
 impl HostedBackend {
-    pub fn new(
+    fn new(
         model_id: &str,
         config: HostedModelConfig,
         protocol: Arc<dyn ProviderProtocol>,
+        circuit: Arc<Circuit>,
     ) -> Result<HostedBackend, String> {
         let output_client = reqwest::Client::builder()
             // An output link that redirects elsewhere is not followed with
@@ -54,10 +76,119 @@ impl HostedBackend {
         Ok(HostedBackend {
             model_id: model_id.to_owned(),
             config,
-            protocol,
+            protocol: Arc::new(ObservedProtocol::new(protocol, circuit.clone())),
+            circuit,
             store: Mutex::new(None),
             output_client,
+            webhook_base: Mutex::new(None),
+            following: Arc::default(),
         })
+    }
+
+    /// Where the provider sends this job's webhooks, if anywhere.
+    fn webhook_url(&self, generation_id: &str) -> Option<String> {
+        self.webhook_base
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .as_ref()
+            .map(|base| {
+                format!(
+                    "{base}/internal/providers/{}/{generation_id}",
+                    self.model_id
+                )
+            })
+    }
+
+    /// Registers this process as the follower of a generation's job, until
+    /// the returned guard is dropped.
+    fn follow_wakeups(&self, generation_id: &str) -> Following {
+        let wakeup = Arc::new(Notify::new());
+        self.following
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .insert(generation_id.to_owned(), wakeup.clone());
+        Following {
+            generation_id: generation_id.to_owned(),
+            wakeup,
+            following: self.following.clone(),
+        }
+    }
+
+    async fn receive_webhook(
+        &self,
+        generation_id: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<WebhookReceipt, WebhookRefusal> {
+        let verified = self
+            .protocol
+            .verify_webhook(headers, body)
+            .await
+            .map_err(|error| match error {
+                WebhookError::Rejected(rejection) => WebhookRefusal::Rejected(rejection),
+                WebhookError::KeysUnavailable(error) => {
+                    WebhookRefusal::Unavailable(error.to_string())
+                }
+            })?;
+        let store = self
+            .store()
+            .map_err(|_| WebhookRefusal::Unavailable("no store attached".into()))?;
+        let recorded = store.provider_job(generation_id).await?;
+        // A webhook signed for another of our jobs, replayed to this
+        // generation's URL, is refused like a forged one.
+        let matches = recorded.is_some_and(|recorded| {
+            recorded.provider == self.protocol.name()
+                && recorded.job_id.as_deref() == Some(verified.job_id.as_str())
+        });
+        if !matches {
+            return Err(WebhookRefusal::UnknownJob);
+        }
+        if !store
+            .record_provider_webhook(generation_id, &verified.delivery_id)
+            .await?
+        {
+            return Ok(WebhookReceipt::Duplicate);
+        }
+        // On another node than the follower's, nothing is woken here: the
+        // follower's polling finds the job's end.
+        if let Some(wakeup) = self
+            .following
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .get(generation_id)
+        {
+            wakeup.notify_one();
+        }
+        Ok(WebhookReceipt::Taken)
+    }
+
+    async fn cancel_queued_job(&self, generation_id: &str) -> StartedJobCancel {
+        let Ok(store) = self.store() else {
+            return StartedJobCancel::Unreachable("no store attached".into());
+        };
+        let recorded = match store.provider_job(generation_id).await {
+            Ok(recorded) => recorded,
+            Err(error) => return StartedJobCancel::Unreachable(format!("the store: {error}")),
+        };
+        // Without a job id the submit is under way or its outcome unknown:
+        // a job the provider may have created cannot be canceled safely.
+        let Some((target, job_id)) = recorded.and_then(|recorded| {
+            recorded
+                .job_id
+                .map(|job_id| (ProviderTarget(recorded.target), job_id))
+        }) else {
+            return StartedJobCancel::Started;
+        };
+        match provider::cancel_if_queued(self.protocol.as_ref(), &target, &job_id).await {
+            Ok(CancelOutcome::Removed) => {
+                tracing::info!(generation = %generation_id, provider = self.protocol.name(), provider_job = %job_id, "canceled the job while it was queued at the provider");
+                StartedJobCancel::Removed
+            }
+            Ok(CancelOutcome::AlreadyStarted | CancelOutcome::NotFound) => {
+                StartedJobCancel::Started
+            }
+            Err(error) => StartedJobCancel::Unreachable(error.to_string()),
+        }
     }
 
     fn store(&self) -> Result<Arc<dyn Store>, JobFailure> {
@@ -77,34 +208,68 @@ impl HostedBackend {
         &self.config.timeouts
     }
 
+    /// Whether this provider is configured for `mode` of the model.
+    pub(super) fn takes_mode(&self, mode: vidgate_core::Mode) -> bool {
+        self.config.mode(mode).is_some()
+    }
+
+    /// Whether this provider's circuit lets dispatch send it work.
+    pub(super) fn is_healthy(&self) -> bool {
+        self.circuit.allows()
+    }
+
+    pub(super) fn provider_name(&self) -> &'static str {
+        self.protocol.name()
+    }
+
     async fn admit_mode(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
-        if self.config.mode(admission.mode).is_none() {
+        if !self.takes_mode(admission.mode) {
             return Err(Rejection::Unavailable(format!(
                 "The model {} does not run {} on this deployment.",
                 self.model_id,
                 admission.mode.as_str()
             )));
         }
+        if !self.is_healthy() {
+            return Err(no_healthy_provider(&self.model_id));
+        }
         Ok(())
     }
 
-    async fn run_job(
+    /// Runs a job at this provider. With `may_fail_over`, it gives up as
+    /// soon as the provider is known not to have the job and its circuit
+    /// is open, so that another provider can take it.
+    pub(super) async fn run_job(
         &self,
         job: Job,
         cancel: CancellationToken,
-    ) -> Result<RenderedClip, JobFailure> {
+        may_fail_over: bool,
+    ) -> Result<RenderedClip, HostedFailure> {
         let store = self.store()?;
         let started = Instant::now();
+        // Registered before the submit, so that a webhook arriving before
+        // the wait begins still wakes it.
+        let following = self.follow_wakeups(&job.generation_id);
         let (target, job_id) = tokio::select! {
-            found = self.find_or_submit(&store, &job) => found?,
-            _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+            found = self.find_or_submit(&store, &job, may_fail_over) => found?,
+            _ = cancel.cancelled() => return Err(JobFailure::Interrupted.into()),
         };
         tracing::info!(generation = %job.generation_id, provider = self.protocol.name(), target = %target.0, provider_job = %job_id, "following the provider job");
-        let video_url = self.follow(&target, &job_id, started, &cancel).await?;
-        tokio::select! {
-            copied = self.copy_output(&video_url) => copied,
-            _ = cancel.cancelled() => Err(JobFailure::Interrupted),
-        }
+        let video_url = self
+            .follow(&target, &job_id, started, &following.wakeup, &cancel)
+            .await?;
+        let mut clip = tokio::select! {
+            copied = self.copy_output(&video_url) => copied?,
+            _ = cancel.cancelled() => return Err(JobFailure::Interrupted.into()),
+        };
+        let today = time::OffsetDateTime::now_utc().date().to_string();
+        clip.provider_run = Some(ProviderRun {
+            provider: self.protocol.name().to_owned(),
+            cost: self
+                .config
+                .cost_of(&job, &target.0, &today, clip.duration_s),
+        });
+        Ok(clip)
     }
 
     /// The provider job of this generation: the one recorded, the one a
@@ -113,7 +278,8 @@ impl HostedBackend {
         &self,
         store: &Arc<dyn Store>,
         job: &Job,
-    ) -> Result<(ProviderTarget, String), JobFailure> {
+        may_fail_over: bool,
+    ) -> Result<(ProviderTarget, String), HostedFailure> {
         let retry_until = Instant::now() + seconds(self.timeouts().retry_seconds);
         let mut backoff = Backoff::new();
         loop {
@@ -158,11 +324,11 @@ impl HostedBackend {
                         // Known absent at the provider: failing now cannot
                         // leave a paid job behind.
                         if Instant::now() >= retry_until {
-                            return Err(failure(
+                            return Err(HostedFailure::absent(failure(
                                 "upstream_error",
                                 "the provider did not take the job before the retry deadline"
                                     .into(),
-                            ));
+                            )));
                         }
                         tracing::warn!(generation = %job.generation_id, "a submit with an unknown outcome created no provider job; submitting again");
                         tokio::time::sleep(backoff.next(None)).await;
@@ -174,6 +340,14 @@ impl HostedBackend {
                         continue;
                     }
                 }
+            }
+            // No job of this generation at the provider: with another
+            // provider to go to, an open circuit sends the job there.
+            if may_fail_over && !self.circuit.allows() {
+                return Err(HostedFailure::absent(failure(
+                    "upstream_error",
+                    format!("the circuit of {} is open", self.protocol.name()),
+                )));
             }
             let target = self.config.target(job).map_err(config_failure)?;
             let input = self.config.provider_input(job).map_err(config_failure)?;
@@ -192,12 +366,13 @@ impl HostedBackend {
                 // Another worker recorded an intent first: follow that.
                 continue;
             }
+            let webhook_url = self.webhook_url(&job.generation_id);
             let submitted = self
                 .protocol
                 .submit(
                     &target,
                     &input,
-                    None,
+                    webhook_url.as_deref(),
                     seconds(self.timeouts().start_seconds),
                 )
                 .await;
@@ -224,16 +399,20 @@ impl HostedBackend {
                     match error {
                         ProviderError::RateLimited { .. } => {
                             self.retry_or_fail(&error, retry_until, &mut backoff)
-                                .await?;
+                                .await
+                                .map_err(HostedFailure::absent)?;
                         }
                         ProviderError::Refused { kind, message, .. } => {
-                            return Err(failure(
+                            return Err(HostedFailure::absent(failure(
                                 refused_code(kind),
                                 format!("the provider refused the job: {message}"),
-                            ));
+                            )));
                         }
                         other => {
-                            return Err(failure("upstream_error", other.to_string()));
+                            return Err(HostedFailure::absent(failure(
+                                "upstream_error",
+                                other.to_string(),
+                            )));
                         }
                     }
                 }
@@ -272,6 +451,7 @@ impl HostedBackend {
         target: &ProviderTarget,
         job_id: &str,
         started: Instant,
+        wakeup: &Notify,
         cancel: &CancellationToken,
     ) -> Result<String, JobFailure> {
         let deadline = started + seconds(self.timeouts().job_seconds);
@@ -281,6 +461,18 @@ impl HostedBackend {
             match self.protocol.state(target, job_id).await {
                 Ok(ProviderJobState::Succeeded { video_url }) => return Ok(video_url),
                 Ok(ProviderJobState::Failed(provider_failure)) => {
+                    if provider_failure.kind == FailureKind::Canceled {
+                        // Our own cancel removes a queued job at the provider
+                        // and then cancels the generation with its refund;
+                        // this worker waits for that (its heartbeat then
+                        // fails and interrupts it) rather than race it with
+                        // a failure. A job canceled by anyone else fails
+                        // after the wait.
+                        tokio::select! {
+                            _ = tokio::time::sleep(CANCELED_AT_PROVIDER_GRACE) => {}
+                            _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+                        }
+                    }
                     return Err(failure(
                         provider_failure.kind.code(),
                         format!("the model failed: {}", provider_failure.message),
@@ -315,9 +507,12 @@ impl HostedBackend {
                 ));
             }
             // The job keeps running at the provider when this worker stops:
-            // the next worker resumes it by its id.
+            // the next worker resumes it by its id. A verified webhook
+            // ends the wait early; polling is the backstop for webhooks
+            // that never arrive.
             tokio::select! {
                 _ = tokio::time::sleep(seconds(self.timeouts().poll_seconds)) => {}
+                _ = wakeup.notified() => {}
                 _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
             }
         }
@@ -386,7 +581,9 @@ impl Backend for HostedBackend {
     }
 
     async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
-        self.run_job(job, cancel).await
+        self.run_job(job, cancel, false)
+            .await
+            .map_err(|failed| failed.failure)
     }
 
     fn attach_store(&self, store: &Arc<dyn Store>) {
@@ -394,6 +591,52 @@ impl Backend for HostedBackend {
             .store
             .lock()
             .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
+    }
+
+    fn attach_webhook_base(&self, base_url: &str) {
+        *self
+            .webhook_base
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) =
+            Some(base_url.trim_end_matches('/').to_owned());
+    }
+
+    async fn receive_provider_webhook(
+        &self,
+        generation_id: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<WebhookReceipt, WebhookRefusal> {
+        self.receive_webhook(generation_id, headers, body).await
+    }
+
+    async fn cancel_before_start(&self, generation_id: &str) -> StartedJobCancel {
+        self.cancel_queued_job(generation_id).await
+    }
+}
+
+/// A job this process follows, in `HostedBackend::following` until
+/// dropped.
+struct Following {
+    generation_id: String,
+    wakeup: Arc<Notify>,
+    following: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        let mut following = self
+            .following
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        // A later attempt of the same job on this process may have
+        // registered its own.
+        if following
+            .get(&self.generation_id)
+            .is_some_and(|wakeup| Arc::ptr_eq(wakeup, &self.wakeup))
+        {
+            following.remove(&self.generation_id);
+        }
     }
 }
 
@@ -415,12 +658,14 @@ impl ProviderKind {
 
 /// Builds the backend of one model of the backends file, after checking its
 /// configuration against the catalog model. `credentials` looks an
-/// environment variable up (the process environment, or a test's map).
+/// environment variable up (the process environment, or a test's map);
+/// the backend's calls feed its provider's circuit of `circuits`.
 pub fn hosted_backend(
     model: &vidgate_core::Model,
     config: HostedModelConfig,
     kind: ProviderKind,
     credentials: &dyn Fn(&str) -> Option<String>,
+    circuits: &ProviderCircuits,
 ) -> Result<Arc<HostedBackend>, String> {
     config.check(model)?;
     let variable = config
@@ -430,7 +675,7 @@ pub fn hosted_backend(
     let credential = credentials(&variable)
         .filter(|value| !value.trim().is_empty())
         .ok_or_else(|| format!("the credential variable {variable} is not set"))?;
-    for url in [&config.api_url, &config.platform_url]
+    for url in [&config.api_url, &config.platform_url, &config.jwks_url]
         .into_iter()
         .flatten()
     {
@@ -453,13 +698,14 @@ pub fn hosted_backend(
                     .platform_url
                     .as_deref()
                     .unwrap_or(fal::DEFAULT_API_URL),
+                config.jwks_url.as_deref().unwrap_or(fal::DEFAULT_JWKS_URL),
                 credential,
                 request_timeout,
             )?)
         }
         ProviderKind::Replicate => {
-            if config.platform_url.is_some() {
-                return Err("platform_url is for fal only".into());
+            if config.platform_url.is_some() || config.jwks_url.is_some() {
+                return Err("platform_url and jwks_url are for fal only".into());
             }
             Arc::new(ReplicateClient::new(
                 config
@@ -471,7 +717,10 @@ pub fn hosted_backend(
             )?)
         }
     };
-    Ok(Arc::new(HostedBackend::new(&model.id, config, protocol)?))
+    let circuit = circuits.circuit(protocol.name());
+    Ok(Arc::new(HostedBackend::new(
+        &model.id, config, protocol, circuit,
+    )?))
 }
 
 /// Exponential backoff with jitter from 1 s, capped at 30 s, or the wait
@@ -496,11 +745,46 @@ impl Backoff {
     }
 }
 
+/// A hosted job's failure, and whether its provider is known not to have
+/// the job: only then may another provider run it, so that a generation
+/// never has two paid provider jobs.
+#[derive(Debug)]
+pub(super) struct HostedFailure {
+    pub failure: JobFailure,
+    pub provider_has_no_job: bool,
+}
+
+impl HostedFailure {
+    fn absent(failure: JobFailure) -> HostedFailure {
+        HostedFailure {
+            failure,
+            provider_has_no_job: true,
+        }
+    }
+}
+
+impl From<JobFailure> for HostedFailure {
+    fn from(failure: JobFailure) -> HostedFailure {
+        HostedFailure {
+            failure,
+            provider_has_no_job: false,
+        }
+    }
+}
+
 fn failure(code: &str, message: String) -> JobFailure {
     JobFailure::Failed {
         code: code.to_owned(),
         message,
     }
+}
+
+/// The refusal at submit of a model whose every provider's circuit is
+/// open: nothing is held, and the customer may retry later.
+pub(super) fn no_healthy_provider(model_id: &str) -> Rejection {
+    Rejection::Unavailable(format!(
+        "The model {model_id} has no healthy provider right now; nothing was charged. Retry later."
+    ))
 }
 
 fn refused_code(kind: FailureKind) -> &'static str {

@@ -129,11 +129,89 @@ pub struct HostedModelConfig {
     /// fal only: the platform API (request listing).
     #[serde(default)]
     pub platform_url: Option<String>,
+    /// fal only: where fal publishes its webhook keys (a JWKS).
+    #[serde(default)]
+    pub jwks_url: Option<String>,
     #[serde(default)]
     pub timeouts: HostedTimeouts,
     /// Largest output copied, in bytes.
     #[serde(default = "default_max_output_bytes")]
     pub max_output_bytes: u64,
+    /// What the provider charges the operator, dated: the cost recorded
+    /// on each generation it ran, for `vidgate admin usage`.
+    #[serde(default)]
+    pub costs: Vec<ProviderCost>,
+}
+
+/// One line of a provider's price list, valid from `from` (a UTC date,
+/// `YYYY-MM-DD`) until a later line of the same target replaces it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderCost {
+    pub from: String,
+    /// The target it prices (Kling's standard and pro endpoints differ);
+    /// without it, every target of the model.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Our parameters' values it prices (`{"resolution": "1080p"}`); a
+    /// job matches when it has every one.
+    #[serde(default)]
+    pub when: Map<String, Value>,
+    /// US dollars per second of output video, as a decimal string
+    /// ("0.168"), read exactly into micro-dollars.
+    pub usd_per_second: String,
+}
+
+impl HostedModelConfig {
+    /// The operator's cost of a clip of `duration_s` seconds that `job`
+    /// made at `target` on `day` (`YYYY-MM-DD`): among the lines that
+    /// match the job, the latest from that day or before, the one naming
+    /// the target and the most parameter values first; `None` without such
+    /// a line.
+    pub fn cost_of(
+        &self,
+        job: &Job,
+        target: &str,
+        day: &str,
+        duration_s: f64,
+    ) -> Option<vidgate_core::Micros> {
+        let line = self
+            .costs
+            .iter()
+            .filter(|line| line.from.as_str() <= day)
+            .filter(|line| line.target.as_deref().is_none_or(|named| named == target))
+            .filter(|line| {
+                line.when
+                    .iter()
+                    .all(|(parameter, value)| job.input.get(parameter) == Some(value))
+            })
+            .max_by_key(|line| (&line.from, line.target.is_some(), line.when.len()))?;
+        let per_second = vidgate_core::Micros::parse_usd(&line.usd_per_second).ok()?;
+        Some(vidgate_core::Micros(
+            (per_second.0 as f64 * duration_s).round() as i64,
+        ))
+    }
+}
+
+/// Whether `text` is a real calendar date written `YYYY-MM-DD`, so that
+/// price lines compare by their text.
+fn is_calendar_date(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('-').collect();
+    let [year, month, day] = parts.as_slice() else {
+        return false;
+    };
+    if year.len() != 4 || month.len() != 2 || day.len() != 2 {
+        return false;
+    }
+    let (Ok(year), Ok(month), Ok(day)) =
+        (year.parse::<i32>(), month.parse::<u8>(), day.parse::<u8>())
+    else {
+        return false;
+    };
+    time::Month::try_from(month)
+        .ok()
+        .and_then(|month| time::Date::from_calendar_date(year, month, day).ok())
+        .is_some()
 }
 
 fn default_max_output_bytes() -> u64 {
@@ -148,6 +226,17 @@ impl HostedModelConfig {
     /// Checks the file against the catalog model: known modes, a target for
     /// each, and a mapping for every parameter a configured mode accepts.
     pub fn check(&self, model: &vidgate_core::Model) -> Result<(), String> {
+        for line in &self.costs {
+            if !is_calendar_date(&line.from) {
+                return Err(format!("costs: {:?} is not a date YYYY-MM-DD", line.from));
+            }
+            vidgate_core::Micros::parse_usd(&line.usd_per_second).map_err(|_| {
+                format!(
+                    "costs: {:?} is not an amount of US dollars",
+                    line.usd_per_second
+                )
+            })?;
+        }
         for (mode_name, mode) in &self.modes {
             let parsed: Mode = mode_name
                 .parse()
@@ -350,6 +439,67 @@ mod tests {
             "fixed": { "cfg_scale": 0.5 }
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_cost_comes_from_the_most_specific_line_in_force() {
+        let mut config = kling_config();
+        config.costs = serde_json::from_value(json!([
+            { "from": "2026-01-01", "usd_per_second": "0.10" },
+            { "from": "2026-01-01", "usd_per_second": "0.168",
+              "target": "fal-ai/kling-video/v3/pro/text-to-video" },
+            { "from": "2026-01-01", "usd_per_second": "0.224",
+              "target": "fal-ai/kling-video/v3/pro/text-to-video",
+              "when": { "generate_audio": true } },
+            { "from": "2027-01-01", "usd_per_second": "0.05" }
+        ]))
+        .unwrap();
+        let pro = "fal-ai/kling-video/v3/pro/text-to-video";
+        let silent = job(
+            "vendor_6/model_6",
+            "text-to-video",
+            json!({ "generate_audio": false }),
+        );
+        let with_audio = job(
+            "vendor_6/model_6",
+            "text-to-video",
+            json!({ "generate_audio": true }),
+        );
+        let micros = |job: &Job, target: &str, day: &str| {
+            config.cost_of(job, target, day, 5.0).map(|cost| cost.0)
+        };
+        assert_eq!(micros(&silent, pro, "2026-06-01"), Some(840_000));
+        assert_eq!(micros(&with_audio, pro, "2026-06-01"), Some(1_120_000));
+        assert_eq!(
+            micros(&silent, "another/target", "2026-06-01"),
+            Some(500_000)
+        );
+        // A newer price list replaces the older one from its day on.
+        assert_eq!(micros(&with_audio, pro, "2027-01-01"), Some(250_000));
+        assert_eq!(micros(&silent, pro, "2025-12-31"), None);
+    }
+
+    #[test]
+    fn price_lines_must_have_a_date_and_an_amount() {
+        let model = Catalog::embedded()
+            .model("vendor_6/model_6")
+            .unwrap()
+            .clone();
+        for (line, expected) in [
+            (
+                json!({ "from": "2026-02-30", "usd_per_second": "0.1" }),
+                "not a date",
+            ),
+            (
+                json!({ "from": "2026-02-01", "usd_per_second": "ten" }),
+                "not an amount",
+            ),
+        ] {
+            let mut config = kling_config();
+            config.costs = vec![serde_json::from_value(line).unwrap()];
+            let error = config.check(&model).unwrap_err();
+            assert!(error.contains(expected), "{error}");
+        }
     }
 
     #[test]

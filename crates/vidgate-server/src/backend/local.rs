@@ -152,6 +152,7 @@ impl Backend for LocalEngineBackend {
                 height: video.height,
                 fps: video.fps,
                 duration_s: video.duration_s,
+                provider_run: None,
                 has_audio: video.has_audio,
             }),
             Ok(Err(RenderError::Canceled)) => Err(JobFailure::Interrupted),

@@ -3,8 +3,10 @@
 //! The embedded local engine is the reference implementation; adapters for
 //! real model servers implement the same trait.
 
+mod circuit;
 mod cog;
 mod config;
+mod failover;
 pub mod fal;
 mod hosted;
 mod hosted_config;
@@ -19,10 +21,12 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use vidgate_core::Mode;
 
+use circuit::ProviderCircuits;
 pub use cog::{CogBackend, CogCallbacks};
 pub use config::{
-    BackendsFile, BackendsFileError, CogModelConfig, CogTimeouts, ModelBackendConfig,
-    apply_backends_file, apply_backends_file_with_credentials,
+    BackendsFile, BackendsFileError, CogModelConfig, CogTimeouts, FailoverConfig,
+    HostedProviderConfig, ModelBackendConfig, apply_backends_file,
+    apply_backends_file_with_credentials,
 };
 pub use hosted::{HostedBackend, ProviderKind};
 pub use hosted_config::{FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts};
@@ -65,6 +69,9 @@ pub struct RenderedClip {
     pub fps: u32,
     pub duration_s: f64,
     pub has_audio: bool,
+    /// The hosted provider that made it and its cost; `None` for clips
+    /// made by the operator's own engine or servers.
+    pub provider_run: Option<crate::store::ProviderRun>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,8 +97,9 @@ pub enum Rejection {
 
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
-    /// What kind of backend this is (`local`, `cog`, or a hosted provider's
-    /// name): the `backend` label of the job metrics, so a fixed few values.
+    /// What kind of backend this is (`local`, `cog`, a hosted provider's
+    /// name, or `failover`): the `backend` label of the job metrics, so a
+    /// fixed few values.
     fn kind(&self) -> &'static str;
     /// Checks, at submit time and before the hold, that the backend will
     /// take this job.
@@ -106,6 +114,66 @@ pub trait Backend: Send + Sync + 'static {
     /// Hands over, at server start, the store, for backends that record
     /// their remote jobs there (hosted providers); others ignore it.
     fn attach_store(&self, _store: &Arc<dyn crate::store::Store>) {}
+    /// Hands over, at server start, the public base URL at which providers
+    /// reach this server's webhook route; hosted backends register their
+    /// webhooks there, others ignore it.
+    fn attach_webhook_base(&self, _base_url: &str) {}
+    /// Takes a provider's webhook about the job of `generation_id`. Only
+    /// hosted backends have provider jobs.
+    async fn receive_provider_webhook(
+        &self,
+        _generation_id: &str,
+        _headers: &reqwest::header::HeaderMap,
+        _body: &[u8],
+    ) -> Result<WebhookReceipt, WebhookRefusal> {
+        Err(WebhookRefusal::UnknownJob)
+    }
+    /// Cancels the job of a running generation where it still waits in a
+    /// provider's queue; a backend whose running jobs have started answers
+    /// `Started`.
+    async fn cancel_before_start(&self, _generation_id: &str) -> StartedJobCancel {
+        StartedJobCancel::Started
+    }
+}
+
+/// What became of a provider webhook that verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookReceipt {
+    /// The job's follower was woken to read the job's state now.
+    Taken,
+    /// A delivery taken before (a provider's retry): answered, ignored.
+    Duplicate,
+}
+
+/// Why a provider webhook was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookRefusal {
+    /// No such model, generation or provider job, or the webhook is about
+    /// another job than the generation's.
+    #[error("no provider job of this generation matches the webhook")]
+    UnknownJob,
+    /// Not signed by the provider, or not now.
+    #[error(transparent)]
+    Rejected(#[from] provider::WebhookRejection),
+    /// The provider's keys could not be read; the provider retries, and
+    /// polling finishes the job meanwhile.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// What canceling the job of a running generation at its provider did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartedJobCancel {
+    /// It was still queued at the provider and is gone: nothing ran,
+    /// nothing is billed.
+    Removed,
+    /// It started (or is being submitted, or is not the provider's):
+    /// canceling is refused, as for any running generation.
+    Started,
+    /// The provider could not be asked.
+    Unreachable(String),
 }
 
 /// Which backend runs which model. The catalog names a backend per model; an
@@ -117,6 +185,8 @@ pub struct Backends {
     /// Predictions of Cog backends waiting for their completion webhooks,
     /// shared with the HTTP route that receives them.
     cog_callbacks: Arc<CogCallbacks>,
+    /// The circuit of each hosted provider, shared by its backends.
+    provider_circuits: Arc<ProviderCircuits>,
 }
 
 impl Backends {
@@ -131,7 +201,12 @@ impl Backends {
             by_name,
             by_model: HashMap::new(),
             cog_callbacks: Arc::default(),
+            provider_circuits: Arc::default(),
         }
+    }
+
+    pub(crate) fn provider_circuits(&self) -> &ProviderCircuits {
+        &self.provider_circuits
     }
 
     pub fn cog_callbacks(&self) -> &Arc<CogCallbacks> {
@@ -150,8 +225,16 @@ impl Backends {
         }
     }
 
-    /// Gives every backend the store.
+    /// Gives every backend the base URL of provider webhooks.
+    pub fn attach_webhook_base(&self, base_url: &str) {
+        for backend in self.by_name.values().chain(self.by_model.values()) {
+            backend.attach_webhook_base(base_url);
+        }
+    }
+
+    /// Gives every backend, and the providers' circuits, the store.
     pub fn attach_store(&self, store: &Arc<dyn crate::store::Store>) {
+        self.provider_circuits.attach_store(store);
         for backend in self.by_name.values().chain(self.by_model.values()) {
             backend.attach_store(store);
         }

@@ -164,12 +164,26 @@ pub trait ProviderProtocol: Send + Sync + 'static {
         job_id: &str,
     ) -> Result<ProviderJobState, ProviderError>;
 
-    /// Cancels job `job_id` only if it has not started.
-    async fn cancel_if_queued(
+    /// Asks the provider to cancel job `job_id`, and reads from its answer
+    /// whether the job was removed before it started. Called only by
+    /// `cancel_if_queued`, for a job seen queued a moment before: both
+    /// providers also cancel running jobs, which they bill.
+    async fn cancel(
         &self,
         target: &ProviderTarget,
         job_id: &str,
     ) -> Result<CancelOutcome, ProviderError>;
+
+    /// Verifies a webhook the provider sent us: its signature, with the
+    /// keys or secret the provider publishes (fetched by the protocol and
+    /// kept for a while), and its time. Only the job's id and the
+    /// delivery's id are taken from it: the job's state is then read from
+    /// the provider, so a webhook can hasten a job but never decide it.
+    async fn verify_webhook(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<VerifiedWebhook, WebhookError>;
 
     /// Looks for a job created for `target` with exactly `input` at or after
     /// `since` (unix seconds): the id of the job a submit with an unknown
@@ -313,6 +327,84 @@ pub enum WebhookRejection {
 
 /// How far a webhook's timestamp may be from our clock, both ways.
 pub const WEBHOOK_TOLERANCE_SECONDS: i64 = 300;
+
+/// What a verified provider webhook is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedWebhook {
+    /// The provider's job id (fal `request_id`, Replicate prediction `id`).
+    pub job_id: String,
+    /// The same for every retry of one delivery, so duplicates are
+    /// recognised: fal sends one webhook per request, Replicate one per
+    /// event, each with its `webhook-id`.
+    pub delivery_id: String,
+}
+
+/// Why a provider webhook was not verified.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookError {
+    /// The webhook is not the provider's, or not for now.
+    #[error(transparent)]
+    Rejected(#[from] WebhookRejection),
+    /// The provider's keys or secret could not be read: the provider will
+    /// retry, and polling finishes the job meanwhile.
+    #[error("the provider's signing keys could not be read: {0}")]
+    KeysUnavailable(ProviderError),
+}
+
+/// How long a provider's webhook keys or secret are kept before they are
+/// read again, so a rotation reaches us within this time.
+pub const WEBHOOK_KEYS_LIFETIME: Duration = Duration::from_secs(600);
+
+/// Keys (or a secret) fetched from a provider and kept for
+/// `WEBHOOK_KEYS_LIFETIME`.
+pub struct CachedKeys<T> {
+    kept: tokio::sync::Mutex<Option<(std::time::Instant, T)>>,
+}
+
+impl<T> Default for CachedKeys<T> {
+    fn default() -> CachedKeys<T> {
+        CachedKeys {
+            kept: tokio::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl<T: Clone> CachedKeys<T> {
+    /// The kept keys, or fresh ones from `fetch` when none are kept or
+    /// they are too old. The lock is held across the fetch so that a burst
+    /// of webhooks reads the keys once.
+    pub async fn get<F, Fut>(&self, fetch: F) -> Result<T, ProviderError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ProviderError>>,
+    {
+        let mut kept = self.kept.lock().await;
+        if let Some((fetched_at, keys)) = kept.as_ref()
+            && fetched_at.elapsed() < WEBHOOK_KEYS_LIFETIME
+        {
+            return Ok(keys.clone());
+        }
+        let keys = fetch().await?;
+        *kept = Some((std::time::Instant::now(), keys.clone()));
+        Ok(keys)
+    }
+}
+
+/// Cancels job `job_id` only if it has not started: its state is read
+/// first, and a job that runs (or ran) is left alone, because both
+/// providers bill a canceled running job for the time it ran.
+pub async fn cancel_if_queued(
+    protocol: &dyn ProviderProtocol,
+    target: &ProviderTarget,
+    job_id: &str,
+) -> Result<CancelOutcome, ProviderError> {
+    match protocol.state(target, job_id).await {
+        Ok(ProviderJobState::Queued) => protocol.cancel(target, job_id).await,
+        Ok(_) => Ok(CancelOutcome::AlreadyStarted),
+        Err(ProviderError::NotFound { .. }) => Ok(CancelOutcome::NotFound),
+        Err(error) => Err(error),
+    }
+}
 
 /// A Unix time in seconds as RFC 3339, the form both providers' list
 /// filters take.

@@ -18,9 +18,10 @@ use subtle::ConstantTimeEq;
 use url::Url;
 
 use super::provider::{
-    CancelOutcome, FailureKind, MAX_ANSWER_BYTES, ProviderError, ProviderFailure, ProviderJobState,
-    ProviderProtocol, ProviderTarget, WEBHOOK_TOLERANCE_SECONDS, WebhookRejection, classify_status,
-    iso8601, json_body, shortened, transport_error, unreadable,
+    CachedKeys, CancelOutcome, FailureKind, MAX_ANSWER_BYTES, ProviderError, ProviderFailure,
+    ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS,
+    WebhookError, WebhookRejection, classify_status, iso8601, json_body, shortened,
+    transport_error, unreadable,
 };
 
 /// Replicate's API root, unless configured otherwise (tests use a fake).
@@ -36,6 +37,8 @@ pub struct ReplicateClient {
     api_url: Url,
     token: String,
     request_timeout: Duration,
+    /// The account's webhook signing secret, read from the API.
+    signing_secret: CachedKeys<String>,
 }
 
 impl ReplicateClient {
@@ -59,6 +62,7 @@ impl ReplicateClient {
             api_url,
             token,
             request_timeout,
+            signing_secret: CachedKeys::default(),
         })
     }
 
@@ -137,31 +141,60 @@ impl ProviderProtocol for ReplicateClient {
         prediction_state(&prediction)
     }
 
-    async fn cancel_if_queued(
+    async fn cancel(
         &self,
-        target: &ProviderTarget,
+        _target: &ProviderTarget,
         job_id: &str,
     ) -> Result<CancelOutcome, ProviderError> {
-        // Replicate cancels running predictions too, and bills a public
-        // model's prediction for the time it ran: only one that has not
-        // started is canceled.
-        match self.state(target, job_id).await {
-            Ok(ProviderJobState::Queued) => {}
-            Ok(_) => return Ok(CancelOutcome::AlreadyStarted),
-            Err(ProviderError::NotFound { .. }) => return Ok(CancelOutcome::NotFound),
-            Err(error) => return Err(error),
-        }
-        let prediction = self
+        let prediction = match self
             .call(
                 self.http
                     .post(self.url(&format!("predictions/{job_id}/cancel"))),
             )
-            .await?;
+            .await
+        {
+            Ok(prediction) => prediction,
+            Err(ProviderError::NotFound { .. }) => return Ok(CancelOutcome::NotFound),
+            Err(error) => return Err(error),
+        };
+        // A prediction that started between the state read and the cancel
+        // is canceled too (and billed for its seconds): only one that never
+        // started counts as removed.
         Ok(match prediction["status"].as_str() {
             Some("canceled" | "aborted") if prediction["started_at"].is_null() => {
                 CancelOutcome::Removed
             }
             _ => CancelOutcome::AlreadyStarted,
+        })
+    }
+
+    async fn verify_webhook(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        let secret = self
+            .signing_secret
+            .get(|| self.webhook_secret())
+            .await
+            .map_err(WebhookError::KeysUnavailable)?;
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs() as i64;
+        let prediction = verify_webhook(headers, body, &secret, now)?;
+        let job_id = prediction_id(&prediction)
+            .map_err(|_| WebhookRejection::InvalidBody("the prediction has no id".into()))?;
+        // Standard Webhooks keeps `webhook-id` across the retries of one
+        // delivery; verification found it present.
+        let delivery_id = headers
+            .get("webhook-id")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(VerifiedWebhook {
+            job_id,
+            delivery_id,
         })
     }
 

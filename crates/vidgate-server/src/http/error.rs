@@ -8,6 +8,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::backend::WebhookRefusal;
+use crate::backend::provider::WebhookRejection;
 use crate::callers::CallerRefusal;
 use crate::dashboard::users::UserError;
 use crate::diagnostics::log_cause_chain;
@@ -163,6 +165,27 @@ impl From<UserError> for ApiError {
             }
             UserError::Store(error) => ApiError::internal(error),
             UserError::Password(error) => ApiError::internal(error),
+        }
+    }
+}
+
+/// What a provider is answered when its webhook is refused.
+impl From<WebhookRefusal> for ApiError {
+    fn from(refusal: WebhookRefusal) -> Self {
+        let message = refusal.to_string();
+        match refusal {
+            WebhookRefusal::UnknownJob => ApiError::NotFound(message),
+            WebhookRefusal::Rejected(
+                WebhookRejection::Malformed(_) | WebhookRejection::InvalidBody(_),
+            ) => ApiError::InvalidRequest {
+                message,
+                param: None,
+            },
+            WebhookRefusal::Rejected(WebhookRejection::Stale | WebhookRejection::BadSignature) => {
+                ApiError::Unauthorized(message)
+            }
+            WebhookRefusal::Unavailable(_) => ApiError::Upstream(message),
+            WebhookRefusal::Store(error) => ApiError::internal(error),
         }
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use vidgate_core::{CancelRefusal, GenerationStatus};
 
 use super::{ApiError, AppState};
+use crate::backend::StartedJobCancel;
 use crate::representation::generation_json;
 use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
 
@@ -57,11 +58,14 @@ pub async fn cancel(
     Extension(caller): Extension<Caller>,
     Path(generation_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    match state
+    let mut outcome = state
         .store
         .cancel_generation(&caller.account_id, &generation_id)
-        .await?
-    {
+        .await?;
+    if matches!(outcome, CancelOutcome::Refused(GenerationStatus::Running)) {
+        outcome = cancel_before_start(&state, &caller, &generation_id, outcome).await?;
+    }
+    match outcome {
         CancelOutcome::Canceled(generation) => {
             crate::bound_media::release_generation_media(
                 state.store.as_ref(),
@@ -80,6 +84,50 @@ pub async fn cancel(
                 message: format!("Cannot cancel: {refusal}."),
                 param: None,
             })
+        }
+    }
+}
+
+/// A running generation whose job still waits in a hosted provider's
+/// queue: canceled there first, and only once the provider removed it
+/// (nothing ran, nothing is billed) canceled here with its refund. Any
+/// other running generation stays refused (`refused`).
+async fn cancel_before_start(
+    state: &AppState,
+    caller: &Caller,
+    generation_id: &str,
+    refused: CancelOutcome,
+) -> Result<CancelOutcome, ApiError> {
+    let Some(generation) = state
+        .store
+        .generation(&caller.account_id, generation_id)
+        .await?
+    else {
+        return Ok(refused);
+    };
+    let Some(backend) = state
+        .catalog
+        .model(&generation.model)
+        .and_then(|model| state.backends.for_model(model))
+    else {
+        return Ok(refused);
+    };
+    match backend.cancel_before_start(generation_id).await {
+        // The worker following the job may fail it in the moment between
+        // the provider's removal and this update (it reads the job as
+        // canceled): the refund is then the worker's, and the cancel is
+        // refused with the state the generation reached.
+        StartedJobCancel::Removed => Ok(state
+            .store
+            .cancel_generation_removed_at_provider(&caller.account_id, generation_id)
+            .await?),
+        StartedJobCancel::Started => Ok(refused),
+        StartedJobCancel::Unreachable(reason) => {
+            tracing::warn!(generation = %generation_id, %reason, "canceling at the provider failed");
+            Err(ApiError::Upstream(
+                "The model's provider could not be reached to cancel the job; nothing changed. Try again."
+                    .into(),
+            ))
         }
     }
 }

@@ -14,6 +14,7 @@ mod metrics;
 mod models;
 mod openapi;
 mod prepared;
+mod provider_webhooks;
 mod quote;
 mod runs;
 mod serve;
@@ -99,11 +100,17 @@ pub fn router(state: AppState) -> Router {
     }
     .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
-    // Outside /api/v1: model servers call it, not customers.
-    let internal = Router::new().route(
-        "/internal/cog/{generation_id}/{token}",
-        post(cog_callbacks::receive),
-    );
+    // Outside /api/v1: model servers and providers call them, not
+    // customers.
+    let internal = Router::new()
+        .route(
+            "/internal/cog/{generation_id}/{token}",
+            post(cog_callbacks::receive),
+        )
+        .route(
+            "/internal/providers/{vendor}/{model}/{generation_id}",
+            post(provider_webhooks::receive),
+        );
 
     // Outside /api/v1 and unauthenticated: load balancers and orchestrators
     // probe them.

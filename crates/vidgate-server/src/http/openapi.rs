@@ -504,12 +504,14 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
     }}));
     paths.insert("/generations/{id}/cancel".into(), json!({ "post": {
         "operationId": "cancel_generation", "summary": "Cancel a queued generation (refunded)", "tags": ["generations"],
+        "description": "A queued generation is canceled and refunded. A running one whose job still waits in a hosted provider's queue is canceled there first, then canceled and refunded here; any other running or finished one answers 409.",
         "security": [{ "bearer": [] }],
         "parameters": [generation_id],
         "responses": with_success("200", "The canceled generation.", schema_ref("Generation"),
             authenticated_errors(&[
                 ("404", "not_found: no such generation in this account."),
-                ("409", "conflict: the generation is already running or finished.")
+                ("409", "conflict: the generation is already running or finished."),
+                ("502", "upstream_error: the model's provider could not be reached to cancel its queued job; nothing changed.")
             ]))
     }}));
     paths.insert("/generations/{id}/webhook-deliveries".into(), json!({ "get": {

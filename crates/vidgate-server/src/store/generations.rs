@@ -123,6 +123,14 @@ pub trait GenerationStore: Send + Sync {
         account_id: &str,
         generation_id: &str,
     ) -> Result<CancelOutcome, StoreError>;
+    /// Cancels a running generation whose provider job the provider removed
+    /// from its queue before it started, and releases its hold, in one
+    /// transaction; refused when the generation is no longer running.
+    async fn cancel_generation_removed_at_provider(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<CancelOutcome, StoreError>;
     /// The request media a generation is bound to, as submit recorded it.
     async fn generation_media(&self, generation_id: &str) -> Result<Option<Value>, StoreError>;
 }
@@ -213,6 +221,52 @@ macro_rules! impl_generation_store {
                 .await?;
                 row.map(Generation::try_from).transpose()
             }
+
+            /// Cancels a generation in status `from` and releases its hold,
+            /// in one transaction.
+            async fn cancel_from(
+                &self,
+                account_id: &str,
+                generation_id: &str,
+                from: GenerationStatus,
+            ) -> Result<CancelOutcome, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                // The update decides: a worker that claimed (or finished)
+                // the job a moment ago (on any node) makes it match nothing,
+                // and the job is reported as it now is instead of being
+                // refunded. Clearing the lease makes the worker of a running
+                // one fail its heartbeat and its finish, and stop.
+                let canceled: Option<i64> = sqlx::query_scalar(
+                    "UPDATE generations SET status = 'canceled', completed_at = $1, \
+                     lease_owner = NULL, lease_expires_at = NULL \
+                     WHERE id = $2 AND account_id = $3 AND status = $4 \
+                     RETURNING price_micros",
+                )
+                .bind(now_millis())
+                .bind(generation_id)
+                .bind(account_id)
+                .bind(from.as_str())
+                .fetch_optional(&mut *transaction)
+                .await?;
+                let current = Self::generation_in(&mut transaction, generation_id).await?;
+                let Some(current) = current.filter(|found| found.account_id == account_id) else {
+                    return Ok(CancelOutcome::NotFound);
+                };
+                let Some(price) = canceled else {
+                    return Ok(CancelOutcome::Refused(current.status));
+                };
+                Self::move_money(
+                    &mut transaction,
+                    account_id,
+                    Some(generation_id),
+                    Movement::Release,
+                    Micros(price),
+                )
+                .await?;
+                Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
+                transaction.commit().await?;
+                Ok(CancelOutcome::Canceled(Box::new(current)))
+            }
         }
 
         #[async_trait]
@@ -301,38 +355,17 @@ macro_rules! impl_generation_store {
                 account_id: &str,
                 generation_id: &str,
             ) -> Result<CancelOutcome, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                // The update decides: a worker that claimed the job a moment
-                // ago (on any node) makes it match nothing, and the job is
-                // reported as it now is instead of being refunded.
-                let canceled: Option<i64> = sqlx::query_scalar(
-                    "UPDATE generations SET status = 'canceled', completed_at = $1 \
-                     WHERE id = $2 AND account_id = $3 AND status = 'queued' \
-                     RETURNING price_micros",
-                )
-                .bind(now_millis())
-                .bind(generation_id)
-                .bind(account_id)
-                .fetch_optional(&mut *transaction)
-                .await?;
-                let current = Self::generation_in(&mut transaction, generation_id).await?;
-                let Some(current) = current.filter(|found| found.account_id == account_id) else {
-                    return Ok(CancelOutcome::NotFound);
-                };
-                let Some(price) = canceled else {
-                    return Ok(CancelOutcome::Refused(current.status));
-                };
-                Self::move_money(
-                    &mut transaction,
-                    account_id,
-                    Some(generation_id),
-                    Movement::Release,
-                    Micros(price),
-                )
-                .await?;
-                Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
-                transaction.commit().await?;
-                Ok(CancelOutcome::Canceled(Box::new(current)))
+                self.cancel_from(account_id, generation_id, GenerationStatus::Queued)
+                    .await
+            }
+
+            async fn cancel_generation_removed_at_provider(
+                &self,
+                account_id: &str,
+                generation_id: &str,
+            ) -> Result<CancelOutcome, StoreError> {
+                self.cancel_from(account_id, generation_id, GenerationStatus::Running)
+                    .await
             }
         }
     };

@@ -46,6 +46,25 @@ pub trait LedgerStore: Send + Sync {
         account_id: &str,
         since: i64,
     ) -> Result<Vec<DailySpend>, StoreError>;
+    /// Each model's succeeded generations per UTC day completed at or
+    /// after `since` (Unix ms): revenue and provider cost.
+    async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError>;
+}
+
+/// A model's business on one UTC day: what customers paid for its
+/// succeeded generations (captured), and what its providers cost the
+/// operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelDayUsage {
+    /// Days since the Unix epoch (UTC).
+    pub day: i64,
+    pub model: String,
+    pub generations: i64,
+    pub revenue: Micros,
+    pub provider_cost: Micros,
+    /// Generations without a recorded cost (run on the operator's own
+    /// engine or servers, or at a provider without a price line).
+    pub uncosted: i64,
 }
 
 /// The four ways money moves. Each is one ledger entry plus the matching
@@ -215,6 +234,35 @@ macro_rules! impl_ledger_store {
                         day,
                         captured: Micros(captured),
                     })
+                    .collect())
+            }
+
+            async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
+                let rows: Vec<(i64, String, i64, i64, i64, i64)> = sqlx::query_as(
+                    "SELECT completed_at / 86400000 AS day, model, COUNT(*), \
+                     CAST(SUM(price_micros) AS BIGINT), \
+                     CAST(COALESCE(SUM(provider_cost_micros), 0) AS BIGINT), \
+                     CAST(SUM(CASE WHEN provider_cost_micros IS NULL THEN 1 ELSE 0 END) AS BIGINT) \
+                     FROM generations WHERE status = 'succeeded' AND completed_at >= $1 \
+                     GROUP BY completed_at / 86400000, model ORDER BY day, model",
+                )
+                .bind(since)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(
+                        |(day, model, generations, revenue, provider_cost, uncosted)| {
+                            ModelDayUsage {
+                                day,
+                                model,
+                                generations,
+                                revenue: Micros(revenue),
+                                provider_cost: Micros(provider_cost),
+                                uncosted,
+                            }
+                        },
+                    )
                     .collect())
             }
         }

@@ -13,7 +13,9 @@
 //! (submit, read, list, cancel), `queue` (claim, lease, finish, release,
 //! rescue), `webhooks` (the outbox: deliveries, attempts, signing secrets),
 //! `webhook_log` (the delivery log), `users` (dashboard users and sessions),
-//! `uploads`, `operations` (the schema's state for readiness, backups) and
+//! `uploads`, `provider_jobs` (a generation's job at a hosted provider),
+//! `provider_health` (each provider's circuit as a node last saw it),
+//! `operations` (the schema's state for readiness, backups) and
 //! `operator` (what the operator API adds: listing accounts, idempotent
 //! credit adjustments, the audit log).
 //! `Store` is all of them. What differs between the two databases is in
@@ -64,6 +66,7 @@ mod ledger;
 mod operations;
 mod operator;
 mod postgres;
+mod provider_health;
 mod provider_jobs;
 mod queue;
 mod schema;
@@ -83,15 +86,16 @@ pub use generations::{
     CancelOutcome, Generation, GenerationStore, IDEMPOTENCY_WINDOW, IdempotencyKey, ListFilter,
     NewGeneration, SubmitOutcome, SubmitRefusal,
 };
-pub use ledger::{DailySpend, LedgerEntry, LedgerStore};
+pub use ledger::{DailySpend, LedgerEntry, LedgerStore, ModelDayUsage};
 pub use operations::{OperationsStore, SchemaState};
 pub use operator::{
     AdjustmentOutcome, AuditEntry, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
     OperatorStore,
 };
 pub use postgres::PgStore;
+pub use provider_health::{ProviderHealth, ProviderHealthStore};
 pub use provider_jobs::{NewProviderJob, ProviderJob, ProviderJobStore};
-pub use queue::{FailureDetail, QueueDepth, QueueStore, RescueReport};
+pub use queue::{FailureDetail, ProviderRun, QueueDepth, QueueStore, RescueReport};
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
 pub use sqlite::{SqliteDurability, SqliteStore};
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadStore, UploadUsage};
@@ -149,6 +153,7 @@ pub trait Store:
     + UserStore
     + UploadStore
     + ProviderJobStore
+    + ProviderHealthStore
     + OperationsStore
     + OperatorStore
     + Send
@@ -167,6 +172,7 @@ impl<T> Store for T where
         + UserStore
         + UploadStore
         + ProviderJobStore
+        + ProviderHealthStore
         + OperationsStore
         + OperatorStore
         + Send

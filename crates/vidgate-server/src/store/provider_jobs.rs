@@ -56,6 +56,13 @@ pub trait ProviderJobStore: Send + Sync {
     /// refused the submit, or a reconcile did not find the job), so that a
     /// later submit is allowed. An intent with a job id is never forgotten.
     async fn forget_provider_intent(&self, generation_id: &str) -> Result<(), StoreError>;
+    /// Records a verified provider webhook about a generation's job; false
+    /// when this delivery was taken before (a provider's retry).
+    async fn record_provider_webhook(
+        &self,
+        generation_id: &str,
+        delivery_id: &str,
+    ) -> Result<bool, StoreError>;
 }
 
 type ProviderJobRow = (
@@ -156,6 +163,24 @@ macro_rules! impl_provider_job_store {
                 .execute(self.writer())
                 .await?;
                 Ok(())
+            }
+
+            async fn record_provider_webhook(
+                &self,
+                generation_id: &str,
+                delivery_id: &str,
+            ) -> Result<bool, StoreError> {
+                let inserted = sqlx::query(
+                    "INSERT INTO provider_webhook_deliveries \
+                     (generation_id, delivery_id, received_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (generation_id, delivery_id) DO NOTHING",
+                )
+                .bind(generation_id)
+                .bind(delivery_id)
+                .bind(now_millis())
+                .execute(self.writer())
+                .await?;
+                Ok(inserted.rows_affected() == 1)
             }
         }
     };

@@ -18,6 +18,14 @@ pub struct FailureDetail {
     pub message: String,
 }
 
+/// Which hosted provider ran a generation, and what it cost the operator
+/// (`None` when the backends file has no price for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderRun {
+    pub provider: String,
+    pub cost: Option<Micros>,
+}
+
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct RescueReport {
     pub requeued: Vec<String>,
@@ -50,13 +58,15 @@ pub trait QueueStore: Send + Sync {
         worker: &str,
         lease: Duration,
     ) -> Result<bool, StoreError>;
-    /// Marks the job succeeded and captures its hold; false when the guard
-    /// no longer matches (the lease was lost), in which case nothing changed.
+    /// Marks the job succeeded, records the provider that ran it with its
+    /// cost, and captures its hold; false when the guard no longer matches
+    /// (the lease was lost), in which case nothing changed.
     async fn finish_succeeded(
         &self,
         generation_id: &str,
         worker: &str,
         output: Value,
+        provider_run: Option<&ProviderRun>,
     ) -> Result<bool, StoreError>;
     /// Marks the job failed and refunds its hold; false when the worker no
     /// longer holds the job's lease, in which case nothing changed.
@@ -182,11 +192,13 @@ macro_rules! impl_queue_store {
                 generation_id: &str,
                 worker: &str,
                 output: Value,
+                provider_run: Option<&ProviderRun>,
             ) -> Result<bool, StoreError> {
                 let mut transaction = self.begin_write().await?;
                 let finished: Option<(String, i64)> = sqlx::query_as(
                     "UPDATE generations SET status = 'succeeded', output = $1, completed_at = $2, \
-                     lease_owner = NULL, lease_expires_at = NULL \
+                     lease_owner = NULL, lease_expires_at = NULL, provider = $5, \
+                     provider_cost_micros = $6 \
                      WHERE id = $3 AND status = 'running' AND lease_owner = $4 \
                      RETURNING account_id, price_micros",
                 )
@@ -194,6 +206,8 @@ macro_rules! impl_queue_store {
                 .bind(now_millis())
                 .bind(generation_id)
                 .bind(worker)
+                .bind(provider_run.map(|run| run.provider.as_str()))
+                .bind(provider_run.and_then(|run| run.cost).map(|cost| cost.0))
                 .fetch_optional(&mut *transaction)
                 .await?;
                 let Some((account_id, price)) = finished else {

@@ -1,0 +1,335 @@
+//! A circuit breaker per hosted provider, over the outcomes of this node's
+//! calls to it. Consecutive failures (errors, 429s, a refused credential)
+//! open the circuit: dispatch then skips the provider, so new jobs of a
+//! model with several providers go to the next one, and a model with none
+//! left answers 503 at submit. After `OPEN_FOR` the circuit lets calls try
+//! again; the first success closes it, and one more failure opens it for
+//! another `OPEN_FOR`. Each node keeps its own circuits (a provider's
+//! outage shows on every node within a few calls); each saves its view to
+//! the store when it changes, for `vidgate admin providers`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+use super::provider::{
+    CancelOutcome, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
+    VerifiedWebhook, WebhookError,
+};
+use crate::store::{ProviderHealth, Store};
+
+/// Where circuits save their views: the store, once attached at start.
+type SharedStore = Arc<Mutex<Option<Arc<dyn Store>>>>;
+
+/// Consecutive failures that open a circuit.
+pub const FAILURES_TO_OPEN: u32 = 5;
+/// How long an open circuit keeps its provider out of dispatch.
+pub const OPEN_FOR: Duration = Duration::from_secs(30);
+/// How often a node saves a circuit whose state did not change (its
+/// latency), at most.
+const SAVE_LATENCY_EVERY: Duration = Duration::from_secs(10);
+
+/// The circuits of every provider this node calls, shared by all the hosted
+/// backends of a provider.
+pub struct ProviderCircuits {
+    by_provider: Mutex<HashMap<&'static str, Arc<Circuit>>>,
+    /// Names this process in the saved views.
+    node_id: Arc<str>,
+    store: SharedStore,
+}
+
+impl Default for ProviderCircuits {
+    fn default() -> ProviderCircuits {
+        ProviderCircuits {
+            by_provider: Mutex::default(),
+            node_id: format!("process_{}", crate::ids::random_token(10)).into(),
+            store: SharedStore::default(),
+        }
+    }
+}
+
+impl ProviderCircuits {
+    /// Hands over, at server start, the store the circuits save to.
+    pub fn attach_store(&self, store: &Arc<dyn Store>) {
+        *self
+            .store
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
+    }
+
+    /// The circuit of `provider`, created closed on first use.
+    pub fn circuit(&self, provider: &'static str) -> Arc<Circuit> {
+        self.by_provider
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .entry(provider)
+            .or_insert_with(|| {
+                Arc::new(Circuit::new(
+                    provider,
+                    self.node_id.clone(),
+                    self.store.clone(),
+                ))
+            })
+            .clone()
+    }
+}
+
+/// One provider's circuit.
+pub struct Circuit {
+    provider: &'static str,
+    node_id: Arc<str>,
+    store: SharedStore,
+    state: Mutex<CircuitState>,
+}
+
+#[derive(Default)]
+struct CircuitState {
+    consecutive_failures: u32,
+    opened_at: Option<Instant>,
+    last_error: Option<String>,
+    last_error_at: Option<i64>,
+    latency_ms: Option<f64>,
+    saved_at: Option<Instant>,
+    /// Whether the view changed in a way the store must know at once.
+    changed: bool,
+}
+
+impl CircuitState {
+    fn is_open(&self, now: Instant) -> bool {
+        self.opened_at
+            .is_some_and(|opened_at| now.duration_since(opened_at) < OPEN_FOR)
+    }
+}
+
+impl Circuit {
+    fn new(provider: &'static str, node_id: Arc<str>, store: SharedStore) -> Circuit {
+        Circuit {
+            provider,
+            node_id,
+            store,
+            state: Mutex::new(CircuitState::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CircuitState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Whether dispatch may send the provider work now.
+    pub fn allows(&self) -> bool {
+        !self.state().is_open(Instant::now())
+    }
+
+    /// A call that the provider answered (a refusal of our input counts:
+    /// the provider is up), taking `latency`.
+    pub fn record_success(&self, latency: Duration) {
+        let mut state = self.state();
+        let milliseconds = latency.as_secs_f64() * 1000.0;
+        // An exponential moving average over roughly the last ten calls.
+        state.latency_ms = Some(
+            state
+                .latency_ms
+                .map_or(milliseconds, |average| average * 0.9 + milliseconds * 0.1),
+        );
+        if state.consecutive_failures > 0 || state.opened_at.is_some() {
+            state.changed = true;
+        }
+        state.consecutive_failures = 0;
+        state.opened_at = None;
+        drop(state);
+        self.save_if_due();
+    }
+
+    /// A call that failed for the provider's sake (an error, a 429, no
+    /// answer, a refused credential).
+    pub fn record_failure(&self, error: &str) {
+        let mut state = self.state();
+        state.consecutive_failures = state.consecutive_failures.saturating_add(1);
+        state.last_error = Some(error.to_owned());
+        state.last_error_at = Some(crate::store::now_millis());
+        let now = Instant::now();
+        if state.consecutive_failures >= FAILURES_TO_OPEN && !state.is_open(now) {
+            tracing::warn!(provider = self.provider, failures = state.consecutive_failures, %error, "the provider's circuit opens");
+            state.opened_at = Some(now);
+        }
+        state.changed = true;
+        drop(state);
+        self.save_if_due();
+    }
+
+    /// Saves this node's view to the store when it changed, or when its
+    /// latency was last saved long ago; in the background, so a provider
+    /// call never waits for the database.
+    fn save_if_due(&self) {
+        let Some(store) = self
+            .store
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+        else {
+            return;
+        };
+        let health = {
+            let mut state = self.state();
+            let now = Instant::now();
+            let stale = state
+                .saved_at
+                .is_none_or(|saved_at| now.duration_since(saved_at) >= SAVE_LATENCY_EVERY);
+            if !state.changed && !stale {
+                return;
+            }
+            state.changed = false;
+            state.saved_at = Some(now);
+            ProviderHealth {
+                provider: self.provider.to_owned(),
+                open: state.is_open(now),
+                consecutive_failures: i64::from(state.consecutive_failures),
+                last_error: state.last_error.clone(),
+                last_error_at: state.last_error_at,
+                latency_ms: state.latency_ms.map(|average| average.round() as i64),
+                node_id: self.node_id.to_string(),
+                updated_at: crate::store::now_millis(),
+            }
+        };
+        tokio::spawn(async move {
+            if let Err(error) = store.save_provider_health(&health).await {
+                tracing::warn!(provider = %health.provider, %error, "saving the provider's health failed");
+            }
+        });
+    }
+}
+
+/// A provider's protocol whose calls feed the provider's circuit.
+pub struct ObservedProtocol {
+    inner: Arc<dyn ProviderProtocol>,
+    circuit: Arc<Circuit>,
+}
+
+impl ObservedProtocol {
+    pub fn new(inner: Arc<dyn ProviderProtocol>, circuit: Arc<Circuit>) -> ObservedProtocol {
+        ObservedProtocol { inner, circuit }
+    }
+
+    /// Records a call's outcome. A refusal of our request and an unknown
+    /// job are answers of a working provider; every other error counts
+    /// against it.
+    fn observe<T>(
+        &self,
+        started: Instant,
+        result: Result<T, ProviderError>,
+    ) -> Result<T, ProviderError> {
+        match &result {
+            Ok(_) | Err(ProviderError::Refused { .. } | ProviderError::NotFound { .. }) => {
+                self.circuit.record_success(started.elapsed());
+            }
+            Err(error) => self.circuit.record_failure(&error.to_string()),
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl ProviderProtocol for ObservedProtocol {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    async fn submit(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        webhook_url: Option<&str>,
+        deadline: Duration,
+    ) -> Result<String, ProviderError> {
+        let started = Instant::now();
+        let result = self
+            .inner
+            .submit(target, input, webhook_url, deadline)
+            .await;
+        self.observe(started, result)
+    }
+
+    async fn state(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<ProviderJobState, ProviderError> {
+        let started = Instant::now();
+        let result = self.inner.state(target, job_id).await;
+        self.observe(started, result)
+    }
+
+    async fn cancel(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<CancelOutcome, ProviderError> {
+        let started = Instant::now();
+        let result = self.inner.cancel(target, job_id).await;
+        self.observe(started, result)
+    }
+
+    async fn find_submitted(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        since: i64,
+    ) -> Result<Option<String>, ProviderError> {
+        let started = Instant::now();
+        let result = self.inner.find_submitted(target, input, since).await;
+        self.observe(started, result)
+    }
+
+    /// Webhooks are the provider's calls to us, not a measure of its API.
+    async fn verify_webhook(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        self.inner.verify_webhook(headers, body).await
+    }
+
+    fn output_headers(&self, video_url: &str) -> HeaderMap {
+        self.inner.output_headers(video_url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_failures_open_the_circuit_and_a_success_closes_it() {
+        let circuit = Circuit::new("fal", "test".into(), SharedStore::default());
+        for _ in 1..FAILURES_TO_OPEN {
+            circuit.record_failure("503");
+            assert!(circuit.allows());
+        }
+        circuit.record_failure("503");
+        assert!(!circuit.allows());
+        circuit.record_success(Duration::from_millis(40));
+        assert!(circuit.allows());
+        // A failure after a success starts the count again.
+        circuit.record_failure("429");
+        assert!(circuit.allows());
+    }
+
+    #[test]
+    fn an_open_circuit_lets_calls_try_again_after_its_time() {
+        let circuit = Circuit::new("replicate", "test".into(), SharedStore::default());
+        for _ in 0..FAILURES_TO_OPEN {
+            circuit.record_failure("503");
+        }
+        circuit.state().opened_at = Some(Instant::now() - OPEN_FOR);
+        assert!(circuit.allows());
+        // One more failure opens it again at once.
+        circuit.record_failure("503");
+        assert!(!circuit.allows());
+    }
+}

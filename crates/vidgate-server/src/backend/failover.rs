@@ -1,0 +1,193 @@
+//! A model at several hosted providers, in the operator's order
+//! (`"backend": "failover"` in the backends file). Admission takes a job
+//! while any of the model's providers for its mode has a closed circuit
+//! (503 `model_unavailable`, nothing held, when none has); a worker gives
+//! the job to the first such provider, and to the next one only when the
+//! first is known not to have it (it refused the submit, or a reconcile
+//! found no job), so a generation never has two paid provider jobs. A job
+//! already recorded at a provider stays with that provider.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use reqwest::header::HeaderMap;
+use tokio_util::sync::CancellationToken;
+
+use super::hosted::{HostedBackend, no_healthy_provider};
+use super::{
+    Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel, WebhookReceipt,
+    WebhookRefusal,
+};
+use crate::store::Store;
+
+pub struct FailoverBackend {
+    model_id: String,
+    /// In the order the operator listed them; each a different provider.
+    providers: Vec<Arc<HostedBackend>>,
+    store: Mutex<Option<Arc<dyn Store>>>,
+}
+
+impl FailoverBackend {
+    pub fn new(
+        model_id: &str,
+        providers: Vec<Arc<HostedBackend>>,
+    ) -> Result<FailoverBackend, String> {
+        if providers.len() < 2 {
+            return Err("failover needs at least two providers".into());
+        }
+        for (index, provider) in providers.iter().enumerate() {
+            if providers[..index]
+                .iter()
+                .any(|earlier| earlier.provider_name() == provider.provider_name())
+            {
+                return Err(format!(
+                    "{} is listed twice: each provider has one circuit",
+                    provider.provider_name()
+                ));
+            }
+        }
+        Ok(FailoverBackend {
+            model_id: model_id.to_owned(),
+            providers,
+            store: Mutex::new(None),
+        })
+    }
+
+    fn store(&self) -> Option<Arc<dyn Store>> {
+        self.store
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+    }
+
+    /// The provider that has (or may have) the generation's job, if one
+    /// recorded it.
+    async fn provider_with_job(
+        &self,
+        generation_id: &str,
+    ) -> Result<Option<&Arc<HostedBackend>>, crate::store::StoreError> {
+        let Some(store) = self.store() else {
+            return Ok(None);
+        };
+        let recorded = store.provider_job(generation_id).await?;
+        Ok(recorded.and_then(|recorded| {
+            self.providers
+                .iter()
+                .find(|provider| provider.provider_name() == recorded.provider)
+        }))
+    }
+}
+
+#[async_trait]
+impl Backend for FailoverBackend {
+    /// One label for the chain: which provider ran a job is known only after
+    /// it ran, and the generation records it (`provider`).
+    fn kind(&self) -> &'static str {
+        "failover"
+    }
+
+    async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
+        let mut taking = self
+            .providers
+            .iter()
+            .filter(|provider| provider.takes_mode(admission.mode))
+            .peekable();
+        if taking.peek().is_none() {
+            return Err(Rejection::Unavailable(format!(
+                "The model {} does not run {} on this deployment.",
+                self.model_id,
+                admission.mode.as_str()
+            )));
+        }
+        if !taking.any(|provider| provider.is_healthy()) {
+            return Err(no_healthy_provider(&self.model_id));
+        }
+        Ok(())
+    }
+
+    async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
+        match self.provider_with_job(&job.generation_id).await {
+            // An earlier attempt's provider: its job is resumed or
+            // reconciled there, never moved.
+            Ok(Some(provider)) => {
+                return provider
+                    .run_job(job, cancel, false)
+                    .await
+                    .map_err(|failed| failed.failure);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(%error, "reading the provider job failed");
+                return Err(JobFailure::Interrupted);
+            }
+        }
+        let candidates: Vec<&Arc<HostedBackend>> = self
+            .providers
+            .iter()
+            .filter(|provider| provider.takes_mode(job.mode))
+            .collect();
+        let mut last_failure = None;
+        for (index, provider) in candidates.iter().enumerate() {
+            let is_last = index + 1 == candidates.len();
+            // The last provider is tried even with its circuit open: the
+            // job was admitted, and failing it without a try helps no one.
+            if !is_last && !provider.is_healthy() {
+                continue;
+            }
+            match provider
+                .run_job(job.clone(), cancel.clone(), !is_last)
+                .await
+            {
+                Err(failed) if failed.provider_has_no_job && !is_last => {
+                    tracing::warn!(generation = %job.generation_id, provider = provider.provider_name(), failure = %failed.failure, "the provider does not have the job; trying the next provider");
+                    last_failure = Some(failed.failure);
+                }
+                result => return result.map_err(|failed| failed.failure),
+            }
+        }
+        Err(last_failure.unwrap_or_else(|| JobFailure::Failed {
+            code: "model_unavailable".into(),
+            message: format!("the model {} has no provider for this mode", self.model_id),
+        }))
+    }
+
+    fn attach_store(&self, store: &Arc<dyn Store>) {
+        *self
+            .store
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
+        for provider in &self.providers {
+            provider.attach_store(store);
+        }
+    }
+
+    fn attach_webhook_base(&self, base_url: &str) {
+        for provider in &self.providers {
+            provider.attach_webhook_base(base_url);
+        }
+    }
+
+    async fn receive_provider_webhook(
+        &self,
+        generation_id: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<WebhookReceipt, WebhookRefusal> {
+        match self.provider_with_job(generation_id).await? {
+            Some(provider) => {
+                provider
+                    .receive_provider_webhook(generation_id, headers, body)
+                    .await
+            }
+            None => Err(WebhookRefusal::UnknownJob),
+        }
+    }
+
+    async fn cancel_before_start(&self, generation_id: &str) -> StartedJobCancel {
+        match self.provider_with_job(generation_id).await {
+            Ok(Some(provider)) => provider.cancel_before_start(generation_id).await,
+            Ok(None) => StartedJobCancel::Started,
+            Err(error) => StartedJobCancel::Unreachable(format!("the store: {error}")),
+        }
+    }
+}
