@@ -171,6 +171,10 @@ struct ServeArgs {
     /// VIDGATE_ADMIN_TOKEN the operator API refuses every request.
     #[arg(long, env = "VIDGATE_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Days finished clips (from completion) and uploads (from upload, used or not) are kept;
+    /// then the sweep deletes the file, the record stays and the file's URL answers 410.
+    #[arg(long, env = "VIDGATE_RETAIN_DAYS", default_value_t = vidgate_server::retention::DEFAULT_RETAIN_DAYS, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    retain_days: u64,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "VIDGATE_LOG_JSON")]
     log_json: bool,
@@ -269,6 +273,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     options.trusted_proxies = args.trusted_proxies;
     options.drain_delay = Duration::from_secs(args.drain_seconds);
+    options.retention.keep_for = Duration::from_secs(args.retain_days * 24 * 60 * 60);
     // The file wins, so a token in a mounted secret is not shadowed by a
     // stale variable; the variable suits platforms that inject secrets so.
     options.operator_token = match &args.admin_token_file {

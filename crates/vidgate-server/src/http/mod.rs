@@ -87,14 +87,22 @@ pub fn router(state: AppState) -> Router {
         .route("/uploads/initiate", post(uploads::initiate))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
 
-    let api = Router::new().merge(public).merge(authenticated);
     // Files on local disk are served by ServeDir; objects in a bucket are
-    // streamed through vidgate, so their URLs stay on our origin too.
-    let api = match state.storage.local_root() {
-        Some(root) => api.nest_service("/files", ServeDir::new(root)),
-        None => api.route("/files/{*path}", get(files::serve)),
+    // streamed through vidgate, so their URLs stay on our origin too. Either
+    // way a file the retention sweep deleted answers 410 instead of 404.
+    let files = match state.storage.local_root() {
+        Some(root) => Router::new().fallback_service(ServeDir::new(root)),
+        None => Router::new().route("/{*path}", get(files::serve)),
     }
-    .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
+    .layer(middleware::from_fn_with_state(
+        state.clone(),
+        files::gone_when_expired,
+    ));
+    let api = Router::new()
+        .merge(public)
+        .merge(authenticated)
+        .nest("/files", files)
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
     // Outside /api/v1: model servers call it, not customers.
     let internal = Router::new().route(

@@ -150,6 +150,8 @@ pub struct TestSettings {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The operator API's token; off by default, as in `vidgate serve`.
     pub operator_token: Option<String>,
+    /// How long files are kept (30 days by default, as in `vidgate serve`).
+    pub retention: vidgate_server::retention::RetentionSettings,
 }
 
 impl TestSettings {
@@ -173,6 +175,7 @@ impl TestSettings {
             http: vidgate_server::http::HttpLimits::default(),
             trusted_proxies: Vec::new(),
             operator_token: None,
+            retention: vidgate_server::retention::RetentionSettings::default(),
         }
     }
 }
@@ -246,6 +249,7 @@ async fn start_server(
     options.trusted_media_addresses = settings.trusted_media_addresses.clone();
     options.public_rate_limit = settings.public_rate_limit;
     options.operator_token = settings.operator_token.clone();
+    options.retention = settings.retention;
     vidgate_server::start(options).await.expect("server starts")
 }
 

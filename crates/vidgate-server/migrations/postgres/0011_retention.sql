@@ -1,0 +1,26 @@
+-- Retention (issue 19): finished clips and uploads are deleted from storage
+-- once they are older than `--retain-days`; the records stay.
+--
+-- A generation whose clip expired keeps its row; `output_expired_at` says
+-- when the sweep rewrote its output to say so, and keeps the sweep from
+-- taking it twice.
+ALTER TABLE generations ADD COLUMN output_expired_at BIGINT;
+CREATE INDEX generations_retention ON generations (completed_at)
+    WHERE status = 'succeeded' AND output_expired_at IS NULL;
+CREATE INDEX uploads_created ON uploads (created_at);
+CREATE INDEX direct_uploads_created ON direct_uploads (created_at);
+
+-- Every stored file that expired (or belonged to a deleted account): written
+-- in the transaction that retires its record, before the object is deleted,
+-- so a node that dies in between leaves a row another node finishes. The row
+-- stays after the deletion (`deleted_at`) so that the file's URL answers
+-- 410 Gone instead of 404. `claimed_until` is the short lease of the node
+-- deleting the object, so several nodes never delete the same one at once.
+CREATE TABLE expired_files (
+    relative_path  TEXT PRIMARY KEY,
+    account_id     TEXT NOT NULL,
+    expired_at     BIGINT NOT NULL,
+    claimed_until  BIGINT,
+    deleted_at     BIGINT
+);
+CREATE INDEX expired_files_pending ON expired_files (expired_at) WHERE deleted_at IS NULL;
