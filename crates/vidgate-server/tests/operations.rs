@@ -145,52 +145,6 @@ async fn backups_copy_the_embedded_database(store: StoreKind) {
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
-fn png() -> Vec<u8> {
-    let mut bytes = std::io::Cursor::new(Vec::new());
-    image::RgbImage::from_pixel(64, 48, image::Rgb([10, 200, 40]))
-        .write_to(&mut bytes, image::ImageFormat::Png)
-        .unwrap();
-    bytes.into_inner()
-}
-
-async fn upload_png(app: &TestApp) -> Value {
-    let part = reqwest::multipart::Part::bytes(png())
-        .file_name("card.png")
-        .mime_str("image/png")
-        .unwrap();
-    let response = app
-        .client
-        .post(app.url("/uploads"))
-        .bearer_auth(app.key())
-        .multipart(reqwest::multipart::Form::new().part("file", part))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    response.json().await.unwrap()
-}
-
-/// Asserts that `url` answers 410 Gone with the standard error body.
-async fn assert_gone(app: &TestApp, url: &str) {
-    let response = app.client.get(url).send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::GONE, "{url}");
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "gone", "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("expired"),
-        "{body}"
-    );
-}
-
-/// The file on local disk behind one of our `/files/` URLs.
-fn local_file(app: &TestApp, url: &str) -> std::path::PathBuf {
-    let (_, relative_path) = url.split_once("/files/").unwrap();
-    app.data_dir.path().join("files").join(relative_path)
-}
-
 async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
     let app = spawn_app(store).await;
     let storage = Storage::local(app.data_dir.path().join("files"));
@@ -198,7 +152,7 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
     let id = submitted["id"].as_str().unwrap();
     let finished = app.wait_for_status(id, &["succeeded"]).await;
     let video_url = finished["output"]["video_url"].as_str().unwrap().to_owned();
-    let upload = upload_png(&app).await;
+    let upload = app.upload_png().await;
     let upload_url = upload["url"].as_str().unwrap().to_owned();
     let keep_for = 30 * DAY;
     let now = store::now_millis();
@@ -219,8 +173,8 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
         report,
         SweepReport { generations_expired: 1, uploads_expired: 1, files_deleted: 2 }
     );
-    assert!(!local_file(&app, &video_url).exists());
-    assert!(!local_file(&app, &upload_url).exists());
+    assert!(!app.local_file(&video_url).exists());
+    assert!(!app.local_file(&upload_url).exists());
     let expired = app.generation(id).await;
     assert_eq!(expired["status"], "succeeded");
     assert_eq!(expired["cost"], finished["cost"]);
@@ -228,8 +182,8 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
     assert_eq!(expired["output"]["expired_at"], json!(vidgate_server::store::rfc3339(later)));
     assert_eq!(expired["output"]["video_url"], json!(video_url));
     assert_eq!(expired["output"]["duration_s"], finished["output"]["duration_s"]);
-    assert_gone(&app, &video_url).await;
-    assert_gone(&app, &upload_url).await;
+    app.assert_gone(&video_url).await;
+    app.assert_gone(&upload_url).await;
     // An unknown file is still simply not found.
     let unknown = video_url.replace(".mp4", "x.mp4");
     assert_eq!(app.client.get(&unknown).send().await.unwrap().status(), StatusCode::NOT_FOUND);
@@ -275,11 +229,11 @@ async fn every_node_sweeps_in_the_background(store: StoreKind) {
     };
     let video_url = expired["output"]["video_url"].as_str().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while local_file(&app, video_url).exists() {
+    while app.local_file(video_url).exists() {
         assert!(std::time::Instant::now() < deadline, "the clip was never deleted");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_gone(&app, video_url).await;
+    app.assert_gone(video_url).await;
     app.server.shutdown().await;
 }
 

@@ -481,7 +481,99 @@ async fn keys_limits_users_and_usage(store: StoreKind) {
     app.server.shutdown().await;
 }
 
+
+async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let account_id = app.account.account.id.clone();
+    let delete = |account_id: &str| {
+        as_operator(app.client.delete(admin_url(&app, &format!("/accounts/{account_id}"))))
+            .send()
+    };
+    let finished = app.submit_ok(M1_T2V, quick_body("a private prompt")).await;
+    let finished_id = finished["id"].as_str().unwrap().to_owned();
+    let finished = app.wait_for_status(&finished_id, &["succeeded"]).await;
+    let video_url = finished["output"]["video_url"].as_str().unwrap().to_owned();
+    let upload_url = app.upload_png().await["url"].as_str().unwrap().to_owned();
+
+    // Refused while a job runs: its hold and result still belong to it.
+    let running = app
+        .submit_ok(M1_T2V, quick_body("slow [sim:sleep=1500]"))
+        .await;
+    let response = delete(&account_id).await.unwrap();
+    assert_error(response, StatusCode::CONFLICT, "conflict", None).await;
+    app.wait_for_status(running["id"].as_str().unwrap(), &["succeeded"])
+        .await;
+    let before = app.account_state(&account_id).await;
+
+    let response = delete(&account_id).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let tombstone: Value = response.json().await.unwrap();
+    assert!(tombstone["deleted_at"].is_string(), "{tombstone}");
+    assert_eq!(tombstone["name"], "");
+    // The money figures stay, and still add up.
+    let after = app.account_state(&account_id).await;
+    assert_eq!(
+        (after.balance, after.held, after.captured, after.credited),
+        (before.balance, before.held, before.captured, before.credited)
+    );
+    assert!(after.captured > Micros::ZERO);
+    app.assert_ledger_invariant(&account_id).await;
+    // Its key no longer works, its files are gone, its prompts forgotten.
+    let response = app.get("/account", app.key()).await;
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    app.assert_gone(&video_url).await;
+    app.assert_gone(&upload_url).await;
+    let record = app
+        .server
+        .store
+        .generation(&account_id, &finished_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.input, json!({}));
+    assert_eq!(record.output, None);
+    assert_eq!(record.price.to_usd(), finished["cost"]["amount_usd"].as_f64().unwrap());
+    // The sweep deletes the files from storage.
+    let storage = vidgate_server::storage::Storage::local(app.data_dir.path().join("files"));
+    let report = vidgate_server::retention::sweep(
+        app.server.store.as_ref(),
+        &storage,
+        std::time::Duration::from_secs(3600),
+        vidgate_server::store::now_millis(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.files_deleted, 3);
+    assert!(!app.local_file(&video_url).exists());
+    assert!(!app.local_file(&upload_url).exists());
+
+    // Deleting again answers the tombstone; an unknown account is 404.
+    let response = delete(&account_id).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let response = delete("acct_missing").await.unwrap();
+    assert_error(response, StatusCode::NOT_FOUND, "not_found", None).await;
+    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let deletions: Vec<&Value> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["action"] == "account.delete")
+        .collect();
+    assert_eq!(deletions.len(), 1, "{log}");
+    assert_eq!(deletions[0]["actor"], "ada@ops");
+    assert_eq!(deletions[0]["target"], account_id.as_str());
+    assert_eq!(deletions[0]["detail"]["files"], 3);
+    app.server.shutdown().await;
+}
+
 on_both_stores!(
+    deleting_an_account_keeps_only_its_books,
     keys_limits_users_and_usage,
     refused_without_a_configured_token,
     refused_with_a_wrong_token,

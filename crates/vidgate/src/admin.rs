@@ -109,6 +109,11 @@ enum AccountCommand {
     /// Issue a new webhook signing secret (shown once); deliveries carry
     /// signatures with both the old and the new secret for 24 hours.
     RotateWebhookSecret { account_id: String },
+    /// Delete an account's media and personal data (keys, users, webhook
+    /// settings, uploads, prompts and outputs); the account stays as a
+    /// tombstone with its money figures. Refused while generations are
+    /// queued or running.
+    Delete { account_id: String },
 }
 
 #[derive(Subcommand)]
@@ -130,6 +135,15 @@ enum ModelCommand {
     Pause { model_id: String },
     /// Accept new generations again.
     Resume { model_id: String },
+}
+
+/// Who the audit log names for a change made with `vidgate admin`: the
+/// operating-system user who ran it.
+fn cli_actor() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".to_owned());
+    format!("cli:{user}")
 }
 
 fn parse_usd(text: &str) -> anyhow::Result<Micros> {
@@ -250,6 +264,21 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             let mut shown = webhook_secret_json(&account);
             shown["account_id"] = json!(account.id);
             shown
+        }
+        StoreCommand::Account(AccountCommand::Delete { account_id }) => {
+            match store.delete_account(&account_id, &cli_actor()).await? {
+                store::AccountDeletion::Deleted { account, files } => {
+                    json!({ "account_id": account.id, "deleted": true, "files_expired": files })
+                }
+                store::AccountDeletion::AlreadyDeleted(account) => {
+                    json!({ "account_id": account.id, "deleted": true, "files_expired": 0 })
+                }
+                store::AccountDeletion::Active { generations } => bail!(
+                    "account {account_id} has {generations} generations queued or running: \
+                     cancel them or wait until they finish"
+                ),
+                store::AccountDeletion::AccountNotFound => bail!("no account {account_id}"),
+            }
         }
         StoreCommand::Key(KeyCommand::Create { account, name }) => {
             store

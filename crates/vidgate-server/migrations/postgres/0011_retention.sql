@@ -24,3 +24,7 @@ CREATE TABLE expired_files (
     deleted_at     BIGINT
 );
 CREATE INDEX expired_files_pending ON expired_files (expired_at) WHERE deleted_at IS NULL;
+
+-- A deleted account stays as a tombstone with its money figures, so the
+-- ledger still adds up; its media, keys, users and personal data are gone.
+ALTER TABLE accounts ADD COLUMN deleted_at BIGINT;

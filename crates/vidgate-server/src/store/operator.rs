@@ -1,12 +1,14 @@
 //! What the operator API (`/admin/v1`) needs beyond the other aggregates:
 //! every account at once, credit adjustments applied exactly once per
-//! Idempotency-Key, and the audit log of the operator's changes.
+//! Idempotency-Key, the deletion of an account, and the audit log of the
+//! operator's changes.
 
 use async_trait::async_trait;
 use vidgate_core::Micros;
 
 use super::accounts::{Account, AccountRow, account_columns};
 use super::ledger::Movement;
+use super::retention::stored_path_of_output;
 use super::{StoreError, now_millis};
 
 /// One row of the audit log.
@@ -64,6 +66,20 @@ pub enum AdjustmentOutcome {
     AccountNotFound,
 }
 
+/// What deleting an account did.
+#[derive(Debug)]
+pub enum AccountDeletion {
+    /// Deleted now: the tombstone, and how many stored files it listed for
+    /// the retention sweep to delete.
+    Deleted { account: Account, files: usize },
+    /// Deleted before; nothing was done again.
+    AlreadyDeleted(Account),
+    /// Refused: generations are queued or running, and their holds and
+    /// results still belong to the account.
+    Active { generations: i64 },
+    AccountNotFound,
+}
+
 #[async_trait]
 pub trait OperatorStore: Send + Sync {
     /// Accounts in id order, after `after` when given.
@@ -78,6 +94,17 @@ pub trait OperatorStore: Send + Sync {
         &self,
         adjustment: NewCreditAdjustment,
     ) -> Result<AdjustmentOutcome, StoreError>;
+    /// Deletes an account's personal data and media in one transaction with
+    /// its audit row: keys, users and sessions, webhook secrets, URLs and
+    /// deliveries, uploads, and the inputs and outputs of its generations
+    /// (their files join the expired files, so they answer 410 and the sweep
+    /// deletes them). The account row stays with its money figures and its
+    /// ledger, so the books still add up.
+    async fn delete_account(
+        &self,
+        account_id: &str,
+        actor: &str,
+    ) -> Result<AccountDeletion, StoreError>;
     async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError>;
     /// The audit log, newest first, before the entry `before` when given.
     async fn audit_log(
@@ -250,6 +277,131 @@ macro_rules! impl_operator_store {
                     },
                     account,
                 ))
+            }
+
+            async fn delete_account(
+                &self,
+                account_id: &str,
+                actor: &str,
+            ) -> Result<AccountDeletion, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                // Locked first, so no submit of the account slips in while
+                // its data goes.
+                let Some(account) = Self::account_in(&mut transaction, account_id).await? else {
+                    return Ok(AccountDeletion::AccountNotFound);
+                };
+                if account.deleted_at.is_some() {
+                    return Ok(AccountDeletion::AlreadyDeleted(account));
+                }
+                let generations: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM generations \
+                     WHERE account_id = $1 AND status IN ('queued', 'running')",
+                )
+                .bind(account_id)
+                .fetch_one(&mut *transaction)
+                .await?;
+                if generations > 0 {
+                    return Ok(AccountDeletion::Active { generations });
+                }
+                let now = now_millis();
+                let outputs: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT id, output FROM generations WHERE account_id = $1 \
+                     AND output IS NOT NULL AND output_expired_at IS NULL",
+                )
+                .bind(account_id)
+                .fetch_all(&mut *transaction)
+                .await?;
+                let mut files = Vec::new();
+                for (generation_id, output) in outputs {
+                    let output: serde_json::Value = serde_json::from_str(&output).map_err(|error| {
+                        StoreError::Corrupt(format!("generation {generation_id}: {error}"))
+                    })?;
+                    files.extend(stored_path_of_output(&output));
+                }
+                let uploads: Vec<String> = sqlx::query_scalar(
+                    "SELECT relative_path FROM uploads WHERE account_id = $1 \
+                     UNION SELECT relative_path FROM direct_uploads WHERE account_id = $1",
+                )
+                .bind(account_id)
+                .fetch_all(&mut *transaction)
+                .await?;
+                files.extend(uploads);
+                for relative_path in &files {
+                    sqlx::query(
+                        "INSERT INTO expired_files (relative_path, account_id, expired_at) \
+                         VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
+                    )
+                    .bind(relative_path)
+                    .bind(account_id)
+                    .bind(now)
+                    .execute(&mut *transaction)
+                    .await?;
+                }
+                // Children before parents, for the foreign keys.
+                for statement in [
+                    "DELETE FROM webhook_attempts WHERE delivery_id IN \
+                     (SELECT id FROM webhook_deliveries WHERE account_id = $1)",
+                    "DELETE FROM webhook_deliveries WHERE account_id = $1",
+                    "DELETE FROM generation_media WHERE generation_id IN \
+                     (SELECT id FROM generations WHERE account_id = $1)",
+                    "UPDATE provider_jobs SET input = '{}' WHERE generation_id IN \
+                     (SELECT id FROM generations WHERE account_id = $1)",
+                    "DELETE FROM uploads WHERE account_id = $1",
+                    "DELETE FROM direct_uploads WHERE account_id = $1",
+                    "DELETE FROM sessions WHERE account_id = $1",
+                    "DELETE FROM users WHERE account_id = $1",
+                    "DELETE FROM api_keys WHERE account_id = $1",
+                ] {
+                    sqlx::query(statement)
+                        .bind(account_id)
+                        .execute(&mut *transaction)
+                        .await?;
+                }
+                // Prices, statuses and times stay: they are the books.
+                sqlx::query(
+                    "UPDATE generations SET input = '{}', output = NULL, webhook_url = NULL, \
+                     idempotency_key = NULL, request_sha256 = NULL, \
+                     output_expired_at = COALESCE(output_expired_at, $2) WHERE account_id = $1",
+                )
+                .bind(account_id)
+                .bind(now)
+                .execute(&mut *transaction)
+                .await?;
+                sqlx::query(
+                    "UPDATE accounts SET name = '', webhook_secret = '', \
+                     previous_webhook_secret = NULL, previous_webhook_secret_expires_at = NULL, \
+                     deleted_at = $2 WHERE id = $1",
+                )
+                .bind(account_id)
+                .bind(now)
+                .execute(&mut *transaction)
+                .await?;
+                Self::record_audit_in(
+                    &mut transaction,
+                    &NewAuditEntry {
+                        actor: actor.to_owned(),
+                        action: "account.delete",
+                        target: account_id.to_owned(),
+                        detail: serde_json::json!({
+                            "files": files.len(),
+                            "balance_micros": account.balance.0,
+                            "captured_micros": account.captured.0,
+                            "credited_micros": account.credited.0,
+                        }),
+                    },
+                )
+                .await?;
+                let account = Self::account_in(&mut transaction, account_id)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
+                transaction.commit().await?;
+                // Its keys are gone: this node forgets them at once, other
+                // nodes when their cached entries expire.
+                self.callers().forget_all();
+                Ok(AccountDeletion::Deleted {
+                    account,
+                    files: files.len(),
+                })
             }
 
             async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {

@@ -51,7 +51,7 @@ pub trait RetentionStore: Send + Sync {
 
 /// The stored path of a clip, from its output's `video_url`
 /// (`<api base>/files/<path>`); `None` for an output with no stored file.
-fn stored_path_of_output(output: &Value) -> Option<String> {
+pub(super) fn stored_path_of_output(output: &Value) -> Option<String> {
     let video_url = output.get("video_url")?.as_str()?;
     let (_, relative_path) = video_url.rsplit_once("/files/")?;
     Some(relative_path.to_owned())

@@ -373,6 +373,47 @@ impl TestApp {
         }
     }
 
+    /// Uploads a small PNG with the test account's key; its upload record.
+    pub async fn upload_png(&self) -> Value {
+        let mut bytes = std::io::Cursor::new(Vec::new());
+        image::RgbImage::from_pixel(64, 48, image::Rgb([10, 200, 40]))
+            .write_to(&mut bytes, image::ImageFormat::Png)
+            .unwrap();
+        let part = reqwest::multipart::Part::bytes(bytes.into_inner())
+            .file_name("card.png")
+            .mime_str("image/png")
+            .unwrap();
+        let response = self
+            .client
+            .post(self.url("/uploads"))
+            .bearer_auth(self.key())
+            .multipart(reqwest::multipart::Form::new().part("file", part))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json().await.unwrap()
+    }
+
+    /// Asserts that one of our `/files/` URLs answers 410 Gone with the
+    /// standard error body.
+    pub async fn assert_gone(&self, url: &str) {
+        let response = self.client.get(url).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::GONE, "{url}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "gone", "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("expired"),
+            "{body}"
+        );
+    }
+
+    /// The file on local disk behind one of our `/files/` URLs.
+    pub fn local_file(&self, url: &str) -> std::path::PathBuf {
+        let (_, relative_path) = url.split_once("/files/").unwrap();
+        self.data_dir.path().join("files").join(relative_path)
+    }
+
     /// Asserts the ledger invariant for an account: every credited dollar is
     /// exactly spendable, held or captured, and nothing is negative.
     pub async fn assert_ledger_invariant(&self, account_id: &str) {

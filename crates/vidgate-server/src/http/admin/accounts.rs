@@ -2,7 +2,9 @@
 //! `POST /admin/v1/accounts` (create, with its first API key),
 //! `GET /admin/v1/accounts/{id}` (show),
 //! `POST /admin/v1/accounts/{id}/credit` (a credit adjustment, applied once
-//! per `Idempotency-Key`) and `POST /admin/v1/accounts/{id}/limits`.
+//! per `Idempotency-Key`), `POST /admin/v1/accounts/{id}/limits` and
+//! `DELETE /admin/v1/accounts/{id}` (its media and personal data; the
+//! tombstone keeps the money figures).
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -16,7 +18,7 @@ use crate::accounts;
 use crate::http::{ApiError, account_json, rfc3339};
 use crate::state::AppState;
 use crate::store::{
-    Account, AccountLimits, AdjustmentOutcome, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
+    Account, AccountDeletion, AccountLimits, AdjustmentOutcome, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
 };
 use crate::submit::IDEMPOTENCY_KEY;
 
@@ -31,11 +33,38 @@ const MAX_LIMIT_FIGURE: u32 = 10_000;
 const MAX_ADJUSTMENT: Micros = Micros(1_000_000 * 1_000_000);
 
 /// The account as operators see it: the customer's view plus when it was
-/// made (never its webhook secret).
+/// made and, for a tombstone, deleted (never its webhook secret).
 fn operator_account_json(account: &Account) -> Value {
     let mut shown = account_json(account);
     shown["created_at"] = json!(rfc3339(account.created_at));
+    shown["deleted_at"] = json!(account.deleted_at.map(rfc3339));
     shown
+}
+
+/// Deletes an account's media and personal data. Refused with 409 while
+/// generations are queued or running: the operator cancels them (or waits)
+/// first, so no job finishes into a deleted account. Deleting a deleted
+/// account answers the tombstone again.
+pub async fn delete(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    Path(account_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    match state.store.delete_account(&account_id, &actor).await? {
+        AccountDeletion::Deleted { account, .. } | AccountDeletion::AlreadyDeleted(account) => {
+            Ok(Json(operator_account_json(&account)))
+        }
+        AccountDeletion::Active { generations } => Err(ApiError::Conflict {
+            message: format!(
+                "The account has {generations} generations queued or running; cancel them or \
+                 wait until they finish, then delete it."
+            ),
+            param: None,
+        }),
+        AccountDeletion::AccountNotFound => {
+            Err(ApiError::NotFound(format!("No account {account_id:?} exists.")))
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -34,7 +34,10 @@ const DEFAULT_OPERATOR: &str = "operator";
 pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/accounts", get(accounts::list).post(accounts::create))
-        .route("/accounts/{account_id}", get(accounts::show))
+        .route(
+            "/accounts/{account_id}",
+            get(accounts::show).delete(accounts::delete),
+        )
         .route("/accounts/{account_id}/credit", post(accounts::credit))
         .route("/accounts/{account_id}/limits", post(accounts::limits))
         .route("/accounts/{account_id}/keys", post(keys::create))
