@@ -572,7 +572,75 @@ async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
     app.server.shutdown().await;
 }
 
+async fn debits_take_money_back_once_and_never_below_zero(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let account_id = app.account.account.id.clone();
+    let debit = |key: &'static str, amount_micros: i64| {
+        as_operator(
+            app.client
+                .post(admin_url(&app, &format!("/accounts/{account_id}/debit"))),
+        )
+        .header("Idempotency-Key", key)
+        .json(&json!({ "amount_micros": amount_micros, "reason": "chargeback ch_1" }))
+        .send()
+    };
+    let before = app.account_state(&account_id).await;
+    let response = debit("chargeback-1", 30_000_000).await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let applied: Value = response.json().await.unwrap();
+    assert_eq!(applied["kind"], "debit");
+    assert_eq!(applied["amount_micros"], 30_000_000);
+    let after = app.account_state(&account_id).await;
+    assert_eq!(after.balance, before.balance - Micros(30_000_000));
+    assert_eq!(after.credited, before.credited - Micros(30_000_000));
+    // The same delivery again takes nothing more.
+    let response = debit("chargeback-1", 30_000_000).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(app.account_state(&account_id).await.balance, after.balance);
+    // A credit cannot reuse a debit's key.
+    let response = credit(
+        &app,
+        &account_id,
+        "chargeback-1",
+        json!({ "amount_micros": 30_000_000, "reason": "x" }),
+    )
+    .await;
+    assert_error(response, StatusCode::CONFLICT, "conflict", Some("Idempotency-Key")).await;
+    // More than the balance is refused whole.
+    let response = debit("chargeback-2", after.balance.0 + 1).await.unwrap();
+    assert_error(response, StatusCode::PAYMENT_REQUIRED, "insufficient_balance", None).await;
+    assert_eq!(app.account_state(&account_id).await.balance, after.balance);
+    // The whole balance may go.
+    let response = debit("chargeback-3", after.balance.0).await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(app.account_state(&account_id).await.balance, Micros::ZERO);
+    app.assert_ledger_invariant(&account_id).await;
+    let entries = app.server.store.ledger_entries(&account_id).await.unwrap();
+    let debits: Vec<i64> = entries
+        .iter()
+        .filter(|entry| entry.kind == "debit")
+        .map(|entry| entry.amount.0)
+        .collect();
+    assert_eq!(debits, [30_000_000, after.balance.0]);
+    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let actions: Vec<&str> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["account.debit", "account.debit"]);
+    app.server.shutdown().await;
+}
+
 on_both_stores!(
+    debits_take_money_back_once_and_never_below_zero,
     deleting_an_account_keeps_only_its_books,
     keys_limits_users_and_usage,
     refused_without_a_configured_token,

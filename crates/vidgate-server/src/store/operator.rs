@@ -34,10 +34,46 @@ pub struct NewAuditEntry {
     pub detail: serde_json::Value,
 }
 
-/// Credit added to an account by an operator or a payment system.
+/// Which way an adjustment moves money.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdjustmentKind {
+    /// Adds to the balance (a top-up, goodwill).
+    Credit,
+    /// Takes from the balance (a chargeback, a correction), never below zero.
+    Debit,
+}
+
+impl AdjustmentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdjustmentKind::Credit => "credit",
+            AdjustmentKind::Debit => "debit",
+        }
+    }
+
+    fn from_stored(text: &str) -> Result<AdjustmentKind, StoreError> {
+        match text {
+            "credit" => Ok(AdjustmentKind::Credit),
+            "debit" => Ok(AdjustmentKind::Debit),
+            other => Err(StoreError::Corrupt(format!("adjustment kind {other:?}"))),
+        }
+    }
+
+    fn movement(self) -> Movement {
+        match self {
+            AdjustmentKind::Credit => Movement::Credit,
+            AdjustmentKind::Debit => Movement::Debit,
+        }
+    }
+}
+
+/// Credit added to (or taken from) an account by an operator or a payment
+/// system.
 pub struct NewCreditAdjustment {
     pub idempotency_key: String,
     pub account_id: String,
+    pub kind: AdjustmentKind,
+    /// More than zero; `kind` says which way it moves.
     pub amount: Micros,
     pub reason: String,
     pub actor: String,
@@ -48,6 +84,7 @@ pub struct NewCreditAdjustment {
 pub struct CreditAdjustment {
     pub idempotency_key: String,
     pub account_id: String,
+    pub kind: AdjustmentKind,
     pub amount: Micros,
     pub reason: String,
     pub actor: String,
@@ -61,8 +98,12 @@ pub enum AdjustmentOutcome {
     /// The key was used before for the same account and amount: nothing is
     /// applied again, and the first adjustment is returned.
     Replayed(CreditAdjustment, Account),
-    /// The key was used before for a different account or amount.
+    /// The key was used before for a different account, kind or amount.
     KeyReused,
+    /// A debit larger than the balance: nothing is taken.
+    InsufficientBalance { balance: Micros },
+    /// The account was deleted: its books are closed.
+    AccountDeleted,
     AccountNotFound,
 }
 
@@ -88,8 +129,8 @@ pub trait OperatorStore: Send + Sync {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Account>, StoreError>;
-    /// Adds credit once per idempotency key: the adjustment, its ledger
-    /// entry and its audit row in one transaction.
+    /// Adds or takes credit once per idempotency key: the adjustment, its
+    /// ledger entry and its audit row in one transaction.
     async fn adjust_credit(
         &self,
         adjustment: NewCreditAdjustment,
@@ -114,20 +155,21 @@ pub trait OperatorStore: Send + Sync {
     ) -> Result<Vec<AuditEntry>, StoreError>;
 }
 
-/// An adjustment row: key, account, amount, reason, actor, time.
-type AdjustmentRow = (String, String, i64, String, String, i64);
+/// An adjustment row: key, account, kind, amount, reason, actor, time.
+type AdjustmentRow = (String, String, String, i64, String, String, i64);
 
 fn adjustment_from_row(
-    (idempotency_key, account_id, amount, reason, actor, created_at): AdjustmentRow,
-) -> CreditAdjustment {
-    CreditAdjustment {
+    (idempotency_key, account_id, kind, amount, reason, actor, created_at): AdjustmentRow,
+) -> Result<CreditAdjustment, StoreError> {
+    Ok(CreditAdjustment {
         idempotency_key,
         account_id,
+        kind: AdjustmentKind::from_stored(&kind)?,
         amount: Micros(amount),
         reason,
         actor,
         created_at,
-    }
+    })
 }
 
 /// An audit row: id, actor, action, target, detail, time.
@@ -199,29 +241,33 @@ macro_rules! impl_operator_store {
                 let mut transaction = self.begin_write().await?;
                 // The account row is locked first, so two deliveries of one
                 // webhook take turns and the second finds the first's row.
-                if Self::account_in(&mut transaction, &adjustment.account_id)
-                    .await?
-                    .is_none()
-                {
+                let Some(account) = Self::account_in(&mut transaction, &adjustment.account_id).await?
+                else {
                     return Ok(AdjustmentOutcome::AccountNotFound);
-                }
+                };
                 let earlier: Option<AdjustmentRow> = sqlx::query_as(
-                    "SELECT idempotency_key, account_id, amount_micros, reason, actor, created_at \
-                     FROM credit_adjustments WHERE idempotency_key = $1",
+                    "SELECT idempotency_key, account_id, kind, amount_micros, reason, actor, \
+                     created_at FROM credit_adjustments WHERE idempotency_key = $1",
                 )
                 .bind(&adjustment.idempotency_key)
                 .fetch_optional(&mut *transaction)
                 .await?;
-                if let Some(earlier) = earlier.map(adjustment_from_row) {
+                if let Some(earlier) = earlier.map(adjustment_from_row).transpose()? {
                     if earlier.account_id != adjustment.account_id
+                        || earlier.kind != adjustment.kind
                         || earlier.amount != adjustment.amount
                     {
                         return Ok(AdjustmentOutcome::KeyReused);
                     }
-                    let account = Self::account_in(&mut transaction, &adjustment.account_id)
-                        .await?
-                        .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
                     return Ok(AdjustmentOutcome::Replayed(earlier, account));
+                }
+                if account.deleted_at.is_some() {
+                    return Ok(AdjustmentOutcome::AccountDeleted);
+                }
+                if adjustment.kind == AdjustmentKind::Debit && adjustment.amount > account.balance {
+                    return Ok(AdjustmentOutcome::InsufficientBalance {
+                        balance: account.balance,
+                    });
                 }
                 let created_at = now_millis();
                 // A key used at once for another account (whose row this
@@ -229,11 +275,12 @@ macro_rules! impl_operator_store {
                 // and the whole adjustment rolls back.
                 sqlx::query(
                     "INSERT INTO credit_adjustments \
-                     (idempotency_key, account_id, amount_micros, reason, actor, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6)",
+                     (idempotency_key, account_id, kind, amount_micros, reason, actor, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
                 .bind(&adjustment.idempotency_key)
                 .bind(&adjustment.account_id)
+                .bind(adjustment.kind.as_str())
                 .bind(adjustment.amount.0)
                 .bind(&adjustment.reason)
                 .bind(&adjustment.actor)
@@ -244,7 +291,7 @@ macro_rules! impl_operator_store {
                     &mut transaction,
                     &adjustment.account_id,
                     None,
-                    Movement::Credit,
+                    adjustment.kind.movement(),
                     adjustment.amount,
                 )
                 .await?;
@@ -252,7 +299,10 @@ macro_rules! impl_operator_store {
                     &mut transaction,
                     &NewAuditEntry {
                         actor: adjustment.actor.clone(),
-                        action: "account.credit",
+                        action: match adjustment.kind {
+                            AdjustmentKind::Credit => "account.credit",
+                            AdjustmentKind::Debit => "account.debit",
+                        },
                         target: adjustment.account_id.clone(),
                         detail: serde_json::json!({
                             "amount_micros": adjustment.amount.0,
@@ -270,6 +320,7 @@ macro_rules! impl_operator_store {
                     CreditAdjustment {
                         idempotency_key: adjustment.idempotency_key,
                         account_id: adjustment.account_id,
+                        kind: adjustment.kind,
                         amount: adjustment.amount,
                         reason: adjustment.reason,
                         actor: adjustment.actor,

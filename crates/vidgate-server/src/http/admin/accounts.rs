@@ -2,7 +2,8 @@
 //! `POST /admin/v1/accounts` (create, with its first API key),
 //! `GET /admin/v1/accounts/{id}` (show),
 //! `POST /admin/v1/accounts/{id}/credit` (a credit adjustment, applied once
-//! per `Idempotency-Key`), `POST /admin/v1/accounts/{id}/limits` and
+//! per `Idempotency-Key`), `POST /admin/v1/accounts/{id}/debit` (the same,
+//! taking money back), `POST /admin/v1/accounts/{id}/limits` and
 //! `DELETE /admin/v1/accounts/{id}` (its media and personal data; the
 //! tombstone keeps the money figures).
 
@@ -18,7 +19,7 @@ use crate::accounts;
 use crate::http::{ApiError, account_json, rfc3339};
 use crate::state::AppState;
 use crate::store::{
-    Account, AccountDeletion, AccountLimits, AdjustmentOutcome, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
+    Account, AccountDeletion, AccountLimits, AdjustmentKind, AdjustmentOutcome, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
 };
 use crate::submit::IDEMPOTENCY_KEY;
 
@@ -148,7 +149,7 @@ pub async fn create(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CreditBody {
+pub struct AdjustmentBody {
     /// Exact integer micro-dollars, more than zero.
     amount_micros: i64,
     reason: String,
@@ -159,6 +160,7 @@ fn adjustment_json(adjustment: &CreditAdjustment, account: &Account) -> Value {
         "object": "credit_adjustment",
         "idempotency_key": adjustment.idempotency_key,
         "account_id": adjustment.account_id,
+        "kind": adjustment.kind.as_str(),
         "amount_micros": adjustment.amount.0,
         "reason": adjustment.reason,
         "actor": adjustment.actor,
@@ -175,7 +177,33 @@ pub async fn credit(
     Operator(actor): Operator,
     Path(account_id): Path<String>,
     headers: HeaderMap,
-    Json(body): Json<CreditBody>,
+    Json(body): Json<AdjustmentBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    adjust(&state, actor, account_id, &headers, body, AdjustmentKind::Credit).await
+}
+
+/// Takes credit back (a chargeback, a correction) once per
+/// `Idempotency-Key`, as `credit` adds it. A debit larger than the balance
+/// is refused with 402 and takes nothing: money held for running jobs and
+/// money already spent are not the operator's to take, and a balance below
+/// zero would break the books.
+pub async fn debit(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    Path(account_id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<AdjustmentBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    adjust(&state, actor, account_id, &headers, body, AdjustmentKind::Debit).await
+}
+
+async fn adjust(
+    state: &AppState,
+    actor: String,
+    account_id: String,
+    headers: &HeaderMap,
+    body: AdjustmentBody,
+    kind: AdjustmentKind,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let idempotency_key = headers
         .get(IDEMPOTENCY_KEY)
@@ -186,8 +214,9 @@ pub async fn credit(
             ApiError::invalid(
                 IDEMPOTENCY_KEY,
                 format!(
-                    "A credit adjustment needs an {IDEMPOTENCY_KEY} header of 1 to \
-                     {MAX_IDEMPOTENCY_KEY_LENGTH} characters, so that it is applied once."
+                    "A {} needs an {IDEMPOTENCY_KEY} header of 1 to \
+                     {MAX_IDEMPOTENCY_KEY_LENGTH} characters, so that it is applied once.",
+                    kind.as_str()
                 ),
             )
         })?
@@ -214,6 +243,7 @@ pub async fn credit(
         .adjust_credit(NewCreditAdjustment {
             idempotency_key,
             account_id: account_id.clone(),
+            kind,
             amount,
             reason: reason.to_owned(),
             actor,
@@ -229,9 +259,19 @@ pub async fn credit(
         }
         AdjustmentOutcome::KeyReused => Err(ApiError::Conflict {
             message: format!(
-                "This {IDEMPOTENCY_KEY} was already used for a different account or amount."
+                "This {IDEMPOTENCY_KEY} was already used for a different account, kind or amount."
             ),
             param: Some(IDEMPOTENCY_KEY.to_owned()),
+        }),
+        AdjustmentOutcome::InsufficientBalance { balance } => {
+            Err(ApiError::InsufficientBalance(format!(
+                "The balance is {} micro-dollars; a debit cannot take it below zero. Nothing was taken.",
+                balance.0
+            )))
+        }
+        AdjustmentOutcome::AccountDeleted => Err(ApiError::Conflict {
+            message: format!("The account {account_id:?} was deleted; its books are closed."),
+            param: None,
         }),
         AdjustmentOutcome::AccountNotFound => Err(ApiError::NotFound(format!(
             "No account {account_id:?} exists."

@@ -39,6 +39,7 @@ pub fn router(state: AppState) -> Router<AppState> {
             get(accounts::show).delete(accounts::delete),
         )
         .route("/accounts/{account_id}/credit", post(accounts::credit))
+        .route("/accounts/{account_id}/debit", post(accounts::debit))
         .route("/accounts/{account_id}/limits", post(accounts::limits))
         .route("/accounts/{account_id}/keys", post(keys::create))
         .route("/accounts/{account_id}/users", post(users::create))

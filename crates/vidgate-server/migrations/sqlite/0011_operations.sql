@@ -28,3 +28,31 @@ CREATE INDEX expired_files_pending ON expired_files (expired_at) WHERE deleted_a
 -- A deleted account stays as a tombstone with its money figures, so the
 -- ledger still adds up; its media, keys, users and personal data are gone.
 ALTER TABLE accounts ADD COLUMN deleted_at BIGINT;
+
+-- Debits (issue 19): an operator's adjustment may take money back, once per
+-- Idempotency-Key as a credit is given, and never below a zero balance.
+ALTER TABLE credit_adjustments ADD COLUMN kind TEXT NOT NULL DEFAULT 'credit'
+    CHECK (kind IN ('credit', 'debit'));
+
+-- The ledger's kinds gain `debit`. SQLite cannot change a CHECK constraint
+-- in place, so the table is rebuilt as its documented procedure for schema
+-- changes says (https://www.sqlite.org/lang_altertable.html#otheralter):
+-- create the new table, copy the rows, drop the old one, rename the new one
+-- and recreate its indexes. No table, view or trigger refers to
+-- ledger_entries, so nothing else needs redoing, and the migration's
+-- transaction makes the steps one change.
+CREATE TABLE new_ledger_entries (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id     TEXT NOT NULL REFERENCES accounts (id),
+    generation_id  TEXT,
+    kind           TEXT NOT NULL
+        CHECK (kind IN ('credit', 'debit', 'hold', 'capture', 'release')),
+    amount_micros  BIGINT NOT NULL CHECK (amount_micros > 0),
+    created_at     BIGINT NOT NULL
+);
+INSERT INTO new_ledger_entries (id, account_id, generation_id, kind, amount_micros, created_at)
+    SELECT id, account_id, generation_id, kind, amount_micros, created_at FROM ledger_entries;
+DROP TABLE ledger_entries;
+ALTER TABLE new_ledger_entries RENAME TO ledger_entries;
+CREATE INDEX ledger_entries_account ON ledger_entries (account_id, id);
+CREATE INDEX ledger_entries_account_time ON ledger_entries (account_id, created_at);

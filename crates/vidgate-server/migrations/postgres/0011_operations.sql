@@ -28,3 +28,11 @@ CREATE INDEX expired_files_pending ON expired_files (expired_at) WHERE deleted_a
 -- A deleted account stays as a tombstone with its money figures, so the
 -- ledger still adds up; its media, keys, users and personal data are gone.
 ALTER TABLE accounts ADD COLUMN deleted_at BIGINT;
+
+-- Debits (issue 19): an operator's adjustment may take money back, once per
+-- Idempotency-Key as a credit is given, and never below a zero balance.
+ALTER TABLE credit_adjustments ADD COLUMN kind TEXT NOT NULL DEFAULT 'credit'
+    CHECK (kind IN ('credit', 'debit'));
+ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_kind_check;
+ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_kind_check
+    CHECK (kind IN ('credit', 'debit', 'hold', 'capture', 'release'));
