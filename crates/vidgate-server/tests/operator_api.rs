@@ -639,7 +639,87 @@ async fn debits_take_money_back_once_and_never_below_zero(store: StoreKind) {
     app.server.shutdown().await;
 }
 
+async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let mine = app.account.account.id.clone();
+    let other = app.new_account(10).await;
+    let mut ids = Vec::new();
+    for prompt in ["first", "second"] {
+        ids.push(app.submit_ok(M1_T2V, quick_body(prompt)).await["id"].clone());
+    }
+    let response = app
+        .post_json(&format!("/run/{M1_T2V}"), &other.api_key, &quick_body("theirs"))
+        .await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let theirs: Value = response.json().await.unwrap();
+    for id in ids.iter().chain([&theirs["id"]]) {
+        // Another account's generation is read through the operator API.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let page = list_generations(&app, "?status=succeeded").await;
+            if page["data"].as_array().unwrap().iter().any(|generation| generation["id"] == *id) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{id} never succeeded");
+            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        }
+    }
+
+    let all = list_generations(&app, "").await;
+    let listed: Vec<&Value> = all["data"].as_array().unwrap().iter().map(|g| &g["id"]).collect();
+    assert_eq!(listed, [&theirs["id"], &ids[1], &ids[0]]);
+    assert_eq!(all["data"][0]["account_id"], other.account.id.as_str());
+    assert_eq!(all["data"][0]["object"], "generation");
+    assert_eq!(all["has_more"], false);
+
+    let only_mine = list_generations(&app, &format!("?account_id={mine}")).await;
+    let listed: Vec<&Value> = only_mine["data"].as_array().unwrap().iter().map(|g| &g["id"]).collect();
+    assert_eq!(listed, [&ids[1], &ids[0]]);
+
+    // Cursor pagination as in the public list.
+    let first_page = list_generations(&app, "?limit=2").await;
+    assert_eq!(first_page["data"].as_array().unwrap().len(), 2);
+    assert_eq!(first_page["has_more"], true);
+    let cursor = first_page["next_cursor"].as_str().unwrap();
+    let second_page = list_generations(&app, &format!("?limit=2&cursor={cursor}")).await;
+    assert_eq!(second_page["data"][0]["id"], ids[0]);
+    assert_eq!(second_page["has_more"], false);
+
+    assert!(list_generations(&app, "?status=failed").await["data"].as_array().unwrap().is_empty());
+    assert!(
+        list_generations(&app, "?model=vendor_2/model_2").await["data"].as_array().unwrap().is_empty()
+    );
+    assert_eq!(
+        list_generations(&app, "?model=vendor_1/model_1").await["data"].as_array().unwrap().len(),
+        3
+    );
+    let future = "2999-01-01T00:00:00Z";
+    assert!(
+        list_generations(&app, &format!("?created_from={future}")).await["data"].as_array().unwrap().is_empty()
+    );
+    assert_eq!(
+        list_generations(&app, &format!("?created_until={future}")).await["data"].as_array().unwrap().len(),
+        3
+    );
+    let response = as_operator(app.client.get(admin_url(&app, "/generations?created_from=yesterday")))
+        .send()
+        .await
+        .unwrap();
+    assert_error(response, StatusCode::BAD_REQUEST, "invalid_request", Some("created_from")).await;
+    app.server.shutdown().await;
+}
+
+async fn list_generations(app: &TestApp, query: &str) -> Value {
+    let response = as_operator(app.client.get(admin_url(app, &format!("/generations{query}"))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{query}");
+    response.json().await.unwrap()
+}
+
 on_both_stores!(
+    generations_are_listed_across_accounts_with_filters,
     debits_take_money_back_once_and_never_below_zero,
     deleting_an_account_keeps_only_its_books,
     keys_limits_users_and_usage,

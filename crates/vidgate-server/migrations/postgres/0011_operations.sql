@@ -8,6 +8,8 @@ ALTER TABLE generations ADD COLUMN output_expired_at BIGINT;
 CREATE INDEX generations_retention ON generations (completed_at)
     WHERE status = 'succeeded' AND output_expired_at IS NULL;
 CREATE INDEX uploads_created ON uploads (created_at);
+-- The operator's list of generations across accounts, newest first.
+CREATE INDEX generations_recent ON generations (created_at, id);
 CREATE INDEX direct_uploads_created ON direct_uploads (created_at);
 
 -- Every stored file that expired (or belonged to a deleted account): written

@@ -88,7 +88,7 @@ pub use generations::{
 pub use ledger::{DailySpend, LedgerEntry, LedgerStore};
 pub use operations::{OperationsStore, SchemaState};
 pub use operator::{
-    AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditEntry, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
+    AccountDeletion, AdjustmentKind, AdjustmentOutcome, OperatorGenerationFilter, AuditEntry, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
     OperatorStore,
 };
 pub use postgres::PgStore;

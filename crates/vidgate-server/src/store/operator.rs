@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use vidgate_core::Micros;
 
 use super::accounts::{Account, AccountRow, account_columns};
+use super::generations::{Generation, GenerationRow, ListFilter, generation_columns};
 use super::ledger::Movement;
 use super::retention::stored_path_of_output;
 use super::{StoreError, now_millis};
@@ -121,8 +122,26 @@ pub enum AccountDeletion {
     AccountNotFound,
 }
 
+/// Which generations the operator lists across accounts: the public list's
+/// filters, optionally one account, and a range of creation times.
+#[derive(Debug, Clone, Default)]
+pub struct OperatorGenerationFilter {
+    pub account_id: Option<String>,
+    /// Status, model, cursor and page size, as the public list takes them.
+    pub list: ListFilter,
+    /// Created at or after this time (Unix ms).
+    pub created_from: Option<i64>,
+    /// Created before this time (Unix ms).
+    pub created_until: Option<i64>,
+}
+
 #[async_trait]
 pub trait OperatorStore: Send + Sync {
+    /// Generations of every account (or one), newest first, filtered.
+    async fn list_generations_across_accounts(
+        &self,
+        filter: &OperatorGenerationFilter,
+    ) -> Result<Vec<Generation>, StoreError>;
     /// Accounts in id order, after `after` when given.
     async fn list_accounts(
         &self,
@@ -217,6 +236,50 @@ macro_rules! impl_operator_store {
 
         #[async_trait]
         impl OperatorStore for $store {
+            async fn list_generations_across_accounts(
+                &self,
+                filter: &OperatorGenerationFilter,
+            ) -> Result<Vec<Generation>, StoreError> {
+                // As the public list does, only the filters given are
+                // written into the statement, so that the planner can use the
+                // index that fits (one account's, or `generations_account_recent`
+                // when the account is given) and seek to the cursor.
+                let mut query = sqlx::QueryBuilder::<$database>::new(concat!(
+                    "SELECT ",
+                    generation_columns!(),
+                    " FROM generations WHERE 1 = 1"
+                ));
+                if let Some(account_id) = &filter.account_id {
+                    query.push(" AND account_id = ").push_bind(account_id.as_str());
+                }
+                if let Some(status) = filter.list.status {
+                    query.push(" AND status = ").push_bind(status.as_str());
+                }
+                if let Some(model) = &filter.list.model {
+                    query.push(" AND model = ").push_bind(model.as_str());
+                }
+                if let Some(created_from) = filter.created_from {
+                    query.push(" AND created_at >= ").push_bind(created_from);
+                }
+                if let Some(created_until) = filter.created_until {
+                    query.push(" AND created_at < ").push_bind(created_until);
+                }
+                if let Some((created_at, id)) = &filter.list.before {
+                    query
+                        .push(" AND (created_at, id) < (")
+                        .push_bind(*created_at)
+                        .push(", ")
+                        .push_bind(id.as_str())
+                        .push(")");
+                }
+                query
+                    .push(" ORDER BY created_at DESC, id DESC LIMIT ")
+                    .push_bind(filter.list.limit as i64);
+                let rows: Vec<GenerationRow> =
+                    query.build_query_as().fetch_all(self.reader()).await?;
+                rows.into_iter().map(Generation::try_from).collect()
+            }
+
             async fn list_accounts(
                 &self,
                 after: Option<&str>,

@@ -8,6 +8,7 @@
 
 mod accounts;
 mod audit;
+mod generations;
 mod keys;
 mod models;
 pub mod openapi;
@@ -47,6 +48,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/keys/{key_id}/revoke", post(keys::revoke))
         .route("/models/{vendor}/{model}/pause", post(models::pause))
         .route("/models/{vendor}/{model}/resume", post(models::resume))
+        .route("/generations", get(generations::list))
         .route("/audit-log", get(audit::list))
         .route_layer(middleware::from_fn_with_state(state, authenticate_operator))
 }

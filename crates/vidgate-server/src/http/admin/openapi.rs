@@ -134,6 +134,24 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
                     "description": "Exact integer micro-dollars." },
                 "reason": { "type": "string", "minLength": 1, "maxLength": 500 }
             } } } } });
+    let mut list_generations = operation(
+        "operator_list_generations",
+        "Generations across accounts, newest first, with filters",
+        ok(
+            "200",
+            "A page of Generation records, each with its account_id, as the public list answers.",
+        ),
+    );
+    list_generations["parameters"] = json!([
+        page("account_id", "Only this account's generations."),
+        page("status", "queued, running, succeeded, failed or canceled."),
+        page("model", "A model id, e.g. vendor_1/model_1."),
+        page("created_from", "RFC 3339: created at or after this time."),
+        page("created_until", "RFC 3339: created before this time."),
+        page("cursor", "next_cursor of the previous page."),
+        json!({ "name": "limit", "in": "query", "required": false,
+            "schema": { "type": "integer", "minimum": 1, "maximum": 100, "default": 20 } })
+    ]);
     // A debit takes the same parameters and body, and may find too little.
     let mut debit = credit.clone();
     debit["operationId"] = json!("operator_debit_account");
@@ -274,6 +292,10 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
             "/models/{vendor}/{model}/resume".into(),
             json!({ "servers": servers, "post": model_operation(
                 "operator_resume_model", "Accept new generations for a model again") }),
+        ),
+        (
+            "/generations".into(),
+            json!({ "servers": servers, "get": list_generations }),
         ),
         (
             "/audit-log".into(),
