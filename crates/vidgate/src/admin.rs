@@ -85,11 +85,18 @@ enum AccountCommand {
         #[arg(long, default_value = "0")]
         credit_usd: String,
     },
-    /// Add credit to an account.
+    /// Add credit to an account (audited, in one transaction with it).
     Credit {
         account_id: String,
-        #[arg(long)]
-        usd: String,
+        #[command(flatten)]
+        adjustment: AdjustmentArgs,
+    },
+    /// Take credit back from an account (a chargeback, a correction); never
+    /// more than its balance.
+    Debit {
+        account_id: String,
+        #[command(flatten)]
+        adjustment: AdjustmentArgs,
     },
     /// Show an account's balance, holds and limits.
     Show { account_id: String },
@@ -114,6 +121,21 @@ enum AccountCommand {
     /// tombstone with its money figures. Refused while generations are
     /// queued or running.
     Delete { account_id: String },
+}
+
+/// What a credit or debit is told.
+#[derive(Args)]
+struct AdjustmentArgs {
+    /// The amount in US dollars, e.g. 25 or 12.50.
+    #[arg(long)]
+    usd: String,
+    /// Why, for the audit log.
+    #[arg(long, default_value = "vidgate admin")]
+    reason: String,
+    /// Applies the adjustment once per key, so a retried script moves the
+    /// money once; a fresh key by default.
+    #[arg(long)]
+    idempotency_key: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -144,6 +166,46 @@ fn cli_actor() -> String {
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_else(|_| "unknown".to_owned());
     format!("cli:{user}")
+}
+
+/// Applies a credit or debit as the operator API does: once per key, with
+/// its ledger entry and audit row in one transaction.
+async fn adjust(
+    store: &dyn Store,
+    account_id: String,
+    arguments: AdjustmentArgs,
+    kind: store::AdjustmentKind,
+) -> anyhow::Result<serde_json::Value> {
+    let amount = parse_usd(&arguments.usd)?;
+    if amount == Micros::ZERO {
+        bail!("the amount must be more than zero");
+    }
+    let outcome = store
+        .adjust_credit(store::NewCreditAdjustment {
+            idempotency_key: arguments
+                .idempotency_key
+                .unwrap_or_else(|| format!("cli-{}", vidgate_server::ids::random_token(20))),
+            account_id: account_id.clone(),
+            kind,
+            amount,
+            reason: arguments.reason,
+            actor: cli_actor(),
+        })
+        .await?;
+    match outcome {
+        store::AdjustmentOutcome::Applied(..) | store::AdjustmentOutcome::Replayed(..) => {
+            show_account(store, &account_id).await
+        }
+        store::AdjustmentOutcome::KeyReused => {
+            bail!("the idempotency key was used for another account, kind or amount")
+        }
+        store::AdjustmentOutcome::InsufficientBalance { balance } => bail!(
+            "the balance is ${}; a debit cannot take it below zero",
+            balance.to_usd()
+        ),
+        store::AdjustmentOutcome::AccountDeleted => bail!("account {account_id} was deleted"),
+        store::AdjustmentOutcome::AccountNotFound => bail!("no account {account_id}"),
+    }
 }
 
 fn parse_usd(text: &str) -> anyhow::Result<Micros> {
@@ -224,17 +286,14 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 "balance_usd": created.account.balance.to_usd(),
             })
         }
-        StoreCommand::Account(AccountCommand::Credit { account_id, usd }) => {
-            let amount = parse_usd(&usd)?;
-            if amount == Micros::ZERO {
-                bail!("the credit must be more than zero");
-            }
-            store
-                .credit_account(&account_id, amount)
-                .await?
-                .with_context(|| format!("no account {account_id}"))?;
-            show_account(store, &account_id).await?
-        }
+        StoreCommand::Account(AccountCommand::Credit {
+            account_id,
+            adjustment,
+        }) => adjust(store, account_id, adjustment, store::AdjustmentKind::Credit).await?,
+        StoreCommand::Account(AccountCommand::Debit {
+            account_id,
+            adjustment,
+        }) => adjust(store, account_id, adjustment, store::AdjustmentKind::Debit).await?,
         StoreCommand::Account(AccountCommand::Show { account_id }) => {
             show_account(store, &account_id).await?
         }

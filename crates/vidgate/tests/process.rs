@@ -146,6 +146,25 @@ async fn admin_commands_work_beside_a_running_server() {
     assert!(
         admin_fails(data_dir.path(), &["model", "pause", "vendor_9/model_9"]).contains("no model")
     );
+
+    // A debit takes money back, once per key, and never below zero.
+    let before = admin(data_dir.path(), &["account", "show", account_id]);
+    let debit = [
+        "account", "debit", account_id, "--usd", "1.25", "--reason", "chargeback",
+        "--idempotency-key", "chargeback-1",
+    ];
+    let debited = admin(data_dir.path(), &debit);
+    let expected = before["balance_usd"].as_f64().unwrap() - 1.25;
+    assert_eq!(debited["balance_usd"].as_f64().unwrap(), expected);
+    let again = admin(data_dir.path(), &debit);
+    assert_eq!(again["balance_usd"].as_f64().unwrap(), expected);
+    assert!(
+        admin_fails(
+            data_dir.path(),
+            &["account", "debit", account_id, "--usd", "100000"]
+        )
+        .contains("below zero")
+    );
 }
 
 #[tokio::test]
