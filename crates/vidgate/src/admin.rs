@@ -168,6 +168,25 @@ fn cli_actor() -> String {
     format!("cli:{user}")
 }
 
+/// Writes a change made with `vidgate admin` to the audit log the operator
+/// API reads, named after the operating-system user who made it.
+async fn audit(
+    store: &dyn Store,
+    action: &'static str,
+    target: &str,
+    detail: serde_json::Value,
+) -> anyhow::Result<()> {
+    store
+        .record_audit(store::NewAuditEntry {
+            actor: cli_actor(),
+            action,
+            target: target.to_owned(),
+            detail,
+        })
+        .await?;
+    Ok(())
+}
+
 /// Applies a credit or debit as the operator API does: once per key, with
 /// its ledger entry and audit row in one transaction.
 async fn adjust(
@@ -277,7 +296,15 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
     let store = store.as_ref();
     let output = match command {
         StoreCommand::Account(AccountCommand::Create { name, credit_usd }) => {
-            let created = accounts::create_account(store, &name, parse_usd(&credit_usd)?).await?;
+            let credit = parse_usd(&credit_usd)?;
+            let created = accounts::create_account(store, &name, credit).await?;
+            audit(
+                store,
+                "account.create",
+                &created.account.id,
+                json!({ "name": name, "key_id": created.key_id, "credit_micros": credit.0 }),
+            )
+            .await?;
             json!({
                 "account_id": created.account.id,
                 "api_key": created.api_key,
@@ -314,12 +341,24 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 max_concurrent: concurrency.unwrap_or(current.max_concurrent),
             };
             store.set_account_limits(&account_id, limits).await?;
+            audit(
+                store,
+                "account.limits",
+                &account_id,
+                json!({
+                    "requests_per_second": limits.requests_per_second,
+                    "burst": limits.burst,
+                    "max_concurrent_generations": limits.max_concurrent,
+                }),
+            )
+            .await?;
             show_account(store, &account_id).await?
         }
         StoreCommand::Account(AccountCommand::RotateWebhookSecret { account_id }) => {
             let account = accounts::rotate_webhook_secret(store, &account_id)
                 .await?
                 .with_context(|| format!("no account {account_id}"))?;
+            audit(store, "account.rotate_webhook_secret", &account.id, json!({})).await?;
             let mut shown = webhook_secret_json(&account);
             shown["account_id"] = json!(account.id);
             shown
@@ -345,12 +384,20 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 .await?
                 .with_context(|| format!("no account {account}"))?;
             let key = accounts::create_api_key(store, &account, &name).await?;
+            audit(
+                store,
+                "key.create",
+                &key.key_id,
+                json!({ "account_id": account, "name": name }),
+            )
+            .await?;
             json!({ "key_id": key.key_id, "api_key": key.api_key, "account_id": account })
         }
         StoreCommand::Key(KeyCommand::Revoke { key_id }) => {
             if !store.revoke_api_key(&key_id).await? {
                 bail!("no active key {key_id}");
             }
+            audit(store, "key.revoke", &key_id, json!({})).await?;
             json!({ "key_id": key_id, "revoked": true })
         }
         StoreCommand::User(UserCommand::Create {
@@ -368,6 +415,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 None
             };
             let created = users::create_user(store, &account, &email, password).await?;
+            audit(
+                store,
+                "user.create",
+                &created.user.id,
+                json!({ "account_id": account, "email": created.user.email }),
+            )
+            .await?;
             let mut shown = json!({
                 "id": created.user.id,
                 "account_id": created.user.account_id,
@@ -383,22 +437,38 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             if !store.remove_user(&user.id).await? {
                 bail!("no user {email}");
             }
+            audit(
+                store,
+                "user.remove",
+                &user.id,
+                json!({ "account_id": user.account_id }),
+            )
+            .await?;
             json!({ "id": user.id, "account_id": user.account_id, "email": user.email, "removed": true })
         }
         StoreCommand::User(UserCommand::RevokeSessions { email }) => {
             let user = user_named(store, &email).await?;
             let revoked = store.revoke_user_sessions(&user.id).await?;
+            audit(
+                store,
+                "user.revoke_sessions",
+                &user.id,
+                json!({ "account_id": user.account_id, "sessions_revoked": revoked }),
+            )
+            .await?;
             json!({ "id": user.id, "email": user.email, "sessions_revoked": revoked })
         }
         StoreCommand::Backup { path } => backup(store, &path).await?,
         StoreCommand::Model(ModelCommand::Pause { model_id }) => {
             require_catalog_model(&model_id)?;
             store.set_model_paused(&model_id, true).await?;
+            audit(store, "model.pause", &model_id, json!({})).await?;
             json!({ "model_id": model_id, "paused": true })
         }
         StoreCommand::Model(ModelCommand::Resume { model_id }) => {
             require_catalog_model(&model_id)?;
             store.set_model_paused(&model_id, false).await?;
+            audit(store, "model.resume", &model_id, json!({})).await?;
             json!({ "model_id": model_id, "paused": false })
         }
     };
