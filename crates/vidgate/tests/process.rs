@@ -165,6 +165,23 @@ async fn admin_commands_work_beside_a_running_server() {
         )
         .contains("below zero")
     );
+    // Every change made with `vidgate admin` is in the operator's audit log.
+    let store = vidgate_server::store::open(&format!(
+        "sqlite://{}",
+        data_dir.path().join("vidgate.sqlite").display()
+    ))
+    .await
+    .unwrap();
+    let log = store.audit_log(None, 100).await.unwrap();
+    for action in ["account.create", "account.credit", "account.limits", "account.debit", "key.create", "model.pause"] {
+        let entry = log
+            .iter()
+            .find(|entry| entry.action == action)
+            .unwrap_or_else(|| panic!("no {action} in {log:?}"));
+        assert!(entry.actor.starts_with("cli:"), "{entry:?}");
+    }
+    // The replayed debit was recorded once.
+    assert_eq!(log.iter().filter(|entry| entry.action == "account.debit").count(), 1);
 }
 
 #[tokio::test]

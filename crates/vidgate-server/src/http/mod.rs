@@ -90,7 +90,7 @@ pub fn router(state: AppState) -> Router {
     // Files on local disk are served by ServeDir; objects in a bucket are
     // streamed through vidgate, so their URLs stay on our origin too. Either
     // way a file the retention sweep deleted answers 410 instead of 404.
-    let files = match state.storage.local_root() {
+    let file_routes = match state.storage.local_root() {
         Some(root) => Router::new().fallback_service(ServeDir::new(root)),
         None => Router::new().route("/{*path}", get(files::serve)),
     }
@@ -101,7 +101,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(public)
         .merge(authenticated)
-        .nest("/files", files)
+        .nest("/files", file_routes)
         .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
     // Outside /api/v1: model servers call it, not customers.
