@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 use vidgate_core::GenerationStatus;
 
-pub use crate::store::rfc3339;
 use crate::store::Generation;
+pub use crate::store::rfc3339;
 
 /// The cost object: an estimate while the job is pending, the captured price
 /// once it succeeded, zero once it failed or was canceled (the hold was

@@ -142,7 +142,6 @@ async fn backups_copy_the_embedded_database(store: StoreKind) {
     assert!(test_store.store.backup_into(path_text).await.is_err());
 }
 
-
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
@@ -158,11 +157,19 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
     let now = store::now_millis();
 
     // Within the retention time nothing is touched.
-    let report = retention::sweep(app.server.store.as_ref(), &storage, keep_for, now + 29 * DAY.as_millis() as i64)
-        .await
-        .unwrap();
+    let report = retention::sweep(
+        app.server.store.as_ref(),
+        &storage,
+        keep_for,
+        now + 29 * DAY.as_millis() as i64,
+    )
+    .await
+    .unwrap();
     assert_eq!(report, SweepReport::default());
-    assert_eq!(app.client.get(&video_url).send().await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        app.client.get(&video_url).send().await.unwrap().status(),
+        StatusCode::OK
+    );
 
     // Past it, the clip and the upload are deleted and the records stay.
     let later = now + 31 * DAY.as_millis() as i64;
@@ -171,7 +178,11 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
         .unwrap();
     assert_eq!(
         report,
-        SweepReport { generations_expired: 1, uploads_expired: 1, files_deleted: 2 }
+        SweepReport {
+            generations_expired: 1,
+            uploads_expired: 1,
+            files_deleted: 2
+        }
     );
     assert!(!app.local_file(&video_url).exists());
     assert!(!app.local_file(&upload_url).exists());
@@ -179,14 +190,23 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
     assert_eq!(expired["status"], "succeeded");
     assert_eq!(expired["cost"], finished["cost"]);
     assert_eq!(expired["output"]["expired"], true);
-    assert_eq!(expired["output"]["expired_at"], json!(vidgate_server::store::rfc3339(later)));
+    assert_eq!(
+        expired["output"]["expired_at"],
+        json!(vidgate_server::store::rfc3339(later))
+    );
     assert_eq!(expired["output"]["video_url"], json!(video_url));
-    assert_eq!(expired["output"]["duration_s"], finished["output"]["duration_s"]);
+    assert_eq!(
+        expired["output"]["duration_s"],
+        finished["output"]["duration_s"]
+    );
     app.assert_gone(&video_url).await;
     app.assert_gone(&upload_url).await;
     // An unknown file is still simply not found.
     let unknown = video_url.replace(".mp4", "x.mp4");
-    assert_eq!(app.client.get(&unknown).send().await.unwrap().status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        app.client.get(&unknown).send().await.unwrap().status(),
+        StatusCode::NOT_FOUND
+    );
     // The expired upload can no longer be named in a request.
     let response = app
         .post_json(
@@ -195,8 +215,20 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
             &json!({ "prompt": "too late", "image_url": upload_url, "duration": 2, "resolution": "480p" }),
         )
         .await;
-    let body = assert_error(response, StatusCode::BAD_REQUEST, "invalid_request", Some("image_url")).await;
-    assert!(body["error"]["message"].as_str().unwrap().contains("expired"), "{body}");
+    let body = assert_error(
+        response,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("image_url"),
+    )
+    .await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{body}"
+    );
     // A second pass, on this node or another, finds nothing left to do.
     let report = retention::sweep(app.server.store.as_ref(), &storage, keep_for, later)
         .await
@@ -224,13 +256,19 @@ async fn every_node_sweeps_in_the_background(store: StoreKind) {
         if generation["output"]["expired"] == true {
             break generation;
         }
-        assert!(std::time::Instant::now() < deadline, "never expired: {generation}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never expired: {generation}"
+        );
         tokio::time::sleep(Duration::from_millis(150)).await;
     };
     let video_url = expired["output"]["video_url"].as_str().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while app.local_file(video_url).exists() {
-        assert!(std::time::Instant::now() < deadline, "the clip was never deleted");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clip was never deleted"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     app.assert_gone(video_url).await;

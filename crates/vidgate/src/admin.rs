@@ -358,7 +358,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             let account = accounts::rotate_webhook_secret(store, &account_id)
                 .await?
                 .with_context(|| format!("no account {account_id}"))?;
-            audit(store, "account.rotate_webhook_secret", &account.id, json!({})).await?;
+            audit(
+                store,
+                "account.rotate_webhook_secret",
+                &account.id,
+                json!({}),
+            )
+            .await?;
             let mut shown = webhook_secret_json(&account);
             shown["account_id"] = json!(account.id);
             shown

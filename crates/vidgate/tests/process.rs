@@ -150,8 +150,15 @@ async fn admin_commands_work_beside_a_running_server() {
     // A debit takes money back, once per key, and never below zero.
     let before = admin(data_dir.path(), &["account", "show", account_id]);
     let debit = [
-        "account", "debit", account_id, "--usd", "1.25", "--reason", "chargeback",
-        "--idempotency-key", "chargeback-1",
+        "account",
+        "debit",
+        account_id,
+        "--usd",
+        "1.25",
+        "--reason",
+        "chargeback",
+        "--idempotency-key",
+        "chargeback-1",
     ];
     let debited = admin(data_dir.path(), &debit);
     let expected = before["balance_usd"].as_f64().unwrap() - 1.25;
@@ -173,7 +180,14 @@ async fn admin_commands_work_beside_a_running_server() {
     .await
     .unwrap();
     let log = store.audit_log(None, 100).await.unwrap();
-    for action in ["account.create", "account.credit", "account.limits", "account.debit", "key.create", "model.pause"] {
+    for action in [
+        "account.create",
+        "account.credit",
+        "account.limits",
+        "account.debit",
+        "key.create",
+        "model.pause",
+    ] {
         let entry = log
             .iter()
             .find(|entry| entry.action == action)
@@ -181,7 +195,12 @@ async fn admin_commands_work_beside_a_running_server() {
         assert!(entry.actor.starts_with("cli:"), "{entry:?}");
     }
     // The replayed debit was recorded once.
-    assert_eq!(log.iter().filter(|entry| entry.action == "account.debit").count(), 1);
+    assert_eq!(
+        log.iter()
+            .filter(|entry| entry.action == "account.debit")
+            .count(),
+        1
+    );
 }
 
 #[tokio::test]

@@ -5,9 +5,9 @@
 //! either, a file the retention sweep deleted answers 410 Gone.
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
-use axum::middleware::Next;
+use axum::extract::{OriginalUri, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, AppState, rfc3339};
@@ -84,8 +84,16 @@ pub async fn gone_when_expired(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    // The router nests this under `/files`, so the path is the stored name.
-    let relative_path = request.uri().path().trim_start_matches('/').to_owned();
+    // The stored name is what follows the mount point, `/api/v1/files/`,
+    // however the router nested the request's path.
+    let path = request
+        .extensions()
+        .get::<OriginalUri>()
+        .map_or_else(|| request.uri().path(), |original| original.path());
+    let relative_path = path
+        .split_once("/files/")
+        .map(|(_, relative_path)| relative_path.to_owned())
+        .unwrap_or_default();
     let response = next.run(request).await;
     if response.status() != StatusCode::NOT_FOUND || !is_stored_name(&relative_path) {
         return Ok(response);

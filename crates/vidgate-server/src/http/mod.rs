@@ -90,19 +90,13 @@ pub fn router(state: AppState) -> Router {
     // Files on local disk are served by ServeDir; objects in a bucket are
     // streamed through vidgate, so their URLs stay on our origin too. Either
     // way a file the retention sweep deleted answers 410 instead of 404.
-    let file_routes = match state.storage.local_root() {
-        Some(root) => Router::new().fallback_service(ServeDir::new(root)),
-        None => Router::new().route("/{*path}", get(files::serve)),
+    let gone = middleware::from_fn_with_state(state.clone(), files::gone_when_expired);
+    let api = Router::new().merge(public).merge(authenticated);
+    let api = match state.storage.local_root() {
+        Some(root) => api.nest_service("/files", tower::Layer::layer(&gone, ServeDir::new(root))),
+        None => api.route("/files/{*path}", get(files::serve).layer(gone)),
     }
-    .layer(middleware::from_fn_with_state(
-        state.clone(),
-        files::gone_when_expired,
-    ));
-    let api = Router::new()
-        .merge(public)
-        .merge(authenticated)
-        .nest("/files", file_routes)
-        .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
+    .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
     // Outside /api/v1: model servers call it, not customers.
     let internal = Router::new().route(

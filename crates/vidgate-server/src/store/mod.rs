@@ -88,8 +88,8 @@ pub use generations::{
 pub use ledger::{DailySpend, LedgerEntry, LedgerStore};
 pub use operations::{OperationsStore, SchemaState};
 pub use operator::{
-    AccountDeletion, AdjustmentKind, AdjustmentOutcome, OperatorGenerationFilter, AuditEntry, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
-    OperatorStore,
+    AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditEntry, CreditAdjustment,
+    NewAuditEntry, NewCreditAdjustment, OperatorGenerationFilter, OperatorStore,
 };
 pub use postgres::PgStore;
 pub use provider_jobs::{NewProviderJob, ProviderJob, ProviderJobStore};

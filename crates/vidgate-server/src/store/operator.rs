@@ -102,7 +102,9 @@ pub enum AdjustmentOutcome {
     /// The key was used before for a different account, kind or amount.
     KeyReused,
     /// A debit larger than the balance: nothing is taken.
-    InsufficientBalance { balance: Micros },
+    InsufficientBalance {
+        balance: Micros,
+    },
     /// The account was deleted: its books are closed.
     AccountDeleted,
     AccountNotFound,
@@ -113,12 +115,17 @@ pub enum AdjustmentOutcome {
 pub enum AccountDeletion {
     /// Deleted now: the tombstone, and how many stored files it listed for
     /// the retention sweep to delete.
-    Deleted { account: Account, files: usize },
+    Deleted {
+        account: Account,
+        files: usize,
+    },
     /// Deleted before; nothing was done again.
     AlreadyDeleted(Account),
     /// Refused: generations are queued or running, and their holds and
     /// results still belong to the account.
-    Active { generations: i64 },
+    Active {
+        generations: i64,
+    },
     AccountNotFound,
 }
 
@@ -157,8 +164,8 @@ pub trait OperatorStore: Send + Sync {
     /// Deletes an account's personal data and media in one transaction with
     /// its audit row: keys, users and sessions, webhook secrets, URLs and
     /// deliveries, uploads, and the inputs and outputs of its generations
-    /// (their files join the expired files, so they answer 410 and the sweep
-    /// deletes them). The account row stays with its money figures and its
+    /// (their files join the expired files: the sweep deletes them, and
+    /// their URLs then answer 410). The account row stays with its money figures and its
     /// ledger, so the books still add up.
     async fn delete_account(
         &self,

@@ -226,7 +226,10 @@ macro_rules! impl_retention_store {
                 Ok(())
             }
 
-            async fn file_expired_at(&self, relative_path: &str) -> Result<Option<i64>, StoreError> {
+            async fn file_expired_at(
+                &self,
+                relative_path: &str,
+            ) -> Result<Option<i64>, StoreError> {
                 Ok(sqlx::query_scalar(
                     "SELECT expired_at FROM expired_files WHERE relative_path = $1",
                 )
@@ -248,7 +251,8 @@ mod tests {
 
     #[test]
     fn the_stored_path_is_read_from_the_video_url() {
-        let output = json!({ "video_url": "https://api.example/api/v1/files/outputs/abc/gen_1.mp4" });
+        let output =
+            json!({ "video_url": "https://api.example/api/v1/files/outputs/abc/gen_1.mp4" });
         assert_eq!(
             stored_path_of_output(&output).as_deref(),
             Some("outputs/abc/gen_1.mp4")

@@ -403,7 +403,10 @@ impl TestApp {
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], "gone", "{body}");
         assert!(
-            body["error"]["message"].as_str().unwrap().contains("expired"),
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("expired"),
             "{body}"
         );
     }

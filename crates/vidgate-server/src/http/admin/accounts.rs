@@ -19,7 +19,8 @@ use crate::accounts;
 use crate::http::{ApiError, account_json, rfc3339};
 use crate::state::AppState;
 use crate::store::{
-    Account, AccountDeletion, AccountLimits, AdjustmentKind, AdjustmentOutcome, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
+    Account, AccountDeletion, AccountLimits, AdjustmentKind, AdjustmentOutcome, CreditAdjustment,
+    NewAuditEntry, NewCreditAdjustment,
 };
 use crate::submit::IDEMPOTENCY_KEY;
 
@@ -62,9 +63,9 @@ pub async fn delete(
             ),
             param: None,
         }),
-        AccountDeletion::AccountNotFound => {
-            Err(ApiError::NotFound(format!("No account {account_id:?} exists.")))
-        }
+        AccountDeletion::AccountNotFound => Err(ApiError::NotFound(format!(
+            "No account {account_id:?} exists."
+        ))),
     }
 }
 
@@ -179,7 +180,15 @@ pub async fn credit(
     headers: HeaderMap,
     Json(body): Json<AdjustmentBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    adjust(&state, actor, account_id, &headers, body, AdjustmentKind::Credit).await
+    adjust(
+        &state,
+        actor,
+        account_id,
+        &headers,
+        body,
+        AdjustmentKind::Credit,
+    )
+    .await
 }
 
 /// Takes credit back (a chargeback, a correction) once per
@@ -194,7 +203,15 @@ pub async fn debit(
     headers: HeaderMap,
     Json(body): Json<AdjustmentBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    adjust(&state, actor, account_id, &headers, body, AdjustmentKind::Debit).await
+    adjust(
+        &state,
+        actor,
+        account_id,
+        &headers,
+        body,
+        AdjustmentKind::Debit,
+    )
+    .await
 }
 
 async fn adjust(
