@@ -18,6 +18,7 @@ pub mod options;
 pub mod queue;
 pub mod rate_limit;
 pub mod representation;
+pub mod retention;
 pub mod secrets;
 pub mod sessions;
 pub mod startup;

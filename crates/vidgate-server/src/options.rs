@@ -10,6 +10,7 @@ use vidgate_core::Catalog;
 use crate::backend::Backends;
 use crate::http::HttpLimits;
 use crate::queue::QueueSettings;
+use crate::retention::RetentionSettings;
 use crate::storage::StorageConfig;
 use crate::store::{Migrations, SqliteDurability};
 use crate::webhooks::WebhookSettings;
@@ -124,6 +125,8 @@ pub struct ServerOptions {
     /// The operator API's token (`/admin/v1`); without one it is refused.
     /// At least `MIN_OPERATOR_TOKEN_LENGTH` characters.
     pub operator_token: Option<String>,
+    /// How long finished clips and uploads are kept (`--retain-days`).
+    pub retention: RetentionSettings,
 }
 
 /// The shortest operator token accepted: the token guards every account's
@@ -167,6 +170,7 @@ impl ServerOptions {
             trusted_proxies: Vec::new(),
             drain_delay: Duration::ZERO,
             operator_token: None,
+            retention: RetentionSettings::default(),
         }
     }
 }

@@ -8,15 +8,7 @@ use serde_json::{Value, json};
 use vidgate_core::GenerationStatus;
 
 use crate::store::Generation;
-
-pub fn rfc3339(unix_millis: i64) -> String {
-    let time = time::OffsetDateTime::from_unix_timestamp_nanos(unix_millis as i128 * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let format = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    time.format(&format).unwrap_or_default()
-}
+pub use crate::store::rfc3339;
 
 /// The cost object: an estimate while the job is pending, the captured price
 /// once it succeeded, zero once it failed or was canceled (the hold was

@@ -35,8 +35,20 @@ pub fn secret_setting(
     given: Option<String>,
     variable: &str,
 ) -> Result<Option<String>, SecretError> {
-    let file_variable = format!("{variable}_FILE");
-    let Some(path) = std::env::var_os(&file_variable).filter(|path| !path.is_empty()) else {
+    let file = std::env::var_os(format!("{variable}_FILE"))
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from);
+    secret_setting_with_file(given, file, variable)
+}
+
+/// As [`secret_setting`], with the file's path given (a command-line flag
+/// such as `--admin-token-file`, which also reads `{variable}_FILE`).
+pub fn secret_setting_with_file(
+    given: Option<String>,
+    file: Option<PathBuf>,
+    variable: &str,
+) -> Result<Option<String>, SecretError> {
+    let Some(path) = file else {
         return Ok(given);
     };
     if given.is_some() {
@@ -44,7 +56,6 @@ pub fn secret_setting(
             variable: variable.to_owned(),
         });
     }
-    let path = PathBuf::from(path);
     let contents = std::fs::read_to_string(&path).map_err(|source| SecretError::Unreadable {
         variable: variable.to_owned(),
         path: path.clone(),
@@ -135,5 +146,24 @@ mod tests {
         set("VIDGATE_SECRET_TEST_E_FILE", empty.to_str().unwrap());
         let error = secret_from_environment("VIDGATE_SECRET_TEST_E").unwrap_err();
         assert!(matches!(error, SecretError::Empty { .. }), "{error}");
+    }
+
+    #[test]
+    fn a_file_flag_and_the_variable_together_are_refused() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("token");
+        std::fs::write(&path, "from-the-file\n").unwrap();
+        assert!(matches!(
+            secret_setting_with_file(Some("given".into()), Some(path.clone()), "TOKEN"),
+            Err(SecretError::BothSet { .. })
+        ));
+        assert_eq!(
+            secret_setting_with_file(None, Some(path), "TOKEN").unwrap(),
+            Some("from-the-file".to_owned())
+        );
+        assert_eq!(
+            secret_setting_with_file(Some("given".into()), None, "TOKEN").unwrap(),
+            Some("given".to_owned())
+        );
     }
 }

@@ -13,8 +13,9 @@
 //!    media fetcher, the backends attached to both, and the `AppState`.
 //! 4. `Components::spawn`: the tasks, by role: webhook senders, workers and
 //!    the rescuer on a node that runs jobs, the HTTP server on one that
-//!    serves, the metrics server on any node that has a metrics listener.
-//!    `RunningServer::shutdown` stops them in one written order.
+//!    serves, the retention sweep on every node, the metrics server on any
+//!    node that has a metrics listener. `RunningServer::shutdown` stops them
+//!    in one written order.
 //!
 //! A new listener binds in `Addresses` and is served in `spawn`; a new
 //! router (an operator API) is merged in `serve_http`; a component that
@@ -44,6 +45,7 @@ use crate::options::{
 };
 use crate::queue::{self, QueueSettings, WorkerContext};
 use crate::rate_limit::CallerRateLimiter;
+use crate::retention::{self, RetentionSettings};
 use crate::state::{AppState, DashboardSettings, OperatorToken};
 use crate::storage::Storage;
 use crate::store::{self, Store, StoreError};
@@ -201,6 +203,7 @@ struct Components {
     queue: QueueSettings,
     http_limits: http::HttpLimits,
     webhooks: WebhookSettings,
+    retention: RetentionSettings,
     store: Arc<dyn Store>,
     state: AppState,
     /// What the workers and the rescuer report to readiness; only a node
@@ -324,6 +327,7 @@ impl Components {
             queue: options.queue,
             http_limits: options.http,
             webhooks: options.webhooks,
+            retention: options.retention,
             store,
             state,
             queue_liveness,
@@ -371,6 +375,13 @@ impl Components {
                 background_shutdown.clone(),
             ));
         }
+        // Every node sweeps: the sweep's steps skip what another node holds.
+        background.push(retention::spawn(
+            self.store.clone(),
+            self.state.storage.clone(),
+            self.retention,
+            background_shutdown.clone(),
+        ));
         let health = self.state.health.clone();
         let metrics_http = addresses.metrics_listener.map(|listener| {
             let router = http::metrics_router(self.store.clone(), self.state.metrics.clone());

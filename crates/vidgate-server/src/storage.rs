@@ -262,6 +262,36 @@ impl Storage {
         }
     }
 
+    /// Removes the file at `relative_path` if it is there (and on disk its
+    /// token directory, when that is empty): the retention sweep, which may
+    /// retry a deletion another node finished, or delete a direct upload
+    /// whose object was never sent.
+    pub async fn delete_if_present(&self, relative_path: &str) -> std::io::Result<()> {
+        match &self.backend {
+            Backend::Local { root } => {
+                let path = root.join(relative_path);
+                match tokio::fs::remove_file(&path).await {
+                    Ok(()) => {}
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(error),
+                }
+                // Another file in the directory keeps it; that is fine.
+                if let Some(directory) = path.parent() {
+                    let _ = tokio::fs::remove_dir(directory).await;
+                }
+                Ok(())
+            }
+            // Deleting a missing object succeeds on S3 and its look-alikes.
+            Backend::S3 { store, prefix } => match store
+                .delete(&Storage::object_path(prefix, relative_path))
+                .await
+            {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(error) => Err(std::io::Error::other(error)),
+            },
+        }
+    }
+
     /// Writes a small probe file and removes it again: readiness asks
     /// whether clips can still be stored (a full disk, a read-only mount,
     /// revoked bucket credentials). The probe's name is random, so probes of

@@ -330,10 +330,12 @@ async fn check_upload_ownership(
             },
         };
         if !owned {
-            return Err(SubmitError::invalid(
-                field.clone(),
-                format!("{field} names an upload this account did not make."),
-            ));
+            // Only a refused request pays for this look-up.
+            let message = match state.store.file_expired_at(relative_path).await? {
+                Some(_) => format!("{field} names an upload that expired and was deleted."),
+                None => format!("{field} names an upload this account did not make."),
+            };
+            return Err(SubmitError::invalid(field.clone(), message));
         }
     }
     Ok(())

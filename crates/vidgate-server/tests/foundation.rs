@@ -379,6 +379,7 @@ async fn the_openapi_document_matches_the_routes() {
             let request = match method.as_str() {
                 "servers" => continue,
                 "get" => app.client.get(&url),
+                "delete" => app.client.delete(&url),
                 "post" => app
                     .client
                     .post(&url)

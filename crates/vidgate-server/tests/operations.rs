@@ -1,5 +1,6 @@
 //! Operating a node: the health probes load balancers use, backups of the
-//! embedded database, and the Prometheus metrics on their own listener.
+//! embedded database, the Prometheus metrics on their own listener, and the
+//! retention sweep that deletes old files.
 
 mod common;
 
@@ -12,6 +13,8 @@ use serde_json::{Value, json};
 use vidgate_core::Micros;
 use vidgate_server::accounts;
 use vidgate_server::health::{CheckOutcome, QueueLiveness};
+use vidgate_server::retention::{self, RetentionSettings, SweepReport};
+use vidgate_server::storage::Storage;
 use vidgate_server::store::{self, StoreError};
 
 fn root_url(app: &TestApp, path: &str) -> String {
@@ -336,6 +339,139 @@ async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
     app.server.shutdown().await;
 }
 
+const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let storage = Storage::local(app.data_dir.path().join("files"));
+    let submitted = app.submit_ok(M1_T2V, quick_body("kept a while")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let finished = app.wait_for_status(id, &["succeeded"]).await;
+    let video_url = finished["output"]["video_url"].as_str().unwrap().to_owned();
+    let upload = app.upload_png().await;
+    let upload_url = upload["url"].as_str().unwrap().to_owned();
+    let keep_for = 30 * DAY;
+    let now = store::now_millis();
+
+    // Within the retention time nothing is touched.
+    let report = retention::sweep(
+        app.server.store.as_ref(),
+        &storage,
+        keep_for,
+        now + 29 * DAY.as_millis() as i64,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report, SweepReport::default());
+    assert_eq!(
+        app.client.get(&video_url).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+
+    // Past it, the clip and the upload are deleted and the records stay.
+    let later = now + 31 * DAY.as_millis() as i64;
+    let report = retention::sweep(app.server.store.as_ref(), &storage, keep_for, later)
+        .await
+        .unwrap();
+    assert_eq!(
+        report,
+        SweepReport {
+            generations_expired: 1,
+            uploads_expired: 1,
+            files_deleted: 2
+        }
+    );
+    assert!(!app.local_file(&video_url).exists());
+    assert!(!app.local_file(&upload_url).exists());
+    let expired = app.generation(id).await;
+    assert_eq!(expired["status"], "succeeded");
+    assert_eq!(expired["cost"], finished["cost"]);
+    assert_eq!(expired["output"]["expired"], true);
+    assert_eq!(
+        expired["output"]["expired_at"],
+        json!(vidgate_server::store::rfc3339(later))
+    );
+    assert_eq!(expired["output"]["video_url"], json!(video_url));
+    assert_eq!(
+        expired["output"]["duration_s"],
+        finished["output"]["duration_s"]
+    );
+    app.assert_gone(&video_url).await;
+    app.assert_gone(&upload_url).await;
+    // An unknown file is still simply not found.
+    let unknown = video_url.replace(".mp4", "x.mp4");
+    assert_eq!(
+        app.client.get(&unknown).send().await.unwrap().status(),
+        StatusCode::NOT_FOUND
+    );
+    // The expired upload can no longer be named in a request.
+    let response = app
+        .post_json(
+            "/run/vendor_1/model_1/image-to-video",
+            app.key(),
+            &json!({ "prompt": "too late", "image_url": upload_url, "duration": 2, "resolution": "480p" }),
+        )
+        .await;
+    let body = assert_error(
+        response,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("image_url"),
+    )
+    .await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{body}"
+    );
+    // A second pass, on this node or another, finds nothing left to do.
+    let report = retention::sweep(app.server.store.as_ref(), &storage, keep_for, later)
+        .await
+        .unwrap();
+    assert_eq!(report, SweepReport::default());
+    app.assert_ledger_invariant(&app.account.account.id).await;
+    app.server.shutdown().await;
+}
+
+async fn every_node_sweeps_in_the_background(store: StoreKind) {
+    let app = spawn_app_with(TestSettings {
+        retention: RetentionSettings {
+            keep_for: Duration::ZERO,
+            sweep_interval: Duration::from_millis(100),
+        },
+        ..TestSettings::new(store)
+    })
+    .await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("gone soon")).await;
+    let id = submitted["id"].as_str().unwrap();
+    app.wait_for_status(id, &["succeeded"]).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let expired = loop {
+        let generation = app.generation(id).await;
+        if generation["output"]["expired"] == true {
+            break generation;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never expired: {generation}"
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    };
+    let video_url = expired["output"]["video_url"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while app.local_file(video_url).exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clip was never deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.assert_gone(video_url).await;
+    app.server.shutdown().await;
+}
+
 on_both_stores!(
     metrics_follow_requests_submits_jobs_and_webhooks,
     metrics_show_queued_work_and_the_money_it_holds,
@@ -344,6 +480,8 @@ on_both_stores!(
     unwritable_storage_is_not_ready,
     a_database_missing_a_migration_is_not_ready,
     backups_copy_the_embedded_database,
+    the_sweep_deletes_clips_and_uploads_past_retention,
+    every_node_sweeps_in_the_background,
 );
 
 #[test]

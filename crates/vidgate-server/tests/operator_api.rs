@@ -481,7 +481,318 @@ async fn keys_limits_users_and_usage(store: StoreKind) {
     app.server.shutdown().await;
 }
 
+async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let account_id = app.account.account.id.clone();
+    let delete = |account_id: &str| {
+        as_operator(
+            app.client
+                .delete(admin_url(&app, &format!("/accounts/{account_id}"))),
+        )
+        .send()
+    };
+    let finished = app.submit_ok(M1_T2V, quick_body("a private prompt")).await;
+    let finished_id = finished["id"].as_str().unwrap().to_owned();
+    let finished = app.wait_for_status(&finished_id, &["succeeded"]).await;
+    let video_url = finished["output"]["video_url"].as_str().unwrap().to_owned();
+    let upload_url = app.upload_png().await["url"].as_str().unwrap().to_owned();
+
+    // Refused while a job runs: its hold and result still belong to it.
+    let running = app
+        .submit_ok(M1_T2V, quick_body("slow [sim:sleep=1500]"))
+        .await;
+    let response = delete(&account_id).await.unwrap();
+    assert_error(response, StatusCode::CONFLICT, "conflict", None).await;
+    app.wait_for_status(running["id"].as_str().unwrap(), &["succeeded"])
+        .await;
+    let before = app.account_state(&account_id).await;
+
+    let response = delete(&account_id).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let tombstone: Value = response.json().await.unwrap();
+    assert!(tombstone["deleted_at"].is_string(), "{tombstone}");
+    assert_eq!(tombstone["name"], "");
+    // The money figures stay, and still add up.
+    let after = app.account_state(&account_id).await;
+    assert_eq!(
+        (after.balance, after.held, after.captured, after.credited),
+        (
+            before.balance,
+            before.held,
+            before.captured,
+            before.credited
+        )
+    );
+    assert!(after.captured > Micros::ZERO);
+    app.assert_ledger_invariant(&account_id).await;
+    // Its key no longer works and its prompts are forgotten.
+    let response = app.get("/account", app.key()).await;
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let record = app
+        .server
+        .store
+        .generation(&account_id, &finished_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.input, json!({}));
+    assert_eq!(record.output, None);
+    assert_eq!(
+        record.price.to_usd(),
+        finished["cost"]["amount_usd"].as_f64().unwrap()
+    );
+    // The next sweep deletes its files from storage; their URLs then answer
+    // 410.
+    let storage = vidgate_server::storage::Storage::local(app.data_dir.path().join("files"));
+    let report = vidgate_server::retention::sweep(
+        app.server.store.as_ref(),
+        &storage,
+        std::time::Duration::from_secs(3600),
+        vidgate_server::store::now_millis(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.files_deleted, 3);
+    assert!(!app.local_file(&video_url).exists());
+    assert!(!app.local_file(&upload_url).exists());
+    app.assert_gone(&video_url).await;
+    app.assert_gone(&upload_url).await;
+
+    // Deleting again answers the tombstone; an unknown account is 404.
+    let response = delete(&account_id).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let response = delete("acct_missing").await.unwrap();
+    assert_error(response, StatusCode::NOT_FOUND, "not_found", None).await;
+    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let deletions: Vec<&Value> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["action"] == "account.delete")
+        .collect();
+    assert_eq!(deletions.len(), 1, "{log}");
+    assert_eq!(deletions[0]["actor"], "ada@ops");
+    assert_eq!(deletions[0]["target"], account_id.as_str());
+    assert_eq!(deletions[0]["detail"]["files"], 3);
+    app.server.shutdown().await;
+}
+
+async fn debits_take_money_back_once_and_never_below_zero(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let account_id = app.account.account.id.clone();
+    let debit = |key: &'static str, amount_micros: i64| {
+        as_operator(
+            app.client
+                .post(admin_url(&app, &format!("/accounts/{account_id}/debit"))),
+        )
+        .header("Idempotency-Key", key)
+        .json(&json!({ "amount_micros": amount_micros, "reason": "chargeback ch_1" }))
+        .send()
+    };
+    let before = app.account_state(&account_id).await;
+    let response = debit("chargeback-1", 30_000_000).await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let applied: Value = response.json().await.unwrap();
+    assert_eq!(applied["kind"], "debit");
+    assert_eq!(applied["amount_micros"], 30_000_000);
+    let after = app.account_state(&account_id).await;
+    assert_eq!(after.balance, before.balance - Micros(30_000_000));
+    assert_eq!(after.credited, before.credited - Micros(30_000_000));
+    // The same delivery again takes nothing more.
+    let response = debit("chargeback-1", 30_000_000).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(app.account_state(&account_id).await.balance, after.balance);
+    // A credit cannot reuse a debit's key.
+    let response = credit(
+        &app,
+        &account_id,
+        "chargeback-1",
+        json!({ "amount_micros": 30_000_000, "reason": "x" }),
+    )
+    .await;
+    assert_error(
+        response,
+        StatusCode::CONFLICT,
+        "conflict",
+        Some("Idempotency-Key"),
+    )
+    .await;
+    // More than the balance is refused whole.
+    let response = debit("chargeback-2", after.balance.0 + 1).await.unwrap();
+    assert_error(
+        response,
+        StatusCode::PAYMENT_REQUIRED,
+        "insufficient_balance",
+        None,
+    )
+    .await;
+    assert_eq!(app.account_state(&account_id).await.balance, after.balance);
+    // The whole balance may go.
+    let response = debit("chargeback-3", after.balance.0).await.unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(app.account_state(&account_id).await.balance, Micros::ZERO);
+    app.assert_ledger_invariant(&account_id).await;
+    let entries = app.server.store.ledger_entries(&account_id).await.unwrap();
+    let debits: Vec<i64> = entries
+        .iter()
+        .filter(|entry| entry.kind == "debit")
+        .map(|entry| entry.amount.0)
+        .collect();
+    assert_eq!(debits, [30_000_000, after.balance.0]);
+    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let actions: Vec<&str> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["account.debit", "account.debit"]);
+    app.server.shutdown().await;
+}
+
+async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let mine = app.account.account.id.clone();
+    let other = app.new_account(10).await;
+    let mut ids = Vec::new();
+    for prompt in ["first", "second"] {
+        ids.push(app.submit_ok(M1_T2V, quick_body(prompt)).await["id"].clone());
+    }
+    let response = app
+        .post_json(
+            &format!("/run/{M1_T2V}"),
+            &other.api_key,
+            &quick_body("theirs"),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let theirs: Value = response.json().await.unwrap();
+    for id in ids.iter().chain([&theirs["id"]]) {
+        // Another account's generation is read through the operator API.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let page = list_generations(&app, "?status=succeeded").await;
+            if page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|generation| generation["id"] == *id)
+            {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{id} never succeeded");
+            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        }
+    }
+
+    let all = list_generations(&app, "").await;
+    let listed: Vec<&Value> = all["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["id"])
+        .collect();
+    assert_eq!(listed, [&theirs["id"], &ids[1], &ids[0]]);
+    assert_eq!(all["data"][0]["account_id"], other.account.id.as_str());
+    assert_eq!(all["data"][0]["object"], "generation");
+    assert_eq!(all["has_more"], false);
+
+    let only_mine = list_generations(&app, &format!("?account_id={mine}")).await;
+    let listed: Vec<&Value> = only_mine["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["id"])
+        .collect();
+    assert_eq!(listed, [&ids[1], &ids[0]]);
+
+    // Cursor pagination as in the public list.
+    let first_page = list_generations(&app, "?limit=2").await;
+    assert_eq!(first_page["data"].as_array().unwrap().len(), 2);
+    assert_eq!(first_page["has_more"], true);
+    let cursor = first_page["next_cursor"].as_str().unwrap();
+    let second_page = list_generations(&app, &format!("?limit=2&cursor={cursor}")).await;
+    assert_eq!(second_page["data"][0]["id"], ids[0]);
+    assert_eq!(second_page["has_more"], false);
+
+    assert!(
+        list_generations(&app, "?status=failed").await["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        list_generations(&app, "?model=vendor_2/model_2").await["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        list_generations(&app, "?model=vendor_1/model_1").await["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let future = "2999-01-01T00:00:00Z";
+    assert!(
+        list_generations(&app, &format!("?created_from={future}")).await["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        list_generations(&app, &format!("?created_until={future}")).await["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let response = as_operator(
+        app.client
+            .get(admin_url(&app, "/generations?created_from=yesterday")),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_error(
+        response,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("created_from"),
+    )
+    .await;
+    app.server.shutdown().await;
+}
+
+async fn list_generations(app: &TestApp, query: &str) -> Value {
+    let response = as_operator(
+        app.client
+            .get(admin_url(app, &format!("/generations{query}"))),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{query}");
+    response.json().await.unwrap()
+}
+
 on_both_stores!(
+    generations_are_listed_across_accounts_with_filters,
+    debits_take_money_back_once_and_never_below_zero,
+    deleting_an_account_keeps_only_its_books,
     keys_limits_users_and_usage,
     refused_without_a_configured_token,
     refused_with_a_wrong_token,

@@ -97,11 +97,18 @@ enum AccountCommand {
         #[arg(long, default_value = "0")]
         credit_usd: String,
     },
-    /// Add credit to an account.
+    /// Add credit to an account (audited, in one transaction with it).
     Credit {
         account_id: String,
-        #[arg(long)]
-        usd: String,
+        #[command(flatten)]
+        adjustment: AdjustmentArgs,
+    },
+    /// Take credit back from an account (a chargeback, a correction); never
+    /// more than its balance.
+    Debit {
+        account_id: String,
+        #[command(flatten)]
+        adjustment: AdjustmentArgs,
     },
     /// Show an account's balance, holds and limits.
     Show { account_id: String },
@@ -121,6 +128,26 @@ enum AccountCommand {
     /// Issue a new webhook signing secret (shown once); deliveries carry
     /// signatures with both the old and the new secret for 24 hours.
     RotateWebhookSecret { account_id: String },
+    /// Delete an account's media and personal data (keys, users, webhook
+    /// settings, uploads, prompts and outputs); the account stays as a
+    /// tombstone with its money figures. Refused while generations are
+    /// queued or running.
+    Delete { account_id: String },
+}
+
+/// What a credit or debit is told.
+#[derive(Args)]
+struct AdjustmentArgs {
+    /// The amount in US dollars, e.g. 25 or 12.50.
+    #[arg(long)]
+    usd: String,
+    /// Why, for the audit log.
+    #[arg(long, default_value = "vidgate admin")]
+    reason: String,
+    /// Applies the adjustment once per key, so a retried script moves the
+    /// money once; a fresh key by default.
+    #[arg(long)]
+    idempotency_key: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -142,6 +169,74 @@ enum ModelCommand {
     Pause { model_id: String },
     /// Accept new generations again.
     Resume { model_id: String },
+}
+
+/// Who the audit log names for a change made with `vidgate admin`: the
+/// operating-system user who ran it.
+fn cli_actor() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".to_owned());
+    format!("cli:{user}")
+}
+
+/// Writes a change made with `vidgate admin` to the audit log the operator
+/// API reads, named after the operating-system user who made it.
+async fn audit(
+    store: &dyn Store,
+    action: &'static str,
+    target: &str,
+    detail: serde_json::Value,
+) -> anyhow::Result<()> {
+    store
+        .record_audit(store::NewAuditEntry {
+            actor: cli_actor(),
+            action,
+            target: target.to_owned(),
+            detail,
+        })
+        .await?;
+    Ok(())
+}
+
+/// Applies a credit or debit as the operator API does: once per key, with
+/// its ledger entry and audit row in one transaction.
+async fn adjust(
+    store: &dyn Store,
+    account_id: String,
+    arguments: AdjustmentArgs,
+    kind: store::AdjustmentKind,
+) -> anyhow::Result<serde_json::Value> {
+    let amount = parse_usd(&arguments.usd)?;
+    if amount == Micros::ZERO {
+        bail!("the amount must be more than zero");
+    }
+    let outcome = store
+        .adjust_credit(store::NewCreditAdjustment {
+            idempotency_key: arguments
+                .idempotency_key
+                .unwrap_or_else(|| format!("cli-{}", vidgate_server::ids::random_token(20))),
+            account_id: account_id.clone(),
+            kind,
+            amount,
+            reason: arguments.reason,
+            actor: cli_actor(),
+        })
+        .await?;
+    match outcome {
+        store::AdjustmentOutcome::Applied(..) | store::AdjustmentOutcome::Replayed(..) => {
+            show_account(store, &account_id).await
+        }
+        store::AdjustmentOutcome::KeyReused => {
+            bail!("the idempotency key was used for another account, kind or amount")
+        }
+        store::AdjustmentOutcome::InsufficientBalance { balance } => bail!(
+            "the balance is ${}; a debit cannot take it below zero",
+            balance.to_usd()
+        ),
+        store::AdjustmentOutcome::AccountDeleted => bail!("account {account_id} was deleted"),
+        store::AdjustmentOutcome::AccountNotFound => bail!("no account {account_id}"),
+    }
 }
 
 fn parse_usd(text: &str) -> anyhow::Result<Micros> {
@@ -269,7 +364,15 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
     let store = store.as_ref();
     let output = match command {
         StoreCommand::Account(AccountCommand::Create { name, credit_usd }) => {
-            let created = accounts::create_account(store, &name, parse_usd(&credit_usd)?).await?;
+            let credit = parse_usd(&credit_usd)?;
+            let created = accounts::create_account(store, &name, credit).await?;
+            audit(
+                store,
+                "account.create",
+                &created.account.id,
+                json!({ "name": name, "key_id": created.key_id, "credit_micros": credit.0 }),
+            )
+            .await?;
             json!({
                 "account_id": created.account.id,
                 "api_key": created.api_key,
@@ -278,17 +381,14 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 "balance_usd": created.account.balance.to_usd(),
             })
         }
-        StoreCommand::Account(AccountCommand::Credit { account_id, usd }) => {
-            let amount = parse_usd(&usd)?;
-            if amount == Micros::ZERO {
-                bail!("the credit must be more than zero");
-            }
-            store
-                .credit_account(&account_id, amount)
-                .await?
-                .with_context(|| format!("no account {account_id}"))?;
-            show_account(store, &account_id).await?
-        }
+        StoreCommand::Account(AccountCommand::Credit {
+            account_id,
+            adjustment,
+        }) => adjust(store, account_id, adjustment, store::AdjustmentKind::Credit).await?,
+        StoreCommand::Account(AccountCommand::Debit {
+            account_id,
+            adjustment,
+        }) => adjust(store, account_id, adjustment, store::AdjustmentKind::Debit).await?,
         StoreCommand::Account(AccountCommand::Show { account_id }) => {
             show_account(store, &account_id).await?
         }
@@ -309,15 +409,48 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 max_concurrent: concurrency.unwrap_or(current.max_concurrent),
             };
             store.set_account_limits(&account_id, limits).await?;
+            audit(
+                store,
+                "account.limits",
+                &account_id,
+                json!({
+                    "requests_per_second": limits.requests_per_second,
+                    "burst": limits.burst,
+                    "max_concurrent_generations": limits.max_concurrent,
+                }),
+            )
+            .await?;
             show_account(store, &account_id).await?
         }
         StoreCommand::Account(AccountCommand::RotateWebhookSecret { account_id }) => {
             let account = accounts::rotate_webhook_secret(store, &account_id)
                 .await?
                 .with_context(|| format!("no account {account_id}"))?;
+            audit(
+                store,
+                "account.rotate_webhook_secret",
+                &account.id,
+                json!({}),
+            )
+            .await?;
             let mut shown = webhook_secret_json(&account);
             shown["account_id"] = json!(account.id);
             shown
+        }
+        StoreCommand::Account(AccountCommand::Delete { account_id }) => {
+            match store.delete_account(&account_id, &cli_actor()).await? {
+                store::AccountDeletion::Deleted { account, files } => {
+                    json!({ "account_id": account.id, "deleted": true, "files_expired": files })
+                }
+                store::AccountDeletion::AlreadyDeleted(account) => {
+                    json!({ "account_id": account.id, "deleted": true, "files_expired": 0 })
+                }
+                store::AccountDeletion::Active { generations } => bail!(
+                    "account {account_id} has {generations} generations queued or running: \
+                     cancel them or wait until they finish"
+                ),
+                store::AccountDeletion::AccountNotFound => bail!("no account {account_id}"),
+            }
         }
         StoreCommand::Key(KeyCommand::Create { account, name }) => {
             store
@@ -325,12 +458,20 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 .await?
                 .with_context(|| format!("no account {account}"))?;
             let key = accounts::create_api_key(store, &account, &name).await?;
+            audit(
+                store,
+                "key.create",
+                &key.key_id,
+                json!({ "account_id": account, "name": name }),
+            )
+            .await?;
             json!({ "key_id": key.key_id, "api_key": key.api_key, "account_id": account })
         }
         StoreCommand::Key(KeyCommand::Revoke { key_id }) => {
             if !store.revoke_api_key(&key_id).await? {
                 bail!("no active key {key_id}");
             }
+            audit(store, "key.revoke", &key_id, json!({})).await?;
             json!({ "key_id": key_id, "revoked": true })
         }
         StoreCommand::User(UserCommand::Create {
@@ -348,6 +489,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 None
             };
             let created = users::create_user(store, &account, &email, password).await?;
+            audit(
+                store,
+                "user.create",
+                &created.user.id,
+                json!({ "account_id": account, "email": created.user.email }),
+            )
+            .await?;
             let mut shown = json!({
                 "id": created.user.id,
                 "account_id": created.user.account_id,
@@ -363,11 +511,25 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             if !store.remove_user(&user.id).await? {
                 bail!("no user {email}");
             }
+            audit(
+                store,
+                "user.remove",
+                &user.id,
+                json!({ "account_id": user.account_id }),
+            )
+            .await?;
             json!({ "id": user.id, "account_id": user.account_id, "email": user.email, "removed": true })
         }
         StoreCommand::User(UserCommand::RevokeSessions { email }) => {
             let user = user_named(store, &email).await?;
             let revoked = store.revoke_user_sessions(&user.id).await?;
+            audit(
+                store,
+                "user.revoke_sessions",
+                &user.id,
+                json!({ "account_id": user.account_id, "sessions_revoked": revoked }),
+            )
+            .await?;
             json!({ "id": user.id, "email": user.email, "sessions_revoked": revoked })
         }
         StoreCommand::Backup { path } => backup(store, &path).await?,
@@ -376,11 +538,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         StoreCommand::Model(ModelCommand::Pause { model_id }) => {
             require_catalog_model(&model_id)?;
             store.set_model_paused(&model_id, true).await?;
+            audit(store, "model.pause", &model_id, json!({})).await?;
             json!({ "model_id": model_id, "paused": true })
         }
         StoreCommand::Model(ModelCommand::Resume { model_id }) => {
             require_catalog_model(&model_id)?;
             store.set_model_paused(&model_id, false).await?;
+            audit(store, "model.resume", &model_id, json!({})).await?;
             json!({ "model_id": model_id, "paused": false })
         }
     };

@@ -171,10 +171,15 @@ struct ServeArgs {
     /// accepting requests: at least the load balancer's probe interval times its failure threshold.
     #[arg(long, env = "VIDGATE_DRAIN_SECONDS", default_value_t = 0)]
     drain_seconds: u64,
-    /// File holding the operator API's token (/admin/v1), at least 32 characters; without it or
-    /// VIDGATE_ADMIN_TOKEN the operator API refuses every request.
+    /// File holding the operator API's token (/admin/v1), at least 32 characters; or the token
+    /// itself in VIDGATE_ADMIN_TOKEN (setting both is refused). Without one the operator API
+    /// refuses every request.
     #[arg(long, env = "VIDGATE_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Days finished clips (from completion) and uploads (from upload, used or not) are kept;
+    /// then the sweep deletes the file, the record stays and the file's URL answers 410.
+    #[arg(long, env = "VIDGATE_RETAIN_DAYS", default_value_t = vidgate_server::retention::DEFAULT_RETAIN_DAYS, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    retain_days: u64,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "VIDGATE_LOG_JSON")]
     log_json: bool,
@@ -274,20 +279,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     options.trusted_proxies = args.trusted_proxies;
     options.drain_delay = Duration::from_secs(args.drain_seconds);
-    // The file wins, so a token in a mounted secret is not shadowed by a
-    // stale variable; the variable suits platforms that inject secrets so.
-    options.operator_token = match &args.admin_token_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("reading the operator token from {}", path.display()))?
-                .trim()
-                .to_owned(),
-        ),
-        None => std::env::var("VIDGATE_ADMIN_TOKEN")
+    options.retention.keep_for = Duration::from_secs(args.retain_days * 24 * 60 * 60);
+    // Like every secret: the variable or the file, and both is refused.
+    options.operator_token = secrets::secret_setting_with_file(
+        std::env::var("VIDGATE_ADMIN_TOKEN")
             .ok()
-            .map(|token| token.trim().to_owned())
             .filter(|token| !token.is_empty()),
-    };
+        args.admin_token_file.clone(),
+        "VIDGATE_ADMIN_TOKEN",
+    )?
+    .map(|token| token.trim().to_owned());
 
     if args.check_config {
         let mut outcomes: Vec<CheckOutcome> = backends_file.into_iter().collect();

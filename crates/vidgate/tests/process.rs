@@ -146,6 +146,61 @@ async fn admin_commands_work_beside_a_running_server() {
     assert!(
         admin_fails(data_dir.path(), &["model", "pause", "vendor_9/model_9"]).contains("no model")
     );
+
+    // A debit takes money back, once per key, and never below zero.
+    let before = admin(data_dir.path(), &["account", "show", account_id]);
+    let debit = [
+        "account",
+        "debit",
+        account_id,
+        "--usd",
+        "1.25",
+        "--reason",
+        "chargeback",
+        "--idempotency-key",
+        "chargeback-1",
+    ];
+    let debited = admin(data_dir.path(), &debit);
+    let expected = before["balance_usd"].as_f64().unwrap() - 1.25;
+    assert_eq!(debited["balance_usd"].as_f64().unwrap(), expected);
+    let again = admin(data_dir.path(), &debit);
+    assert_eq!(again["balance_usd"].as_f64().unwrap(), expected);
+    assert!(
+        admin_fails(
+            data_dir.path(),
+            &["account", "debit", account_id, "--usd", "100000"]
+        )
+        .contains("below zero")
+    );
+    // Every change made with `vidgate admin` is in the operator's audit log.
+    let store = vidgate_server::store::open(&format!(
+        "sqlite://{}",
+        data_dir.path().join("vidgate.sqlite").display()
+    ))
+    .await
+    .unwrap();
+    let log = store.audit_log(None, 100).await.unwrap();
+    for action in [
+        "account.create",
+        "account.credit",
+        "account.limits",
+        "account.debit",
+        "key.create",
+        "model.pause",
+    ] {
+        let entry = log
+            .iter()
+            .find(|entry| entry.action == action)
+            .unwrap_or_else(|| panic!("no {action} in {log:?}"));
+        assert!(entry.actor.starts_with("cli:"), "{entry:?}");
+    }
+    // The replayed debit was recorded once.
+    assert_eq!(
+        log.iter()
+            .filter(|entry| entry.action == "account.debit")
+            .count(),
+        1
+    );
 }
 
 #[tokio::test]

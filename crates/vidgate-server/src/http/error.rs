@@ -40,6 +40,10 @@ pub enum ApiError {
         message: String,
         param: Option<String>,
     },
+    /// The file was deleted by the retention sweep (or with its account):
+    /// it existed, and will not come back.
+    #[error("{0}")]
+    Gone(String),
     #[error("{0}")]
     PayloadTooLarge(String),
     #[error("{message}")]
@@ -88,6 +92,7 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
+            ApiError::Gone(_) => (StatusCode::GONE, "gone"),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),

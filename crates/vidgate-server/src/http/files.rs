@@ -1,14 +1,16 @@
 //! `GET /files/<path>` when files are in an object store: the object is
 //! streamed through vidgate with the Range support a `<video>` element needs
 //! (206 with `Content-Range`, `Accept-Ranges`, 416), so every public URL
-//! stays on our own origin. On local disk, `ServeDir` answers instead.
+//! stays on our own origin. On local disk, `ServeDir` answers instead. With
+//! either, a file the retention sweep deleted answers 410 Gone.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{OriginalUri, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, rfc3339};
 use crate::storage::{
     ReadError, UNKNOWN_CONTENT_TYPE, content_type_of, is_stored_name, media_type_named,
 };
@@ -72,6 +74,37 @@ pub async fn serve(
         );
     }
     Ok(response)
+}
+
+/// Turns the 404 of a file that expired into 410 Gone, with the time it
+/// expired. Only a missing file costs the look-up; files that are there are
+/// served as before.
+pub async fn gone_when_expired(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    // The stored name is what follows the mount point, `/api/v1/files/`,
+    // however the router nested the request's path.
+    let path = request
+        .extensions()
+        .get::<OriginalUri>()
+        .map_or_else(|| request.uri().path(), |original| original.path());
+    let relative_path = path
+        .split_once("/files/")
+        .map(|(_, relative_path)| relative_path.to_owned())
+        .unwrap_or_default();
+    let response = next.run(request).await;
+    if response.status() != StatusCode::NOT_FOUND || !is_stored_name(&relative_path) {
+        return Ok(response);
+    }
+    match state.store.file_expired_at(&relative_path).await? {
+        Some(expired_at) => Err(ApiError::Gone(format!(
+            "This file expired at {} and was deleted; the record that named it remains.",
+            rfc3339(expired_at)
+        ))),
+        None => Ok(response),
+    }
 }
 
 /// The type to serve a file as: from its name, or for a direct upload (named

@@ -133,14 +133,14 @@ async fn cancel_before_start(
 }
 
 #[derive(Deserialize)]
-pub struct ListParameters {
+pub(super) struct ListParameters {
     limit: Option<String>,
     cursor: Option<String>,
     status: Option<String>,
     model: Option<String>,
 }
 
-fn encode_cursor(generation: &Generation) -> String {
+pub(super) fn encode_cursor(generation: &Generation) -> String {
     URL_SAFE_NO_PAD.encode(format!("{}:{}", generation.created_at, generation.id))
 }
 
@@ -150,7 +150,7 @@ fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
     Some((created_at.parse().ok()?, id.to_owned()))
 }
 
-fn parse_list_filter(parameters: ListParameters) -> Result<ListFilter, ApiError> {
+pub(super) fn parse_list_filter(parameters: ListParameters) -> Result<ListFilter, ApiError> {
     // An empty free-text value (`?cursor=&model=`) means the same as leaving
     // it out, as HTML forms send it; `limit` and `status` stay strict.
     let present = |value: Option<String>| value.filter(|value| !value.is_empty());

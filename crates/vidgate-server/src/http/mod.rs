@@ -91,12 +91,14 @@ pub fn router(state: AppState) -> Router {
         .route("/uploads/initiate", post(uploads::initiate))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
 
-    let api = Router::new().merge(public).merge(authenticated);
     // Files on local disk are served by ServeDir; objects in a bucket are
-    // streamed through vidgate, so their URLs stay on our origin too.
+    // streamed through vidgate, so their URLs stay on our origin too. Either
+    // way a file the retention sweep deleted answers 410 instead of 404.
+    let gone = middleware::from_fn_with_state(state.clone(), files::gone_when_expired);
+    let api = Router::new().merge(public).merge(authenticated);
     let api = match state.storage.local_root() {
-        Some(root) => api.nest_service("/files", ServeDir::new(root)),
-        None => api.route("/files/{*path}", get(files::serve)),
+        Some(root) => api.nest_service("/files", tower::Layer::layer(&gone, ServeDir::new(root))),
+        None => api.route("/files/{*path}", get(files::serve).layer(gone)),
     }
     .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 

@@ -139,7 +139,9 @@ fn component_schemas() -> Value {
                 "fps": { "type": "integer" },
                 "has_audio": { "type": "boolean" },
                 "size_bytes": { "type": "integer" },
-                "seed": { "type": "integer" }
+                "seed": { "type": "integer" },
+                "expired": { "const": true, "description": "Present once the retention time (--retain-days) passed: the clip was deleted and video_url answers 410 gone." },
+                "expired_at": { "type": "string", "format": "date-time", "description": "When the clip expired; present with expired." }
             }
         },
         "GenerationError": {

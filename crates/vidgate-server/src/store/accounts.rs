@@ -42,6 +42,8 @@ pub struct Account {
     pub previous_webhook_secret: Option<String>,
     pub previous_webhook_secret_expires_at: Option<i64>,
     pub created_at: i64,
+    /// When an operator deleted the account; its row stays as a tombstone.
+    pub deleted_at: Option<i64>,
 }
 
 impl Account {
@@ -138,7 +140,7 @@ macro_rules! account_columns {
     () => {
         "id, name, balance_micros, held_micros, captured_micros, credited_micros, \
          rate_per_second, rate_burst, max_concurrent, webhook_secret, \
-         previous_webhook_secret, previous_webhook_secret_expires_at, created_at"
+         previous_webhook_secret, previous_webhook_secret_expires_at, created_at, deleted_at"
     };
 }
 
@@ -159,6 +161,7 @@ pub(super) struct AccountRow {
     previous_webhook_secret: Option<String>,
     previous_webhook_secret_expires_at: Option<i64>,
     created_at: i64,
+    deleted_at: Option<i64>,
 }
 
 impl From<AccountRow> for Account {
@@ -179,6 +182,7 @@ impl From<AccountRow> for Account {
             previous_webhook_secret: row.previous_webhook_secret,
             previous_webhook_secret_expires_at: row.previous_webhook_secret_expires_at,
             created_at: row.created_at,
+            deleted_at: row.deleted_at,
         }
     }
 }

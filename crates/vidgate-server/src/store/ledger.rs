@@ -1,5 +1,5 @@
-//! The ledger and the account totals it moves: holds, captures, releases
-//! and credits, and the reads of the ledger.
+//! The ledger and the account totals it moves: holds, captures, releases,
+//! credits and debits, and the reads of the ledger.
 
 use async_trait::async_trait;
 use vidgate_core::Micros;
@@ -67,11 +67,14 @@ pub struct ModelDayUsage {
     pub uncosted: i64,
 }
 
-/// The four ways money moves. Each is one ledger entry plus the matching
+/// The five ways money moves. Each is one ledger entry plus the matching
 /// change of the account's running totals, always in the caller's transaction.
 #[derive(Clone, Copy)]
 pub(super) enum Movement {
     Credit,
+    /// Money an operator takes back: `credited` is the net credit, so the
+    /// invariant `credited = balance + held + captured` still holds.
+    Debit,
     Hold,
     Capture,
     Release,
@@ -85,6 +88,11 @@ impl Movement {
                 "credit",
                 "UPDATE accounts SET balance_micros = balance_micros + $1, \
                  credited_micros = credited_micros + $1 WHERE id = $2",
+            ),
+            Movement::Debit => (
+                "debit",
+                "UPDATE accounts SET balance_micros = balance_micros - $1, \
+                 credited_micros = credited_micros - $1 WHERE id = $2",
             ),
             Movement::Hold => (
                 "hold",

@@ -15,9 +15,10 @@
 //! `webhook_log` (the delivery log), `users` (dashboard users and sessions),
 //! `uploads`, `provider_jobs` (a generation's job at a hosted provider),
 //! `provider_health` (each provider's circuit as a node last saw it),
-//! `operations` (the schema's state for readiness, backups) and
+//! `operations` (the schema's state for readiness, backups),
 //! `operator` (what the operator API adds: listing accounts, idempotent
-//! credit adjustments, the audit log).
+//! credit adjustments, the audit log) and `retention` (expiring old clips
+//! and uploads, and the expired files the sweep deletes).
 //! `Store` is all of them. What differs between the two databases is in
 //! `sqlite.rs`, `postgres.rs` and `impl_for_both_stores!` below.
 
@@ -69,6 +70,7 @@ mod postgres;
 mod provider_health;
 mod provider_jobs;
 mod queue;
+mod retention;
 mod schema;
 mod sqlite;
 mod submit;
@@ -89,13 +91,14 @@ pub use generations::{
 pub use ledger::{DailySpend, LedgerEntry, LedgerStore, ModelDayUsage};
 pub use operations::{OperationsStore, SchemaState};
 pub use operator::{
-    AdjustmentOutcome, AuditEntry, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
-    OperatorStore,
+    AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditEntry, CreditAdjustment,
+    NewAuditEntry, NewCreditAdjustment, OperatorGenerationFilter, OperatorStore,
 };
 pub use postgres::PgStore;
 pub use provider_health::{ProviderHealth, ProviderHealthStore};
 pub use provider_jobs::{NewProviderJob, ProviderJob, ProviderJobStore};
 pub use queue::{FailureDetail, ProviderRun, QueueDepth, QueueStore, RescueReport};
+pub use retention::{ExpiredFile, RetentionStore};
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
 pub use sqlite::{SqliteDurability, SqliteStore};
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadStore, UploadUsage};
@@ -156,6 +159,7 @@ pub trait Store:
     + ProviderHealthStore
     + OperationsStore
     + OperatorStore
+    + RetentionStore
     + Send
     + Sync
     + 'static
@@ -175,6 +179,7 @@ impl<T> Store for T where
         + ProviderHealthStore
         + OperationsStore
         + OperatorStore
+        + RetentionStore
         + Send
         + Sync
         + 'static
@@ -214,4 +219,17 @@ pub fn now_millis() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// A store time as the API writes times: RFC 3339 in UTC with milliseconds.
+/// Here, beside the store's unit of time, because the store writes it into
+/// the output of an expired generation as well as the HTTP layer into every
+/// answer.
+pub fn rfc3339(unix_millis: i64) -> String {
+    let time = time::OffsetDateTime::from_unix_timestamp_nanos(unix_millis as i128 * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time.format(&format).unwrap_or_default()
 }

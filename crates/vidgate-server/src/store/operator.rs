@@ -1,12 +1,15 @@
 //! What the operator API (`/admin/v1`) needs beyond the other aggregates:
 //! every account at once, credit adjustments applied exactly once per
-//! Idempotency-Key, and the audit log of the operator's changes.
+//! Idempotency-Key, the deletion of an account, and the audit log of the
+//! operator's changes.
 
 use async_trait::async_trait;
 use vidgate_core::Micros;
 
 use super::accounts::{Account, AccountRow, account_columns};
+use super::generations::{Generation, GenerationRow, ListFilter, generation_columns};
 use super::ledger::Movement;
+use super::retention::stored_path_of_output;
 use super::{StoreError, now_millis};
 
 /// One row of the audit log.
@@ -32,10 +35,46 @@ pub struct NewAuditEntry {
     pub detail: serde_json::Value,
 }
 
-/// Credit added to an account by an operator or a payment system.
+/// Which way an adjustment moves money.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdjustmentKind {
+    /// Adds to the balance (a top-up, goodwill).
+    Credit,
+    /// Takes from the balance (a chargeback, a correction), never below zero.
+    Debit,
+}
+
+impl AdjustmentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdjustmentKind::Credit => "credit",
+            AdjustmentKind::Debit => "debit",
+        }
+    }
+
+    fn from_stored(text: &str) -> Result<AdjustmentKind, StoreError> {
+        match text {
+            "credit" => Ok(AdjustmentKind::Credit),
+            "debit" => Ok(AdjustmentKind::Debit),
+            other => Err(StoreError::Corrupt(format!("adjustment kind {other:?}"))),
+        }
+    }
+
+    fn movement(self) -> Movement {
+        match self {
+            AdjustmentKind::Credit => Movement::Credit,
+            AdjustmentKind::Debit => Movement::Debit,
+        }
+    }
+}
+
+/// Credit added to (or taken from) an account by an operator or a payment
+/// system.
 pub struct NewCreditAdjustment {
     pub idempotency_key: String,
     pub account_id: String,
+    pub kind: AdjustmentKind,
+    /// More than zero; `kind` says which way it moves.
     pub amount: Micros,
     pub reason: String,
     pub actor: String,
@@ -46,6 +85,7 @@ pub struct NewCreditAdjustment {
 pub struct CreditAdjustment {
     pub idempotency_key: String,
     pub account_id: String,
+    pub kind: AdjustmentKind,
     pub amount: Micros,
     pub reason: String,
     pub actor: String,
@@ -59,25 +99,79 @@ pub enum AdjustmentOutcome {
     /// The key was used before for the same account and amount: nothing is
     /// applied again, and the first adjustment is returned.
     Replayed(CreditAdjustment, Account),
-    /// The key was used before for a different account or amount.
+    /// The key was used before for a different account, kind or amount.
     KeyReused,
+    /// A debit larger than the balance: nothing is taken.
+    InsufficientBalance {
+        balance: Micros,
+    },
+    /// The account was deleted: its books are closed.
+    AccountDeleted,
     AccountNotFound,
+}
+
+/// What deleting an account did.
+#[derive(Debug)]
+pub enum AccountDeletion {
+    /// Deleted now: the tombstone, and how many stored files it listed for
+    /// the retention sweep to delete.
+    Deleted {
+        account: Account,
+        files: usize,
+    },
+    /// Deleted before; nothing was done again.
+    AlreadyDeleted(Account),
+    /// Refused: generations are queued or running, and their holds and
+    /// results still belong to the account.
+    Active {
+        generations: i64,
+    },
+    AccountNotFound,
+}
+
+/// Which generations the operator lists across accounts: the public list's
+/// filters, optionally one account, and a range of creation times.
+#[derive(Debug, Clone, Default)]
+pub struct OperatorGenerationFilter {
+    pub account_id: Option<String>,
+    /// Status, model, cursor and page size, as the public list takes them.
+    pub list: ListFilter,
+    /// Created at or after this time (Unix ms).
+    pub created_from: Option<i64>,
+    /// Created before this time (Unix ms).
+    pub created_until: Option<i64>,
 }
 
 #[async_trait]
 pub trait OperatorStore: Send + Sync {
+    /// Generations of every account (or one), newest first, filtered.
+    async fn list_generations_across_accounts(
+        &self,
+        filter: &OperatorGenerationFilter,
+    ) -> Result<Vec<Generation>, StoreError>;
     /// Accounts in id order, after `after` when given.
     async fn list_accounts(
         &self,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Account>, StoreError>;
-    /// Adds credit once per idempotency key: the adjustment, its ledger
-    /// entry and its audit row in one transaction.
+    /// Adds or takes credit once per idempotency key: the adjustment, its
+    /// ledger entry and its audit row in one transaction.
     async fn adjust_credit(
         &self,
         adjustment: NewCreditAdjustment,
     ) -> Result<AdjustmentOutcome, StoreError>;
+    /// Deletes an account's personal data and media in one transaction with
+    /// its audit row: keys, users and sessions, webhook secrets, URLs and
+    /// deliveries, uploads, and the inputs and outputs of its generations
+    /// (their files join the expired files: the sweep deletes them, and
+    /// their URLs then answer 410). The account row stays with its money figures and its
+    /// ledger, so the books still add up.
+    async fn delete_account(
+        &self,
+        account_id: &str,
+        actor: &str,
+    ) -> Result<AccountDeletion, StoreError>;
     async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError>;
     /// The audit log, newest first, before the entry `before` when given.
     async fn audit_log(
@@ -87,20 +181,21 @@ pub trait OperatorStore: Send + Sync {
     ) -> Result<Vec<AuditEntry>, StoreError>;
 }
 
-/// An adjustment row: key, account, amount, reason, actor, time.
-type AdjustmentRow = (String, String, i64, String, String, i64);
+/// An adjustment row: key, account, kind, amount, reason, actor, time.
+type AdjustmentRow = (String, String, String, i64, String, String, i64);
 
 fn adjustment_from_row(
-    (idempotency_key, account_id, amount, reason, actor, created_at): AdjustmentRow,
-) -> CreditAdjustment {
-    CreditAdjustment {
+    (idempotency_key, account_id, kind, amount, reason, actor, created_at): AdjustmentRow,
+) -> Result<CreditAdjustment, StoreError> {
+    Ok(CreditAdjustment {
         idempotency_key,
         account_id,
+        kind: AdjustmentKind::from_stored(&kind)?,
         amount: Micros(amount),
         reason,
         actor,
         created_at,
-    }
+    })
 }
 
 /// An audit row: id, actor, action, target, detail, time.
@@ -148,6 +243,50 @@ macro_rules! impl_operator_store {
 
         #[async_trait]
         impl OperatorStore for $store {
+            async fn list_generations_across_accounts(
+                &self,
+                filter: &OperatorGenerationFilter,
+            ) -> Result<Vec<Generation>, StoreError> {
+                // As the public list does, only the filters given are
+                // written into the statement, so that the planner can use the
+                // index that fits (one account's, or `generations_account_recent`
+                // when the account is given) and seek to the cursor.
+                let mut query = sqlx::QueryBuilder::<$database>::new(concat!(
+                    "SELECT ",
+                    generation_columns!(),
+                    " FROM generations WHERE 1 = 1"
+                ));
+                if let Some(account_id) = &filter.account_id {
+                    query.push(" AND account_id = ").push_bind(account_id.as_str());
+                }
+                if let Some(status) = filter.list.status {
+                    query.push(" AND status = ").push_bind(status.as_str());
+                }
+                if let Some(model) = &filter.list.model {
+                    query.push(" AND model = ").push_bind(model.as_str());
+                }
+                if let Some(created_from) = filter.created_from {
+                    query.push(" AND created_at >= ").push_bind(created_from);
+                }
+                if let Some(created_until) = filter.created_until {
+                    query.push(" AND created_at < ").push_bind(created_until);
+                }
+                if let Some((created_at, id)) = &filter.list.before {
+                    query
+                        .push(" AND (created_at, id) < (")
+                        .push_bind(*created_at)
+                        .push(", ")
+                        .push_bind(id.as_str())
+                        .push(")");
+                }
+                query
+                    .push(" ORDER BY created_at DESC, id DESC LIMIT ")
+                    .push_bind(filter.list.limit as i64);
+                let rows: Vec<GenerationRow> =
+                    query.build_query_as().fetch_all(self.reader()).await?;
+                rows.into_iter().map(Generation::try_from).collect()
+            }
+
             async fn list_accounts(
                 &self,
                 after: Option<&str>,
@@ -172,29 +311,33 @@ macro_rules! impl_operator_store {
                 let mut transaction = self.begin_write().await?;
                 // The account row is locked first, so two deliveries of one
                 // webhook take turns and the second finds the first's row.
-                if Self::account_in(&mut transaction, &adjustment.account_id)
-                    .await?
-                    .is_none()
-                {
+                let Some(account) = Self::account_in(&mut transaction, &adjustment.account_id).await?
+                else {
                     return Ok(AdjustmentOutcome::AccountNotFound);
-                }
+                };
                 let earlier: Option<AdjustmentRow> = sqlx::query_as(
-                    "SELECT idempotency_key, account_id, amount_micros, reason, actor, created_at \
-                     FROM credit_adjustments WHERE idempotency_key = $1",
+                    "SELECT idempotency_key, account_id, kind, amount_micros, reason, actor, \
+                     created_at FROM credit_adjustments WHERE idempotency_key = $1",
                 )
                 .bind(&adjustment.idempotency_key)
                 .fetch_optional(&mut *transaction)
                 .await?;
-                if let Some(earlier) = earlier.map(adjustment_from_row) {
+                if let Some(earlier) = earlier.map(adjustment_from_row).transpose()? {
                     if earlier.account_id != adjustment.account_id
+                        || earlier.kind != adjustment.kind
                         || earlier.amount != adjustment.amount
                     {
                         return Ok(AdjustmentOutcome::KeyReused);
                     }
-                    let account = Self::account_in(&mut transaction, &adjustment.account_id)
-                        .await?
-                        .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
                     return Ok(AdjustmentOutcome::Replayed(earlier, account));
+                }
+                if account.deleted_at.is_some() {
+                    return Ok(AdjustmentOutcome::AccountDeleted);
+                }
+                if adjustment.kind == AdjustmentKind::Debit && adjustment.amount > account.balance {
+                    return Ok(AdjustmentOutcome::InsufficientBalance {
+                        balance: account.balance,
+                    });
                 }
                 let created_at = now_millis();
                 // A key used at once for another account (whose row this
@@ -202,11 +345,12 @@ macro_rules! impl_operator_store {
                 // and the whole adjustment rolls back.
                 sqlx::query(
                     "INSERT INTO credit_adjustments \
-                     (idempotency_key, account_id, amount_micros, reason, actor, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6)",
+                     (idempotency_key, account_id, kind, amount_micros, reason, actor, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
                 .bind(&adjustment.idempotency_key)
                 .bind(&adjustment.account_id)
+                .bind(adjustment.kind.as_str())
                 .bind(adjustment.amount.0)
                 .bind(&adjustment.reason)
                 .bind(&adjustment.actor)
@@ -217,7 +361,7 @@ macro_rules! impl_operator_store {
                     &mut transaction,
                     &adjustment.account_id,
                     None,
-                    Movement::Credit,
+                    adjustment.kind.movement(),
                     adjustment.amount,
                 )
                 .await?;
@@ -225,7 +369,10 @@ macro_rules! impl_operator_store {
                     &mut transaction,
                     &NewAuditEntry {
                         actor: adjustment.actor.clone(),
-                        action: "account.credit",
+                        action: match adjustment.kind {
+                            AdjustmentKind::Credit => "account.credit",
+                            AdjustmentKind::Debit => "account.debit",
+                        },
                         target: adjustment.account_id.clone(),
                         detail: serde_json::json!({
                             "amount_micros": adjustment.amount.0,
@@ -243,6 +390,7 @@ macro_rules! impl_operator_store {
                     CreditAdjustment {
                         idempotency_key: adjustment.idempotency_key,
                         account_id: adjustment.account_id,
+                        kind: adjustment.kind,
                         amount: adjustment.amount,
                         reason: adjustment.reason,
                         actor: adjustment.actor,
@@ -250,6 +398,131 @@ macro_rules! impl_operator_store {
                     },
                     account,
                 ))
+            }
+
+            async fn delete_account(
+                &self,
+                account_id: &str,
+                actor: &str,
+            ) -> Result<AccountDeletion, StoreError> {
+                let mut transaction = self.begin_write().await?;
+                // Locked first, so no submit of the account slips in while
+                // its data goes.
+                let Some(account) = Self::account_in(&mut transaction, account_id).await? else {
+                    return Ok(AccountDeletion::AccountNotFound);
+                };
+                if account.deleted_at.is_some() {
+                    return Ok(AccountDeletion::AlreadyDeleted(account));
+                }
+                let generations: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM generations \
+                     WHERE account_id = $1 AND status IN ('queued', 'running')",
+                )
+                .bind(account_id)
+                .fetch_one(&mut *transaction)
+                .await?;
+                if generations > 0 {
+                    return Ok(AccountDeletion::Active { generations });
+                }
+                let now = now_millis();
+                let outputs: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT id, output FROM generations WHERE account_id = $1 \
+                     AND output IS NOT NULL AND output_expired_at IS NULL",
+                )
+                .bind(account_id)
+                .fetch_all(&mut *transaction)
+                .await?;
+                let mut files = Vec::new();
+                for (generation_id, output) in outputs {
+                    let output: serde_json::Value = serde_json::from_str(&output).map_err(|error| {
+                        StoreError::Corrupt(format!("generation {generation_id}: {error}"))
+                    })?;
+                    files.extend(stored_path_of_output(&output));
+                }
+                let uploads: Vec<String> = sqlx::query_scalar(
+                    "SELECT relative_path FROM uploads WHERE account_id = $1 \
+                     UNION SELECT relative_path FROM direct_uploads WHERE account_id = $1",
+                )
+                .bind(account_id)
+                .fetch_all(&mut *transaction)
+                .await?;
+                files.extend(uploads);
+                for relative_path in &files {
+                    sqlx::query(
+                        "INSERT INTO expired_files (relative_path, account_id, expired_at) \
+                         VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
+                    )
+                    .bind(relative_path)
+                    .bind(account_id)
+                    .bind(now)
+                    .execute(&mut *transaction)
+                    .await?;
+                }
+                // Children before parents, for the foreign keys.
+                for statement in [
+                    "DELETE FROM webhook_attempts WHERE delivery_id IN \
+                     (SELECT id FROM webhook_deliveries WHERE account_id = $1)",
+                    "DELETE FROM webhook_deliveries WHERE account_id = $1",
+                    "DELETE FROM generation_media WHERE generation_id IN \
+                     (SELECT id FROM generations WHERE account_id = $1)",
+                    "UPDATE provider_jobs SET input = '{}' WHERE generation_id IN \
+                     (SELECT id FROM generations WHERE account_id = $1)",
+                    "DELETE FROM uploads WHERE account_id = $1",
+                    "DELETE FROM direct_uploads WHERE account_id = $1",
+                    "DELETE FROM sessions WHERE account_id = $1",
+                    "DELETE FROM users WHERE account_id = $1",
+                    "DELETE FROM api_keys WHERE account_id = $1",
+                ] {
+                    sqlx::query(statement)
+                        .bind(account_id)
+                        .execute(&mut *transaction)
+                        .await?;
+                }
+                // Prices, statuses and times stay: they are the books.
+                sqlx::query(
+                    "UPDATE generations SET input = '{}', output = NULL, webhook_url = NULL, \
+                     idempotency_key = NULL, request_sha256 = NULL, \
+                     output_expired_at = COALESCE(output_expired_at, $2) WHERE account_id = $1",
+                )
+                .bind(account_id)
+                .bind(now)
+                .execute(&mut *transaction)
+                .await?;
+                sqlx::query(
+                    "UPDATE accounts SET name = '', webhook_secret = '', \
+                     previous_webhook_secret = NULL, previous_webhook_secret_expires_at = NULL, \
+                     deleted_at = $2 WHERE id = $1",
+                )
+                .bind(account_id)
+                .bind(now)
+                .execute(&mut *transaction)
+                .await?;
+                Self::record_audit_in(
+                    &mut transaction,
+                    &NewAuditEntry {
+                        actor: actor.to_owned(),
+                        action: "account.delete",
+                        target: account_id.to_owned(),
+                        detail: serde_json::json!({
+                            "files": files.len(),
+                            "balance_micros": account.balance.0,
+                            "captured_micros": account.captured.0,
+                            "credited_micros": account.credited.0,
+                        }),
+                    },
+                )
+                .await?;
+                let account = Self::account_in(&mut transaction, account_id)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
+                transaction.commit().await?;
+                // Its keys are gone: this node forgets them at once, other
+                // nodes when their cached entries expire.
+                self.callers().forget_all();
+                Ok(AccountDeletion::Deleted {
+                    account,
+                    files: files.len(),
+                })
             }
 
             async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {

@@ -152,6 +152,8 @@ pub struct TestSettings {
     pub operator_token: Option<String>,
     /// The metrics listener; off by default, as in `vidgate serve`.
     pub metrics_listen: Option<SocketAddr>,
+    /// How long files are kept (30 days by default, as in `vidgate serve`).
+    pub retention: vidgate_server::retention::RetentionSettings,
 }
 
 impl TestSettings {
@@ -176,6 +178,7 @@ impl TestSettings {
             trusted_proxies: Vec::new(),
             operator_token: None,
             metrics_listen: None,
+            retention: vidgate_server::retention::RetentionSettings::default(),
         }
     }
 }
@@ -251,6 +254,7 @@ async fn start_server(
     options.public_rate_limit = settings.public_rate_limit;
     options.operator_token = settings.operator_token.clone();
     options.metrics_listen = settings.metrics_listen;
+    options.retention = settings.retention;
     vidgate_server::start(options).await.expect("server starts")
 }
 
@@ -374,6 +378,50 @@ impl TestApp {
         }
     }
 
+    /// Uploads a small PNG with the test account's key; its upload record.
+    pub async fn upload_png(&self) -> Value {
+        let mut bytes = std::io::Cursor::new(Vec::new());
+        image::RgbImage::from_pixel(64, 48, image::Rgb([10, 200, 40]))
+            .write_to(&mut bytes, image::ImageFormat::Png)
+            .unwrap();
+        let part = reqwest::multipart::Part::bytes(bytes.into_inner())
+            .file_name("card.png")
+            .mime_str("image/png")
+            .unwrap();
+        let response = self
+            .client
+            .post(self.url("/uploads"))
+            .bearer_auth(self.key())
+            .multipart(reqwest::multipart::Form::new().part("file", part))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        response.json().await.unwrap()
+    }
+
+    /// Asserts that one of our `/files/` URLs answers 410 Gone with the
+    /// standard error body.
+    pub async fn assert_gone(&self, url: &str) {
+        let response = self.client.get(url).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::GONE, "{url}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "gone", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("expired"),
+            "{body}"
+        );
+    }
+
+    /// The file on local disk behind one of our `/files/` URLs.
+    pub fn local_file(&self, url: &str) -> std::path::PathBuf {
+        let (_, relative_path) = url.split_once("/files/").unwrap();
+        self.data_dir.path().join("files").join(relative_path)
+    }
+
     /// Asserts the ledger invariant for an account: every credited dollar is
     /// exactly spendable, held or captured, and nothing is negative.
     pub async fn assert_ledger_invariant(&self, account_id: &str) {
@@ -392,7 +440,8 @@ impl TestApp {
                 .map(|entry| entry.amount.0)
                 .sum()
         };
-        assert_eq!(sum("credit"), account.credited.0);
+        // `credited` is the net credit: what operators took back is out.
+        assert_eq!(sum("credit") - sum("debit"), account.credited.0);
         assert_eq!(sum("capture"), account.captured.0);
         assert_eq!(
             sum("hold") - sum("capture") - sum("release"),

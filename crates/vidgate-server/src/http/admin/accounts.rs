@@ -2,7 +2,10 @@
 //! `POST /admin/v1/accounts` (create, with its first API key),
 //! `GET /admin/v1/accounts/{id}` (show),
 //! `POST /admin/v1/accounts/{id}/credit` (a credit adjustment, applied once
-//! per `Idempotency-Key`) and `POST /admin/v1/accounts/{id}/limits`.
+//! per `Idempotency-Key`), `POST /admin/v1/accounts/{id}/debit` (the same,
+//! taking money back), `POST /admin/v1/accounts/{id}/limits` and
+//! `DELETE /admin/v1/accounts/{id}` (its media and personal data; the
+//! tombstone keeps the money figures).
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -16,7 +19,8 @@ use crate::accounts;
 use crate::http::{ApiError, account_json, rfc3339};
 use crate::state::AppState;
 use crate::store::{
-    Account, AccountLimits, AdjustmentOutcome, CreditAdjustment, NewAuditEntry, NewCreditAdjustment,
+    Account, AccountDeletion, AccountLimits, AdjustmentKind, AdjustmentOutcome, CreditAdjustment,
+    NewAuditEntry, NewCreditAdjustment,
 };
 use crate::submit::IDEMPOTENCY_KEY;
 
@@ -31,11 +35,38 @@ const MAX_LIMIT_FIGURE: u32 = 10_000;
 const MAX_ADJUSTMENT: Micros = Micros(1_000_000 * 1_000_000);
 
 /// The account as operators see it: the customer's view plus when it was
-/// made (never its webhook secret).
+/// made and, for a tombstone, deleted (never its webhook secret).
 fn operator_account_json(account: &Account) -> Value {
     let mut shown = account_json(account);
     shown["created_at"] = json!(rfc3339(account.created_at));
+    shown["deleted_at"] = json!(account.deleted_at.map(rfc3339));
     shown
+}
+
+/// Deletes an account's media and personal data. Refused with 409 while
+/// generations are queued or running: the operator cancels them (or waits)
+/// first, so no job finishes into a deleted account. Deleting a deleted
+/// account answers the tombstone again.
+pub async fn delete(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    Path(account_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    match state.store.delete_account(&account_id, &actor).await? {
+        AccountDeletion::Deleted { account, .. } | AccountDeletion::AlreadyDeleted(account) => {
+            Ok(Json(operator_account_json(&account)))
+        }
+        AccountDeletion::Active { generations } => Err(ApiError::Conflict {
+            message: format!(
+                "The account has {generations} generations queued or running; cancel them or \
+                 wait until they finish, then delete it."
+            ),
+            param: None,
+        }),
+        AccountDeletion::AccountNotFound => Err(ApiError::NotFound(format!(
+            "No account {account_id:?} exists."
+        ))),
+    }
 }
 
 #[derive(Deserialize)]
@@ -119,7 +150,7 @@ pub async fn create(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CreditBody {
+pub struct AdjustmentBody {
     /// Exact integer micro-dollars, more than zero.
     amount_micros: i64,
     reason: String,
@@ -130,6 +161,7 @@ fn adjustment_json(adjustment: &CreditAdjustment, account: &Account) -> Value {
         "object": "credit_adjustment",
         "idempotency_key": adjustment.idempotency_key,
         "account_id": adjustment.account_id,
+        "kind": adjustment.kind.as_str(),
         "amount_micros": adjustment.amount.0,
         "reason": adjustment.reason,
         "actor": adjustment.actor,
@@ -146,7 +178,49 @@ pub async fn credit(
     Operator(actor): Operator,
     Path(account_id): Path<String>,
     headers: HeaderMap,
-    Json(body): Json<CreditBody>,
+    Json(body): Json<AdjustmentBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    adjust(
+        &state,
+        actor,
+        account_id,
+        &headers,
+        body,
+        AdjustmentKind::Credit,
+    )
+    .await
+}
+
+/// Takes credit back (a chargeback, a correction) once per
+/// `Idempotency-Key`, as `credit` adds it. A debit larger than the balance
+/// is refused with 402 and takes nothing: money held for running jobs and
+/// money already spent are not the operator's to take, and a balance below
+/// zero would break the books.
+pub async fn debit(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    Path(account_id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<AdjustmentBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    adjust(
+        &state,
+        actor,
+        account_id,
+        &headers,
+        body,
+        AdjustmentKind::Debit,
+    )
+    .await
+}
+
+async fn adjust(
+    state: &AppState,
+    actor: String,
+    account_id: String,
+    headers: &HeaderMap,
+    body: AdjustmentBody,
+    kind: AdjustmentKind,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let idempotency_key = headers
         .get(IDEMPOTENCY_KEY)
@@ -157,8 +231,9 @@ pub async fn credit(
             ApiError::invalid(
                 IDEMPOTENCY_KEY,
                 format!(
-                    "A credit adjustment needs an {IDEMPOTENCY_KEY} header of 1 to \
-                     {MAX_IDEMPOTENCY_KEY_LENGTH} characters, so that it is applied once."
+                    "A {} needs an {IDEMPOTENCY_KEY} header of 1 to \
+                     {MAX_IDEMPOTENCY_KEY_LENGTH} characters, so that it is applied once.",
+                    kind.as_str()
                 ),
             )
         })?
@@ -185,6 +260,7 @@ pub async fn credit(
         .adjust_credit(NewCreditAdjustment {
             idempotency_key,
             account_id: account_id.clone(),
+            kind,
             amount,
             reason: reason.to_owned(),
             actor,
@@ -200,9 +276,19 @@ pub async fn credit(
         }
         AdjustmentOutcome::KeyReused => Err(ApiError::Conflict {
             message: format!(
-                "This {IDEMPOTENCY_KEY} was already used for a different account or amount."
+                "This {IDEMPOTENCY_KEY} was already used for a different account, kind or amount."
             ),
             param: Some(IDEMPOTENCY_KEY.to_owned()),
+        }),
+        AdjustmentOutcome::InsufficientBalance { balance } => {
+            Err(ApiError::InsufficientBalance(format!(
+                "The balance is {} micro-dollars; a debit cannot take it below zero. Nothing was taken.",
+                balance.0
+            )))
+        }
+        AdjustmentOutcome::AccountDeleted => Err(ApiError::Conflict {
+            message: format!("The account {account_id:?} was deleted; its books are closed."),
+            param: None,
         }),
         AdjustmentOutcome::AccountNotFound => Err(ApiError::NotFound(format!(
             "No account {account_id:?} exists."

@@ -8,6 +8,7 @@
 
 mod accounts;
 mod audit;
+mod generations;
 mod keys;
 mod models;
 pub mod openapi;
@@ -34,8 +35,12 @@ const DEFAULT_OPERATOR: &str = "operator";
 pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/accounts", get(accounts::list).post(accounts::create))
-        .route("/accounts/{account_id}", get(accounts::show))
+        .route(
+            "/accounts/{account_id}",
+            get(accounts::show).delete(accounts::delete),
+        )
         .route("/accounts/{account_id}/credit", post(accounts::credit))
+        .route("/accounts/{account_id}/debit", post(accounts::debit))
         .route("/accounts/{account_id}/limits", post(accounts::limits))
         .route("/accounts/{account_id}/keys", post(keys::create))
         .route("/accounts/{account_id}/users", post(users::create))
@@ -43,6 +48,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/keys/{key_id}/revoke", post(keys::revoke))
         .route("/models/{vendor}/{model}/pause", post(models::pause))
         .route("/models/{vendor}/{model}/resume", post(models::resume))
+        .route("/generations", get(generations::list))
         .route("/audit-log", get(audit::list))
         .route_layer(middleware::from_fn_with_state(state, authenticate_operator))
 }

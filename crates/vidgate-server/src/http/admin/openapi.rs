@@ -93,6 +93,20 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
         .as_array_mut()
         .expect("parameters")
         .push(account_id.clone());
+    let mut delete_account = operation(
+        "operator_delete_account",
+        "Delete an account's media and personal data; the tombstone keeps its money figures",
+        with_not_found(ok(
+            "200",
+            "The tombstone (deleted_at set), also when it was deleted before.",
+        )),
+    );
+    delete_account["responses"]["409"] =
+        error("conflict: generations of the account are queued or running; cancel them or wait.");
+    delete_account["parameters"]
+        .as_array_mut()
+        .expect("parameters")
+        .push(account_id.clone());
     let mut credit = operation(
         "operator_credit_account",
         "Add credit once per Idempotency-Key (a payment system's top-up)",
@@ -101,8 +115,9 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
             "Applied. A repeated key for the same account and amount answers 200 with the first adjustment.",
         )),
     );
-    credit["responses"]["409"] =
-        error("conflict: the Idempotency-Key was used for another account or amount.");
+    credit["responses"]["409"] = error(
+        "conflict: the Idempotency-Key was used for another account, kind or amount, or the account was deleted.",
+    );
     credit["parameters"]
         .as_array_mut()
         .expect("parameters")
@@ -119,6 +134,32 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
                     "description": "Exact integer micro-dollars." },
                 "reason": { "type": "string", "minLength": 1, "maxLength": 500 }
             } } } } });
+    let mut list_generations = operation(
+        "operator_list_generations",
+        "Generations across accounts, newest first, with filters",
+        ok(
+            "200",
+            "A page of Generation records, each with its account_id, as the public list answers.",
+        ),
+    );
+    list_generations["parameters"] = json!([
+        page("account_id", "Only this account's generations."),
+        page("status", "queued, running, succeeded, failed or canceled."),
+        page("model", "A model id, e.g. vendor_1/model_1."),
+        page("created_from", "RFC 3339: created at or after this time."),
+        page("created_until", "RFC 3339: created before this time."),
+        page("cursor", "next_cursor of the previous page."),
+        json!({ "name": "limit", "in": "query", "required": false,
+            "schema": { "type": "integer", "minimum": 1, "maximum": 100, "default": 20 } })
+    ]);
+    // A debit takes the same parameters and body, and may find too little.
+    let mut debit = credit.clone();
+    debit["operationId"] = json!("operator_debit_account");
+    debit["summary"] = json!(
+        "Take credit back once per Idempotency-Key (a chargeback, a correction), never below a zero balance"
+    );
+    debit["responses"]["402"] =
+        error("insufficient_balance: the debit is larger than the balance; nothing was taken.");
     let model_operation = |operation_id: &str, summary: &str| {
         let mut built = operation(
             operation_id,
@@ -232,11 +273,15 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
         ),
         (
             "/accounts/{account_id}".into(),
-            json!({ "servers": servers, "get": show_account }),
+            json!({ "servers": servers, "get": show_account, "delete": delete_account }),
         ),
         (
             "/accounts/{account_id}/credit".into(),
             json!({ "servers": servers, "post": credit }),
+        ),
+        (
+            "/accounts/{account_id}/debit".into(),
+            json!({ "servers": servers, "post": debit }),
         ),
         (
             "/models/{vendor}/{model}/pause".into(),
@@ -247,6 +292,10 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
             "/models/{vendor}/{model}/resume".into(),
             json!({ "servers": servers, "post": model_operation(
                 "operator_resume_model", "Accept new generations for a model again") }),
+        ),
+        (
+            "/generations".into(),
+            json!({ "servers": servers, "get": list_generations }),
         ),
         (
             "/audit-log".into(),

@@ -1,0 +1,83 @@
+//! `GET /admin/v1/generations`: generations across accounts, newest first,
+//! with the public list's filters and cursor (`status`, `model`, `cursor`,
+//! `limit`) plus `account_id` and a creation range (`created_from`
+//! inclusive, `created_until` exclusive, RFC 3339).
+
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::http::generations::{ListParameters, encode_cursor, parse_list_filter};
+use crate::http::{ApiError, generation_json};
+use crate::state::AppState;
+use crate::store::OperatorGenerationFilter;
+
+#[derive(Deserialize)]
+pub struct GenerationsQuery {
+    account_id: Option<String>,
+    created_from: Option<String>,
+    created_until: Option<String>,
+    #[serde(flatten)]
+    list: ListParameters,
+}
+
+/// A time given as RFC 3339, in the store's Unix milliseconds.
+fn unix_millis(param: &str, text: Option<String>) -> Result<Option<i64>, ApiError> {
+    let Some(text) = text.filter(|text| !text.is_empty()) else {
+        return Ok(None);
+    };
+    let time = OffsetDateTime::parse(&text, &Rfc3339).map_err(|_| {
+        ApiError::invalid(
+            param,
+            format!("{param} must be an RFC 3339 time, e.g. 2026-11-23T00:00:00Z."),
+        )
+    })?;
+    Ok(Some((time.unix_timestamp_nanos() / 1_000_000) as i64))
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    query: Result<Query<GenerationsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|rejection| ApiError::InvalidRequest {
+        message: format!("The query string could not be read: {rejection}"),
+        param: None,
+    })?;
+    let mut filter = OperatorGenerationFilter {
+        account_id: query.account_id.filter(|account_id| !account_id.is_empty()),
+        created_from: unix_millis("created_from", query.created_from)?,
+        created_until: unix_millis("created_until", query.created_until)?,
+        list: parse_list_filter(query.list)?,
+    };
+    let page_size = filter.list.limit as usize;
+    // One extra row tells whether another page exists.
+    filter.list.limit += 1;
+    let mut generations = state
+        .store
+        .list_generations_across_accounts(&filter)
+        .await?;
+    let has_more = generations.len() > page_size;
+    generations.truncate(page_size);
+    let next_cursor = if has_more {
+        generations.last().map(encode_cursor)
+    } else {
+        None
+    };
+    let data: Vec<Value> = generations
+        .iter()
+        .map(|generation| {
+            let mut shown = generation_json(generation, &state.api_base);
+            shown["account_id"] = json!(generation.account_id);
+            shown
+        })
+        .collect();
+    Ok(Json(json!({
+        "object": "list",
+        "data": data,
+        "has_more": has_more,
+        "next_cursor": next_cursor,
+    })))
+}
