@@ -558,6 +558,24 @@ async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
     app.assert_gone(&video_url).await;
     app.assert_gone(&upload_url).await;
 
+    // A tombstone takes no new key, user or limits: they would bring the
+    // deleted customer back.
+    for (path, body) in [
+        ("keys", json!({ "name": "back" })),
+        ("users", json!({ "email": "back@example.com" })),
+        ("limits", json!({ "burst": 5 })),
+    ] {
+        let response = as_operator(
+            app.client
+                .post(admin_url(&app, &format!("/accounts/{account_id}/{path}"))),
+        )
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+        assert_error(response, StatusCode::CONFLICT, "conflict", None).await;
+    }
+
     // Deleting again answers the tombstone; an unknown account is 404.
     let response = delete(&account_id).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);

@@ -24,6 +24,8 @@ pub enum UserError {
     EmailTaken(String),
     #[error("no account {0}")]
     NoAccount(String),
+    #[error("the account {0} was deleted")]
+    AccountDeleted(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -70,8 +72,12 @@ pub async fn create_user(
     password: Option<String>,
 ) -> Result<CreatedUser, UserError> {
     let email = normalize_email(email)?;
-    if store.account(account_id).await?.is_none() {
-        return Err(UserError::NoAccount(account_id.to_owned()));
+    match store.account(account_id).await? {
+        None => return Err(UserError::NoAccount(account_id.to_owned())),
+        Some(account) if account.deleted_at.is_some() => {
+            return Err(UserError::AccountDeleted(account_id.to_owned()));
+        }
+        Some(_) => {}
     }
     let (password, one_time_password) = match password {
         Some(password) => {

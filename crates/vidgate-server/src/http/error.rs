@@ -168,6 +168,10 @@ impl From<UserError> for ApiError {
             UserError::NoAccount(account_id) => {
                 ApiError::NotFound(format!("No account {account_id:?} exists."))
             }
+            UserError::AccountDeleted(account_id) => ApiError::Conflict {
+                message: format!("The account {account_id:?} was deleted; it cannot be changed."),
+                param: None,
+            },
             UserError::Store(error) => ApiError::internal(error),
             UserError::Password(error) => ApiError::internal(error),
         }

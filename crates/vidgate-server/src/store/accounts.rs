@@ -348,7 +348,7 @@ macro_rules! impl_account_store {
                     "SELECT k.id, a.id, a.rate_per_second, a.rate_burst, a.max_concurrent, \
                      k.last_used_at \
                      FROM api_keys k JOIN accounts a ON a.id = k.account_id \
-                     WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL",
+                     WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL AND a.deleted_at IS NULL",
                 )
                 .bind(secret_sha256)
                 .fetch_optional(self.reader())

@@ -329,12 +329,7 @@ pub async fn limits(
             ));
         }
     }
-    let current = state
-        .store
-        .account(&account_id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("No account {account_id:?} exists.")))?
-        .limits;
+    let current = super::changeable_account(&state, &account_id).await?.limits;
     let limits = AccountLimits {
         requests_per_second: body
             .requests_per_second

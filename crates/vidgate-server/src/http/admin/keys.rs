@@ -34,11 +34,7 @@ pub async fn create(
             format!("name must be 1 to {MAX_KEY_NAME_LENGTH} characters."),
         ));
     }
-    if state.store.account(&account_id).await?.is_none() {
-        return Err(ApiError::NotFound(format!(
-            "No account {account_id:?} exists."
-        )));
-    }
+    super::changeable_account(&state, &account_id).await?;
     let key = accounts::create_api_key(state.store.as_ref(), &account_id, name).await?;
     state
         .store

@@ -199,6 +199,7 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
         "Change an account's limits; figures left out stay as they are",
         with_not_found(ok("200", "The account.")),
     ));
+    limits["responses"]["409"] = error("conflict: the account was deleted.");
     limits["requestBody"] = body(
         json!({ "type": "object", "additionalProperties": false, "properties": {
         "requests_per_second": { "type": "integer", "minimum": 1, "maximum": 10000 },
@@ -210,6 +211,7 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
         "Create an API key for an account (the secret is shown once)",
         with_not_found(ok("201", "The key's id and secret.")),
     ));
+    create_key["responses"]["409"] = error("conflict: the account was deleted.");
     create_key["requestBody"] = body(json!({ "type": "object", "additionalProperties": false,
         "properties": { "name": { "type": "string", "minLength": 1, "maxLength": 100 } } }));
     let mut create_user = with_account(operation(
@@ -217,7 +219,8 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
         "Create a dashboard user of an account, with a one-time password",
         with_not_found(ok("201", "The user and its one-time password.")),
     ));
-    create_user["responses"]["409"] = error("conflict: a user with this email exists.");
+    create_user["responses"]["409"] =
+        error("conflict: a user with this email exists, or the account was deleted.");
     create_user["requestBody"] = body(json!({ "type": "object", "additionalProperties": false,
         "required": ["email"], "properties": { "email": { "type": "string" } } }));
     let mut usage = with_account(operation(
