@@ -62,7 +62,7 @@ impl Node {
                 .next()
                 .expect("vidgate serve says where it listens")
                 .unwrap();
-            if let Some(api_base) = line.strip_prefix("vidgate is listening on ") {
+            if let Some(api_base) = line.strip_prefix("vidgate API base: ") {
                 break api_base.trim().to_owned();
             }
         };
