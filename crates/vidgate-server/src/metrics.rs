@@ -5,7 +5,7 @@
 //!
 //! Counters and histograms are kept in the process and move where things
 //! happen; the gauges of state kept in the database (queue depth, money
-//! held, webhook deliveries pending) are read from the store when a scrape
+//! held, webhook deliveries pending, hosted providers' circuits) are read from the store when a scrape
 //! asks for them, so they are the same on every node and cost one query
 //! each per scrape. The series are served on their own listener
 //! (`--metrics-listen`, `http/metrics.rs`), never on the public port.
@@ -19,7 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::store::QueueDepth;
+use crate::store::{ProviderHealth, QueueDepth};
 
 /// The route label of a request that matched no route, so that probes of
 /// random paths add one series, not one per path.
@@ -55,6 +55,13 @@ struct JobOutcomeLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModelLabels {
     model: String,
+}
+
+/// A hosted provider of the backends file (`fal`, `replicate`): as few as
+/// the operator configured.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderLabels {
+    provider: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -167,6 +174,8 @@ pub struct Metrics {
     money_captured: Family<ModelLabels, Counter>,
     webhook_deliveries_pending: Gauge,
     webhook_attempts: Family<OutcomeLabels, Counter>,
+    provider_circuit_open: Family<ProviderLabels, Gauge>,
+    provider_consecutive_failures: Family<ProviderLabels, Gauge>,
     store_read_failures: Counter,
 }
 
@@ -203,6 +212,8 @@ impl Metrics {
             money_captured: Family::default(),
             webhook_deliveries_pending: Gauge::default(),
             webhook_attempts: Family::default(),
+            provider_circuit_open: Family::default(),
+            provider_consecutive_failures: Family::default(),
             store_read_failures: Counter::default(),
         };
         let registry = &mut metrics.registry;
@@ -266,6 +277,16 @@ impl Metrics {
             "vidgate_webhook_attempts",
             "Webhook delivery attempts by this node's senders, by what became of the delivery",
             metrics.webhook_attempts.clone(),
+        );
+        registry.register(
+            "vidgate_provider_circuit_open",
+            "Whether dispatch skips a hosted provider (1) or uses it (0), as a node last saved its circuit; read from the store at each scrape",
+            metrics.provider_circuit_open.clone(),
+        );
+        registry.register(
+            "vidgate_provider_consecutive_failures",
+            "A hosted provider's failed calls in a row, as a node last saved its circuit; read from the store at each scrape",
+            metrics.provider_consecutive_failures.clone(),
         );
         registry.register(
             "vidgate_metrics_store_read_failures",
@@ -377,7 +398,12 @@ impl Metrics {
     }
 
     /// The store's state, read for this scrape.
-    pub fn set_store_state(&self, depth: &QueueDepth, webhook_deliveries_pending: i64) {
+    pub fn set_store_state(
+        &self,
+        depth: &QueueDepth,
+        webhook_deliveries_pending: i64,
+        providers: &[ProviderHealth],
+    ) {
         self.queue_depth
             .get_or_create(&StatusLabels { status: "queued" })
             .set(depth.queued);
@@ -387,6 +413,17 @@ impl Metrics {
         self.money_held.set(depth.held.0);
         self.webhook_deliveries_pending
             .set(webhook_deliveries_pending);
+        for provider in providers {
+            let labels = ProviderLabels {
+                provider: provider.provider.clone(),
+            };
+            self.provider_circuit_open
+                .get_or_create(&labels)
+                .set(i64::from(provider.open));
+            self.provider_consecutive_failures
+                .get_or_create(&labels)
+                .set(provider.consecutive_failures);
+        }
     }
 
     pub fn record_store_read_failure(&self) {
@@ -448,7 +485,17 @@ mod tests {
         metrics.record_rescue(0, 1);
         metrics.record_capture("vendor_1/model_1", 150_000);
         metrics.record_webhook_attempt(WebhookAttemptOutcome::Delivered);
-        metrics.set_store_state(&QueueDepth::default(), 0);
+        let provider = ProviderHealth {
+            provider: "fal".to_owned(),
+            open: false,
+            consecutive_failures: 0,
+            last_error: None,
+            last_error_at: None,
+            latency_ms: Some(900),
+            node_id: "node".to_owned(),
+            updated_at: 0,
+        };
+        metrics.set_store_state(&QueueDepth::default(), 0, &[provider]);
         let text = metrics.encode();
         // `# TYPE name kind`; a counter's samples carry `_total`, and the
         // guide names series as a scrape shows their samples.

@@ -322,6 +322,47 @@ async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
         Some(held.0 as f64)
     );
 
+    // A provider's circuit, as a node saved it, is a gauge per provider.
+    let mut health = vidgate_server::store::ProviderHealth {
+        provider: "fal".to_owned(),
+        open: true,
+        consecutive_failures: 5,
+        last_error: Some("the provider answered 503".to_owned()),
+        last_error_at: Some(vidgate_server::store::now_millis()),
+        latency_ms: None,
+        node_id: "node-a".to_owned(),
+        updated_at: vidgate_server::store::now_millis(),
+    };
+    app.server
+        .store
+        .save_provider_health(&health)
+        .await
+        .unwrap();
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(&text, r#"vidgate_provider_circuit_open{provider="fal"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"vidgate_provider_consecutive_failures{provider="fal"}"#
+        ),
+        Some(5.0)
+    );
+    health.open = false;
+    health.consecutive_failures = 0;
+    app.server
+        .store
+        .save_provider_health(&health)
+        .await
+        .unwrap();
+    let text = scrape(&app).await;
+    assert_eq!(
+        sample(&text, r#"vidgate_provider_circuit_open{provider="fal"}"#),
+        Some(0.0)
+    );
+
     assert_eq!(
         app.cancel(&second, app.key()).await.status(),
         StatusCode::OK

@@ -74,11 +74,14 @@ async fn scrape(State(state): State<MetricsState>) -> Response {
     let store_state = async {
         let depth = state.store.queue_depth().await?;
         let pending = state.store.pending_webhook_deliveries().await?;
-        Ok::<_, crate::store::StoreError>((depth, pending))
+        let providers = state.store.provider_health().await?;
+        Ok::<_, crate::store::StoreError>((depth, pending, providers))
     }
     .await;
     match store_state {
-        Ok((depth, pending)) => state.metrics.set_store_state(&depth, pending),
+        Ok((depth, pending, providers)) => {
+            state.metrics.set_store_state(&depth, pending, &providers)
+        }
         Err(error) => {
             tracing::error!(error = %error, "reading the store's state for the metrics failed");
             state.metrics.record_store_read_failure();

@@ -91,11 +91,13 @@ pub fn sqlite_submit_shape(database: &Path, synchronous: &str, seconds: u64, acc
 
 /// The same shape for pgbench, on the accounts `pgbench_1` … `pgbench_N`
 /// (the account row locked with `FOR UPDATE`, as vidgate does across nodes).
+/// The request body is built with `json_build_object` because pgbench reads
+/// every `:name` in a statement as a variable, a JSON literal's included.
 const POSTGRES_SUBMIT_SHAPE: &str = r#"\set n random(1, :accounts)
 BEGIN;
 SELECT balance_micros, max_concurrent FROM accounts WHERE id = 'pgbench_' || :n FOR UPDATE;
 SELECT COUNT(*) FROM generations WHERE account_id = 'pgbench_' || :n AND status IN ('queued', 'running');
-INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, price_micros, official_micros, source, max_attempts, created_at) VALUES ('pgb_' || gen_random_uuid(), 'pgbench_' || :n, 'vendor_1/model_1', 'vendor_1/model_1/text-to-video', 'text-to-video', 'queued', '{"prompt":"benchmark","duration":5,"resolution":"720p","aspect_ratio":"16:9","generate_audio":false}', 250000, 300000, 'api', 3, 0) RETURNING id AS generation \gset
+INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, price_micros, official_micros, source, max_attempts, created_at) VALUES ('pgb_' || gen_random_uuid(), 'pgbench_' || :n, 'vendor_1/model_1', 'vendor_1/model_1/text-to-video', 'text-to-video', 'queued', json_build_object('prompt', 'benchmark', 'duration', 5, 'resolution', '720p', 'aspect_ratio', '16' || chr(58) || '9', 'generate_audio', false)::text, 250000, 300000, 'api', 3, 0) RETURNING id AS generation \gset
 UPDATE accounts SET balance_micros = balance_micros - 250000, held_micros = held_micros + 250000 WHERE id = 'pgbench_' || :n;
 INSERT INTO ledger_entries (account_id, generation_id, kind, amount_micros, created_at) VALUES ('pgbench_' || :n, :'generation', 'hold', 250000, 0);
 END;
