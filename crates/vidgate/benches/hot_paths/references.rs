@@ -99,7 +99,7 @@ SELECT balance_micros, max_concurrent FROM accounts WHERE id = 'pgbench_' || :n 
 SELECT COUNT(*) FROM generations WHERE account_id = 'pgbench_' || :n AND status IN ('queued', 'running');
 INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, price_micros, official_micros, source, max_attempts, created_at) VALUES ('pgb_' || gen_random_uuid(), 'pgbench_' || :n, 'vendor_1/model_1', 'vendor_1/model_1/text-to-video', 'text-to-video', 'queued', json_build_object('prompt', 'benchmark', 'duration', 5, 'resolution', '720p', 'aspect_ratio', '16' || chr(58) || '9', 'generate_audio', false)::text, 250000, 300000, 'api', 3, 0) RETURNING id AS generation \gset
 UPDATE accounts SET balance_micros = balance_micros - 250000, held_micros = held_micros + 250000 WHERE id = 'pgbench_' || :n;
-INSERT INTO ledger_entries (account_id, generation_id, kind, amount_micros, created_at) VALUES ('pgbench_' || :n, :'generation', 'hold', 250000, 0);
+INSERT INTO ledger_entries (account_id, generation_id, kind, amount_micros, created_at) VALUES ('pgbench_' || :n, :generation, 'hold', 250000, 0);
 END;
 "#;
 
