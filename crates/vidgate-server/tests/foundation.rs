@@ -345,6 +345,17 @@ async fn the_openapi_document_matches_the_routes() {
             .unwrap()
             .contains(&json!("prompt"))
     );
+    // The customer list and the operator's list across accounts are both
+    // documented: the operator's path is written in full, so it does not
+    // take the customer path's key.
+    assert_eq!(
+        paths["/generations"]["get"]["operationId"],
+        "list_generations"
+    );
+    assert_eq!(
+        paths["/admin/v1/generations"]["get"]["tags"],
+        json!(["operator"])
+    );
     // One run and one quote path per catalog endpoint (M1, M4, M5, M6 have
     // three modes; M2 and M3 two).
     assert_eq!(

@@ -115,3 +115,12 @@ def test_ids_are_checked_before_anything_is_sent() -> None:
         _base.model_path("vendor_1")
     assert _base.endpoint_path("vendor_1/model_1/text-to-video") == "vendor_1/model_1/text-to-video"
     assert _base.id_segment("gen_a/b") == "gen_a%2Fb"
+
+
+def test_an_expired_clip_says_so_and_a_kept_one_does_not() -> None:
+    kept = vidgate.GenerationOutput.from_json({"video_url": "https://x/files/a.mp4"})
+    assert (kept.expired, kept.expired_at) == (False, None)
+    expired = vidgate.GenerationOutput.from_json(
+        {"video_url": "https://x/files/a.mp4", "expired": True, "expired_at": "2026-12-23T00:00:00Z"}
+    )
+    assert (expired.expired, expired.expired_at) == (True, "2026-12-23T00:00:00Z")

@@ -20,7 +20,7 @@ export interface Cost {
   saved_usd: number | null;
 }
 
-/** The finished clip; `video_url` plays in a browser and supports Range. */
+/** The finished clip; `video_url` plays in a browser and supports Range until the server's retention time passes (then `expired`). */
 export interface GenerationOutput {
   video_url: string;
   content_type?: string;
@@ -31,6 +31,10 @@ export interface GenerationOutput {
   has_audio?: boolean;
   size_bytes?: number;
   seed?: number;
+  /** Present once the server's retention time passed: the clip was deleted and `video_url` answers 410 gone. */
+  expired?: true;
+  /** When the clip expired (RFC 3339); present with `expired`. */
+  expired_at?: string;
 }
 
 /** Why an accepted generation failed (its hold was refunded). */

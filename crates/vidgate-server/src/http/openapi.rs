@@ -580,8 +580,15 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
     }}));
 
     // The operator API, under its own tag, scheme and server (admin/openapi.rs).
-    let admin_base = format!("{}/admin/v1", api_base.trim_end_matches("/api/v1"));
-    paths.extend(super::admin::openapi::paths(&admin_base));
+    // Its paths are written in full, so none may take a customer path's key.
+    let origin = api_base.trim_end_matches("/api/v1");
+    for (path, item) in super::admin::openapi::paths(origin) {
+        let replaced = paths.insert(path.clone(), item);
+        assert!(
+            replaced.is_none(),
+            "the operator path {path} hides a customer path"
+        );
+    }
 
     json!({
         "openapi": "3.1.0",

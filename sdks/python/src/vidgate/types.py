@@ -85,7 +85,9 @@ class Cost:
 
 @dataclasses.dataclass(frozen=True)
 class GenerationOutput:
-    """The finished clip. ``video_url`` plays in a browser and supports Range."""
+    """The finished clip. ``video_url`` plays in a browser and supports Range
+    until the server's retention time passes; then ``expired`` is true,
+    ``expired_at`` says when, and ``video_url`` answers 410 gone."""
 
     video_url: str
     content_type: Optional[str]
@@ -96,6 +98,8 @@ class GenerationOutput:
     has_audio: Optional[bool]
     size_bytes: Optional[int]
     seed: Optional[int]
+    expired: bool
+    expired_at: Optional[str]
     raw: JSON = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -110,6 +114,8 @@ class GenerationOutput:
             has_audio=_bool(data.get("has_audio")),
             size_bytes=_int(data.get("size_bytes")),
             seed=_int(data.get("seed")),
+            expired=data.get("expired") is True,
+            expired_at=_str(data.get("expired_at")),
             raw=dict(data),
         )
 

@@ -1,8 +1,10 @@
 //! The operator API's part of `/openapi.json`: its operations under the tag
-//! `operator` and the security scheme `operator_token`, each path served
-//! from `/admin/v1` (a path-level `servers` entry) rather than the
-//! document's `/api/v1`, so tools that read only the customer API can leave
-//! them out by tag or by server.
+//! `operator` and the security scheme `operator_token`, each path written
+//! in full (`/admin/v1/…`) under a path-level `servers` entry naming the
+//! origin rather than the document's `/api/v1`, so tools that read only the
+//! customer API can leave them out by tag or by server. Written in full, an
+//! operator path can never take the key of a customer path with the same
+//! tail (`/generations`): a document's paths are one map.
 
 use serde_json::{Map, Value, json};
 
@@ -51,9 +53,9 @@ pub fn security_scheme() -> Value {
         "description": "The operator token (--admin-token-file or VIDGATE_ADMIN_TOKEN)." })
 }
 
-/// The operator API's path items, served from `admin_base`.
-pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
-    let servers = json!([{ "url": admin_base }]);
+/// The operator API's path items, each `/admin/v1/…` from `origin`.
+pub fn paths(origin: &str) -> Vec<(String, Value)> {
+    let servers = json!([{ "url": origin }]);
     let page = |name: &str, description: &str| {
         json!({ "name": name, "in": "query", "required": false, "description": description,
             "schema": { "type": "string" } })
@@ -249,60 +251,64 @@ pub fn paths(admin_base: &str) -> Vec<(String, Value)> {
         .push(json!({
         "name": "key_id", "in": "path", "required": true, "schema": { "type": "string" } }));
 
-    vec![
+    let items: Vec<(&str, Value)> = vec![
         (
-            "/accounts/{account_id}/limits".into(),
+            "/accounts/{account_id}/limits",
             json!({ "servers": servers, "post": limits }),
         ),
         (
-            "/accounts/{account_id}/keys".into(),
+            "/accounts/{account_id}/keys",
             json!({ "servers": servers, "post": create_key }),
         ),
         (
-            "/accounts/{account_id}/users".into(),
+            "/accounts/{account_id}/users",
             json!({ "servers": servers, "post": create_user }),
         ),
         (
-            "/accounts/{account_id}/usage".into(),
+            "/accounts/{account_id}/usage",
             json!({ "servers": servers, "get": usage }),
         ),
         (
-            "/keys/{key_id}/revoke".into(),
+            "/keys/{key_id}/revoke",
             json!({ "servers": servers, "post": revoke_key }),
         ),
         (
-            "/accounts".into(),
+            "/accounts",
             json!({ "servers": servers, "get": list_accounts, "post": create_account }),
         ),
         (
-            "/accounts/{account_id}".into(),
+            "/accounts/{account_id}",
             json!({ "servers": servers, "get": show_account, "delete": delete_account }),
         ),
         (
-            "/accounts/{account_id}/credit".into(),
+            "/accounts/{account_id}/credit",
             json!({ "servers": servers, "post": credit }),
         ),
         (
-            "/accounts/{account_id}/debit".into(),
+            "/accounts/{account_id}/debit",
             json!({ "servers": servers, "post": debit }),
         ),
         (
-            "/models/{vendor}/{model}/pause".into(),
+            "/models/{vendor}/{model}/pause",
             json!({ "servers": servers, "post": model_operation(
                 "operator_pause_model", "Stop accepting new generations for a model (submits get 503)") }),
         ),
         (
-            "/models/{vendor}/{model}/resume".into(),
+            "/models/{vendor}/{model}/resume",
             json!({ "servers": servers, "post": model_operation(
                 "operator_resume_model", "Accept new generations for a model again") }),
         ),
         (
-            "/generations".into(),
+            "/generations",
             json!({ "servers": servers, "get": list_generations }),
         ),
         (
-            "/audit-log".into(),
+            "/audit-log",
             json!({ "servers": servers, "get": audit_log }),
         ),
-    ]
+    ];
+    items
+        .into_iter()
+        .map(|(path, item)| (format!("/admin/v1{path}"), item))
+        .collect()
 }
