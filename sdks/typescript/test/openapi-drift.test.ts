@@ -19,7 +19,7 @@ function fields<T>(record: { [K in keyof Required<T>]: true }): string[] {
 const RECORDS: Record<string, string[]> = {
   Generation: fields<types.Generation>({ id: true, object: true, model: true, endpoint: true, mode: true, status: true, input: true, output: true, error: true, cost: true, source: true, started_at: true, completed_at: true, urls: true, created_at: true }),
   "Generation.urls": fields<types.GenerationUrls>({ get: true, cancel: true }),
-  GenerationOutput: fields<types.GenerationOutput>({ video_url: true, content_type: true, duration_s: true, width: true, height: true, fps: true, has_audio: true, size_bytes: true, seed: true }),
+  GenerationOutput: fields<types.GenerationOutput>({ video_url: true, content_type: true, duration_s: true, width: true, height: true, fps: true, has_audio: true, size_bytes: true, seed: true, expired: true, expired_at: true }),
   GenerationError: fields<types.GenerationError>({ code: true, message: true }),
   Cost: fields<types.Cost>({ amount_usd: true, currency: true, estimated: true, official_usd: true, saved_usd: true }),
   GenerationList: fields<types.GenerationPage>({ object: true, data: true, has_more: true, next_cursor: true }),
