@@ -28,6 +28,34 @@ pub struct CreatedKey {
     pub api_key: String,
 }
 
+/// Why an operator change to an account is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountChangeError {
+    #[error("no account {0}")]
+    NotFound(String),
+    #[error("the account {0} was deleted; it cannot be changed")]
+    Deleted(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The account an operator change (a key, a user, limits) applies to. A
+/// deleted account keeps only its books: a change would bring the deleted
+/// customer back, so it is refused.
+pub async fn changeable_account(
+    store: &dyn Store,
+    account_id: &str,
+) -> Result<Account, AccountChangeError> {
+    let account = store
+        .account(account_id)
+        .await?
+        .ok_or_else(|| AccountChangeError::NotFound(account_id.to_owned()))?;
+    if account.deleted_at.is_some() {
+        return Err(AccountChangeError::Deleted(account_id.to_owned()));
+    }
+    Ok(account)
+}
+
 pub async fn create_api_key(
     store: &dyn Store,
     account_id: &str,

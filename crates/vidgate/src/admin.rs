@@ -243,22 +243,6 @@ fn parse_usd(text: &str) -> anyhow::Result<Micros> {
     Micros::parse_usd(text).with_context(|| format!("reading the amount {text:?}"))
 }
 
-/// The account a change applies to; a deleted account keeps only its books,
-/// so keys and limits on it are refused.
-async fn changeable_account(
-    store: &dyn Store,
-    account_id: &str,
-) -> anyhow::Result<vidgate_server::store::Account> {
-    let account = store
-        .account(account_id)
-        .await?
-        .with_context(|| format!("no account {account_id}"))?;
-    if account.deleted_at.is_some() {
-        bail!("the account {account_id} was deleted; it cannot be changed");
-    }
-    Ok(account)
-}
-
 async fn show_account(store: &dyn Store, account_id: &str) -> anyhow::Result<serde_json::Value> {
     let account = store
         .account(account_id)
@@ -414,7 +398,9 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             burst,
             concurrency,
         }) => {
-            let current = changeable_account(store, &account_id).await?.limits;
+            let current = accounts::changeable_account(store, &account_id)
+                .await?
+                .limits;
             let limits = AccountLimits {
                 requests_per_second: rps.unwrap_or(current.requests_per_second).max(1),
                 burst: burst.unwrap_or(current.burst).max(1),
@@ -465,7 +451,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             }
         }
         StoreCommand::Key(KeyCommand::Create { account, name }) => {
-            changeable_account(store, &account).await?;
+            accounts::changeable_account(store, &account).await?;
             let key = accounts::create_api_key(store, &account, &name).await?;
             audit(
                 store,

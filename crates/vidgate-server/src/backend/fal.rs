@@ -230,10 +230,7 @@ impl ProviderProtocol for FalClient {
             .get(|| self.fetch_jwks())
             .await
             .map_err(WebhookError::KeysUnavailable)?;
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs() as i64;
+        let now = crate::store::now_millis() / 1000;
         let verified = verify_webhook(headers, body, &keys, now)?;
         // fal sends one webhook per request: its retries carry the same
         // request id.

@@ -178,10 +178,7 @@ impl ProviderProtocol for ReplicateClient {
             .get(|| self.webhook_secret())
             .await
             .map_err(WebhookError::KeysUnavailable)?;
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs() as i64;
+        let now = crate::store::now_millis() / 1000;
         let prediction = verify_webhook(headers, body, &secret, now)?;
         let job_id = prediction_id(&prediction)
             .map_err(|_| WebhookRejection::InvalidBody("the prediction has no id".into()))?;

@@ -1,5 +1,6 @@
 //! Dashboard users: creation by `vidgate admin user create` and by sign-up.
 
+use crate::accounts::AccountChangeError;
 use crate::ids::{new_account_id, new_webhook_secret, random_token};
 use crate::store::{Account, NewAccount, Store, StoreError, User, now_millis};
 
@@ -72,13 +73,13 @@ pub async fn create_user(
     password: Option<String>,
 ) -> Result<CreatedUser, UserError> {
     let email = normalize_email(email)?;
-    match store.account(account_id).await? {
-        None => return Err(UserError::NoAccount(account_id.to_owned())),
-        Some(account) if account.deleted_at.is_some() => {
-            return Err(UserError::AccountDeleted(account_id.to_owned()));
-        }
-        Some(_) => {}
-    }
+    crate::accounts::changeable_account(store, account_id)
+        .await
+        .map_err(|error| match error {
+            AccountChangeError::NotFound(account_id) => UserError::NoAccount(account_id),
+            AccountChangeError::Deleted(account_id) => UserError::AccountDeleted(account_id),
+            AccountChangeError::Store(error) => UserError::Store(error),
+        })?;
     let (password, one_time_password) = match password {
         Some(password) => {
             passwords::check_new_password(&password).map_err(UserError::InvalidPassword)?;

@@ -8,6 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::accounts::AccountChangeError;
 use crate::backend::WebhookRefusal;
 use crate::backend::provider::WebhookRejection;
 use crate::callers::CallerRefusal;
@@ -155,6 +156,21 @@ impl From<CallerRefusal> for ApiError {
 }
 
 /// What the operator API answers to a dashboard user it could not create.
+impl From<AccountChangeError> for ApiError {
+    fn from(error: AccountChangeError) -> Self {
+        match error {
+            AccountChangeError::NotFound(account_id) => {
+                ApiError::NotFound(format!("No account {account_id:?} exists."))
+            }
+            AccountChangeError::Deleted(account_id) => ApiError::Conflict {
+                message: format!("The account {account_id:?} was deleted; it cannot be changed."),
+                param: None,
+            },
+            AccountChangeError::Store(error) => ApiError::internal(error),
+        }
+    }
+}
+
 impl From<UserError> for ApiError {
     fn from(error: UserError) -> Self {
         let message = error.to_string();

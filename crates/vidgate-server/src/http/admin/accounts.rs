@@ -329,7 +329,9 @@ pub async fn limits(
             ));
         }
     }
-    let current = super::changeable_account(&state, &account_id).await?.limits;
+    let current = accounts::changeable_account(state.store.as_ref(), &account_id)
+        .await?
+        .limits;
     let limits = AccountLimits {
         requests_per_second: body
             .requests_per_second

@@ -34,7 +34,7 @@ pub async fn create(
             format!("name must be 1 to {MAX_KEY_NAME_LENGTH} characters."),
         ));
     }
-    super::changeable_account(&state, &account_id).await?;
+    accounts::changeable_account(state.store.as_ref(), &account_id).await?;
     let key = accounts::create_api_key(state.store.as_ref(), &account_id, name).await?;
     state
         .store

@@ -25,7 +25,6 @@ use axum::routing::{get, post};
 
 use super::ApiError;
 use crate::state::AppState;
-use crate::store::Account;
 
 /// Names the operator in the audit log; optional.
 const OPERATOR_HEADER: &str = "x-operator";
@@ -109,25 +108,4 @@ impl<S: Send + Sync> FromRequestParts<S> for Operator {
             })?;
         Ok(Operator(name.to_owned()))
     }
-}
-
-/// The account an operator change applies to: 404 when there is none, and
-/// 409 when it was deleted, because a tombstone keeps only its books (a key,
-/// a user or new limits on it would bring a deleted customer back).
-pub(super) async fn changeable_account(
-    state: &AppState,
-    account_id: &str,
-) -> Result<Account, ApiError> {
-    let account = state
-        .store
-        .account(account_id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("No account {account_id:?} exists.")))?;
-    if account.deleted_at.is_some() {
-        return Err(ApiError::Conflict {
-            message: format!("The account {account_id:?} was deleted; it cannot be changed."),
-            param: None,
-        });
-    }
-    Ok(account)
 }
