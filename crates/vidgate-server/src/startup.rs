@@ -359,6 +359,14 @@ impl Components {
                 )),
                 background_shutdown.clone(),
             ));
+            // A provider webhook taken by another node wakes this node's
+            // follower of the job.
+            background.push(
+                self.state.backends.spawn_announced_webhook_wakeups(
+                    self.store.clone(),
+                    background_shutdown.clone(),
+                ),
+            );
             background.extend(queue::spawn(
                 Arc::new(WorkerContext {
                     store: self.store.clone(),

@@ -388,11 +388,7 @@ fn slow_polling() -> Value {
 /// An app with a configured public URL (its own address), so that hosted
 /// jobs register their provider webhooks.
 async fn app_with_webhooks(store: StoreKind, backends: Backends) -> TestApp {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut settings = TestSettings::new(store);
     settings.backends = backends;
     settings.lease = Duration::from_secs(2);
@@ -609,6 +605,80 @@ async fn a_lost_provider_webhook_is_covered_by_polling(store: StoreKind) {
         assert!(fake.jobs_at(provider)[0].webhook_url.is_some());
         assert!(fake.state.webhooks_sent.lock().unwrap().is_empty());
     }
+}
+
+/// A provider webhook that reaches another node than the one following the
+/// job (a load balancer chose it) wakes the follower through the database,
+/// instead of leaving the job to its next poll 45 s later. PostgreSQL only:
+/// one node serves a SQLite database.
+#[tokio::test]
+async fn a_provider_webhook_taken_by_another_node_wakes_the_follower() {
+    let Some(store) =
+        StoreKind::postgres("a_provider_webhook_taken_by_another_node_wakes_the_follower")
+    else {
+        return;
+    };
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        let webhook_node_url = format!("http://127.0.0.1:{}", free_port());
+        // The follower registers the other node's address with the provider.
+        let mut follower = TestSettings::new(store.clone());
+        follower.backends = backends_with(&fake, provider, slow_polling(), json!([]));
+        follower.lease = Duration::from_secs(2);
+        follower.public_url = Some(webhook_node_url.clone());
+        let app = spawn_app_with(follower).await;
+        // The other node: no workers, and backends of its own, as another
+        // process has.
+        let mut webhook_node = TestSettings::new(store.clone());
+        webhook_node.backends = backends_with(&fake, provider, slow_polling(), json!([]));
+        webhook_node.workers = 0;
+        webhook_node.listen = webhook_node_url
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap();
+        webhook_node.public_url = Some(webhook_node_url.clone());
+        let webhook_node = app.start_another_node(webhook_node).await;
+
+        let started = Instant::now();
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite over two nodes"),
+        )
+        .await;
+        let done = app
+            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{provider:?}: finished after {:?}",
+            started.elapsed()
+        );
+        let job = &fake.jobs_at(provider)[0];
+        assert!(
+            job.webhook_url
+                .as_deref()
+                .is_some_and(|url| url.starts_with(&webhook_node_url)),
+            "{provider:?}: the webhook goes to the other node: {:?}",
+            job.webhook_url
+        );
+        let sent = fake.state.webhooks_sent.lock().unwrap().clone();
+        assert!(
+            sent.iter()
+                .any(|(id, status)| id == &job.id && *status == 200),
+            "{provider:?}: the other node took the webhook: {sent:?}"
+        );
+        webhook_node.shutdown().await;
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 async fn cancel_while_queued_at_the_provider_cancels_there_and_refunds(store: StoreKind) {

@@ -183,6 +183,12 @@ impl Backend for FailoverBackend {
         }
     }
 
+    fn wake_follower(&self, generation_id: &str) -> bool {
+        self.providers
+            .iter()
+            .any(|provider| provider.wake_follower(generation_id))
+    }
+
     async fn cancel_before_start(&self, generation_id: &str) -> StartedJobCancel {
         match self.provider_with_job(generation_id).await {
             Ok(Some(provider)) => provider.cancel_before_start(generation_id).await,

@@ -149,17 +149,30 @@ impl HostedBackend {
         {
             return Ok(WebhookReceipt::Duplicate);
         }
-        // On another node than the follower's, nothing is woken here: the
-        // follower's polling finds the job's end.
-        if let Some(wakeup) = self
-            .following
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .get(generation_id)
-        {
-            wakeup.notify_one();
+        if !self.wake_local_follower(generation_id) {
+            // The follower is on another node (a load balancer chose this
+            // one), or nowhere yet. Should telling the others fail, the
+            // follower's polling still finds the job's end, so the webhook
+            // is taken either way.
+            if let Err(error) = store.announce_provider_webhook(generation_id).await {
+                tracing::warn!(generation = %generation_id, error = %error,
+                    "could not tell the other nodes of a provider webhook");
+            }
         }
         Ok(WebhookReceipt::Taken)
+    }
+
+    /// Wakes this process's follower of the generation's job, if any.
+    fn wake_local_follower(&self, generation_id: &str) -> bool {
+        let following = self
+            .following
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let follower = following.get(generation_id);
+        if let Some(wakeup) = follower {
+            wakeup.notify_one();
+        }
+        follower.is_some()
     }
 
     async fn cancel_queued_job(&self, generation_id: &str) -> StartedJobCancel {
@@ -608,6 +621,10 @@ impl Backend for HostedBackend {
         body: &[u8],
     ) -> Result<WebhookReceipt, WebhookRefusal> {
         self.receive_webhook(generation_id, headers, body).await
+    }
+
+    fn wake_follower(&self, generation_id: &str) -> bool {
+        self.wake_local_follower(generation_id)
     }
 
     async fn cancel_before_start(&self, generation_id: &str) -> StartedJobCancel {

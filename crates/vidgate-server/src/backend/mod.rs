@@ -128,6 +128,11 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<WebhookReceipt, WebhookRefusal> {
         Err(WebhookRefusal::UnknownJob)
     }
+    /// Wakes this process's follower of `generation_id`'s provider job, if
+    /// it has one, to read the job's state now; true when it had one.
+    fn wake_follower(&self, _generation_id: &str) -> bool {
+        false
+    }
     /// Cancels the job of a running generation where it still waits in a
     /// provider's queue; a backend whose running jobs have started answers
     /// `Started`.
@@ -238,6 +243,46 @@ impl Backends {
         for backend in self.by_name.values().chain(self.by_model.values()) {
             backend.attach_store(store);
         }
+    }
+
+    /// Wakes this process's follower of `generation_id`'s provider job,
+    /// whichever model's backend has it (another node took its webhook).
+    pub fn wake_follower(&self, generation_id: &str) -> bool {
+        self.by_model
+            .values()
+            .chain(self.by_name.values())
+            .any(|backend| backend.wake_follower(generation_id))
+    }
+
+    /// Wakes this process's followers of the jobs whose webhooks other nodes
+    /// took, until `shutdown`; a job-running node's task. Where the store
+    /// carries no announcements (SQLite) it ends at once.
+    pub fn spawn_announced_webhook_wakeups(
+        &self,
+        store: Arc<dyn crate::store::Store>,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let backends = self.clone();
+        tokio::spawn(async move {
+            let Some(mut announcements) = store.provider_webhook_announcements().await else {
+                return;
+            };
+            loop {
+                let announced = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    announced = announcements.recv() => announced,
+                };
+                match announced {
+                    Ok(generation_id) => {
+                        backends.wake_follower(&generation_id);
+                    }
+                    // Wake-ups missed by falling behind are covered by the
+                    // followers' polling.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        })
     }
 
     pub fn for_model(&self, model: &vidgate_core::Model) -> Option<Arc<dyn Backend>> {

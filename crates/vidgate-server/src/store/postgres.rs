@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{Connection, PgPool, Postgres, Transaction};
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::{Notify, OnceCell, broadcast};
 use tokio::task::JoinHandle;
 
 use super::StoreError;
@@ -26,6 +26,14 @@ use super::schema::{self, Migrations};
 /// The channel on which queued jobs are announced; the payload is the id.
 pub(super) const WORK_CHANNEL: &str = "vidgate_work";
 
+/// The channel on which a node that took a verified provider webhook for a
+/// job it does not follow tells the others; the payload is the generation.
+const PROVIDER_WEBHOOK_CHANNEL: &str = "vidgate_provider_webhooks";
+
+/// Announcements of provider webhooks kept for a slow subscriber; one that
+/// falls further behind misses some, and its polling covers them.
+const PROVIDER_WEBHOOK_BACKLOG: usize = 256;
+
 /// Connections per process: workers and request handlers each hold one only
 /// for the length of a statement or a short transaction.
 const MAX_CONNECTIONS: u32 = 10;
@@ -34,8 +42,11 @@ pub struct PgStore {
     pool: PgPool,
     /// Fired for every announcement heard on `WORK_CHANNEL`.
     work_announced: Arc<Notify>,
-    /// The task that listens, started by the first worker that waits (an
-    /// API-only node or an admin command never holds the extra connection).
+    /// Every generation announced on `PROVIDER_WEBHOOK_CHANNEL`.
+    provider_webhooks: broadcast::Sender<String>,
+    /// The task that listens, started by the first worker that waits or
+    /// the first subscriber to provider webhooks (an API-only node or an
+    /// admin command never holds the extra connection).
     listener: OnceCell<JoinHandle<()>>,
     callers: CallerCache,
 }
@@ -66,6 +77,7 @@ impl PgStore {
         Ok(PgStore {
             pool,
             work_announced: Arc::new(Notify::new()),
+            provider_webhooks: broadcast::channel(PROVIDER_WEBHOOK_BACKLOG).0,
             listener: OnceCell::new(),
             callers: CallerCache::default(),
         })
@@ -101,33 +113,70 @@ impl PgStore {
     }
 
     pub(super) async fn wait_for_announced_work(&self, timeout: Duration) {
+        // The caller polls again after the timeout, so work is still found,
+        // only later; the next wait tries to listen again.
+        self.listen().await;
+        // A timeout is the ordinary outcome of an idle wait, not an error.
+        let _ = tokio::time::timeout(timeout, self.work_announced.notified()).await;
+    }
+
+    /// Sent at once, outside any transaction: the webhook it stands for has
+    /// already been recorded.
+    pub(super) async fn announce_to_other_nodes(
+        &self,
+        generation_id: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(PROVIDER_WEBHOOK_CHANNEL)
+            .bind(generation_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn hear_other_nodes(&self) -> Option<broadcast::Receiver<String>> {
+        // Subscribed before listening starts, so that nothing heard after
+        // this call is missed. Without a listener the subscriber hears
+        // nothing, and the jobs it follows end by polling.
+        let announcements = self.provider_webhooks.subscribe();
+        self.listen().await;
+        Some(announcements)
+    }
+
+    /// Starts the listening task unless it runs; a failure is logged and
+    /// tried again by the next caller.
+    async fn listen(&self) {
         if let Err(error) = self
             .listener
             .get_or_try_init(|| self.start_listening())
             .await
         {
-            // The caller polls again after the timeout, so work is still
-            // found, only later; the next wait tries to listen again.
-            tracing::warn!(error = %error, "could not listen for queued jobs; polling only");
+            tracing::warn!(error = %error, "could not listen for announcements; polling only");
         }
-        // A timeout is the ordinary outcome of an idle wait, not an error.
-        let _ = tokio::time::timeout(timeout, self.work_announced.notified()).await;
     }
 
     async fn start_listening(&self) -> Result<JoinHandle<()>, sqlx::Error> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(WORK_CHANNEL).await?;
+        listener
+            .listen_all([WORK_CHANNEL, PROVIDER_WEBHOOK_CHANNEL])
+            .await?;
         let work_announced = self.work_announced.clone();
+        let provider_webhooks = self.provider_webhooks.clone();
         Ok(tokio::spawn(async move {
             loop {
                 match listener.recv().await {
+                    Ok(notification) if notification.channel() == PROVIDER_WEBHOOK_CHANNEL => {
+                        // No subscriber is not an error: a node without
+                        // workers follows no jobs.
+                        let _ = provider_webhooks.send(notification.payload().to_owned());
+                    }
                     // One announcement is one job, so it wakes one worker;
                     // with none waiting, the next worker to wait returns at once.
                     Ok(_) => work_announced.notify_one(),
                     Err(error) => {
                         // The listener reconnects on the next receive;
                         // announcements missed meanwhile are found by polling.
-                        tracing::warn!(error = %error, "listening for queued jobs failed");
+                        tracing::warn!(error = %error, "listening for announcements failed");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }

@@ -6,6 +6,7 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tokio::sync::broadcast;
 
 use super::{StoreError, now_millis};
 
@@ -63,6 +64,16 @@ pub trait ProviderJobStore: Send + Sync {
         generation_id: &str,
         delivery_id: &str,
     ) -> Result<bool, StoreError>;
+    /// Tells every node that a verified webhook about `generation_id`'s
+    /// provider job arrived, so that whichever node follows the job reads
+    /// its state now instead of at its next poll. A node that received the
+    /// webhook but does not follow the job calls it.
+    async fn announce_provider_webhook(&self, generation_id: &str) -> Result<(), StoreError>;
+    /// The generations whose webhooks other nodes announced, heard from now
+    /// on; `None` where the store cannot carry announcements between
+    /// processes (SQLite, which one node serves, and whose node hears its
+    /// own webhooks).
+    async fn provider_webhook_announcements(&self) -> Option<broadcast::Receiver<String>>;
 }
 
 type ProviderJobRow = (
@@ -181,6 +192,17 @@ macro_rules! impl_provider_job_store {
                 .execute(self.writer())
                 .await?;
                 Ok(inserted.rows_affected() == 1)
+            }
+
+            async fn announce_provider_webhook(
+                &self,
+                generation_id: &str,
+            ) -> Result<(), StoreError> {
+                self.announce_to_other_nodes(generation_id).await
+            }
+
+            async fn provider_webhook_announcements(&self) -> Option<broadcast::Receiver<String>> {
+                self.hear_other_nodes().await
             }
         }
     };

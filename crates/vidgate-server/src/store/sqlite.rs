@@ -131,6 +131,21 @@ impl SqliteStore {
     pub(super) async fn wait_for_announced_work(&self, timeout: Duration) {
         tokio::time::sleep(timeout).await;
     }
+
+    /// One node serves a SQLite database, and it hears its own provider
+    /// webhooks: there is no other node to tell.
+    pub(super) async fn announce_to_other_nodes(
+        &self,
+        _generation_id: &str,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    pub(super) async fn hear_other_nodes(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
 }
 
 /// Creates the database file readable by its owner only (0600) before

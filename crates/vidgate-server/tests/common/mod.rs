@@ -258,6 +258,18 @@ async fn start_server(
     vidgate_server::start(options).await.expect("server starts")
 }
 
+/// A second node on a `TestApp`'s database.
+pub struct AnotherNode {
+    pub server: RunningServer,
+    _data_dir: TempDir,
+}
+
+impl AnotherNode {
+    pub async fn shutdown(self) {
+        self.server.shutdown().await;
+    }
+}
+
 impl TestApp {
     /// Stops the server as `vidgate serve` does on SIGTERM and starts a new
     /// one on the same database and data directory (on a new port).
@@ -281,6 +293,17 @@ impl TestApp {
             data_dir,
             database,
             settings,
+        }
+    }
+
+    /// Starts another node on this app's database (with a data directory
+    /// of its own), as a second `vidgate serve` process would run.
+    pub async fn start_another_node(&self, settings: TestSettings) -> AnotherNode {
+        let data_dir = tempfile::tempdir().expect("temporary data directory");
+        let server = start_server(&settings, &data_dir, &self.database).await;
+        AnotherNode {
+            server,
+            _data_dir: data_dir,
         }
     }
 
