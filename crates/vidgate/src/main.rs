@@ -107,9 +107,11 @@ struct ServeArgs {
     /// VIDGATE_REDIS_URL_FILE names a file holding it instead.
     #[arg(long, env = "VIDGATE_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
-    /// How many jobs run at once on this node.
-    #[arg(long, env = "VIDGATE_WORKERS", default_value_t = 2)]
-    workers: usize,
+    /// How many jobs run at once on this node (at least 1; a node that runs no jobs is
+    /// started with --role api).
+    #[arg(long, env = "VIDGATE_WORKERS", default_value_t = 2,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    workers: u16,
     /// Seconds a job's lease lasts without a heartbeat before another worker may take it over.
     #[arg(long, env = "VIDGATE_LEASE_SECONDS", default_value_t = 30)]
     lease_seconds: u64,
@@ -248,7 +250,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     options.sqlite_durability = args.sqlite_synchronous;
     options.public_url = args.public_url;
     options.redis_url = secrets::secret_setting(args.redis_url, "VIDGATE_REDIS_URL")?;
-    options.queue.workers = args.workers.max(1);
+    options.queue.workers = usize::from(args.workers);
     options.queue.lease = Duration::from_secs(args.lease_seconds.max(1));
     options.migrations = if args.skip_migrations {
         Migrations::Require

@@ -68,6 +68,34 @@ fn serve_help_lists_only_its_own_options_and_no_secret() {
     }
 }
 
+/// `--workers 0` used to start one worker anyway; a node that runs no jobs
+/// is `--role api`, and asking for none is refused before anything starts.
+#[test]
+fn zero_workers_is_refused_naming_the_option() {
+    let data_dir = tempfile::tempdir().unwrap();
+    for (arguments, environment) in [
+        (vec!["serve", "--workers", "0"], vec![]),
+        (vec!["serve"], vec![("VIDGATE_WORKERS", "0")]),
+    ] {
+        let mut arguments = arguments.clone();
+        arguments.extend([
+            "--data-dir",
+            text(data_dir.path()),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        let output = vidgate(&arguments, &environment);
+        assert!(!output.status.success(), "{arguments:?} {environment:?}");
+        let printed = printed(&output);
+        assert!(printed.contains("--workers"), "{printed}");
+        assert!(printed.contains("'0'"), "{printed}");
+    }
+    assert!(
+        std::fs::read_dir(data_dir.path()).unwrap().next().is_none(),
+        "nothing was created"
+    );
+}
+
 #[tokio::test]
 async fn a_node_prints_its_bound_address_and_its_public_url_labelled() {
     let data_dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,7 @@
 //! length of each run (default 5). It needs `wrk`, `python3` (the SQLite
 //! reference) and `pgbench` (the PostgreSQL one) on the PATH.
 //!
-//! vidgate runs as the real release binary (`vidgate serve --workers 0`, so
+//! vidgate runs as the real release binary (`vidgate serve --role api`, so
 //! submitted jobs stay queued and the figures are the API and the store),
 //! loaded by `wrk -t2 -c32` over loopback like the measurements.
 //! `VIDGATE_BENCH_BINARY` runs another build of `vidgate` instead (a copy
@@ -53,7 +53,9 @@ impl Node {
         // is raised as the accounts' limits are, since it is not what is
         // measured here.
         let mut child = Command::new(vidgate_binary())
-            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "0"])
+            // An API node runs no jobs: nothing renders while the API and
+            // the store are measured.
+            .args(["serve", "--listen", "127.0.0.1:0", "--role", "api"])
             .args([
                 "--public-rate-limit",
                 "1000000",
