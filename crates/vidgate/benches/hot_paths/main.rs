@@ -3,7 +3,7 @@
 //! the ratios are the point). Nothing here is asserted: it prints.
 //!
 //! `cargo bench -p vidgate --bench hot_paths [-- SECTION…]` with sections
-//! `reads`, `submit`, `lists`, `postgres` (all by default; `postgres` needs
+//! `reads`, `submit`, `lists`, `memory`, `postgres` (all by default; `postgres` needs
 //! `VIDGATE_BENCH_POSTGRES_URL` or `VIDGATE_TEST_POSTGRES_URL`, a server on
 //! which it creates and drops a database). `VIDGATE_BENCH_SECONDS` sets the
 //! length of each run (default 5). It needs `wrk`, `python3` (the SQLite
@@ -47,15 +47,25 @@ impl Drop for Node {
 }
 
 impl Node {
+    /// An API node: it runs no jobs, so nothing renders while the API and
+    /// the store are measured.
     fn start(environment: &[(&str, &str)]) -> Node {
+        Node::start_as(environment, &["--role", "api"])
+    }
+
+    /// A node that also runs jobs, on the local engine.
+    fn start_rendering(environment: &[(&str, &str)]) -> Node {
+        Node::start_as(environment, &["--role", "all", "--workers", "2"])
+    }
+
+    fn start_as(environment: &[(&str, &str)], role_arguments: &[&str]) -> Node {
         // The public endpoints' fair-use limit per client address (5/s by
         // default) would refuse almost all of a load from one address; it
         // is raised as the accounts' limits are, since it is not what is
         // measured here.
         let mut child = Command::new(vidgate_binary())
-            // An API node runs no jobs: nothing renders while the API and
-            // the store are measured.
-            .args(["serve", "--listen", "127.0.0.1:0", "--role", "api"])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(role_arguments)
             .args([
                 "--public-rate-limit",
                 "1000000",
@@ -392,6 +402,63 @@ async fn lists(
     }
 }
 
+/// Resident memory of a node that runs jobs on the local engine: idle,
+/// after rendering a few 720p clips two at a time, and 10 s later. The
+/// encoder's threads take tens of MB each while they render.
+async fn memory_after_renders(work: &Path, report: &mut Report) {
+    const CLIPS: usize = 6;
+    let data_dir = work.join("rendering");
+    let data_dir_text = data_dir.to_str().unwrap().to_owned();
+    let environment = [("VIDGATE_DATA_DIR", data_dir_text.as_str())];
+    let (_, key) = unlimited_account(&environment, "rendering");
+    let node = Node::start_rendering(&environment);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = node.resident_megabytes();
+    let client = reqwest::Client::new();
+    let mut urls = Vec::new();
+    for _ in 0..CLIPS {
+        let submitted: Value = client
+            .post(format!(
+                "{}/run/vendor_1/model_1/text-to-video",
+                node.api_base
+            ))
+            .bearer_auth(&key)
+            .header("content-type", "application/json")
+            .body(SUBMIT_BODY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        urls.push(submitted["urls"]["get"].as_str().unwrap().to_owned());
+    }
+    for url in &urls {
+        loop {
+            let generation: Value = client
+                .get(url)
+                .bearer_auth(&key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            match generation["status"].as_str() {
+                Some("succeeded") => break,
+                Some("queued" | "running") => tokio::time::sleep(Duration::from_millis(200)).await,
+                other => panic!("a benchmark clip ended {other:?}: {generation}"),
+            }
+        }
+    }
+    let after = node.resident_megabytes();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    report.note(format!(
+        "resident memory, node rendering {CLIPS} clips of 5 s at 720p: idle {idle:.1} MB, after the renders {after:.1} MB, 10 s later {:.1} MB",
+        node.resident_megabytes()
+    ));
+}
+
 /// Submits on PostgreSQL, one account and 16, against pgbench running the
 /// same-shaped transaction over 16 accounts with 32 clients.
 fn postgres_submit(
@@ -487,6 +554,9 @@ async fn main() {
         node.resident_megabytes()
     ));
     drop(node);
+    if wants("memory") {
+        memory_after_renders(work.path(), &mut report).await;
+    }
 
     match (&postgres_url, wants("postgres")) {
         (Some(admin_url), true) => {
