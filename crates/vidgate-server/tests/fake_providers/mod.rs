@@ -541,7 +541,7 @@ impl tokio::io::AsyncRead for HugeBody {
         _context: &mut Context<'_>,
         buffer: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        const ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+        static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
         let length = buffer.remaining().min(ZEROS.len()).min(self.left as usize);
         buffer.put_slice(&ZEROS[..length]);
         self.left -= length as u64;
