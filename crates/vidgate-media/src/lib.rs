@@ -24,5 +24,8 @@ pub use inspect::{
     FetchLimit, InspectError, InspectedMedia, Inspection, MediaError, MediaInspector,
 };
 pub use normalize::normalize_url;
-pub use probe::{FrameRate, MediaDetails, MediaFormat, MediaInfo, ProbeError, probe, probe_file};
+pub use probe::{
+    FrameRate, MediaDetails, MediaFormat, MediaInfo, ProbeError, probe, probe_file,
+    video_file_has_audio, video_has_audio,
+};
 pub use rules::{MediaField, Scope, check_field, media_fields};

@@ -306,6 +306,47 @@ pub fn probe_file(path: &Path) -> Result<MediaInfo, ProbeError> {
     })
 }
 
+/// Whether the video held in `bytes` has a sound track, read from its
+/// header boxes as [`probe`] reads its picture. A file that is not a
+/// readable video has none. CPU-bound: call it on a blocking thread.
+pub fn video_has_audio(bytes: &[u8]) -> bool {
+    video_header_boxes(&mut Cursor::new(bytes), bytes.len() as u64)
+        .is_ok_and(|header| header_has_audio_track(&header))
+}
+
+/// Whether the video file at `path` has a sound track, reading only its
+/// header boxes (at most [`MAX_VIDEO_HEADER_BYTES`]), never its media
+/// data. A file that cannot be read, or is not a readable video, has none.
+/// Blocking file I/O: call it on a blocking thread.
+pub fn video_file_has_audio(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    let Ok(metadata) = file.metadata() else {
+        return false;
+    };
+    video_header_boxes(&mut BufReader::new(file), metadata.len())
+        .is_ok_and(|header| header_has_audio_track(&header))
+}
+
+/// Whether the header boxes of a video declare an audio track, with the
+/// same guards as [`probe_video`]: the sample limit before the parser, and
+/// the parser inside `catch_unwind`.
+fn header_has_audio_track(header: &[u8]) -> bool {
+    if declared_sample_count(header).is_ok_and(|declared| declared <= MAX_VIDEO_SAMPLES) {
+        catch_unwind(AssertUnwindSafe(|| {
+            re_mp4::Mp4::read_bytes(header).is_ok_and(|mp4| {
+                mp4.tracks()
+                    .values()
+                    .any(|track| track.kind == Some(re_mp4::TrackKind::Audio))
+            })
+        }))
+        .unwrap_or(false)
+    } else {
+        false
+    }
+}
+
 /// Reads an image's size from its header.
 pub fn probe_image(bytes: &[u8], format: MediaFormat) -> Result<MediaDetails, ProbeError> {
     probe_image_reader(Cursor::new(bytes), format)

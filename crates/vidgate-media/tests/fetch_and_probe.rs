@@ -11,7 +11,7 @@ use common::{MediaServer, image, mp3, mp4, wav};
 use image::ImageFormat;
 use vidgate_media::{
     FetchError, FetchSettings, Fetcher, MediaDetails, MediaFormat, ProbeError, hex, probe,
-    probe_file,
+    probe_file, video_file_has_audio, video_has_audio,
 };
 
 const LIMIT: u64 = 10 * 1024 * 1024;
@@ -340,6 +340,54 @@ async fn other_spellings_of_a_url_fetch_the_same_file() {
     ] {
         assert!(fetcher(true).fetch(&url, LIMIT).await.is_ok(), "{url}");
     }
+}
+
+#[test]
+fn whether_a_video_has_sound_is_read_from_its_header_boxes_on_disk_as_in_memory() {
+    let directory = tempfile::tempdir().unwrap();
+    let render = |generate_audio: bool| {
+        let request = vidgate_engine::RenderRequest {
+            width: 320,
+            height: 240,
+            duration_s: 1,
+            fps: 12,
+            seed: 3,
+            prompt: "a clip with or without sound".to_owned(),
+            generate_audio,
+            ..vidgate_engine::RenderRequest::default()
+        };
+        vidgate_engine::render(
+            &request,
+            &|_| {},
+            &std::sync::atomic::AtomicBool::new(false),
+        )
+        .expect("the engine renders")
+        .mp4
+    };
+    let mut padded_with_sound = render(true);
+    padded_with_sound.extend_from_slice(&(1024u32 + 8).to_be_bytes());
+    padded_with_sound.extend_from_slice(b"free");
+    padded_with_sound.extend_from_slice(&[0u8; 1024]);
+    for (name, bytes, has_sound) in [
+        ("sound.mp4", render(true), true),
+        ("silent.mp4", render(false), false),
+        ("padded.mp4", padded_with_sound, true),
+        ("a.png", image(ImageFormat::Png, 64, 48), false),
+    ] {
+        let path = directory.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(video_has_audio(&bytes), has_sound, "{name} in memory");
+        assert_eq!(video_file_has_audio(&path), has_sound, "{name} on disk");
+        // The header boxes alone answer as the parser does over the whole
+        // file.
+        let whole_file = re_mp4::Mp4::read_bytes(&bytes).is_ok_and(|mp4| {
+            mp4.tracks()
+                .values()
+                .any(|track| track.kind == Some(re_mp4::TrackKind::Audio))
+        });
+        assert_eq!(whole_file, has_sound, "{name} read whole");
+    }
+    assert!(!video_file_has_audio(&directory.path().join("missing.mp4")));
 }
 
 #[test]

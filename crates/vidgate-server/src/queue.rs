@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use vidgate_core::{Catalog, Mode, ValidatedInput};
 
-use crate::backend::{Backends, Job, JobFailure, RenderedClip};
+use crate::backend::{Backends, ClipBytes, Job, JobFailure, RenderedClip};
 use crate::bound_media::{MediaBinding, release_generation_media};
 use crate::health::QueueLiveness;
 use crate::metrics::{JobOutcome, Metrics};
@@ -330,7 +330,11 @@ async fn record_success(
     seed: u64,
 ) -> JobOutcome {
     let generation_id = generation.id.as_str();
-    let stored = match context.storage.put_output(generation_id, &clip.mp4).await {
+    let stored = match clip.mp4 {
+        ClipBytes::InMemory(bytes) => context.storage.put_output(generation_id, &bytes).await,
+        ClipBytes::File(path) => context.storage.put_output_file(generation_id, path).await,
+    };
+    let stored = match stored {
         Ok(stored) => stored,
         Err(error) => {
             tracing::error!(generation = %generation_id, error = %error, "storing the clip failed");

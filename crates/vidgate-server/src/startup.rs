@@ -252,6 +252,7 @@ impl Components {
         .map_err(ServerError::MediaClient)?;
         options.backends.attach_media_fetcher(&media_fetcher);
         options.backends.attach_store(&store);
+        options.backends.attach_storage(&storage);
         // Provider webhooks need an address the provider can reach: only an
         // operator-configured public URL is one. Without it, hosted jobs
         // are followed by polling alone.

@@ -167,7 +167,7 @@ impl Storage {
         generation_id: &str,
         bytes: &[u8],
     ) -> std::io::Result<StoredFile> {
-        let relative_path = format!("outputs/{}/{generation_id}.mp4", random_token(24));
+        let relative_path = Storage::output_path(generation_id);
         match &self.backend {
             Backend::Local { root } => {
                 let final_path = root.join(&relative_path);
@@ -195,9 +195,57 @@ impl Storage {
         })
     }
 
-    /// A new local file to stream a multipart upload into (for the size cap
-    /// and the probe), under a hidden name that is never served or resolved
-    /// as one of our URLs until `keep_upload` stores it.
+    /// Stores a generation's clip from a complete file made by
+    /// `incoming_file`, never reading it whole: on disk the file is renamed
+    /// into place (atomic, so a reader never sees a partial file); to a
+    /// bucket it is sent as a multipart upload, which the bucket shows only
+    /// once complete, and then removed. On failure the file is removed when
+    /// `clip` is dropped.
+    pub async fn put_output_file(
+        &self,
+        generation_id: &str,
+        clip: tempfile::TempPath,
+    ) -> std::io::Result<StoredFile> {
+        let relative_path = Storage::output_path(generation_id);
+        let size_bytes = tokio::fs::metadata(&clip).await?.len();
+        match &self.backend {
+            Backend::Local { root } => {
+                let final_path = root.join(&relative_path);
+                let directory = final_path
+                    .parent()
+                    .expect("output paths have a parent directory");
+                tokio::fs::create_dir_all(directory).await?;
+                tokio::fs::rename(&clip, &final_path).await?;
+                // The file now lives at its final path; the scratch name is
+                // gone, so there is nothing left to remove.
+                let _ = clip.keep();
+            }
+            Backend::S3 { store, prefix } => {
+                put_file(
+                    store,
+                    &Storage::object_path(prefix, &relative_path),
+                    &clip,
+                    "video/mp4",
+                )
+                .await?;
+            }
+        }
+        Ok(StoredFile {
+            relative_path,
+            size_bytes,
+        })
+    }
+
+    /// Where a generation's clip is stored: under a fresh unguessable token.
+    fn output_path(generation_id: &str) -> String {
+        format!("outputs/{}/{generation_id}.mp4", random_token(24))
+    }
+
+    /// A new local file to stream a multipart upload or a downloaded clip
+    /// into (for the size cap and the probe), under a hidden name that is
+    /// never served or resolved as one of our URLs until `keep_upload` or
+    /// `put_output_file` stores it. On local disk the directory is under
+    /// the storage root, so storing it is a rename on one filesystem.
     pub async fn incoming_file(&self) -> std::io::Result<(PathBuf, tokio::fs::File)> {
         tokio::fs::create_dir_all(&self.incoming).await?;
         let path = self.incoming.join(format!("{}.partial", random_token(24)));

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use vidgate_core::ValidatedInput;
 use vidgate_server::backend::{
-    Backend, Backends, CogBackend, CogCallbacks, CogModelConfig, Job, JobFailure, RenderedClip,
-    apply_backends_file,
+    Backend, Backends, ClipBytes, CogBackend, CogCallbacks, CogModelConfig, Job, JobFailure,
+    RenderedClip, apply_backends_file,
 };
 
 use common::{
@@ -405,7 +405,11 @@ fn job(generation_id: &str, prompt: &str) -> Job {
 
 fn assert_one_second_clip(result: Result<RenderedClip, JobFailure>) {
     let clip = result.expect("the job succeeds");
-    assert_eq!(&clip.mp4[4..8], b"ftyp");
+    // Cog returns the clip inline, as a data URI, without an upload target.
+    let ClipBytes::InMemory(mp4) = &clip.mp4 else {
+        panic!("an inline output stays in memory: {:?}", clip.mp4);
+    };
+    assert_eq!(&mp4[4..8], b"ftyp");
     assert_eq!((clip.width, clip.height, clip.fps), (320, 240, 24));
     assert!((clip.duration_s - 1.0).abs() < 0.1, "{}", clip.duration_s);
     assert!(clip.has_audio);

@@ -16,7 +16,9 @@ use vidgate_server::backend::{Backends, Job, apply_backends_file_with_credential
 use vidgate_server::store::ProviderHealth;
 
 use common::{StoreKind, TestApp, TestSettings, on_both_stores, spawn_app_with};
-use fake_providers::{FAL_KEY, FakeJob, FakeProviders, FakeStatus, Provider, REPLICATE_TOKEN};
+use fake_providers::{
+    FakeJob, FakeProviders, FakeStatus, Provider, REPLICATE_TOKEN, example_backends,
+};
 
 /// The example backends file of `provider`, pointed at the fake, with
 /// timeouts short enough for tests.
@@ -48,38 +50,10 @@ fn backends_with(
     timeouts: Value,
     costs: Value,
 ) -> Backends {
-    let name = match provider {
-        Provider::Fal => "fal.json",
-        Provider::Replicate => "replicate.json",
-    };
-    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/hosted")
-        .join(name);
-    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
-    for model in file["models"].as_object_mut().unwrap().values_mut() {
-        match provider {
-            Provider::Fal => {
-                model["api_url"] = json!(fake.fal_queue_url());
-                model["platform_url"] = json!(fake.fal_api_url());
-                model["jwks_url"] = json!(fake.fal_jwks_url());
-            }
-            Provider::Replicate => model["api_url"] = json!(fake.replicate_api_url()),
-        }
+    example_backends(fake, provider, |model| {
         model["timeouts"] = timeouts.clone();
         model["costs"] = costs.clone();
-    }
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join(name);
-    std::fs::write(&path, file.to_string()).unwrap();
-    let mut backends = Backends::builtin(true);
-    let credentials = |name: &str| match name {
-        "FAL_KEY" => Some(FAL_KEY.to_owned()),
-        "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
-        _ => None,
-    };
-    apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
-        .expect("the example backends file applies");
-    backends
+    })
 }
 
 async fn app_at(store: StoreKind, backends: Backends, workers: usize) -> TestApp {
@@ -168,6 +142,11 @@ async fn every_model_succeeds_through_each_provider_with_the_video_in_our_storag
             Provider::Replicate => assert_eq!(kling.input["mode"], "pro"),
         }
         app.assert_ledger_invariant(&app.account.account.id).await;
+        assert_eq!(
+            incoming_files(app.data_dir.path()),
+            Vec::<std::path::PathBuf>::new(),
+            "{provider:?}: each downloaded clip was moved into storage"
+        );
     }
 }
 
@@ -224,6 +203,81 @@ async fn failed_and_moderated_provider_jobs_fail_and_are_refunded(store: StoreKi
         assert_eq!(after.captured, before.captured);
         app.assert_ledger_invariant(&app.account.account.id).await;
         assert_eq!(fake.jobs_at(provider).len(), 2);
+    }
+}
+
+/// The files that a copy in progress keeps in the storage's incoming
+/// directory, anywhere under `directory`.
+fn incoming_files(directory: &Path) -> Vec<std::path::PathBuf> {
+    walk(directory)
+        .into_iter()
+        .filter(|path| {
+            path.components()
+                .any(|component| component.as_os_str() == ".incoming")
+                || path.to_string_lossy().ends_with(".partial")
+        })
+        .collect()
+}
+
+async fn an_output_far_larger_than_the_cap_fails_promptly_refunded_leaving_no_file(
+    store: StoreKind,
+) {
+    const CAP: u64 = 1_000_000;
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        let backends = example_backends(&fake, provider, |model| {
+            model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 30,
+                "job_seconds": 60, "poll_seconds": 0.1, "retry_seconds": 20 });
+            model["max_output_bytes"] = json!(CAP);
+        });
+        let app = app_at(store.clone(), backends, 2).await;
+        let before = app.account_state(&app.account.account.id).await;
+        let model = "vendor_4/model_4";
+        let generation = submit(
+            &app,
+            model,
+            text_to_video(model, "a kite [fake:huge-output]"),
+        )
+        .await;
+        let started = Instant::now();
+        let done = app
+            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "failed", "{provider:?}: {done}");
+        assert_eq!(done["error"]["code"], "upstream_error", "{done}");
+        assert!(
+            done["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("larger than {CAP} bytes")),
+            "{done}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+        // The copy stopped reading just past the cap: what the fake handed
+        // its connection is the cap plus what sockets buffer, nowhere near
+        // the whole body.
+        let sent = fake
+            .state
+            .huge_output_bytes_sent
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(sent > CAP, "the body was read: {sent}");
+        assert!(
+            sent < CAP + 64 * 1024 * 1024,
+            "{provider:?}: the copy went on past the cap: {sent} bytes sent"
+        );
+        let after = app.account_state(&app.account.account.id).await;
+        assert_eq!(after.balance, before.balance, "{provider:?}: refunded");
+        assert_eq!(after.captured, before.captured);
+        app.assert_ledger_invariant(&app.account.account.id).await;
+        assert_eq!(
+            incoming_files(app.data_dir.path()),
+            Vec::<std::path::PathBuf>::new(),
+            "{provider:?}: the partial copy is removed"
+        );
     }
 }
 
@@ -953,4 +1007,5 @@ on_both_stores!(
     a_provider_that_refuses_the_job_hands_it_to_the_next_and_its_circuit_opens,
     a_model_with_no_healthy_provider_answers_503_and_holds_nothing,
     a_succeeded_generation_records_its_provider_cost_for_the_usage_report,
+    an_output_far_larger_than_the_cap_fails_promptly_refunded_leaving_no_file,
 );

@@ -6,6 +6,7 @@
 //! port and creates its own bucket.
 
 mod common;
+mod fake_providers;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use fake_providers::{FakeProviders, PADDED_OUTPUT_FREE_BYTES, Provider, example_backends};
 use image::{Rgb, RgbImage};
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT_RANGES, CONTENT_RANGE, CONTENT_TYPE, RANGE};
@@ -328,6 +330,58 @@ async fn a_multipart_upload_is_stored_in_the_bucket(store: StoreKind) {
     assert_eq!(done["status"], "succeeded", "{done}");
 }
 
+async fn a_hosted_providers_output_is_streamed_into_the_bucket(store: StoreKind) {
+    let Some(program) = moto_program("a_hosted_providers_output_is_streamed_into_the_bucket")
+    else {
+        return;
+    };
+    let moto = Moto::start(&program).await;
+    let fake = FakeProviders::start().await;
+    let app = spawn_app_with(TestSettings {
+        storage: moto.storage(),
+        backends: example_backends(&fake, Provider::Fal, |model| {
+            model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 30,
+                "job_seconds": 60, "poll_seconds": 0.1, "retry_seconds": 20 });
+        }),
+        ..TestSettings::new(store)
+    })
+    .await;
+    // Tens of megabytes, so the clip goes to the bucket in several parts.
+    let submitted = app
+        .submit_ok(
+            "vendor_1/model_1/text-to-video",
+            json!({ "prompt": "a kite over the sea [fake:padded-output]", "duration": 2 }),
+        )
+        .await;
+    let done = app
+        .wait_for_status(submitted["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let job = &fake.jobs_at(Provider::Fal)[0];
+    let produced = fake
+        .state
+        .output(&job.id)
+        .expect("the fake produced a clip");
+    assert!(produced.len() > PADDED_OUTPUT_FREE_BYTES);
+    assert_eq!(done["output"]["size_bytes"], json!(produced.len()));
+    assert_eq!(done["output"]["width"], 320);
+    let url = done["output"]["video_url"].as_str().unwrap();
+    let stored = moto
+        .object(&app, url)
+        .await
+        .expect("the clip is in the bucket");
+    assert!(
+        stored == produced.as_ref(),
+        "the bucket holds the provider's clip"
+    );
+    let served = app.client.get(url).send().await.unwrap();
+    assert_eq!(served.status(), StatusCode::OK);
+    assert_eq!(served.headers()[CONTENT_TYPE], "video/mp4");
+    // The downloaded file was removed from local disk once in the bucket.
+    let incoming = app.data_dir.path().join("incoming");
+    assert_eq!(std::fs::read_dir(incoming).unwrap().count(), 0);
+}
+
 async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
     let Some(program) = moto_program("direct_uploads_are_checked_on_first_use") else {
         return;
@@ -512,4 +566,5 @@ on_both_stores!(
     a_multipart_upload_is_stored_in_the_bucket,
     direct_uploads_are_checked_on_first_use,
     a_direct_upload_overwritten_after_its_first_use_does_not_change_the_job,
+    a_hosted_providers_output_is_streamed_into_the_bucket,
 );

@@ -14,7 +14,6 @@
 //! `Prefer: respond-async` answers only when the prediction is finished.
 
 use std::collections::HashMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -24,11 +23,12 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
-use vidgate_media::MediaDetails;
 
 use super::config::CogModelConfig;
-use super::{Admission, Backend, Job, JobFailure, Rejection, RenderedClip};
+use super::output::{self, DownloadError};
+use super::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
 use crate::ids::{random_token, sha256_hex};
+use crate::storage::Storage;
 
 /// A duration from the backends file's seconds, never zero (a zero timeout
 /// would fail every request) and saturating instead of panicking.
@@ -166,6 +166,9 @@ pub struct CogBackend {
     slots: Arc<Semaphore>,
     callbacks: Arc<CogCallbacks>,
     health: Mutex<Option<Health>>,
+    /// The storage, attached at server start: outputs given as URLs are
+    /// downloaded into its incoming directory.
+    storage: Mutex<Option<Arc<Storage>>>,
 }
 
 impl CogBackend {
@@ -189,6 +192,7 @@ impl CogBackend {
             client,
             callbacks,
             health: Mutex::new(None),
+            storage: Mutex::new(None),
         });
         tokio::spawn(health_loop(Arc::downgrade(&backend)));
         Ok(backend)
@@ -458,13 +462,9 @@ impl CogBackend {
                 let output = first_output(&prediction["output"]).ok_or_else(|| {
                     upstream_failure("the prediction succeeded without a video output".into())
                 })?;
-                let mp4 = self.output_bytes(output).await?;
-                tracing::info!(generation = %job.generation_id, bytes = mp4.len(), "cog prediction succeeded");
-                tokio::task::spawn_blocking(move || probe_clip(mp4))
-                    .await
-                    .map_err(|error| {
-                        upstream_failure(format!("probing the output failed: {error}"))
-                    })?
+                let mp4 = self.output_clip(output).await?;
+                tracing::info!(generation = %job.generation_id, "cog prediction succeeded");
+                output::probe_clip(mp4).await
             }
             Some("canceled") => Err(JobFailure::Failed {
                 code: "generation_failed".into(),
@@ -483,8 +483,10 @@ impl CogBackend {
         }
     }
 
-    /// The bytes of an output given as a data URI or an http(s) URL.
-    async fn output_bytes(&self, output: &str) -> Result<Vec<u8>, JobFailure> {
+    /// An output given as a data URI (decoded in memory, where it already
+    /// is) or an http(s) URL (streamed into the storage's incoming
+    /// directory, never whole in memory).
+    async fn output_clip(&self, output: &str) -> Result<ClipBytes, JobFailure> {
         let limit = self.config.max_output_bytes;
         if let Some(data) = output.strip_prefix("data:") {
             let (header, payload) = data
@@ -507,7 +509,7 @@ impl CogBackend {
             if decoded.len() as u64 > limit {
                 return Err(too_large());
             }
-            return Ok(decoded);
+            return Ok(ClipBytes::InMemory(decoded));
         }
         let url = url::Url::parse(output)
             .ok()
@@ -515,10 +517,16 @@ impl CogBackend {
             .ok_or_else(|| {
                 upstream_failure("the output is neither a data URI nor an http URL".into())
             })?;
+        let storage = self
+            .storage
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+            .ok_or_else(|| upstream_failure("the cog backend has no storage attached".into()))?;
         let fetch_failed = |error: reqwest::Error| {
             upstream_failure(format!("fetching the output failed: {error}"))
         };
-        let mut response = self
+        let response = self
             .client
             .get(url)
             .timeout(seconds(self.config.timeouts.prediction_seconds))
@@ -526,16 +534,14 @@ impl CogBackend {
             .await
             .and_then(reqwest::Response::error_for_status)
             .map_err(fetch_failed)?;
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(fetch_failed)? {
-            if (bytes.len() + chunk.len()) as u64 > limit {
-                return Err(upstream_failure(format!(
-                    "the output is larger than {limit} bytes"
-                )));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(bytes)
+        let downloaded = output::download_to_incoming(&storage, response, limit)
+            .await
+            .map_err(|error| match error {
+                DownloadError::TooLarge { .. } => upstream_failure(error.to_string()),
+                DownloadError::Network(error) => fetch_failed(error),
+                DownloadError::Scratch(error) => output::scratch_failure(&error),
+            })?;
+        Ok(ClipBytes::File(downloaded))
     }
 }
 
@@ -566,6 +572,13 @@ impl Backend for CogBackend {
                 self.model_id
             )))
         }
+    }
+
+    fn attach_storage(&self, storage: &Arc<Storage>) {
+        *self
+            .storage
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(storage.clone());
     }
 
     async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
@@ -619,44 +632,6 @@ fn first_output(output: &Value) -> Option<&str> {
         Value::Array(items) => items.first().and_then(Value::as_str),
         _ => None,
     }
-}
-
-/// Reads the clip's size, frame rate, duration and whether it has sound.
-pub(super) fn probe_clip(mp4: Vec<u8>) -> Result<RenderedClip, JobFailure> {
-    let info = vidgate_media::probe(&mp4).map_err(|error| {
-        upstream_failure(format!("the output is not a readable video: {error}"))
-    })?;
-    let MediaDetails::Video {
-        width,
-        height,
-        duration_ms,
-        frame_rate,
-    } = info.details
-    else {
-        return Err(upstream_failure("the output is not a video".into()));
-    };
-    // The probe above has read the file once, so a panic here would be a
-    // parser bug; it still must not take the worker down.
-    let has_audio = catch_unwind(AssertUnwindSafe(|| {
-        re_mp4::Mp4::read_bytes(&mp4).map(|parsed| {
-            parsed
-                .tracks()
-                .values()
-                .any(|track| track.kind == Some(re_mp4::TrackKind::Audio))
-        })
-    }))
-    .ok()
-    .and_then(Result::ok)
-    .unwrap_or(false);
-    Ok(RenderedClip {
-        mp4,
-        width,
-        height,
-        fps: frame_rate.per_second().round() as u32,
-        duration_s: duration_ms as f64 / 1000.0,
-        has_audio,
-        provider_run: None,
-    })
 }
 
 #[cfg(test)]
@@ -731,9 +706,12 @@ mod tests {
         )
         .unwrap();
         let decoded = backend
-            .output_bytes("data:video/mp4;base64,AAAAGGZ0eXA=")
+            .output_clip("data:video/mp4;base64,AAAAGGZ0eXA=")
             .await
             .unwrap();
+        let ClipBytes::InMemory(decoded) = decoded else {
+            panic!("a data URI stays in memory: {decoded:?}");
+        };
         assert_eq!(&decoded[4..8], b"ftyp");
         for refused in [
             "data:video/mp4,plain-text",
@@ -741,7 +719,7 @@ mod tests {
             "data:video/mp4;base64,AAAAGGZ0eXBBQUFBQUFB",
             "ftp://example.com/clip.mp4",
         ] {
-            let failure = backend.output_bytes(refused).await.unwrap_err();
+            let failure = backend.output_clip(refused).await.unwrap_err();
             assert!(
                 matches!(&failure, JobFailure::Failed { code, .. } if code == "upstream_error"),
                 "{refused}: {failure:?}"
@@ -749,36 +727,85 @@ mod tests {
         }
     }
 
+    /// The files left in a storage's incoming directory.
+    fn incoming_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(root.join("uploads").join(".incoming"))
+            .into_iter()
+            .flatten()
+            .map(|entry| entry.unwrap().path())
+            .collect()
+    }
+
     #[tokio::test]
-    async fn url_outputs_are_downloaded_within_the_size_cap() {
+    async fn url_outputs_are_streamed_to_an_incoming_file_within_the_size_cap() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let router =
-            axum::Router::new().route("/clip.mp4", axum::routing::get(|| async { vec![7u8; 100] }));
+        let router = axum::Router::new()
+            .route("/clip.mp4", axum::routing::get(|| async { vec![7u8; 100] }))
+            // Chunked, with no Content-Length to refuse it by: only counting
+            // what arrives stops it.
+            .route(
+                "/endless.mp4",
+                axum::routing::get(|| async {
+                    axum::body::Body::from_stream(tokio_util::io::ReaderStream::new(
+                        tokio::io::repeat(7),
+                    ))
+                }),
+            );
         tokio::spawn(async move { axum::serve(listener, router).await });
         let url = format!("http://{address}/clip.mp4");
+        let root = tempfile::tempdir().unwrap();
+        let storage = Arc::new(Storage::local(root.path().to_owned()));
         let backend_with_cap = |cap: u64| {
-            CogBackend::new(
+            let backend = CogBackend::new(
                 "vendor_1/model_1",
                 config(json!({ "max_output_bytes": cap })),
                 Arc::default(),
             )
-            .unwrap()
+            .unwrap();
+            backend.attach_storage(&storage);
+            backend
         };
-        let downloaded = backend_with_cap(100).output_bytes(&url).await.unwrap();
-        assert_eq!(downloaded, vec![7u8; 100]);
-        let refused = backend_with_cap(99).output_bytes(&url).await.unwrap_err();
+        let downloaded = backend_with_cap(100).output_clip(&url).await.unwrap();
+        let ClipBytes::File(path) = downloaded else {
+            panic!("a URL output is downloaded to a file: {downloaded:?}");
+        };
+        assert!(path.starts_with(root.path()), "{path:?}");
+        assert_eq!(std::fs::read(&path).unwrap(), vec![7u8; 100]);
+        drop(path);
+        assert_eq!(
+            incoming_files(root.path()),
+            Vec::<std::path::PathBuf>::new()
+        );
+
+        let refused = backend_with_cap(99).output_clip(&url).await.unwrap_err();
         assert!(
             refused.to_string().contains("larger than 99 bytes"),
             "{refused}"
         );
+        let endless = tokio::time::timeout(
+            Duration::from_secs(10),
+            backend_with_cap(1_000_000).output_clip(&format!("http://{address}/endless.mp4")),
+        )
+        .await
+        .expect("an endless output is refused once past the cap")
+        .unwrap_err();
+        assert!(
+            endless.to_string().contains("larger than 1000000 bytes"),
+            "{endless}"
+        );
         let missing = backend_with_cap(100)
-            .output_bytes(&format!("http://{address}/missing.mp4"))
+            .output_clip(&format!("http://{address}/missing.mp4"))
             .await
             .unwrap_err();
         assert!(
             missing.to_string().contains("fetching the output failed"),
             "{missing}"
+        );
+        assert_eq!(
+            incoming_files(root.path()),
+            Vec::<std::path::PathBuf>::new(),
+            "a refused output leaves no file behind"
         );
     }
 

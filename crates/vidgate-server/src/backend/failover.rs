@@ -161,6 +161,12 @@ impl Backend for FailoverBackend {
         }
     }
 
+    fn attach_storage(&self, storage: &Arc<crate::storage::Storage>) {
+        for provider in &self.providers {
+            provider.attach_storage(storage);
+        }
+    }
+
     fn attach_webhook_base(&self, base_url: &str) {
         for provider in &self.providers {
             provider.attach_webhook_base(base_url);

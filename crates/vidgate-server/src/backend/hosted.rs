@@ -10,8 +10,9 @@
 //! worker died, or the answer was lost) looks for the job in the
 //! provider's recent jobs and submits again only when it is not there.
 //! The job is then followed by polling at a gentle interval, woken early
-//! by a verified provider webhook where one arrives; its video is copied
-//! into our storage before the provider's link expires.
+//! by a verified provider webhook where one arrives; its video is streamed
+//! into our storage (`output.rs`, never whole in memory) before the
+//! provider's link expires.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,15 +26,17 @@ use tokio_util::sync::CancellationToken;
 use super::circuit::{Circuit, ObservedProtocol, ProviderCircuits};
 use super::fal::{self, FalClient};
 use super::hosted_config::{HostedModelConfig, HostedTimeouts, seconds};
+use super::output::{self, DownloadError};
 use super::provider::{
     self, CancelOutcome, FailureKind, ProviderError, ProviderJobState, ProviderProtocol,
     ProviderTarget, WebhookError,
 };
 use super::replicate::{self, ReplicateClient};
 use super::{
-    Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel, WebhookReceipt,
-    WebhookRefusal,
+    Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel,
+    WebhookReceipt, WebhookRefusal,
 };
+use crate::storage::Storage;
 use crate::store::{NewProviderJob, ProviderRun, Store};
 /// How long a worker whose provider job was canceled at the provider waits
 /// for the cancel that did it to cancel the generation too.
@@ -49,6 +52,9 @@ pub struct HostedBackend {
     /// The store, attached at server start (the last start wins, as for a
     /// restarted server in one process): the intent and job id records.
     store: Mutex<Option<Arc<dyn Store>>>,
+    /// The storage, attached at server start: outputs are downloaded into
+    /// its incoming directory.
+    storage: Mutex<Option<Arc<Storage>>>,
     output_client: reqwest::Client,
     /// The public base URL of our webhook route, attached at server start
     /// when the operator configured a public URL; without it jobs are
@@ -79,6 +85,7 @@ impl HostedBackend {
             protocol: Arc::new(ObservedProtocol::new(protocol, circuit.clone())),
             circuit,
             store: Mutex::new(None),
+            storage: Mutex::new(None),
             output_client,
             webhook_base: Mutex::new(None),
             following: Arc::default(),
@@ -202,6 +209,19 @@ impl HostedBackend {
             }
             Err(error) => StartedJobCancel::Unreachable(error.to_string()),
         }
+    }
+
+    fn storage(&self) -> Result<Arc<Storage>, JobFailure> {
+        self.storage
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                failure(
+                    "upstream_error",
+                    "the hosted backend has no storage attached".into(),
+                )
+            })
     }
 
     fn store(&self) -> Result<Arc<dyn Store>, JobFailure> {
@@ -531,20 +551,21 @@ impl HostedBackend {
         }
     }
 
-    /// Downloads the video within the size cap and probes it.
+    /// Streams the video into a file of the storage's incoming directory
+    /// within the size cap, and probes it there.
     async fn copy_output(&self, video_url: &str) -> Result<RenderedClip, JobFailure> {
         let url = url::Url::parse(video_url)
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https"))
             .ok_or_else(|| failure("upstream_error", "the output is not an http(s) URL".into()))?;
-        let limit = self.config.max_output_bytes;
+        let storage = self.storage()?;
         let fetch_failed = |error: reqwest::Error| {
             failure(
                 "upstream_error",
                 format!("copying the output failed: {}", error.without_url()),
             )
         };
-        let mut response = self
+        let response = self
             .output_client
             .get(url)
             .headers(self.protocol.output_headers(video_url))
@@ -553,33 +574,15 @@ impl HostedBackend {
             .await
             .and_then(reqwest::Response::error_for_status)
             .map_err(fetch_failed)?;
-        if response
-            .content_length()
-            .is_some_and(|length| length > limit)
-        {
-            return Err(failure(
-                "upstream_error",
-                format!("the output is larger than {limit} bytes"),
-            ));
-        }
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(fetch_failed)? {
-            if (bytes.len() + chunk.len()) as u64 > limit {
-                return Err(failure(
-                    "upstream_error",
-                    format!("the output is larger than {limit} bytes"),
-                ));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        tokio::task::spawn_blocking(move || super::cog::probe_clip(bytes))
-            .await
-            .map_err(|error| {
-                failure(
-                    "upstream_error",
-                    format!("probing the output failed: {error}"),
-                )
-            })?
+        let downloaded =
+            output::download_to_incoming(&storage, response, self.config.max_output_bytes)
+                .await
+                .map_err(|error| match error {
+                    DownloadError::TooLarge { .. } => failure("upstream_error", error.to_string()),
+                    DownloadError::Network(error) => fetch_failed(error),
+                    DownloadError::Scratch(error) => output::scratch_failure(&error),
+                })?;
+        output::probe_clip(ClipBytes::File(downloaded)).await
     }
 }
 
@@ -604,6 +607,13 @@ impl Backend for HostedBackend {
             .store
             .lock()
             .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
+    }
+
+    fn attach_storage(&self, storage: &Arc<Storage>) {
+        *self
+            .storage
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(storage.clone());
     }
 
     fn attach_webhook_base(&self, base_url: &str) {

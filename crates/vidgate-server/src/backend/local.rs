@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use vidgate_engine::{RenderError, RenderRequest};
 use vidgate_media::{FetchSettings, Fetcher};
 
-use super::{Admission, Backend, Job, JobFailure, Rejection, RenderedClip};
+use super::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
 use crate::media::{RenderMedia, fetch_render_media};
 
 pub struct LocalEngineBackend {
@@ -149,7 +149,7 @@ impl Backend for LocalEngineBackend {
         watcher.abort();
         match rendered {
             Ok(Ok(video)) => Ok(RenderedClip {
-                mp4: video.mp4,
+                mp4: ClipBytes::InMemory(video.mp4),
                 width: video.width,
                 height: video.height,
                 fps: video.fps,

@@ -11,6 +11,7 @@ pub mod fal;
 mod hosted;
 mod hosted_config;
 mod local;
+mod output;
 pub mod provider;
 pub mod replicate;
 
@@ -61,9 +62,9 @@ pub struct Admission<'a> {
 }
 
 /// A finished clip, not yet stored.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RenderedClip {
-    pub mp4: Vec<u8>,
+    pub mp4: ClipBytes,
     pub width: u32,
     pub height: u32,
     pub fps: u32,
@@ -72,6 +73,19 @@ pub struct RenderedClip {
     /// The hosted provider that made it and its cost; `None` for clips
     /// made by the operator's own engine or servers.
     pub provider_run: Option<crate::store::ProviderRun>,
+}
+
+/// Where a finished clip's bytes are until the worker stores them.
+#[derive(Debug)]
+pub enum ClipBytes {
+    /// In memory: the local engine's render, or an output that arrived
+    /// inline (a Cog data URI).
+    InMemory(Vec<u8>),
+    /// A file in the storage's incoming directory: an output downloaded
+    /// from a model server or a provider (`output.rs`), never whole in
+    /// memory. The file is removed when this is dropped, unless the worker
+    /// stores it (`Storage::put_output_file`) first.
+    File(tempfile::TempPath),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +128,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Hands over, at server start, the store, for backends that record
     /// their remote jobs there (hosted providers); others ignore it.
     fn attach_store(&self, _store: &Arc<dyn crate::store::Store>) {}
+    /// Hands over, at server start, the storage, whose incoming directory
+    /// takes the outputs that backends download; backends whose clips are
+    /// made in memory ignore it.
+    fn attach_storage(&self, _storage: &Arc<crate::storage::Storage>) {}
     /// Hands over, at server start, the public base URL at which providers
     /// reach this server's webhook route; hosted backends register their
     /// webhooks there, others ignore it.
@@ -234,6 +252,14 @@ impl Backends {
     pub fn attach_webhook_base(&self, base_url: &str) {
         for backend in self.by_name.values().chain(self.by_model.values()) {
             backend.attach_webhook_base(base_url);
+        }
+    }
+
+    /// Gives every backend the storage that downloaded outputs are
+    /// received into.
+    pub fn attach_storage(&self, storage: &Arc<crate::storage::Storage>) {
+        for backend in self.by_name.values().chain(self.by_model.values()) {
+            backend.attach_storage(storage);
         }
     }
 

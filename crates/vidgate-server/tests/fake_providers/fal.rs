@@ -378,11 +378,7 @@ async fn list(
 
 async fn media(State(state): State<Arc<FakeState>>, Path(file): Path<String>) -> Response {
     // fal's CDN links are public: no key needed.
-    let id = file.trim_end_matches(".mp4");
-    match state.output(id) {
-        Some(bytes) => ([("content-type", "video/mp4")], bytes).into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
+    state.output_response(file.trim_end_matches(".mp4"))
 }
 
 fn signing_key(state: &FakeState) -> Ed25519KeyPair {

@@ -9,7 +9,8 @@
 //!
 //! Switches make it misbehave: markers in the job's input (`[fake:fail]`,
 //! `[fake:moderate]`, `[fake:never-start]`, `[fake:drop-webhook]`,
-//! `[fake:slow-start]`) steer one job; `Switches` steer the whole fake
+//! `[fake:slow-start]`, `[fake:huge-output]`, `[fake:padded-output]`)
+//! steer one job; `Switches` steer the whole fake
 //! (rate limiting, an outage, a submit whose answer is lost, no webhooks).
 #![allow(dead_code)] // Each test binary uses a different part of the fake.
 
@@ -18,13 +19,20 @@ pub mod replicate;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
-use axum::body::Bytes;
-use serde_json::Value;
+use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use vidgate_core::Catalog;
+use vidgate_server::backend::{Backends, apply_backends_file_with_credentials};
 
 /// Which provider a job was submitted to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +132,9 @@ pub struct FakeState {
     pub replicate_webhook_secret: String,
     /// Webhooks sent, by job id, for assertions.
     pub webhooks_sent: Mutex<Vec<(String, u16)>>,
+    /// Bytes of `[fake:huge-output]` bodies handed to the connection, for
+    /// assertions on how soon a client stopped reading.
+    pub huge_output_bytes_sent: AtomicU64,
     next_id: Mutex<u64>,
     http: reqwest::Client,
 }
@@ -148,6 +159,7 @@ impl FakeProviders {
             replicate_token: REPLICATE_TOKEN.into(),
             replicate_webhook_secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
             webhooks_sent: Mutex::new(Vec::new()),
+            huge_output_bytes_sent: AtomicU64::new(0),
             next_id: Mutex::new(0),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -251,6 +263,28 @@ impl FakeState {
 
     pub fn output(&self, id: &str) -> Option<Bytes> {
         self.outputs.lock().unwrap().get(id).cloned()
+    }
+
+    /// The answer of a finished job's output link: its clip, or for a job
+    /// marked `[fake:huge-output]` a chunked body with no Content-Length
+    /// far larger than any cap (a broken or hostile CDN), made as it is
+    /// sent.
+    pub fn output_response(self: &Arc<Self>, id: &str) -> Response {
+        let Some(bytes) = self.output(id) else {
+            return StatusCode::NOT_FOUND.into_response();
+        };
+        if self.job(id).is_some_and(|job| job.marker("huge-output")) {
+            let body = HugeBody {
+                left: HUGE_OUTPUT_BYTES,
+                state: self.clone(),
+            };
+            return (
+                [("content-type", "video/mp4")],
+                Body::from_stream(tokio_util::io::ReaderStream::new(body)),
+            )
+                .into_response();
+        }
+        ([("content-type", "video/mp4")], bytes).into_response()
     }
 
     /// Creates a job and starts its state machine.
@@ -404,10 +438,23 @@ fn render(input: &Value) -> Bytes {
         generate_audio: input["generate_audio"].as_bool().unwrap_or(false),
         ..Default::default()
     };
-    let video = vidgate_engine::render(&request, &|_| {}, &AtomicBool::new(false))
-        .expect("the fake's clip renders");
-    Bytes::from(video.mp4)
+    let mut mp4 = vidgate_engine::render(&request, &|_| {}, &AtomicBool::new(false))
+        .expect("the fake's clip renders")
+        .mp4;
+    // `[fake:padded-output]`: a clip of tens of megabytes, as a 1080p model
+    // makes, without the time to render one: the engine's clip followed by
+    // a `free` box, which players and probes skip.
+    if input.to_string().contains("[fake:padded-output]") {
+        mp4.extend_from_slice(&((PADDED_OUTPUT_FREE_BYTES + 8) as u32).to_be_bytes());
+        mp4.extend_from_slice(b"free");
+        mp4.resize(mp4.len() + PADDED_OUTPUT_FREE_BYTES, 0);
+    }
+    Bytes::from(mp4)
 }
+
+/// The padding of a `[fake:padded-output]` clip: three parts of a bucket's
+/// multipart upload.
+pub const PADDED_OUTPUT_FREE_BYTES: usize = 20 * 1024 * 1024;
 
 async fn send_webhook(state: &Arc<FakeState>, job: &FakeJob, event: &str) {
     let Some(url) = job.webhook_url.clone() else {
@@ -475,4 +522,73 @@ pub fn parse_utc(text: &str) -> Option<f64> {
             .ok()?;
     let midnight = date.with_hms(hour, minute, 0).ok()?.assume_utc();
     Some(midnight.unix_timestamp() as f64 + second)
+}
+
+/// The length of a `[fake:huge-output]` body: 4 GiB, which no test's cap
+/// allows and no test could afford to receive.
+const HUGE_OUTPUT_BYTES: u64 = 4 << 30;
+
+/// Zero bytes, counted into `FakeState::huge_output_bytes_sent` as the
+/// connection takes them.
+struct HugeBody {
+    left: u64,
+    state: Arc<FakeState>,
+}
+
+impl tokio::io::AsyncRead for HugeBody {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _context: &mut Context<'_>,
+        buffer: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+        let length = buffer.remaining().min(ZEROS.len()).min(self.left as usize);
+        buffer.put_slice(&ZEROS[..length]);
+        self.left -= length as u64;
+        self.state
+            .huge_output_bytes_sent
+            .fetch_add(length as u64, Ordering::Relaxed);
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The example backends file of `provider` (`examples/hosted/`), its URLs
+/// pointed at the fake, each model's entry changed by `adjust` (timeouts,
+/// costs, caps), applied with the fake's credentials.
+pub fn example_backends(
+    fake: &FakeProviders,
+    provider: Provider,
+    adjust: impl Fn(&mut Value),
+) -> Backends {
+    let name = match provider {
+        Provider::Fal => "fal.json",
+        Provider::Replicate => "replicate.json",
+    };
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/hosted")
+        .join(name);
+    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    for model in file["models"].as_object_mut().unwrap().values_mut() {
+        match provider {
+            Provider::Fal => {
+                model["api_url"] = json!(fake.fal_queue_url());
+                model["platform_url"] = json!(fake.fal_api_url());
+                model["jwks_url"] = json!(fake.fal_jwks_url());
+            }
+            Provider::Replicate => model["api_url"] = json!(fake.replicate_api_url()),
+        }
+        adjust(model);
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join(name);
+    std::fs::write(&path, file.to_string()).unwrap();
+    let mut backends = Backends::builtin(true);
+    let credentials = |name: &str| match name {
+        "FAL_KEY" => Some(FAL_KEY.to_owned()),
+        "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
+        _ => None,
+    };
+    apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
+        .expect("the example backends file applies");
+    backends
 }

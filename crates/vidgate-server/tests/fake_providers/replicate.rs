@@ -395,10 +395,7 @@ async fn delivery(
     if !authorized(&state, &headers) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    match state.output(&id) {
-        Some(bytes) => ([("content-type", "video/mp4")], bytes).into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
+    state.output_response(&id)
 }
 
 /// A webhook with the prediction as its body, signed as Standard Webhooks
