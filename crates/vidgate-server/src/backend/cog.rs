@@ -28,6 +28,7 @@ use vidgate_media::MediaDetails;
 
 use super::config::CogModelConfig;
 use super::{Admission, Backend, Job, JobFailure, Rejection, RenderedClip};
+use crate::bound_media::MEDIA_URL_MARGIN;
 use crate::ids::{random_token, sha256_hex};
 
 /// A duration from the backends file's seconds, never zero (a zero timeout
@@ -233,11 +234,16 @@ impl CogBackend {
         health
     }
 
-    /// The predictor's inputs for a job, through the configured mapping. Media
-    /// fields carry the URLs of the copies vidgate kept at submit, so the
-    /// model server fetches exactly the checked bytes, from vidgate, and
-    /// never a customer's URL from inside the operator's network.
+    /// The predictor's inputs for a job starting now, through the configured
+    /// mapping. Media fields carry the URLs of the copies vidgate kept at
+    /// submit, so the model server fetches exactly the checked bytes, from
+    /// vidgate, and never a customer's URL from inside the operator's
+    /// network; they are signed to stay valid until the prediction's
+    /// deadline and `MEDIA_URL_MARGIN` after it.
     fn prediction_input(&self, job: &Job) -> Value {
+        let media_input = job.fetchable_media_input(
+            seconds(self.config.timeouts.prediction_seconds) + MEDIA_URL_MARGIN,
+        );
         let mut input = self.config.constants.clone();
         for (ours, theirs) in &self.config.inputs {
             let value = match ours.as_str() {
@@ -246,7 +252,7 @@ impl CogBackend {
                 "height" => Some(json!(job.height)),
                 "mode" => Some(json!(job.mode.to_string())),
                 "duration" => Some(json!(job.input.duration_s())),
-                name => job.media_input.get(name).cloned(),
+                name => media_input.get(name).cloned(),
             };
             if let Some(value) = value.filter(|value| !value.is_null()) {
                 input.insert(theirs.clone(), value);
@@ -277,6 +283,8 @@ impl CogBackend {
         let generation_id = job.generation_id.as_str();
         let timeouts = &self.config.timeouts;
         let deadline = Instant::now() + seconds(timeouts.prediction_seconds);
+        // One input for every PUT of this run, its media URLs signed once.
+        let input = self.prediction_input(job);
         let mut registration = self.callbacks.register(generation_id);
         let mut unreachable_since: Option<Instant> = None;
         let mut at_capacity_backoff = Duration::from_millis(500);
@@ -302,7 +310,7 @@ impl CogBackend {
             {
                 return self.finished(job, prediction).await;
             }
-            let mut body = json!({ "input": self.prediction_input(job) });
+            let mut body = json!({ "input": input.clone() });
             let mut request = self
                 .client
                 .put(self.url(&format!("predictions/{generation_id}")));
@@ -679,6 +687,7 @@ mod tests {
             mode: "text-to-video".parse().unwrap(),
             input: vidgate_core::ValidatedInput::from_stored_json(input.clone()),
             media_input: vidgate_core::ValidatedInput::from_stored_json(input),
+            media: Default::default(),
             width: 854,
             height: 480,
             seed: 42,

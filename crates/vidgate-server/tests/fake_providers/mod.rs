@@ -113,6 +113,18 @@ impl Default for Switches {
     }
 }
 
+/// One fetch of a job's input media by the fake, made as a provider makes
+/// it: when the job starts.
+#[derive(Debug, Clone)]
+pub struct MediaFetch {
+    pub job_id: String,
+    pub url: String,
+    /// The HTTP status, or 0 when no answer came.
+    pub status: u16,
+    /// SHA-256 of the body of a successful fetch, in hex.
+    pub sha256: Option<String>,
+}
+
 pub struct FakeState {
     pub base_url: Mutex<String>,
     pub jobs: Mutex<Vec<FakeJob>>,
@@ -124,6 +136,11 @@ pub struct FakeState {
     pub replicate_webhook_secret: String,
     /// Webhooks sent, by job id, for assertions.
     pub webhooks_sent: Mutex<Vec<(String, u16)>>,
+    /// Every fetch of input media, in order.
+    pub media_fetches: Mutex<Vec<MediaFetch>>,
+    /// Every read of a provider's webhook keys (fal's JWKS, Replicate's
+    /// default webhook secret), answered or not.
+    key_fetches: Mutex<Vec<Provider>>,
     next_id: Mutex<u64>,
     http: reqwest::Client,
 }
@@ -148,6 +165,8 @@ impl FakeProviders {
             replicate_token: REPLICATE_TOKEN.into(),
             replicate_webhook_secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
             webhooks_sent: Mutex::new(Vec::new()),
+            media_fetches: Mutex::new(Vec::new()),
+            key_fetches: Mutex::new(Vec::new()),
             next_id: Mutex::new(0),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -187,6 +206,17 @@ impl FakeProviders {
 
     pub fn jobs(&self) -> Vec<FakeJob> {
         self.state.jobs.lock().unwrap().clone()
+    }
+
+    /// How many times `provider`'s webhook keys were read.
+    pub fn key_fetches_at(&self, provider: Provider) -> usize {
+        self.state
+            .key_fetches
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|fetched| **fetched == provider)
+            .count()
     }
 
     /// The jobs created at `provider`.
@@ -243,6 +273,10 @@ impl FakeState {
         } else {
             false
         }
+    }
+
+    fn count_key_fetch(&self, provider: Provider) {
+        self.key_fetches.lock().unwrap().push(provider);
     }
 
     fn is_down(&self) -> bool {
@@ -351,7 +385,13 @@ async fn drive(state: Arc<FakeState>, id: String) {
     }
     send_webhook(&state, &started, "start").await;
 
-    let outcome = if started.marker("moderate") {
+    let unreadable_media = fetch_media(&state, &started).await;
+    let outcome = if let Some(message) = unreadable_media {
+        FakeStatus::Failed {
+            message,
+            moderated: false,
+        }
+    } else if started.marker("moderate") {
         FakeStatus::Failed {
             message: "The content was flagged by the safety checker".into(),
             moderated: true,
@@ -379,6 +419,58 @@ async fn drive(state: Arc<FakeState>, id: String) {
         return;
     };
     send_webhook(&state, &finished, "completed").await;
+}
+
+/// Fetches every URL in a started job's input, as a provider downloads a
+/// job's media before the model runs; the first that cannot be read fails
+/// the job with its reason.
+async fn fetch_media(state: &FakeState, job: &FakeJob) -> Option<String> {
+    let urls: Vec<String> = job
+        .input
+        .as_object()
+        .into_iter()
+        .flat_map(|fields| fields.values())
+        .flat_map(|value| match value {
+            Value::Array(items) => items.clone(),
+            other => vec![other.clone()],
+        })
+        .filter_map(|value| value.as_str().map(str::to_owned))
+        .filter(|text| text.starts_with("http://") || text.starts_with("https://"))
+        .collect();
+    let mut failure = None;
+    for url in urls {
+        let (status, sha256) = match state.http.get(&url).send().await {
+            Ok(response) if response.status().is_success() => {
+                let status = response.status().as_u16();
+                match response.bytes().await {
+                    Ok(body) => (status, Some(hex_digest(&body))),
+                    Err(_) => (0, None),
+                }
+            }
+            Ok(response) => (response.status().as_u16(), None),
+            Err(_) => (0, None),
+        };
+        state.media_fetches.lock().unwrap().push(MediaFetch {
+            job_id: job.id.clone(),
+            url: url.clone(),
+            status,
+            sha256: sha256.clone(),
+        });
+        if sha256.is_none() && failure.is_none() {
+            failure = Some(format!(
+                "Failed to download the input file {url}: status {status}"
+            ));
+        }
+    }
+    failure
+}
+
+pub fn hex_digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// A small real clip standing in for the model's output: the engine

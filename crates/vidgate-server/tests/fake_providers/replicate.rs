@@ -380,6 +380,7 @@ async fn cancel(
 }
 
 async fn secret(State(state): State<Arc<FakeState>>, headers: HeaderMap) -> Response {
+    state.count_key_fetch(Provider::Replicate);
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
