@@ -322,7 +322,7 @@ async fn list(
     };
     let start = query
         .get("start")
-        .and_then(|text| super::parse_utc(text))
+        .and_then(|text| super::parse_rfc3339(text))
         .unwrap_or(now_seconds() - 86_400.0);
     let limit: usize = query
         .get("limit")

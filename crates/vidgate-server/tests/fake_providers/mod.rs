@@ -547,24 +547,10 @@ async fn send_webhook(state: &Arc<FakeState>, job: &FakeJob, event: &str) {
     }
 }
 
-/// Reads an RFC 3339 time in UTC (`2026-11-23T12:00:01.5Z`, or with
-/// `+00:00`) as Unix seconds; the clients only ever send UTC.
-pub fn parse_utc(text: &str) -> Option<f64> {
-    let text = text.trim_end_matches('Z').trim_end_matches("+00:00");
-    let (date, clock) = text.split_once('T')?;
-    let mut date_parts = date.split('-').map(|part| part.parse::<i32>().ok());
-    let (year, month, day) = (
-        date_parts.next()??,
-        date_parts.next()??,
-        date_parts.next()??,
-    );
-    let mut clock_parts = clock.split(':');
-    let hour: u8 = clock_parts.next()?.parse().ok()?;
-    let minute: u8 = clock_parts.next()?.parse().ok()?;
-    let second: f64 = clock_parts.next()?.parse().ok()?;
-    let date =
-        time::Date::from_calendar_date(year, time::Month::try_from(month as u8).ok()?, day as u8)
-            .ok()?;
-    let midnight = date.with_hms(hour, minute, 0).ok()?.assume_utc();
-    Some(midnight.unix_timestamp() as f64 + second)
+/// Reads an RFC 3339 date-time (`2026-11-23T12:00:01.5Z`, or with any
+/// offset) as Unix seconds.
+pub fn parse_rfc3339(text: &str) -> Option<f64> {
+    let time =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(time.unix_timestamp_nanos() as f64 / 1e9)
 }
