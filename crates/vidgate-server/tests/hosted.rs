@@ -1049,6 +1049,29 @@ async fn a_media_url_is_refused_after_it_expires_or_when_tampered_with(store: St
     .await;
     assert_media_refused(&app, &format!("{second_file}?{first_query}"), "signature").await;
     assert_media_refused(&app, first_file, "not signed").await;
+    // Nor can a customer's request reach the copy by naming it as its own
+    // media, signed or not, where submit would read it from storage.
+    let held_before = app.account_state(&app.account.account.id).await.held;
+    for url in [first_url.as_str(), first_file] {
+        let refused = app
+            .submit(
+                M1_IMAGE_TO_VIDEO,
+                json!({ "prompt": "a borrowed card", "image_url": url,
+                        "duration": 2, "resolution": "480p" }),
+            )
+            .await;
+        common::assert_error(
+            refused,
+            reqwest::StatusCode::BAD_REQUEST,
+            "invalid_request",
+            Some("image_url"),
+        )
+        .await;
+    }
+    assert_eq!(
+        app.account_state(&app.account.account.id).await.held,
+        held_before
+    );
 
     while unix_now() < expires {
         tokio::time::sleep(Duration::from_millis(100)).await;
