@@ -1049,6 +1049,15 @@ async fn a_media_url_is_refused_after_it_expires_or_when_tampered_with(store: St
     .await;
     assert_media_refused(&app, &format!("{second_file}?{first_query}"), "signature").await;
     assert_media_refused(&app, first_file, "not signed").await;
+    // An escaped spelling, which the file server would decode to the same
+    // copy, is no way round the signature.
+    let escaped = app
+        .client
+        .get(first_file.replace("/files/media/", "/files/%6dedia/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(escaped.status(), 404, "an escaped spelling");
     // Nor can a customer's request reach the copy by naming it as its own
     // media, signed or not, where submit would read it from storage.
     let held_before = app.account_state(&app.account.account.id).await.held;
