@@ -16,18 +16,48 @@
 //! - a direct upload overwritten after its first use cannot change a job
 //!   that already used it.
 //!
-//! The kept copies are capability URLs that live as long as the job: they
-//! are removed when the generation reaches a final state
-//! ([`MediaBinding::release`]), or at once when the submit is refused.
+//! The kept copies live as long as the job: they are removed when the
+//! generation reaches a final state ([`MediaBinding::release`]), or at once
+//! when the submit is refused. Their URLs are only ever served with a
+//! signature ([`MediaUrlSigner`]): a model server or provider is handed
+//! each URL signed to expire shortly after it can still need it
+//! ([`JobMedia::signed_input`]), so a URL that leaks from a provider's logs
+//! stops working long before the job ends. The local engine reads the
+//! copies from storage and needs no URL.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::Sha256;
 use vidgate_core::ValidatedInput;
 use vidgate_media::Inspection;
 
-use crate::ids::random_token;
+use crate::ids::{random_secret, random_token};
 use crate::storage::{Storage, StoredFile, media_type_of_extension};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
+
+/// The storage directory of kept media; every stored name in it is served
+/// only with a valid signature.
+const KEPT_MEDIA_DIRECTORY: &str = "media/";
+
+/// The purpose under which the store keeps the key that signs kept media
+/// URLs (`server_keys`).
+const MEDIA_URL_KEY_PURPOSE: &str = "media_urls";
+
+/// How long past a model's own deadline to start (or to finish) a URL
+/// handed to it stays valid: a job that starts just before its deadline
+/// still has this long to fetch its media.
+pub const MEDIA_URL_MARGIN: Duration = Duration::from_secs(600);
+
+/// Whether a stored name is kept media, whose URLs need a signature.
+pub fn is_kept_media(relative_path: &str) -> bool {
+    relative_path.starts_with(KEPT_MEDIA_DIRECTORY)
+}
 
 /// One media item of a request, kept for its job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +93,10 @@ impl MediaBinding {
         for item in &inspection.media {
             let extension = item.info.format.catalog_name();
             let sha256 = item.file.sha256_hex();
-            let relative_path = format!("media/{}/{sha256}.{extension}", random_token(24));
+            let relative_path = format!(
+                "{KEPT_MEDIA_DIRECTORY}{}/{sha256}.{extension}",
+                random_token(24)
+            );
             let stored = storage
                 .put_file_once(
                     item.file.path(),
@@ -104,6 +137,15 @@ impl MediaBinding {
     /// The input a backend runs with: every bound media URL replaced by the
     /// URL of its kept copy; everything else as the customer sent it.
     pub fn bind_input(&self, input: &ValidatedInput) -> ValidatedInput {
+        self.replace_urls(input, |item| item.url.clone())
+    }
+
+    /// `input` with the URL of each bound item replaced by `url_of(item)`.
+    fn replace_urls(
+        &self,
+        input: &ValidatedInput,
+        url_of: impl Fn(&BoundItem) -> String,
+    ) -> ValidatedInput {
         let mut value = input.to_json();
         for item in &self.items {
             let Some(slot) = value.get_mut(&item.parameter) else {
@@ -114,7 +156,7 @@ impl MediaBinding {
                 single => Some(single),
             };
             if let Some(target) = target {
-                *target = Value::String(item.url.clone());
+                *target = Value::String(url_of(item));
             }
         }
         ValidatedInput::from_stored_json(value)
@@ -132,6 +174,140 @@ impl MediaBinding {
                 tracing::warn!(path = %item.relative_path, error = %error, "could not remove a job's kept media");
             }
         }
+    }
+}
+
+/// Signs the URLs of kept media with an expiry, and checks them when they
+/// are fetched: HMAC-SHA256 over the stored name and the expiry, with a
+/// key the store keeps for every node, so a URL signed on one node is
+/// honoured on all and after restarts. The signature names the file, so
+/// it opens no other generation's media.
+#[derive(Clone)]
+pub struct MediaUrlSigner {
+    key: Arc<[u8]>,
+}
+
+impl std::fmt::Debug for MediaUrlSigner {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("MediaUrlSigner([redacted])")
+    }
+}
+
+/// Why a request for kept media was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MediaUrlRefusal {
+    #[error("This media URL is not signed.")]
+    Unsigned,
+    #[error("This media URL's signature is not valid.")]
+    BadSignature,
+    #[error("This media URL has expired.")]
+    Expired,
+}
+
+impl MediaUrlSigner {
+    /// The signer with the key every node shares: the store's, or a new
+    /// random one that this call stores when there is none yet.
+    pub async fn shared(store: &dyn Store) -> Result<MediaUrlSigner, StoreError> {
+        let stored = store
+            .server_key(MEDIA_URL_KEY_PURPOSE, &random_secret())
+            .await?;
+        let key = URL_SAFE_NO_PAD
+            .decode(stored)
+            .map_err(|_| StoreError::Corrupt("the media URL key is not base64url".into()))?;
+        Ok(MediaUrlSigner::new(&key))
+    }
+
+    pub fn new(key: &[u8]) -> MediaUrlSigner {
+        MediaUrlSigner { key: key.into() }
+    }
+
+    fn mac(&self, relative_path: &str, expires_at: i64) -> Hmac<Sha256> {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC accepts keys of any length");
+        mac.update(relative_path.as_bytes());
+        mac.update(b"\n");
+        mac.update(expires_at.to_string().as_bytes());
+        mac
+    }
+
+    /// `url`, the URL of the kept copy at `relative_path`, valid until
+    /// `expires_at` (Unix seconds).
+    pub fn signed_url(&self, url: &str, relative_path: &str, expires_at: i64) -> String {
+        let signature = self.mac(relative_path, expires_at).finalize().into_bytes();
+        format!(
+            "{url}?expires={expires_at}&signature={}",
+            URL_SAFE_NO_PAD.encode(signature)
+        )
+    }
+
+    /// Whether a request for the kept copy at `relative_path` with the URL
+    /// query `query` may be served at `now` (Unix seconds). The signature is
+    /// checked before the expiry, in constant time, so an expired URL says
+    /// so only when it was genuine.
+    pub fn check(
+        &self,
+        relative_path: &str,
+        query: Option<&str>,
+        now: i64,
+    ) -> Result<(), MediaUrlRefusal> {
+        let mut expires = None;
+        let mut signature = None;
+        for (name, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            match name.as_ref() {
+                "expires" => expires = Some(value.into_owned()),
+                "signature" => signature = Some(value.into_owned()),
+                _ => {}
+            }
+        }
+        let (Some(expires), Some(signature)) = (expires, signature) else {
+            return Err(MediaUrlRefusal::Unsigned);
+        };
+        let expires_at: i64 = expires.parse().map_err(|_| MediaUrlRefusal::BadSignature)?;
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature)
+            .map_err(|_| MediaUrlRefusal::BadSignature)?;
+        self.mac(relative_path, expires_at)
+            .verify_slice(&signature)
+            .map_err(|_| MediaUrlRefusal::BadSignature)?;
+        if now >= expires_at {
+            return Err(MediaUrlRefusal::Expired);
+        }
+        Ok(())
+    }
+}
+
+/// A job's kept media as a backend hands it to a model server: the
+/// binding, and the signer of its URLs.
+#[derive(Debug, Clone, Default)]
+pub struct JobMedia {
+    binding: MediaBinding,
+    signer: Option<MediaUrlSigner>,
+}
+
+impl JobMedia {
+    pub fn new(binding: MediaBinding, signer: MediaUrlSigner) -> JobMedia {
+        JobMedia {
+            binding,
+            signer: Some(signer),
+        }
+    }
+
+    /// `media_input` (the job's input with its media bound, see
+    /// [`MediaBinding::bind_input`]) with each kept copy's URL signed to
+    /// stay valid for `lifetime` from now. A job without media (or without
+    /// a signer) has nothing to sign.
+    pub fn signed_input(&self, media_input: &ValidatedInput, lifetime: Duration) -> ValidatedInput {
+        let Some(signer) = &self.signer else {
+            return media_input.clone();
+        };
+        // Rounded up to whole seconds, so a URL lasts at least `lifetime`.
+        let lifetime_ms = i64::try_from(lifetime.as_millis())
+            .unwrap_or(i64::MAX)
+            .min(i64::MAX / 2);
+        let expires_at = (crate::store::now_millis() + lifetime_ms + 999) / 1000;
+        self.binding.replace_urls(media_input, |item| {
+            signer.signed_url(&item.url, &item.relative_path, expires_at)
+        })
     }
 }
 
@@ -200,5 +376,79 @@ mod tests {
         assert_eq!(MediaBinding::from_json(binding.to_json().as_ref()), binding);
         assert_eq!(MediaBinding::default().to_json(), None);
         assert_eq!(MediaBinding::from_json(None), MediaBinding::default());
+    }
+
+    #[test]
+    fn a_signed_url_is_honoured_until_it_expires_and_for_its_own_file_only() {
+        let signer = MediaUrlSigner::new(b"a test key");
+        let path = "media/abc/00.png";
+        let url = signer.signed_url("https://vidgate/api/v1/files/media/abc/00.png", path, 1000);
+        let (base, query) = url.split_once('?').unwrap();
+        assert_eq!(base, "https://vidgate/api/v1/files/media/abc/00.png");
+        assert_eq!(signer.check(path, Some(query), 999), Ok(()));
+        assert_eq!(
+            signer.check(path, Some(query), 1000),
+            Err(MediaUrlRefusal::Expired)
+        );
+        // Another file, a later expiry, another signature or another key.
+        assert_eq!(
+            signer.check("media/xyz/00.png", Some(query), 999),
+            Err(MediaUrlRefusal::BadSignature)
+        );
+        let stretched = query.replace("expires=1000", "expires=5000");
+        assert_eq!(
+            signer.check(path, Some(&stretched), 999),
+            Err(MediaUrlRefusal::BadSignature)
+        );
+        let other_signature = signer.signed_url(base, "media/xyz/00.png", 1000);
+        let (_, other_query) = other_signature.split_once('?').unwrap();
+        assert_eq!(
+            signer.check(path, Some(other_query), 999),
+            Err(MediaUrlRefusal::BadSignature)
+        );
+        assert_eq!(
+            MediaUrlSigner::new(b"another key").check(path, Some(query), 999),
+            Err(MediaUrlRefusal::BadSignature)
+        );
+        assert_eq!(
+            signer.check(path, None, 999),
+            Err(MediaUrlRefusal::Unsigned)
+        );
+        assert_eq!(
+            signer.check(path, Some("expires=1000"), 999),
+            Err(MediaUrlRefusal::Unsigned)
+        );
+    }
+
+    #[test]
+    fn job_media_signs_each_bound_url_for_its_lifetime() {
+        let signer = MediaUrlSigner::new(b"a test key");
+        let binding = MediaBinding {
+            items: vec![item("image_url", 0, "https://vidgate/files/media/t/x.png")],
+        };
+        let input = ValidatedInput::from_stored_json(json!({
+            "prompt": "p",
+            "image_url": "https://customer.example/a.png",
+        }));
+        let bound = binding.bind_input(&input);
+        let signed =
+            JobMedia::new(binding, signer.clone()).signed_input(&bound, Duration::from_secs(60));
+        let url = signed.get("image_url").and_then(Value::as_str).unwrap();
+        let (base, query) = url.split_once('?').unwrap();
+        assert_eq!(base, "https://vidgate/files/media/t/x.png");
+        assert_eq!(signed.get("prompt"), Some(&json!("p")));
+        let now = crate::store::now_millis() / 1000;
+        assert_eq!(signer.check("media/t/x.png", Some(query), now), Ok(()));
+        assert_eq!(signer.check("media/t/x.png", Some(query), now + 59), Ok(()));
+        assert_eq!(
+            signer.check("media/t/x.png", Some(query), now + 62),
+            Err(MediaUrlRefusal::Expired)
+        );
+        assert_eq!(
+            JobMedia::default()
+                .signed_input(&input, Duration::from_secs(60))
+                .to_json(),
+            input.to_json()
+        );
     }
 }

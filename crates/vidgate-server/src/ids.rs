@@ -57,6 +57,13 @@ pub fn new_api_key() -> NewSecretKey {
     }
 }
 
+/// 32 random bytes, base64url without padding.
+pub fn random_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
 /// A Standard Webhooks signing secret: `whsec_` and base64 of 32 random bytes.
 pub fn new_webhook_secret() -> String {
     let mut bytes = [0u8; 32];

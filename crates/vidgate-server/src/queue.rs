@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use vidgate_core::{Catalog, Mode, ValidatedInput};
 
 use crate::backend::{Backends, ClipBytes, Job, JobFailure, RenderedClip};
-use crate::bound_media::{MediaBinding, release_generation_media};
+use crate::bound_media::{JobMedia, MediaBinding, MediaUrlSigner, release_generation_media};
 use crate::health::QueueLiveness;
 use crate::metrics::{JobOutcome, Metrics};
 use crate::storage::Storage;
@@ -43,6 +43,9 @@ pub struct WorkerContext {
     pub backends: Backends,
     pub storage: Arc<Storage>,
     pub api_base: String,
+    /// Signs the URLs of a job's kept media for the model servers that
+    /// fetch them.
+    pub media_signer: MediaUrlSigner,
     pub wakeup: Arc<Notify>,
     pub settings: QueueSettings,
     /// Identifies this process in lease_owner columns.
@@ -136,6 +139,7 @@ fn job_for(
     catalog: &Catalog,
     generation: &Generation,
     binding: &MediaBinding,
+    media_signer: &MediaUrlSigner,
 ) -> Result<Job, String> {
     let mode: Mode = generation
         .mode
@@ -157,6 +161,7 @@ fn job_for(
         model: generation.model.clone(),
         mode,
         media_input: binding.bind_input(&input),
+        media: JobMedia::new(binding.clone(), media_signer.clone()),
         input,
         width,
         height,
@@ -184,7 +189,12 @@ async fn run_claimed(
             return;
         }
     };
-    let job = match job_for(&context.catalog, &generation, &binding) {
+    let job = match job_for(
+        &context.catalog,
+        &generation,
+        &binding,
+        &context.media_signer,
+    ) {
         Ok(job) => job,
         Err(message) => {
             let outcome = finish_failed(

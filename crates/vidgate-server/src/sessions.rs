@@ -7,25 +7,15 @@
 
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use rand::Rng;
 use subtle::ConstantTimeEq;
 
-use crate::ids::{random_token, sha256_hex};
+use crate::ids::{random_secret, random_token, sha256_hex};
 use crate::store::{Caller, NewSession, Session, Store, StoreError, User, now_millis};
 
 /// A session unused for this long has ended.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// A session ends this long after sign-in, however active it is.
 pub const ABSOLUTE_LIFETIME: Duration = Duration::from_secs(30 * 24 * 60 * 60);
-
-/// 32 random bytes, base64url without padding.
-pub fn random_secret() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    URL_SAFE_NO_PAD.encode(bytes)
-}
 
 /// Compares a CSRF token in constant time; an empty expected token never
 /// matches.

@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use vidgate_media::FetchSettings;
 
 use crate::accounts::{self, CreatedAccount};
+use crate::bound_media::MediaUrlSigner;
 use crate::checks::{self, CheckFailure};
 use crate::client_address::TrustedProxies;
 use crate::dashboard::{self, users::CreatedUser};
@@ -230,6 +231,7 @@ impl Components {
             store::open_with(&database_url, options.migrations, options.sqlite_durability).await?;
         let (development_account, development_user) =
             development_account(&options, store.as_ref()).await?;
+        let media_signer = MediaUrlSigner::shared(store.as_ref()).await?;
 
         let rate_limiter = match &options.redis_url {
             Some(redis_url) => CallerRateLimiter::shared(redis_url).await?,
@@ -314,6 +316,7 @@ impl Components {
                 .as_deref()
                 .map(|token| Arc::new(OperatorToken::new(token))),
             metrics: Arc::new(Metrics::new()),
+            media_signer,
         };
         let webhook_client = if options.role.runs_jobs() {
             Some(WebhookClient::new(
@@ -375,6 +378,7 @@ impl Components {
                     backends: self.state.backends.clone(),
                     storage: self.state.storage.clone(),
                     api_base: addresses.api_base.clone(),
+                    media_signer: self.state.media_signer.clone(),
                     wakeup: self.state.queue_wakeup.clone(),
                     settings: self.queue,
                     node_id,

@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use vidgate_core::Catalog;
 
 use crate::backend::Backends;
+use crate::bound_media::MediaUrlSigner;
 use crate::client_address::TrustedProxies;
 use crate::health::Health;
 use crate::metrics::Metrics;
@@ -47,6 +48,9 @@ pub struct AppState {
     pub operator_token: Option<Arc<OperatorToken>>,
     /// This node's Prometheus series, served on the metrics listener.
     pub metrics: Arc<Metrics>,
+    /// Checks the signed URLs of kept media that model servers fetch
+    /// (`bound_media.rs`); the workers sign with the same key.
+    pub media_signer: MediaUrlSigner,
 }
 
 /// The operator API's token, kept as its SHA-256 digest so that comparing

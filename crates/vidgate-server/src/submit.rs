@@ -11,7 +11,7 @@ use vidgate_core::{Endpoint, InvalidRequest, Micros, Purpose, ValidatedInput};
 use vidgate_media::InspectError;
 
 use crate::backend::{Admission, Rejection};
-use crate::bound_media::MediaBinding;
+use crate::bound_media::{MediaBinding, is_kept_media};
 use crate::ids::{new_generation_id, sha256_hex};
 use crate::media::{
     ACCEPTED_FORMATS, ScratchCopyError, content_type, copy_to_scratch, media_json, own_file_path,
@@ -288,7 +288,7 @@ async fn queue_generation(
 
 /// Refuses a request that names another account's upload: upload URLs are
 /// capabilities for fetching, but using one in a generation is reserved to
-/// the account that uploaded it.
+/// the account that uploaded it. Kept media is refused to every account.
 async fn check_upload_ownership(
     state: &AppState,
     caller: &Caller,
@@ -316,6 +316,15 @@ async fn check_upload_ownership(
             continue;
         };
         let relative_path = relative_path.as_str();
+        // Kept media is vidgate's own copy for one job, handed only to
+        // model servers: a request naming it, in any spelling, would reach
+        // it past its URL's expiry through the own-file shortcut.
+        if is_kept_media(relative_path) {
+            return Err(SubmitError::invalid(
+                field.clone(),
+                format!("{field} names a file this account did not upload."),
+            ));
+        }
         if !relative_path.starts_with("uploads/") {
             continue;
         }

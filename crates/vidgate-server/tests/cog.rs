@@ -397,6 +397,7 @@ fn job(generation_id: &str, prompt: &str) -> Job {
         mode: "text-to-video".parse().unwrap(),
         input: ValidatedInput::from_stored_json(json!({ "prompt": prompt, "duration": 1 })),
         media_input: ValidatedInput::from_stored_json(json!({ "prompt": prompt, "duration": 1 })),
+        media: Default::default(),
         width: 320,
         height: 240,
         seed: 7,

@@ -461,3 +461,119 @@ async fn replicate_prefer_wait_answers_with_the_finished_prediction() {
     assert_eq!(prediction["status"], "succeeded");
     assert_eq!(fake.jobs()[0].start_deadline, Some(90.0));
 }
+
+/// The Replicate operations the fake implements, by their operation ids in
+/// Replicate's OpenAPI document: create a prediction of an official model,
+/// get, list and cancel predictions, and the default webhook secret.
+const FAKE_REPLICATE_OPERATIONS: [&str; 5] = [
+    "models.predictions.create",
+    "predictions.get",
+    "predictions.list",
+    "predictions.cancel",
+    "webhooks.default.secret.get",
+];
+
+/// The fake Replicate against Replicate's own description of its API
+/// (`tests/fixtures/replicate/openapi.yaml`, a copy of the OpenAPI document
+/// UPSTREAMS.md names): schemathesis sends generated requests, valid and
+/// invalid, to the operations the fake implements and checks every answer
+/// against the document. It runs when `VIDGATE_TEST_SCHEMATHESIS` names the
+/// schemathesis program (`.ci/run` sets it); any mismatch it finds fails
+/// this test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_fake_replicate_answers_as_replicates_openapi_document_describes() {
+    let Some(schemathesis) = std::env::var_os("VIDGATE_TEST_SCHEMATHESIS") else {
+        eprintln!(
+            "skipped: set VIDGATE_TEST_SCHEMATHESIS to a schemathesis program to check the fake Replicate against its OpenAPI document"
+        );
+        return;
+    };
+    let fake = FakeProviders::start().await;
+    // Generated predictions finish quickly, so `Prefer: wait` answers soon.
+    fake.switches(|switches| {
+        switches.queue_for = Duration::from_millis(10);
+        switches.run_for = Duration::from_millis(10);
+    });
+    // The copy of the document has one fix, recorded in the fixtures'
+    // README: a prediction's `version` is `oneOf` a string or "hidden",
+    // which "hidden" (what official models answer) matches twice.
+    //
+    // The document's path parameters are any strings; the fake, like
+    // Replicate, answers 404 (which the document does not list) for a model
+    // it does not host or a prediction it does not have. So the paths name
+    // a hosted model and a prediction that exists, and the generated
+    // requests test what the document describes: bodies, headers, queries
+    // and the answers to them.
+    let existing = replicate_client(&fake, Duration::from_secs(10))
+        .submit(
+            &ProviderTarget(REPLICATE_KLING.into()),
+            &json!({ "prompt": "a kite for schemathesis", "duration": 1 }),
+            None,
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the fake creates a prediction");
+    let (owner, name) = REPLICATE_KLING.split_once('/').unwrap();
+    let working_directory = tempfile::tempdir().unwrap();
+    let config = working_directory.path().join("schemathesis.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[parameters]\n\
+             \"path.model_owner\" = \"{owner}\"\n\
+             \"path.model_name\" = \"{name}\"\n\
+             \"path.prediction_id\" = \"{existing}\"\n"
+        ),
+    )
+    .unwrap();
+    let document = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/replicate/openapi.yaml");
+    let mut command = std::process::Command::new(schemathesis);
+    command
+        .current_dir(working_directory.path())
+        .arg("--config-file")
+        .arg(&config)
+        .arg("run")
+        .arg(&document)
+        .args(["--url", &fake.replicate_api_url()])
+        .args([
+            "--header",
+            &format!("Authorization: Bearer {REPLICATE_TOKEN}"),
+        ])
+        .args(["--checks", "all"])
+        // Three checks the document or the fake cannot support. It lists only the success
+        // statuses, while Replicate answers errors as problem+json with
+        // 401, 404 and 422 (the recorded `run__invalid-token` interaction),
+        // as the fake does: `status_code_conformance` would fail on every
+        // refusal, the ones its own `ignored_auth` check asks for
+        // included. And the document's `input` is any object, while each
+        // model checks its input against its own schema (a video model
+        // without a prompt answers 422): `positive_data_acceptance` would
+        // fail on those refusals. And the fake implements some methods of a
+        // path only (`POST /predictions`, a version's prediction, is not
+        // one vidgate uses), so `allow_header_conformance` would find the
+        // others missing from its `Allow`.
+        .args([
+            "--exclude-checks",
+            "status_code_conformance,positive_data_acceptance,allow_header_conformance",
+        ])
+        .args(["--max-examples", "25", "--seed", "17"])
+        .args(["--generation-database", "none"])
+        .args(["--request-timeout", "70"]);
+    for operation in FAKE_REPLICATE_OPERATIONS {
+        command.args(["--include-operation-id", operation]);
+    }
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("schemathesis runs");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "schemathesis found the fake Replicate unlike its OpenAPI document:\n{report}"
+    );
+}

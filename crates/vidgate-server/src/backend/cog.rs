@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::CogModelConfig;
 use super::output::{self, DownloadError};
 use super::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
+use crate::bound_media::MEDIA_URL_MARGIN;
 use crate::ids::{random_token, sha256_hex};
 use crate::storage::Storage;
 
@@ -237,11 +238,16 @@ impl CogBackend {
         health
     }
 
-    /// The predictor's inputs for a job, through the configured mapping. Media
-    /// fields carry the URLs of the copies vidgate kept at submit, so the
-    /// model server fetches exactly the checked bytes, from vidgate, and
-    /// never a customer's URL from inside the operator's network.
+    /// The predictor's inputs for a job starting now, through the configured
+    /// mapping. Media fields carry the URLs of the copies vidgate kept at
+    /// submit, so the model server fetches exactly the checked bytes, from
+    /// vidgate, and never a customer's URL from inside the operator's
+    /// network; they are signed to stay valid until the prediction's
+    /// deadline and `MEDIA_URL_MARGIN` after it.
     fn prediction_input(&self, job: &Job) -> Value {
+        let media_input = job.fetchable_media_input(
+            seconds(self.config.timeouts.prediction_seconds) + MEDIA_URL_MARGIN,
+        );
         let mut input = self.config.constants.clone();
         for (ours, theirs) in &self.config.inputs {
             let value = match ours.as_str() {
@@ -250,7 +256,7 @@ impl CogBackend {
                 "height" => Some(json!(job.height)),
                 "mode" => Some(json!(job.mode.to_string())),
                 "duration" => Some(json!(job.input.duration_s())),
-                name => job.media_input.get(name).cloned(),
+                name => media_input.get(name).cloned(),
             };
             if let Some(value) = value.filter(|value| !value.is_null()) {
                 input.insert(theirs.clone(), value);
@@ -281,6 +287,8 @@ impl CogBackend {
         let generation_id = job.generation_id.as_str();
         let timeouts = &self.config.timeouts;
         let deadline = Instant::now() + seconds(timeouts.prediction_seconds);
+        // One input for every PUT of this run, its media URLs signed once.
+        let input = self.prediction_input(job);
         let mut registration = self.callbacks.register(generation_id);
         let mut unreachable_since: Option<Instant> = None;
         let mut at_capacity_backoff = Duration::from_millis(500);
@@ -306,7 +314,7 @@ impl CogBackend {
             {
                 return self.finished(job, prediction).await;
             }
-            let mut body = json!({ "input": self.prediction_input(job) });
+            let mut body = json!({ "input": input.clone() });
             let mut request = self
                 .client
                 .put(self.url(&format!("predictions/{generation_id}")));
@@ -654,6 +662,7 @@ mod tests {
             mode: "text-to-video".parse().unwrap(),
             input: vidgate_core::ValidatedInput::from_stored_json(input.clone()),
             media_input: vidgate_core::ValidatedInput::from_stored_json(input),
+            media: Default::default(),
             width: 854,
             height: 480,
             seed: 42,

@@ -14,6 +14,7 @@ use vidgate_core::Mode;
 
 use super::Job;
 use super::provider::ProviderTarget;
+use crate::bound_media::MEDIA_URL_MARGIN;
 
 /// How one of our parameters reaches the provider.
 #[derive(Debug, Clone, Deserialize)]
@@ -91,6 +92,19 @@ pub struct HostedTimeouts {
     /// How long rate limits and provider errors are retried before the
     /// generation fails.
     pub retry_seconds: f64,
+    /// How long the URLs of the job's media handed to the provider stay
+    /// valid after the submit; by default `start_seconds` plus ten minutes
+    /// (`MEDIA_URL_MARGIN`), so a job that starts at its deadline can
+    /// still fetch them.
+    pub media_url_seconds: Option<f64>,
+}
+
+impl HostedTimeouts {
+    /// How long the media URLs of a submit stay valid.
+    pub fn media_url_lifetime(&self) -> Duration {
+        self.media_url_seconds
+            .map_or_else(|| seconds(self.start_seconds) + MEDIA_URL_MARGIN, seconds)
+    }
 }
 
 impl Default for HostedTimeouts {
@@ -101,6 +115,7 @@ impl Default for HostedTimeouts {
             job_seconds: 3600.0,
             poll_seconds: 5.0,
             retry_seconds: 600.0,
+            media_url_seconds: None,
         }
     }
 }
@@ -331,13 +346,15 @@ impl HostedModelConfig {
             .ok_or_else(|| format!("no target for {} {value}", by.parameter))
     }
 
-    /// The provider's input for a job: the fixed fields, then every mapped
-    /// parameter the job has (defaults filled in by validation, so
-    /// price-affecting values are always explicit).
+    /// The provider's input for a job submitted now: the fixed fields, then
+    /// every mapped parameter the job has (defaults filled in by
+    /// validation, so price-affecting values are always explicit), media
+    /// as URLs signed for `timeouts.media_url_lifetime()`.
     pub fn provider_input(&self, job: &Job) -> Result<Value, String> {
         let mode = self
             .mode(job.mode)
             .ok_or_else(|| format!("the mode {} is not configured", job.mode.as_str()))?;
+        let media_input = job.fetchable_media_input(self.timeouts.media_url_lifetime());
         let mut input = self.fixed.clone();
         input.extend(mode.fixed.clone());
         let mut names: Vec<&String> = self.fields.keys().chain(mode.fields.keys()).collect();
@@ -353,7 +370,7 @@ impl HostedModelConfig {
                 "seed" => Some(json!(job.seed)),
                 // Media fields carry vidgate's URLs of the bytes checked and
                 // priced at submit, never the customer's own URLs.
-                other => job.media_input.get(other).cloned(),
+                other => media_input.get(other).cloned(),
             };
             let Some(value) = value.filter(|value| !value.is_null()) else {
                 continue;
@@ -415,6 +432,7 @@ mod tests {
             mode: mode.parse().unwrap(),
             input: vidgate_core::ValidatedInput::from_stored_json(input.clone()),
             media_input: vidgate_core::ValidatedInput::from_stored_json(input),
+            media: Default::default(),
             width: 1280,
             height: 720,
             seed: 42,

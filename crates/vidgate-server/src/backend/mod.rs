@@ -17,11 +17,13 @@ pub mod replicate;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use vidgate_core::Mode;
 
+use crate::bound_media::JobMedia;
 use circuit::ProviderCircuits;
 pub use cog::{CogBackend, CogCallbacks};
 pub use config::{
@@ -41,16 +43,29 @@ pub struct Job {
     pub mode: Mode,
     /// The input as the customer sent it.
     pub input: vidgate_core::ValidatedInput,
-    /// The input a backend sends on or renders with: every media URL
-    /// replaced by the URL of the copy submit checked, priced and kept
-    /// (`bound_media.rs`), served by vidgate under `/files/` for as long as
-    /// the job lasts. Backends use this, never the customer's URLs.
+    /// The input a backend renders with: every media URL replaced by the
+    /// URL of the copy submit checked, priced and kept (`bound_media.rs`),
+    /// which the local engine reads from storage. Backends use this, never
+    /// the customer's URLs; one that hands URLs to a model server over HTTP
+    /// hands it [`Job::fetchable_media_input`] instead.
     pub media_input: vidgate_core::ValidatedInput,
+    /// The kept media and the signer of its URLs.
+    pub media: JobMedia,
     pub width: u32,
     pub height: u32,
     /// The seed to render with: the requested one, or one chosen for this job
     /// and recorded in the output so the result can be reproduced.
     pub seed: u64,
+}
+
+impl Job {
+    /// `media_input` with each kept copy's URL signed to be served for
+    /// `lifetime` from now and refused after: what a model server or a
+    /// provider gets, long enough for it to fetch the media once the job
+    /// starts.
+    pub fn fetchable_media_input(&self, lifetime: Duration) -> vidgate_core::ValidatedInput {
+        self.media.signed_input(&self.media_input, lifetime)
+    }
 }
 
 /// A request as a backend sees it at submit time, before anything is held:

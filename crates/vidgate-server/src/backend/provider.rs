@@ -355,38 +355,82 @@ pub enum WebhookError {
 /// read again, so a rotation reaches us within this time.
 pub const WEBHOOK_KEYS_LIFETIME: Duration = Duration::from_secs(600);
 
+/// How long a failed read of a provider's webhook keys or secret is
+/// remembered: webhooks arriving meanwhile are refused with the same error
+/// without another read, so a flood of webhooks (forged ones cost nothing
+/// to send) makes at most one call to the provider in this time. The
+/// provider retries its genuine webhooks, and polling finishes the jobs
+/// meanwhile.
+pub const WEBHOOK_KEYS_FAILURE_MEMORY: Duration = Duration::from_secs(30);
+
 /// Keys (or a secret) fetched from a provider and kept for
-/// `WEBHOOK_KEYS_LIFETIME`.
+/// `WEBHOOK_KEYS_LIFETIME`, and the last failed fetch, remembered for
+/// `WEBHOOK_KEYS_FAILURE_MEMORY`.
 pub struct CachedKeys<T> {
-    kept: tokio::sync::Mutex<Option<(std::time::Instant, T)>>,
+    kept: tokio::sync::Mutex<KeptKeys<T>>,
+}
+
+struct KeptKeys<T> {
+    keys: Option<(std::time::Instant, T)>,
+    failure: Option<(std::time::Instant, ProviderError)>,
 }
 
 impl<T> Default for CachedKeys<T> {
     fn default() -> CachedKeys<T> {
         CachedKeys {
-            kept: tokio::sync::Mutex::new(None),
+            kept: tokio::sync::Mutex::new(KeptKeys {
+                keys: None,
+                failure: None,
+            }),
         }
     }
 }
 
 impl<T: Clone> CachedKeys<T> {
     /// The kept keys, or fresh ones from `fetch` when none are kept or
-    /// they are too old. The lock is held across the fetch so that a burst
-    /// of webhooks reads the keys once.
+    /// they are too old; the remembered error while a failed fetch is
+    /// recent. The lock is held across the fetch so that a burst of
+    /// webhooks reads the keys once.
     pub async fn get<F, Fut>(&self, fetch: F) -> Result<T, ProviderError>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<T, ProviderError>>,
     {
+        self.get_remembering_failures_for(WEBHOOK_KEYS_FAILURE_MEMORY, fetch)
+            .await
+    }
+
+    async fn get_remembering_failures_for<F, Fut>(
+        &self,
+        failure_memory: Duration,
+        fetch: F,
+    ) -> Result<T, ProviderError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ProviderError>>,
+    {
         let mut kept = self.kept.lock().await;
-        if let Some((fetched_at, keys)) = kept.as_ref()
+        if let Some((fetched_at, keys)) = kept.keys.as_ref()
             && fetched_at.elapsed() < WEBHOOK_KEYS_LIFETIME
         {
             return Ok(keys.clone());
         }
-        let keys = fetch().await?;
-        *kept = Some((std::time::Instant::now(), keys.clone()));
-        Ok(keys)
+        if let Some((failed_at, error)) = kept.failure.as_ref()
+            && failed_at.elapsed() < failure_memory
+        {
+            return Err(error.clone());
+        }
+        match fetch().await {
+            Ok(keys) => {
+                kept.keys = Some((std::time::Instant::now(), keys.clone()));
+                kept.failure = None;
+                Ok(keys)
+            }
+            Err(error) => {
+                kept.failure = Some((std::time::Instant::now(), error.clone()));
+                Err(error)
+            }
+        }
     }
 }
 
@@ -495,6 +539,37 @@ mod tests {
             ProviderError::Refused { status: 422, .. }
         ));
         assert!(!classify(422).is_transient());
+    }
+
+    #[tokio::test]
+    async fn a_failed_key_fetch_is_remembered_for_a_while_then_tried_again() {
+        let keys = CachedKeys::<u32>::default();
+        let fetches = std::sync::atomic::AtomicU32::new(0);
+        let fetch = |answer: Result<u32, ProviderError>| {
+            fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move { answer }
+        };
+        let outage = || ProviderError::Unavailable {
+            retry_after: None,
+            message: "down".into(),
+        };
+        let memory = Duration::from_millis(300);
+        for _ in 0..5 {
+            let answer = keys
+                .get_remembering_failures_for(memory, || fetch(Err(outage())))
+                .await;
+            assert_eq!(answer, Err(outage()));
+        }
+        assert_eq!(fetches.load(std::sync::atomic::Ordering::SeqCst), 1);
+        tokio::time::sleep(memory).await;
+        for _ in 0..3 {
+            let answer = keys
+                .get_remembering_failures_for(memory, || fetch(Ok(7)))
+                .await;
+            assert_eq!(answer, Ok(7));
+        }
+        // One more fetch after the memory ended; the keys it got are kept.
+        assert_eq!(fetches.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -14,8 +14,9 @@ use super::session::{self, PRE_SESSION_CSRF_COOKIE, SESSION_COOKIE, SignedIn, co
 use super::users::{self, UserError};
 use super::{Layout, passwords, render};
 use crate::client_address::client_address_of;
+use crate::ids::random_secret;
 use crate::metrics::RateLimit;
-use crate::sessions::{random_secret, tokens_match};
+use crate::sessions::tokens_match;
 use crate::state::AppState;
 
 /// What a sign-up with an email that already has a user is told.

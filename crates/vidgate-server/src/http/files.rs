@@ -2,18 +2,21 @@
 //! streamed through vidgate with the Range support a `<video>` element needs
 //! (206 with `Content-Range`, `Accept-Ranges`, 416), so every public URL
 //! stays on our own origin. On local disk, `ServeDir` answers instead. With
-//! either, a file the retention sweep deleted answers 410 Gone.
+//! either, a file the retention sweep deleted answers 410 Gone, and kept
+//! request media is served only to a signed URL that has not expired.
 
 use axum::body::Body;
 use axum::extract::{OriginalUri, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, AppState, rfc3339};
+use crate::bound_media::is_kept_media;
 use crate::storage::{
     ReadError, UNKNOWN_CONTENT_TYPE, content_type_of, is_stored_name, media_type_named,
 };
+use crate::store::now_millis;
 
 pub async fn serve(
     State(state): State<AppState>,
@@ -76,6 +79,53 @@ pub async fn serve(
     Ok(response)
 }
 
+/// The request's URI as the client sent it, however the router nested it.
+fn original_uri(request: &Request) -> &Uri {
+    request
+        .extensions()
+        .get::<OriginalUri>()
+        .map_or_else(|| request.uri(), |original| &original.0)
+}
+
+/// The stored name a request asks for: what follows the mount point,
+/// `/api/v1/files/`, as the client spelled it.
+fn stored_name_of(request: &Request) -> String {
+    original_uri(request)
+        .path()
+        .split_once("/files/")
+        .map(|(_, relative_path)| relative_path.to_owned())
+        .unwrap_or_default()
+}
+
+/// Serves kept request media (`media/…`, see `bound_media.rs`) only to a
+/// URL with a valid signature that has not expired, and refuses it with
+/// 403 `forbidden` otherwise (not 410: the copy may still be there for a
+/// URL signed later, and a fetcher is told nothing about whether it
+/// exists). A name not in its plain spelling answers 404 here, so that no
+/// escaped spelling, which the file server would decode, passes this check
+/// unsigned.
+pub async fn kept_media_needs_a_signature(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let relative_path = stored_name_of(&request);
+    if !is_stored_name(&relative_path) {
+        return Err(ApiError::NotFound("No such file.".into()));
+    }
+    if is_kept_media(&relative_path) {
+        state
+            .media_signer
+            .check(
+                &relative_path,
+                original_uri(&request).query(),
+                now_millis() / 1000,
+            )
+            .map_err(|refusal| ApiError::Forbidden(refusal.to_string()))?;
+    }
+    Ok(next.run(request).await)
+}
+
 /// Turns the 404 of a file that expired into 410 Gone, with the time it
 /// expired. Only a missing file costs the look-up; files that are there are
 /// served as before.
@@ -84,16 +134,7 @@ pub async fn gone_when_expired(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    // The stored name is what follows the mount point, `/api/v1/files/`,
-    // however the router nested the request's path.
-    let path = request
-        .extensions()
-        .get::<OriginalUri>()
-        .map_or_else(|| request.uri().path(), |original| original.path());
-    let relative_path = path
-        .split_once("/files/")
-        .map(|(_, relative_path)| relative_path.to_owned())
-        .unwrap_or_default();
+    let relative_path = stored_name_of(&request);
     let response = next.run(request).await;
     if response.status() != StatusCode::NOT_FOUND || !is_stored_name(&relative_path) {
         return Ok(response);

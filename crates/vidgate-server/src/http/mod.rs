@@ -93,12 +93,20 @@ pub fn router(state: AppState) -> Router {
 
     // Files on local disk are served by ServeDir; objects in a bucket are
     // streamed through vidgate, so their URLs stay on our origin too. Either
-    // way a file the retention sweep deleted answers 410 instead of 404.
+    // way a file the retention sweep deleted answers 410 instead of 404, and
+    // kept request media needs a signed URL that has not expired.
     let gone = middleware::from_fn_with_state(state.clone(), files::gone_when_expired);
+    let signed = middleware::from_fn_with_state(state.clone(), files::kept_media_needs_a_signature);
     let api = Router::new().merge(public).merge(authenticated);
     let api = match state.storage.local_root() {
-        Some(root) => api.nest_service("/files", tower::Layer::layer(&gone, ServeDir::new(root))),
-        None => api.route("/files/{*path}", get(files::serve).layer(gone)),
+        Some(root) => api.nest_service(
+            "/files",
+            tower::Layer::layer(&signed, tower::Layer::layer(&gone, ServeDir::new(root))),
+        ),
+        None => api.route(
+            "/files/{*path}",
+            get(files::serve).layer(gone).layer(signed),
+        ),
     }
     .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 

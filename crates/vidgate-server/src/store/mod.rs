@@ -17,8 +17,9 @@
 //! `provider_health` (each provider's circuit as a node last saw it),
 //! `operations` (the schema's state for readiness, backups),
 //! `operator` (what the operator API adds: listing accounts, idempotent
-//! credit adjustments, the audit log) and `retention` (expiring old clips
-//! and uploads, and the expired files the sweep deletes).
+//! credit adjustments, the audit log), `retention` (expiring old clips
+//! and uploads, and the expired files the sweep deletes) and `server_keys`
+//! (secrets the server makes for itself, shared by every node).
 //! `Store` is all of them. What differs between the two databases is in
 //! `sqlite.rs`, `postgres.rs` and `impl_for_both_stores!` below.
 
@@ -72,6 +73,7 @@ mod provider_jobs;
 mod queue;
 mod retention;
 mod schema;
+mod server_keys;
 mod sqlite;
 mod submit;
 mod uploads;
@@ -100,6 +102,7 @@ pub use provider_jobs::{NewProviderJob, ProviderJob, ProviderJobStore};
 pub use queue::{FailureDetail, ProviderRun, QueueDepth, QueueStore, RescueReport};
 pub use retention::{ExpiredFile, RetentionStore};
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
+pub use server_keys::ServerKeyStore;
 pub use sqlite::{SqliteDurability, SqliteStore};
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadStore, UploadUsage};
 pub use users::{NewSession, Session, User, UserStore};
@@ -160,6 +163,7 @@ pub trait Store:
     + OperationsStore
     + OperatorStore
     + RetentionStore
+    + ServerKeyStore
     + Send
     + Sync
     + 'static
@@ -180,6 +184,7 @@ impl<T> Store for T where
         + OperationsStore
         + OperatorStore
         + RetentionStore
+        + ServerKeyStore
         + Send
         + Sync
         + 'static

@@ -322,7 +322,7 @@ async fn list(
     };
     let start = query
         .get("start")
-        .and_then(|text| super::parse_utc(text))
+        .and_then(|text| super::parse_rfc3339(text))
         .unwrap_or(now_seconds() - 86_400.0);
     let limit: usize = query
         .get("limit")
@@ -385,11 +385,18 @@ fn signing_key(state: &FakeState) -> Ed25519KeyPair {
     Ed25519KeyPair::from_seed_unchecked(&state.fal_signing_seed).unwrap()
 }
 
-async fn jwks(State(state): State<Arc<FakeState>>) -> Json<Value> {
+/// fal's published webhook keys; unauthenticated, and down in an outage
+/// like the rest of fal.
+async fn jwks(State(state): State<Arc<FakeState>>) -> Response {
+    state.count_key_fetch(Provider::Fal);
+    if state.is_down() {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
     let public = URL_SAFE_NO_PAD.encode(signing_key(&state).public_key().as_ref());
     Json(json!({ "keys": [
         { "kty": "OKP", "crv": "Ed25519", "x": public, "kid": "fake-1", "use": "sig" }
     ]}))
+    .into_response()
 }
 
 /// The completion webhook of a finished job, signed as fal signs them.

@@ -121,6 +121,18 @@ impl Default for Switches {
     }
 }
 
+/// One fetch of a job's input media by the fake, made as a provider makes
+/// it: when the job starts.
+#[derive(Debug, Clone)]
+pub struct MediaFetch {
+    pub job_id: String,
+    pub url: String,
+    /// The HTTP status, or 0 when no answer came.
+    pub status: u16,
+    /// SHA-256 of the body of a successful fetch, in hex.
+    pub sha256: Option<String>,
+}
+
 pub struct FakeState {
     pub base_url: Mutex<String>,
     pub jobs: Mutex<Vec<FakeJob>>,
@@ -135,6 +147,11 @@ pub struct FakeState {
     /// Bytes of `[fake:huge-output]` bodies handed to the connection, for
     /// assertions on how soon a client stopped reading.
     pub huge_output_bytes_sent: AtomicU64,
+    /// Every fetch of input media, in order.
+    pub media_fetches: Mutex<Vec<MediaFetch>>,
+    /// Every read of a provider's webhook keys (fal's JWKS, Replicate's
+    /// default webhook secret), answered or not.
+    key_fetches: Mutex<Vec<Provider>>,
     next_id: Mutex<u64>,
     http: reqwest::Client,
 }
@@ -160,6 +177,8 @@ impl FakeProviders {
             replicate_webhook_secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
             webhooks_sent: Mutex::new(Vec::new()),
             huge_output_bytes_sent: AtomicU64::new(0),
+            media_fetches: Mutex::new(Vec::new()),
+            key_fetches: Mutex::new(Vec::new()),
             next_id: Mutex::new(0),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -199,6 +218,17 @@ impl FakeProviders {
 
     pub fn jobs(&self) -> Vec<FakeJob> {
         self.state.jobs.lock().unwrap().clone()
+    }
+
+    /// How many times `provider`'s webhook keys were read.
+    pub fn key_fetches_at(&self, provider: Provider) -> usize {
+        self.state
+            .key_fetches
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|fetched| **fetched == provider)
+            .count()
     }
 
     /// The jobs created at `provider`.
@@ -255,6 +285,10 @@ impl FakeState {
         } else {
             false
         }
+    }
+
+    fn count_key_fetch(&self, provider: Provider) {
+        self.key_fetches.lock().unwrap().push(provider);
     }
 
     fn is_down(&self) -> bool {
@@ -385,7 +419,13 @@ async fn drive(state: Arc<FakeState>, id: String) {
     }
     send_webhook(&state, &started, "start").await;
 
-    let outcome = if started.marker("moderate") {
+    let unreadable_media = fetch_media(&state, &started).await;
+    let outcome = if let Some(message) = unreadable_media {
+        FakeStatus::Failed {
+            message,
+            moderated: false,
+        }
+    } else if started.marker("moderate") {
         FakeStatus::Failed {
             message: "The content was flagged by the safety checker".into(),
             moderated: true,
@@ -413,6 +453,58 @@ async fn drive(state: Arc<FakeState>, id: String) {
         return;
     };
     send_webhook(&state, &finished, "completed").await;
+}
+
+/// Fetches every URL in a started job's input, as a provider downloads a
+/// job's media before the model runs; the first that cannot be read fails
+/// the job with its reason.
+async fn fetch_media(state: &FakeState, job: &FakeJob) -> Option<String> {
+    let urls: Vec<String> = job
+        .input
+        .as_object()
+        .into_iter()
+        .flat_map(|fields| fields.values())
+        .flat_map(|value| match value {
+            Value::Array(items) => items.clone(),
+            other => vec![other.clone()],
+        })
+        .filter_map(|value| value.as_str().map(str::to_owned))
+        .filter(|text| text.starts_with("http://") || text.starts_with("https://"))
+        .collect();
+    let mut failure = None;
+    for url in urls {
+        let (status, sha256) = match state.http.get(&url).send().await {
+            Ok(response) if response.status().is_success() => {
+                let status = response.status().as_u16();
+                match response.bytes().await {
+                    Ok(body) => (status, Some(hex_digest(&body))),
+                    Err(_) => (0, None),
+                }
+            }
+            Ok(response) => (response.status().as_u16(), None),
+            Err(_) => (0, None),
+        };
+        state.media_fetches.lock().unwrap().push(MediaFetch {
+            job_id: job.id.clone(),
+            url: url.clone(),
+            status,
+            sha256: sha256.clone(),
+        });
+        if sha256.is_none() && failure.is_none() {
+            failure = Some(format!(
+                "Failed to download the input file {url}: status {status}"
+            ));
+        }
+    }
+    failure
+}
+
+pub fn hex_digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// A small real clip standing in for the model's output: the engine
@@ -502,26 +594,12 @@ async fn send_webhook(state: &Arc<FakeState>, job: &FakeJob, event: &str) {
     }
 }
 
-/// Reads an RFC 3339 time in UTC (`2026-11-23T12:00:01.5Z`, or with
-/// `+00:00`) as Unix seconds; the clients only ever send UTC.
-pub fn parse_utc(text: &str) -> Option<f64> {
-    let text = text.trim_end_matches('Z').trim_end_matches("+00:00");
-    let (date, clock) = text.split_once('T')?;
-    let mut date_parts = date.split('-').map(|part| part.parse::<i32>().ok());
-    let (year, month, day) = (
-        date_parts.next()??,
-        date_parts.next()??,
-        date_parts.next()??,
-    );
-    let mut clock_parts = clock.split(':');
-    let hour: u8 = clock_parts.next()?.parse().ok()?;
-    let minute: u8 = clock_parts.next()?.parse().ok()?;
-    let second: f64 = clock_parts.next()?.parse().ok()?;
-    let date =
-        time::Date::from_calendar_date(year, time::Month::try_from(month as u8).ok()?, day as u8)
-            .ok()?;
-    let midnight = date.with_hms(hour, minute, 0).ok()?.assume_utc();
-    Some(midnight.unix_timestamp() as f64 + second)
+/// Reads an RFC 3339 date-time (`2026-11-23T12:00:01.5Z`, or with any
+/// offset) as Unix seconds.
+pub fn parse_rfc3339(text: &str) -> Option<f64> {
+    let time =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(time.unix_timestamp_nanos() as f64 / 1e9)
 }
 
 /// The length of a `[fake:huge-output]` body: 4 GiB, which no test's cap

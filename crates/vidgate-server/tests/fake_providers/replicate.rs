@@ -130,7 +130,7 @@ pub fn prediction(state: &FakeState, job: &FakeJob) -> Value {
         FakeStatus::Canceled => ("canceled", Value::Null, Value::Null),
         FakeStatus::TimedOut => ("aborted", Value::Null, Value::Null),
     };
-    json!({
+    let mut prediction = json!({
         "id": job.id,
         "model": job.target,
         "version": "hidden",
@@ -142,18 +142,28 @@ pub fn prediction(state: &FakeState, job: &FakeJob) -> Value {
         "status": status,
         "source": "api",
         "created_at": iso(job.created_at),
-        "started_at": job.started_at.map(iso),
-        "completed_at": job.completed_at.map(iso),
         "urls": {
             "get": api,
             "cancel": format!("{api}/cancel"),
             "web": format!("https://replicate.com/p/{}", job.id),
         },
         "metrics": if job.status == FakeStatus::Succeeded { json!({ "predict_time": 0.1 }) } else { json!({}) },
-    })
+    });
+    // Replicate leaves the times out until they happen (the recorded
+    // `starting` prediction has neither), never null.
+    for (name, time) in [
+        ("started_at", job.started_at),
+        ("completed_at", job.completed_at),
+    ] {
+        if let Some(time) = time {
+            prediction[name] = json!(iso(time));
+        }
+    }
+    prediction
 }
 
-/// Reads `Cancel-After` in Go duration syntax (`30s`, `5m`, `1h30m45s`).
+/// Reads `Cancel-After` in Go duration syntax (`30s`, `5m`, `1h30m45s`),
+/// where a number without a unit is seconds (`30` is `30s`).
 fn parse_go_duration(text: &str) -> Option<f64> {
     let mut total = 0.0;
     let mut number = String::new();
@@ -172,7 +182,42 @@ fn parse_go_duration(text: &str) -> Option<f64> {
                 _ => return None,
             };
     }
-    number.is_empty().then_some(total)
+    if number.is_empty() {
+        return (!text.is_empty()).then_some(total);
+    }
+    Some(total + number.parse::<f64>().ok()?)
+}
+
+/// What is wrong with a prediction request's body, as Replicate checks it
+/// before the model's own input schema: `input` an object, the other
+/// fields of their types, and no field it does not know.
+fn invalid_prediction_request(request: &Value) -> Option<String> {
+    let Some(fields) = request.as_object() else {
+        return Some("the body must be a JSON object".into());
+    };
+    if !request["input"].is_object() {
+        return Some("input: an object is required".into());
+    }
+    for (name, value) in fields {
+        let valid = match name.as_str() {
+            "input" => true,
+            "stream" => value.is_boolean(),
+            "webhook" => value.is_string(),
+            "webhook_events_filter" => value.as_array().is_some_and(|events| {
+                events.iter().all(|event| {
+                    matches!(
+                        event.as_str(),
+                        Some("start" | "output" | "logs" | "completed")
+                    )
+                })
+            }),
+            _ => return Some(format!("{name}: additional properties are not allowed")),
+        };
+        if !valid {
+            return Some(format!("{name}: not a valid value"));
+        }
+    }
+    None
 }
 
 async fn create(
@@ -199,8 +244,15 @@ async fn create(
             "The request body is not valid JSON.",
         );
     };
+    if let Some(refusal) = invalid_prediction_request(&request) {
+        return problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Input validation failed",
+            &refusal,
+        );
+    }
     let input = request["input"].clone();
-    if !input.is_object() || !input["prompt"].is_string() {
+    if !input["prompt"].is_string() {
         return problem(
             StatusCode::UNPROCESSABLE_ENTITY,
             "Input validation failed",
@@ -315,9 +367,35 @@ async fn list(
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
-    let parse = |name: &str| query.get(name).and_then(|text| super::parse_utc(text));
-    let after = parse("created_after").unwrap_or(f64::MIN);
-    let before = parse("created_before").unwrap_or(f64::MAX);
+    // Replicate refuses a time filter that is not a date-time, and a
+    // source other than `web`, the one it filters by.
+    let mut bounds = [f64::MIN, f64::MAX];
+    for (bound, name) in bounds.iter_mut().zip(["created_after", "created_before"]) {
+        if let Some(text) = query.get(name) {
+            match super::parse_rfc3339(text) {
+                Some(time) => *bound = time,
+                None => {
+                    return problem(
+                        StatusCode::BAD_REQUEST,
+                        "Invalid query parameter",
+                        &format!("{name}: enter a valid date/time"),
+                    );
+                }
+            }
+        }
+    }
+    let [after, before] = bounds;
+    let from_the_web_only = match query.get("source").map(String::as_str) {
+        None => false,
+        Some("web") => true,
+        Some(_) => {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                "Invalid query parameter",
+                "source: the only supported value is web",
+            );
+        }
+    };
     let page: usize = query
         .get("cursor")
         .and_then(|cursor| cursor.parse().ok())
@@ -328,6 +406,8 @@ async fn list(
         .unwrap()
         .iter()
         .filter(|job| job.provider == Provider::Replicate)
+        // Every prediction of the fake was created through the API.
+        .filter(|_| !from_the_web_only)
         .filter(|job| job.created_at >= after && job.created_at < before)
         .cloned()
         .collect();
@@ -380,6 +460,7 @@ async fn cancel(
 }
 
 async fn secret(State(state): State<Arc<FakeState>>, headers: HeaderMap) -> Response {
+    state.count_key_fetch(Provider::Replicate);
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
