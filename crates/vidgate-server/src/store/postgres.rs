@@ -21,7 +21,9 @@ use tokio::task::JoinHandle;
 
 use super::StoreError;
 use super::caller_cache::CallerCache;
+use super::group_commit::SubmitQueue;
 use super::schema::{self, Migrations};
+use super::submit::PgSubmitter;
 
 /// The channel on which queued jobs are announced; the payload is the id.
 pub(super) const WORK_CHANNEL: &str = "vidgate_work";
@@ -38,6 +40,7 @@ pub struct PgStore {
     /// API-only node or an admin command never holds the extra connection).
     listener: OnceCell<JoinHandle<()>>,
     callers: CallerCache,
+    submits: SubmitQueue<PgSubmitter>,
 }
 
 impl PgStore {
@@ -64,6 +67,7 @@ impl PgStore {
             .connect_with(options)
             .await?;
         Ok(PgStore {
+            submits: SubmitQueue::new(PgSubmitter { pool: pool.clone() }),
             pool,
             work_announced: Arc::new(Notify::new()),
             listener: OnceCell::new(),
@@ -85,6 +89,10 @@ impl PgStore {
 
     pub(super) fn callers(&self) -> &CallerCache {
         &self.callers
+    }
+
+    pub(super) fn submits(&self) -> &SubmitQueue<PgSubmitter> {
+        &self.submits
     }
 
     /// PostgreSQL delivers the notification only if the transaction commits.
