@@ -231,6 +231,10 @@ impl PgStore {
 /// the balance and limit a refusal reports.
 type SubmittedRow = (String, Option<String>, Option<i64>, Option<i64>);
 
+/// What `vidgate_submit_generations` answers for each submit of a batch:
+/// its position in the batch (from 1) and then as `SubmittedRow`.
+type BatchSubmittedRow = (i32, String, Option<String>, Option<i64>, Option<i64>);
+
 /// PostgreSQL's submits: one statement each, alone or as a batch, so every
 /// account lock lasts one round trip.
 #[derive(Clone)]
@@ -323,7 +327,7 @@ impl BatchSubmitter for PgSubmitter {
             |value: fn(&NewGeneration) -> i64| batch.iter().map(value).collect::<Vec<_>>();
         // One statement, so one transaction: every submit of the batch
         // commits with the others or, on an error, none does.
-        let rows: Vec<(i32, String, Option<String>, Option<i64>, Option<i64>)> = sqlx::query_as(
+        let rows: Vec<BatchSubmittedRow> = sqlx::query_as(
             "SELECT item, outcome, generation_id, balance, concurrency_limit FROM vidgate_submit_generations($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         )
         .bind(column(|generation| generation.id.clone()))
