@@ -207,8 +207,10 @@ macro_rules! impl_generation_store {
         skip_locked: $skip_locked:literal $(,)?
     ) => {
         impl $store {
-            pub(super) async fn generation_in(
-                transaction: &mut sqlx::Transaction<'static, $database>,
+            /// Reads a generation through `executor`: a write transaction
+            /// (which sees its own writes) or a pool.
+            pub(super) async fn generation_with<'connection>(
+                executor: impl sqlx::Executor<'connection, Database = $database>,
                 generation_id: &str,
             ) -> Result<Option<Generation>, StoreError> {
                 let row: Option<GenerationRow> = sqlx::query_as(concat!(
@@ -217,7 +219,7 @@ macro_rules! impl_generation_store {
                     " FROM generations WHERE id = $1"
                 ))
                 .bind(generation_id)
-                .fetch_optional(&mut **transaction)
+                .fetch_optional(executor)
                 .await?;
                 row.map(Generation::try_from).transpose()
             }
@@ -248,7 +250,7 @@ macro_rules! impl_generation_store {
                 .bind(from.as_str())
                 .fetch_optional(&mut *transaction)
                 .await?;
-                let current = Self::generation_in(&mut transaction, generation_id).await?;
+                let current = Self::generation_with(&mut *transaction, generation_id).await?;
                 let Some(current) = current.filter(|found| found.account_id == account_id) else {
                     return Ok(CancelOutcome::NotFound);
                 };

@@ -33,7 +33,8 @@
 /// expands per store. The store types provide, as inherent methods,
 /// `begin_write(&self)` (a write transaction), `reader(&self)` and
 /// `writer(&self)` (pools), `callers(&self)` (the `CallerCache` of
-/// authenticated keys), `submit(&self, generation)` (see `submit.rs`),
+/// authenticated keys), `submit(&self, generation)` (see `submit.rs`; it
+/// goes through the store's group commit, `group_commit.rs`),
 /// `announce_work(transaction, generation_id)` (tell other processes a job
 /// was queued, when the transaction commits) and
 /// `wait_for_announced_work(&self, timeout)`. `lock_account` is appended to
@@ -64,6 +65,7 @@ macro_rules! impl_for_both_stores {
 mod accounts;
 mod caller_cache;
 mod generations;
+mod group_commit;
 mod ledger;
 mod operations;
 mod operator;
@@ -135,6 +137,11 @@ pub enum StoreError {
     DatabaseFile(#[source] std::io::Error),
     #[error("not supported on this database: {0}")]
     Unsupported(&'static str),
+    /// The task that commits submits in batches stopped before answering
+    /// (it panicked, or the runtime it ran on shut down); the next submit
+    /// starts it again.
+    #[error("the submit batch task stopped")]
+    SubmitQueueStopped,
 }
 
 impl StoreError {

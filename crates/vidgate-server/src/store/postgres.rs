@@ -21,7 +21,9 @@ use tokio::task::JoinHandle;
 
 use super::StoreError;
 use super::caller_cache::CallerCache;
+use super::group_commit::SubmitQueue;
 use super::schema::{self, Migrations};
+use super::submit::PgSubmitter;
 
 /// The channel on which queued jobs are announced; the payload is the id.
 pub(super) const WORK_CHANNEL: &str = "vidgate_work";
@@ -49,6 +51,7 @@ pub struct PgStore {
     /// admin command never holds the extra connection).
     listener: OnceCell<JoinHandle<()>>,
     callers: CallerCache,
+    submits: SubmitQueue<PgSubmitter>,
 }
 
 impl PgStore {
@@ -75,6 +78,7 @@ impl PgStore {
             .connect_with(options)
             .await?;
         Ok(PgStore {
+            submits: SubmitQueue::new(PgSubmitter { pool: pool.clone() }),
             pool,
             work_announced: Arc::new(Notify::new()),
             provider_webhooks: broadcast::channel(PROVIDER_WEBHOOK_BACKLOG).0,
@@ -97,6 +101,10 @@ impl PgStore {
 
     pub(super) fn callers(&self) -> &CallerCache {
         &self.callers
+    }
+
+    pub(super) fn submits(&self) -> &SubmitQueue<PgSubmitter> {
+        &self.submits
     }
 
     /// PostgreSQL delivers the notification only if the transaction commits.

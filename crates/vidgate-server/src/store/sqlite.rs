@@ -21,12 +21,15 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::StoreError;
 use super::caller_cache::CallerCache;
+use super::group_commit::SubmitQueue;
 use super::schema::{self, Migrations};
+use super::submit::SqliteSubmitter;
 
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
     callers: CallerCache,
+    submits: SubmitQueue<SqliteSubmitter>,
 }
 
 /// How SQLite syncs its write-ahead log to disk at each commit.
@@ -96,6 +99,9 @@ impl SqliteStore {
             .connect_with(options.read_only(true))
             .await?;
         Ok(SqliteStore {
+            submits: SubmitQueue::new(SqliteSubmitter {
+                writer: writer.clone(),
+            }),
             writer,
             reader,
             callers: CallerCache::default(),
@@ -103,7 +109,7 @@ impl SqliteStore {
     }
 
     pub(super) async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+        begin_immediate(&self.writer).await
     }
 
     pub(super) fn reader(&self) -> &SqlitePool {
@@ -116,6 +122,10 @@ impl SqliteStore {
 
     pub(super) fn callers(&self) -> &CallerCache {
         &self.callers
+    }
+
+    pub(super) fn submits(&self) -> &SubmitQueue<SqliteSubmitter> {
+        &self.submits
     }
 
     /// SQLite has no way to signal another process. Workers in this process
@@ -146,6 +156,15 @@ impl SqliteStore {
     ) -> Option<tokio::sync::broadcast::Receiver<String>> {
         None
     }
+}
+
+/// A write transaction on `writer`, the store's single writer connection,
+/// that takes SQLite's write lock at once: another process writing waits on
+/// the busy timeout here instead of failing half-way through.
+pub(super) async fn begin_immediate(
+    writer: &SqlitePool,
+) -> Result<Transaction<'static, Sqlite>, StoreError> {
+    Ok(writer.begin_with("BEGIN IMMEDIATE").await?)
 }
 
 /// Creates the database file readable by its owner only (0600) before

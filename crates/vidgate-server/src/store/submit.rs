@@ -2,45 +2,70 @@
 //! done the way each database does it best without loosening any rule: the
 //! account is locked first, then the idempotent replay, the concurrency cap
 //! and the balance are decided, and the generation, the hold and its ledger
-//! row are written, all in one transaction that a refusal rolls back.
+//! row are written, in the transaction that inserts the generation; a
+//! refused submit writes none of them.
 //!
-//! SQLite runs those statements in a write transaction on its single writer
-//! connection. PostgreSQL calls the function `vidgate_submit_generation`
-//! (migration 0009), which runs the same statements in the server: the
-//! account row stays locked for one round trip instead of one per
-//! statement, and that lock is what bounds one account's submits per second
-//! across all nodes.
+//! Submits are grouped (`group_commit.rs`): the submits that arrive
+//! together share one transaction and one commit, each decided in arrival
+//! order as if it were alone, so that the flush of the log to disk at the
+//! commit is paid once for all of them.
+//!
+//! SQLite runs the statements of each submit in one write transaction
+//! (`BEGIN IMMEDIATE … COMMIT`) per batch on its single writer connection.
+//! PostgreSQL calls the function `vidgate_submit_generation` (migration
+//! 0009) for a submit alone, and `vidgate_submit_generations` (migration
+//! 0016) for a batch, which calls the former for each submit in account
+//! order: each runs the statements in the server, so the account rows stay
+//! locked for one round trip instead of one per statement, and two nodes'
+//! batches lock accounts in the same order and cannot deadlock. That lock
+//! is what bounds one account's submits per second across all nodes; a
+//! batch pays it, and the commit, once for many submits.
 
+use sqlx::{PgPool, Sqlite, SqlitePool, Transaction};
 use vidgate_core::{GenerationStatus, Micros};
 
 use super::generations::{
-    Generation, GenerationStore, IDEMPOTENCY_WINDOW, NewGeneration, SubmitOutcome, SubmitRefusal,
+    Generation, IDEMPOTENCY_WINDOW, NewGeneration, SubmitOutcome, SubmitRefusal,
 };
+use super::group_commit::{BatchSubmitter, SubmitAnswer};
 use super::ledger::Movement;
 use super::postgres::WORK_CHANNEL;
+use super::sqlite::begin_immediate;
 use super::{PgStore, SqliteStore, StoreError, now_millis};
 
 /// The record of a generation just inserted as queued at `now`, as a read
 /// would return it, without reading it back.
-fn queued_generation(generation: NewGeneration, now: i64) -> Generation {
+fn queued_generation(generation: &NewGeneration, now: i64) -> Generation {
     Generation {
-        id: generation.id,
-        account_id: generation.account_id,
-        model: generation.model,
-        endpoint: generation.endpoint,
-        mode: generation.mode,
+        id: generation.id.clone(),
+        account_id: generation.account_id.clone(),
+        model: generation.model.clone(),
+        endpoint: generation.endpoint.clone(),
+        mode: generation.mode.clone(),
         status: GenerationStatus::Queued,
-        input: generation.input,
+        input: generation.input.clone(),
         output: None,
         error: None,
         price: generation.price,
         official_price: generation.official_price,
         source: "api".into(),
-        webhook_url: generation.webhook_url,
+        webhook_url: generation.webhook_url.clone(),
         attempts: 0,
         created_at: now,
         started_at: None,
         completed_at: None,
+    }
+}
+
+/// The idempotency key and request digest of a submit, as the statements
+/// bind them (both `None` without a key).
+fn idempotency_columns(generation: &NewGeneration) -> (Option<&str>, Option<&str>) {
+    match &generation.idempotency {
+        Some(idempotency) => (
+            Some(idempotency.key.as_str()),
+            Some(idempotency.request_sha256.as_str()),
+        ),
+        None => (None, None),
     }
 }
 
@@ -49,14 +74,23 @@ impl SqliteStore {
         &self,
         generation: NewGeneration,
     ) -> Result<SubmitOutcome, SubmitRefusal> {
-        let mut transaction = self.begin_write().await?;
-        let now = now_millis();
-        // The account is locked first, so everything below (the
-        // idempotent replay, the concurrency count and the balance)
-        // is decided by one submit of this account at a time.
-        let account = Self::account_in(&mut transaction, &generation.account_id)
-            .await?
-            .ok_or(SubmitRefusal::AccountNotFound)?;
+        self.submits().submit(generation).await
+    }
+
+    /// Decides one submit inside `transaction` at `now`. A refusal is an
+    /// answer and writes nothing that matters (at most it forgets an
+    /// idempotency key older than the window, which any later submit would
+    /// forget too); an error means the transaction must not commit.
+    async fn submit_in(
+        transaction: &mut Transaction<'static, Sqlite>,
+        generation: &NewGeneration,
+        now: i64,
+    ) -> Result<SubmitAnswer, StoreError> {
+        // The account is read first: its balance and limit are what the
+        // submits before this one in the transaction left.
+        let Some(account) = Self::account_in(transaction, &generation.account_id).await? else {
+            return Ok(Err(SubmitRefusal::AccountNotFound));
+        };
         if let Some(idempotency) = &generation.idempotency {
             // A key older than the window is forgotten so that it can
             // be used again, as the Idempotency-Key convention expects.
@@ -67,26 +101,24 @@ impl SqliteStore {
             .bind(&generation.account_id)
             .bind(&idempotency.key)
             .bind(now - IDEMPOTENCY_WINDOW.as_millis() as i64)
-            .execute(&mut *transaction)
-            .await
-            .map_err(StoreError::from)?;
+            .execute(&mut **transaction)
+            .await?;
             let earlier: Option<(String, Option<String>)> = sqlx::query_as(
                 "SELECT id, request_sha256 FROM generations \
                  WHERE account_id = $1 AND idempotency_key = $2",
             )
             .bind(&generation.account_id)
             .bind(&idempotency.key)
-            .fetch_optional(&mut *transaction)
-            .await
-            .map_err(StoreError::from)?;
+            .fetch_optional(&mut **transaction)
+            .await?;
             if let Some((earlier_id, earlier_digest)) = earlier {
                 if earlier_digest.as_deref() != Some(idempotency.request_sha256.as_str()) {
-                    return Err(SubmitRefusal::IdempotencyMismatch);
+                    return Ok(Err(SubmitRefusal::IdempotencyMismatch));
                 }
-                let original = Self::generation_in(&mut transaction, &earlier_id)
+                let original = Self::generation_with(&mut **transaction, &earlier_id)
                     .await?
                     .ok_or_else(|| StoreError::Corrupt("replayed generation vanished".into()))?;
-                return Ok(SubmitOutcome::Replayed(original));
+                return Ok(Ok(SubmitOutcome::Replayed(original)));
             }
         }
 
@@ -95,26 +127,19 @@ impl SqliteStore {
              WHERE account_id = $1 AND status IN ('queued', 'running')",
         )
         .bind(&generation.account_id)
-        .fetch_one(&mut *transaction)
-        .await
-        .map_err(StoreError::from)?;
+        .fetch_one(&mut **transaction)
+        .await?;
         let limit = account.limits.max_concurrent as i64;
         if active >= limit {
-            return Err(SubmitRefusal::ConcurrencyLimit { limit });
+            return Ok(Err(SubmitRefusal::ConcurrencyLimit { limit }));
         }
         if account.balance < generation.price {
-            return Err(SubmitRefusal::InsufficientBalance {
+            return Ok(Err(SubmitRefusal::InsufficientBalance {
                 balance: account.balance,
                 price: generation.price,
-            });
+            }));
         }
-        let (idempotency_key, request_sha256) = match &generation.idempotency {
-            Some(idempotency) => (
-                Some(idempotency.key.as_str()),
-                Some(idempotency.request_sha256.as_str()),
-            ),
-            None => (None, None),
-        };
+        let (idempotency_key, request_sha256) = idempotency_columns(generation);
         sqlx::query(
             "INSERT INTO generations (id, account_id, api_key_id, model, endpoint, mode, \
              status, input, price_micros, official_micros, source, webhook_url, \
@@ -136,28 +161,59 @@ impl SqliteStore {
         .bind(request_sha256)
         .bind(generation.max_attempts)
         .bind(now)
-        .execute(&mut *transaction)
-        .await
-        .map_err(StoreError::from)?;
+        .execute(&mut **transaction)
+        .await?;
         if let Some(binding) = &generation.media_binding {
             sqlx::query("INSERT INTO generation_media (generation_id, binding) VALUES ($1, $2)")
                 .bind(&generation.id)
                 .bind(binding.to_string())
-                .execute(&mut *transaction)
-                .await
-                .map_err(StoreError::from)?;
+                .execute(&mut **transaction)
+                .await?;
         }
         Self::move_money(
-            &mut transaction,
+            transaction,
             &generation.account_id,
             Some(&generation.id),
             Movement::Hold,
             generation.price,
         )
         .await?;
-        Self::announce_work(&mut transaction, &generation.id).await?;
-        transaction.commit().await.map_err(StoreError::from)?;
-        Ok(SubmitOutcome::Created(queued_generation(generation, now)))
+        Self::announce_work(transaction, &generation.id).await?;
+        Ok(Ok(SubmitOutcome::Created(queued_generation(
+            generation, now,
+        ))))
+    }
+}
+
+/// SQLite's submits: a batch is one write transaction on the single writer
+/// connection, so one sync of the write-ahead log at its commit.
+#[derive(Clone)]
+pub(super) struct SqliteSubmitter {
+    pub(super) writer: SqlitePool,
+}
+
+impl BatchSubmitter for SqliteSubmitter {
+    async fn submit_alone(&self, generation: &NewGeneration) -> SubmitAnswer {
+        let mut answers = self
+            .submit_together(std::slice::from_ref(generation))
+            .await?;
+        answers
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("a submit went unanswered".into()))?
+    }
+
+    async fn submit_together(
+        &self,
+        batch: &[NewGeneration],
+    ) -> Result<Vec<SubmitAnswer>, StoreError> {
+        let mut transaction = begin_immediate(&self.writer).await?;
+        let now = now_millis();
+        let mut answers = Vec::with_capacity(batch.len());
+        for generation in batch {
+            answers.push(SqliteStore::submit_in(&mut transaction, generation, now).await?);
+        }
+        transaction.commit().await?;
+        Ok(answers)
     }
 }
 
@@ -166,22 +222,72 @@ impl PgStore {
         &self,
         generation: NewGeneration,
     ) -> Result<SubmitOutcome, SubmitRefusal> {
-        let now = now_millis();
-        let (idempotency_key, request_sha256) = match &generation.idempotency {
-            Some(idempotency) => (
-                Some(idempotency.key.as_str()),
-                Some(idempotency.request_sha256.as_str()),
-            ),
-            None => (None, None),
+        self.submits().submit(generation).await
+    }
+}
+
+/// What `vidgate_submit_generation` answers for one submit: the outcome,
+/// the generation it names (the new one, or the one a key replays), and
+/// the balance and limit a refusal reports.
+type SubmittedRow = (String, Option<String>, Option<i64>, Option<i64>);
+
+/// What `vidgate_submit_generations` answers for each submit of a batch:
+/// its position in the batch (from 1) and then as `SubmittedRow`.
+type BatchSubmittedRow = (i32, String, Option<String>, Option<i64>, Option<i64>);
+
+/// PostgreSQL's submits: one statement each, alone or as a batch, so every
+/// account lock lasts one round trip.
+#[derive(Clone)]
+pub(super) struct PgSubmitter {
+    pub(super) pool: PgPool,
+}
+
+impl PgSubmitter {
+    /// The answer `row` gives for `generation`, submitted at `now`; a
+    /// replayed generation is read once its submit's statement committed.
+    async fn answer(
+        &self,
+        generation: &NewGeneration,
+        now: i64,
+        (outcome, generation_id, balance, limit): SubmittedRow,
+    ) -> SubmitAnswer {
+        let corrupt = |what: &str| {
+            SubmitRefusal::Store(StoreError::Corrupt(format!(
+                "the submit function answered {outcome:?} without {what}"
+            )))
         };
+        match outcome.as_str() {
+            "created" => Ok(SubmitOutcome::Created(queued_generation(generation, now))),
+            "replayed" => {
+                let earlier_id = generation_id.as_deref().ok_or_else(|| corrupt("an id"))?;
+                let original = PgStore::generation_with(&self.pool, earlier_id)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("replayed generation vanished".into()))?;
+                Ok(SubmitOutcome::Replayed(original))
+            }
+            "idempotency_mismatch" => Err(SubmitRefusal::IdempotencyMismatch),
+            "concurrency_limit" => Err(SubmitRefusal::ConcurrencyLimit {
+                limit: limit.ok_or_else(|| corrupt("the limit"))?,
+            }),
+            "insufficient_balance" => Err(SubmitRefusal::InsufficientBalance {
+                balance: Micros(balance.ok_or_else(|| corrupt("the balance"))?),
+                price: generation.price,
+            }),
+            "account_not_found" => Err(SubmitRefusal::AccountNotFound),
+            other => Err(SubmitRefusal::Store(StoreError::Corrupt(format!(
+                "the submit function answered the unknown outcome {other:?}"
+            )))),
+        }
+    }
+}
+
+impl BatchSubmitter for PgSubmitter {
+    async fn submit_alone(&self, generation: &NewGeneration) -> SubmitAnswer {
+        let now = now_millis();
+        let (idempotency_key, request_sha256) = idempotency_columns(generation);
         // One statement outside an explicit transaction is its own
         // transaction: the function's writes commit together or not at all.
-        let (outcome, generation_id, balance, limit): (
-            String,
-            Option<String>,
-            Option<i64>,
-            Option<i64>,
-        ) = sqlx::query_as(
+        let row: SubmittedRow = sqlx::query_as(
             "SELECT outcome, generation_id, balance, concurrency_limit FROM vidgate_submit_generation($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         )
         .bind(&generation.id)
@@ -201,36 +307,79 @@ impl PgStore {
         .bind(IDEMPOTENCY_WINDOW.as_millis() as i64)
         .bind(WORK_CHANNEL)
         .bind(generation.media_binding.as_ref().map(|binding| binding.to_string()))
-        .fetch_one(self.writer())
+        .fetch_one(&self.pool)
         .await
         .map_err(StoreError::from)?;
-        let corrupt = |what: &str| {
-            SubmitRefusal::Store(StoreError::Corrupt(format!(
-                "vidgate_submit_generation answered {outcome:?} without {what}"
-            )))
+        self.answer(generation, now, row).await
+    }
+
+    async fn submit_together(
+        &self,
+        batch: &[NewGeneration],
+    ) -> Result<Vec<SubmitAnswer>, StoreError> {
+        let now = now_millis();
+        let column =
+            |value: fn(&NewGeneration) -> String| batch.iter().map(value).collect::<Vec<_>>();
+        let optional_column = |value: fn(&NewGeneration) -> Option<String>| {
+            batch.iter().map(value).collect::<Vec<_>>()
         };
-        match outcome.as_str() {
-            "created" => Ok(SubmitOutcome::Created(queued_generation(generation, now))),
-            "replayed" => {
-                let earlier_id = generation_id.as_deref().ok_or_else(|| corrupt("an id"))?;
-                let original = self
-                    .generation(&generation.account_id, earlier_id)
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt("replayed generation vanished".into()))?;
-                Ok(SubmitOutcome::Replayed(original))
+        let number_column =
+            |value: fn(&NewGeneration) -> i64| batch.iter().map(value).collect::<Vec<_>>();
+        // One statement, so one transaction: every submit of the batch
+        // commits with the others or, on an error, none does.
+        let rows: Vec<BatchSubmittedRow> = sqlx::query_as(
+            "SELECT item, outcome, generation_id, balance, concurrency_limit FROM vidgate_submit_generations($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        )
+        .bind(column(|generation| generation.id.clone()))
+        .bind(column(|generation| generation.account_id.clone()))
+        .bind(column(|generation| generation.api_key_id.clone()))
+        .bind(column(|generation| generation.model.clone()))
+        .bind(column(|generation| generation.endpoint.clone()))
+        .bind(column(|generation| generation.mode.clone()))
+        .bind(column(|generation| generation.input.to_string()))
+        .bind(number_column(|generation| generation.price.0))
+        .bind(number_column(|generation| generation.official_price.0))
+        .bind(optional_column(|generation| generation.webhook_url.clone()))
+        .bind(optional_column(|generation| {
+            generation.idempotency.as_ref().map(|idempotency| idempotency.key.clone())
+        }))
+        .bind(optional_column(|generation| {
+            generation
+                .idempotency
+                .as_ref()
+                .map(|idempotency| idempotency.request_sha256.clone())
+        }))
+        .bind(number_column(|generation| generation.max_attempts))
+        .bind(now)
+        .bind(IDEMPOTENCY_WINDOW.as_millis() as i64)
+        .bind(WORK_CHANNEL)
+        .bind(optional_column(|generation| {
+            generation.media_binding.as_ref().map(|binding| binding.to_string())
+        }))
+        .fetch_all(&self.pool)
+        .await?;
+        // The batch has committed: from here on every submit gets an
+        // answer of its own and none is made again.
+        let mut rows_by_item: Vec<Option<SubmittedRow>> = vec![None; batch.len()];
+        for (item, outcome, generation_id, balance, limit) in rows {
+            // The function numbers the items from 1, as SQL arrays are.
+            if let Some(slot) = usize::try_from(item)
+                .ok()
+                .and_then(|item| item.checked_sub(1))
+                .and_then(|index| rows_by_item.get_mut(index))
+            {
+                *slot = Some((outcome, generation_id, balance, limit));
             }
-            "idempotency_mismatch" => Err(SubmitRefusal::IdempotencyMismatch),
-            "concurrency_limit" => Err(SubmitRefusal::ConcurrencyLimit {
-                limit: limit.ok_or_else(|| corrupt("the limit"))?,
-            }),
-            "insufficient_balance" => Err(SubmitRefusal::InsufficientBalance {
-                balance: Micros(balance.ok_or_else(|| corrupt("the balance"))?),
-                price: generation.price,
-            }),
-            "account_not_found" => Err(SubmitRefusal::AccountNotFound),
-            other => Err(SubmitRefusal::Store(StoreError::Corrupt(format!(
-                "vidgate_submit_generation answered the unknown outcome {other:?}"
-            )))),
         }
+        let mut answers = Vec::with_capacity(batch.len());
+        for (generation, row) in batch.iter().zip(rows_by_item) {
+            answers.push(match row {
+                Some(row) => self.answer(generation, now, row).await,
+                None => Err(SubmitRefusal::Store(StoreError::Corrupt(
+                    "vidgate_submit_generations left a submit unanswered".into(),
+                ))),
+            });
+        }
+        Ok(answers)
     }
 }
