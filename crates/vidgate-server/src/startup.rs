@@ -286,10 +286,10 @@ impl Components {
         let state = AppState {
             store: store.clone(),
             catalog: Arc::new(options.catalog),
-            backends: options.backends.clone(),
+            backends: Arc::new(options.backends.clone()),
             storage,
             rate_limiter: rate_limiter.clone(),
-            api_base: addresses.api_base.clone(),
+            api_base: addresses.api_base.as_str().into(),
             queue_wakeup: Arc::new(Notify::new()),
             max_attempts: options.max_attempts,
             media: media::inspector(
@@ -363,7 +363,7 @@ impl Components {
                 Arc::new(WorkerContext {
                     store: self.store.clone(),
                     catalog: self.state.catalog.clone(),
-                    backends: self.state.backends.clone(),
+                    backends: self.state.backends.as_ref().clone(),
                     storage: self.state.storage.clone(),
                     api_base: addresses.api_base.clone(),
                     wakeup: self.state.queue_wakeup.clone(),

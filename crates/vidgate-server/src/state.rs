@@ -19,15 +19,19 @@ use crate::storage::Storage;
 use crate::store::Store;
 
 /// What every handler can reach.
+///
+/// axum clones the state for every request, once for each middleware and
+/// handler that takes it, so every field is shared or small: a clone costs
+/// reference counts, never copies of tables or strings.
 #[derive(Clone)]
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub catalog: Arc<Catalog>,
-    pub backends: Backends,
+    pub backends: Arc<Backends>,
     pub storage: Arc<Storage>,
     pub rate_limiter: Arc<CallerRateLimiter>,
     /// Absolute base of the API, e.g. `http://127.0.0.1:8080/api/v1`.
-    pub api_base: String,
+    pub api_base: Arc<str>,
     /// Wakes an idle worker when a job is queued.
     pub queue_wakeup: Arc<Notify>,
     pub max_attempts: i64,
