@@ -46,7 +46,7 @@ use crate::options::{
 use crate::queue::{self, QueueSettings, WorkerContext};
 use crate::rate_limit::CallerRateLimiter;
 use crate::retention::{self, RetentionSettings};
-use crate::state::{AppState, DashboardSettings, OperatorToken};
+use crate::state::{AppState, AppStateFields, DashboardSettings, OperatorToken};
 use crate::storage::Storage;
 use crate::store::{self, Store, StoreError};
 use crate::webhooks::{self, WebhookClient, WebhookContext, WebhookSettings};
@@ -283,13 +283,13 @@ impl Components {
             storage.clone(),
             queue_liveness.clone(),
         ));
-        let state = AppState {
+        let state = AppState::new(AppStateFields {
             store: store.clone(),
             catalog: Arc::new(options.catalog),
-            backends: Arc::new(options.backends.clone()),
+            backends: options.backends.clone(),
             storage,
             rate_limiter: rate_limiter.clone(),
-            api_base: addresses.api_base.as_str().into(),
+            api_base: addresses.api_base.clone(),
             queue_wakeup: Arc::new(Notify::new()),
             max_attempts: options.max_attempts,
             media: media::inspector(
@@ -313,7 +313,7 @@ impl Components {
                 .as_deref()
                 .map(|token| Arc::new(OperatorToken::new(token))),
             metrics: Arc::new(Metrics::new()),
-        };
+        });
         let webhook_client = if options.role.runs_jobs() {
             Some(WebhookClient::new(
                 options.allow_private_network,
@@ -363,7 +363,7 @@ impl Components {
                 Arc::new(WorkerContext {
                     store: self.store.clone(),
                     catalog: self.state.catalog.clone(),
-                    backends: self.state.backends.as_ref().clone(),
+                    backends: self.state.backends.clone(),
                     storage: self.state.storage.clone(),
                     api_base: addresses.api_base.clone(),
                     wakeup: self.state.queue_wakeup.clone(),
