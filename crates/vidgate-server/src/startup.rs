@@ -47,7 +47,7 @@ use crate::options::{
 use crate::queue::{self, QueueSettings, WorkerContext};
 use crate::rate_limit::CallerRateLimiter;
 use crate::retention::{self, RetentionSettings};
-use crate::state::{AppState, DashboardSettings, OperatorToken};
+use crate::state::{AppState, AppStateFields, DashboardSettings, OperatorToken};
 use crate::storage::Storage;
 use crate::store::{self, Store, StoreError};
 use crate::webhooks::{self, WebhookClient, WebhookContext, WebhookSettings};
@@ -286,7 +286,7 @@ impl Components {
             storage.clone(),
             queue_liveness.clone(),
         ));
-        let state = AppState {
+        let state = AppState::new(AppStateFields {
             store: store.clone(),
             catalog: Arc::new(options.catalog),
             backends: options.backends.clone(),
@@ -317,7 +317,7 @@ impl Components {
                 .map(|token| Arc::new(OperatorToken::new(token))),
             metrics: Arc::new(Metrics::new()),
             media_signer,
-        };
+        });
         let webhook_client = if options.role.runs_jobs() {
             Some(WebhookClient::new(
                 options.allow_private_network,

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::Path;
+use axum::extract::{Path, Request};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::get;
@@ -61,13 +61,15 @@ pub fn routes(catalog: &Catalog, api_base: &str) -> Router<AppState> {
     Router::new()
         .route(
             "/models",
-            get(move |headers: HeaderMap| async move { documents.list.respond(&headers) }),
+            // The request itself, not a `HeaderMap` (which axum fills with a
+            // copy of every header): only `If-None-Match` is read.
+            get(move |request: Request| async move { documents.list.respond(request.headers()) }),
         )
         .route(
             "/models/{vendor}/{model}",
             get(
-                move |Path((vendor, model)): Path<(String, String)>, headers: HeaderMap| async move {
-                    for_show.show(&format!("{vendor}/{model}"), &headers)
+                move |Path((vendor, model)): Path<(String, String)>, request: Request| async move {
+                    for_show.show(&format!("{vendor}/{model}"), request.headers())
                 },
             ),
         )

@@ -7,7 +7,7 @@
 //! so a handler that drifts from it fails the build.
 
 use axum::Router;
-use axum::http::HeaderMap;
+use axum::extract::Request;
 use axum::routing::get;
 use serde_json::{Map, Value, json};
 use vidgate_core::{Catalog, GenerationStatus, Mode};
@@ -620,6 +620,6 @@ pub fn routes(catalog: &Catalog, api_base: &str) -> Router<AppState> {
     let prepared = PreparedJson::new(&document(catalog, api_base));
     Router::new().route(
         "/openapi.json",
-        get(move |headers: HeaderMap| async move { prepared.respond(&headers) }),
+        get(move |request: Request| async move { prepared.respond(request.headers()) }),
     )
 }

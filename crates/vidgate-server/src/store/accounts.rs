@@ -187,6 +187,26 @@ impl From<AccountRow> for Account {
     }
 }
 
+database_row! {
+    /// The owner of an unrevoked API key, as authentication reads it.
+    struct KeyOwnerRow {
+        key_id: String,
+        account_id: String,
+        rate_per_second: i64,
+        rate_burst: i64,
+        max_concurrent: i64,
+        last_used_at: Option<i64>,
+    }
+}
+
+/// The owner of the unrevoked key with a secret digest, in a live account:
+/// authentication when the caller cache has no fresh entry (a point read,
+/// inline on SQLite).
+const KEY_OWNER: &str = "SELECT k.id AS key_id, a.id AS account_id, a.rate_per_second, \
+     a.rate_burst, a.max_concurrent, k.last_used_at \
+     FROM api_keys k JOIN accounts a ON a.id = k.account_id \
+     WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL AND a.deleted_at IS NULL";
+
 pub(super) fn caller_limits(per_second: i64, burst: i64, max_concurrent: i64) -> AccountLimits {
     AccountLimits {
         requests_per_second: per_second as u32,
@@ -344,36 +364,27 @@ macro_rules! impl_account_store {
                     return Ok(Some(caller));
                 }
                 let ticket = self.callers().ticket();
-                let row: Option<(String, String, i64, i64, i64, Option<i64>)> = sqlx::query_as(
-                    "SELECT k.id, a.id, a.rate_per_second, a.rate_burst, a.max_concurrent, \
-                     k.last_used_at \
-                     FROM api_keys k JOIN accounts a ON a.id = k.account_id \
-                     WHERE k.secret_sha256 = $1 AND k.revoked_at IS NULL AND a.deleted_at IS NULL",
-                )
-                .bind(secret_sha256)
-                .fetch_optional(self.reader())
-                .await?;
+                let row: Option<KeyOwnerRow> =
+                    self.point_read(KEY_OWNER, &[secret_sha256]).await?;
                 // The last use is written only when the recorded one is
                 // older than the resolution the dashboard shows, so most
                 // authenticated requests do not write at all.
                 let now = now_millis();
-                if let Some((key_id, _, _, _, _, last_used_at)) = &row
-                    && last_used_at.is_none_or(|last| {
+                if let Some(owner) = &row
+                    && owner.last_used_at.is_none_or(|last| {
                         now - last >= KEY_USE_RESOLUTION.as_millis() as i64
                     })
                 {
                     sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
                         .bind(now)
-                        .bind(key_id)
+                        .bind(&owner.key_id)
                         .execute(self.writer())
                         .await?;
                 }
-                let caller = row.map(|(key_id, account_id, per_second, burst, max_concurrent, _)| {
-                    Caller {
-                        key_id,
-                        account_id,
-                        limits: caller_limits(per_second, burst, max_concurrent),
-                    }
+                let caller = row.map(|owner| Caller {
+                    limits: caller_limits(owner.rate_per_second, owner.rate_burst, owner.max_concurrent),
+                    key_id: owner.key_id,
+                    account_id: owner.account_id,
                 });
                 if let Some(caller) = &caller {
                     self.callers().remember(ticket, secret_sha256, caller);

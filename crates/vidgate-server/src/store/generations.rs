@@ -145,26 +145,35 @@ macro_rules! generation_columns {
 
 pub(super) use generation_columns;
 
-#[derive(sqlx::FromRow)]
-pub(super) struct GenerationRow {
-    id: String,
-    account_id: String,
-    model: String,
-    endpoint: String,
-    mode: String,
-    status: String,
-    input: String,
-    output: Option<String>,
-    error: Option<String>,
-    price_micros: i64,
-    official_micros: i64,
-    source: String,
-    webhook_url: Option<String>,
-    attempts: i64,
-    created_at: i64,
-    started_at: Option<i64>,
-    completed_at: Option<i64>,
+database_row! {
+    pub(super) struct GenerationRow {
+        id: String,
+        account_id: String,
+        model: String,
+        endpoint: String,
+        mode: String,
+        status: String,
+        input: String,
+        output: Option<String>,
+        error: Option<String>,
+        price_micros: i64,
+        official_micros: i64,
+        source: String,
+        webhook_url: Option<String>,
+        attempts: i64,
+        created_at: i64,
+        started_at: Option<i64>,
+        completed_at: Option<i64>,
+    }
 }
+
+/// One of an account's generations by id: `GET /generations/{id}`, the
+/// hottest read of the API (a point read, inline on SQLite).
+const GENERATION_OF_ACCOUNT: &str = concat!(
+    "SELECT ",
+    generation_columns!(),
+    " FROM generations WHERE id = $1 AND account_id = $2"
+);
 
 impl TryFrom<GenerationRow> for Generation {
     type Error = StoreError;
@@ -286,15 +295,9 @@ macro_rules! impl_generation_store {
                 account_id: &str,
                 generation_id: &str,
             ) -> Result<Option<Generation>, StoreError> {
-                let row: Option<GenerationRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    generation_columns!(),
-                    " FROM generations WHERE id = $1 AND account_id = $2"
-                ))
-                .bind(generation_id)
-                .bind(account_id)
-                .fetch_optional(self.reader())
-                .await?;
+                let row: Option<GenerationRow> = self
+                    .point_read(GENERATION_OF_ACCOUNT, &[generation_id, account_id])
+                    .await?;
                 row.map(Generation::try_from).transpose()
             }
 

@@ -21,7 +21,8 @@
 //! and uploads, and the expired files the sweep deletes) and `server_keys`
 //! (secrets the server makes for itself, shared by every node).
 //! `Store` is all of them. What differs between the two databases is in
-//! `sqlite.rs`, `postgres.rs` and `impl_for_both_stores!` below.
+//! `sqlite.rs` (with `inline_reads.rs`, SQLite's hot point reads),
+//! `postgres.rs` and `impl_for_both_stores!` below.
 
 /// Expands an aggregate's implementation macro for both stores, with the
 /// row-locking clauses each database needs.
@@ -32,7 +33,9 @@
 /// each aggregate writes its operations once in a macro that this one
 /// expands per store. The store types provide, as inherent methods,
 /// `begin_write(&self)` (a write transaction), `reader(&self)` and
-/// `writer(&self)` (pools), `callers(&self)` (the `CallerCache` of
+/// `writer(&self)` (pools), `point_read(&self, statement, parameters)` (at
+/// most one row of a `database_row!` type, by key: inline on SQLite, see
+/// `inline_reads.rs`), `callers(&self)` (the `CallerCache` of
 /// authenticated keys), `submit(&self, generation)` (see `submit.rs`; it
 /// goes through the store's group commit, `group_commit.rs`),
 /// `announce_work(transaction, generation_id)` (tell other processes a job
@@ -62,10 +65,32 @@ macro_rules! impl_for_both_stores {
     };
 }
 
+/// Declares a row type that both ways of reading fill by column name: sqlx
+/// (its derived `FromRow`, for any statement on either store) and SQLite's
+/// inline reader (`InlineRow`, for its point reads). The fields are written
+/// once, so the two cannot disagree about a row.
+macro_rules! database_row {
+    (
+        $(#[$attribute:meta])*
+        $visibility:vis struct $name:ident { $($field:ident: $type:ty),* $(,)? }
+    ) => {
+        $(#[$attribute])*
+        #[derive(sqlx::FromRow)]
+        $visibility struct $name { $($field: $type),* }
+
+        impl $crate::store::inline_reads::InlineRow for $name {
+            fn from_inline_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<$name> {
+                Ok($name { $($field: row.get(stringify!($field))?),* })
+            }
+        }
+    };
+}
+
 mod accounts;
 mod caller_cache;
 mod generations;
 mod group_commit;
+mod inline_reads;
 mod ledger;
 mod operations;
 mod operator;
@@ -120,6 +145,9 @@ pub use webhooks::{
 pub enum StoreError {
     #[error("database error")]
     Database(#[from] sqlx::Error),
+    /// A failure of SQLite's inline point reads (`inline_reads.rs`).
+    #[error("database error")]
+    InlineRead(#[from] rusqlite::Error),
     #[error("database migration failed")]
     Migration(#[from] sqlx::migrate::MigrateError),
     #[error("stored data is corrupt: {0}")]

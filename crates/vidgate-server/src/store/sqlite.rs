@@ -8,6 +8,10 @@
 //! the writer thanks to WAL. Because writes are serialised, the row-locking
 //! clauses PostgreSQL needs are empty here.
 //!
+//! The hottest reads, a generation by id and the caller of an API key, run
+//! inline on synchronous connections instead (`inline_reads.rs`): for them
+//! the hand-off to sqlx's connection thread costs more than the read.
+//!
 //! Commits are durable against an operating-system crash or a power cut by
 //! default (`synchronous=FULL`: the WAL is synced at every commit), because a
 //! client that got 202 holds a hold on its account; `SqliteDurability` lets
@@ -16,18 +20,22 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::StoreError;
 use super::caller_cache::CallerCache;
 use super::group_commit::SubmitQueue;
+use super::inline_reads::{self, InlineReader, InlineRow};
 use super::schema::{self, Migrations};
 use super::submit::SqliteSubmitter;
 
 pub struct SqliteStore {
     writer: SqlitePool,
     reader: SqlitePool,
+    inline_reader: InlineReader,
     callers: CallerCache,
     submits: SubmitQueue<SqliteSubmitter>,
 }
@@ -96,16 +104,41 @@ impl SqliteStore {
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false)
-            .connect_with(options.read_only(true))
+            .connect_with(options.clone().read_only(true))
             .await?;
+        let inline_reader = InlineReader::open(options.get_filename())?;
         Ok(SqliteStore {
             submits: SubmitQueue::new(SqliteSubmitter {
                 writer: writer.clone(),
             }),
             writer,
             reader,
+            inline_reader,
             callers: CallerCache::default(),
         })
+    }
+
+    /// Reads at most one row by key: inline (see `inline_reads.rs`), or
+    /// through the reader pool when SQLite could not start the read without
+    /// waiting for a lock.
+    pub(super) async fn point_read<R>(
+        &self,
+        statement: &'static str,
+        parameters: &[&str],
+    ) -> Result<Option<R>, StoreError>
+    where
+        R: InlineRow + for<'row> sqlx::FromRow<'row, SqliteRow> + Send + Unpin,
+    {
+        match self.inline_reader.read_optional(statement, parameters) {
+            Err(error) if inline_reads::is_busy(&error) => {
+                let mut query = sqlx::query_as::<_, R>(statement);
+                for parameter in parameters {
+                    query = query.bind(*parameter);
+                }
+                Ok(query.fetch_optional(&self.reader).await?)
+            }
+            read => Ok(read?),
+        }
     }
 
     pub(super) async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
@@ -213,6 +246,30 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(synchronous_setting(&store).await, 1);
+    }
+
+    #[tokio::test]
+    async fn a_point_read_sqlite_cannot_start_at_once_is_answered_by_the_reader_pool() {
+        use crate::store::AccountStore;
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", directory.path().join("a.sqlite").display());
+        let mut store = SqliteStore::open(&url, Migrations::Apply, SqliteDurability::default())
+            .await
+            .unwrap();
+        let created =
+            crate::accounts::create_account(&store, "pool", vidgate_core::Micros(1_000_000))
+                .await
+                .unwrap();
+        // The inline reader now meets a lock on every read, as it would
+        // while another process recovers the WAL.
+        let held = inline_reads::tests::held_database();
+        store.inline_reader = InlineReader::open(&held.path).unwrap();
+        let caller = store
+            .authenticate(&crate::ids::sha256_hex(created.api_key.as_bytes()))
+            .await
+            .unwrap()
+            .expect("the key's caller, read from the pool");
+        assert_eq!(caller.account_id, created.account.id);
     }
 
     #[cfg(unix)]

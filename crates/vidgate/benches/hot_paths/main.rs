@@ -219,8 +219,52 @@ fn get(load: Load, url: &str, key: Option<&str>) -> Measured {
 
 const SUBMIT_BODY: &str = r#"{"prompt":"benchmark","duration":5}"#;
 
-/// Reads: `GET /generations/{id}`, the middleware stack, the static
-/// documents, each against a bare axum handler returning the same JSON.
+/// Measures `reference_url`, then vidgate's `url`, then the reference
+/// again, and reports vidgate against the mean of the two reference runs,
+/// so that a machine whose load drifts during the run moves both sides.
+fn against_reference(
+    load: Load,
+    report: &mut Report,
+    what: &str,
+    url: &str,
+    headers: &[String],
+    reference_what: &str,
+    reference_url: &str,
+) {
+    let before = wrk::run(load, reference_url, headers, None);
+    let measured = wrk::run(load, url, headers, None);
+    let after = wrk::run(load, reference_url, headers, None);
+    report.add(&format!("{reference_what} (before)"), before, None);
+    report.add(&format!("{reference_what} (after)"), after, None);
+    let reference = (before.requests_per_second + after.requests_per_second) / 2.0;
+    report.add(what, measured, Some((reference, reference_what)));
+}
+
+/// Fetches a static document of vidgate's with its entity tag, and names
+/// the path a bare handler serves the same bytes under.
+async fn document(client: &reqwest::Client, node: &Node, path: &str) -> references::Document {
+    let response = client
+        .get(format!("{}{path}", node.api_base))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "{path}: {}",
+        response.status()
+    );
+    let etag = response.headers()["etag"].clone();
+    references::Document {
+        path: path.to_owned(),
+        body: response.bytes().await.unwrap(),
+        etag: axum::http::HeaderValue::from_bytes(etag.as_bytes()).unwrap(),
+    }
+}
+
+/// Reads: `GET /generations/{id}` and the middleware stack against a bare
+/// axum handler returning the same JSON; the static documents (`/models…`,
+/// `/openapi.json`) each against a bare handler returning the same bytes,
+/// and a conditional GET of one (304) against a bare 304.
 async fn reads(load: Load, node: &Node, key: &str, report: &mut Report) {
     let client = reqwest::Client::new();
     let submitted: Value = client
@@ -247,9 +291,16 @@ async fn reads(load: Load, node: &Node, key: &str, report: &mut Report) {
         .json()
         .await
         .unwrap();
-    let bare_url = format!("http://{}/", references::start_bare_handler(generation));
+    let mut documents = Vec::new();
+    for path in ["/models/vendor_1/model_1", "/models", "/openapi.json"] {
+        documents.push(document(&client, node, path).await);
+    }
+    let bare = format!(
+        "http://{}",
+        references::start_bare_handler(generation, &documents)
+    );
 
-    let bare_before = get(load, &bare_url, None);
+    let bare_before = get(load, &format!("{bare}/"), None);
     report.add("bare axum handler, same JSON (before)", bare_before, None);
     let mut measured = vec![
         (
@@ -264,29 +315,35 @@ async fn reads(load: Load, node: &Node, key: &str, report: &mut Report) {
                 ..get(load, &format!("{}/nowhere", node.api_base), None)
             },
         ),
-        (
-            "`GET /models/{id}`",
-            get(
-                load,
-                &format!("{}/models/vendor_1/model_1", node.api_base),
-                None,
-            ),
-        ),
-        (
-            "`GET /models`",
-            get(load, &format!("{}/models", node.api_base), None),
-        ),
-        (
-            "`GET /openapi.json`",
-            get(load, &format!("{}/openapi.json", node.api_base), None),
-        ),
     ];
-    let bare_after = get(load, &bare_url, None);
+    let bare_after = get(load, &format!("{bare}/"), None);
     report.add("bare axum handler, same JSON (after)", bare_after, None);
-    let bare = (bare_before.requests_per_second + bare_after.requests_per_second) / 2.0;
+    let bare_generation = (bare_before.requests_per_second + bare_after.requests_per_second) / 2.0;
     for (what, figure) in measured.drain(..) {
-        report.add(what, figure, Some((bare, "bare handler")));
+        report.add(what, figure, Some((bare_generation, "bare handler")));
     }
+
+    for document in &documents {
+        against_reference(
+            load,
+            report,
+            &format!("`GET {}`", document.path),
+            &format!("{}{}", node.api_base, document.path),
+            &[],
+            &format!("bare handler, the same {} bytes", document.body.len()),
+            &format!("{bare}{}", document.path),
+        );
+    }
+    let held = &documents[0];
+    against_reference(
+        load,
+        report,
+        &format!("`GET {}` with `If-None-Match` (304)", held.path),
+        &format!("{}{}", node.api_base, held.path),
+        &[format!("If-None-Match: {}", held.etag.to_str().unwrap())],
+        "bare handler answering 304",
+        &format!("{bare}{}/304", held.path),
+    );
 }
 
 /// Submits on SQLite, one account, at the server's default

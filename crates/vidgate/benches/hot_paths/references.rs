@@ -6,16 +6,56 @@ use std::path::Path;
 use std::process::Command;
 
 use axum::Json;
+use axum::body::Bytes;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::routing::get;
 use serde_json::Value;
 
-/// Serves `body` as JSON from `GET /` with a bare axum router (no
-/// middleware, no store), on its own two-thread runtime like a server
-/// process has on two cores.
-pub fn start_bare_handler(body: Value) -> SocketAddr {
+/// A document a reference serves as it is, with the entity tag vidgate
+/// gave it.
+pub struct Document {
+    /// The reference's path for it, such as `/models`.
+    pub path: String,
+    pub body: Bytes,
+    pub etag: HeaderValue,
+}
+
+/// A bare axum router (no middleware, no store) on its own two-thread
+/// runtime, like a server process has on two cores: `GET /` serves
+/// `generation` as JSON, serialised per request as a handler that builds
+/// its answer does; each document's path answers its bytes as they are, and
+/// `{path}/304` answers `304 Not Modified` with its tag, what a conditional
+/// GET of a document the client holds costs with nothing in the way.
+pub fn start_bare_handler(generation: Value, documents: &[Document]) -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();
+    let mut router = axum::Router::new().route(
+        "/",
+        get(move || {
+            let body = generation.clone();
+            async move { Json(body) }
+        }),
+    );
+    for document in documents {
+        let body = document.body.clone();
+        let etag = document.etag.clone();
+        router = router
+            .route(
+                &document.path,
+                get(move || {
+                    let body = body.clone();
+                    async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+                }),
+            )
+            .route(
+                &format!("{}/304", document.path),
+                get(move || {
+                    let etag = etag.clone();
+                    async move { (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]) }
+                }),
+            );
+    }
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -23,13 +63,6 @@ pub fn start_bare_handler(body: Value) -> SocketAddr {
             .build()
             .unwrap();
         runtime.block_on(async move {
-            let router = axum::Router::new().route(
-                "/",
-                get(move || {
-                    let body = body.clone();
-                    async move { Json(body) }
-                }),
-            );
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             axum::serve(listener, router).await.unwrap();
         });

@@ -1,0 +1,193 @@
+//! SQLite's hot point reads (a generation by id and account, the caller of
+//! an API key whose cached entry expired), run inline on the calling thread
+//! through a small pool of synchronous `rusqlite` connections.
+//!
+//! sqlx runs every SQLite connection on a worker thread of its own and hands
+//! each statement to it and each row back through channels. For a read that
+//! costs SQLite a few microseconds (a primary-key lookup in cached pages)
+//! those two hand-offs, each a futex wake-up of another thread, cost several
+//! times the read itself and cap `GET /generations/{id}`. Running the
+//! statement right where the request is handled removes them; the runtime's
+//! thread is held for about as long as it takes to render the answer.
+//!
+//! The connections are read-only and in autocommit mode, so every statement
+//! is its own read transaction on a fresh WAL snapshot: it sees every write
+//! committed before it started, by this process or by any other (`vidgate
+//! admin`, another node's worker), exactly as the sqlx readers do. They never
+//! wait for a lock (busy timeout zero): in the rare moments SQLite cannot
+//! start a read at once (another connection recovering the WAL, or holding
+//! the database exclusively), the read reports it and the store runs the same
+//! statement through its sqlx reader pool, which waits on its own thread.
+//!
+//! rusqlite and sqlx link the same `libsqlite3-sys`, so one SQLite library is
+//! in the process.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{ErrorCode, OpenFlags, OptionalExtension};
+
+/// Idle connections kept for the next reads. Reads run on the runtime's
+/// threads, one at a time on each, so a few cover a node; a connection
+/// opened beyond them is closed after its read.
+const MAX_IDLE_CONNECTIONS: usize = 8;
+
+/// A row type the inline reader fills, by column name. Declared with
+/// `database_row!` (see `mod.rs`), which also derives sqlx's `FromRow` from
+/// the same fields.
+pub(super) trait InlineRow: Sized {
+    fn from_inline_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+}
+
+/// Read-only connections to one SQLite database file, used inline.
+pub(super) struct InlineReader {
+    path: PathBuf,
+    idle: Mutex<Vec<rusqlite::Connection>>,
+}
+
+impl InlineReader {
+    /// Opens one connection at once, so that a database this reader cannot
+    /// open fails the store's start rather than its first request.
+    pub(super) fn open(path: &Path) -> rusqlite::Result<InlineReader> {
+        let reader = InlineReader {
+            path: path.to_owned(),
+            idle: Mutex::new(Vec::new()),
+        };
+        let first = reader.connect()?;
+        reader.give_back(first);
+        Ok(reader)
+    }
+
+    fn connect(&self) -> rusqlite::Result<rusqlite::Connection> {
+        let connection = rusqlite::Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        // Never sleep on the runtime's thread waiting for a lock: a busy
+        // database is reported at once and the read moves to a pool that
+        // can wait (see `is_busy`).
+        connection.busy_timeout(Duration::ZERO)?;
+        Ok(connection)
+    }
+
+    fn take(&self) -> rusqlite::Result<rusqlite::Connection> {
+        let idle = self
+            .idle
+            .lock()
+            .expect("the inline reader's lock is never poisoned")
+            .pop();
+        match idle {
+            Some(connection) => Ok(connection),
+            None => self.connect(),
+        }
+    }
+
+    fn give_back(&self, connection: rusqlite::Connection) {
+        let mut idle = self
+            .idle
+            .lock()
+            .expect("the inline reader's lock is never poisoned");
+        if idle.len() < MAX_IDLE_CONNECTIONS {
+            idle.push(connection);
+        }
+    }
+
+    /// Runs `statement` (which numbers its parameters `$1`, `$2`, … in
+    /// order, as every statement of the store does) with `parameters` and
+    /// reads its first row, if any.
+    pub(super) fn read_optional<R: InlineRow>(
+        &self,
+        statement: &str,
+        parameters: &[&str],
+    ) -> rusqlite::Result<Option<R>> {
+        let connection = self.take()?;
+        let row = connection
+            .prepare_cached(statement)
+            .and_then(|mut prepared| {
+                prepared
+                    .query_row(rusqlite::params_from_iter(parameters), R::from_inline_row)
+                    .optional()
+            });
+        // A connection whose read failed is as good as any other: SQLite
+        // ends the statement and its read transaction either way.
+        self.give_back(connection);
+        row
+    }
+}
+
+/// Whether a read failed only because SQLite could not start it without
+/// waiting for another connection's lock.
+pub(super) fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A database in rollback-journal mode held by another connection's
+    /// exclusive transaction, which no reader can enter until it ends: the
+    /// one real way to make a SQLite read wait for a lock (WAL readers only
+    /// meet it while another connection recovers the WAL).
+    pub(in crate::store) struct HeldDatabase {
+        pub path: PathBuf,
+        _holder: rusqlite::Connection,
+        _directory: tempfile::TempDir,
+    }
+
+    pub(in crate::store) fn held_database() -> HeldDatabase {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("held.sqlite");
+        let holder = rusqlite::Connection::open(&path).unwrap();
+        holder
+            .execute_batch("CREATE TABLE t (id TEXT); BEGIN EXCLUSIVE;")
+            .unwrap();
+        HeldDatabase {
+            path,
+            _holder: holder,
+            _directory: directory,
+        }
+    }
+
+    struct Id(String);
+
+    impl InlineRow for Id {
+        fn from_inline_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Id> {
+            Ok(Id(row.get("id")?))
+        }
+    }
+
+    #[test]
+    fn reads_rows_by_numbered_parameters() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("rows.sqlite");
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (id TEXT, kind TEXT); INSERT INTO t VALUES ('a', 'x');")
+            .unwrap();
+        let reader = InlineReader::open(&path).unwrap();
+        let statement = "SELECT id FROM t WHERE id = $1 AND kind = $2";
+        let found: Option<Id> = reader.read_optional(statement, &["a", "x"]).unwrap();
+        assert_eq!(found.unwrap().0, "a");
+        let missing: Option<Id> = reader.read_optional(statement, &["a", "y"]).unwrap();
+        assert!(missing.is_none());
+    }
+
+    #[test]
+    fn a_read_that_would_wait_for_a_lock_is_refused_at_once_as_busy() {
+        let held = held_database();
+        let reader = InlineReader::open(&held.path).unwrap();
+        let started = std::time::Instant::now();
+        let error = reader
+            .read_optional::<Id>("SELECT id FROM t WHERE id = $1", &["a"])
+            .err()
+            .expect("the read cannot start while the database is held");
+        assert!(is_busy(&error), "{error}");
+        // rusqlite's own default would wait five seconds.
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+}
