@@ -170,12 +170,8 @@ impl Storage {
         let relative_path = Storage::output_path(generation_id);
         match &self.backend {
             Backend::Local { root } => {
-                let final_path = root.join(&relative_path);
-                let directory = final_path
-                    .parent()
-                    .expect("output paths have a parent directory");
-                tokio::fs::create_dir_all(directory).await?;
-                let temporary_path = directory.join(format!(".{generation_id}.partial"));
+                let final_path = Storage::local_destination(root, &relative_path).await?;
+                let temporary_path = final_path.with_file_name(format!(".{generation_id}.partial"));
                 tokio::fs::write(&temporary_path, bytes).await?;
                 tokio::fs::rename(&temporary_path, &final_path).await?;
             }
@@ -210,11 +206,7 @@ impl Storage {
         let size_bytes = tokio::fs::metadata(&clip).await?.len();
         match &self.backend {
             Backend::Local { root } => {
-                let final_path = root.join(&relative_path);
-                let directory = final_path
-                    .parent()
-                    .expect("output paths have a parent directory");
-                tokio::fs::create_dir_all(directory).await?;
+                let final_path = Storage::local_destination(root, &relative_path).await?;
                 tokio::fs::rename(&clip, &final_path).await?;
                 // The file now lives at its final path; the scratch name is
                 // gone, so there is nothing left to remove.
@@ -239,6 +231,16 @@ impl Storage {
     /// Where a generation's clip is stored: under a fresh unguessable token.
     fn output_path(generation_id: &str) -> String {
         format!("outputs/{}/{generation_id}.mp4", random_token(24))
+    }
+
+    /// The local path of a stored name, with its directory made.
+    async fn local_destination(root: &Path, relative_path: &str) -> std::io::Result<PathBuf> {
+        let final_path = root.join(relative_path);
+        let directory = final_path
+            .parent()
+            .expect("stored names have a parent directory");
+        tokio::fs::create_dir_all(directory).await?;
+        Ok(final_path)
     }
 
     /// A new local file to stream a multipart upload or a downloaded clip

@@ -25,7 +25,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::config::CogModelConfig;
-use super::output::{self, DownloadError};
+use super::output::{self, DownloadError, upstream_failure};
 use super::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
 use crate::bound_media::MEDIA_URL_MARGIN;
 use crate::ids::{random_token, sha256_hex};
@@ -616,13 +616,6 @@ async fn health_loop(backend: Weak<CogBackend>) {
 async fn read_json(response: reqwest::Response) -> Result<Value, String> {
     let bytes = response.bytes().await.map_err(|error| error.to_string())?;
     serde_json::from_slice(&bytes).map_err(|error| format!("an unreadable answer: {error}"))
-}
-
-fn upstream_failure(message: String) -> JobFailure {
-    JobFailure::Failed {
-        code: "upstream_error".into(),
-        message,
-    }
 }
 
 fn is_final(prediction: &Value) -> bool {

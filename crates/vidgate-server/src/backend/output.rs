@@ -155,7 +155,8 @@ fn clip_facts(
     })
 }
 
-fn upstream_failure(message: String) -> JobFailure {
+/// A job failed by what a model server or provider sent.
+pub(super) fn upstream_failure(message: String) -> JobFailure {
     JobFailure::Failed {
         code: "upstream_error".into(),
         message,
