@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,7 +21,8 @@ use vidgate_server::backend::{
 };
 
 use common::{
-    M1_T2V, StoreKind, TestApp, TestSettings, assert_error, on_both_stores, spawn_app_with,
+    M1_T2V, StoreKind, TestApp, TestSettings, assert_error, free_port, on_both_stores,
+    spawn_app_with,
 };
 
 fn workspace_root() -> PathBuf {
@@ -39,12 +39,6 @@ fn cog_python(test_name: &str) -> Option<PathBuf> {
             None
         }
     }
-}
-
-/// A port nobody listens on now: Cog cannot be told to pick one itself.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 /// A Cog server running the example predictor, killed (with its worker

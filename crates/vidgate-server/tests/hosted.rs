@@ -15,7 +15,7 @@ use vidgate_core::{Catalog, ValidatedInput};
 use vidgate_server::backend::{Backends, Job, apply_backends_file_with_credentials};
 use vidgate_server::store::ProviderHealth;
 
-use common::{StoreKind, TestApp, TestSettings, on_both_stores, spawn_app_with};
+use common::{StoreKind, TestApp, TestSettings, free_port, on_both_stores, spawn_app_with};
 use fake_providers::{
     FakeJob, FakeProviders, FakeStatus, Provider, REPLICATE_TOKEN, example_backends,
 };
@@ -524,36 +524,48 @@ async fn a_signed_provider_webhook_finishes_the_job_without_waiting_for_polling(
             backends_with(&fake, provider, slow_polling(), json!([])),
         )
         .await;
-        let started = Instant::now();
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", "a kite with a webhook"),
-        )
-        .await;
-        let done = app
-            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-            .await;
-        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
-        // The first state read finds the job queued; the next poll would be
-        // 45 s later.
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{provider:?}: finished after {:?}",
-            started.elapsed()
-        );
-        let job = &fake.jobs_at(provider)[0];
+        let job = finishes_by_its_webhook(&app, &fake, provider, "a kite with a webhook").await;
         assert!(
             job.webhook_url.is_some(),
             "{provider:?}: a webhook was registered"
         );
-        let sent = fake.state.webhooks_sent.lock().unwrap().clone();
-        assert!(
-            sent.iter()
-                .any(|(id, status)| id == &job.id && *status == 200),
-            "{provider:?}: {sent:?}"
-        );
     }
+}
+
+/// Submits an M1 job under `slow_polling` and checks that it succeeded
+/// before a second poll could have seen it end (the first state read finds
+/// the job queued; the next would be 45 s later), and that the provider's
+/// webhook was taken; returns the provider job.
+async fn finishes_by_its_webhook(
+    app: &TestApp,
+    fake: &FakeProviders,
+    provider: Provider,
+    prompt: &str,
+) -> FakeJob {
+    let started = Instant::now();
+    let generation = submit(
+        app,
+        "vendor_1/model_1",
+        text_to_video("vendor_1/model_1", prompt),
+    )
+    .await;
+    let done = app
+        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{provider:?}: finished after {:?}",
+        started.elapsed()
+    );
+    let job = fake.jobs_at(provider).remove(0);
+    let sent = fake.state.webhooks_sent.lock().unwrap().clone();
+    assert!(
+        sent.iter()
+            .any(|(id, status)| id == &job.id && *status == 200),
+        "{provider:?}: the webhook was taken: {sent:?}"
+    );
+    job
 }
 
 async fn a_forged_stale_or_duplicate_provider_webhook_changes_nothing(store: StoreKind) {
@@ -694,23 +706,7 @@ async fn a_provider_webhook_taken_by_another_node_wakes_the_follower() {
         webhook_node.public_url = Some(webhook_node_url.clone());
         let webhook_node = app.start_another_node(webhook_node).await;
 
-        let started = Instant::now();
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", "a kite over two nodes"),
-        )
-        .await;
-        let done = app
-            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-            .await;
-        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{provider:?}: finished after {:?}",
-            started.elapsed()
-        );
-        let job = &fake.jobs_at(provider)[0];
+        let job = finishes_by_its_webhook(&app, &fake, provider, "a kite over two nodes").await;
         assert!(
             job.webhook_url
                 .as_deref()
@@ -718,22 +714,8 @@ async fn a_provider_webhook_taken_by_another_node_wakes_the_follower() {
             "{provider:?}: the webhook goes to the other node: {:?}",
             job.webhook_url
         );
-        let sent = fake.state.webhooks_sent.lock().unwrap().clone();
-        assert!(
-            sent.iter()
-                .any(|(id, status)| id == &job.id && *status == 200),
-            "{provider:?}: the other node took the webhook: {sent:?}"
-        );
         webhook_node.shutdown().await;
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn cancel_while_queued_at_the_provider_cancels_there_and_refunds(store: StoreKind) {

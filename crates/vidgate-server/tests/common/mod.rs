@@ -258,6 +258,16 @@ async fn start_server(
     vidgate_server::start(options).await.expect("server starts")
 }
 
+/// A port nobody listens on now, for a server that must be told its port
+/// before it starts (or whose address another must know first).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A second node on a `TestApp`'s database.
 pub struct AnotherNode {
     pub server: RunningServer,

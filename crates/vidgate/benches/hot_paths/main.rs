@@ -267,30 +267,8 @@ async fn document(client: &reqwest::Client, node: &Node, path: &str) -> referenc
 /// and a conditional GET of one (304) against a bare 304.
 async fn reads(load: Load, node: &Node, key: &str, report: &mut Report) {
     let client = reqwest::Client::new();
-    let submitted: Value = client
-        .post(format!(
-            "{}/run/vendor_1/model_1/text-to-video",
-            node.api_base
-        ))
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .body(SUBMIT_BODY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let generation_url = submitted["urls"]["get"].as_str().unwrap().to_owned();
-    let generation: Value = client
-        .get(&generation_url)
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let generation_url = submit_one(&client, node, key).await;
+    let generation = get_json(&client, &generation_url, key).await;
     let mut documents = Vec::new();
     for path in ["/models/vendor_1/model_1", "/models", "/openapi.json"] {
         documents.push(document(&client, node, path).await);
@@ -459,6 +437,37 @@ async fn lists(
     }
 }
 
+/// Submits `SUBMIT_BODY` to M1 and returns the generation's URL.
+async fn submit_one(client: &reqwest::Client, node: &Node, key: &str) -> String {
+    let submitted = client
+        .post(format!(
+            "{}/run/vendor_1/model_1/text-to-video",
+            node.api_base
+        ))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(SUBMIT_BODY)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    submitted["urls"]["get"].as_str().unwrap().to_owned()
+}
+
+async fn get_json(client: &reqwest::Client, url: &str, key: &str) -> Value {
+    client
+        .get(url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// Resident memory of a node that runs jobs on the local engine: idle,
 /// after rendering a few 720p clips two at a time, and 10 s later. The
 /// encoder's threads take tens of MB each while they render.
@@ -474,33 +483,11 @@ async fn memory_after_renders(work: &Path, report: &mut Report) {
     let client = reqwest::Client::new();
     let mut urls = Vec::new();
     for _ in 0..CLIPS {
-        let submitted: Value = client
-            .post(format!(
-                "{}/run/vendor_1/model_1/text-to-video",
-                node.api_base
-            ))
-            .bearer_auth(&key)
-            .header("content-type", "application/json")
-            .body(SUBMIT_BODY)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        urls.push(submitted["urls"]["get"].as_str().unwrap().to_owned());
+        urls.push(submit_one(&client, &node, &key).await);
     }
     for url in &urls {
         loop {
-            let generation: Value = client
-                .get(url)
-                .bearer_auth(&key)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let generation = get_json(&client, url, &key).await;
             match generation["status"].as_str() {
                 Some("succeeded") => break,
                 Some("queued" | "running") => tokio::time::sleep(Duration::from_millis(200)).await,
