@@ -154,15 +154,20 @@ impl LocalRateLimiter {
             if buckets.checks_since_prune >= CHECKS_PER_PRUNE {
                 buckets.prune_idle();
             }
-            let entry = buckets
-                .by_caller
-                .entry(caller.to_owned())
-                .or_insert_with(|| LocalBucket::new(quota));
-            if entry.quota != quota {
-                *entry = LocalBucket::new(quota);
+            // A lookup by `&str` first: the key is copied only for a new
+            // bucket, not on every request.
+            match buckets.by_caller.get_mut(caller) {
+                Some(entry) if entry.quota == quota => {
+                    entry.last_used = std::time::Instant::now();
+                    entry.limiter.clone()
+                }
+                _ => {
+                    let entry = LocalBucket::new(quota);
+                    let limiter = entry.limiter.clone();
+                    buckets.by_caller.insert(caller.to_owned(), entry);
+                    limiter
+                }
             }
-            entry.last_used = std::time::Instant::now();
-            entry.limiter.clone()
         };
         match bucket.check() {
             Ok(snapshot) => {

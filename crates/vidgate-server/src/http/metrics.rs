@@ -31,10 +31,10 @@ pub(super) async fn note_matched_route(request: Request, next: Next) -> Response
     response
 }
 
-/// Records every request's route template (or `unmatched`), method, status
-/// and duration.
+/// Runs the request and records its route template (or `unmatched`),
+/// method, status and duration.
 pub(super) async fn record_request(
-    State(metrics): State<Arc<Metrics>>,
+    metrics: Arc<Metrics>,
     request: Request,
     next: Next,
 ) -> Response {

@@ -249,15 +249,25 @@ macro_rules! impl_operator_store {
             ) -> Result<Vec<Generation>, StoreError> {
                 // As the public list does, only the filters given are
                 // written into the statement, so that the planner can use the
-                // index that fits (one account's, or `generations_account_recent`
-                // when the account is given) and seek to the cursor.
+                // index that fits (`generations_recent` across accounts, or
+                // `generations_account_recent` when the account is given) and
+                // seek to the cursor.
                 let mut query = sqlx::QueryBuilder::<$database>::new(concat!(
                     "SELECT ",
                     generation_columns!(),
                     " FROM generations WHERE 1 = 1"
                 ));
-                if let Some(account_id) = &filter.account_id {
-                    query.push(" AND account_id = ").push_bind(account_id.as_str());
+                match &filter.account_id {
+                    Some(account_id) => {
+                        query.push(" AND account_id = ").push_bind(account_id.as_str());
+                    }
+                    // True of every row, written out (not bound) so that
+                    // the planner may use the partial index
+                    // `generations_recent` (migration 0017), which no
+                    // account's list names and so cannot be misled into.
+                    None => {
+                        query.push(" AND created_at >= 0");
+                    }
                 }
                 if let Some(status) = filter.list.status {
                     query.push(" AND status = ").push_bind(status.as_str());
