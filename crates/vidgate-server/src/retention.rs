@@ -49,12 +49,21 @@ const BATCH: u32 = 100;
 /// another node may claim them again.
 const DELETION_LEASE: Duration = Duration::from_secs(60);
 
+/// How long an incoming file (an upload or a model's output being copied
+/// in) must have gone unwritten before the sweep takes it for the leftover
+/// of a process that died mid-write: far longer than any upload or
+/// download may take, so a file that another process sharing the data
+/// directory is still writing is never removed.
+pub const ABANDONED_INCOMING_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SweepReport {
     pub generations_expired: usize,
     pub uploads_expired: usize,
     pub files_deleted: usize,
+    /// Incoming files left by a process that died mid-write.
+    pub abandoned_incoming_files_removed: usize,
 }
 
 /// One pass of the sweep as if the time were `now` (Unix milliseconds):
@@ -102,6 +111,17 @@ pub async fn sweep(
         if claimed.len() < BATCH as usize {
             break;
         }
+    }
+    // Local scratch files, not records: their age is the file system's.
+    match storage
+        .remove_abandoned_incoming_files(ABANDONED_INCOMING_AFTER)
+        .await
+    {
+        Ok(removed) => report.abandoned_incoming_files_removed = removed,
+        Err(error) => tracing::warn!(
+            error = %error,
+            "could not remove abandoned incoming files; the next pass tries again"
+        ),
     }
     Ok(report)
 }

@@ -255,6 +255,35 @@ impl Storage {
         Ok((path, file))
     }
 
+    /// Removes the incoming files last written more than `older_than` ago,
+    /// which a process that died mid-write left behind (every live writer
+    /// removes its own file on every path); returns how many it removed.
+    pub async fn remove_abandoned_incoming_files(
+        &self,
+        older_than: Duration,
+    ) -> std::io::Result<usize> {
+        let mut entries = match tokio::fs::read_dir(&self.incoming).await {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(error) => return Err(error),
+        };
+        let mut removed = 0;
+        while let Some(entry) = entries.next_entry().await? {
+            let metadata = entry.metadata().await?;
+            let idle_for = metadata.modified()?.elapsed().unwrap_or_default();
+            if !metadata.is_file() || idle_for <= older_than {
+                continue;
+            }
+            match tokio::fs::remove_file(entry.path()).await {
+                Ok(()) => removed += 1,
+                // Another node sharing this data directory took it first.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(removed)
+    }
+
     /// Stores a complete, checked upload at its capability URL path: on disk
     /// by moving the incoming file, in an object store by sending the
     /// incoming file in parts (never whole in memory) and removing it.

@@ -419,7 +419,8 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
         SweepReport {
             generations_expired: 1,
             uploads_expired: 1,
-            files_deleted: 2
+            files_deleted: 2,
+            abandoned_incoming_files_removed: 0,
         }
     );
     assert!(!app.local_file(&video_url).exists());
@@ -476,6 +477,39 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
     app.server.shutdown().await;
 }
 
+/// A process that dies while writing an upload or a model's output leaves
+/// its incoming file behind; the sweep removes it once nothing has written
+/// to it for a day, and leaves a file still being written alone.
+async fn the_sweep_removes_incoming_files_a_dead_process_left(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let storage = Storage::local(app.data_dir.path().join("files"));
+    let (abandoned, file) = storage.incoming_file().await.unwrap();
+    file.into_std()
+        .await
+        .set_modified(std::time::SystemTime::now() - 2 * DAY)
+        .unwrap();
+    let (in_progress, _file) = storage.incoming_file().await.unwrap();
+
+    let report = retention::sweep(
+        app.server.store.as_ref(),
+        &storage,
+        30 * DAY,
+        store::now_millis(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report,
+        SweepReport {
+            abandoned_incoming_files_removed: 1,
+            ..SweepReport::default()
+        }
+    );
+    assert!(!abandoned.exists());
+    assert!(in_progress.exists());
+    app.server.shutdown().await;
+}
+
 async fn every_node_sweeps_in_the_background(store: StoreKind) {
     let app = spawn_app_with(TestSettings {
         retention: RetentionSettings {
@@ -522,6 +556,7 @@ on_both_stores!(
     a_database_missing_a_migration_is_not_ready,
     backups_copy_the_embedded_database,
     the_sweep_deletes_clips_and_uploads_past_retention,
+    the_sweep_removes_incoming_files_a_dead_process_left,
     every_node_sweeps_in_the_background,
 );
 

@@ -4,6 +4,7 @@
 mod admin;
 mod client;
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -200,8 +201,11 @@ fn http_base_url(text: &str) -> Result<String, String> {
 fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VIDGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a person at a terminal: a log file or journald would
+    // keep the escape codes, and writing them costs every request's span.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();

@@ -7,13 +7,12 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use vidgate_core::{CancelRefusal, GenerationStatus};
 
 use super::{ApiError, AppState};
 use crate::backend::StartedJobCancel;
-use crate::representation::generation_json;
+use crate::representation::GenerationRecord;
 use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
 
 /// Seconds a client should wait before polling an unfinished generation
@@ -25,7 +24,7 @@ const MAX_PAGE_SIZE: u32 = 100;
 
 /// A generation response, with the polling hint while it is unfinished.
 pub fn generation_response(generation: &Generation, api_base: &str) -> Response {
-    let mut response = Json(generation_json(generation, api_base)).into_response();
+    let mut response = Json(GenerationRecord::new(generation, api_base)).into_response();
     if !generation.status.is_final() {
         response
             .headers_mut()
@@ -202,7 +201,7 @@ pub async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     parameters: Result<Query<ListParameters>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(parameters) = parameters.map_err(|rejection| ApiError::InvalidRequest {
         message: format!("The query string could not be read: {rejection}"),
         param: None,
@@ -222,12 +221,25 @@ pub async fn list(
     } else {
         None
     };
-    Ok(Json(json!({
-        "object": "list",
-        "data": generations.iter().map(|generation| generation_json(generation, &state.api_base)).collect::<Vec<_>>(),
-        "has_more": has_more,
-        "next_cursor": next_cursor,
-    })))
+    Ok(Json(ListPage {
+        data: generations
+            .iter()
+            .map(|generation| GenerationRecord::new(generation, &state.api_base))
+            .collect(),
+        has_more,
+        next_cursor,
+        object: "list",
+    })
+    .into_response())
+}
+
+/// A page of `GET /generations`, written straight to JSON.
+#[derive(Serialize)]
+struct ListPage<'a> {
+    data: Vec<GenerationRecord<'a>>,
+    has_more: bool,
+    next_cursor: Option<String>,
+    object: &'static str,
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, AppState, body_bytes, endpoint_from_path, generation_json};
+use super::{ApiError, AppState, body_bytes, endpoint_from_path};
+use crate::representation::GenerationRecord;
 use crate::store::Caller;
 use crate::submit::{IDEMPOTENCY_KEY, submit_generation};
 
@@ -30,7 +31,7 @@ pub async fn submit(
     let url = format!("{}/generations/{}", state.api_base, generation.id);
     let mut response = (
         StatusCode::ACCEPTED,
-        axum::Json(generation_json(&generation, &state.api_base)),
+        axum::Json(GenerationRecord::new(&generation, &state.api_base)),
     )
         .into_response();
     let response_headers = response.headers_mut();
