@@ -482,7 +482,10 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
 /// to it for a day, and leaves a file still being written alone.
 async fn the_sweep_removes_incoming_files_a_dead_process_left(store: StoreKind) {
     let app = spawn_app_without_workers(store).await;
-    let storage = Storage::local(app.data_dir.path().join("files"));
+    // A storage of its own: the node's background sweep, which looks at the
+    // node's storage, must not take the file before this pass does.
+    let root = tempfile::tempdir().unwrap();
+    let storage = Storage::local(root.path().to_path_buf());
     let (abandoned, file) = storage.incoming_file().await.unwrap();
     file.into_std()
         .await

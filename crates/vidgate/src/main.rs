@@ -4,7 +4,7 @@
 mod admin;
 mod client;
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -214,6 +214,14 @@ fn init_logging(json: bool) {
     }
 }
 
+/// Prints one of a node's start-up announcements. They are for whoever
+/// started it; a closed standard output (the reader of a pipe went away)
+/// must not stop a node that is already serving, so a failed write is
+/// ignored.
+fn announce(text: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
+
 async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
@@ -330,19 +338,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // line, `vidgate API base: …`, which also says the node is ready.
     let public_url = server.api_base.trim_end_matches("/api/v1");
     if let Some(metrics_addr) = server.metrics_addr {
-        println!("vidgate metrics: http://{metrics_addr}/metrics");
+        announce(format_args!(
+            "vidgate metrics: http://{metrics_addr}/metrics"
+        ));
     }
     match server.local_addr {
         Some(local_addr) => {
-            println!("vidgate is listening on {local_addr} (public URL {public_url})");
-            println!("vidgate API base: {}", server.api_base);
+            announce(format_args!(
+                "vidgate is listening on {local_addr} (public URL {public_url})"
+            ));
+            announce(format_args!("vidgate API base: {}", server.api_base));
         }
-        None => println!(
+        None => announce(format_args!(
             "vidgate is running jobs (worker role, no HTTP listener; public URL {public_url})"
-        ),
+        )),
     }
     if let Some(created) = &server.development_account {
-        println!(
+        announce(format_args!(
             "\nCreated a development account {} with ${:.2} of credit.\n\
              Its API key (shown once, keep it secret):\n\n    {}\n\n\
              Try it:\n\n    curl -s -X POST {}/run/vendor_1/model_1/text-to-video \\\n      \
@@ -353,16 +365,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             created.api_key,
             server.api_base,
             created.api_key,
-        );
+        ));
     }
     if let Some(user) = &server.development_user
         && let Some(password) = &user.one_time_password
     {
-        println!(
+        announce(format_args!(
             "Sign in to the dashboard at {}/dashboard as {} with the password {}
 ",
             public_url, user.user.email, password,
-        );
+        ));
     }
     shutdown_signal().await;
     tracing::info!("shutting down: finishing requests and handing running jobs back to the queue");

@@ -122,6 +122,49 @@ async fn a_node_prints_its_bound_address_and_its_public_url_labelled() {
     assert_eq!(models.status(), reqwest::StatusCode::OK);
 }
 
+/// A node whose standard output nobody reads any more (the reader of its
+/// pipe went away before it announced itself) still starts and serves: its
+/// announcements are for people, not a condition of running.
+#[tokio::test]
+async fn a_node_whose_output_is_closed_still_serves() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let port = support::services::free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vidgate"))
+        .args([
+            "serve",
+            "--role",
+            "api",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .env("VIDGATE_DATA_DIR", text(data_dir.path()))
+        .env("VIDGATE_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("vidgate serve starts");
+    // Closing the read end makes every announcement fail with a broken pipe.
+    drop(child.stdout.take());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let answered = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the node exited ({status}) when its output was closed");
+        }
+        match reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await {
+            Ok(response) => break response.status(),
+            Err(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("the node never answered: {error}"),
+        }
+    };
+    assert_eq!(answered, reqwest::StatusCode::OK);
+    // Still up after it has announced everything it announces at start.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(child.try_wait().unwrap().is_none(), "the node exited");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// Starts a node and an admin command with the database URL in a file
 /// (`VIDGATE_DATABASE_URL_FILE`) and checks they used it.
 fn database_url_from_a_file(database_url: &str) {
