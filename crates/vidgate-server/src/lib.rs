@@ -2,6 +2,7 @@
 //! See ARCHITECTURE.md at the repository root for the map and invariants.
 
 pub mod accounts;
+pub mod allocator;
 pub mod backend;
 pub mod bound_media;
 pub mod callers;

@@ -383,6 +383,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // Before the runtime starts any thread.
+    vidgate_server::allocator::limit_arenas();
     let cli = Cli::parse();
     let outcome = tokio::runtime::Runtime::new()
         .context("starting the async runtime")

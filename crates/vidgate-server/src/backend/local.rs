@@ -134,7 +134,7 @@ impl Backend for LocalEngineBackend {
         let stop_for_render = stop.clone();
         let render = tokio::task::spawn_blocking(move || {
             let rendered = vidgate_engine::render(&request, &|_progress| {}, &stop_for_render);
-            return_freed_memory();
+            crate::allocator::return_freed_memory();
             rendered
         });
         let watcher = {
@@ -169,22 +169,6 @@ impl Backend for LocalEngineBackend {
         }
     }
 }
-
-/// Hands the memory a render freed back to the operating system. The
-/// encoder's threads take tens of MB each from glibc's per-thread arenas,
-/// and glibc keeps freed arena memory for reuse, so without this a node's
-/// resident memory stays at its largest render's size long after it.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn return_freed_memory() {
-    // SAFETY: malloc_trim only walks the allocator's own free lists; it
-    // takes the arenas' locks like any allocation does.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn return_freed_memory() {}
 
 #[cfg(test)]
 mod tests {
