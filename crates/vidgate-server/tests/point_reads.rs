@@ -62,15 +62,7 @@ async fn a_key_revoked_on_the_node_is_refused_at_once_and_elsewhere_within_the_c
         assert_eq!(app.get("/account", key).await.status(), StatusCode::OK);
     }
 
-    assert!(
-        app.server
-            .store
-            .revoke_api_key(&app.account.key_id)
-            .await
-            .unwrap()
-    );
-    let revoked = app.get("/account", app.key()).await;
-    assert_error(revoked, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
+    app.revoke_own_key_and_see_it_refused().await;
 
     let elsewhere = store::open(&app.database.url()).await.unwrap();
     assert!(elsewhere.revoke_api_key(&second.key_id).await.unwrap());

@@ -212,29 +212,11 @@ impl HostedBackend {
     }
 
     fn storage(&self) -> Result<Arc<Storage>, JobFailure> {
-        self.storage
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone()
-            .ok_or_else(|| {
-                failure(
-                    "upstream_error",
-                    "the hosted backend has no storage attached".into(),
-                )
-            })
+        attached(&self.storage, "storage")
     }
 
     fn store(&self) -> Result<Arc<dyn Store>, JobFailure> {
-        self.store
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone()
-            .ok_or_else(|| {
-                failure(
-                    "upstream_error",
-                    "the hosted backend has no store attached".into(),
-                )
-            })
+        attached(&self.store, "store")
     }
 
     fn timeouts(&self) -> &HostedTimeouts {
@@ -797,6 +779,20 @@ impl From<JobFailure> for HostedFailure {
             provider_has_no_job: false,
         }
     }
+}
+
+/// A part the node attaches after building its backends (the storage, the
+/// store), or a job failure when it never was.
+fn attached<T: Clone>(slot: &Mutex<Option<T>>, what: &str) -> Result<T, JobFailure> {
+    slot.lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .clone()
+        .ok_or_else(|| {
+            failure(
+                "upstream_error",
+                format!("the hosted backend has no {what} attached"),
+            )
+        })
 }
 
 fn failure(code: &str, message: String) -> JobFailure {

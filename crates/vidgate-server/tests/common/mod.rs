@@ -433,6 +433,20 @@ impl TestApp {
         response.json().await.unwrap()
     }
 
+    /// Revokes the app's own key through the node's store and asserts that
+    /// the node refuses it on the very next request.
+    pub async fn revoke_own_key_and_see_it_refused(&self) {
+        assert!(
+            self.server
+                .store
+                .revoke_api_key(&self.account.key_id)
+                .await
+                .unwrap()
+        );
+        let revoked = self.get("/account", self.key()).await;
+        assert_error(revoked, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
+    }
+
     /// Asserts that one of our `/files/` URLs answers 410 Gone with the
     /// standard error body.
     pub async fn assert_gone(&self, url: &str) {
