@@ -311,6 +311,38 @@ on_both_stores!(
     submit_validation_errors_name_the_parameter_and_charge_nothing,
 );
 
+/// A request id is the client's own `X-Request-Id` when it sends one, so a
+/// client can find its call in our logs, and otherwise a new UUID for each
+/// request, on success and error alike. It does not depend on the store.
+#[tokio::test]
+async fn a_request_id_is_the_clients_own_or_a_new_uuid() {
+    let app = spawn_app(StoreKind::Sqlite).await;
+    let request_id = |response: &reqwest::Response| {
+        response.headers()["x-request-id"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let chosen = app
+        .client
+        .get(app.url("/models"))
+        .header("x-request-id", "client-chosen-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chosen.status(), StatusCode::OK);
+    assert_eq!(request_id(&chosen), "client-chosen-42");
+
+    let mut seen = std::collections::HashSet::new();
+    for path in ["/models", "/models", "/nothing/here"] {
+        let response = app.client.get(app.url(path)).send().await.unwrap();
+        let id = request_id(&response);
+        let parsed = uuid::Uuid::parse_str(&id).expect("a UUID");
+        assert_eq!(parsed.get_version_num(), 4, "{id}");
+        assert!(seen.insert(id), "each request has its own id");
+    }
+}
+
 /// The OpenAPI document describes every route the server answers, and every
 /// route answers with a status the document lists for it. The document does
 /// not depend on the store, so one store suffices.

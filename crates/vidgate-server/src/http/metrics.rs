@@ -1,9 +1,9 @@
-//! The metrics' HTTP side: timing every request of the public router by its
-//! route template, and `GET /metrics` on the separate metrics listener
+//! The metrics' HTTP side: the route layer that tells the envelope
+//! (`envelope.rs`, which times every request) which route template a
+//! request matched, and `GET /metrics` on the separate metrics listener
 //! (`--metrics-listen`), which the public port never serves.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
@@ -12,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::metrics::{Metrics, UNMATCHED_ROUTE};
+use crate::metrics::Metrics;
 use crate::store::Store;
 
 /// The content type of the OpenMetrics text format, which Prometheus asks
@@ -20,7 +20,7 @@ use crate::store::Store;
 const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Copies the route template a request matched onto its response, where
-/// `record_request` (outside the routing) finds it. A route layer, so it
+/// the envelope (outside the routing) finds it. A route layer, so it
 /// runs only for matched routes.
 pub(super) async fn note_matched_route(request: Request, next: Next) -> Response {
     let matched = request.extensions().get::<MatchedPath>().cloned();
@@ -28,29 +28,6 @@ pub(super) async fn note_matched_route(request: Request, next: Next) -> Response
     if let Some(matched) = matched {
         response.extensions_mut().insert(matched);
     }
-    response
-}
-
-/// Runs the request and records its route template (or `unmatched`),
-/// method, status and duration.
-pub(super) async fn record_request(
-    metrics: Arc<Metrics>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let response = next.run(request).await;
-    let route = response
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or(UNMATCHED_ROUTE, MatchedPath::as_str);
-    metrics.record_request(
-        route,
-        method.as_str(),
-        response.status().as_u16(),
-        started.elapsed(),
-    );
     response
 }
 

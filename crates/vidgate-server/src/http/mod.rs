@@ -5,6 +5,7 @@
 pub mod account;
 mod admin;
 mod cog_callbacks;
+mod envelope;
 mod error;
 mod fair_use;
 mod files;
@@ -21,20 +22,14 @@ mod serve;
 mod uploads;
 mod webhooks;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{
-    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
-};
 use tower_http::services::ServeDir;
-use tower_http::trace::TraceLayer;
 use vidgate_core::Catalog;
 
 pub use crate::representation::{generation_json, rfc3339};
@@ -42,12 +37,12 @@ pub use account::account_json;
 pub use error::ApiError;
 pub use fair_use::PublicRateLimit;
 pub use metrics::metrics_router;
-pub use serve::{HttpLimits, serve};
+pub use serve::{HttpLimits, HttpService, serve};
 pub use webhooks::webhook_secret_json;
 
 use crate::callers::{self, CallerRefusal};
 use crate::dashboard::{CSRF_HEADER, session_token};
-use crate::metrics::{Metrics, RateLimit};
+use crate::metrics::RateLimit;
 use crate::state::AppState;
 use crate::store::Caller;
 
@@ -55,10 +50,29 @@ use crate::store::Caller;
 /// prompt, a 2000-character negative prompt and a dozen URLs) is far smaller.
 const MAX_JSON_BODY_BYTES: usize = 256 * 1024;
 
-pub fn router(state: AppState) -> Router {
+/// Where the customers' API is mounted. Its routes are registered with the
+/// whole path rather than nested under it: a nested router strips the
+/// prefix from every request (a new URI) and adds a layer to every route,
+/// which per request cost about as much as the handler of a static
+/// document does.
+const API_PREFIX: &str = "/api/v1";
+
+/// A path of the customers' API, as the router registers it.
+fn api_path(path: &str) -> String {
+    format!("{API_PREFIX}{path}")
+}
+
+/// The public listener's service: the routes inside the envelope (see
+/// `envelope.rs`). The envelope and the panic guard wrap the router whole,
+/// not route by route as `Router::layer` would, where every request would
+/// clone them with its route.
+pub fn router(state: AppState) -> impl HttpService {
     let public = Router::new()
         .merge(models::routes(&state.catalog, &state.api_base))
-        .route("/quote/{vendor}/{model}/{mode}", post(quote::quote))
+        .route(
+            &api_path("/quote/{vendor}/{model}/{mode}"),
+            post(quote::quote),
+        )
         .merge(openapi::routes(&state.catalog, &state.api_base))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -66,25 +80,31 @@ pub fn router(state: AppState) -> Router {
         ));
 
     let authenticated = Router::new()
-        .route("/run/{vendor}/{model}/{mode}", post(runs::submit))
-        .route("/generations", get(generations::list))
-        .route("/generations/{id}", get(generations::show))
-        .route("/generations/{id}/cancel", post(generations::cancel))
         .route(
-            "/generations/{id}/webhook-deliveries",
+            &api_path("/run/{vendor}/{model}/{mode}"),
+            post(runs::submit),
+        )
+        .route(&api_path("/generations"), get(generations::list))
+        .route(&api_path("/generations/{id}"), get(generations::show))
+        .route(
+            &api_path("/generations/{id}/cancel"),
+            post(generations::cancel),
+        )
+        .route(
+            &api_path("/generations/{id}/webhook-deliveries"),
             get(webhooks::list_deliveries),
         )
         .route(
-            "/generations/{id}/webhook-deliveries/{delivery_id}/retry",
+            &api_path("/generations/{id}/webhook-deliveries/{delivery_id}/retry"),
             post(webhooks::retry_delivery),
         )
-        .route("/account", get(account::show))
+        .route(&api_path("/account"), get(account::show))
         .route(
-            "/account/webhook-secret/rotate",
+            &api_path("/account/webhook-secret/rotate"),
             post(webhooks::rotate_secret),
         )
         .route(
-            "/uploads",
+            &api_path("/uploads"),
             // Room for the multipart framing around the largest file.
             post(uploads::create).layer(DefaultBodyLimit::max(
                 usize::try_from(state.max_upload_bytes)
@@ -92,7 +112,7 @@ pub fn router(state: AppState) -> Router {
                     .saturating_add(64 * 1024),
             )),
         )
-        .route("/uploads/initiate", post(uploads::initiate))
+        .route(&api_path("/uploads/initiate"), post(uploads::initiate))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
 
     // Files on local disk are served by ServeDir; objects in a bucket are
@@ -104,11 +124,11 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new().merge(public).merge(authenticated);
     let api = match state.storage.local_root() {
         Some(root) => api.nest_service(
-            "/files",
+            &api_path("/files"),
             tower::Layer::layer(&signed, tower::Layer::layer(&gone, ServeDir::new(root))),
         ),
         None => api.route(
-            "/files/{*path}",
+            &api_path("/files/{*path}"),
             get(files::serve).layer(gone).layer(signed),
         ),
     }
@@ -135,63 +155,28 @@ pub fn router(state: AppState) -> Router {
     // Outside /api/v1: the operator's, not customers' (see admin/mod.rs).
     let operator = admin::router(state.clone()).layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
 
-    let request_id = HeaderName::from_static("x-request-id");
     let request_metrics = state.metrics.clone();
-    Router::new()
-        .nest("/api/v1", api)
+    let routes = Router::new()
+        .merge(api)
         .nest("/admin/v1", operator)
         .merge(internal)
         .merge(probes)
         .merge(crate::dashboard::router())
         .fallback(|| async { ApiError::NotFound("No such endpoint.".into()) })
         .route_layer(middleware::from_fn(metrics::note_matched_route))
-        .with_state(state)
-        // One layer for both (each layer costs a boxed future and a clone
-        // of the service inside it per request). The request is recorded
-        // before its error is shaped, which rebuilds some responses and
-        // would drop the route template `note_matched_route` put on them;
-        // the status is the same either way.
+        .with_state(state);
+    tower::ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(
             request_metrics,
-            |State(request_metrics): State<Arc<Metrics>>, request: Request, next: Next| async move {
-                ensure_error_shape(metrics::record_request(request_metrics, request, next).await)
-            },
+            envelope::envelope,
         ))
+        // A panic answers 500 inside the envelope, so it is logged, timed
+        // and given a request id like any other answer.
         .layer(CatchPanicLayer::custom(|_panic| {
             tracing::error!("a request handler panicked");
             ApiError::Internal("handler panicked".into()).into_response()
         }))
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|request: &Request| {
-                let request_id = request
-                    .headers()
-                    .get("x-request-id")
-                    .and_then(|value| value.to_str().ok())
-                    .unwrap_or("-");
-                // Capability segments (a Cog callback's token) never reach the log.
-                let path = cog_callbacks::loggable_path(request.uri().path());
-                tracing::info_span!("request", method = %request.method(), path = %path, request_id)
-            }),
-        )
-        .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(SetRequestIdLayer::new(request_id, MakeRandomRequestId))
-}
-
-/// Gives each request without an `X-Request-Id` a random UUID (version 4)
-/// from the thread's generator. tower-http's `MakeRequestUuid` asks the
-/// kernel for every one (a `getrandom` system call per request, about 4 % of
-/// the CPU of a small read).
-#[derive(Clone, Copy)]
-struct MakeRandomRequestId;
-
-impl MakeRequestId for MakeRandomRequestId {
-    fn make_request_id<B>(&mut self, _request: &Request<B>) -> Option<RequestId> {
-        let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
-        let mut text = uuid::Uuid::encode_buffer();
-        HeaderValue::from_str(id.hyphenated().encode_lower(&mut text))
-            .ok()
-            .map(RequestId::new)
-    }
+        .service(routes)
 }
 
 /// Authenticates the Bearer key, or without an `Authorization` header a

@@ -60,13 +60,13 @@ pub fn routes(catalog: &Catalog, api_base: &str) -> Router<AppState> {
     let for_show = documents.clone();
     Router::new()
         .route(
-            "/models",
+            &super::api_path("/models"),
             // The request itself, not a `HeaderMap` (which axum fills with a
             // copy of every header): only `If-None-Match` is read.
             get(move |request: Request| async move { documents.list.respond(request.headers()) }),
         )
         .route(
-            "/models/{vendor}/{model}",
+            &super::api_path("/models/{vendor}/{model}"),
             get(
                 move |Path((vendor, model)): Path<(String, String)>, request: Request| async move {
                     for_show.show(&format!("{vendor}/{model}"), request.headers())

@@ -619,7 +619,7 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
 pub fn routes(catalog: &Catalog, api_base: &str) -> Router<AppState> {
     let prepared = PreparedJson::new(&document(catalog, api_base));
     Router::new().route(
-        "/openapi.json",
+        &super::api_path("/openapi.json"),
         get(move |request: Request| async move { prepared.respond(request.headers()) }),
     )
 }

@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
+use axum::http::Request;
+use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -26,7 +27,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
+use tower::{Service, ServiceExt};
 use tower_http::timeout::DeadlineBody;
 
 /// The bounds every HTTP connection is held to.
@@ -58,12 +59,32 @@ impl Default for HttpLimits {
     }
 }
 
+/// What `serve` answers requests with: a router, or a router inside layers
+/// that wrap it whole.
+pub trait HttpService:
+    Service<Request<Body>, Response = Response, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> HttpService for S where
+    S: Service<Request<Body>, Response = Response, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Serves `router` on `listener` within `limits` until `shutdown` is
 /// cancelled, then stops accepting, asks every open connection to finish
 /// its request in progress and close, and returns when all have.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    router: impl HttpService,
     limits: HttpLimits,
     shutdown: CancellationToken,
 ) {
@@ -108,7 +129,7 @@ pub async fn serve(
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    router: Router,
+    router: impl HttpService,
     limits: HttpLimits,
     shutdown: CancellationToken,
 ) {
