@@ -286,14 +286,8 @@ async fn queue_generation(
     Ok((generation, replayed))
 }
 
-/// Refuses a request that names another account's upload: upload URLs are
-/// capabilities for fetching, but using one in a generation is reserved to
-/// the account that uploaded it. Kept media is refused to every account.
-async fn check_upload_ownership(
-    state: &AppState,
-    caller: &Caller,
-    input: &ValidatedInput,
-) -> Result<(), SubmitError> {
+/// Every media URL of a request, with the field that names it.
+fn media_urls(input: &ValidatedInput) -> Vec<(String, &str)> {
     let mut fields: Vec<(String, &str)> = Vec::new();
     fields.extend(input.image_url().map(|url| ("image_url".to_owned(), url)));
     fields.extend(
@@ -308,7 +302,36 @@ async fn check_upload_ownership(
     ] {
         fields.extend(urls.into_iter().map(|url| (name.to_owned(), url)));
     }
-    for (field, url) in fields {
+    fields
+}
+
+/// Refuses a request (a submit or a quote) that names kept media in any
+/// spelling. Kept media is vidgate's own copy for one job, handed only to
+/// model servers through signed URLs; a request naming it would reach it
+/// past its URL's expiry through the own-file shortcut (a quote would probe
+/// it and tell a stranger its duration).
+pub fn refuse_kept_media(api_base: &str, input: &ValidatedInput) -> Result<(), SubmitError> {
+    for (field, url) in media_urls(input) {
+        if own_file_path(api_base, url).is_some_and(|path| is_kept_media(&path)) {
+            return Err(SubmitError::invalid(
+                field.clone(),
+                format!("{field} names a file that requests may not use."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a request that names another account's upload: upload URLs are
+/// capabilities for fetching, but using one in a generation is reserved to
+/// the account that uploaded it. Kept media is refused to every account.
+async fn check_upload_ownership(
+    state: &AppState,
+    caller: &Caller,
+    input: &ValidatedInput,
+) -> Result<(), SubmitError> {
+    refuse_kept_media(&state.api_base, input)?;
+    for (field, url) in media_urls(input) {
         // Every spelling of one of our upload URLs is checked, not only the
         // one we handed out: the file server and the own-file shortcut
         // answer them all.
@@ -316,15 +339,6 @@ async fn check_upload_ownership(
             continue;
         };
         let relative_path = relative_path.as_str();
-        // Kept media is vidgate's own copy for one job, handed only to
-        // model servers: a request naming it, in any spelling, would reach
-        // it past its URL's expiry through the own-file shortcut.
-        if is_kept_media(relative_path) {
-            return Err(SubmitError::invalid(
-                field.clone(),
-                format!("{field} names a file this account did not upload."),
-            ));
-        }
         if !relative_path.starts_with("uploads/") {
             continue;
         }

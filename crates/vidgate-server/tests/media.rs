@@ -210,6 +210,52 @@ async fn m4_quote_with_a_reference_video_equals_the_charge(store: StoreKind) {
     assert_eq!(quoted["breakdown"]["rate_micros"], 1_400_000);
 }
 
+/// The public quote reads our own files without HTTP, as submit does, so
+/// it refuses kept media the same way: otherwise a stranger holding an
+/// expired signed URL could still have the copy probed.
+async fn a_quote_may_not_name_kept_media(store: StoreKind) {
+    let host = MediaHost::start(vec![("ref.mp4", mp4(2))]).await;
+    // No workers: the job stays queued, so its kept copy stays on disk.
+    let app = spawn_app_without_workers(store).await;
+    let endpoint = "vendor_1/model_1/reference-to-video";
+    let body = |url: String| {
+        json!({
+            "duration": 2,
+            "resolution": "480p",
+            "generate_audio": false,
+            "reference_video_urls": [url],
+        })
+    };
+    let mut submitted = body(host.url("ref.mp4"));
+    submitted["prompt"] = json!("a kite");
+    app.submit_ok(endpoint, submitted).await;
+    let media = app.data_dir.path().join("files").join("media");
+    let token = std::fs::read_dir(&media).unwrap().next().unwrap().unwrap();
+    let copy = std::fs::read_dir(token.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let relative = format!(
+        "media/{}/{}",
+        token.file_name().to_str().unwrap(),
+        copy.file_name().to_str().unwrap()
+    );
+    for url in [
+        app.url(&format!("/files/{relative}")),
+        app.url(&format!("/files/./{relative}")),
+    ] {
+        let refused = quote(&app, endpoint, &body(url.clone())).await;
+        assert_error(
+            refused,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            Some("reference_video_urls"),
+        )
+        .await;
+    }
+}
+
 async fn refused_media_is_a_400_naming_the_field_and_charges_nothing(store: StoreKind) {
     let host = MediaHost::start(vec![("short.mp4", mp4(1)), ("a.png", png([9, 9, 9]))]).await;
     let app = spawn_app(store).await;
@@ -577,6 +623,7 @@ on_both_stores!(
     the_public_endpoints_have_a_fair_use_limit_per_address,
     m1_quote_with_a_reference_video_equals_the_charge,
     m4_quote_with_a_reference_video_equals_the_charge,
+    a_quote_may_not_name_kept_media,
     refused_media_is_a_400_naming_the_field_and_charges_nothing,
     without_the_flag_loopback_media_is_refused,
     a_redirect_to_a_private_address_is_refused_naming_the_field,

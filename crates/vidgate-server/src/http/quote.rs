@@ -27,6 +27,7 @@ pub async fn quote(
     let input = endpoint
         .validate(&body, Purpose::Quote)
         .map_err(invalid_request)?;
+    crate::submit::refuse_kept_media(&state.api_base, &input)?;
     // Only the media that changes the price is fetched: reference videos,
     // whose probed durations are billed. The submit prices them the same way
     // (from the probe cache when it follows soon), so the quote is the charge.
