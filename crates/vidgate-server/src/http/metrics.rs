@@ -3,14 +3,17 @@
 //! request matched, and `GET /metrics` on the separate metrics listener
 //! (`--metrics-listen`), which the public port never serves.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use tower::{Layer, Service};
 
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -19,16 +22,69 @@ use crate::store::Store;
 /// for and reads.
 const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Copies the route template a request matched onto its response, where
-/// the envelope (outside the routing) finds it. A route layer, so it
-/// runs only for matched routes.
-pub(super) async fn note_matched_route(request: Request, next: Next) -> Response {
-    let matched = request.extensions().get::<MatchedPath>().cloned();
-    let mut response = next.run(request).await;
-    if let Some(matched) = matched {
-        response.extensions_mut().insert(matched);
+/// A route layer that copies the route template a request matched onto
+/// its response, where the envelope (outside the routing) finds it. A route
+/// layer, so it runs only for matched routes.
+///
+/// Written as a plain service rather than with `middleware::from_fn`, which
+/// per request boxes a future and clones the route it wraps; this one does
+/// neither, and every matched request passes through it.
+#[derive(Clone, Copy)]
+pub(super) struct NoteMatchedRoute;
+
+impl<S> Layer<S> for NoteMatchedRoute {
+    type Service = NotedRoute<S>;
+
+    fn layer(&self, route: S) -> NotedRoute<S> {
+        NotedRoute { route }
     }
-    response
+}
+
+#[derive(Clone)]
+pub(super) struct NotedRoute<S> {
+    route: S,
+}
+
+impl<S> Service<Request> for NotedRoute<S>
+where
+    S: Service<Request, Response = Response>,
+    S::Future: Unpin,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = NotedResponse<S::Future>;
+
+    fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.route.poll_ready(context)
+    }
+
+    fn call(&mut self, request: Request) -> NotedResponse<S::Future> {
+        NotedResponse {
+            matched: request.extensions().get::<MatchedPath>().cloned(),
+            response: self.route.call(request),
+        }
+    }
+}
+
+/// The route's response, with the template it matched.
+pub(super) struct NotedResponse<F> {
+    response: F,
+    matched: Option<MatchedPath>,
+}
+
+impl<F, E> Future for NotedResponse<F>
+where
+    F: Future<Output = Result<Response, E>> + Unpin,
+{
+    type Output = Result<Response, E>;
+
+    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut response = ready!(Pin::new(&mut self.response).poll(context))?;
+        if let Some(matched) = self.matched.take() {
+            response.extensions_mut().insert(matched);
+        }
+        Poll::Ready(Ok(response))
+    }
 }
 
 #[derive(Clone)]

@@ -163,7 +163,7 @@ pub fn router(state: AppState) -> impl HttpService {
         .merge(probes)
         .merge(crate::dashboard::router())
         .fallback(|| async { ApiError::NotFound("No such endpoint.".into()) })
-        .route_layer(middleware::from_fn(metrics::note_matched_route))
+        .route_layer(metrics::NoteMatchedRoute)
         .with_state(state);
     tower::ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(
