@@ -23,7 +23,7 @@ use crate::metrics::{Metrics, UNMATCHED_ROUTE};
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Runs the request inside its span and answers with its id. The route
-/// template it is timed under comes from `note_matched_route`, which puts
+/// template it is timed under comes from `NoteMatchedRoute`, which puts
 /// it on the response (the routing happens inside this layer).
 pub(super) async fn envelope(
     State(metrics): State<Arc<Metrics>>,
