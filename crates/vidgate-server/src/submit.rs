@@ -286,23 +286,27 @@ async fn queue_generation(
     Ok((generation, replayed))
 }
 
-/// Every media URL of a request, with the field that names it.
-fn media_urls(input: &ValidatedInput) -> Vec<(String, &str)> {
-    let mut fields: Vec<(String, &str)> = Vec::new();
-    fields.extend(input.image_url().map(|url| ("image_url".to_owned(), url)));
-    fields.extend(
-        input
-            .end_image_url()
-            .map(|url| ("end_image_url".to_owned(), url)),
-    );
+/// The media URLs of a request that name one of our own stored files, as
+/// the field and the stored path. Every spelling of one of our URLs is
+/// recognised, not only the one we handed out: the file server and the
+/// own-file shortcut answer them all.
+fn own_files_named(api_base: &str, input: &ValidatedInput) -> Vec<(String, String)> {
+    let mut fields: Vec<(&str, &str)> = Vec::new();
+    fields.extend(input.image_url().map(|url| ("image_url", url)));
+    fields.extend(input.end_image_url().map(|url| ("end_image_url", url)));
     for (name, urls) in [
         ("reference_image_urls", input.reference_image_urls()),
         ("reference_video_urls", input.reference_video_urls()),
         ("reference_audio_urls", input.reference_audio_urls()),
     ] {
-        fields.extend(urls.into_iter().map(|url| (name.to_owned(), url)));
+        fields.extend(urls.into_iter().map(|url| (name, url)));
     }
     fields
+        .into_iter()
+        .filter_map(|(field, url)| {
+            own_file_path(api_base, url).map(|relative_path| (field.to_owned(), relative_path))
+        })
+        .collect()
 }
 
 /// Refuses a request (a submit or a quote) that names kept media in any
@@ -311,15 +315,20 @@ fn media_urls(input: &ValidatedInput) -> Vec<(String, &str)> {
 /// past its URL's expiry through the own-file shortcut (a quote would probe
 /// it and tell a stranger its duration).
 pub fn refuse_kept_media(api_base: &str, input: &ValidatedInput) -> Result<(), SubmitError> {
-    for (field, url) in media_urls(input) {
-        if own_file_path(api_base, url).is_some_and(|path| is_kept_media(&path)) {
-            return Err(SubmitError::invalid(
-                field.clone(),
-                format!("{field} names a file that requests may not use."),
-            ));
-        }
+    refuse_kept(&own_files_named(api_base, input))
+}
+
+fn refuse_kept(own_files: &[(String, String)]) -> Result<(), SubmitError> {
+    match own_files
+        .iter()
+        .find(|(_, relative_path)| is_kept_media(relative_path))
+    {
+        Some((field, _)) => Err(SubmitError::invalid(
+            field.clone(),
+            format!("{field} names a file that requests may not use."),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Refuses a request that names another account's upload: upload URLs are
@@ -330,14 +339,9 @@ async fn check_upload_ownership(
     caller: &Caller,
     input: &ValidatedInput,
 ) -> Result<(), SubmitError> {
-    refuse_kept_media(&state.api_base, input)?;
-    for (field, url) in media_urls(input) {
-        // Every spelling of one of our upload URLs is checked, not only the
-        // one we handed out: the file server and the own-file shortcut
-        // answer them all.
-        let Some(relative_path) = own_file_path(&state.api_base, url) else {
-            continue;
-        };
+    let own_files = own_files_named(&state.api_base, input);
+    refuse_kept(&own_files)?;
+    for (field, relative_path) in &own_files {
         let relative_path = relative_path.as_str();
         if !relative_path.starts_with("uploads/") {
             continue;
@@ -346,7 +350,7 @@ async fn check_upload_ownership(
             Some(owner) => owner == caller.account_id,
             None => match state.store.direct_upload(relative_path).await? {
                 Some(direct) if direct.account_id == caller.account_id => {
-                    record_direct_upload(state, &direct, relative_path, &field).await?;
+                    record_direct_upload(state, &direct, relative_path, field).await?;
                     true
                 }
                 _ => false,

@@ -229,18 +229,9 @@ async fn a_quote_may_not_name_kept_media(store: StoreKind) {
     let mut submitted = body(host.url("ref.mp4"));
     submitted["prompt"] = json!("a kite");
     app.submit_ok(endpoint, submitted).await;
-    let media = app.data_dir.path().join("files").join("media");
-    let token = std::fs::read_dir(&media).unwrap().next().unwrap().unwrap();
-    let copy = std::fs::read_dir(token.path())
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap();
-    let relative = format!(
-        "media/{}/{}",
-        token.file_name().to_str().unwrap(),
-        copy.file_name().to_str().unwrap()
-    );
+    let relative = kept_media_copies(&app)
+        .pop()
+        .expect("submit kept the video");
     for url in [
         app.url(&format!("/files/{relative}")),
         app.url(&format!("/files/./{relative}")),
@@ -417,16 +408,30 @@ async fn the_job_renders_the_bytes_submit_checked_even_if_the_url_changes(store:
 
 /// How many kept media copies are on the app's local disk.
 fn kept_media_files(app: &TestApp) -> usize {
+    kept_media_copies(app).len()
+}
+
+/// The stored paths (`media/<token>/<name>`) of the kept media copies on
+/// the app's local disk.
+fn kept_media_copies(app: &TestApp) -> Vec<String> {
     let kept = app.data_dir.path().join("files").join("media");
-    std::fs::read_dir(&kept)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter_map(|entry| std::fs::read_dir(entry.path()).ok())
-                .map(|directory| directory.count())
-                .sum()
-        })
-        .unwrap_or(0)
+    let Ok(tokens) = std::fs::read_dir(&kept) else {
+        return Vec::new();
+    };
+    let mut copies = Vec::new();
+    for token in tokens.filter_map(Result::ok) {
+        let Ok(files) = std::fs::read_dir(token.path()) else {
+            continue;
+        };
+        for file in files.filter_map(Result::ok) {
+            copies.push(format!(
+                "media/{}/{}",
+                token.file_name().to_string_lossy(),
+                file.file_name().to_string_lossy()
+            ));
+        }
+    }
+    copies
 }
 
 /// Issue 16: a job the rescuer fails after its last attempt (its workers
