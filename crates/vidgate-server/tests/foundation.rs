@@ -44,6 +44,17 @@ async fn models_are_public_cacheable_and_complete(store: StoreKind) {
         .await
         .unwrap();
     assert_eq!(one["label"], "M4");
+    // The same id with a percent-escape names the same model.
+    let escaped: Value = app
+        .client
+        .get(app.url("/models/vendor%5F4/model_4"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(escaped, one);
     let missing = app
         .client
         .get(app.url("/models/vendor_9/model_9"))

@@ -8,9 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, Request};
-use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::extract::{FromRequestParts, Path, Request};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 use vidgate_core::Catalog;
@@ -23,6 +22,8 @@ struct ModelDocuments {
     list: PreparedJson,
     /// Keyed by model id (`vendor_1/model_1`).
     models: HashMap<String, PreparedJson>,
+    /// What precedes the model id in a record's path: `/api/v1/models/`.
+    show_prefix: String,
 }
 
 impl ModelDocuments {
@@ -42,15 +43,32 @@ impl ModelDocuments {
                 .iter()
                 .map(|(id, record)| (id.clone(), PreparedJson::new(record)))
                 .collect(),
+            show_prefix: super::api_path("/models/"),
         }
     }
 
-    fn show(&self, model_id: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
-        let model = self
-            .models
-            .get(model_id)
-            .ok_or_else(|| ApiError::NotFound(format!("No model {model_id:?} exists.")))?;
-        Ok(model.respond(headers))
+    /// The record the request's path names, or 404. The path is looked up
+    /// as it came first (the usual request, with nothing to decode), and
+    /// only when that misses through the `Path` extractor, which decodes
+    /// percent-escapes.
+    async fn show(&self, request: Request) -> Response {
+        let as_sent = request.uri().path().strip_prefix(&self.show_prefix);
+        if let Some(model) = as_sent.and_then(|model_id| self.models.get(model_id)) {
+            return model.respond(request.headers());
+        }
+        let (mut parts, _body) = request.into_parts();
+        // A path that does not decode is refused as the extractor refuses
+        // it everywhere else; the envelope gives the refusal the API's shape.
+        let (vendor, model) =
+            match Path::<(String, String)>::from_request_parts(&mut parts, &()).await {
+                Ok(Path(names)) => names,
+                Err(rejection) => return rejection.into_response(),
+            };
+        let model_id = format!("{vendor}/{model}");
+        match self.models.get(&model_id) {
+            Some(model) => model.respond(&parts.headers),
+            None => ApiError::NotFound(format!("No model {model_id:?} exists.")).into_response(),
+        }
     }
 }
 
@@ -67,10 +85,6 @@ pub fn routes(catalog: &Catalog, api_base: &str) -> Router<AppState> {
         )
         .route(
             &super::api_path("/models/{vendor}/{model}"),
-            get(
-                move |Path((vendor, model)): Path<(String, String)>, request: Request| async move {
-                    for_show.show(&format!("{vendor}/{model}"), request.headers())
-                },
-            ),
+            get(move |request: Request| async move { for_show.show(request).await }),
         )
 }
