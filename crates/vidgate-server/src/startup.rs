@@ -410,6 +410,7 @@ impl Components {
         if let Some(metrics_addr) = addresses.metrics_addr {
             tracing::info!(%metrics_addr, "vidgate is serving metrics");
         }
+        let api_state = addresses.listener.is_some().then(|| self.state.clone());
         let http = addresses
             .listener
             .map(|listener| serve_http(listener, self.state, self.http_limits));
@@ -426,6 +427,7 @@ impl Components {
             development_user: self.development_user,
             health,
             drain_delay: self.drain_delay,
+            api_state,
             http,
             metrics_http,
             background_shutdown,
@@ -483,6 +485,9 @@ pub struct RunningServer {
     pub development_user: Option<CreatedUser>,
     health: Arc<Health>,
     drain_delay: Duration,
+    /// What the API listener's service is built from; `None` on a worker
+    /// node.
+    api_state: Option<AppState>,
     http: Option<HttpServer>,
     /// Last to stop, so that scrapes see the whole shutdown.
     metrics_http: Option<HttpServer>,
@@ -492,6 +497,14 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
+    /// A service like the one the API listener answers with, the same
+    /// routes and layers on the same state, for requests sent in process
+    /// without a socket (`benches/router.rs` times the layers around every
+    /// request this way); `None` on a worker node.
+    pub fn http_service(&self) -> Option<impl http::HttpService> {
+        self.api_state.clone().map(http::router)
+    }
+
     /// From now on `/readyz` answers 503, so load balancers stop sending
     /// this node new requests; `shutdown` begins with it.
     pub fn begin_draining(&self) {
