@@ -64,6 +64,15 @@ impl CallerRateLimiter {
         .await
     }
 
+    /// The check when it needs no wait: this node's own buckets answer at
+    /// once; buckets shared in Redis need a round trip, so `None`.
+    pub fn check_at_once(&self, key: &str, per_second: u32, burst: u32) -> Option<RateStatus> {
+        match self {
+            CallerRateLimiter::Local(local) => Some(local.check(key, per_second, burst)),
+            CallerRateLimiter::Shared(_) => None,
+        }
+    }
+
     pub async fn check(&self, caller: &str, per_second: u32, burst: u32) -> RateStatus {
         self.check_every(caller, per_second_interval(per_second), burst)
             .await

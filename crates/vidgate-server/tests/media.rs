@@ -624,6 +624,62 @@ async fn the_public_endpoints_have_a_fair_use_limit_per_address(store: StoreKind
     assert_eq!(account.status(), StatusCode::OK);
 }
 
+/// With Redis, the fair-use bucket of an address is one for every node:
+/// two nodes together let through one burst, not one each.
+#[tokio::test]
+async fn with_redis_nodes_share_an_addresss_fair_use_bucket() {
+    let Ok(redis_url) = std::env::var("VIDGATE_TEST_REDIS_URL") else {
+        eprintln!(
+            "skipping with_redis_nodes_share_an_addresss_fair_use_bucket: set VIDGATE_TEST_REDIS_URL"
+        );
+        return;
+    };
+    let settings = || TestSettings {
+        public_rate_limit: vidgate_server::http::PublicRateLimit {
+            per_second: 1,
+            burst: 3,
+        },
+        // The client address comes from X-Forwarded-For, so that this run
+        // has a bucket no other test run shares.
+        trusted_proxies: vec!["127.0.0.1/32".parse().unwrap()],
+        redis_url: Some(redis_url.clone()),
+        ..TestSettings::new(StoreKind::Sqlite)
+    };
+    let nodes = [
+        spawn_app_with(settings()).await,
+        spawn_app_with(settings()).await,
+    ];
+    let client = format!(
+        "2001:db8:{:x}:{:x}::1",
+        rand::random::<u16>(),
+        rand::random::<u16>()
+    );
+
+    let mut allowed = 0;
+    let mut refusals = Vec::new();
+    for request in 0..8 {
+        let node = &nodes[request % 2];
+        let response = node
+            .client
+            .get(node.url("/models"))
+            .header("x-forwarded-for", &client)
+            .send()
+            .await
+            .unwrap();
+        match response.status() {
+            StatusCode::OK => allowed += 1,
+            StatusCode::TOO_MANY_REQUESTS => refusals.push(response),
+            other => panic!("unexpected {other}"),
+        }
+    }
+    // Three in the burst, and at most one more if a second passed; separate
+    // buckets would have let six through.
+    assert!((3..=4).contains(&allowed), "{allowed} allowed");
+    let refusal = refusals.pop().unwrap();
+    assert!(refusal.headers().contains_key("retry-after"));
+    assert_error(refusal, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
+}
+
 on_both_stores!(
     the_public_endpoints_have_a_fair_use_limit_per_address,
     m1_quote_with_a_reference_video_equals_the_charge,

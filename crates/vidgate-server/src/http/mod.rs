@@ -74,10 +74,7 @@ pub fn router(state: AppState) -> impl HttpService {
             post(quote::quote),
         )
         .merge(openapi::routes(&state.catalog, &state.api_base))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            fair_use::limit_public,
-        ));
+        .route_layer(fair_use::FairUse::new(state.clone()));
 
     let authenticated = Router::new()
         .route(

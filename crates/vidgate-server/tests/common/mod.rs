@@ -154,6 +154,8 @@ pub struct TestSettings {
     pub metrics_listen: Option<SocketAddr>,
     /// How long files are kept (30 days by default, as in `vidgate serve`).
     pub retention: vidgate_server::retention::RetentionSettings,
+    /// Rate-limit buckets shared in this Redis; this node's own by default.
+    pub redis_url: Option<String>,
 }
 
 impl TestSettings {
@@ -179,6 +181,7 @@ impl TestSettings {
             operator_token: None,
             metrics_listen: None,
             retention: vidgate_server::retention::RetentionSettings::default(),
+            redis_url: None,
         }
     }
 }
@@ -255,6 +258,7 @@ async fn start_server(
     options.operator_token = settings.operator_token.clone();
     options.metrics_listen = settings.metrics_listen;
     options.retention = settings.retention;
+    options.redis_url = settings.redis_url.clone();
     vidgate_server::start(options).await.expect("server starts")
 }
 
