@@ -211,6 +211,21 @@ async fn every_error_has_the_spec_shape_and_a_request_id(store: StoreKind) {
         None,
     )
     .await;
+    // The same limit holds on the public routes.
+    let too_large_quote = app
+        .client
+        .post(app.url(&format!("/quote/{M1_T2V}")))
+        .body("x".repeat(300 * 1024))
+        .send()
+        .await
+        .unwrap();
+    assert_error(
+        too_large_quote,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        None,
+    )
+    .await;
 
     let not_json = app
         .client

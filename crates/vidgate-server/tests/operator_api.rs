@@ -228,6 +228,22 @@ async fn a_top_up_is_applied_exactly_once(store: StoreKind) {
     )
     .await;
     assert_error(unknown, StatusCode::NOT_FOUND, "not_found", None).await;
+    // A body over the JSON limit (256 KiB) is refused before it is read.
+    let reason = "x".repeat(300 * 1024);
+    let too_large = credit(
+        &app,
+        &account_id,
+        "pi_789",
+        json!({ "amount_micros": 5, "reason": reason }),
+    )
+    .await;
+    assert_error(
+        too_large,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        None,
+    )
+    .await;
     // None of the refusals moved money.
     assert_eq!(
         app.account_state(&account_id).await.credited,

@@ -94,6 +94,27 @@ async fn an_uploaded_image_is_probed_served_and_usable(store: StoreKind) {
     assert_eq!(app.account_state(&other.account.id).await.held.0, 0);
 }
 
+/// A file larger than the JSON body limit of the other routes (256 KiB) is
+/// taken: the uploads route's own limit overrides it.
+async fn an_upload_larger_than_a_json_body_is_taken(store: StoreKind) {
+    let app = spawn_app(store).await;
+    // Noise does not compress, so the PNG stays near its 480 KB of pixels.
+    let mut state: u32 = 12345;
+    let noise = RgbImage::from_fn(400, 400, |_, _| {
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let [red, green, blue, _] = state.to_le_bytes();
+        Rgb([red, green, blue])
+    });
+    let mut image = std::io::Cursor::new(Vec::new());
+    noise.write_to(&mut image, image::ImageFormat::Png).unwrap();
+    let image = image.into_inner();
+    assert!(image.len() > 256 * 1024, "{} bytes", image.len());
+    let response = upload(&app, app.key(), "file", image.clone(), "image/png").await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let record: Value = response.json().await.unwrap();
+    assert_eq!(record["size_bytes"], image.len());
+}
+
 async fn unsupported_or_missing_files_are_refused(store: StoreKind) {
     let app = spawn_app(store).await;
     let text = upload(
@@ -196,6 +217,7 @@ async fn an_account_without_credit_has_a_small_upload_quota(store: StoreKind) {
 }
 
 on_both_stores!(
+    an_upload_larger_than_a_json_body_is_taken,
     an_account_without_credit_has_a_small_upload_quota,
     no_spelling_of_an_upload_url_lets_another_account_use_it,
     an_uploaded_image_is_probed_served_and_usable,

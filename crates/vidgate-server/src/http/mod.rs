@@ -128,8 +128,7 @@ pub fn router(state: AppState) -> impl HttpService {
             &api_path("/files/{*path}"),
             get(files::serve).layer(gone).layer(signed),
         ),
-    }
-    .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
+    };
 
     // Outside /api/v1: model servers and providers call them, not
     // customers.
@@ -150,7 +149,7 @@ pub fn router(state: AppState) -> impl HttpService {
         .route("/readyz", get(health::readyz));
 
     // Outside /api/v1: the operator's, not customers' (see admin/mod.rs).
-    let operator = admin::router(state.clone()).layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES));
+    let operator = admin::router(state.clone());
 
     let request_metrics = state.metrics.clone();
     let routes = Router::new()
@@ -167,6 +166,13 @@ pub fn router(state: AppState) -> impl HttpService {
             request_metrics,
             envelope::envelope,
         ))
+        // The JSON body limit of every route, set once outside the routing
+        // (a router's `layer` would wrap each route and cost every request
+        // a boxed service). A route's own limit, inside, overrides it: the
+        // uploads take a file, the dashboard's forms are smaller. The model
+        // servers' and providers' callbacks read their bodies with bounds
+        // of their own.
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY_BYTES))
         // A panic answers 500 inside the envelope, so it is logged, timed
         // and given a request id like any other answer.
         .layer(CatchPanicLayer::custom(|_panic| {
