@@ -238,5 +238,8 @@ async fn main() {
             best_bare / best_vidgate
         );
     }
+    println!(
+        "\nOne at a time, `GET /generations/{{id}}` waits for SQLite's connection thread on every request; under load those waits overlap (`cargo bench -p vidgate --bench hot_paths -- reads`)."
+    );
     server.shutdown().await;
 }
