@@ -3,14 +3,13 @@
 //! `VIDGATE_BENCH_DATABASE_URL=postgres://…` to measure another store.
 //! Workers are off so the figures are the API and the store, not rendering.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use vidgate_core::Micros;
 use vidgate_server::ServerOptions;
-use vidgate_server::accounts;
-use vidgate_server::store::AccountLimits;
 
 const CLIENTS: usize = 16;
 const REQUESTS_PER_CLIENT: usize = 250;
@@ -70,20 +69,7 @@ async fn main() {
     }
     options.queue.workers = 0;
     let server = vidgate_server::start(options).await.unwrap();
-    let account =
-        accounts::create_account(server.store.as_ref(), "bench", Micros(1_000_000_000_000))
-            .await
-            .unwrap();
-    let unlimited = AccountLimits {
-        requests_per_second: 1_000_000,
-        burst: 1_000_000,
-        max_concurrent: 1_000_000,
-    };
-    server
-        .store
-        .set_account_limits(&account.account.id, unlimited)
-        .await
-        .unwrap();
+    let account = common::unlimited_account(&server).await;
     let client = reqwest::Client::new();
     let submit_url = format!("{}/run/vendor_1/model_1/text-to-video", server.api_base);
     println!(

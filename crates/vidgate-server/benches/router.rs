@@ -10,6 +10,8 @@
 //! Run with `cargo bench -p vidgate-server --bench router`;
 //! `VIDGATE_BENCH_ITERATIONS` sets the requests per round (200,000).
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -18,11 +20,8 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::routing::get;
 use tower::{Service, ServiceExt};
-use vidgate_core::Micros;
 use vidgate_server::ServerOptions;
-use vidgate_server::accounts;
 use vidgate_server::http::PublicRateLimit;
-use vidgate_server::store::AccountLimits;
 
 const ROUNDS: usize = 3;
 
@@ -108,19 +107,7 @@ async fn main() {
     };
     let server = vidgate_server::start(options).await.unwrap();
     let service = server.http_service().expect("an API node");
-    let account = accounts::create_account(server.store.as_ref(), "bench", Micros(1_000_000_000))
-        .await
-        .unwrap();
-    let unlimited = AccountLimits {
-        requests_per_second: 1_000_000_000,
-        burst: 1_000_000_000,
-        max_concurrent: 1_000,
-    };
-    server
-        .store
-        .set_account_limits(&account.account.id, unlimited)
-        .await
-        .unwrap();
+    let account = common::unlimited_account(&server).await;
     let bearer = HeaderValue::from_str(&format!("Bearer {}", account.api_key)).unwrap();
 
     // What the bare router answers: vidgate's own answers, read once.
