@@ -17,7 +17,8 @@ use vidgate_server::store::ProviderHealth;
 
 use common::{StoreKind, TestApp, TestSettings, free_port, on_both_stores, spawn_app_with};
 use fake_providers::{
-    FakeJob, FakeProviders, FakeStatus, Provider, REPLICATE_TOKEN, example_backends,
+    FAL_KEY, FakeJob, FakeProviders, FakeStatus, JobDeadline, Provider, REPLICATE_TOKEN,
+    example_backends,
 };
 
 /// The example backends file of `provider`, pointed at the fake, with
@@ -408,7 +409,17 @@ async fn an_outage_fails_the_generation_after_the_retry_deadline_with_no_provide
     for provider in [Provider::Fal, Provider::Replicate] {
         let fake = FakeProviders::start().await;
         fake.switches(|switches| switches.down = true);
-        let app = app_at(store.clone(), backends_for(&fake, provider, 1.0, 2.0), 2).await;
+        // fal lists finished requests only: a submit with an unknown
+        // outcome stays open until the job could have ended (`job_seconds`),
+        // so the job's deadline is short here.
+        let timeouts = json!({ "request_seconds": 1, "start_seconds": 2, "job_seconds": 4,
+            "poll_seconds": 0.1, "retry_seconds": 2 });
+        let app = app_at(
+            store.clone(),
+            backends_with(&fake, provider, timeouts, json!([])),
+            2,
+        )
+        .await;
         let before = app.account_state(&app.account.account.id).await;
         let generation = submit(
             &app,
@@ -719,10 +730,31 @@ async fn a_provider_webhook_taken_by_another_node_wakes_the_follower() {
 }
 
 async fn cancel_while_queued_at_the_provider_cancels_there_and_refunds(store: StoreKind) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    // fal does not say which answer a cancel of a queued request gets
+    // (GUESS fal-cancel-answer): both readings are run. Replicate answers as
+    // its recorded cancel did: `canceled`, with the prediction started a
+    // moment before and billed for it (GUESS
+    // replicate-cancel-answer-while-queued), which the operator bears.
+    let cases = [
+        (Provider::Fal, "OK"),
+        (Provider::Fal, "CANCELLATION_REQUESTED"),
+        (Provider::Replicate, "OK"),
+    ];
+    for (provider, fal_answer) in cases {
         let fake = FakeProviders::start().await;
-        fake.switches(|switches| switches.queue_for = Duration::from_secs(30));
-        let app = app_at(store.clone(), backends_for(&fake, provider, 5.0, 20.0), 2).await;
+        fake.switches(|switches| {
+            switches.queue_for = Duration::from_secs(30);
+            switches.fal_cancel_queued_answer = fal_answer;
+        });
+        let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
+            "poll_seconds": 0.1, "retry_seconds": 20 });
+        let costs = json!([{ "from": "2020-01-01", "usd_per_second": "0.50" }]);
+        let app = app_at(
+            store.clone(),
+            backends_with(&fake, provider, timeouts, costs),
+            2,
+        )
+        .await;
         let before = app.account_state(&app.account.account.id).await;
         let generation = submit(
             &app,
@@ -734,7 +766,7 @@ async fn cancel_while_queued_at_the_provider_cancels_there_and_refunds(store: St
         let job = recorded_job(&app, &fake, id).await;
         assert_eq!(app.generation(id).await["status"], "running");
         let canceled = app.cancel(&generation, app.key()).await;
-        assert_eq!(canceled.status(), 200, "{provider:?}");
+        assert_eq!(canceled.status(), 200, "{provider:?} {fal_answer}");
         let canceled: Value = canceled.json().await.unwrap();
         assert_eq!(canceled["status"], "canceled", "{provider:?}: {canceled}");
         let job = fake.state.job(&job.id).unwrap();
@@ -746,6 +778,19 @@ async fn cancel_while_queued_at_the_provider_cancels_there_and_refunds(store: St
         // The worker that followed the job stops without changing it.
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(app.generation(id).await["status"], "canceled");
+        // The seconds a prediction ran before the cancel are the
+        // operator's cost; a fal request removed from its queue cost
+        // nothing.
+        let usage = app.server.store.model_usage(0).await.unwrap();
+        match provider {
+            Provider::Replicate => {
+                let ran = job.completed_at.unwrap() - job.started_at.unwrap();
+                assert_eq!(usage.len(), 1, "{usage:?}");
+                assert_eq!(usage[0].generations, 0);
+                assert_eq!(usage[0].provider_cost.0, (500_000.0 * ran).round() as i64);
+            }
+            Provider::Fal => assert!(usage.is_empty(), "{usage:?}"),
+        }
         app.assert_ledger_invariant(&app.account.account.id).await;
     }
 }
@@ -780,6 +825,18 @@ async fn cancel_once_the_provider_started_the_job_is_refused(store: StoreKind) {
 /// A backends file running M1 at fal, then at Replicate, each with the
 /// credential `fal_key` and `replicate_token`.
 fn failover_backends(fake: &FakeProviders, fal_key: &str, replicate_token: &str) -> Backends {
+    let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
+        "poll_seconds": 0.1, "retry_seconds": 5 });
+    failover_backends_with(fake, fal_key, replicate_token, timeouts)
+}
+
+/// `failover_backends` with the providers' `timeouts`.
+fn failover_backends_with(
+    fake: &FakeProviders,
+    fal_key: &str,
+    replicate_token: &str,
+    timeouts: Value,
+) -> Backends {
     let entry = |name: &str| -> Value {
         let example = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../examples/hosted")
@@ -787,8 +844,6 @@ fn failover_backends(fake: &FakeProviders, fal_key: &str, replicate_token: &str)
         let file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
         file["models"]["vendor_1/model_1"].clone()
     };
-    let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
-        "poll_seconds": 0.1, "retry_seconds": 5 });
     let mut fal = entry("fal.json");
     fal["api_url"] = json!(fake.fal_queue_url());
     fal["platform_url"] = json!(fake.fal_api_url());
@@ -1208,7 +1263,188 @@ async fn a_media_url_is_refused_after_it_expires_or_when_tampered_with(store: St
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
+/// Issue 28: fal lists finished requests only, so a request whose submit
+/// answer was lost is not in the list while it is queued or running. It
+/// must not be submitted again then: it is found once it ends.
+async fn a_lost_fal_submit_of_a_long_job_is_found_when_it_ends_never_submitted_twice(
+    store: StoreKind,
+) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.lose_submit_answers = 1;
+        switches.run_for = Duration::from_secs(4);
+    });
+    let app = app_at(store, backends_for(&fake, Provider::Fal, 1.0, 20.0), 2).await;
+    let generation = submit(
+        &app,
+        "vendor_1/model_1",
+        text_to_video("vendor_1/model_1", "a long kite whose submit is lost"),
+    )
+    .await;
+    let done = app
+        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(fake.jobs_at(Provider::Fal).len(), 1, "one fal request");
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
+/// Issue 28: a verified provider webhook for the generation proves the job
+/// of a submit whose answer was lost, even where the provider's list
+/// cannot be read.
+async fn a_webhook_proves_the_job_of_a_submit_whose_answer_was_lost(store: StoreKind) {
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        fake.switches(|switches| {
+            switches.lose_submit_answers = 1;
+            switches.lists_down = true;
+        });
+        let timeouts = json!({ "request_seconds": 1, "start_seconds": 30, "job_seconds": 120,
+            "poll_seconds": 0.1, "retry_seconds": 60 });
+        let app = app_with_webhooks(
+            store.clone(),
+            backends_with(&fake, provider, timeouts, json!([])),
+        )
+        .await;
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite proved by its webhook"),
+        )
+        .await;
+        let done = app
+            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
+        assert_eq!(fake.jobs_at(provider).len(), 1, "{provider:?}: one job");
+        app.assert_ledger_invariant(&app.account.account.id).await;
+    }
+}
+
+/// Issue 28: Replicate's `Cancel-After` bounds the whole prediction from
+/// its creation, so it carries the job's deadline, not the start deadline:
+/// a prediction that starts in time and runs longer than the start
+/// deadline finishes.
+async fn replicate_cancel_after_is_the_whole_jobs_lifetime(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.queue_for = Duration::from_secs(1);
+        switches.run_for = Duration::from_secs(6);
+    });
+    let timeouts = json!({ "request_seconds": 5, "start_seconds": 5, "job_seconds": 60,
+        "poll_seconds": 0.2, "retry_seconds": 20 });
+    let app = app_at(
+        store,
+        backends_with(&fake, Provider::Replicate, timeouts, json!([])),
+        2,
+    )
+    .await;
+    let generation = submit(
+        &app,
+        "vendor_1/model_1",
+        text_to_video(
+            "vendor_1/model_1",
+            "a kite that runs past the start deadline",
+        ),
+    )
+    .await;
+    let done = app
+        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let job = fake.jobs_at(Provider::Replicate).remove(0);
+    assert_eq!(job.deadline, Some(JobDeadline::Lifetime(60.0)));
+}
+
+/// Issue 28: the start deadline at Replicate is vidgate's to keep: a
+/// prediction still starting at it is canceled (for free, as it never ran)
+/// and its generation fails as timed out, refunded.
+async fn a_replicate_prediction_still_starting_at_the_start_deadline_is_canceled_and_refunded(
+    store: StoreKind,
+) {
+    let fake = FakeProviders::start().await;
+    let timeouts = json!({ "request_seconds": 5, "start_seconds": 1, "job_seconds": 60,
+        "poll_seconds": 0.2, "retry_seconds": 20 });
+    let app = app_at(
+        store,
+        backends_with(&fake, Provider::Replicate, timeouts, json!([])),
+        2,
+    )
+    .await;
+    let before = app.account_state(&app.account.account.id).await;
+    let generation = submit(
+        &app,
+        "vendor_1/model_1",
+        text_to_video(
+            "vendor_1/model_1",
+            "a kite that never starts [fake:never-start]",
+        ),
+    )
+    .await;
+    let done = app
+        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], "upstream_timeout", "{done}");
+    let job = fake.jobs_at(Provider::Replicate).remove(0);
+    assert_eq!(job.status, FakeStatus::Canceled);
+    assert!(!job.canceled_while_running);
+    let after = app.account_state(&app.account.account.id).await;
+    assert_eq!(after.balance, before.balance, "refunded");
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
+/// Issue 28: while fal's submits fail at its ingress and its reads work,
+/// each failed job moves to Replicate at once (fal's own client knows such
+/// a submit never reached the queue), the reads do not close the circuit
+/// of fal's creates, and once it opens new jobs go straight to Replicate.
+/// No job runs at fal.
+async fn a_submit_outage_at_the_first_provider_moves_new_jobs_to_the_next(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| switches.submits_down = true);
+    let timeouts = json!({ "request_seconds": 1, "start_seconds": 2, "job_seconds": 4,
+        "poll_seconds": 0.1, "retry_seconds": 4 });
+    let app = app_at(
+        store,
+        failover_backends_with(&fake, FAL_KEY, REPLICATE_TOKEN, timeouts),
+        4,
+    )
+    .await;
+    let mut ids = Vec::new();
+    for index in 0..8 {
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video(
+                "vendor_1/model_1",
+                &format!("a kite in a fal submit outage {index}"),
+            ),
+        )
+        .await;
+        ids.push(generation["id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
+        assert_eq!(done["status"], "succeeded", "{done}");
+    }
+    assert!(fake.jobs_at(Provider::Fal).is_empty());
+    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 8);
+    let health = provider_health_when(&app, |health| {
+        health_of(health, "fal").is_some_and(|fal| fal.open)
+            && health_of(health, "fal reads").is_some()
+    })
+    .await;
+    let reads = health_of(&health, "fal reads").unwrap();
+    assert!(!reads.open, "fal's reads work: {reads:?}");
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
 on_both_stores!(
+    a_lost_fal_submit_of_a_long_job_is_found_when_it_ends_never_submitted_twice,
+    a_webhook_proves_the_job_of_a_submit_whose_answer_was_lost,
+    replicate_cancel_after_is_the_whole_jobs_lifetime,
+    a_replicate_prediction_still_starting_at_the_start_deadline_is_canceled_and_refunded,
+    a_submit_outage_at_the_first_provider_moves_new_jobs_to_the_next,
     a_failed_key_fetch_is_remembered_so_a_webhook_flood_reads_the_keys_once,
     a_provider_fetches_the_kept_media_through_a_signed_url,
     a_media_url_is_refused_after_it_expires_or_when_tampered_with,

@@ -13,12 +13,12 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 use vidgate_server::backend::fal::{self, FalClient};
 use vidgate_server::backend::provider::{
-    CancelOutcome, FailureKind, ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol,
-    ProviderTarget, cancel_if_queued,
+    CancelResult, FailureKind, JobDeadlines, ProviderError, ProviderFailure, ProviderJobState,
+    ProviderProtocol, ProviderTarget, cancel_if_queued,
 };
 use vidgate_server::backend::replicate::{self, ReplicateClient};
 
-use fake_providers::{FAL_KEY, FakeProviders, FakeStatus, Provider, REPLICATE_TOKEN};
+use fake_providers::{FAL_KEY, FakeProviders, FakeStatus, JobDeadline, Provider, REPLICATE_TOKEN};
 
 const FAL_T2V: &str = "alibaba/wan-3.0/text-to-video";
 const REPLICATE_KLING: &str = "kwaivgi/kling-v3-video";
@@ -36,6 +36,14 @@ fn fal_client(fake: &FakeProviders, timeout: Duration) -> FalClient {
 
 fn replicate_client(fake: &FakeProviders, timeout: Duration) -> ReplicateClient {
     ReplicateClient::new(&fake.replicate_api_url(), REPLICATE_TOKEN.into(), timeout).unwrap()
+}
+
+/// Deadlines for a submit: `seconds` to start and to finish.
+fn deadlines(seconds: u64) -> JobDeadlines {
+    JobDeadlines {
+        start: Duration::from_secs(seconds),
+        lifetime: Duration::from_secs(seconds),
+    }
 }
 
 fn unix_now() -> i64 {
@@ -96,7 +104,7 @@ async fn both_providers_run_a_job_to_a_real_mp4() {
     ] {
         let target = ProviderTarget(target.into());
         let id = client
-            .submit(&target, &input, None, Duration::from_secs(60))
+            .submit(&target, &input, None, deadlines(60))
             .await
             .unwrap();
         let ProviderJobState::Succeeded { video_url } = final_state(client, &target, &id).await
@@ -131,7 +139,7 @@ async fn failures_are_classified_by_kind() {
         ] {
             let input = json!({ "prompt": format!("a kite {marker}"), "duration": 1 });
             let id = client
-                .submit(&target, &input, None, Duration::from_secs(60))
+                .submit(&target, &input, None, deadlines(60))
                 .await
                 .unwrap();
             let state = final_state(client, &target, &id).await;
@@ -141,10 +149,20 @@ async fn failures_are_classified_by_kind() {
                 client.name()
             );
         }
-        // The provider-side deadline ends a job that never starts.
+        // The provider-side deadline ends a job that never starts: fal's
+        // start deadline, Replicate's lifetime.
         let input = json!({ "prompt": "a kite [fake:never-start]" });
         let id = client
-            .submit(&target, &input, None, Duration::from_secs(1))
+            .submit(
+                &target,
+                &input,
+                None,
+                JobDeadlines {
+                    start: Duration::from_secs(1),
+                    // Replicate's shortest `Cancel-After`.
+                    lifetime: Duration::from_secs(5),
+                },
+            )
             .await
             .unwrap();
         let state = final_state(client, &target, &id).await;
@@ -178,15 +196,19 @@ async fn cancel_removes_a_queued_job_and_leaves_a_running_one_alone() {
         let target = ProviderTarget(target.into());
         let input = json!({ "prompt": "a queued kite", "duration": 1 });
         let queued = client
-            .submit(&target, &input, None, Duration::from_secs(60))
+            .submit(&target, &input, None, deadlines(60))
             .await
             .unwrap();
-        assert_eq!(
-            cancel_if_queued(client, &target, &queued).await.unwrap(),
-            CancelOutcome::Removed
+        // Replicate's answer says the prediction ended (and, as recorded,
+        // that it ran a moment first); fal's state confirms it.
+        let carried = cancel_if_queued(client, &target, &queued).await.unwrap();
+        assert!(
+            matches!(carried, CancelResult::Carried { .. }),
+            "{}: {carried:?}",
+            client.name()
         );
         let running = client
-            .submit(&target, &input, None, Duration::from_secs(60))
+            .submit(&target, &input, None, deadlines(60))
             .await
             .unwrap();
         while client.state(&target, &running).await.unwrap() != ProviderJobState::Running {
@@ -194,7 +216,7 @@ async fn cancel_removes_a_queued_job_and_leaves_a_running_one_alone() {
         }
         assert_eq!(
             cancel_if_queued(client, &target, &running).await.unwrap(),
-            CancelOutcome::AlreadyStarted
+            CancelResult::Declined
         );
         assert!(matches!(
             final_state(client, &target, &running).await,
@@ -229,24 +251,36 @@ async fn a_submit_whose_answer_is_lost_is_found_again_by_listing() {
         // Another job with a different input is not taken for ours.
         let other = json!({ "prompt": "another kite", "duration": 1 });
         client
-            .submit(&target, &other, None, Duration::from_secs(60))
+            .submit(&target, &other, None, deadlines(60))
             .await
             .unwrap();
         let input = json!({ "prompt": "a lost kite", "duration": 1, "seed": 5 });
-        assert_eq!(
-            client.find_submitted(&target, &input, since).await.unwrap(),
-            None
+        assert!(
+            client
+                .find_submitted(&target, &input, since)
+                .await
+                .unwrap()
+                .is_empty()
         );
         fake.switches(|switches| switches.lose_submit_answers = 1);
         let lost = client
-            .submit(&target, &input, None, Duration::from_secs(60))
+            .submit(&target, &input, None, deadlines(60))
             .await
             .unwrap_err();
         assert!(lost.is_transient(), "{lost:?}");
+        // fal lists a request once it has ended.
+        while !fake
+            .jobs_at(provider)
+            .iter()
+            .all(|job| job.status.is_final())
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let found = client
             .find_submitted(&target, &input, since)
             .await
             .unwrap()
+            .pop()
             .expect("the job the lost submit created is found");
         let created = fake.jobs_at(provider);
         assert_eq!(created.len(), 2, "{}", client.name());
@@ -268,7 +302,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
         let target = ProviderTarget(target.into());
         fake.switches(|switches| switches.rate_limit_next = 1);
         let limited = client
-            .submit(&target, &input, None, Duration::from_secs(60))
+            .submit(&target, &input, None, deadlines(60))
             .await
             .unwrap_err();
         assert!(
@@ -278,7 +312,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
         );
         fake.switches(|switches| switches.down = true);
         let down = client
-            .submit(&target, &input, None, Duration::from_secs(60))
+            .submit(&target, &input, None, deadlines(60))
             .await
             .unwrap_err();
         assert!(
@@ -287,12 +321,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
         );
         fake.switches(|switches| switches.down = false);
         let invalid = client
-            .submit(
-                &target,
-                &json!({ "duration": 5 }),
-                None,
-                Duration::from_secs(60),
-            )
+            .submit(&target, &json!({ "duration": 5 }), None, deadlines(60))
             .await
             .unwrap_err();
         assert!(
@@ -312,12 +341,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
     .unwrap();
     assert!(matches!(
         stranger
-            .submit(
-                &ProviderTarget(FAL_T2V.into()),
-                &input,
-                None,
-                Duration::from_secs(60)
-            )
+            .submit(&ProviderTarget(FAL_T2V.into()), &input, None, deadlines(60))
             .await,
         Err(ProviderError::Unauthorized { .. })
     ));
@@ -381,7 +405,7 @@ async fn signed_webhooks_verify_with_the_published_keys_and_secret() {
             &ProviderTarget(FAL_T2V.into()),
             &input,
             Some(&hook),
-            Duration::from_secs(60),
+            deadlines(60),
         )
         .await
         .unwrap();
@@ -411,7 +435,7 @@ async fn signed_webhooks_verify_with_the_published_keys_and_secret() {
             &ProviderTarget(REPLICATE_KLING.into()),
             &input,
             Some(&hook),
-            Duration::from_secs(60),
+            deadlines(60),
         )
         .await
         .unwrap();
@@ -459,7 +483,7 @@ async fn replicate_prefer_wait_answers_with_the_finished_prediction() {
     assert_eq!(response.headers()["preference-applied"], "wait=30");
     let prediction: Value = response.json().await.unwrap();
     assert_eq!(prediction["status"], "succeeded");
-    assert_eq!(fake.jobs()[0].start_deadline, Some(90.0));
+    assert_eq!(fake.jobs()[0].deadline, Some(JobDeadline::Lifetime(90.0)));
 }
 
 /// The Replicate operations the fake implements, by their operation ids in
@@ -509,7 +533,7 @@ async fn the_fake_replicate_answers_as_replicates_openapi_document_describes() {
             &ProviderTarget(REPLICATE_KLING.into()),
             &json!({ "prompt": "a kite for schemathesis", "duration": 1 }),
             None,
-            Duration::from_secs(60),
+            deadlines(60),
         )
         .await
         .expect("the fake creates a prediction");
@@ -575,5 +599,53 @@ async fn the_fake_replicate_answers_as_replicates_openapi_document_describes() {
     assert!(
         output.status.success(),
         "schemathesis found the fake Replicate unlike its OpenAPI document:\n{report}"
+    );
+}
+
+/// The fake checked with clients the providers wrote themselves: the
+/// official Python packages `replicate` and `fal-client`, pointed at the
+/// fake by base URL, submit, poll, cancel and list through it
+/// (`tests/provider_clients.py`). It runs when
+/// `VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON` names a Python with both packages
+/// (`.ci/run` installs them); a fake that answered only as vidgate reads the
+/// providers, and not as their own code reads them, fails here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_providers_own_clients_work_against_the_fake() {
+    let Some(python) = std::env::var_os("VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON") else {
+        eprintln!(
+            "skipped: set VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON to a Python with replicate and fal-client to check the fake with the providers' own clients"
+        );
+        return;
+    };
+    let fake = FakeProviders::start().await;
+    // Long enough in the queue for each client's cancel to find its job
+    // waiting there.
+    fake.switches(|switches| switches.queue_for = Duration::from_millis(800));
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/provider_clients.py");
+    let base_url = fake.base_url();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(base_url)
+            .arg(FAL_KEY)
+            .arg(REPLICATE_TOKEN)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("the Python runs");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{printed}");
+    assert!(
+        printed.contains("replicate: create, wait, cancel, list: ok"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("fal: submit, status, result, cancel, list: ok"),
+        "{printed}"
     );
 }

@@ -1,12 +1,22 @@
-//! A circuit breaker per hosted provider, over the outcomes of this node's
-//! calls to it. Consecutive failures (errors, 429s, a refused credential)
-//! open the circuit: dispatch then skips the provider, so new jobs of a
-//! model with several providers go to the next one, and a model with none
-//! left answers 503 at submit. After `OPEN_FOR` the circuit lets calls try
-//! again; the first success closes it, and one more failure opens it for
-//! another `OPEN_FOR`. Each node keeps its own circuits (a provider's
-//! outage shows on every node within a few calls); each saves its view to
-//! the store when it changes, for `vidgate admin providers`.
+//! Two circuit breakers per hosted provider, over the outcomes of this
+//! node's calls to it: one for the calls that create jobs (submits), one
+//! for every other call (state reads, lists, cancels). They are judged
+//! apart because a provider can fail one and serve the other: a working
+//! read path must not hide failing creates, and failing reads must not
+//! refuse new work. Consecutive failures (errors, no answer, a refused
+//! credential) open a circuit. A 429 counts as neither a failure nor a
+//! success: it says "slower", not "down".
+//!
+//! Only the creates circuit gates work: while it is open, dispatch skips
+//! the provider, so new jobs of a model with several providers go to the
+//! next one, and a model with none left answers 503 at submit. The reads
+//! circuit is reported (`vidgate admin providers`, the metrics) so that an
+//! operator sees a provider whose reads fail. After `OPEN_FOR` a circuit
+//! lets calls try again; the first success closes it, and one more failure
+//! opens it for another `OPEN_FOR`. Each node keeps its own circuits (a
+//! provider's outage shows on every node within a few calls); each saves
+//! its view to the store when it changes, the creates circuit under the
+//! provider's name (`fal`) and the reads circuit under `<name> reads`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +27,7 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::provider::{
-    CancelOutcome, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
+    CancelOutcome, JobDeadlines, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
     VerifiedWebhook, WebhookError,
 };
 use crate::store::{ProviderHealth, Store};
@@ -36,7 +46,7 @@ const SAVE_LATENCY_EVERY: Duration = Duration::from_secs(10);
 /// The circuits of every provider this node calls, shared by all the hosted
 /// backends of a provider.
 pub struct ProviderCircuits {
-    by_provider: Mutex<HashMap<&'static str, Arc<Circuit>>>,
+    by_provider: Mutex<HashMap<&'static str, Arc<ProviderCircuit>>>,
     /// Names this process in the saved views.
     node_id: Arc<str>,
     store: SharedStore,
@@ -61,26 +71,36 @@ impl ProviderCircuits {
             .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
     }
 
-    /// The circuit of `provider`, created closed on first use.
-    pub fn circuit(&self, provider: &'static str) -> Arc<Circuit> {
+    /// The circuits of `provider`, created closed on first use.
+    pub fn circuit(&self, provider: &'static str) -> Arc<ProviderCircuit> {
         self.by_provider
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
             .entry(provider)
             .or_insert_with(|| {
-                Arc::new(Circuit::new(
-                    provider,
-                    self.node_id.clone(),
-                    self.store.clone(),
-                ))
+                let circuit =
+                    |name: String| Circuit::new(name, self.node_id.clone(), self.store.clone());
+                Arc::new(ProviderCircuit {
+                    creates: circuit(provider.to_owned()),
+                    reads: circuit(format!("{provider} reads")),
+                })
             })
             .clone()
     }
 }
 
-/// One provider's circuit.
+/// A provider's two circuits: its creates gate dispatch, its reads are
+/// only reported.
+pub struct ProviderCircuit {
+    pub creates: Circuit,
+    pub reads: Circuit,
+}
+
+/// One circuit: of a provider's creates, or of its other calls.
 pub struct Circuit {
-    provider: &'static str,
+    /// The name its view is saved under: the provider's, or `<provider>
+    /// reads`.
+    name: String,
     node_id: Arc<str>,
     store: SharedStore,
     state: Mutex<CircuitState>,
@@ -106,9 +126,9 @@ impl CircuitState {
 }
 
 impl Circuit {
-    fn new(provider: &'static str, node_id: Arc<str>, store: SharedStore) -> Circuit {
+    fn new(name: String, node_id: Arc<str>, store: SharedStore) -> Circuit {
         Circuit {
-            provider,
+            name,
             node_id,
             store,
             state: Mutex::new(CircuitState::default()),
@@ -146,8 +166,8 @@ impl Circuit {
         self.save_if_due();
     }
 
-    /// A call that failed for the provider's sake (an error, a 429, no
-    /// answer, a refused credential).
+    /// A call that failed for the provider's sake (an error, no answer, a
+    /// refused credential).
     pub fn record_failure(&self, error: &str) {
         let mut state = self.state();
         state.consecutive_failures = state.consecutive_failures.saturating_add(1);
@@ -155,7 +175,7 @@ impl Circuit {
         state.last_error_at = Some(crate::store::now_millis());
         let now = Instant::now();
         if state.consecutive_failures >= FAILURES_TO_OPEN && !state.is_open(now) {
-            tracing::warn!(provider = self.provider, failures = state.consecutive_failures, %error, "the provider's circuit opens");
+            tracing::warn!(circuit = %self.name, failures = state.consecutive_failures, %error, "the provider's circuit opens");
             state.opened_at = Some(now);
         }
         state.changed = true;
@@ -187,7 +207,7 @@ impl Circuit {
             state.changed = false;
             state.saved_at = Some(now);
             ProviderHealth {
-                provider: self.provider.to_owned(),
+                provider: self.name.clone(),
                 open: state.is_open(now),
                 consecutive_failures: i64::from(state.consecutive_failures),
                 last_error: state.last_error.clone(),
@@ -205,33 +225,39 @@ impl Circuit {
     }
 }
 
-/// A provider's protocol whose calls feed the provider's circuit.
+/// A provider's protocol whose calls feed the provider's circuits: its
+/// submits the creates circuit, every other call the reads circuit.
 pub struct ObservedProtocol {
     inner: Arc<dyn ProviderProtocol>,
-    circuit: Arc<Circuit>,
+    circuit: Arc<ProviderCircuit>,
 }
 
 impl ObservedProtocol {
-    pub fn new(inner: Arc<dyn ProviderProtocol>, circuit: Arc<Circuit>) -> ObservedProtocol {
+    pub fn new(
+        inner: Arc<dyn ProviderProtocol>,
+        circuit: Arc<ProviderCircuit>,
+    ) -> ObservedProtocol {
         ObservedProtocol { inner, circuit }
     }
+}
 
-    /// Records a call's outcome. A refusal of our request and an unknown
-    /// job are answers of a working provider; every other error counts
-    /// against it.
-    fn observe<T>(
-        &self,
-        started: Instant,
-        result: Result<T, ProviderError>,
-    ) -> Result<T, ProviderError> {
-        match &result {
-            Ok(_) | Err(ProviderError::Refused { .. } | ProviderError::NotFound { .. }) => {
-                self.circuit.record_success(started.elapsed());
-            }
-            Err(error) => self.circuit.record_failure(&error.to_string()),
+/// Records a call's outcome in `circuit`. A refusal of our request and an
+/// unknown job are answers of a working provider; a 429 asks us to slow
+/// down and says nothing about the provider's health; every other error
+/// counts against it.
+fn observe<T>(
+    circuit: &Circuit,
+    started: Instant,
+    result: Result<T, ProviderError>,
+) -> Result<T, ProviderError> {
+    match &result {
+        Ok(_) | Err(ProviderError::Refused { .. } | ProviderError::NotFound { .. }) => {
+            circuit.record_success(started.elapsed());
         }
-        result
+        Err(ProviderError::RateLimited { .. }) => {}
+        Err(error) => circuit.record_failure(&error.to_string()),
     }
+    result
 }
 
 #[async_trait]
@@ -245,14 +271,14 @@ impl ProviderProtocol for ObservedProtocol {
         target: &ProviderTarget,
         input: &Value,
         webhook_url: Option<&str>,
-        deadline: Duration,
+        deadlines: JobDeadlines,
     ) -> Result<String, ProviderError> {
         let started = Instant::now();
         let result = self
             .inner
-            .submit(target, input, webhook_url, deadline)
+            .submit(target, input, webhook_url, deadlines)
             .await;
-        self.observe(started, result)
+        observe(&self.circuit.creates, started, result)
     }
 
     async fn state(
@@ -262,7 +288,7 @@ impl ProviderProtocol for ObservedProtocol {
     ) -> Result<ProviderJobState, ProviderError> {
         let started = Instant::now();
         let result = self.inner.state(target, job_id).await;
-        self.observe(started, result)
+        observe(&self.circuit.reads, started, result)
     }
 
     async fn cancel(
@@ -272,7 +298,7 @@ impl ProviderProtocol for ObservedProtocol {
     ) -> Result<CancelOutcome, ProviderError> {
         let started = Instant::now();
         let result = self.inner.cancel(target, job_id).await;
-        self.observe(started, result)
+        observe(&self.circuit.reads, started, result)
     }
 
     async fn find_submitted(
@@ -280,10 +306,18 @@ impl ProviderProtocol for ObservedProtocol {
         target: &ProviderTarget,
         input: &Value,
         since: i64,
-    ) -> Result<Option<String>, ProviderError> {
+    ) -> Result<Vec<String>, ProviderError> {
         let started = Instant::now();
         let result = self.inner.find_submitted(target, input, since).await;
-        self.observe(started, result)
+        observe(&self.circuit.reads, started, result)
+    }
+
+    fn lists_unfinished_jobs(&self) -> bool {
+        self.inner.lists_unfinished_jobs()
+    }
+
+    fn start_deadline_is_ours(&self) -> bool {
+        self.inner.start_deadline_is_ours()
     }
 
     /// Webhooks are the provider's calls to us, not a measure of its API.
@@ -306,7 +340,7 @@ mod tests {
 
     #[test]
     fn consecutive_failures_open_the_circuit_and_a_success_closes_it() {
-        let circuit = Circuit::new("fal", "test".into(), SharedStore::default());
+        let circuit = Circuit::new("fal".into(), "test".into(), SharedStore::default());
         for _ in 1..FAILURES_TO_OPEN {
             circuit.record_failure("503");
             assert!(circuit.allows());
@@ -316,13 +350,54 @@ mod tests {
         circuit.record_success(Duration::from_millis(40));
         assert!(circuit.allows());
         // A failure after a success starts the count again.
-        circuit.record_failure("429");
+        circuit.record_failure("503");
         assert!(circuit.allows());
     }
 
     #[test]
+    fn rate_limits_neither_open_nor_close_a_circuit() {
+        let circuit = Circuit::new("fal".into(), "test".into(), SharedStore::default());
+        let throttled = || -> Result<(), ProviderError> {
+            Err(ProviderError::RateLimited {
+                retry_after: None,
+                message: "slow down".into(),
+            })
+        };
+        for _ in 0..FAILURES_TO_OPEN * 3 {
+            let _ = observe(&circuit, Instant::now(), throttled());
+        }
+        assert!(circuit.allows(), "429s say slower, not down");
+        for _ in 0..FAILURES_TO_OPEN {
+            circuit.record_failure("503");
+            let _ = observe(&circuit, Instant::now(), throttled());
+        }
+        assert!(!circuit.allows(), "429s between failures do not reset them");
+    }
+
+    #[test]
+    fn creates_and_reads_are_judged_apart() {
+        let circuits = ProviderCircuits::default();
+        let fal = circuits.circuit("fal");
+        for _ in 0..FAILURES_TO_OPEN {
+            fal.creates.record_failure("503");
+            // A working read path does not close the failing creates.
+            fal.reads.record_success(Duration::from_millis(10));
+        }
+        assert!(!fal.creates.allows());
+        assert!(fal.reads.allows());
+        let replicate = circuits.circuit("replicate");
+        for _ in 0..FAILURES_TO_OPEN {
+            replicate.reads.record_failure("503");
+        }
+        // Failing reads do not refuse new work.
+        assert!(replicate.creates.allows());
+        // One provider's circuits are shared by all its backends.
+        assert!(Arc::ptr_eq(&fal, &circuits.circuit("fal")));
+    }
+
+    #[test]
     fn an_open_circuit_lets_calls_try_again_after_its_time() {
-        let circuit = Circuit::new("replicate", "test".into(), SharedStore::default());
+        let circuit = Circuit::new("replicate".into(), "test".into(), SharedStore::default());
         for _ in 0..FAILURES_TO_OPEN {
             circuit.record_failure("503");
         }

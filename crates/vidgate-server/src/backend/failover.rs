@@ -195,9 +195,13 @@ impl Backend for FailoverBackend {
             .any(|provider| provider.wake_follower(generation_id))
     }
 
-    async fn cancel_before_start(&self, generation_id: &str) -> StartedJobCancel {
+    async fn cancel_before_start(
+        &self,
+        generation_id: &str,
+        input: &serde_json::Value,
+    ) -> StartedJobCancel {
         match self.provider_with_job(generation_id).await {
-            Ok(Some(provider)) => provider.cancel_before_start(generation_id).await,
+            Ok(Some(provider)) => provider.cancel_before_start(generation_id, input).await,
             Ok(None) => StartedJobCancel::Started,
             Err(error) => StartedJobCancel::Unreachable(format!("the store: {error}")),
         }

@@ -20,10 +20,10 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::provider::{
-    CachedKeys, CancelOutcome, FailureKind, MAX_ANSWER_BYTES, ProviderError, ProviderFailure,
-    ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS,
-    WebhookError, WebhookRejection, classify_status, iso8601, json_body, limited_body, shortened,
-    transport_error, unreadable,
+    CachedKeys, CancelOutcome, FailureKind, JobDeadlines, MAX_ANSWER_BYTES, ProviderError,
+    ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook,
+    WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection, classify_status, iso8601, json_body,
+    limited_body, sent_fields_match, shortened, transport_error, unreadable,
 };
 
 /// fal's queue, unless configured otherwise (tests use a fake).
@@ -139,7 +139,7 @@ impl ProviderProtocol for FalClient {
         target: &ProviderTarget,
         input: &Value,
         webhook_url: Option<&str>,
-        deadline: Duration,
+        deadlines: JobDeadlines,
     ) -> Result<String, ProviderError> {
         let mut url = self
             .queue_url
@@ -157,7 +157,11 @@ impl ProviderProtocol for FalClient {
             .send(
                 self.http
                     .post(url)
-                    .header("X-Fal-Request-Timeout", deadline.as_secs().max(1))
+                    // fal's documented meaning: a deadline to *start* ("once a
+                    // runner begins processing, the timeout stops"), so the
+                    // start deadline goes here and fal ends a request that
+                    // never started, for free.
+                    .header("X-Fal-Request-Timeout", deadlines.start.as_secs().max(1))
                     .json(input),
             )
             .await?;
@@ -215,7 +219,7 @@ impl ProviderProtocol for FalClient {
             Ok((_, answer)) => Ok(cancel_outcome(&answer)),
             Err(ProviderError::NotFound { .. }) => Ok(CancelOutcome::NotFound),
             // 400 "already completed" and the like: it is no longer queued.
-            Err(ProviderError::Refused { .. }) => Ok(CancelOutcome::AlreadyStarted),
+            Err(ProviderError::Refused { .. }) => Ok(CancelOutcome::Refused),
             Err(error) => Err(error),
         }
     }
@@ -237,17 +241,22 @@ impl ProviderProtocol for FalClient {
         Ok(VerifiedWebhook {
             delivery_id: verified.request_id.clone(),
             job_id: verified.request_id,
+            // fal's webhook carries the result, not the input.
+            input: None,
         })
     }
 
+    /// fal's request list is of finished requests ("sorted by end time",
+    /// with a status filter of `success`, `error` and `user_error`): a
+    /// request our lost submit created shows here only once it ended.
     async fn find_submitted(
         &self,
         target: &ProviderTarget,
         input: &Value,
         since: i64,
-    ) -> Result<Option<String>, ProviderError> {
+    ) -> Result<Vec<String>, ProviderError> {
         let mut cursor: Option<String> = None;
-        let mut found = None;
+        let mut found = Vec::new();
         for _ in 0..MAX_LIST_PAGES {
             let mut url = self
                 .api_url
@@ -265,16 +274,38 @@ impl ProviderProtocol for FalClient {
                 }
             }
             let (_, page) = self.send(self.http.get(url)).await?;
-            if found.is_none() {
-                found = matching_request(&page, input);
-            }
+            found.extend(matching_requests(&page, &target.0, input, since));
             match (page["has_more"].as_bool(), page["next_cursor"].as_str()) {
-                (Some(true), Some(next)) if found.is_none() => cursor = Some(next.to_owned()),
+                (Some(true), Some(next)) => cursor = Some(next.to_owned()),
                 _ => break,
             }
         }
-        Ok(found)
+        found.sort();
+        Ok(found.into_iter().map(|(_, id)| id).collect())
     }
+
+    fn lists_unfinished_jobs(&self) -> bool {
+        false
+    }
+}
+
+/// Whether an error answer came from fal's ingress rather than its
+/// servers, by the test fal's own Python client applies before it sends a
+/// submit again (`fal_client/client.py`, `_is_ingress_error`, version
+/// 1.0.3): a 502, 503 or 504 without the `x-fal-request-id` header that
+/// fal's servers set ("this is clearly returned from our server"), whose
+/// body names nginx. Such a submit never reached the queue.
+fn is_ingress_error(status: u16, headers: &HeaderMap, body: &[u8]) -> bool {
+    matches!(status, 502..=504)
+        && !headers.contains_key("x-fal-request-id")
+        && String::from_utf8_lossy(body).contains("nginx")
+}
+
+/// An RFC 3339 time as unix seconds.
+fn unix_seconds(text: &str) -> Option<i64> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(time::OffsetDateTime::unix_timestamp)
 }
 
 /// `owner/app` of an endpoint id `owner/app[/path]`.
@@ -337,11 +368,16 @@ fn result_state(result: &Value) -> ProviderJobState {
 /// fal's documented cancel answers: `{"status": "OK" | "CANCELLATION_REQUESTED"
 /// | "ALREADY_COMPLETED" | "NOT_FOUND"}`, or `{"success": bool}` in the
 /// per-endpoint OpenAPI documents.
+///
+/// fal says that a queued request is removed and a running one gets a
+/// cancellation signal that its app may act on, but not which answer each
+/// gets; so no answer is taken as proof that the request ended, and the
+/// request's state tells (`provider::cancel_if_queued`).
 fn cancel_outcome(answer: &Value) -> CancelOutcome {
     match (answer["status"].as_str(), answer["success"].as_bool()) {
-        (Some("OK"), _) | (None, Some(true)) => CancelOutcome::Removed,
+        (Some("OK" | "CANCELLATION_REQUESTED"), _) | (None, Some(true)) => CancelOutcome::Requested,
         (Some("NOT_FOUND"), _) => CancelOutcome::NotFound,
-        _ => CancelOutcome::AlreadyStarted,
+        _ => CancelOutcome::Refused,
     }
 }
 
@@ -349,7 +385,9 @@ fn cancel_outcome(answer: &Value) -> CancelOutcome {
 /// about the failure.
 fn kind_of_error_type(error_type: &str) -> FailureKind {
     let lower = error_type.to_lowercase();
-    if lower.contains("timeout") {
+    if lower.contains("cancel") {
+        FailureKind::Canceled
+    } else if lower.contains("timeout") {
         FailureKind::TimedOut
     } else if ["content_policy", "moderation", "nsfw", "safety"]
         .iter()
@@ -420,6 +458,9 @@ fn classify_error(status: u16, headers: &HeaderMap, body: &[u8], now: SystemTime
     } else {
         error_detail(&parsed, header_type)
     };
+    if is_ingress_error(status, headers, body) {
+        return ProviderError::NotReceived { message };
+    }
     // A 504 whose timeout fal marks as ours (`X-Fal-Request-Timeout-Type:
     // user`) is the deadline we set: the request is over, not unknown.
     let user_timeout = headers
@@ -435,22 +476,36 @@ fn classify_error(status: u16, headers: &HeaderMap, body: &[u8], now: SystemTime
     classify_status(status, headers, message, kind, now)
 }
 
-/// The oldest request on a list page whose input is exactly `input`.
-fn matching_request(page: &Value, input: &Value) -> Option<String> {
-    let mut matches: Vec<&Value> = page["items"]
-        .as_array()?
-        .iter()
-        .filter(|item| &item["json_input"] == input)
-        .collect();
-    matches.sort_by(|a, b| {
-        a["sent_at"]
-            .as_str()
-            .unwrap_or_default()
-            .cmp(b["sent_at"].as_str().unwrap_or_default())
-    });
-    matches
-        .first()
-        .and_then(|item| item["request_id"].as_str().map(str::to_owned))
+/// The requests on a list page of `endpoint_id` sent at or after `since`
+/// (unix seconds) whose listed input has every field of `input`, each with
+/// the time it was sent (unix seconds) for ordering.
+fn matching_requests(
+    page: &Value,
+    endpoint_id: &str,
+    input: &Value,
+    since: i64,
+) -> Vec<(i64, String)> {
+    page["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| {
+            item["endpoint_id"]
+                .as_str()
+                .is_none_or(|listed| listed == endpoint_id)
+        })
+        .filter(|item| sent_fields_match(input, &item["json_input"]))
+        .filter_map(|item| {
+            let id = item["request_id"].as_str()?.to_owned();
+            // A time that cannot be read keeps the request in: missing a
+            // job is what costs a second paid one.
+            let sent_at = item["sent_at"].as_str().and_then(unix_seconds);
+            if sent_at.is_some_and(|sent_at| sent_at < since) {
+                return None;
+            }
+            Some((sent_at.unwrap_or(i64::MAX), id))
+        })
+        .collect()
 }
 
 /// The public keys of a JWKS document (`{"keys": [{"kty": "OKP", "crv":
@@ -693,27 +748,56 @@ mod tests {
     }
 
     #[test]
+    fn only_an_ingress_5xx_says_the_submit_never_reached_fal() {
+        let nginx = b"<html><body><center>503 Service Temporarily Unavailable</center><hr><center>nginx</center></body></html>";
+        let now = SystemTime::now();
+        assert!(matches!(
+            classify_error(503, &HeaderMap::new(), nginx, now),
+            ProviderError::NotReceived { .. }
+        ));
+        // From fal's servers (they set `x-fal-request-id`), or without the
+        // ingress's body, the outcome of a submit is unknown.
+        let mut from_fal = HeaderMap::new();
+        from_fal.insert("x-fal-request-id", HeaderValue::from_static("abc"));
+        assert!(matches!(
+            classify_error(503, &from_fal, nginx, now),
+            ProviderError::Unavailable { .. }
+        ));
+        assert!(matches!(
+            classify_error(
+                503,
+                &HeaderMap::new(),
+                br#"{"detail":"Runner scheduling failure"}"#,
+                now
+            ),
+            ProviderError::Unavailable { .. }
+        ));
+        assert!(matches!(
+            classify_error(500, &HeaderMap::new(), nginx, now),
+            ProviderError::Unavailable { .. }
+        ));
+    }
+
+    #[test]
     fn cancel_answers_in_both_documented_shapes() {
-        assert_eq!(
-            cancel_outcome(&json!({ "status": "OK" })),
-            CancelOutcome::Removed
-        );
-        assert_eq!(
-            cancel_outcome(&json!({ "success": true })),
-            CancelOutcome::Removed
-        );
-        assert_eq!(
-            cancel_outcome(&json!({ "status": "CANCELLATION_REQUESTED" })),
-            CancelOutcome::AlreadyStarted
-        );
-        assert_eq!(
-            cancel_outcome(&json!({ "status": "ALREADY_COMPLETED" })),
-            CancelOutcome::AlreadyStarted
-        );
-        assert_eq!(
-            cancel_outcome(&json!({ "success": false })),
-            CancelOutcome::AlreadyStarted
-        );
+        // No answer of fal's proves that the request ended: the state does.
+        for taken in [
+            json!({ "status": "OK" }),
+            json!({ "success": true }),
+            json!({ "status": "CANCELLATION_REQUESTED" }),
+        ] {
+            assert_eq!(cancel_outcome(&taken), CancelOutcome::Requested, "{taken}");
+        }
+        for refused in [
+            json!({ "status": "ALREADY_COMPLETED" }),
+            json!({ "success": false }),
+        ] {
+            assert_eq!(
+                cancel_outcome(&refused),
+                CancelOutcome::Refused,
+                "{refused}"
+            );
+        }
         assert_eq!(
             cancel_outcome(&json!({ "status": "NOT_FOUND" })),
             CancelOutcome::NotFound
@@ -721,15 +805,24 @@ mod tests {
     }
 
     #[test]
-    fn reconcile_finds_the_oldest_request_with_the_exact_input() {
-        let input = json!({ "prompt": "a kite", "duration": 5 });
+    fn reconcile_finds_requests_with_every_sent_field_from_the_intent_on() {
+        let input = json!({ "prompt": "a kite", "duration": "5" });
+        // fal lists the input with its defaults filled in.
+        let listed = json!({ "prompt": "a kite", "duration": "5", "enable_safety_checker": true });
+        let endpoint = "fal-ai/kite/text-to-video";
         let page = json!({ "has_more": false, "next_cursor": null, "items": [
-            { "request_id": "later", "sent_at": "2026-11-23T12:00:09Z", "json_input": input },
-            { "request_id": "first", "sent_at": "2026-11-23T12:00:01Z", "json_input": input },
-            { "request_id": "other", "sent_at": "2026-11-23T12:00:00Z", "json_input": { "prompt": "x" } },
+            { "request_id": "later", "endpoint_id": endpoint, "sent_at": "2026-11-23T12:00:09.250Z", "json_input": listed },
+            { "request_id": "first", "endpoint_id": endpoint, "sent_at": "2026-11-23T12:00:01Z", "json_input": listed },
+            { "request_id": "before", "endpoint_id": endpoint, "sent_at": "2026-11-23T11:59:00Z", "json_input": listed },
+            { "request_id": "elsewhere", "endpoint_id": "fal-ai/kite/image-to-video", "sent_at": "2026-11-23T12:00:02Z", "json_input": listed },
+            { "request_id": "other", "endpoint_id": endpoint, "sent_at": "2026-11-23T12:00:00Z", "json_input": { "prompt": "x" } },
         ]});
-        assert_eq!(matching_request(&page, &input).as_deref(), Some("first"));
-        assert_eq!(matching_request(&page, &json!({ "prompt": "y" })), None);
+        let since = unix_seconds("2026-11-23T12:00:00Z").unwrap();
+        let mut found = matching_requests(&page, endpoint, &input, since);
+        found.sort();
+        let ids: Vec<&str> = found.iter().map(|(_, id)| id.as_str()).collect();
+        assert_eq!(ids, ["first", "later"]);
+        assert!(matching_requests(&page, endpoint, &json!({ "prompt": "y" }), since).is_empty());
     }
 
     fn key_pair() -> Ed25519KeyPair {

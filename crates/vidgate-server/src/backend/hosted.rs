@@ -7,8 +7,14 @@
 //! input) is recorded before the submit, and the provider's job id after
 //! it. A worker that finds an intent with an id resumes that job; one that
 //! finds an intent without an id (the submit's outcome is unknown: its
-//! worker died, or the answer was lost) looks for the job in the
-//! provider's recent jobs and submits again only when it is not there.
+//! worker died, or the answer was lost) reconciles it: it looks for the job
+//! in the provider's list of recent jobs, and takes a verified provider
+//! webhook for the generation as proof of it too, until the job is proved
+//! absent. Only then may the job be submitted again (or to another
+//! provider). What proves absence depends on what the provider lists: a
+//! list of every job (Replicate) proves it once read after the submit's
+//! call ended; a list of finished jobs (fal) only once the job's deadlines
+//! have passed, so that it could no longer be queued or running unseen.
 //! The job is then followed by polling at a gentle interval, woken early
 //! by a verified provider webhook where one arrives; its video is streamed
 //! into our storage (`output.rs`, never whole in memory) before the
@@ -23,13 +29,13 @@ use reqwest::header::HeaderMap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::circuit::{Circuit, ObservedProtocol, ProviderCircuits};
+use super::circuit::{ObservedProtocol, ProviderCircuit, ProviderCircuits};
 use super::fal::{self, FalClient};
 use super::hosted_config::{HostedModelConfig, HostedTimeouts, seconds};
 use super::output::{self, DownloadError};
 use super::provider::{
-    self, CancelOutcome, FailureKind, ProviderError, ProviderJobState, ProviderProtocol,
-    ProviderTarget, WebhookError,
+    self, CancelOutcome, CancelResult, FailureKind, JobDeadlines, ProviderError, ProviderJobState,
+    ProviderProtocol, ProviderTarget, WebhookError,
 };
 use super::replicate::{self, ReplicateClient};
 use super::{
@@ -37,7 +43,8 @@ use super::{
     WebhookReceipt, WebhookRefusal,
 };
 use crate::storage::Storage;
-use crate::store::{NewProviderJob, ProviderRun, Store};
+use crate::store::{NewProviderJob, ProviderJob, ProviderRun, Store};
+
 /// How long a worker whose provider job was canceled at the provider waits
 /// for the cancel that did it to cancel the generation too.
 const CANCELED_AT_PROVIDER_GRACE: Duration = Duration::from_secs(10);
@@ -48,7 +55,7 @@ pub struct HostedBackend {
     config: HostedModelConfig,
     /// The provider's protocol, its calls observed by `circuit`.
     protocol: Arc<dyn ProviderProtocol>,
-    circuit: Arc<Circuit>,
+    circuit: Arc<ProviderCircuit>,
     /// The store, attached at server start (the last start wins, as for a
     /// restarted server in one process): the intent and job id records.
     store: Mutex<Option<Arc<dyn Store>>>,
@@ -70,7 +77,7 @@ impl HostedBackend {
         model_id: &str,
         config: HostedModelConfig,
         protocol: Arc<dyn ProviderProtocol>,
-        circuit: Arc<Circuit>,
+        circuit: Arc<ProviderCircuit>,
     ) -> Result<HostedBackend, String> {
         let output_client = reqwest::Client::builder()
             // An output link that redirects elsewhere is not followed with
@@ -140,15 +147,23 @@ impl HostedBackend {
         let store = self
             .store()
             .map_err(|_| WebhookRefusal::Unavailable("no store attached".into()))?;
-        let recorded = store.provider_job(generation_id).await?;
-        // A webhook signed for another of our jobs, replayed to this
-        // generation's URL, is refused like a forged one.
-        let matches = recorded.is_some_and(|recorded| {
-            recorded.provider == self.protocol.name()
-                && recorded.job_id.as_deref() == Some(verified.job_id.as_str())
-        });
-        if !matches {
+        let Some(recorded) = store
+            .provider_job(generation_id)
+            .await?
+            .filter(|recorded| recorded.provider == self.protocol.name())
+        else {
             return Err(WebhookRefusal::UnknownJob);
+        };
+        match recorded.job_id.as_deref() {
+            Some(job_id) if job_id == verified.job_id => {}
+            // A webhook signed for another of our jobs, replayed to this
+            // generation's URL, is refused like a forged one.
+            Some(_) => return Err(WebhookRefusal::UnknownJob),
+            // The submit's answer was lost (or has not arrived yet): the
+            // provider's signed word that the job exists is proof of it,
+            // and the job is adopted, unless the webhook is about a job
+            // another generation has or lists an input vidgate did not send.
+            None => self.adopt_webhook_job(&store, &recorded, &verified).await?,
         }
         if !store
             .record_provider_webhook(generation_id, &verified.delivery_id)
@@ -169,6 +184,42 @@ impl HostedBackend {
         Ok(WebhookReceipt::Taken)
     }
 
+    /// Records the job a verified webhook names as the generation's, for an
+    /// intent whose submit answer is missing.
+    async fn adopt_webhook_job(
+        &self,
+        store: &Arc<dyn Store>,
+        recorded: &ProviderJob,
+        verified: &provider::VerifiedWebhook,
+    ) -> Result<(), WebhookRefusal> {
+        let input_differs = verified
+            .input
+            .as_ref()
+            .is_some_and(|listed| !provider::sent_fields_match(&recorded.input, listed));
+        let taken_elsewhere = store
+            .generation_of_provider_job(&recorded.provider, &verified.job_id)
+            .await?
+            .is_some_and(|owner| owner != recorded.generation_id);
+        if input_differs || taken_elsewhere {
+            return Err(WebhookRefusal::UnknownJob);
+        }
+        if !store
+            .record_provider_job_id(&recorded.generation_id, &verified.job_id)
+            .await?
+        {
+            // The submit's answer (or a reconcile) recorded an id in the
+            // meantime: the webhook is taken only if it is that job.
+            let now_recorded = store.provider_job(&recorded.generation_id).await?;
+            if now_recorded.and_then(|job| job.job_id).as_deref() != Some(verified.job_id.as_str())
+            {
+                return Err(WebhookRefusal::UnknownJob);
+            }
+        } else {
+            tracing::warn!(generation = %recorded.generation_id, provider = self.protocol.name(), provider_job = %verified.job_id, "a provider webhook proved the job of a submit whose answer was lost");
+        }
+        Ok(())
+    }
+
     /// Wakes this process's follower of the generation's job, if any.
     fn wake_local_follower(&self, generation_id: &str) -> bool {
         let following = self
@@ -182,7 +233,11 @@ impl HostedBackend {
         follower.is_some()
     }
 
-    async fn cancel_queued_job(&self, generation_id: &str) -> StartedJobCancel {
+    async fn cancel_queued_job(
+        &self,
+        generation_id: &str,
+        input: &serde_json::Value,
+    ) -> StartedJobCancel {
         let Ok(store) = self.store() else {
             return StartedJobCancel::Unreachable("no store attached".into());
         };
@@ -200,13 +255,28 @@ impl HostedBackend {
             return StartedJobCancel::Started;
         };
         match provider::cancel_if_queued(self.protocol.as_ref(), &target, &job_id).await {
-            Ok(CancelOutcome::Removed) => {
-                tracing::info!(generation = %generation_id, provider = self.protocol.name(), provider_job = %job_id, "canceled the job while it was queued at the provider");
-                StartedJobCancel::Removed
+            Ok(CancelResult::Carried { ran_seconds }) => {
+                tracing::info!(generation = %generation_id, provider = self.protocol.name(), provider_job = %job_id, ?ran_seconds, "canceled the job at the provider before it ran");
+                let today = time::OffsetDateTime::now_utc().date().to_string();
+                StartedJobCancel::Canceled {
+                    provider_run: ProviderRun {
+                        provider: self.protocol.name().to_owned(),
+                        // Nothing ran, nothing is billed; a job that started
+                        // in the gap is billed for the seconds it ran, at the
+                        // operator's price for the target.
+                        cost: Some(
+                            ran_seconds
+                                .filter(|seconds| *seconds > 0.0)
+                                .and_then(|seconds| {
+                                    self.config.cost_of(input, &target.0, &today, seconds)
+                                })
+                                .unwrap_or(vidgate_core::Micros(0)),
+                        ),
+                    },
+                }
             }
-            Ok(CancelOutcome::AlreadyStarted | CancelOutcome::NotFound) => {
-                StartedJobCancel::Started
-            }
+            Ok(CancelResult::Declined) => StartedJobCancel::Started,
+            Ok(CancelResult::NotCarried) => StartedJobCancel::NotCarried,
             Err(error) => StartedJobCancel::Unreachable(error.to_string()),
         }
     }
@@ -228,9 +298,9 @@ impl HostedBackend {
         self.config.mode(mode).is_some()
     }
 
-    /// Whether this provider's circuit lets dispatch send it work.
+    /// Whether this provider's creates circuit lets dispatch send it work.
     pub(super) fn is_healthy(&self) -> bool {
-        self.circuit.allows()
+        self.circuit.creates.allows()
     }
 
     pub(super) fn provider_name(&self) -> &'static str {
@@ -252,8 +322,9 @@ impl HostedBackend {
     }
 
     /// Runs a job at this provider. With `may_fail_over`, it gives up as
-    /// soon as the provider is known not to have the job and its circuit
-    /// is open, so that another provider can take it.
+    /// soon as the provider is known not to have the job and either its
+    /// creates circuit is open or a submit with an unknown outcome proved
+    /// to have created nothing, so that another provider can take it.
     pub(super) async fn run_job(
         &self,
         job: Job,
@@ -265,13 +336,13 @@ impl HostedBackend {
         // Registered before the submit, so that a webhook arriving before
         // the wait begins still wakes it.
         let following = self.follow_wakeups(&job.generation_id);
-        let (target, job_id) = tokio::select! {
-            found = self.find_or_submit(&store, &job, may_fail_over) => found?,
+        let submitted = tokio::select! {
+            found = self.find_or_submit(&store, &job, may_fail_over, &following.wakeup) => found?,
             _ = cancel.cancelled() => return Err(JobFailure::Interrupted.into()),
         };
-        tracing::info!(generation = %job.generation_id, provider = self.protocol.name(), target = %target.0, provider_job = %job_id, "following the provider job");
+        tracing::info!(generation = %job.generation_id, provider = self.protocol.name(), target = %submitted.target.0, provider_job = %submitted.job_id, "following the provider job");
         let video_url = self
-            .follow(&target, &job_id, started, &following.wakeup, &cancel)
+            .follow(&submitted, started, &following.wakeup, &cancel)
             .await?;
         let mut clip = tokio::select! {
             copied = self.copy_output(&video_url) => copied?,
@@ -280,9 +351,12 @@ impl HostedBackend {
         let today = time::OffsetDateTime::now_utc().date().to_string();
         clip.provider_run = Some(ProviderRun {
             provider: self.protocol.name().to_owned(),
-            cost: self
-                .config
-                .cost_of(&job, &target.0, &today, clip.duration_s),
+            cost: self.config.cost_of(
+                &job.input.to_json(),
+                &submitted.target.0,
+                &today,
+                clip.duration_s,
+            ),
         });
         Ok(clip)
     }
@@ -294,8 +368,16 @@ impl HostedBackend {
         store: &Arc<dyn Store>,
         job: &Job,
         may_fail_over: bool,
-    ) -> Result<(ProviderTarget, String), HostedFailure> {
-        let retry_until = Instant::now() + seconds(self.timeouts().retry_seconds);
+        wakeup: &Notify,
+    ) -> Result<SubmittedJob, HostedFailure> {
+        // Past the whole job's deadline a new submit would only make a paid
+        // job that vidgate gives up on at once.
+        let retry_until = Instant::now()
+            + seconds(
+                self.timeouts()
+                    .retry_seconds
+                    .min(self.timeouts().job_seconds),
+            );
         let mut backoff = Backoff::new();
         loop {
             let recorded = store
@@ -305,60 +387,45 @@ impl HostedBackend {
             if let Some(recorded) = recorded {
                 let target = ProviderTarget(recorded.target.clone());
                 if let Some(job_id) = recorded.job_id {
-                    return Ok((target, job_id));
+                    return Ok(SubmittedJob {
+                        target,
+                        job_id,
+                        created_at: recorded.intent_at,
+                    });
                 }
-                // A submit whose outcome is unknown. Its call has certainly
-                // ended once its timeout has passed since the intent.
-                let settled_at =
-                    recorded.intent_at + (self.timeouts().request_seconds * 1000.0) as i64 + 1000;
-                let wait = settled_at - crate::store::now_millis();
-                if wait > 0 {
-                    tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+                if let Some(job_id) = self.reconcile(store, &recorded, wakeup).await? {
+                    return Ok(SubmittedJob {
+                        target,
+                        job_id,
+                        created_at: recorded.intent_at,
+                    });
                 }
-                // A minute of slack for clock skew between us and the
-                // provider.
-                let since = recorded.intent_at / 1000 - 60;
-                match self
-                    .protocol
-                    .find_submitted(&target, &recorded.input, since)
+                store
+                    .forget_provider_intent(&job.generation_id)
                     .await
-                {
-                    Ok(Some(job_id)) => {
-                        tracing::warn!(generation = %job.generation_id, provider_job = %job_id, "a submit with an unknown outcome had created the provider job; following it");
-                        store
-                            .record_provider_job_id(&job.generation_id, &job_id)
-                            .await
-                            .map_err(store_failure)?;
-                        return Ok((target, job_id));
-                    }
-                    Ok(None) => {
-                        store
-                            .forget_provider_intent(&job.generation_id)
-                            .await
-                            .map_err(store_failure)?;
-                        // Known absent at the provider: failing now cannot
-                        // leave a paid job behind.
-                        if Instant::now() >= retry_until {
-                            return Err(HostedFailure::absent(failure(
-                                "upstream_error",
-                                "the provider did not take the job before the retry deadline"
-                                    .into(),
-                            )));
-                        }
-                        tracing::warn!(generation = %job.generation_id, "a submit with an unknown outcome created no provider job; submitting again");
-                        tokio::time::sleep(backoff.next(None)).await;
-                        continue;
-                    }
-                    Err(error) => {
-                        self.retry_or_fail(&error, retry_until, &mut backoff)
-                            .await?;
-                        continue;
-                    }
+                    .map_err(store_failure)?;
+                // Known absent at the provider: another provider may take
+                // the job, and failing it now cannot leave a paid job
+                // behind.
+                if may_fail_over {
+                    return Err(HostedFailure::absent(failure(
+                        "upstream_error",
+                        format!("{} did not take the job", self.protocol.name()),
+                    )));
                 }
+                if Instant::now() >= retry_until {
+                    return Err(HostedFailure::absent(failure(
+                        "upstream_error",
+                        "the provider did not take the job before the retry deadline".into(),
+                    )));
+                }
+                tracing::warn!(generation = %job.generation_id, "a submit with an unknown outcome created no provider job; submitting again");
+                tokio::time::sleep(backoff.next(None)).await;
+                continue;
             }
             // No job of this generation at the provider: with another
-            // provider to go to, an open circuit sends the job there.
-            if may_fail_over && !self.circuit.allows() {
+            // provider to go to, an open creates circuit sends the job there.
+            if may_fail_over && !self.is_healthy() {
                 return Err(HostedFailure::absent(failure(
                     "upstream_error",
                     format!("the circuit of {} is open", self.protocol.name()),
@@ -388,21 +455,27 @@ impl HostedBackend {
                     &target,
                     &input,
                     webhook_url.as_deref(),
-                    seconds(self.timeouts().start_seconds),
+                    JobDeadlines {
+                        start: seconds(self.timeouts().start_seconds),
+                        lifetime: seconds(self.timeouts().job_seconds),
+                    },
                 )
                 .await;
             match submitted {
                 Ok(job_id) => {
+                    // A webhook may have recorded this job a moment before
+                    // the answer came: the recorded id is followed either way.
                     store
                         .record_provider_job_id(&job.generation_id, &job_id)
                         .await
                         .map_err(store_failure)?;
-                    return Ok((target, job_id));
+                    continue;
                 }
                 // The provider answered that it created nothing: the intent
                 // is void, and a later submit is safe.
                 Err(
                     error @ (ProviderError::RateLimited { .. }
+                    | ProviderError::NotReceived { .. }
                     | ProviderError::Refused { .. }
                     | ProviderError::Unauthorized { .. }
                     | ProviderError::NotFound { .. }),
@@ -412,7 +485,15 @@ impl HostedBackend {
                         .await
                         .map_err(store_failure)?;
                     match error {
-                        ProviderError::RateLimited { .. } => {
+                        // The provider is failing our creates: another
+                        // provider may take the job at once.
+                        ProviderError::NotReceived { .. } if may_fail_over => {
+                            return Err(HostedFailure::absent(failure(
+                                "upstream_error",
+                                error.to_string(),
+                            )));
+                        }
+                        ProviderError::RateLimited { .. } | ProviderError::NotReceived { .. } => {
                             self.retry_or_fail(&error, retry_until, &mut backoff)
                                 .await
                                 .map_err(HostedFailure::absent)?;
@@ -432,15 +513,132 @@ impl HostedBackend {
                     }
                 }
                 // The outcome is unknown: the intent stays and the next round
-                // reconciles it. Past the retry deadline that fails the
-                // generation once the provider is known not to have the job,
-                // or once the provider cannot even be asked (a job it did
-                // create then runs with no customer to bill).
+                // reconciles it.
                 Err(error) => {
                     tracing::warn!(generation = %job.generation_id, %error, "the submit's outcome is unknown; reconciling");
                 }
             }
         }
+    }
+
+    /// Reconciles an intent whose submit's outcome is unknown: the id of
+    /// the job it created, found in the provider's list or adopted from a
+    /// verified webhook, or `None` once the job is proved absent. The list
+    /// is read again at a growing interval (and at once when a webhook
+    /// arrives) until then; a provider that cannot be asked leaves the
+    /// question open, and the generation waits.
+    async fn reconcile(
+        &self,
+        store: &Arc<dyn Store>,
+        recorded: &ProviderJob,
+        wakeup: &Notify,
+    ) -> Result<Option<String>, HostedFailure> {
+        let timeouts = self.timeouts();
+        // The submit's call has certainly ended once its timeout has passed
+        // since the intent.
+        let settled_at = recorded.intent_at + millis(timeouts.request_seconds) + 1000;
+        // A job that the provider lists only once finished may be queued
+        // (until its start deadline) and then running (until the whole
+        // job's deadline, `job_seconds`, when vidgate would give up on it)
+        // without showing.
+        let absent_after = if self.protocol.lists_unfinished_jobs() {
+            settled_at
+        } else {
+            settled_at + millis(timeouts.job_seconds.max(timeouts.start_seconds))
+        };
+        // A provider that cannot be asked (an outage) neither proves nor
+        // disproves the job; after the retry deadline, and not before the
+        // job could be proved absent, the generation fails without moving
+        // to another provider, and a job it did create runs with no
+        // customer to bill.
+        let give_up_at = absent_after.max(settled_at + millis(timeouts.retry_seconds));
+        let since = recorded.intent_at / 1000 - CLOCK_SKEW_SECONDS;
+        let target = ProviderTarget(recorded.target.clone());
+        let mut interval = RECONCILE_FIRST_INTERVAL;
+        loop {
+            let now = crate::store::now_millis();
+            if now < settled_at {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis((settled_at - now) as u64)) => {}
+                    _ = wakeup.notified() => {}
+                }
+            }
+            // A verified webhook may have adopted the job meanwhile.
+            if let Some(job_id) = self.recorded_job_id(store, &recorded.generation_id).await? {
+                return Ok(Some(job_id));
+            }
+            let listed_at = crate::store::now_millis();
+            match self
+                .protocol
+                .find_submitted(&target, &recorded.input, since)
+                .await
+            {
+                Ok(candidates) => {
+                    for candidate in candidates {
+                        let owner = store
+                            .generation_of_provider_job(&recorded.provider, &candidate)
+                            .await
+                            .map_err(store_failure)?;
+                        // An identical request of another generation (the
+                        // same prompt and seed) is that generation's job.
+                        if owner.is_some_and(|owner| owner != recorded.generation_id) {
+                            continue;
+                        }
+                        store
+                            .record_provider_job_id(&recorded.generation_id, &candidate)
+                            .await
+                            .map_err(store_failure)?;
+                        tracing::warn!(generation = %recorded.generation_id, provider_job = %candidate, "a submit with an unknown outcome had created the provider job; following it");
+                        return Ok(self
+                            .recorded_job_id(store, &recorded.generation_id)
+                            .await?
+                            .or(Some(candidate)));
+                    }
+                    if listed_at >= absent_after {
+                        return Ok(None);
+                    }
+                }
+                // Rate limits and outages: asked again later.
+                Err(error) if error.is_transient() => {
+                    if listed_at >= give_up_at {
+                        return Err(failure("upstream_error", error.to_string()).into());
+                    }
+                    tracing::info!(generation = %recorded.generation_id, %error, "the provider's list could not be read; asking again later");
+                }
+                // A provider that refuses to list (a revoked credential) can
+                // neither prove nor disprove the job: the generation fails,
+                // and a job it did create runs with no customer to bill.
+                Err(error) => {
+                    return Err(failure("upstream_error", error.to_string()).into());
+                }
+            }
+            // The next read comes no later than the moment the job can be
+            // proved absent or given up on.
+            let next_milestone = [absent_after, give_up_at]
+                .into_iter()
+                .filter(|milestone| *milestone > listed_at)
+                .min()
+                .map_or(RECONCILE_FIRST_INTERVAL, |milestone| {
+                    Duration::from_millis((milestone - listed_at) as u64)
+                });
+            tokio::select! {
+                _ = tokio::time::sleep(interval.min(next_milestone.max(Duration::from_millis(100)))) => {}
+                _ = wakeup.notified() => {}
+            }
+            interval = (interval * 2).min(RECONCILE_LONGEST_INTERVAL);
+        }
+    }
+
+    async fn recorded_job_id(
+        &self,
+        store: &Arc<dyn Store>,
+        generation_id: &str,
+    ) -> Result<Option<String>, HostedFailure> {
+        Ok(store
+            .provider_job(generation_id)
+            .await
+            .map_err(store_failure)?
+            .and_then(|recorded| recorded.job_id))
     }
 
     /// Waits after a transient provider error, or fails the job once the
@@ -460,16 +658,23 @@ impl HostedBackend {
         Ok(())
     }
 
-    /// Reads the job's state until it is final; its video's URL.
+    /// Reads the job's state until it is final; its video's URL. Where the
+    /// start deadline is vidgate's to keep (Replicate), a job still queued
+    /// at it is canceled and fails as timed out.
     async fn follow(
         &self,
-        target: &ProviderTarget,
-        job_id: &str,
+        submitted: &SubmittedJob,
         started: Instant,
         wakeup: &Notify,
         cancel: &CancellationToken,
     ) -> Result<String, JobFailure> {
+        let SubmittedJob {
+            target,
+            job_id,
+            created_at,
+        } = submitted;
         let deadline = started + seconds(self.timeouts().job_seconds);
+        let start_deadline = created_at + millis(self.timeouts().start_seconds);
         let mut retry_until: Option<Instant> = None;
         let mut backoff = Backoff::new();
         loop {
@@ -477,7 +682,7 @@ impl HostedBackend {
                 Ok(ProviderJobState::Succeeded { video_url }) => return Ok(video_url),
                 Ok(ProviderJobState::Failed(provider_failure)) => {
                     if provider_failure.kind == FailureKind::Canceled {
-                        // Our own cancel removes a queued job at the provider
+                        // Our own cancel ends a queued job at the provider
                         // and then cancels the generation with its refund;
                         // this worker waits for that (its heartbeat then
                         // fails and interrupts it) rather than race it with
@@ -492,6 +697,14 @@ impl HostedBackend {
                         provider_failure.kind.code(),
                         format!("the model failed: {}", provider_failure.message),
                     ));
+                }
+                Ok(ProviderJobState::Queued)
+                    if self.protocol.start_deadline_is_ours()
+                        && crate::store::now_millis() >= start_deadline =>
+                {
+                    if let Some(failed) = self.end_unstarted_job(target, job_id).await {
+                        return Err(failed);
+                    }
                 }
                 Ok(ProviderJobState::Queued | ProviderJobState::Running) => {
                     retry_until = None;
@@ -525,10 +738,48 @@ impl HostedBackend {
             // the next worker resumes it by its id. A verified webhook
             // ends the wait early; polling is the backstop for webhooks
             // that never arrive.
+            let mut poll = seconds(self.timeouts().poll_seconds);
+            if self.protocol.start_deadline_is_ours() {
+                let until_start_deadline = Duration::from_millis(
+                    (start_deadline - crate::store::now_millis()).max(0) as u64,
+                );
+                if !until_start_deadline.is_zero() {
+                    poll = poll.min(until_start_deadline);
+                }
+            }
             tokio::select! {
-                _ = tokio::time::sleep(seconds(self.timeouts().poll_seconds)) => {}
+                _ = tokio::time::sleep(poll) => {}
                 _ = wakeup.notified() => {}
                 _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+            }
+        }
+    }
+
+    /// Cancels a job still queued at its start deadline: the failure its
+    /// generation gets once the provider ended it (refunded, as timed
+    /// out), or `None` when the cancel could not be carried out (the job
+    /// started meanwhile, or the provider could not be reached) and the job
+    /// is followed on.
+    async fn end_unstarted_job(&self, target: &ProviderTarget, job_id: &str) -> Option<JobFailure> {
+        let timed_out = || {
+            failure(
+                FailureKind::TimedOut.code(),
+                format!(
+                    "the provider did not start the job within {} s",
+                    self.timeouts().start_seconds
+                ),
+            )
+        };
+        match self.protocol.cancel(target, job_id).await {
+            Ok(CancelOutcome::Canceled { ran_seconds }) => {
+                tracing::info!(provider = self.protocol.name(), provider_job = %job_id, ?ran_seconds, "canceled a job that did not start by its start deadline");
+                Some(timed_out())
+            }
+            Ok(CancelOutcome::NotFound) => Some(timed_out()),
+            Ok(CancelOutcome::Requested | CancelOutcome::Refused) => None,
+            Err(error) => {
+                tracing::warn!(provider = self.protocol.name(), provider_job = %job_id, %error, "canceling a job past its start deadline failed; reading it again");
+                None
             }
         }
     }
@@ -619,8 +870,12 @@ impl Backend for HostedBackend {
         self.wake_local_follower(generation_id)
     }
 
-    async fn cancel_before_start(&self, generation_id: &str) -> StartedJobCancel {
-        self.cancel_queued_job(generation_id).await
+    async fn cancel_before_start(
+        &self,
+        generation_id: &str,
+        input: &serde_json::Value,
+    ) -> StartedJobCancel {
+        self.cancel_queued_job(generation_id, input).await
     }
 }
 
@@ -730,6 +985,26 @@ pub fn hosted_backend(
     Ok(Arc::new(HostedBackend::new(
         &model.id, config, protocol, circuit,
     )?))
+}
+
+/// A generation's job at its provider: where it is, its id, and when its
+/// submit was about to be sent (Unix ms), from which its deadlines count.
+struct SubmittedJob {
+    target: ProviderTarget,
+    job_id: String,
+    created_at: i64,
+}
+
+/// Slack for the difference between our clock and a provider's when a
+/// list is asked for the jobs created since an intent.
+const CLOCK_SKEW_SECONDS: i64 = 60;
+/// The first wait between two reads of a provider's list while a submit's
+/// outcome is unknown; it doubles up to `RECONCILE_LONGEST_INTERVAL`.
+const RECONCILE_FIRST_INTERVAL: Duration = Duration::from_secs(2);
+const RECONCILE_LONGEST_INTERVAL: Duration = Duration::from_secs(60);
+
+fn millis(seconds: f64) -> i64 {
+    (seconds * 1000.0) as i64
 }
 
 /// Exponential backoff with jitter from 1 s, capped at 30 s, or the wait

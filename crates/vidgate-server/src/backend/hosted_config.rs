@@ -178,14 +178,14 @@ pub struct ProviderCost {
 }
 
 impl HostedModelConfig {
-    /// The operator's cost of a clip of `duration_s` seconds that `job`
-    /// made at `target` on `day` (`YYYY-MM-DD`): among the lines that
-    /// match the job, the latest from that day or before, the one naming
-    /// the target and the most parameter values first; `None` without such
-    /// a line.
+    /// The operator's cost of `duration_s` seconds of a job with `input`
+    /// (the request's input, defaults filled in) at `target` on `day`
+    /// (`YYYY-MM-DD`): among the lines that match the job, the latest from
+    /// that day or before, the one naming the target and the most parameter
+    /// values first; `None` without such a line.
     pub fn cost_of(
         &self,
-        job: &Job,
+        input: &Value,
         target: &str,
         day: &str,
         duration_s: f64,
@@ -198,7 +198,7 @@ impl HostedModelConfig {
             .filter(|line| {
                 line.when
                     .iter()
-                    .all(|(parameter, value)| job.input.get(parameter) == Some(value))
+                    .all(|(parameter, value)| input.get(parameter) == Some(value))
             })
             .max_by_key(|line| (&line.from, line.target.is_some(), line.when.len()))?;
         let per_second = vidgate_core::Micros::parse_usd(&line.usd_per_second).ok()?;
@@ -484,7 +484,9 @@ mod tests {
             json!({ "generate_audio": true }),
         );
         let micros = |job: &Job, target: &str, day: &str| {
-            config.cost_of(job, target, day, 5.0).map(|cost| cost.0)
+            config
+                .cost_of(&job.input.to_json(), target, day, 5.0)
+                .map(|cost| cost.0)
         };
         assert_eq!(micros(&silent, pro, "2026-06-01"), Some(840_000));
         assert_eq!(micros(&with_audio, pro, "2026-06-01"), Some(1_120_000));

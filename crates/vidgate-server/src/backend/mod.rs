@@ -168,8 +168,14 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Cancels the job of a running generation where it still waits in a
     /// provider's queue; a backend whose running jobs have started answers
-    /// `Started`.
-    async fn cancel_before_start(&self, _generation_id: &str) -> StartedJobCancel {
+    /// `Started`. `input` is the generation's input (defaults filled in),
+    /// which prices the seconds a job that started in the moment before
+    /// the cancel may be billed for.
+    async fn cancel_before_start(
+        &self,
+        _generation_id: &str,
+        _input: &serde_json::Value,
+    ) -> StartedJobCancel {
         StartedJobCancel::Started
     }
 }
@@ -204,12 +210,20 @@ pub enum WebhookRefusal {
 /// What canceling the job of a running generation at its provider did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartedJobCancel {
-    /// It was still queued at the provider and is gone: nothing ran,
-    /// nothing is billed.
-    Removed,
+    /// The provider ended the job at our cancel: the generation is
+    /// canceled and refunded. A job that started in the moment between our
+    /// state read and the cancel may be billed for the seconds it ran:
+    /// `provider_run` records them as the generation's cost, which the
+    /// operator bears.
+    Canceled {
+        provider_run: crate::store::ProviderRun,
+    },
     /// It started (or is being submitted, or is not the provider's):
-    /// canceling is refused, as for any running generation.
+    /// vidgate does not send a cancel, as for any running generation.
     Started,
+    /// The cancel was sent, but the provider refused it or did not confirm
+    /// that it ended the job: the generation goes on.
+    NotCarried,
     /// The provider could not be asked.
     Unreachable(String),
 }

@@ -19,6 +19,15 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderTarget(pub String);
 
+/// The deadlines of one provider job, both counted from its creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobDeadlines {
+    /// By when it must have started.
+    pub start: Duration,
+    /// By when it must have finished: the whole job, start and run.
+    pub lifetime: Duration,
+}
+
 /// The state of a job at its provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderJobState {
@@ -92,6 +101,11 @@ pub enum ProviderError {
         retry_after: Option<Duration>,
         message: String,
     },
+    /// A 5xx from the provider's front door (its ingress), which the
+    /// provider's own client recognises as never having reached its
+    /// servers: nothing was created, and the call may be retried.
+    #[error("the provider's front door refused the call: {message}")]
+    NotReceived { message: String },
     /// 401 or 403: our credential is wrong; no retry helps.
     #[error("the provider refused our credential: {message}")]
     Unauthorized { message: String },
@@ -113,7 +127,9 @@ impl ProviderError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ProviderError::RateLimited { .. } | ProviderError::Unavailable { .. }
+            ProviderError::RateLimited { .. }
+                | ProviderError::Unavailable { .. }
+                | ProviderError::NotReceived { .. }
         )
     }
 
@@ -127,15 +143,34 @@ impl ProviderError {
     }
 }
 
-/// What canceling a job at its provider did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a provider answered to a cancel.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CancelOutcome {
-    /// It was still queued and is gone: nothing ran, nothing is billed.
-    Removed,
-    /// It had started (or finished); it was left alone to finish.
-    AlreadyStarted,
-    /// The provider does not know it.
+    /// The provider says the job ended: it will not run (on). `ran_seconds`
+    /// is how long it ran first, where the provider says (a job that
+    /// started between our state read and the cancel is billed for it).
+    Canceled { ran_seconds: Option<f64> },
+    /// The provider took the cancel, but its answer does not say that the
+    /// job ended (fal's `OK` and `CANCELLATION_REQUESTED`): the job's state
+    /// tells.
+    Requested,
+    /// The provider refused: the job had already finished.
+    Refused,
+    /// The provider does not know the job.
     NotFound,
+}
+
+/// What canceling a job that vidgate saw queued at its provider came to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CancelResult {
+    /// The provider ended the job; it ran `ran_seconds` first, where known.
+    Carried { ran_seconds: Option<f64> },
+    /// The job had started (or finished): vidgate did not send a cancel,
+    /// because both providers bill a canceled running job.
+    Declined,
+    /// The cancel was sent, and the provider refused it or did not confirm
+    /// it in time: the job goes on.
+    NotCarried,
 }
 
 /// A provider's protocol, as the remote-job machinery drives it.
@@ -145,8 +180,9 @@ pub trait ProviderProtocol: Send + Sync + 'static {
     /// `replicate`).
     fn name(&self) -> &'static str;
 
-    /// Creates one job. `deadline` is the provider-side safety deadline for
-    /// a job that never starts; `webhook_url` receives its completion.
+    /// Creates one job. `deadlines` are the job's start deadline and its
+    /// whole lifetime, each protocol sending the one its provider takes;
+    /// `webhook_url` receives its completion.
     /// `Err(Unavailable)` means the outcome is unknown: reconcile with
     /// `find_submitted`, never submit again blindly.
     async fn submit(
@@ -154,7 +190,7 @@ pub trait ProviderProtocol: Send + Sync + 'static {
         target: &ProviderTarget,
         input: &Value,
         webhook_url: Option<&str>,
-        deadline: Duration,
+        deadlines: JobDeadlines,
     ) -> Result<String, ProviderError>;
 
     /// Reads the state of job `job_id`.
@@ -164,10 +200,10 @@ pub trait ProviderProtocol: Send + Sync + 'static {
         job_id: &str,
     ) -> Result<ProviderJobState, ProviderError>;
 
-    /// Asks the provider to cancel job `job_id`, and reads from its answer
-    /// whether the job was removed before it started. Called only by
-    /// `cancel_if_queued`, for a job seen queued a moment before: both
-    /// providers also cancel running jobs, which they bill.
+    /// Asks the provider to cancel job `job_id`, and reads its answer.
+    /// Called only for a job seen queued a moment before
+    /// (`cancel_if_queued`, the start deadline): both providers also cancel
+    /// running jobs, which they bill.
     async fn cancel(
         &self,
         target: &ProviderTarget,
@@ -185,15 +221,34 @@ pub trait ProviderProtocol: Send + Sync + 'static {
         body: &[u8],
     ) -> Result<VerifiedWebhook, WebhookError>;
 
-    /// Looks for a job created for `target` with exactly `input` at or after
-    /// `since` (unix seconds): the id of the job a submit with an unknown
-    /// outcome created, or `None` if it created none.
+    /// Looks, in the provider's list of recent jobs, for jobs created for
+    /// `target` at or after `since` (unix seconds) whose listed input has
+    /// every field of `input` with the value sent (a provider may list its
+    /// defaults too): the ids of the jobs a submit with an unknown outcome
+    /// may have created, oldest first.
     async fn find_submitted(
         &self,
         target: &ProviderTarget,
         input: &Value,
         since: i64,
-    ) -> Result<Option<String>, ProviderError>;
+    ) -> Result<Vec<String>, ProviderError>;
+
+    /// Whether the provider's list shows jobs that have not finished. Where
+    /// it does (Replicate lists every prediction by creation time), a list
+    /// read after a submit's call ended proves whether the submit created a
+    /// job. Where it does not (fal lists finished requests only), a job
+    /// that is absent from the list may still be queued or running, and is
+    /// proved absent only once its deadlines have passed.
+    fn lists_unfinished_jobs(&self) -> bool;
+
+    /// Whether vidgate itself must end a job that has not started by the
+    /// start deadline. fal does it for us (`X-Fal-Request-Timeout` is a
+    /// deadline to start); Replicate's `Cancel-After` bounds the whole job
+    /// instead, so a prediction still starting at the start deadline is
+    /// canceled by vidgate.
+    fn start_deadline_is_ours(&self) -> bool {
+        false
+    }
 
     /// Headers the output download needs (Replicate's delivery links may ask
     /// for our token); none by default.
@@ -337,6 +392,11 @@ pub struct VerifiedWebhook {
     /// recognised: fal sends one webhook per request, Replicate one per
     /// event, each with its `webhook-id`.
     pub delivery_id: String,
+    /// The job's input as the webhook lists it, where it does (Replicate's
+    /// webhook body is the prediction): checked against what vidgate sent
+    /// before a webhook is taken as proof of a job whose submit answer was
+    /// lost.
+    pub input: Option<Value>,
 }
 
 /// Why a provider webhook was not verified.
@@ -434,19 +494,91 @@ impl<T: Clone> CachedKeys<T> {
     }
 }
 
+/// How long a cancel that the provider took without saying the job ended
+/// (fal) waits for the job's state to show the cancel, read every
+/// `CANCEL_CONFIRM_EVERY`.
+pub const CANCEL_CONFIRM_WITHIN: Duration = Duration::from_secs(3);
+pub const CANCEL_CONFIRM_EVERY: Duration = Duration::from_millis(250);
+
 /// Cancels job `job_id` only if it has not started: its state is read
 /// first, and a job that runs (or ran) is left alone, because both
-/// providers bill a canceled running job for the time it ran.
+/// providers bill a canceled running job for the time it ran. A cancel the
+/// provider took is then judged by what the provider says happened, not by
+/// whether the job slipped into running in between: Replicate's answer is
+/// the prediction (`canceled` or `aborted` means it ended, even with a
+/// `started_at`); fal's answer is confirmed by reading the job's state.
 pub async fn cancel_if_queued(
     protocol: &dyn ProviderProtocol,
     target: &ProviderTarget,
     job_id: &str,
-) -> Result<CancelOutcome, ProviderError> {
+) -> Result<CancelResult, ProviderError> {
     match protocol.state(target, job_id).await {
-        Ok(ProviderJobState::Queued) => protocol.cancel(target, job_id).await,
-        Ok(_) => Ok(CancelOutcome::AlreadyStarted),
-        Err(ProviderError::NotFound { .. }) => Ok(CancelOutcome::NotFound),
-        Err(error) => Err(error),
+        Ok(ProviderJobState::Queued) => {}
+        Ok(_) | Err(ProviderError::NotFound { .. }) => return Ok(CancelResult::Declined),
+        Err(error) => return Err(error),
+    }
+    match protocol.cancel(target, job_id).await? {
+        CancelOutcome::Canceled { ran_seconds } => Ok(CancelResult::Carried { ran_seconds }),
+        CancelOutcome::Refused | CancelOutcome::NotFound => Ok(CancelResult::NotCarried),
+        CancelOutcome::Requested => confirm_cancel(protocol, target, job_id).await,
+    }
+}
+
+/// Reads a job's state after a cancel the provider took, until it shows
+/// whether the cancel ended the job or `CANCEL_CONFIRM_WITHIN` passes.
+async fn confirm_cancel(
+    protocol: &dyn ProviderProtocol,
+    target: &ProviderTarget,
+    job_id: &str,
+) -> Result<CancelResult, ProviderError> {
+    let until = std::time::Instant::now() + CANCEL_CONFIRM_WITHIN;
+    loop {
+        match protocol.state(target, job_id).await {
+            Ok(ProviderJobState::Failed(ProviderFailure {
+                kind: FailureKind::Canceled,
+                ..
+            })) => return Ok(CancelResult::Carried { ran_seconds: None }),
+            // A guess, as fal does not document the state of a request it
+            // removed from its queue: gone is as good as ended.
+            Err(ProviderError::NotFound { .. }) => {
+                return Ok(CancelResult::Carried { ran_seconds: None });
+            }
+            Ok(ProviderJobState::Succeeded { .. } | ProviderJobState::Failed(_)) => {
+                return Ok(CancelResult::NotCarried);
+            }
+            Ok(ProviderJobState::Queued | ProviderJobState::Running) => {}
+            Err(error) if error.is_transient() => {}
+            Err(error) => return Err(error),
+        }
+        if std::time::Instant::now() >= until {
+            return Ok(CancelResult::NotCarried);
+        }
+        tokio::time::sleep(CANCEL_CONFIRM_EVERY).await;
+    }
+}
+
+/// Whether a listed job's input has every field vidgate sent, each with
+/// the value sent: a provider may add its defaults to what it lists, and
+/// may write a number sent as `6` as `6.0`.
+pub fn sent_fields_match(sent: &Value, listed: &Value) -> bool {
+    let (Some(sent), Some(listed)) = (sent.as_object(), listed.as_object()) else {
+        return false;
+    };
+    sent.iter().all(|(name, value)| {
+        listed
+            .get(name)
+            .is_some_and(|listed_value| same_value(value, listed_value))
+    })
+}
+
+fn same_value(sent: &Value, listed: &Value) -> bool {
+    match (sent, listed) {
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_value(a, b))
+        }
+        (Value::Object(_), Value::Object(_)) => sent_fields_match(sent, listed),
+        _ => sent == listed,
     }
 }
 
@@ -570,6 +702,25 @@ mod tests {
         }
         // One more fetch after the memory ended; the keys it got are kept.
         assert_eq!(fetches.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_listed_input_matches_when_it_has_every_sent_field_with_its_value() {
+        let sent =
+            serde_json::json!({"prompt": "a fox", "duration": 6, "image_urls": ["https://a/1"]});
+        // The provider lists its defaults beside what was sent, and writes
+        // the number as a float.
+        let listed = serde_json::json!({"prompt": "a fox", "duration": 6.0,
+            "image_urls": ["https://a/1"], "num_frames": 121, "enable_safety_checker": true});
+        assert!(sent_fields_match(&sent, &listed));
+        let other_prompt =
+            serde_json::json!({"prompt": "a cat", "duration": 6, "image_urls": ["https://a/1"]});
+        assert!(!sent_fields_match(&sent, &other_prompt));
+        let missing = serde_json::json!({"prompt": "a fox", "image_urls": ["https://a/1"]});
+        assert!(!sent_fields_match(&sent, &missing));
+        let other_duration =
+            serde_json::json!({"prompt": "a fox", "duration": 5, "image_urls": ["https://a/1"]});
+        assert!(!sent_fields_match(&sent, &other_duration));
     }
 
     #[test]

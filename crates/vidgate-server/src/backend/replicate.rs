@@ -1,9 +1,9 @@
 //! Replicate's predictions API, and nothing else: creating a prediction of
 //! an official model (`POST /v1/models/{owner}/{name}/predictions` with
-//! `Cancel-After` as the safety deadline of a prediction that never
-//! starts), reading one, listing recent ones to reconcile a create whose
-//! outcome is unknown, canceling one that has not started, the account's
-//! webhook secret, and verifying its Standard Webhooks signatures.
+//! `Cancel-After` as the job's whole lifetime), reading one, listing recent
+//! ones to reconcile a create whose outcome is unknown, canceling one that
+//! has not started, the account's webhook secret, and verifying its
+//! Standard Webhooks signatures.
 //! Which model runs what, and when to call which operation, is decided by
 //! the shared remote-job machinery.
 
@@ -18,10 +18,10 @@ use subtle::ConstantTimeEq;
 use url::Url;
 
 use super::provider::{
-    CachedKeys, CancelOutcome, FailureKind, MAX_ANSWER_BYTES, ProviderError, ProviderFailure,
-    ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS,
-    WebhookError, WebhookRejection, classify_status, iso8601, json_body, shortened,
-    transport_error, unreadable,
+    CachedKeys, CancelOutcome, FailureKind, JobDeadlines, MAX_ANSWER_BYTES, ProviderError,
+    ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook,
+    WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection, classify_status, iso8601, json_body,
+    sent_fields_match, shortened, transport_error, unreadable,
 };
 
 /// Replicate's API root, unless configured otherwise (tests use a fake).
@@ -116,14 +116,19 @@ impl ProviderProtocol for ReplicateClient {
         target: &ProviderTarget,
         input: &Value,
         webhook_url: Option<&str>,
-        deadline: Duration,
+        deadlines: JobDeadlines,
     ) -> Result<String, ProviderError> {
         let (path, body) = create_request(&target.0, input, webhook_url);
         let prediction = self
             .call(
                 self.http
                     .post(self.url(&path))
-                    .header("Cancel-After", cancel_after(deadline))
+                    // Replicate's OpenAPI: "the maximum time the prediction
+                    // can run before it is automatically canceled. The
+                    // lifetime is measured from when the prediction is
+                    // created". So the whole job's deadline goes here; the
+                    // start deadline is vidgate's to keep.
+                    .header("Cancel-After", cancel_after(deadlines.lifetime))
                     .json(&body),
             )
             .await?;
@@ -157,15 +162,7 @@ impl ProviderProtocol for ReplicateClient {
             Err(ProviderError::NotFound { .. }) => return Ok(CancelOutcome::NotFound),
             Err(error) => return Err(error),
         };
-        // A prediction that started between the state read and the cancel
-        // is canceled too (and billed for its seconds): only one that never
-        // started counts as removed.
-        Ok(match prediction["status"].as_str() {
-            Some("canceled" | "aborted") if prediction["started_at"].is_null() => {
-                CancelOutcome::Removed
-            }
-            _ => CancelOutcome::AlreadyStarted,
-        })
+        Ok(cancel_outcome(&prediction))
     }
 
     async fn verify_webhook(
@@ -192,27 +189,26 @@ impl ProviderProtocol for ReplicateClient {
         Ok(VerifiedWebhook {
             job_id,
             delivery_id,
+            input: Some(prediction["input"].clone()).filter(Value::is_object),
         })
     }
 
+    /// Replicate lists "all predictions created by the user or organization",
+    /// whatever their status, newest first, filtered by `created_after`.
     async fn find_submitted(
         &self,
         target: &ProviderTarget,
         input: &Value,
         since: i64,
-    ) -> Result<Option<String>, ProviderError> {
+    ) -> Result<Vec<String>, ProviderError> {
         let model = target.0.split(':').next().unwrap_or_default();
         let mut page = self.url("predictions");
         page.query_pairs_mut()
             .append_pair("created_after", &iso8601(since));
-        let mut found = None;
+        let mut found = Vec::new();
         for _ in 0..MAX_LIST_PAGES {
             let answer = self.call(self.http.get(page.clone())).await?;
-            // The list is newest first; the oldest match is the one our
-            // submit created if several identical ones exist.
-            if let Some(id) = matching_prediction(&answer, model, input) {
-                found = Some(id);
-            }
+            found.extend(matching_predictions(&answer, model, input));
             match answer["next"]
                 .as_str()
                 .and_then(|next| Url::parse(next).ok())
@@ -223,7 +219,17 @@ impl ProviderProtocol for ReplicateClient {
                 _ => break,
             }
         }
+        // Each page is newest first, and so is the list: oldest first now.
+        found.reverse();
         Ok(found)
+    }
+
+    fn lists_unfinished_jobs(&self) -> bool {
+        true
+    }
+
+    fn start_deadline_is_ours(&self) -> bool {
+        true
     }
 
     fn output_headers(&self, video_url: &str) -> HeaderMap {
@@ -348,15 +354,37 @@ fn first_output(output: &Value) -> Option<&str> {
     }
 }
 
-/// The id of the oldest prediction on a list page created for `model` with
-/// exactly `input`.
-fn matching_prediction(page: &Value, model: &str, input: &Value) -> Option<String> {
+/// The ids of the predictions on a list page created for `model` whose
+/// listed input has every field of `input`, newest first as listed.
+fn matching_predictions(page: &Value, model: &str, input: &Value) -> Vec<String> {
     page["results"]
-        .as_array()?
-        .iter()
-        .rev()
-        .find(|prediction| prediction["model"] == model && &prediction["input"] == input)
-        .and_then(|prediction| prediction["id"].as_str().map(str::to_owned))
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|prediction| prediction["model"] == model)
+        .filter(|prediction| sent_fields_match(input, &prediction["input"]))
+        .filter_map(|prediction| prediction["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// What a cancel's answer, the prediction, says happened. `canceled` and
+/// `aborted` mean it ended, even when it started in the moment before:
+/// Replicate's recorded cancel of a prediction canceled right after its
+/// creation came back `canceled` with a `started_at` and 0.13 s of
+/// `predict_time`, the seconds it bills.
+fn cancel_outcome(prediction: &Value) -> CancelOutcome {
+    match prediction["status"].as_str() {
+        Some("canceled" | "aborted") => CancelOutcome::Canceled {
+            ran_seconds: prediction["started_at"].as_str().map(|_| {
+                prediction["metrics"]["predict_time"]
+                    .as_f64()
+                    .unwrap_or(0.0)
+            }),
+        },
+        Some("succeeded" | "failed") => CancelOutcome::Refused,
+        // Still starting or processing: the cancel is under way.
+        _ => CancelOutcome::Requested,
+    }
 }
 
 /// Classifies an error answer; its body is problem+json
@@ -616,19 +644,48 @@ mod tests {
     }
 
     #[test]
-    fn reconcile_matches_model_and_exact_input_oldest_first() {
+    fn reconcile_matches_the_model_and_every_sent_field_newest_first() {
         let input = json!({ "prompt": "a kite", "duration": 5 });
+        // Replicate lists the input with the model's defaults added.
+        let listed = json!({ "prompt": "a kite", "duration": 5, "enable_prompt_expansion": true });
         let page = json!({ "next": null, "results": [
-            { "id": "newer", "model": "a/b", "input": input },
+            { "id": "newer", "model": "a/b", "input": listed },
             { "id": "other_input", "model": "a/b", "input": { "prompt": "a kite" } },
             { "id": "oldest", "model": "a/b", "input": input },
             { "id": "other_model", "model": "a/c", "input": input },
         ]});
         assert_eq!(
-            matching_prediction(&page, "a/b", &input).as_deref(),
-            Some("oldest")
+            matching_predictions(&page, "a/b", &input),
+            ["newer", "oldest"]
         );
-        assert_eq!(matching_prediction(&page, "x/y", &input), None);
+        assert!(matching_predictions(&page, "x/y", &input).is_empty());
+    }
+
+    #[test]
+    fn the_recorded_cancel_ended_the_prediction_and_says_how_long_it_ran() {
+        // The cassette's prediction was canceled right after its creation
+        // and had started 47 ms in: it ended, and ran 0.128 s.
+        let canceled = recorded_json("predictions-cancel", 2);
+        assert_eq!(canceled["status"], "canceled");
+        assert!(canceled["started_at"].is_string());
+        assert_eq!(
+            cancel_outcome(&canceled),
+            CancelOutcome::Canceled {
+                ran_seconds: Some(0.128148)
+            }
+        );
+        assert_eq!(
+            cancel_outcome(&json!({ "status": "aborted" })),
+            CancelOutcome::Canceled { ran_seconds: None }
+        );
+        assert_eq!(
+            cancel_outcome(&json!({ "status": "succeeded" })),
+            CancelOutcome::Refused
+        );
+        assert_eq!(
+            cancel_outcome(&json!({ "status": "processing" })),
+            CancelOutcome::Requested
+        );
     }
 
     #[test]

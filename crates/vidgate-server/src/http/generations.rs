@@ -88,9 +88,11 @@ pub async fn cancel(
 }
 
 /// A running generation whose job still waits in a hosted provider's
-/// queue: canceled there first, and only once the provider removed it
-/// (nothing ran, nothing is billed) canceled here with its refund. Any
-/// other running generation stays refused (`refused`).
+/// queue: canceled there first, and once the provider ended it, canceled
+/// here with its refund (the seconds a job that slipped into running may
+/// be billed for are the operator's). A running generation whose job has
+/// started stays refused (`refused`); one whose cancel the provider did
+/// not carry out is refused saying so.
 async fn cancel_before_start(
     state: &AppState,
     caller: &Caller,
@@ -111,16 +113,27 @@ async fn cancel_before_start(
     else {
         return Ok(refused);
     };
-    match backend.cancel_before_start(generation_id).await {
+    match backend
+        .cancel_before_start(generation_id, &generation.input)
+        .await
+    {
         // The worker following the job may fail it in the moment between
-        // the provider's removal and this update (it reads the job as
+        // the provider's cancel and this update (it reads the job as
         // canceled): the refund is then the worker's, and the cancel is
         // refused with the state the generation reached.
-        StartedJobCancel::Removed => Ok(state
+        StartedJobCancel::Canceled { provider_run } => Ok(state
             .store
-            .cancel_generation_removed_at_provider(&caller.account_id, generation_id)
+            .cancel_generation_canceled_at_provider(
+                &caller.account_id,
+                generation_id,
+                &provider_run,
+            )
             .await?),
         StartedJobCancel::Started => Ok(refused),
+        StartedJobCancel::NotCarried => Err(ApiError::Conflict {
+            message: "Cannot cancel: the model's provider did not carry out the cancel, and the generation continues.".into(),
+            param: None,
+        }),
         StartedJobCancel::Unreachable(reason) => {
             tracing::warn!(generation = %generation_id, %reason, "canceling at the provider failed");
             Err(ApiError::Upstream(

@@ -9,7 +9,7 @@ use serde_json::Value;
 use vidgate_core::{GenerationStatus, Micros};
 
 use super::ledger::Movement;
-use super::{StoreError, now_millis};
+use super::{ProviderRun, StoreError, now_millis};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generation {
@@ -123,13 +123,15 @@ pub trait GenerationStore: Send + Sync {
         account_id: &str,
         generation_id: &str,
     ) -> Result<CancelOutcome, StoreError>;
-    /// Cancels a running generation whose provider job the provider removed
-    /// from its queue before it started, and releases its hold, in one
-    /// transaction; refused when the generation is no longer running.
-    async fn cancel_generation_removed_at_provider(
+    /// Cancels a running generation whose provider job the provider ended
+    /// at our cancel, and releases its hold, in one transaction, recording
+    /// the provider and what the seconds the job ran first cost the
+    /// operator; refused when the generation is no longer running.
+    async fn cancel_generation_canceled_at_provider(
         &self,
         account_id: &str,
         generation_id: &str,
+        provider_run: &ProviderRun,
     ) -> Result<CancelOutcome, StoreError>;
     /// The request media a generation is bound to, as submit recorded it.
     async fn generation_media(&self, generation_id: &str) -> Result<Option<Value>, StoreError>;
@@ -240,6 +242,7 @@ macro_rules! impl_generation_store {
                 account_id: &str,
                 generation_id: &str,
                 from: GenerationStatus,
+                provider_run: Option<&ProviderRun>,
             ) -> Result<CancelOutcome, StoreError> {
                 let mut transaction = self.begin_write().await?;
                 // The update decides: a worker that claimed (or finished)
@@ -249,7 +252,9 @@ macro_rules! impl_generation_store {
                 // one fail its heartbeat and its finish, and stop.
                 let canceled: Option<i64> = sqlx::query_scalar(
                     "UPDATE generations SET status = 'canceled', completed_at = $1, \
-                     lease_owner = NULL, lease_expires_at = NULL \
+                     lease_owner = NULL, lease_expires_at = NULL, \
+                     provider = COALESCE($5, provider), \
+                     provider_cost_micros = COALESCE($6, provider_cost_micros) \
                      WHERE id = $2 AND account_id = $3 AND status = $4 \
                      RETURNING price_micros",
                 )
@@ -257,6 +262,8 @@ macro_rules! impl_generation_store {
                 .bind(generation_id)
                 .bind(account_id)
                 .bind(from.as_str())
+                .bind(provider_run.map(|run| run.provider.as_str()))
+                .bind(provider_run.and_then(|run| run.cost).map(|cost| cost.0))
                 .fetch_optional(&mut *transaction)
                 .await?;
                 let current = Self::generation_with(&mut *transaction, generation_id).await?;
@@ -360,17 +367,23 @@ macro_rules! impl_generation_store {
                 account_id: &str,
                 generation_id: &str,
             ) -> Result<CancelOutcome, StoreError> {
-                self.cancel_from(account_id, generation_id, GenerationStatus::Queued)
+                self.cancel_from(account_id, generation_id, GenerationStatus::Queued, None)
                     .await
             }
 
-            async fn cancel_generation_removed_at_provider(
+            async fn cancel_generation_canceled_at_provider(
                 &self,
                 account_id: &str,
                 generation_id: &str,
+                provider_run: &ProviderRun,
             ) -> Result<CancelOutcome, StoreError> {
-                self.cancel_from(account_id, generation_id, GenerationStatus::Running)
-                    .await
+                self.cancel_from(
+                    account_id,
+                    generation_id,
+                    GenerationStatus::Running,
+                    Some(provider_run),
+                )
+                .await
             }
         }
     };

@@ -247,11 +247,18 @@ macro_rules! impl_ledger_store {
 
             async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
                 let rows: Vec<(i64, String, i64, i64, i64, i64)> = sqlx::query_as(
-                    "SELECT completed_at / 86400000 AS day, model, COUNT(*), \
-                     CAST(SUM(price_micros) AS BIGINT), \
+                    // A generation canceled at its provider after its job
+                    // slipped into running earns nothing but may cost the
+                    // operator the seconds it ran: its cost counts, and it
+                    // does not count as a generation.
+                    "SELECT completed_at / 86400000 AS day, model, \
+                     CAST(SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) AS BIGINT), \
+                     CAST(SUM(CASE WHEN status = 'succeeded' THEN price_micros ELSE 0 END) AS BIGINT), \
                      CAST(COALESCE(SUM(provider_cost_micros), 0) AS BIGINT), \
-                     CAST(SUM(CASE WHEN provider_cost_micros IS NULL THEN 1 ELSE 0 END) AS BIGINT) \
-                     FROM generations WHERE status = 'succeeded' AND completed_at >= $1 \
+                     CAST(SUM(CASE WHEN status = 'succeeded' AND provider_cost_micros IS NULL \
+                     THEN 1 ELSE 0 END) AS BIGINT) \
+                     FROM generations WHERE (status = 'succeeded' \
+                     OR (status = 'canceled' AND provider_cost_micros > 0)) AND completed_at >= $1 \
                      GROUP BY completed_at / 86400000, model ORDER BY day, model",
                 )
                 .bind(since)

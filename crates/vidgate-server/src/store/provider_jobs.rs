@@ -53,6 +53,14 @@ pub trait ProviderJobStore: Send + Sync {
         generation_id: &str,
         job_id: &str,
     ) -> Result<bool, StoreError>;
+    /// The generation whose recorded job at `provider` is `job_id`, if any:
+    /// a job found in a provider's list, or named by a webhook, is taken
+    /// for a generation only when no other generation has it.
+    async fn generation_of_provider_job(
+        &self,
+        provider: &str,
+        job_id: &str,
+    ) -> Result<Option<String>, StoreError>;
     /// Forgets an intent the provider is known not to have acted on (it
     /// refused the submit, or a reconcile did not find the job), so that a
     /// later submit is allowed. An intent with a job id is never forgotten.
@@ -164,6 +172,20 @@ macro_rules! impl_provider_job_store {
                 .execute(self.writer())
                 .await?;
                 Ok(updated.rows_affected() == 1)
+            }
+
+            async fn generation_of_provider_job(
+                &self,
+                provider: &str,
+                job_id: &str,
+            ) -> Result<Option<String>, StoreError> {
+                Ok(sqlx::query_scalar(
+                    "SELECT generation_id FROM provider_jobs WHERE provider = $1 AND job_id = $2",
+                )
+                .bind(provider)
+                .bind(job_id)
+                .fetch_optional(self.writer())
+                .await?)
             }
 
             async fn forget_provider_intent(&self, generation_id: &str) -> Result<(), StoreError> {

@@ -19,7 +19,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{FakeJob, FakeState, FakeStatus, Provider, now_seconds};
+use super::{FakeJob, FakeState, FakeStatus, JobDeadline, Provider, listed_input, now_seconds};
 
 pub const USER_ID: &str = "fake-fal-user";
 
@@ -91,6 +91,12 @@ fn queue_status(state: &FakeState, job: &FakeJob) -> Value {
         "status_url": format!("{request_url}/status"),
         "cancel_url": format!("{request_url}/cancel"),
     });
+    // Started and finished requests carry `logs` (null unless asked for
+    // with `logs=1`): fal's own client reads the key unconditionally
+    // (`fal_client` 1.0.3, `_parse_status`), which caught its absence here.
+    if job.status != FakeStatus::Queued {
+        status["logs"] = Value::Null;
+    }
     match &job.status {
         FakeStatus::Queued => {
             status["status"] = json!("IN_QUEUE");
@@ -148,6 +154,18 @@ async fn submit(
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
+    if state.submits_are_down() {
+        // An outage in front of fal's queue: its ingress answers, in the
+        // shape fal's own client recognises (a 502/503/504 without
+        // `x-fal-request-id`, from nginx), and the queue never sees the
+        // request.
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [("content-type", "text/html")],
+            "<html><head><title>503 Service Temporarily Unavailable</title></head><body><center><h1>503 Service Temporarily Unavailable</h1></center><hr><center>nginx</center></body></html>",
+        )
+            .into_response();
+    }
     if endpoint_id.contains("/requests/") || endpoint_id.split('/').count() < 2 {
         return error(
             StatusCode::NOT_FOUND,
@@ -169,7 +187,8 @@ async fn submit(
     let deadline = headers
         .get("x-fal-request-timeout")
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<f64>().ok());
+        .and_then(|value| value.parse::<f64>().ok())
+        .map(JobDeadline::Start);
     let job = state.create_job(
         Provider::Fal,
         &endpoint_id,
@@ -287,10 +306,13 @@ async fn cancel(
             json!({ "status": "ALREADY_COMPLETED" }),
         );
     }
+    let queued_answer = state.switches.lock().unwrap().fal_cancel_queued_answer;
     match state.cancel(&job.id) {
-        Some((FakeStatus::Queued, _)) => {
-            (StatusCode::ACCEPTED, Json(json!({ "status": "OK" }))).into_response()
-        }
+        Some((FakeStatus::Queued, _)) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "status": queued_answer })),
+        )
+            .into_response(),
         _ => (
             StatusCode::ACCEPTED,
             Json(json!({ "status": "CANCELLATION_REQUESTED" })),
@@ -313,6 +335,12 @@ async fn list(
 ) -> Response {
     if let Some(refused) = gate(&state, &headers) {
         return refused;
+    }
+    if state.lists_are_down() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "detail": "Service temporarily unavailable" }),
+        );
     }
     let Some(endpoint_id) = query.get("endpoint_id") else {
         return error(
@@ -338,16 +366,25 @@ async fn list(
     let payloads = query
         .get("expand")
         .is_some_and(|expand| expand.contains("payloads"));
+    // fal's list is of finished requests: "Status (success, error,
+    // user_error)" filters, "sorted by end time (default)" (fal's
+    // "List requests by endpoint(s)" page). The `start` bound is read as
+    // the end time (GUESS fal-list-time).
     let mut matching: Vec<FakeJob> = state
         .jobs
         .lock()
         .unwrap()
         .iter()
         .filter(|job| job.provider == Provider::Fal && &job.target == endpoint_id)
-        .filter(|job| job.created_at >= start)
+        .filter(|job| job.status.is_final())
+        .filter(|job| job.completed_at.unwrap_or(job.created_at) >= start)
         .cloned()
         .collect();
-    matching.sort_by(|a, b| b.created_at.total_cmp(&a.created_at));
+    matching.sort_by(|a, b| {
+        b.completed_at
+            .unwrap_or_default()
+            .total_cmp(&a.completed_at.unwrap_or_default())
+    });
     let items: Vec<Value> = matching
         .iter()
         .skip(page * limit)
@@ -359,10 +396,10 @@ async fn list(
                 "sent_at": iso(job.created_at),
                 "started_at": job.started_at.map(iso),
                 "ended_at": job.completed_at.map(iso),
-                "status_code": if job.status.is_final() { Some(200) } else { None },
+                "status_code": if job.status == FakeStatus::Succeeded { 200 } else { 500 },
             });
             if payloads {
-                item["json_input"] = job.input.clone();
+                item["json_input"] = listed_input(&job.input);
             }
             item
         })

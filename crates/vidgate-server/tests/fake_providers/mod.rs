@@ -1,11 +1,37 @@
-//! A faithful fake of the two hosted providers, fal (`fal.rs`) and
-//! Replicate (`replicate.rs`), on one port-0 axum server: their routes,
-//! their authentication, their error bodies and rate-limit headers, and
-//! their signed webhooks, as `/work/shared/UPSTREAMS.md` and Replicate's
-//! OpenAPI document describe them. Each job is a small state machine
-//! (queued → running → succeeded or failed, canceled, timed out) driven by
-//! a task, and a successful job's output is a real MP4 rendered by our own
-//! engine, served from the fake's media route.
+//! A fake of the two hosted providers, fal (`fal.rs`) and Replicate
+//! (`replicate.rs`), on one port-0 axum server: their routes, their
+//! authentication, their error bodies and rate-limit headers, and their
+//! signed webhooks. Each job is a small state machine (queued → running →
+//! succeeded or failed, canceled, timed out) driven by a task, and a
+//! successful job's output is a real MP4 rendered by our own engine, served
+//! from the fake's media route.
+//!
+//! A fake proves only what its source proves. Each behaviour below names
+//! its source: a provider's document (fal's docs pages, Replicate's OpenAPI
+//! document in `fixtures/replicate/openapi.yaml`) or a recorded exchange
+//! (`fixtures/replicate/*.json`, Replicate's own client's cassettes).
+//! Where the documents are silent the fake guesses, and every guess is in
+//! this list, so that a test resting on one can be found and run both
+//! ways:
+//!
+//! - GUESS fal-cancel-answer: which of its four documented answers fal
+//!   gives to a cancel of a queued request (`OK` or
+//!   `CANCELLATION_REQUESTED`). Switch: `Switches::fal_cancel_queued_answer`;
+//!   tests run both.
+//! - GUESS fal-canceled-status: a canceled request's status is `COMPLETED`
+//!   with `error_type: request_cancelled`.
+//! - GUESS fal-list-time: the list's `start` filters by the time a request
+//!   ended (the list is sorted by end time); vidgate's `start` is before
+//!   the request was sent, so either reading finds the same requests.
+//! - GUESS listed-defaults: both providers list a job's input with the
+//!   model's defaults added to what was sent (`LISTED_DEFAULTS`). Where
+//!   they list exactly what was sent, matching by every sent field finds
+//!   it too.
+//! - GUESS replicate-cancel-answer-while-queued: a cancel of a prediction
+//!   that had not started comes back `canceled` with `started_at` set and a
+//!   small `predict_time`, as in the one recorded cancel (whose prediction
+//!   started 47 ms after its creation); the recording does not show a
+//!   prediction canceled before it started.
 //!
 //! Switches make it misbehave: markers in the job's input (`[fake:fail]`,
 //! `[fake:moderate]`, `[fake:never-start]`, `[fake:drop-webhook]`,
@@ -78,9 +104,9 @@ pub struct FakeJob {
     pub created_at: f64,
     pub started_at: Option<f64>,
     pub completed_at: Option<f64>,
-    /// When a job that has not started is ended (Cancel-After,
-    /// X-Fal-Request-Timeout), in seconds after creation.
-    pub start_deadline: Option<f64>,
+    /// The deadline the job was submitted with, in seconds after creation,
+    /// and what it bounds at its provider.
+    pub deadline: Option<JobDeadline>,
     /// Whether a cancel arrived while it ran (vidgate must never do that).
     pub canceled_while_running: bool,
 }
@@ -89,6 +115,37 @@ impl FakeJob {
     fn marker(&self, name: &str) -> bool {
         self.input.to_string().contains(&format!("[fake:{name}]"))
     }
+}
+
+/// A provider-side deadline of a job, as each provider documents its own.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum JobDeadline {
+    /// fal's `X-Fal-Request-Timeout`: "Server-side time-to-start deadline
+    /// … Once a runner successfully begins processing, the timeout stops
+    /// and inference can run as long as it needs" (fal's Platform Headers
+    /// page). A request not started by then ends as timed out, for free.
+    Start(f64),
+    /// Replicate's `Cancel-After`: "the maximum time the prediction can run
+    /// before it is automatically canceled. The lifetime is measured from
+    /// when the prediction is created" (Replicate's OpenAPI document).
+    /// Past it a prediction that never started is `aborted`, and one that
+    /// runs is `canceled` ("reached its deadline while running").
+    Lifetime(f64),
+}
+
+/// The fields each provider adds, as a guess, to a job's input when it
+/// lists the job (GUESS listed-defaults).
+pub const LISTED_DEFAULTS: [(&str, bool); 1] = [("enable_safety_checker", true)];
+
+/// A job's input as its provider lists it: what was sent, with defaults.
+pub fn listed_input(input: &Value) -> Value {
+    let mut listed = input.clone();
+    if let Some(fields) = listed.as_object_mut() {
+        for (name, value) in LISTED_DEFAULTS {
+            fields.entry(name).or_insert(json!(value));
+        }
+    }
+    listed
 }
 
 /// Whole-fake misbehaviour, changed by tests at any time.
@@ -103,6 +160,14 @@ pub struct Switches {
     pub lose_submit_answers: u32,
     /// No webhook is sent.
     pub drop_webhooks: bool,
+    /// Every submit answers 503 and creates nothing, while every other call
+    /// works: a provider whose creates are down.
+    pub submits_down: bool,
+    /// Every list call answers 503, so that only a webhook can prove a job.
+    pub lists_down: bool,
+    /// fal's answer to a cancel of a queued request (GUESS
+    /// fal-cancel-answer): `OK` or `CANCELLATION_REQUESTED`.
+    pub fal_cancel_queued_answer: &'static str,
     /// How long a job waits in the queue, and how long it runs.
     pub queue_for: Duration,
     pub run_for: Duration,
@@ -115,6 +180,9 @@ impl Default for Switches {
             down: false,
             lose_submit_answers: 0,
             drop_webhooks: false,
+            submits_down: false,
+            lists_down: false,
+            fal_cancel_queued_answer: "OK",
             queue_for: Duration::from_millis(100),
             run_for: Duration::from_millis(100),
         }
@@ -295,6 +363,14 @@ impl FakeState {
         self.switches.lock().unwrap().down
     }
 
+    fn submits_are_down(&self) -> bool {
+        self.switches.lock().unwrap().submits_down
+    }
+
+    fn lists_are_down(&self) -> bool {
+        self.switches.lock().unwrap().lists_down
+    }
+
     pub fn output(&self, id: &str) -> Option<Bytes> {
         self.outputs.lock().unwrap().get(id).cloned()
     }
@@ -329,7 +405,7 @@ impl FakeState {
         input: Value,
         webhook_url: Option<String>,
         webhook_events: Vec<String>,
-        start_deadline: Option<f64>,
+        deadline: Option<JobDeadline>,
     ) -> FakeJob {
         let job = FakeJob {
             id: self.new_id(provider),
@@ -342,7 +418,7 @@ impl FakeState {
             created_at: now_seconds(),
             started_at: None,
             completed_at: None,
-            start_deadline,
+            deadline,
             canceled_while_running: false,
         };
         self.jobs.lock().unwrap().push(job.clone());
@@ -352,15 +428,21 @@ impl FakeState {
 
     /// Cancels a job the way both providers do: a queued one is removed at
     /// once; a running one is canceled too (and noted, since vidgate must
-    /// never ask for that).
+    /// never ask for that). A queued Replicate prediction comes back as the
+    /// recorded one did (GUESS replicate-cancel-answer-while-queued): it had
+    /// started 47 ms after its creation and ran until the cancel.
     fn cancel(&self, id: &str) -> Option<(FakeStatus, FakeJob)> {
         let mut before = None;
         let job = self.update(id, |job| {
             before = Some(job.status.clone());
             match job.status {
                 FakeStatus::Queued => {
+                    let now = now_seconds();
+                    if job.provider == Provider::Replicate {
+                        job.started_at = Some((job.created_at + 0.047).min(now));
+                    }
                     job.status = FakeStatus::Canceled;
-                    job.completed_at = Some(now_seconds());
+                    job.completed_at = Some(now);
                 }
                 FakeStatus::Running => {
                     job.canceled_while_running = true;
@@ -386,23 +468,11 @@ async fn drive(state: Arc<FakeState>, id: String) {
     } else {
         queue_for
     };
-    if job.marker("never-start")
-        || waits_until_start.as_secs_f64() > job.start_deadline.unwrap_or(f64::MAX)
-    {
-        // It never leaves the queue; its deadline ends it, for free.
-        let Some(deadline) = job.start_deadline else {
-            return;
-        };
-        tokio::time::sleep(Duration::from_secs_f64(deadline)).await;
-        let ended = state.update(&id, |job| {
-            if job.status == FakeStatus::Queued {
-                job.status = FakeStatus::TimedOut;
-                job.completed_at = Some(now_seconds());
-            }
-        });
-        if let Some(job) = ended.filter(|job| job.status == FakeStatus::TimedOut) {
-            send_webhook(&state, &job, "completed").await;
-        }
+    if let Some(deadline) = job.deadline {
+        tokio::spawn(enforce_deadline(state.clone(), id.clone(), deadline));
+    }
+    if job.marker("never-start") {
+        // It never leaves the queue; its deadline, if any, ends it.
         return;
     }
     tokio::time::sleep(waits_until_start).await;
@@ -453,6 +523,28 @@ async fn drive(state: Arc<FakeState>, id: String) {
         return;
     };
     send_webhook(&state, &finished, "completed").await;
+}
+
+/// Ends a job at its deadline as its provider documents: one that has not
+/// started is timed out (fal's request timeout, Replicate's `aborted`), and
+/// under a lifetime one that runs is canceled.
+async fn enforce_deadline(state: Arc<FakeState>, id: String, deadline: JobDeadline) {
+    let (JobDeadline::Start(seconds) | JobDeadline::Lifetime(seconds)) = deadline;
+    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    let mut ended_now = false;
+    let job = state.update(&id, |job| {
+        let ended_as = match (&job.status, deadline) {
+            (FakeStatus::Queued, _) => FakeStatus::TimedOut,
+            (FakeStatus::Running, JobDeadline::Lifetime(_)) => FakeStatus::Canceled,
+            _ => return,
+        };
+        job.status = ended_as;
+        job.completed_at = Some(now_seconds());
+        ended_now = true;
+    });
+    if let Some(job) = job.filter(|_| ended_now) {
+        send_webhook(&state, &job, "completed").await;
+    }
 }
 
 /// Fetches every URL in a started job's input, as a provider downloads a

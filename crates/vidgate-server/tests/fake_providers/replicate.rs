@@ -21,7 +21,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use super::{FakeJob, FakeState, FakeStatus, Provider, now_seconds};
+use super::{FakeJob, FakeState, FakeStatus, JobDeadline, Provider, listed_input, now_seconds};
 
 /// The models the fake hosts (the official video models of
 /// UPSTREAMS.md); any other answers 404 as Replicate does.
@@ -134,7 +134,7 @@ pub fn prediction(state: &FakeState, job: &FakeJob) -> Value {
         "id": job.id,
         "model": job.target,
         "version": "hidden",
-        "input": job.input,
+        "input": listed_input(&job.input),
         "logs": "",
         "output": output,
         "data_removed": false,
@@ -147,7 +147,10 @@ pub fn prediction(state: &FakeState, job: &FakeJob) -> Value {
             "cancel": format!("{api}/cancel"),
             "web": format!("https://replicate.com/p/{}", job.id),
         },
-        "metrics": if job.status == FakeStatus::Succeeded { json!({ "predict_time": 0.1 }) } else { json!({}) },
+        "metrics": match (job.started_at, job.completed_at) {
+            (Some(started), Some(completed)) => json!({ "predict_time": completed - started }),
+            _ => json!({}),
+        },
     });
     // Replicate leaves the times out until they happen (the recorded
     // `starting` prediction has neither), never null.
@@ -229,6 +232,13 @@ async fn create(
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
+    if state.submits_are_down() {
+        return problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable",
+            "Replicate is temporarily unavailable",
+        );
+    }
     let model = format!("{owner}/{name}");
     if !MODELS.contains(&model.as_str()) {
         return problem(
@@ -308,7 +318,7 @@ async fn create(
         input,
         request["webhook"].as_str().map(str::to_owned),
         events,
-        cancel_after,
+        cancel_after.map(JobDeadline::Lifetime),
     );
     if state.take(|switches| &mut switches.lose_submit_answers) {
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -366,6 +376,13 @@ async fn list(
 ) -> Response {
     if let Some(refused) = gate(&state, &headers) {
         return refused;
+    }
+    if state.lists_are_down() {
+        return problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable",
+            "Replicate is temporarily unavailable",
+        );
     }
     // Replicate refuses a time filter that is not a date-time, and a
     // source other than `web`, the one it filters by.
