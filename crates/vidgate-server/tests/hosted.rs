@@ -1394,49 +1394,58 @@ async fn a_replicate_prediction_still_starting_at_the_start_deadline_is_canceled
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
-/// Issue 28: while fal's submits fail at its ingress and its reads work,
-/// each failed job moves to Replicate at once (fal's own client knows such
-/// a submit never reached the queue), the reads do not close the circuit
-/// of fal's creates, and once it opens new jobs go straight to Replicate.
-/// No job runs at fal.
+/// Issue 28: while fal's submits fail and its reads work, the reads do not
+/// close the circuit of fal's creates, and once it opens new jobs go
+/// straight to Replicate. A submit answered by fal's ingress (which fal's
+/// own client knows never reached the queue) moves to Replicate at once;
+/// one answered 503 by fal's servers has an unknown outcome and moves once
+/// fal is proved not to have the job. No job runs at fal.
 async fn a_submit_outage_at_the_first_provider_moves_new_jobs_to_the_next(store: StoreKind) {
-    let fake = FakeProviders::start().await;
-    fake.switches(|switches| switches.submits_down = true);
-    let timeouts = json!({ "request_seconds": 1, "start_seconds": 2, "job_seconds": 4,
-        "poll_seconds": 0.1, "retry_seconds": 4 });
-    let app = app_at(
-        store,
-        failover_backends_with(&fake, FAL_KEY, REPLICATE_TOKEN, timeouts),
-        4,
-    )
-    .await;
-    let mut ids = Vec::new();
-    for index in 0..8 {
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video(
-                "vendor_1/model_1",
-                &format!("a kite in a fal submit outage {index}"),
-            ),
+    for at_ingress in [true, false] {
+        let fake = FakeProviders::start().await;
+        fake.switches(|switches| {
+            switches.submits_down_at = Some(Provider::Fal);
+            switches.fal_submit_outage_at_ingress = at_ingress;
+        });
+        let timeouts = json!({ "request_seconds": 1, "start_seconds": 2, "job_seconds": 4,
+            "poll_seconds": 0.1, "retry_seconds": 4 });
+        let app = app_at(
+            store.clone(),
+            failover_backends_with(&fake, FAL_KEY, REPLICATE_TOKEN, timeouts),
+            4,
         )
         .await;
-        ids.push(generation["id"].as_str().unwrap().to_owned());
+        let mut ids = Vec::new();
+        for index in 0..8 {
+            let generation = submit(
+                &app,
+                "vendor_1/model_1",
+                text_to_video(
+                    "vendor_1/model_1",
+                    &format!("a kite in a fal submit outage {index}"),
+                ),
+            )
+            .await;
+            ids.push(generation["id"].as_str().unwrap().to_owned());
+        }
+        for id in &ids {
+            let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
+            assert_eq!(done["status"], "succeeded", "ingress {at_ingress}: {done}");
+        }
+        assert!(fake.jobs_at(Provider::Fal).is_empty());
+        assert_eq!(fake.jobs_at(Provider::Replicate).len(), 8);
+        let health = provider_health_when(&app, |health| {
+            health_of(health, "fal").is_some_and(|fal| fal.open)
+                && (at_ingress || health_of(health, "fal reads").is_some())
+        })
+        .await;
+        if !at_ingress {
+            // The reconciles' list reads worked, and closed nothing.
+            let reads = health_of(&health, "fal reads").unwrap();
+            assert!(!reads.open, "fal's reads work: {reads:?}");
+        }
+        app.assert_ledger_invariant(&app.account.account.id).await;
     }
-    for id in &ids {
-        let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
-        assert_eq!(done["status"], "succeeded", "{done}");
-    }
-    assert!(fake.jobs_at(Provider::Fal).is_empty());
-    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 8);
-    let health = provider_health_when(&app, |health| {
-        health_of(health, "fal").is_some_and(|fal| fal.open)
-            && health_of(health, "fal reads").is_some()
-    })
-    .await;
-    let reads = health_of(&health, "fal reads").unwrap();
-    assert!(!reads.open, "fal's reads work: {reads:?}");
-    app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
 on_both_stores!(

@@ -154,7 +154,18 @@ async fn submit(
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
-    if state.submits_are_down() {
+    if state.submits_are_down_at(Provider::Fal) {
+        if !state.switches.lock().unwrap().fal_submit_outage_at_ingress {
+            let mut response = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({ "detail": "Service temporarily unavailable" }),
+            );
+            response.headers_mut().insert(
+                "x-fal-request-id",
+                "00000000-0000-4000-8000-ffffffffffff".parse().unwrap(),
+            );
+            return response;
+        }
         // An outage in front of fal's queue: its ingress answers, in the
         // shape fal's own client recognises (a 502/503/504 without
         // `x-fal-request-id`, from nginx), and the queue never sees the

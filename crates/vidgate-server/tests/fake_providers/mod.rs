@@ -160,9 +160,13 @@ pub struct Switches {
     pub lose_submit_answers: u32,
     /// No webhook is sent.
     pub drop_webhooks: bool,
-    /// Every submit answers 503 and creates nothing, while every other call
-    /// works: a provider whose creates are down.
-    pub submits_down: bool,
+    /// Every submit to this provider answers 503 and creates nothing, while
+    /// every other call works: a provider whose creates are down.
+    pub submits_down_at: Option<Provider>,
+    /// Whether fal's 503s to those submits come from its ingress (nginx,
+    /// without `x-fal-request-id`), or from its servers, which leave the
+    /// outcome unknown to a client.
+    pub fal_submit_outage_at_ingress: bool,
     /// Every list call answers 503, so that only a webhook can prove a job.
     pub lists_down: bool,
     /// fal's answer to a cancel of a queued request (GUESS
@@ -180,7 +184,8 @@ impl Default for Switches {
             down: false,
             lose_submit_answers: 0,
             drop_webhooks: false,
-            submits_down: false,
+            submits_down_at: None,
+            fal_submit_outage_at_ingress: true,
             lists_down: false,
             fal_cancel_queued_answer: "OK",
             queue_for: Duration::from_millis(100),
@@ -363,8 +368,8 @@ impl FakeState {
         self.switches.lock().unwrap().down
     }
 
-    fn submits_are_down(&self) -> bool {
-        self.switches.lock().unwrap().submits_down
+    fn submits_are_down_at(&self, provider: Provider) -> bool {
+        self.switches.lock().unwrap().submits_down_at == Some(provider)
     }
 
     fn lists_are_down(&self) -> bool {
@@ -430,7 +435,7 @@ impl FakeState {
     /// once; a running one is canceled too (and noted, since vidgate must
     /// never ask for that). A queued Replicate prediction comes back as the
     /// recorded one did (GUESS replicate-cancel-answer-while-queued): it had
-    /// started 47 ms after its creation and ran until the cancel.
+    /// started 47 ms after its creation and ran 0.128 s.
     fn cancel(&self, id: &str) -> Option<(FakeStatus, FakeJob)> {
         let mut before = None;
         let job = self.update(id, |job| {
@@ -438,11 +443,16 @@ impl FakeState {
             match job.status {
                 FakeStatus::Queued => {
                     let now = now_seconds();
-                    if job.provider == Provider::Replicate {
-                        job.started_at = Some((job.created_at + 0.047).min(now));
-                    }
                     job.status = FakeStatus::Canceled;
                     job.completed_at = Some(now);
+                    if job.provider == Provider::Replicate {
+                        // As recorded: it started (at the earliest 47 ms
+                        // after its creation) and ran 0.128 s before the
+                        // cancel stopped it.
+                        let started = (job.created_at + 0.047).max(now);
+                        job.started_at = Some(started);
+                        job.completed_at = Some(started + 0.128);
+                    }
                 }
                 FakeStatus::Running => {
                     job.canceled_while_running = true;

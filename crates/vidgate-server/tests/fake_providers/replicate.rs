@@ -232,7 +232,7 @@ async fn create(
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
-    if state.submits_are_down() {
+    if state.submits_are_down_at(Provider::Replicate) {
         return problem(
             StatusCode::SERVICE_UNAVAILABLE,
             "Service Unavailable",
