@@ -42,8 +42,9 @@ struct Served {
     drift: Box<Drift>,
 }
 
+/// The transcribed schemas, found from either crate's tests.
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/provider_schemas")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../vidgate-server/tests/fixtures/provider_schemas")
 }
 
 fn transcribed(provider: &str, target: &str) -> Option<Value> {
