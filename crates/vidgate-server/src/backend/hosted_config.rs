@@ -104,11 +104,22 @@ pub struct PresentVariant {
 pub struct Unserved {
     pub parameter: String,
     pub value: Value,
+    /// The provider takes no value of the parameter at all.
+    pub unsupported: bool,
 }
 
 impl Unserved {
     /// What the customer is told: the parameter and the value.
     pub fn message(&self, model_id: &str, mode: Mode) -> String {
+        if self.unsupported {
+            return format!(
+                "{} is not available for {} {} on this deployment (sent: {}); send the request without it.",
+                self.parameter,
+                model_id,
+                mode.as_str(),
+                value_key(&self.value)
+            );
+        }
         format!(
             "{} {} is not available for {} {} on this deployment.",
             self.parameter,
@@ -449,9 +460,13 @@ impl HostedModelConfig {
         let Some(mode_config) = self.mode(mode) else {
             return Ok(());
         };
-        let mut accepts = self.accepts.clone();
-        accepts.extend(mode_config.accepts.clone());
-        for (parameter, allowed) in &accepts {
+        // The mode's entries, then the model's it does not replace.
+        let accepts = mode_config.accepts.iter().chain(
+            self.accepts
+                .iter()
+                .filter(|(parameter, _)| !mode_config.accepts.contains_key(*parameter)),
+        );
+        for (parameter, allowed) in accepts {
             let Some(value) = input.get(parameter).filter(|value| is_given(value)) else {
                 continue;
             };
@@ -459,6 +474,7 @@ impl HostedModelConfig {
                 return Err(Unserved {
                     parameter: parameter.clone(),
                     value: value.clone(),
+                    unsupported: allowed.is_empty(),
                 });
             }
         }
@@ -997,12 +1013,13 @@ mod tests {
             Ok(())
         );
         // An empty list: no value is served, and leaving it out is fine.
+        let refused = config
+            .serves(image, &input(json!({ "negative_prompt": "blur" })))
+            .unwrap_err();
+        assert_eq!(refused.parameter, "negative_prompt");
         assert_eq!(
-            config
-                .serves(image, &input(json!({ "negative_prompt": "blur" })))
-                .unwrap_err()
-                .parameter,
-            "negative_prompt"
+            refused.message("vendor_6/model_6", image),
+            "negative_prompt is not available for vendor_6/model_6 image-to-video on this deployment (sent: blur); send the request without it."
         );
         assert_eq!(
             config.serves(image, &input(json!({ "negative_prompt": null }))),
