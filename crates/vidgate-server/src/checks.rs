@@ -112,6 +112,38 @@ pub async fn check_configuration(options: &ServerOptions) -> Vec<CheckOutcome> {
     outcomes
 }
 
+/// The backends file's hosted targets held against their providers'
+/// current input schemas (`backend::check_provider_schemas`), one outcome
+/// per target; a target whose schema differs from what the file sends, or
+/// cannot be read, fails. Only `--check-config` runs it: it reads the
+/// providers' documents, which a start must not depend on.
+pub async fn check_provider_schemas(
+    path: &Path,
+    catalog: &vidgate_core::Catalog,
+) -> Vec<CheckOutcome> {
+    let credentials = |name: &str| crate::secrets::secret_from_environment(name).ok().flatten();
+    match crate::backend::check_provider_schemas(path, catalog, &credentials).await {
+        Ok(checks) => checks
+            .into_iter()
+            .map(|check| CheckOutcome {
+                setting: Setting::BackendsFile,
+                result: if check.is_sound() {
+                    Ok(check.to_string())
+                } else {
+                    Err(CheckFailure {
+                        setting: Setting::BackendsFile,
+                        problem: check.to_string(),
+                    })
+                },
+            })
+            .collect(),
+        Err(error) => vec![CheckOutcome {
+            setting: Setting::BackendsFile,
+            result: Err(CheckFailure::new(Setting::BackendsFile, &error)),
+        }],
+    }
+}
+
 /// The database answers, and has this version's migrations or will get
 /// them at start. Changes nothing.
 pub async fn check_database(

@@ -233,6 +233,10 @@ async fn queue_generation(
         .map_err(|rejection| match rejection {
             Rejection::Unavailable(message) => SubmitError::ModelUnavailable(message),
             Rejection::Upstream(message) => SubmitError::RefusedUpstream(message),
+            Rejection::Unserved { param, message } => SubmitError::Invalid {
+                message,
+                param: Some(param),
+            },
         })?;
     let binding = MediaBinding::keep(&state.storage, &state.api_base, &inspection)
         .await

@@ -11,6 +11,7 @@ use vidgate_server::accounts;
 use vidgate_server::dashboard::users;
 use vidgate_server::http::{account_json, webhook_secret_json};
 use vidgate_server::representation::rfc3339;
+use vidgate_server::secrets;
 use vidgate_server::store::{self, AccountLimits, Store};
 
 use crate::StorageArgs;
@@ -49,8 +50,11 @@ enum StoreCommand {
     User(UserCommand),
     /// Each hosted provider's circuit (closed or open), its last error and
     /// the recent latency of its calls, as the server nodes last saved
-    /// them.
-    Providers,
+    /// them; `providers check` checks the providers' input schemas.
+    Providers {
+        #[command(subcommand)]
+        command: Option<ProvidersCommand>,
+    },
     /// Revenue, provider cost and margin per model and UTC day, from the
     /// succeeded generations.
     Usage {
@@ -63,6 +67,19 @@ enum StoreCommand {
     Backup {
         /// The file to create; it must not exist yet.
         path: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProvidersCommand {
+    /// Read each hosted target's current input schema from its provider and
+    /// report every difference from what the backends file sends (a renamed
+    /// or removed field, a removed value, a new required field, a type
+    /// change); exits 1 when there is one. Needs no database.
+    Check {
+        /// The backends file whose hosted models are checked.
+        #[arg(long, env = "VIDGATE_BACKENDS_FILE")]
+        backends_file: PathBuf,
     },
 }
 
@@ -293,6 +310,47 @@ async fn providers(store: &dyn Store) -> anyhow::Result<serde_json::Value> {
     Ok(json!({ "providers": shown }))
 }
 
+/// Each hosted target of the backends file against its provider's current
+/// input schema: prints the differences of every target, and fails when a
+/// target has one or its schema could not be read.
+async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> {
+    let credentials = |name: &str| secrets::secret_from_environment(name).ok().flatten();
+    let checks = vidgate_server::backend::check_provider_schemas(
+        backends_file,
+        &vidgate_core::Catalog::embedded(),
+        &credentials,
+    )
+    .await?;
+    let unsound = checks.iter().filter(|check| !check.is_sound()).count();
+    let shown: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|check| {
+            let mut shown = json!({
+                "provider": check.provider,
+                "model": check.model,
+                "target": check.target,
+                "inputs_checked": check.inputs,
+            });
+            match &check.outcome {
+                Ok(differences) => shown["differences"] = json!(differences),
+                Err(reason) => shown["error"] = json!(reason),
+            }
+            shown
+        })
+        .collect();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({ "targets": shown, "sound": unsound == 0 }))?
+    );
+    if unsound > 0 {
+        bail!(
+            "{unsound} of {} targets differ from their provider's schema or could not be checked",
+            checks.len()
+        );
+    }
+    Ok(())
+}
+
 /// Revenue, provider cost and margin per model and UTC day. A generation
 /// without a recorded cost counts as costing nothing and is counted in
 /// `uncosted_generations`, so a margin is never silently overstated.
@@ -358,6 +416,9 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             );
             return Ok(());
         }
+        AdminCommand::OnStore(StoreCommand::Providers {
+            command: Some(ProvidersCommand::Check { backends_file }),
+        }) => return providers_check(&backends_file).await,
         AdminCommand::OnStore(command) => command,
     };
     let store = store::open(&args.storage.database_url()?).await?;
@@ -528,7 +589,8 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             json!({ "id": user.id, "email": user.email, "sessions_revoked": revoked })
         }
         StoreCommand::Backup { path } => backup(store, &path).await?,
-        StoreCommand::Providers => providers(store).await?,
+        StoreCommand::Providers { command: None } => providers(store).await?,
+        StoreCommand::Providers { command: Some(_) } => unreachable!("checked before the store"),
         StoreCommand::Usage { days } => usage(store, days).await?,
         StoreCommand::Model(ModelCommand::Pause { model_id }) => {
             require_catalog_model(&model_id)?;

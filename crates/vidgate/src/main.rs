@@ -158,8 +158,9 @@ struct ServeArgs {
     /// has applied this version's.
     #[arg(long, env = "VIDGATE_SKIP_MIGRATIONS", value_parser = clap::builder::BoolishValueParser::new(), default_value = "false")]
     skip_migrations: bool,
-    /// Run the start-up checks (database, Redis, storage, backends file) with these settings,
-    /// print one line each and exit: 0 when all pass, 1 otherwise. Changes nothing.
+    /// Run the start-up checks (database, Redis, storage, backends file, and each hosted target
+    /// against its provider's current input schema) with these settings, print one line each
+    /// and exit: 0 when all pass, 1 otherwise. Changes nothing.
     #[arg(long)]
     check_config: bool,
     /// A proxy or load balancer (CIDR, e.g. 10.0.0.0/8; repeatable or comma-separated) whose
@@ -305,7 +306,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     .map(|token| token.trim().to_owned());
 
     if args.check_config {
+        let file_applies = backends_file
+            .as_ref()
+            .is_some_and(|outcome| outcome.result.is_ok());
         let mut outcomes: Vec<CheckOutcome> = backends_file.into_iter().collect();
+        // The hosted targets against their providers' current schemas.
+        if let (true, Some(path)) = (file_applies, args.backends_file.as_ref()) {
+            outcomes.extend(checks::check_provider_schemas(path, &options.catalog).await);
+        }
         outcomes.extend(checks::check_configuration(&options).await);
         for outcome in &outcomes {
             println!("{outcome}");

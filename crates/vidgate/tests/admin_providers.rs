@@ -147,3 +147,100 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
     assert_eq!(fal["last_error"], "the provider refused our credential");
     assert_eq!(fal["latency_ms"], 120);
 }
+
+#[path = "../../vidgate-server/tests/schema_fake/mod.rs"]
+mod schema_fake;
+
+/// `vidgate` with `arguments`, while this runtime keeps serving the fake.
+async fn vidgate_async(arguments: &[&str], environment: &[(&str, &str)]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_vidgate"))
+        .args(arguments)
+        .envs(environment.iter().copied())
+        .env("VIDGATE_LOG", "warn")
+        .env_remove("VIDGATE_DATABASE_URL")
+        .env_remove("VIDGATE_BACKENDS_FILE")
+        .output()
+        .await
+        .expect("the vidgate binary runs")
+}
+
+#[tokio::test]
+async fn providers_check_and_check_config_report_a_providers_schema_drift_and_fail() {
+    let as_published = schema_fake::SchemaFake::start().await;
+    // fal renamed Seedance's audio switch.
+    let drifted = schema_fake::SchemaFake::drifted(|provider, target, schema| {
+        if (provider, target) == ("fal", "bytedance/seedance-2.0/text-to-video") {
+            let properties = schema["properties"].as_object_mut().unwrap();
+            let audio = properties.remove("generate_audio").unwrap();
+            properties.insert("with_audio".into(), audio);
+        }
+    })
+    .await;
+    let directory = tempfile::tempdir().unwrap();
+    let data_dir = directory.path().join("data");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let data_dir = data_dir.to_str().unwrap();
+    let environment = [
+        ("VIDGATE_DATA_DIR", data_dir),
+        ("FAL_KEY", "fal-test-key"),
+        ("REPLICATE_API_TOKEN", schema_fake::REPLICATE_TOKEN),
+    ];
+    for (fake, sound) in [(&as_published, true), (&drifted, false)] {
+        let subdirectory = tempfile::tempdir_in(directory.path()).unwrap();
+        let file = fake.example_backends_file("fal.json", subdirectory.path());
+        let file = file.to_str().unwrap();
+
+        let checked = vidgate_async(
+            &["admin", "providers", "check", "--backends-file", file],
+            &environment,
+        )
+        .await;
+        assert_eq!(
+            checked.status.success(),
+            sound,
+            "{}",
+            String::from_utf8_lossy(&checked.stderr)
+        );
+        let report: Value = serde_json::from_slice(&checked.stdout).expect("admin prints JSON");
+        assert_eq!(report["sound"], sound, "{report}");
+        let targets = report["targets"].as_array().unwrap();
+        assert_eq!(targets.len(), 21, "every fal target of the example file");
+        let seedance = targets
+            .iter()
+            .find(|target| target["target"] == "bytedance/seedance-2.0/text-to-video")
+            .unwrap();
+        let differences = seedance["differences"].as_array().unwrap();
+        if sound {
+            assert!(differences.is_empty(), "{seedance}");
+        } else {
+            assert!(
+                differences.iter().any(|difference| difference
+                    .as_str()
+                    .unwrap()
+                    .starts_with("`generate_audio` is sent but the schema has no such field")),
+                "{seedance}"
+            );
+        }
+
+        let config = vidgate_async(
+            &["serve", "--check-config", "--backends-file", file],
+            &environment,
+        )
+        .await;
+        let printed = String::from_utf8_lossy(&config.stdout);
+        assert_eq!(config.status.success(), sound, "{printed}");
+        let line = printed
+            .lines()
+            .find(|line| {
+                line.contains("fal bytedance/seedance-2.0/text-to-video at vendor_4/model_4")
+            })
+            .unwrap_or_else(|| panic!("no line for Seedance: {printed}"));
+        if sound {
+            assert!(line.starts_with("ok      --backends-file"), "{line}");
+            assert!(line.contains("the provider's schema takes all"), "{line}");
+        } else {
+            assert!(line.starts_with("FAILED  --backends-file"), "{line}");
+            assert!(line.contains("`generate_audio`"), "{line}");
+        }
+    }
+}

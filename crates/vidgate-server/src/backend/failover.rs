@@ -1,6 +1,7 @@
 //! A model at several hosted providers, in the operator's order
 //! (`"backend": "failover"` in the backends file). Admission takes a job
-//! while any of the model's providers for its mode has a closed circuit
+//! while any of the model's providers for its mode that serves its values
+//! (`accepts`; 400 `invalid_request` when none does) has a closed circuit
 //! (503 `model_unavailable`, nothing held, when none has); a worker gives
 //! the job to the first such provider, and to the next one only when the
 //! first is known not to have it (it refused the submit, or a reconcile
@@ -87,19 +88,30 @@ impl Backend for FailoverBackend {
     }
 
     async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
-        let mut taking = self
+        let taking: Vec<&Arc<HostedBackend>> = self
             .providers
             .iter()
             .filter(|provider| provider.takes_mode(admission.mode))
-            .peekable();
-        if taking.peek().is_none() {
+            .collect();
+        let Some(first) = taking.first() else {
             return Err(Rejection::Unavailable(format!(
                 "The model {} does not run {} on this deployment.",
                 self.model_id,
                 admission.mode.as_str()
             )));
+        };
+        // Only the providers that serve the request's values count; a value
+        // none of them serves is refused, never sent.
+        let mut serving = taking
+            .iter()
+            .filter(|provider| provider.serves(admission.mode, admission.input).is_ok())
+            .peekable();
+        if serving.peek().is_none()
+            && let Err(unserved) = first.serves(admission.mode, admission.input)
+        {
+            return Err(unserved.rejection(&self.model_id, admission.mode));
         }
-        if !taking.any(|provider| provider.is_healthy()) {
+        if !serving.any(|provider| provider.is_healthy()) {
             return Err(no_healthy_provider(&self.model_id));
         }
         Ok(())
@@ -124,7 +136,9 @@ impl Backend for FailoverBackend {
         let candidates: Vec<&Arc<HostedBackend>> = self
             .providers
             .iter()
-            .filter(|provider| provider.takes_mode(job.mode))
+            .filter(|provider| {
+                provider.takes_mode(job.mode) && provider.serves(job.mode, &job.input).is_ok()
+            })
             .collect();
         let mut last_failure = None;
         for (index, provider) in candidates.iter().enumerate() {

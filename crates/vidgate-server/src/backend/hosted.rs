@@ -307,6 +307,16 @@ impl HostedBackend {
         self.protocol.name()
     }
 
+    /// Whether this provider serves the values of a job of `mode`
+    /// (`accepts` in the backends file).
+    pub(super) fn serves(
+        &self,
+        mode: vidgate_core::Mode,
+        input: &vidgate_core::ValidatedInput,
+    ) -> Result<(), super::Unserved> {
+        self.config.serves(mode, input)
+    }
+
     async fn admit_mode(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
         if !self.takes_mode(admission.mode) {
             return Err(Rejection::Unavailable(format!(
@@ -315,6 +325,9 @@ impl HostedBackend {
                 admission.mode.as_str()
             )));
         }
+        // A value the provider cannot serve is refused, never sent.
+        self.serves(admission.mode, admission.input)
+            .map_err(|unserved| unserved.rejection(&self.model_id, admission.mode))?;
         if !self.is_healthy() {
             return Err(no_healthy_provider(&self.model_id));
         }
@@ -939,9 +952,14 @@ pub fn hosted_backend(
     let credential = credentials(&variable)
         .filter(|value| !value.trim().is_empty())
         .ok_or_else(|| format!("the credential variable {variable} is not set"))?;
-    for url in [&config.api_url, &config.platform_url, &config.jwks_url]
-        .into_iter()
-        .flatten()
+    for url in [
+        &config.api_url,
+        &config.platform_url,
+        &config.jwks_url,
+        &config.schema_url,
+    ]
+    .into_iter()
+    .flatten()
     {
         if url::Url::parse(url)
             .ok()
@@ -968,8 +986,11 @@ pub fn hosted_backend(
             )?)
         }
         ProviderKind::Replicate => {
-            if config.platform_url.is_some() || config.jwks_url.is_some() {
-                return Err("platform_url and jwks_url are for fal only".into());
+            if config.platform_url.is_some()
+                || config.jwks_url.is_some()
+                || config.schema_url.is_some()
+            {
+                return Err("platform_url, jwks_url and schema_url are for fal only".into());
             }
             Arc::new(ReplicateClient::new(
                 config

@@ -3,7 +3,11 @@
 //! the field map from our validated input to the provider's input (renames,
 //! value transforms, fixed fields). The file is checked against the catalog
 //! at start, so every parameter a configured mode accepts is mapped and
-//! every price-affecting one is sent.
+//! every price-affecting one is sent. A mode can also say which of our
+//! values the provider serves (`accepts`), so that a value no provider of a
+//! model can serve is refused at admission instead of being sent, and can
+//! send a job to another target when a parameter is given (`when_present`:
+//! fal's first-last-frame endpoints).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,8 +16,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use vidgate_core::Mode;
 
-use super::Job;
 use super::provider::ProviderTarget;
+use super::{Job, Rejection};
 use crate::bound_media::MEDIA_URL_MARGIN;
 
 /// How one of our parameters reaches the provider.
@@ -66,6 +70,72 @@ pub struct HostedModeConfig {
     /// Provider fields sent with every job of this mode, over the model's.
     #[serde(default)]
     pub fixed: Map<String, Value>,
+    /// Our parameter → another target (with its own field mappings and
+    /// fixed fields, over the mode's) taken when the job has a value for
+    /// it: Veo's and FLUX's first-last-frame endpoints on fal, chosen when
+    /// an end frame is given. The first listed parameter (in name order)
+    /// that the job has wins.
+    #[serde(default)]
+    pub when_present: BTreeMap<String, PresentVariant>,
+    /// Our parameter → the only values of it this mode's provider serves,
+    /// over the model's `accepts`; an empty list means the provider takes
+    /// no value of it at all. A job with another value is refused at
+    /// admission (400 `invalid_request`), or goes to another provider of a
+    /// failover model that serves it: never sent, never downgraded.
+    #[serde(default)]
+    pub accepts: BTreeMap<String, Vec<Value>>,
+}
+
+/// The target a mode's job goes to when it has a value for a parameter.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresentVariant {
+    pub target: String,
+    /// Field mappings over the mode's and the model's.
+    #[serde(default)]
+    pub fields: BTreeMap<String, Option<FieldMapping>>,
+    /// Provider fields sent with every job of this target, over the mode's.
+    #[serde(default)]
+    pub fixed: Map<String, Value>,
+}
+
+/// A value of one of our parameters that a provider does not serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unserved {
+    pub parameter: String,
+    pub value: Value,
+    /// The provider takes no value of the parameter at all.
+    pub unsupported: bool,
+}
+
+impl Unserved {
+    /// What the customer is told: the parameter and the value.
+    pub fn message(&self, model_id: &str, mode: Mode) -> String {
+        if self.unsupported {
+            return format!(
+                "{} is not available for {} {} on this deployment (sent: {}); send the request without it.",
+                self.parameter,
+                model_id,
+                mode.as_str(),
+                value_key(&self.value)
+            );
+        }
+        format!(
+            "{} {} is not available for {} {} on this deployment.",
+            self.parameter,
+            value_key(&self.value),
+            model_id,
+            mode.as_str()
+        )
+    }
+
+    /// The refusal at admission: nothing is held.
+    pub fn rejection(&self, model_id: &str, mode: Mode) -> Rejection {
+        Rejection::Unserved {
+            param: self.parameter.clone(),
+            message: self.message(model_id, mode),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -135,6 +205,10 @@ pub struct HostedModelConfig {
     /// Provider fields sent with every job.
     #[serde(default)]
     pub fixed: Map<String, Value>,
+    /// Our parameter → the only values of it the provider serves, for
+    /// every mode (a mode's own `accepts` replaces an entry here).
+    #[serde(default)]
+    pub accepts: BTreeMap<String, Vec<Value>>,
     /// The environment variable holding the provider credential.
     #[serde(default)]
     pub credential_env: Option<String>,
@@ -147,6 +221,10 @@ pub struct HostedModelConfig {
     /// fal only: where fal publishes its webhook keys (a JWKS).
     #[serde(default)]
     pub jwks_url: Option<String>,
+    /// fal only: where each endpoint's OpenAPI document is read by the
+    /// live schema check (`?endpoint_id=` is added).
+    #[serde(default)]
+    pub schema_url: Option<String>,
     #[serde(default)]
     pub timeouts: HostedTimeouts,
     /// Largest output copied, in bytes.
@@ -239,7 +317,8 @@ pub fn seconds(value: f64) -> Duration {
 
 impl HostedModelConfig {
     /// Checks the file against the catalog model: known modes, a target for
-    /// each, and a mapping for every parameter a configured mode accepts.
+    /// each, a mapping for every parameter a configured mode accepts, and
+    /// `accepts` and `when_present` naming parameters the mode has.
     pub fn check(&self, model: &vidgate_core::Model) -> Result<(), String> {
         for line in &self.costs {
             if !is_calendar_date(&line.from) {
@@ -252,12 +331,41 @@ impl HostedModelConfig {
                 )
             })?;
         }
+        for parameter in self.accepts.keys() {
+            if model.parameter(parameter).is_none() {
+                return Err(format!("accepts names no parameter {parameter:?}"));
+            }
+        }
         for (mode_name, mode) in &self.modes {
             let parsed: Mode = mode_name
                 .parse()
                 .map_err(|_| format!("{mode_name:?} is not a mode"))?;
             if !model.modes().contains(&parsed) {
                 return Err(format!("the model has no mode {mode_name}"));
+            }
+            let in_mode = |name: &str| {
+                model
+                    .parameter(name)
+                    .is_some_and(|parameter| parameter.accepted_in(parsed))
+            };
+            for parameter in mode.accepts.keys() {
+                if !in_mode(parameter) {
+                    return Err(format!(
+                        "{mode_name}: accepts names {parameter:?}, which the mode does not take"
+                    ));
+                }
+            }
+            for (parameter, variant) in &mode.when_present {
+                if !in_mode(parameter) {
+                    return Err(format!(
+                        "{mode_name}: when_present names {parameter:?}, which the mode does not take"
+                    ));
+                }
+                if variant.target.trim().is_empty() {
+                    return Err(format!(
+                        "{mode_name}: when_present {parameter} has no target"
+                    ));
+                }
             }
             match (&mode.target, &mode.target_by) {
                 (Some(_), None) => {}
@@ -282,42 +390,49 @@ impl HostedModelConfig {
                     return Err(format!("{mode_name}: give either target or target_by"));
                 }
             }
-            for parameter in model.parameters() {
-                // Our own webhook is never the provider's business.
-                if !parameter.accepted_in(parsed) || parameter.name == "webhook_url" {
-                    continue;
-                }
-                match self.mapping(mode, &parameter.name) {
-                    None => {
-                        return Err(format!(
-                            "{mode_name}: the parameter {} has no field mapping (map it, or set it to null to leave it out)",
-                            parameter.name
-                        ));
+            let variants = std::iter::once(None).chain(mode.when_present.values().map(Some));
+            for variant in variants {
+                for parameter in model.parameters() {
+                    // Our own webhook is never the provider's business.
+                    if !parameter.accepted_in(parsed) || parameter.name == "webhook_url" {
+                        continue;
                     }
-                    Some(None)
-                        if parameter.price_affecting
-                            && mode.target_by.as_ref().map(|by| by.parameter.as_str())
-                                != Some(parameter.name.as_str()) =>
-                    {
-                        return Err(format!(
-                            "{mode_name}: the price-affecting parameter {} must be sent",
-                            parameter.name
-                        ));
+                    match self.mapping(mode, variant, &parameter.name) {
+                        None => {
+                            return Err(format!(
+                                "{mode_name}: the parameter {} has no field mapping (map it, or set it to null to leave it out)",
+                                parameter.name
+                            ));
+                        }
+                        Some(None)
+                            if parameter.price_affecting
+                                && mode.target_by.as_ref().map(|by| by.parameter.as_str())
+                                    != Some(parameter.name.as_str()) =>
+                        {
+                            return Err(format!(
+                                "{mode_name}: the price-affecting parameter {} must be sent",
+                                parameter.name
+                            ));
+                        }
+                        Some(_) => {}
                     }
-                    Some(_) => {}
                 }
             }
         }
         Ok(())
     }
 
+    /// A parameter's mapping: the target variant's, else the mode's, else
+    /// the model's; `None` when none lists it.
     fn mapping<'a>(
         &'a self,
         mode: &'a HostedModeConfig,
+        variant: Option<&'a PresentVariant>,
         parameter: &str,
     ) -> Option<Option<&'a FieldMapping>> {
-        mode.fields
-            .get(parameter)
+        variant
+            .and_then(|variant| variant.fields.get(parameter))
+            .or_else(|| mode.fields.get(parameter))
             .or_else(|| self.fields.get(parameter))
             .map(Option::as_ref)
     }
@@ -326,11 +441,54 @@ impl HostedModelConfig {
         self.modes.get(mode.as_str())
     }
 
+    /// The target variant a job of `mode` takes: the first `when_present`
+    /// parameter the job has a value for.
+    fn variant<'a>(
+        mode: &'a HostedModeConfig,
+        input: &vidgate_core::ValidatedInput,
+    ) -> Option<&'a PresentVariant> {
+        mode.when_present
+            .iter()
+            .find(|(parameter, _)| input.get(parameter).is_some_and(is_given))
+            .map(|(_, variant)| variant)
+    }
+
+    /// Whether this provider serves the job's values (`accepts`): the first
+    /// value it does not serve, if any. Modes it does not run are the
+    /// caller's business.
+    pub fn serves(&self, mode: Mode, input: &vidgate_core::ValidatedInput) -> Result<(), Unserved> {
+        let Some(mode_config) = self.mode(mode) else {
+            return Ok(());
+        };
+        // The mode's entries, then the model's it does not replace.
+        let accepts = mode_config.accepts.iter().chain(
+            self.accepts
+                .iter()
+                .filter(|(parameter, _)| !mode_config.accepts.contains_key(*parameter)),
+        );
+        for (parameter, allowed) in accepts {
+            let Some(value) = input.get(parameter).filter(|value| is_given(value)) else {
+                continue;
+            };
+            if !allowed.contains(value) {
+                return Err(Unserved {
+                    parameter: parameter.clone(),
+                    value: value.clone(),
+                    unsupported: allowed.is_empty(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Where a job goes.
     pub fn target(&self, job: &Job) -> Result<ProviderTarget, String> {
         let mode = self
             .mode(job.mode)
             .ok_or_else(|| format!("the mode {} is not configured", job.mode.as_str()))?;
+        if let Some(variant) = Self::variant(mode, &job.input) {
+            return Ok(ProviderTarget(variant.target.clone()));
+        }
         if let Some(target) = &mode.target {
             return Ok(ProviderTarget(target.clone()));
         }
@@ -354,14 +512,27 @@ impl HostedModelConfig {
         let mode = self
             .mode(job.mode)
             .ok_or_else(|| format!("the mode {} is not configured", job.mode.as_str()))?;
+        let variant = Self::variant(mode, &job.input);
         let media_input = job.fetchable_media_input(self.timeouts.media_url_lifetime());
         let mut input = self.fixed.clone();
         input.extend(mode.fixed.clone());
-        let mut names: Vec<&String> = self.fields.keys().chain(mode.fields.keys()).collect();
+        if let Some(variant) = variant {
+            input.extend(variant.fixed.clone());
+        }
+        let mut names: Vec<&String> = self
+            .fields
+            .keys()
+            .chain(mode.fields.keys())
+            .chain(
+                variant
+                    .into_iter()
+                    .flat_map(|variant| variant.fields.keys()),
+            )
+            .collect();
         names.sort();
         names.dedup();
         for name in names {
-            let Some(Some(mapping)) = self.mapping(mode, name) else {
+            let Some(Some(mapping)) = self.mapping(mode, variant, name) else {
                 continue;
             };
             let value = match name.as_str() {
@@ -379,6 +550,215 @@ impl HostedModelConfig {
             input.insert(field, value);
         }
         Ok(Value::Object(input))
+    }
+
+    /// Every provider input the backends file sends for `model`: for each
+    /// configured mode, every allowed value of every parameter the catalog
+    /// sells (one at a time over a valid request), under every choice of
+    /// target (`target_by` values, `when_present` parameters given or
+    /// not). The values the provider does not serve (`accepts`) are listed
+    /// apart: they are refused, never sent. What the schema tests and the
+    /// live schema check (`schema_check.rs`) hold against the providers'
+    /// published schemas.
+    pub fn planned_inputs(&self, model: &vidgate_core::Model) -> Result<PlannedInputs, String> {
+        let mut planned = PlannedInputs::default();
+        for (mode_name, mode_config) in &self.modes {
+            let mode: Mode = mode_name
+                .parse()
+                .map_err(|_| format!("{mode_name:?} is not a mode"))?;
+            let endpoint = model
+                .endpoint(mode)
+                .ok_or_else(|| format!("the model has no mode {mode_name}"))?;
+            let parameters: Vec<&vidgate_core::catalog::Parameter> = endpoint
+                .parameters()
+                .filter(|parameter| parameter.name != "webhook_url")
+                .collect();
+            let mut base = Map::new();
+            for parameter in &parameters {
+                if parameter.required_in(mode) {
+                    base.insert(parameter.name.clone(), sample_values(parameter)[0].clone());
+                }
+            }
+            let mut variations: Vec<Map<String, Value>> = vec![Map::new()];
+            for parameter in &parameters {
+                for value in sample_values(parameter) {
+                    let mut variation = Map::new();
+                    // A value that needs another parameter gets the first
+                    // one it names (reference audio needs an image).
+                    if let Some(needed) = parameter.requires_any_of.first()
+                        && let Some(needed) = model.parameter(needed)
+                    {
+                        variation.insert(needed.name.clone(), sample_values(needed)[0].clone());
+                    }
+                    variation.insert(parameter.name.clone(), value);
+                    variations.push(variation);
+                }
+            }
+            // The choices of target: each value of `target_by`, and each
+            // `when_present` parameter given or not.
+            let mut choices: Vec<Map<String, Value>> = vec![Map::new()];
+            if let Some(by) = &mode_config.target_by
+                && let Some(parameter) = model.parameter(&by.parameter)
+            {
+                choices = cross(&choices, &by.parameter, sample_values(parameter));
+            }
+            for parameter_name in mode_config.when_present.keys() {
+                if let Some(parameter) = model.parameter(parameter_name) {
+                    let mut given = vec![Value::Null];
+                    given.push(sample_values(parameter)[0].clone());
+                    choices = cross(&choices, parameter_name, given);
+                }
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for choice in &choices {
+                for variation in &variations {
+                    let mut body = base.clone();
+                    for (name, value) in choice.iter().chain(variation) {
+                        if value.is_null() {
+                            body.remove(name);
+                        } else {
+                            body.insert(name.clone(), value.clone());
+                        }
+                    }
+                    let body = Value::Object(body);
+                    if !seen.insert(body.to_string()) {
+                        continue;
+                    }
+                    let input = endpoint
+                        .validate_value(&body, vidgate_core::Purpose::Submit)
+                        .map_err(|invalid| {
+                            format!("{mode_name}: the sample {body} is not valid: {invalid}")
+                        })?;
+                    if let Err(unserved) = self.serves(mode, &input) {
+                        planned.refused.push(RefusedInput {
+                            mode,
+                            request: body,
+                            unserved,
+                        });
+                        continue;
+                    }
+                    let job = Job {
+                        generation_id: "planned".into(),
+                        model: model.id.clone(),
+                        mode,
+                        seed: input.seed().unwrap_or(42),
+                        input: input.clone(),
+                        media_input: input,
+                        media: Default::default(),
+                        width: 1280,
+                        height: 720,
+                    };
+                    planned.sent.push(PlannedInput {
+                        mode,
+                        request: body,
+                        target: self.target(&job)?.0,
+                        input: self.provider_input(&job)?,
+                    });
+                }
+            }
+        }
+        Ok(planned)
+    }
+}
+
+/// What a backends file entry sends a provider, and what it refuses.
+#[derive(Debug, Default)]
+pub struct PlannedInputs {
+    pub sent: Vec<PlannedInput>,
+    /// The requests refused at admission (`accepts`).
+    pub refused: Vec<RefusedInput>,
+}
+
+/// A request a backends file entry refuses, and the value it does not serve.
+#[derive(Debug, Clone)]
+pub struct RefusedInput {
+    pub mode: Mode,
+    pub request: Value,
+    pub unserved: Unserved,
+}
+
+/// One provider input the backends file sends.
+#[derive(Debug, Clone)]
+pub struct PlannedInput {
+    pub mode: Mode,
+    /// The customer's request it comes from.
+    pub request: Value,
+    pub target: String,
+    pub input: Value,
+}
+
+/// Whether a value counts as given: not null, not an empty list.
+fn is_given(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Array(items) => !items.is_empty(),
+        _ => true,
+    }
+}
+
+/// `choices` with `name` set to each of `values` (null: left out).
+fn cross(
+    choices: &[Map<String, Value>],
+    name: &str,
+    values: Vec<Value>,
+) -> Vec<Map<String, Value>> {
+    choices
+        .iter()
+        .flat_map(|choice| {
+            values.iter().map(move |value| {
+                let mut choice = choice.clone();
+                choice.insert(name.to_owned(), value.clone());
+                choice
+            })
+        })
+        .collect()
+}
+
+/// The values of a catalog parameter a customer can send, for the schema
+/// checks: every allowed value, every integer of a range of at most 64
+/// (else its ends, its default and its middle), both booleans, a short text,
+/// one media URL, and one and the most URLs of a list.
+fn sample_values(parameter: &vidgate_core::catalog::Parameter) -> Vec<Value> {
+    use vidgate_core::catalog::ParameterType;
+    if let Some(allowed) = &parameter.allowed_values {
+        return allowed.clone();
+    }
+    let extension = match parameter.media.as_ref().map(|media| media.kind) {
+        Some(vidgate_core::MediaKind::Video) => "mp4",
+        Some(vidgate_core::MediaKind::Audio) => "mp3",
+        _ => "png",
+    };
+    let url = |index: usize| {
+        json!(format!(
+            "https://media.example/{}-{index}.{extension}",
+            parameter.name
+        ))
+    };
+    match parameter.parameter_type {
+        ParameterType::Boolean => vec![json!(true), json!(false)],
+        ParameterType::Integer => {
+            let minimum = parameter.minimum.unwrap_or(0);
+            let maximum = parameter.maximum.unwrap_or(minimum);
+            if maximum - minimum <= 64 {
+                (minimum..=maximum).map(|value| json!(value)).collect()
+            } else {
+                let mut values = vec![minimum, minimum + (maximum - minimum) / 2, maximum];
+                if let Some(default) = parameter.default.as_ref().and_then(Value::as_i64) {
+                    values.push(default);
+                }
+                values.into_iter().map(|value| json!(value)).collect()
+            }
+        }
+        ParameterType::String => vec![json!(format!("a sample {}", parameter.name))],
+        ParameterType::Uri => vec![url(1)],
+        ParameterType::UriArray => {
+            let most = parameter.max_items.unwrap_or(1).max(1);
+            let mut values = vec![json!([url(1)])];
+            if most > 1 {
+                values.push(Value::Array((1..=most).map(url).collect()));
+            }
+            values
+        }
     }
 }
 
@@ -552,6 +932,112 @@ mod tests {
             json!({ "prompt": "a kite", "duration": "3", "start_image_url": "https://files/a.png",
                     "generate_audio": true, "cfg_scale": 0.5 })
         );
+    }
+
+    #[test]
+    fn an_end_frame_sends_the_job_to_the_first_last_frame_target_with_its_own_fields() {
+        let config: HostedModelConfig = serde_json::from_value(json!({
+            "modes": {
+                "text-to-video": { "target": "fal-ai/veo3.1/lite" },
+                "image-to-video": {
+                    "target": "fal-ai/veo3.1/lite/image-to-video",
+                    "when_present": { "end_image_url": {
+                        "target": "fal-ai/veo3.1/lite/first-last-frame-to-video",
+                        "fields": { "image_url": "first_frame_url", "end_image_url": "last_frame_url" },
+                        "fixed": { "auto_fix": false } } }
+                }
+            },
+            "fields": {
+                "prompt": "prompt", "aspect_ratio": "aspect_ratio", "resolution": "resolution",
+                "duration": { "to": "duration", "transform": "seconds_suffix" },
+                "image_url": "image_url", "end_image_url": null
+            }
+        }))
+        .unwrap();
+        config
+            .check(Catalog::embedded().model("vendor_2/model_2").unwrap())
+            .unwrap();
+        let start_only = job(
+            "vendor_2/model_2",
+            "image-to-video",
+            json!({ "prompt": "a kite", "duration": 4, "image_url": "https://files/a.png" }),
+        );
+        assert_eq!(
+            config.target(&start_only).unwrap().0,
+            "fal-ai/veo3.1/lite/image-to-video"
+        );
+        assert_eq!(
+            config.provider_input(&start_only).unwrap(),
+            json!({ "prompt": "a kite", "duration": "4s", "image_url": "https://files/a.png" })
+        );
+        let both_ends = job(
+            "vendor_2/model_2",
+            "image-to-video",
+            json!({ "prompt": "a kite", "duration": 4, "image_url": "https://files/a.png",
+                    "end_image_url": "https://files/b.png" }),
+        );
+        assert_eq!(
+            config.target(&both_ends).unwrap().0,
+            "fal-ai/veo3.1/lite/first-last-frame-to-video"
+        );
+        assert_eq!(
+            config.provider_input(&both_ends).unwrap(),
+            json!({ "prompt": "a kite", "duration": "4s", "first_frame_url": "https://files/a.png",
+                    "last_frame_url": "https://files/b.png", "auto_fix": false })
+        );
+    }
+
+    #[test]
+    fn a_value_outside_accepts_is_not_served_and_the_mode_overrides_the_model() {
+        let mut config = kling_config();
+        config.accepts = serde_json::from_value(json!({ "resolution": ["720p"] })).unwrap();
+        config.modes.get_mut("image-to-video").unwrap().accepts = serde_json::from_value(
+            json!({ "resolution": ["720p", "1080p"], "negative_prompt": [] }),
+        )
+        .unwrap();
+        let input = |value: Value| vidgate_core::ValidatedInput::from_stored_json(value);
+        let text = "text-to-video".parse().unwrap();
+        let image = "image-to-video".parse().unwrap();
+        assert_eq!(
+            config.serves(text, &input(json!({ "resolution": "720p" }))),
+            Ok(())
+        );
+        let refused = config
+            .serves(text, &input(json!({ "resolution": "1080p" })))
+            .unwrap_err();
+        assert_eq!(refused.parameter, "resolution");
+        assert_eq!(
+            refused.message("vendor_6/model_6", text),
+            "resolution 1080p is not available for vendor_6/model_6 text-to-video on this deployment."
+        );
+        assert_eq!(
+            config.serves(image, &input(json!({ "resolution": "1080p" }))),
+            Ok(())
+        );
+        // An empty list: no value is served, and leaving it out is fine.
+        let refused = config
+            .serves(image, &input(json!({ "negative_prompt": "blur" })))
+            .unwrap_err();
+        assert_eq!(refused.parameter, "negative_prompt");
+        assert_eq!(
+            refused.message("vendor_6/model_6", image),
+            "negative_prompt is not available for vendor_6/model_6 image-to-video on this deployment (sent: blur); send the request without it."
+        );
+        assert_eq!(
+            config.serves(image, &input(json!({ "negative_prompt": null }))),
+            Ok(())
+        );
+        // A parameter the mode does not take cannot be restricted.
+        config.modes.get_mut("text-to-video").unwrap().accepts =
+            serde_json::from_value(json!({ "image_url": [] })).unwrap();
+        config.fields.insert(
+            "resolution".into(),
+            Some(FieldMapping::Rename("resolution".into())),
+        );
+        let error = config
+            .check(Catalog::embedded().model("vendor_6/model_6").unwrap())
+            .unwrap_err();
+        assert!(error.contains("accepts"), "{error}");
     }
 
     #[test]

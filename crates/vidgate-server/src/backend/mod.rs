@@ -13,7 +13,9 @@ mod hosted_config;
 mod local;
 mod output;
 pub mod provider;
+pub mod provider_schema;
 pub mod replicate;
+mod schema_check;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,8 +34,12 @@ pub use config::{
     apply_backends_file_with_credentials,
 };
 pub use hosted::{HostedBackend, ProviderKind};
-pub use hosted_config::{FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts};
+pub use hosted_config::{
+    FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts, PlannedInput, PlannedInputs,
+    RefusedInput, Unserved,
+};
 pub use local::LocalEngineBackend;
+pub use schema_check::{DEFAULT_FAL_SCHEMA_URL, TargetCheck, check_provider_schemas};
 
 /// Everything a backend needs to run one generation.
 #[derive(Debug, Clone)]
@@ -122,6 +128,10 @@ pub enum Rejection {
     /// The model server refused the job for good (502 `upstream_error`).
     #[error("{0}")]
     Upstream(String),
+    /// No provider of the model serves a value of the request, named by
+    /// `param` (400 `invalid_request`).
+    #[error("{message}")]
+    Unserved { param: String, message: String },
 }
 
 #[async_trait]

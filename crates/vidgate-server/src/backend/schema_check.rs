@@ -1,0 +1,258 @@
+//! The live schema check (`vidgate serve --check-config`, `vidgate admin
+//! providers check`): every target of the backends file's hosted models,
+//! its current input schema read from the provider, and every difference
+//! from what the file will send (`HostedModelConfig::planned_inputs`): a
+//! renamed or removed field, a removed enum value, a new required field, a
+//! type change. fal publishes an OpenAPI document per endpoint
+//! (`schema_url`, `?endpoint_id=` added); Replicate answers
+//! `GET {api_url}/models/{owner}/{name}` with the latest version's schema
+//! (`…/versions/{id}` for a pinned `owner/name:version`). Nothing is
+//! submitted, so the check costs nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+
+use serde_json::Value;
+use vidgate_core::Catalog;
+
+use super::config::{BackendsFile, BackendsFileError, HostedProviderConfig, ModelBackendConfig};
+use super::hosted::ProviderKind;
+use super::hosted_config::{HostedModelConfig, PlannedInput, seconds};
+use super::provider_schema::InputSchema;
+use super::replicate;
+
+/// Where fal publishes each endpoint's queue OpenAPI document.
+pub const DEFAULT_FAL_SCHEMA_URL: &str = "https://fal.ai/api/openapi/queue/openapi.json";
+
+/// A schema document larger than this is refused (fal's are tens of KB).
+const MAX_SCHEMA_BYTES: usize = 8 * 1024 * 1024;
+
+/// One target's check.
+#[derive(Debug)]
+pub struct TargetCheck {
+    pub model: String,
+    pub provider: &'static str,
+    pub target: String,
+    /// How many inputs the file sends there were checked.
+    pub inputs: usize,
+    /// Every difference (each once, with the mode it shows in), or why the
+    /// schema could not be read.
+    pub outcome: Result<Vec<String>, String>,
+}
+
+impl TargetCheck {
+    /// No difference, and the schema was read.
+    pub fn is_sound(&self) -> bool {
+        self.outcome.as_ref().is_ok_and(Vec::is_empty)
+    }
+}
+
+impl fmt::Display for TargetCheck {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            formatter,
+            "{} {} at {}: ",
+            self.provider, self.target, self.model
+        )?;
+        match &self.outcome {
+            Ok(differences) if differences.is_empty() => write!(
+                formatter,
+                "the provider's schema takes all {} inputs the backends file sends",
+                self.inputs
+            ),
+            Ok(differences) => write!(formatter, "{}", differences.join("; ")),
+            Err(reason) => write!(formatter, "the schema could not be checked: {reason}"),
+        }
+    }
+}
+
+/// Checks every hosted target of the backends file at `path` against the
+/// provider's current schema. `credentials` looks an environment variable
+/// up (Replicate's model API needs the token; fal's documents are public).
+pub async fn check_provider_schemas(
+    path: &Path,
+    catalog: &Catalog,
+    credentials: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<TargetCheck>, BackendsFileError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| BackendsFileError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let file: BackendsFile =
+        serde_json::from_str(&text).map_err(|error| BackendsFileError::Invalid {
+            path: shown.clone(),
+            reason: error.to_string(),
+        })?;
+    let mut hosted: Vec<(String, HostedModelConfig, ProviderKind)> = Vec::new();
+    for (model_id, config) in file.models {
+        match config {
+            ModelBackendConfig::Cog(_) => {}
+            ModelBackendConfig::Fal(config) => hosted.push((model_id, config, ProviderKind::Fal)),
+            ModelBackendConfig::Replicate(config) => {
+                hosted.push((model_id, config, ProviderKind::Replicate));
+            }
+            ModelBackendConfig::Failover(failover) => {
+                for provider in failover.providers {
+                    let (config, kind) = match provider {
+                        HostedProviderConfig::Fal(config) => (config, ProviderKind::Fal),
+                        HostedProviderConfig::Replicate(config) => {
+                            (config, ProviderKind::Replicate)
+                        }
+                    };
+                    hosted.push((model_id.clone(), config, kind));
+                }
+            }
+        }
+    }
+    let mut checks = Vec::new();
+    for (model_id, config, kind) in hosted {
+        let provider = provider_name(kind);
+        let planned = catalog
+            .model(&model_id)
+            .ok_or_else(|| format!("{model_id:?} is not a model in the catalog"))
+            .and_then(|model| config.planned_inputs(model));
+        let planned = match planned {
+            Ok(planned) => planned,
+            Err(reason) => {
+                checks.push(TargetCheck {
+                    model: model_id,
+                    provider,
+                    target: "(every target)".into(),
+                    inputs: 0,
+                    outcome: Err(reason),
+                });
+                continue;
+            }
+        };
+        let mut by_target: BTreeMap<String, Vec<PlannedInput>> = BTreeMap::new();
+        for sent in planned.sent {
+            by_target.entry(sent.target.clone()).or_default().push(sent);
+        }
+        for (target, inputs) in by_target {
+            let outcome = match read_schema(&config, kind, &target, credentials).await {
+                Ok(schema) => Ok(differences(&schema, &inputs)),
+                Err(reason) => Err(reason),
+            };
+            checks.push(TargetCheck {
+                model: model_id.clone(),
+                provider,
+                target,
+                inputs: inputs.len(),
+                outcome,
+            });
+        }
+    }
+    Ok(checks)
+}
+
+fn provider_name(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Fal => "fal",
+        ProviderKind::Replicate => "replicate",
+    }
+}
+
+/// Each difference once, with the modes whose inputs show it.
+fn differences(schema: &InputSchema, inputs: &[PlannedInput]) -> Vec<String> {
+    let mut found: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();
+    for sent in inputs {
+        for difference in schema.validate(&sent.input) {
+            found
+                .entry(difference.to_string())
+                .or_default()
+                .insert(sent.mode.as_str());
+        }
+    }
+    found
+        .into_iter()
+        .map(|(difference, modes)| {
+            let modes: Vec<&str> = modes.into_iter().collect();
+            format!("{} ({})", difference, modes.join(", "))
+        })
+        .collect()
+}
+
+/// The target's current input schema, read from the provider.
+async fn read_schema(
+    config: &HostedModelConfig,
+    kind: ProviderKind,
+    target: &str,
+    credentials: &dyn Fn(&str) -> Option<String>,
+) -> Result<InputSchema, String> {
+    let client = reqwest::Client::builder()
+        .timeout(seconds(config.timeouts.request_seconds))
+        // A redirect is never followed: Replicate's request carries the
+        // token, and fal's document is served where it is asked for.
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .map_err(|error| format!("the HTTP client could not start: {error}"))?;
+    match kind {
+        ProviderKind::Fal => {
+            let base = config
+                .schema_url
+                .as_deref()
+                .unwrap_or(DEFAULT_FAL_SCHEMA_URL);
+            let mut url = url::Url::parse(base).map_err(|error| format!("{base:?}: {error}"))?;
+            url.query_pairs_mut().append_pair("endpoint_id", target);
+            let document = get_json(client.get(url)).await?;
+            InputSchema::from_fal_openapi(document, target)
+        }
+        ProviderKind::Replicate => {
+            let variable = config
+                .credential_env
+                .clone()
+                .unwrap_or_else(|| "REPLICATE_API_TOKEN".to_owned());
+            let token = credentials(&variable)
+                .filter(|token| !token.trim().is_empty())
+                .ok_or_else(|| format!("the credential variable {variable} is not set"))?;
+            let api = config
+                .api_url
+                .as_deref()
+                .unwrap_or(replicate::DEFAULT_API_URL)
+                .trim_end_matches('/');
+            let (model, version) = match target.split_once(':') {
+                Some((model, version)) => (model, Some(version)),
+                None => (target, None),
+            };
+            let url = match version {
+                Some(version) => format!("{api}/models/{model}/versions/{version}"),
+                None => format!("{api}/models/{model}"),
+            };
+            let answer = get_json(client.get(url).bearer_auth(token)).await?;
+            // A version answers its schema at the top; a model under its
+            // latest version.
+            let model_answer = match version {
+                Some(_) => serde_json::json!({ "latest_version": answer }),
+                None => answer,
+            };
+            InputSchema::from_replicate_model(&model_answer)
+        }
+    }
+}
+
+/// A JSON answer of at most `MAX_SCHEMA_BYTES`.
+async fn get_json(request: reqwest::RequestBuilder) -> Result<Value, String> {
+    let mut response = request
+        .send()
+        .await
+        .map_err(|error| format!("the provider could not be reached: {error}"))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(format!("the provider answered {status}"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| format!("the answer broke off: {error}"))?
+    {
+        if body.len() + chunk.len() > MAX_SCHEMA_BYTES {
+            return Err(format!("the answer is over {MAX_SCHEMA_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|error| format!("the answer is not JSON: {error}"))
+}
