@@ -38,6 +38,15 @@ fn replicate_client(fake: &FakeProviders, timeout: Duration) -> ReplicateClient 
     ReplicateClient::new(&fake.replicate_api_url(), REPLICATE_TOKEN.into(), timeout).unwrap()
 }
 
+/// The fake, taking any input: these tests send hand-written inputs to
+/// exercise the protocols, not the backends file's field maps (which
+/// `hosted.rs` runs against the providers' published schemas).
+async fn protocol_fake() -> FakeProviders {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| switches.validate_inputs = false);
+    fake
+}
+
 /// Deadlines for a submit: `seconds` to start and to finish.
 fn deadlines(seconds: u64) -> JobDeadlines {
     JobDeadlines {
@@ -94,7 +103,7 @@ fn assert_is_mp4(bytes: &[u8]) {
 
 #[tokio::test]
 async fn both_providers_run_a_job_to_a_real_mp4() {
-    let fake = FakeProviders::start().await;
+    let fake = protocol_fake().await;
     let fal = fal_client(&fake, Duration::from_secs(5));
     let replicate = replicate_client(&fake, Duration::from_secs(5));
     let input = json!({ "prompt": "a kite over the sea", "duration": 1, "resolution": "480p" });
@@ -125,7 +134,7 @@ async fn both_providers_run_a_job_to_a_real_mp4() {
 
 #[tokio::test]
 async fn failures_are_classified_by_kind() {
-    let fake = FakeProviders::start().await;
+    let fake = protocol_fake().await;
     let fal = fal_client(&fake, Duration::from_secs(5));
     let replicate = replicate_client(&fake, Duration::from_secs(5));
     for (client, target) in [
@@ -182,7 +191,7 @@ async fn failures_are_classified_by_kind() {
 
 #[tokio::test]
 async fn cancel_removes_a_queued_job_and_leaves_a_running_one_alone() {
-    let fake = FakeProviders::start().await;
+    let fake = protocol_fake().await;
     fake.switches(|switches| {
         switches.queue_for = Duration::from_millis(1500);
         switches.run_for = Duration::from_secs(2);
@@ -235,7 +244,7 @@ async fn cancel_removes_a_queued_job_and_leaves_a_running_one_alone() {
 
 #[tokio::test]
 async fn a_submit_whose_answer_is_lost_is_found_again_by_listing() {
-    let fake = FakeProviders::start().await;
+    let fake = protocol_fake().await;
     let fal = fal_client(&fake, Duration::from_millis(500));
     let replicate = replicate_client(&fake, Duration::from_millis(500));
     for (client, target, provider) in [
@@ -291,7 +300,7 @@ async fn a_submit_whose_answer_is_lost_is_found_again_by_listing() {
 
 #[tokio::test]
 async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
-    let fake = FakeProviders::start().await;
+    let fake = protocol_fake().await;
     let fal = fal_client(&fake, Duration::from_secs(5));
     let replicate = replicate_client(&fake, Duration::from_secs(5));
     let input = json!({ "prompt": "a kite" });
@@ -396,7 +405,7 @@ async fn wait_for_webhooks(
 
 #[tokio::test]
 async fn signed_webhooks_verify_with_the_published_keys_and_secret() {
-    let fake = FakeProviders::start().await;
+    let fake = protocol_fake().await;
     let (hook, received) = webhook_receiver().await;
     let fal_client = fal_client(&fake, Duration::from_secs(5));
     let input = json!({ "prompt": "a signed kite", "duration": 1 });
@@ -466,7 +475,7 @@ async fn signed_webhooks_verify_with_the_published_keys_and_secret() {
 
 #[tokio::test]
 async fn replicate_prefer_wait_answers_with_the_finished_prediction() {
-    let fake = FakeProviders::start().await;
+    let fake = protocol_fake().await;
     let response = reqwest::Client::new()
         .post(format!(
             "{}/models/{REPLICATE_KLING}/predictions",
@@ -512,7 +521,7 @@ async fn the_fake_replicate_answers_as_replicates_openapi_document_describes() {
         );
         return;
     };
-    let fake = FakeProviders::start().await;
+    let fake = protocol_fake().await;
     // Generated predictions finish quickly, so `Prefer: wait` answers soon.
     fake.switches(|switches| {
         switches.queue_for = Duration::from_millis(10);
@@ -617,7 +626,7 @@ async fn the_providers_own_clients_work_against_the_fake() {
         );
         return;
     };
-    let fake = FakeProviders::start().await;
+    let fake = protocol_fake().await;
     // Long enough in the queue for each client's cancel to find its job
     // waiting there.
     fake.switches(|switches| switches.queue_for = Duration::from_millis(800));
@@ -648,4 +657,39 @@ async fn the_providers_own_clients_work_against_the_fake() {
         printed.contains("fal: submit, status, result, cancel, list: ok"),
         "{printed}"
     );
+}
+
+/// The fake refuses an input its provider's published schema does not take,
+/// as the provider would (422), so that the backends file's field maps are
+/// held to the schemas in every end-to-end test.
+#[tokio::test]
+async fn the_fake_refuses_inputs_the_published_schemas_do_not_take() {
+    let fake = FakeProviders::start().await;
+    let fal = fal_client(&fake, Duration::from_secs(5));
+    let replicate = replicate_client(&fake, Duration::from_secs(5));
+    // fal's Kling v3 takes its duration as a string; Replicate's Wan 3 has
+    // no audio switch.
+    for (client, target, input) in [
+        (
+            &fal as &dyn ProviderProtocol,
+            "fal-ai/kling-video/v3/standard/text-to-video",
+            json!({ "prompt": "a kite", "duration": 5 }),
+        ),
+        (
+            &replicate as &dyn ProviderProtocol,
+            "alibaba/wan-3",
+            json!({ "prompt": "a kite", "duration": 5, "generate_audio": true }),
+        ),
+    ] {
+        let refused = client
+            .submit(&ProviderTarget(target.into()), &input, None, deadlines(60))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, ProviderError::Refused { status: 422, .. }),
+            "{}: {refused:?}",
+            client.name()
+        );
+    }
+    assert!(fake.jobs().is_empty(), "nothing was created");
 }

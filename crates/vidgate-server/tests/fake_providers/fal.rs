@@ -195,6 +195,22 @@ async fn submit(
             json!({ "detail": [{ "loc": ["body", "prompt"], "msg": "Field required", "type": "missing" }] }),
         );
     }
+    // fal validates the input against the endpoint's schema and answers 422
+    // with one `detail` item per problem ("Model errors", fal's error
+    // reference); fal says a 422 may still be charged.
+    if state.validates_inputs() {
+        let problems = super::invalid_input(Provider::Fal, &endpoint_id, &input);
+        if !problems.is_empty() {
+            let detail: Vec<Value> = problems
+                .iter()
+                .map(|problem| json!({ "loc": ["body"], "msg": problem, "type": "value_error" }))
+                .collect();
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({ "detail": detail }),
+            );
+        }
+    }
     let deadline = headers
         .get("x-fal-request-timeout")
         .and_then(|value| value.to_str().ok())

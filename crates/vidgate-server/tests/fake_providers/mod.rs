@@ -9,7 +9,10 @@
 //! A fake proves only what its source proves. Each behaviour below names
 //! its source: a provider's document (fal's docs pages, Replicate's OpenAPI
 //! document in `fixtures/replicate/openapi.yaml`) or a recorded exchange
-//! (`fixtures/replicate/*.json`, Replicate's own client's cassettes).
+//! (`fixtures/replicate/*.json`, Replicate's own client's cassettes). A
+//! submit's input is checked against the provider's published schema of
+//! its target, as transcribed in `fixtures/provider_schemas/`, and refused
+//! with a 422 as the provider would (`Switches::validate_inputs`).
 //! Where the documents are silent the fake guesses, and every guess is in
 //! this list, so that a test resting on one can be found and run both
 //! ways:
@@ -23,6 +26,9 @@
 //! - GUESS fal-list-time: the list's `start` filters by the time a request
 //!   ended (the list is sorted by end time); vidgate's `start` is before
 //!   the request was sent, so either reading finds the same requests.
+//! - GUESS replicate-422: Replicate refuses an input its model's schema
+//!   does not take with a 422 problem+json; its OpenAPI document lists no
+//!   status for it. fal documents its 422 (its error reference).
 //! - GUESS listed-defaults: both providers list a job's input with the
 //!   model's defaults added to what was sent (`LISTED_DEFAULTS`). Where
 //!   they list exactly what was sent, matching by every sent field finds
@@ -148,6 +154,29 @@ pub fn listed_input(input: &Value) -> Value {
     listed
 }
 
+/// What is wrong with `input` for `target` at `provider`, by the provider's
+/// published schema as transcribed in `fixtures/provider_schemas/` (a
+/// target without one takes anything): one line per difference.
+pub fn invalid_input(provider: Provider, target: &str, input: &Value) -> Vec<String> {
+    let directory = match provider {
+        Provider::Fal => "fal",
+        Provider::Replicate => "replicate",
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/provider_schemas")
+        .join(directory)
+        .join(format!("{target}.json"));
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let fixture: Value = serde_json::from_str(&text).expect("a transcribed schema is JSON");
+    vidgate_server::backend::provider_schema::InputSchema::standalone(fixture["schema"].clone())
+        .validate(input)
+        .iter()
+        .map(|difference| format!("{}: {difference:?}", difference.field()))
+        .collect()
+}
+
 /// Whole-fake misbehaviour, changed by tests at any time.
 #[derive(Debug, Clone)]
 pub struct Switches {
@@ -169,6 +198,11 @@ pub struct Switches {
     pub fal_submit_outage_at_ingress: bool,
     /// Every list call answers 503, so that only a webhook can prove a job.
     pub lists_down: bool,
+    /// Whether a submit's input is checked against the provider's
+    /// published schema of its target (`fixtures/provider_schemas/`), and
+    /// refused with a 422 as the provider would; on by default. Tests of
+    /// the protocols alone, which send hand-written inputs, turn it off.
+    pub validate_inputs: bool,
     /// fal's answer to a cancel of a queued request (GUESS
     /// fal-cancel-answer): `OK` or `CANCELLATION_REQUESTED`.
     pub fal_cancel_queued_answer: &'static str,
@@ -187,6 +221,7 @@ impl Default for Switches {
             submits_down_at: None,
             fal_submit_outage_at_ingress: true,
             lists_down: false,
+            validate_inputs: true,
             fal_cancel_queued_answer: "OK",
             queue_for: Duration::from_millis(100),
             run_for: Duration::from_millis(100),
@@ -370,6 +405,10 @@ impl FakeState {
 
     fn submits_are_down_at(&self, provider: Provider) -> bool {
         self.switches.lock().unwrap().submits_down_at == Some(provider)
+    }
+
+    fn validates_inputs(&self) -> bool {
+        self.switches.lock().unwrap().validate_inputs
     }
 
     fn lists_are_down(&self) -> bool {

@@ -269,6 +269,19 @@ async fn create(
             "input: prompt is required",
         );
     }
+    // Replicate checks the input against the model version's schema; the
+    // 422 problem+json it answers is the fake's guess (GUESS replicate-422:
+    // its OpenAPI document lists no status for a refused input).
+    if state.validates_inputs() {
+        let problems = super::invalid_input(Provider::Replicate, &model, &input);
+        if !problems.is_empty() {
+            return problem(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Input validation failed",
+                &problems.join("; "),
+            );
+        }
+    }
     let cancel_after = match headers
         .get("cancel-after")
         .and_then(|value| value.to_str().ok())
