@@ -91,6 +91,19 @@ async fn submit(app: &TestApp, model: &str, body: Value) -> Value {
     app.submit_ok(&format!("{model}/text-to-video"), body).await
 }
 
+/// Submits an M1 text-to-video request with `prompt` and waits until its
+/// generation is final; the generation.
+async fn run_m1(app: &TestApp, prompt: &str) -> Value {
+    let generation = submit(
+        app,
+        "vendor_1/model_1",
+        text_to_video("vendor_1/model_1", prompt),
+    )
+    .await;
+    app.wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await
+}
+
 async fn every_model_succeeds_through_each_provider_with_the_video_in_our_storage(
     store: StoreKind,
 ) {
@@ -289,15 +302,7 @@ async fn a_submit_whose_answer_is_lost_is_reconciled_without_a_second_provider_j
         let fake = FakeProviders::start().await;
         fake.switches(|switches| switches.lose_submit_answers = 1);
         let app = app_at(store.clone(), backends_for(&fake, provider, 1.0, 20.0), 2).await;
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", "a kite whose submit is lost"),
-        )
-        .await;
-        let done = app
-            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-            .await;
+        let done = run_m1(&app, "a kite whose submit is lost").await;
         assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
         assert_eq!(
             fake.jobs_at(provider).len(),
@@ -421,15 +426,7 @@ async fn an_outage_fails_the_generation_after_the_retry_deadline_with_no_provide
         )
         .await;
         let before = app.account_state(&app.account.account.id).await;
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", "a kite in an outage"),
-        )
-        .await;
-        let done = app
-            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-            .await;
+        let done = run_m1(&app, "a kite in an outage").await;
         assert_eq!(done["status"], "failed", "{provider:?}: {done}");
         assert_eq!(done["error"]["code"], "upstream_error", "{done}");
         let after = app.account_state(&app.account.account.id).await;
@@ -670,15 +667,7 @@ async fn a_lost_provider_webhook_is_covered_by_polling(store: StoreKind) {
             backends_with(&fake, provider, timeouts, json!([])),
         )
         .await;
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", "a kite whose webhook is lost"),
-        )
-        .await;
-        let done = app
-            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-            .await;
+        let done = run_m1(&app, "a kite whose webhook is lost").await;
         assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
         assert!(fake.jobs_at(provider)[0].webhook_url.is_some());
         assert!(fake.state.webhooks_sent.lock().unwrap().is_empty());
@@ -961,15 +950,7 @@ async fn a_model_with_no_healthy_provider_answers_503_and_holds_nothing(store: S
     .await;
     let before = app.account_state(&app.account.account.id).await;
     for index in 0..5 {
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", &format!("a kite nobody takes {index}")),
-        )
-        .await;
-        let done = app
-            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-            .await;
+        let done = run_m1(&app, &format!("a kite nobody takes {index}")).await;
         assert_eq!(done["status"], "failed", "{done}");
         assert_eq!(done["error"]["code"], "upstream_error", "{done}");
     }
@@ -1007,15 +988,7 @@ async fn a_succeeded_generation_records_its_provider_cost_for_the_usage_report(s
             2,
         )
         .await;
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", "a kite with a cost"),
-        )
-        .await;
-        let done = app
-            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-            .await;
+        let done = run_m1(&app, "a kite with a cost").await;
         assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
         let duration_s = done["output"]["duration_s"].as_f64().unwrap();
         let usage = app.server.store.model_usage(0).await.unwrap();
@@ -1275,15 +1248,7 @@ async fn a_lost_fal_submit_of_a_long_job_is_found_when_it_ends_never_submitted_t
         switches.run_for = Duration::from_secs(4);
     });
     let app = app_at(store, backends_for(&fake, Provider::Fal, 1.0, 20.0), 2).await;
-    let generation = submit(
-        &app,
-        "vendor_1/model_1",
-        text_to_video("vendor_1/model_1", "a long kite whose submit is lost"),
-    )
-    .await;
-    let done = app
-        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-        .await;
+    let done = run_m1(&app, "a long kite whose submit is lost").await;
     assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(fake.jobs_at(Provider::Fal).len(), 1, "one fal request");
     app.assert_ledger_invariant(&app.account.account.id).await;
@@ -1306,15 +1271,7 @@ async fn a_webhook_proves_the_job_of_a_submit_whose_answer_was_lost(store: Store
             backends_with(&fake, provider, timeouts, json!([])),
         )
         .await;
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", "a kite proved by its webhook"),
-        )
-        .await;
-        let done = app
-            .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-            .await;
+        let done = run_m1(&app, "a kite proved by its webhook").await;
         assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
         assert_eq!(fake.jobs_at(provider).len(), 1, "{provider:?}: one job");
         app.assert_ledger_invariant(&app.account.account.id).await;
