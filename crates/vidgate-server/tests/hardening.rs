@@ -606,6 +606,62 @@ async fn request_logs_never_show_a_files_capability() {
     app.server.shutdown().await;
 }
 
+/// Behind https the sign-in form's CSRF cookie is `__Host-vg_csrf`, which a
+/// browser takes only from this host over https: a `vg_csrf` cookie planted
+/// by a sibling subdomain or a plain-HTTP answer, with a form token to
+/// match, is refused.
+#[tokio::test]
+async fn behind_https_a_planted_sign_in_csrf_cookie_is_refused() {
+    let app = spawn_app_with(TestSettings {
+        public_url: Some("https://vidgate.example".into()),
+        ..TestSettings::new(StoreKind::Sqlite)
+    })
+    .await;
+    let base = format!("http://{}", app.server.local_addr.unwrap());
+    let page = app
+        .client
+        .get(format!("{base}/dashboard/sign-in"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let set_cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(set_cookie.starts_with("__Host-vg_csrf="), "{set_cookie}");
+    assert!(
+        set_cookie.contains("; Secure") && set_cookie.contains("Path=/"),
+        "{set_cookie}"
+    );
+    assert!(!set_cookie.contains("Domain"), "{set_cookie}");
+    let issued = set_cookie
+        .split(';')
+        .next()
+        .unwrap()
+        .trim_start_matches("__Host-vg_csrf=")
+        .to_owned();
+    let sign_in = |cookie: String, token: String| {
+        app.client
+            .post(format!("{base}/dashboard/sign-in"))
+            .header("cookie", cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            // Tokens are base64url, which needs no escaping in a form.
+            .body(format!(
+                "email=nobody%40example.com&password=wrong&csrf_token={token}"
+            ))
+            .send()
+    };
+    let planted = sign_in("vg_csrf=planted".into(), "planted".into())
+        .await
+        .unwrap();
+    assert_eq!(planted.status(), StatusCode::FORBIDDEN);
+    // The cookie this host set passes the check (and the wrong password is
+    // then refused as such).
+    let genuine = sign_in(format!("__Host-vg_csrf={issued}"), issued)
+        .await
+        .unwrap();
+    assert_ne!(genuine.status(), StatusCode::FORBIDDEN);
+    app.server.shutdown().await;
+}
+
 /// The reasons of an account's credit adjustments, read from the database
 /// itself (no API shows a deleted account's).
 async fn adjustment_reasons(app: &TestApp, account_id: &str) -> Vec<String> {
