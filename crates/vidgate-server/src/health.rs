@@ -163,8 +163,9 @@ impl Health {
     /// Called for every request refused because the database could not be
     /// reached, and by a readiness check that could not reach it. The first
     /// call of an outage logs one error and starts a task that tries a write
-    /// every `OUTAGE_RECHECK_INTERVAL` and logs when one can start again; the calls that follow cost a lock and nothing else, so an
-    /// outage is two log lines, not one per request.
+    /// every `OUTAGE_RECHECK_INTERVAL` and logs when one can start again;
+    /// the calls that follow cost a lock and nothing else, so an outage is
+    /// two log lines, not one per request.
     pub fn database_unreachable(&self) {
         let mut outage = self.outage.lock().unwrap_or_else(PoisonError::into_inner);
         if outage.is_some() {
