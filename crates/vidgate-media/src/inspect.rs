@@ -6,12 +6,16 @@
 //! every slot taken waits briefly, then is told to come back
 //! ([`InspectError::Busy`]), so the disk, bandwidth and probing work media
 //! costs are bounded by configuration, not by how many strangers call a
-//! public endpoint at once.
+//! public endpoint at once. Every fetch is made for a [`Requester`]: one
+//! client address or one account holds only a few slots at once, and some
+//! slots are kept for accounts, so anonymous quotes naming slow servers
+//! cannot make a paying customer's submit wait.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use vidgate_core::{Endpoint, InvalidRequest, MediaFacts, MediaKind, ValidatedInput};
 
 use crate::cache::ProbeCache;
@@ -54,13 +58,19 @@ impl From<InvalidRequest> for InspectError {
 pub const DEFAULT_CACHE_CAPACITY: usize = 512;
 pub const DEFAULT_CACHE_TIME_TO_LIVE: Duration = Duration::from_secs(10 * 60);
 
-/// How many media fetches (download and probe) one process runs at once,
-/// and how long a fetch waits for a free slot before the request is
+/// How many media fetches (download and probe) one process runs at once
+/// (half of them, rounded down, kept for accounts: anonymous requests never
+/// take those), how many one client address or one account may run at
+/// once, and how long a fetch waits for a free slot before the request is
 /// refused as busy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchLimit {
     pub max_concurrent: usize,
     pub wait: Duration,
+    /// Fetches one client address runs at once for anonymous requests.
+    pub per_client: usize,
+    /// Fetches one account runs at once.
+    pub per_account: usize,
 }
 
 impl Default for FetchLimit {
@@ -68,7 +78,143 @@ impl Default for FetchLimit {
         FetchLimit {
             max_concurrent: 16,
             wait: Duration::from_secs(2),
+            per_client: 2,
+            per_account: 4,
         }
+    }
+}
+
+impl FetchLimit {
+    /// The slots anyone may take, and those kept for accounts: half, so
+    /// that a flood of anonymous quotes leaves submits as many slots as it
+    /// takes. A single slot is anyone's.
+    fn split(&self) -> (usize, usize) {
+        let total = self.max_concurrent.max(1);
+        let reserved = total / 2;
+        (total - reserved, reserved)
+    }
+}
+
+/// Who a fetch is made for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requester {
+    /// A request without credentials (a quote), by its client: an address,
+    /// or an IPv6 /64, as the server keys its per-client limits.
+    Anonymous { client: String },
+    /// A request of an authenticated account (a submit).
+    Account { id: String },
+}
+
+impl Requester {
+    fn key(&self) -> String {
+        match self {
+            Requester::Anonymous { client } => format!("client:{client}"),
+            Requester::Account { id } => format!("account:{id}"),
+        }
+    }
+}
+
+/// The fetch slots of one process: those anyone may take, those only
+/// accounts may take, and how many each requester holds.
+struct FetchSlots {
+    shared: Arc<Semaphore>,
+    reserved: Arc<Semaphore>,
+    per_client: usize,
+    per_account: usize,
+    /// Each requester's own slots while it holds one; an entry is removed
+    /// when its last slot is given back.
+    by_requester: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// A fetch slot held: the process's and the requester's, given back when
+/// dropped.
+struct FetchSlot<'slots> {
+    _permit: OwnedSemaphorePermit,
+    _requester: RequesterHold<'slots>,
+}
+
+/// A requester's claim on its own slots, from the wait for one until the
+/// fetch ends; dropping it (a fetch done, or a wait given up) forgets the
+/// requester when nobody else of it holds or waits for a slot, so the map
+/// is only as large as the requesters fetching now.
+struct RequesterHold<'slots> {
+    slots: &'slots FetchSlots,
+    key: String,
+    semaphore: Option<Arc<Semaphore>>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Drop for RequesterHold<'_> {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        drop(self.semaphore.take());
+        let mut by_requester = self
+            .slots
+            .by_requester
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if by_requester
+            .get(&self.key)
+            .is_some_and(|semaphore| Arc::strong_count(semaphore) == 1)
+        {
+            by_requester.remove(&self.key);
+        }
+    }
+}
+
+impl FetchSlots {
+    fn new(limit: FetchLimit) -> FetchSlots {
+        let (shared, reserved) = limit.split();
+        FetchSlots {
+            shared: Arc::new(Semaphore::new(shared)),
+            reserved: Arc::new(Semaphore::new(reserved)),
+            per_client: limit.per_client.max(1),
+            per_account: limit.per_account.max(1),
+            by_requester: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn available(&self) -> usize {
+        self.shared.available_permits() + self.reserved.available_permits()
+    }
+
+    /// A slot for `requester`: one of its own first, then one of the
+    /// process's (for an account either kind, the shared first).
+    async fn acquire(&self, requester: &Requester) -> Option<FetchSlot<'_>> {
+        let key = requester.key();
+        let semaphore = {
+            let mut by_requester = self
+                .by_requester
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let cap = match requester {
+                Requester::Anonymous { .. } => self.per_client,
+                Requester::Account { .. } => self.per_account,
+            };
+            by_requester
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(Semaphore::new(cap)))
+                .clone()
+        };
+        let mut hold = RequesterHold {
+            slots: self,
+            key,
+            semaphore: Some(semaphore.clone()),
+            permit: None,
+        };
+        hold.permit = Some(semaphore.acquire_owned().await.ok()?);
+        let permit = match requester {
+            Requester::Anonymous { .. } => self.shared.clone().acquire_owned().await.ok()?,
+            Requester::Account { .. } => tokio::select! {
+                biased;
+                permit = self.shared.clone().acquire_owned() => permit.ok()?,
+                permit = self.reserved.clone().acquire_owned() => permit.ok()?,
+            },
+        };
+        Some(FetchSlot {
+            _permit: permit,
+            _requester: hold,
+        })
     }
 }
 
@@ -101,7 +247,7 @@ pub struct Inspection {
 pub struct MediaInspector {
     fetcher: Fetcher,
     cache: ProbeCache,
-    fetch_slots: Arc<Semaphore>,
+    fetch_slots: FetchSlots,
     fetch_limit: FetchLimit,
 }
 
@@ -119,7 +265,7 @@ impl MediaInspector {
         MediaInspector {
             fetcher,
             cache,
-            fetch_slots: Arc::new(Semaphore::new(limit.max_concurrent.max(1))),
+            fetch_slots: FetchSlots::new(limit),
             fetch_limit: limit,
         }
     }
@@ -146,31 +292,39 @@ impl MediaInspector {
 
     /// Fetch slots free right now.
     pub fn available_fetch_slots(&self) -> usize {
-        self.fetch_slots.available_permits()
+        self.fetch_slots.available()
     }
 
     /// Probes the media at `url`, downloading at most `max_bytes` unless a
     /// recent probe of the same URL (in normal form) is cached.
-    pub async fn probe_url(&self, url: &str, max_bytes: u64) -> Result<MediaInfo, MediaError> {
+    pub async fn probe_url(
+        &self,
+        requester: &Requester,
+        url: &str,
+        max_bytes: u64,
+    ) -> Result<MediaInfo, MediaError> {
         let key = crate::normalize_url(url).unwrap_or_else(|| url.to_owned());
         if let Some(info) = self.cache.get(&key) {
             return Ok(info);
         }
-        let (info, _file) = self.fetch_and_probe(&key, max_bytes).await?;
+        let (info, _file) = self.fetch_and_probe(requester, &key, max_bytes).await?;
         Ok(info)
     }
 
-    /// Downloads `url` to a scratch file within a fetch slot and probes it
-    /// there, on a blocking thread, never holding the file in memory.
+    /// Downloads `url` to a scratch file within a fetch slot of
+    /// `requester`'s and probes it there, on a blocking thread, never
+    /// holding the file in memory.
     pub async fn fetch_and_probe(
         &self,
+        requester: &Requester,
         url: &str,
         max_bytes: u64,
     ) -> Result<(MediaInfo, FetchedFile), MediaError> {
-        let _slot = tokio::time::timeout(self.fetch_limit.wait, self.fetch_slots.acquire())
-            .await
-            .map_err(|_| MediaError::Busy)?
-            .map_err(|_| MediaError::Busy)?;
+        let _slot =
+            tokio::time::timeout(self.fetch_limit.wait, self.fetch_slots.acquire(requester))
+                .await
+                .map_err(|_| MediaError::Busy)?
+                .ok_or(MediaError::Busy)?;
         let file = self.fetcher.fetch_to_file(url, max_bytes).await?;
         let path = file.path().to_owned();
         let info = tokio::task::spawn_blocking(move || probe_file(&path))
@@ -190,11 +344,15 @@ impl MediaInspector {
     /// item. For quotes: nothing is kept.
     pub async fn inspect(
         &self,
+        requester: &Requester,
         endpoint: Endpoint<'_>,
         input: &ValidatedInput,
         scope: Scope,
     ) -> Result<MediaFacts, InspectError> {
-        Ok(self.run(endpoint, input, scope, false).await?.facts)
+        Ok(self
+            .run(requester, endpoint, input, scope, false)
+            .await?
+            .facts)
     }
 
     /// Fetches every media item of the request (never from the cache: the
@@ -204,14 +362,17 @@ impl MediaInspector {
     /// priced.
     pub async fn inspect_and_keep(
         &self,
+        requester: &Requester,
         endpoint: Endpoint<'_>,
         input: &ValidatedInput,
     ) -> Result<Inspection, InspectError> {
-        self.run(endpoint, input, Scope::Everything, true).await
+        self.run(requester, endpoint, input, Scope::Everything, true)
+            .await
     }
 
     async fn run(
         &self,
+        requester: &Requester,
         endpoint: Endpoint<'_>,
         input: &ValidatedInput,
         scope: Scope,
@@ -225,11 +386,13 @@ impl MediaInspector {
             for (index, url) in field.urls.iter().enumerate() {
                 let limit = field.download_limit(bytes_before);
                 let fetched = if keep {
-                    self.fetch_and_probe(url, limit)
+                    self.fetch_and_probe(requester, url, limit)
                         .await
                         .map(|(info, file)| (info, Some(file)))
                 } else {
-                    self.probe_url(url, limit).await.map(|info| (info, None))
+                    self.probe_url(requester, url, limit)
+                        .await
+                        .map(|info| (info, None))
                 };
                 let (info, file) =
                     fetched.map_err(|error| describe_failure(&field, index, error))?;

@@ -21,7 +21,7 @@ pub use fetch::{
     FetchError, FetchSettings, FetchedFile, Fetcher, LocalBody, LocalOpen, LocalSource, hex,
 };
 pub use inspect::{
-    FetchLimit, InspectError, InspectedMedia, Inspection, MediaError, MediaInspector,
+    FetchLimit, InspectError, InspectedMedia, Inspection, MediaError, MediaInspector, Requester,
 };
 pub use normalize::normalize_url;
 pub use probe::{

@@ -10,7 +10,8 @@ use image::ImageFormat;
 use serde_json::{Value, json};
 use vidgate_core::{Catalog, InvalidRequest, MediaFacts, Purpose};
 use vidgate_media::{
-    FetchLimit, FetchSettings, Fetcher, InspectError, MediaInspector, ProbeCache, Scope, hex,
+    FetchLimit, FetchSettings, Fetcher, InspectError, MediaInspector, ProbeCache, Requester, Scope,
+    hex,
 };
 
 struct Fixture {
@@ -56,7 +57,11 @@ impl Fixture {
         let input = endpoint
             .validate_value(&body, Purpose::Submit)
             .expect("the body is valid before media checks");
-        match self.inspector.inspect(endpoint, &input, scope).await {
+        match self
+            .inspector
+            .inspect(&account("acct_test"), endpoint, &input, scope)
+            .await
+        {
             Ok(facts) => Ok(facts),
             Err(InspectError::Invalid(error)) => Err(error),
             Err(busy) => panic!("one request at a time cannot be busy: {busy:?}"),
@@ -332,7 +337,7 @@ async fn a_second_inspection_uses_the_cache() {
     let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
     let submitted = fixture
         .inspector
-        .inspect(endpoint, &input, Scope::Everything)
+        .inspect(&account("acct_test"), endpoint, &input, Scope::Everything)
         .await
         .unwrap();
     assert_eq!(quoted, submitted);
@@ -346,52 +351,160 @@ fn private_fetcher() -> Fetcher {
     .unwrap()
 }
 
+fn account(id: &str) -> Requester {
+    Requester::Account { id: id.to_owned() }
+}
+
+fn anonymous(client: &str) -> Requester {
+    Requester::Anonymous {
+        client: client.to_owned(),
+    }
+}
+
+/// An inspector of two fetch slots (one of them kept for accounts), one
+/// anonymous fetch per client, that waits 200 ms for a slot.
+fn two_slot_inspector() -> std::sync::Arc<MediaInspector> {
+    std::sync::Arc::new(MediaInspector::with_fetch_limit(
+        private_fetcher(),
+        ProbeCache::new(16, std::time::Duration::from_secs(60)),
+        FetchLimit {
+            max_concurrent: 2,
+            wait: std::time::Duration::from_millis(200),
+            per_client: 1,
+            per_account: 4,
+        },
+    ))
+}
+
+/// Takes a fetch slot for `requester` with a download that answers after
+/// five seconds, and returns once it holds it.
+async fn hold_a_slot(
+    inspector: &std::sync::Arc<MediaInspector>,
+    server: &MediaServer,
+    requester: Requester,
+) -> tokio::task::JoinHandle<()> {
+    let available = inspector.available_fetch_slots();
+    let slow = server.path_url("/slow");
+    let holder = {
+        let inspector = inspector.clone();
+        tokio::spawn(async move {
+            let _ = inspector.fetch_and_probe(&requester, &slow, 1000).await;
+        })
+    };
+    while inspector.available_fetch_slots() == available {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    holder
+}
+
 #[tokio::test]
 async fn over_the_fetch_limit_a_request_waits_then_is_told_to_come_back() {
+    let server =
+        MediaServer::start(HashMap::from([("a.mp4".to_owned(), mp4(320, 240, 1, 24))])).await;
+    let inspector = two_slot_inspector();
+    // Both slots are taken by downloads that answer after five seconds.
+    let first = hold_a_slot(&inspector, &server, account("acct_slow")).await;
+    let second = hold_a_slot(&inspector, &server, account("acct_slow")).await;
+    let catalog = Catalog::embedded();
+    let endpoint = catalog.endpoint(M1_REFERENCE).unwrap();
+    let body = json!({"prompt": "p", "reference_video_urls": [server.url("a.mp4")]});
+    let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
+    let refused = inspector
+        .inspect(
+            &account("acct_other"),
+            endpoint,
+            &input,
+            Scope::PriceAffecting,
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(InspectError::Busy { retry_after }) if retry_after.as_secs() >= 1),
+        "{refused:?}"
+    );
+    first.abort();
+    let _ = first.await;
+    // With a slot free again, the same request is answered.
+    assert!(
+        inspector
+            .inspect(
+                &account("acct_other"),
+                endpoint,
+                &input,
+                Scope::PriceAffecting
+            )
+            .await
+            .is_ok()
+    );
+    second.abort();
+}
+
+#[tokio::test]
+async fn anonymous_fetches_never_take_the_slots_kept_for_accounts() {
+    let server =
+        MediaServer::start(HashMap::from([("a.mp4".to_owned(), mp4(320, 240, 1, 24))])).await;
+    let inspector = two_slot_inspector();
+    // A stranger holds the one slot anyone may take.
+    let stranger = hold_a_slot(&inspector, &server, anonymous("198.51.100.1")).await;
+    let catalog = Catalog::embedded();
+    let endpoint = catalog.endpoint(M1_REFERENCE).unwrap();
+    let body = json!({"prompt": "p", "reference_video_urls": [server.url("a.mp4")]});
+    let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
+    // Another stranger finds no slot; an account takes the kept one.
+    let refused = inspector
+        .inspect(
+            &anonymous("198.51.100.2"),
+            endpoint,
+            &input,
+            Scope::Everything,
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(InspectError::Busy { .. })),
+        "{refused:?}"
+    );
+    let kept = inspector
+        .inspect_and_keep(&account("acct_paying"), endpoint, &input)
+        .await;
+    assert!(kept.is_ok(), "{kept:?}");
+    stranger.abort();
+}
+
+#[tokio::test]
+async fn one_client_runs_only_its_share_of_fetches_at_once() {
     let server =
         MediaServer::start(HashMap::from([("a.mp4".to_owned(), mp4(320, 240, 1, 24))])).await;
     let inspector = std::sync::Arc::new(MediaInspector::with_fetch_limit(
         private_fetcher(),
         ProbeCache::new(16, std::time::Duration::from_secs(60)),
         FetchLimit {
-            max_concurrent: 1,
+            max_concurrent: 8,
             wait: std::time::Duration::from_millis(200),
+            per_client: 1,
+            per_account: 1,
         },
     ));
-    // The only slot is taken by a download that answers after five seconds.
-    let slow = server.path_url("/slow");
-    let holder = {
-        let inspector = inspector.clone();
-        tokio::spawn(async move { inspector.fetch_and_probe(&slow, 1000).await })
-    };
-    while inspector_is_idle(&inspector).await {}
     let catalog = Catalog::embedded();
     let endpoint = catalog.endpoint(M1_REFERENCE).unwrap();
     let body = json!({"prompt": "p", "reference_video_urls": [server.url("a.mp4")]});
     let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
-    let refused = inspector
-        .inspect(endpoint, &input, Scope::PriceAffecting)
-        .await;
-    assert!(
-        matches!(refused, Err(InspectError::Busy { retry_after }) if retry_after.as_secs() >= 1),
-        "{refused:?}"
-    );
-    holder.abort();
-    let _ = holder.await;
-    // With the slot free again, the same request is answered.
-    assert!(
-        inspector
-            .inspect(endpoint, &input, Scope::PriceAffecting)
-            .await
-            .is_ok()
-    );
-}
-
-/// Whether the fetch slot is still free; yields so the holder can take it.
-async fn inspector_is_idle(inspector: &MediaInspector) -> bool {
-    tokio::task::yield_now().await;
-    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    inspector.available_fetch_slots() > 0
+    for requester in [anonymous("198.51.100.1"), account("acct_busy")] {
+        let holder = hold_a_slot(&inspector, &server, requester.clone()).await;
+        // Free slots remain, but not for this requester; others get them.
+        assert!(inspector.available_fetch_slots() > 0);
+        let refused = inspector
+            .inspect_and_keep(&requester, endpoint, &input)
+            .await;
+        assert!(
+            matches!(refused, Err(InspectError::Busy { .. })),
+            "{refused:?}"
+        );
+        let other = inspector
+            .inspect_and_keep(&anonymous("198.51.100.9"), endpoint, &input)
+            .await;
+        assert!(other.is_ok(), "{other:?}");
+        holder.abort();
+        let _ = holder.await;
+    }
 }
 
 #[tokio::test]
@@ -412,7 +525,10 @@ async fn submit_keeps_the_bytes_it_checked_with_their_hash() {
         "reference_image_urls": [server.url("a.png"), server.url("a.png")],
     });
     let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
-    let inspection = inspector.inspect_and_keep(endpoint, &input).await.unwrap();
+    let inspection = inspector
+        .inspect_and_keep(&account("acct_test"), endpoint, &input)
+        .await
+        .unwrap();
     assert_eq!(inspection.facts.reference_video_durations_ms, vec![2000]);
     let mut kept: Vec<(String, usize, u64)> = inspection
         .media

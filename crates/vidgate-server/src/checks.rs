@@ -144,6 +144,36 @@ pub async fn check_provider_schemas(
     }
 }
 
+/// What is allowed but probably a mistake, one line each, for
+/// `--check-config` to print and a start to log: an operator token on a
+/// node whose public URL is not loopback means `/admin/v1` answers on an
+/// address clients reach, unless the proxy in front blocks it.
+pub fn configuration_warnings(options: &ServerOptions) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let public_host = match &options.public_url {
+        Some(public_url) => url::Url::parse(public_url)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_owned)),
+        None => Some(options.listen.ip().to_string()),
+    };
+    let loopback = public_host.as_deref().is_some_and(|host| {
+        host == "localhost"
+            || host
+                .trim_matches(['[', ']'])
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|address| address.is_loopback())
+    });
+    if options.operator_token.is_some() && !loopback {
+        warnings.push(format!(
+            "the operator token is set and the public URL ({}) is not loopback: the operator \
+             API (/admin/v1) answers on this listener, so block it at the proxy in front \
+             (docs/deploy.md) and keep the token on operators' machines",
+            public_host.as_deref().unwrap_or("unreadable")
+        ));
+    }
+    warnings
+}
+
 /// The database answers, and has this version's migrations or will get
 /// them at start. Changes nothing.
 pub async fn check_database(
@@ -205,6 +235,35 @@ pub async fn check_storage(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_operator_token_off_loopback_is_warned_about() {
+        let options = |listen: &str, public_url: Option<&str>, token: Option<&str>| {
+            let mut options = ServerOptions::new(listen.parse().unwrap(), "/tmp/vidgate".into());
+            options.public_url = public_url.map(str::to_owned);
+            options.operator_token = token.map(str::to_owned);
+            options
+        };
+        let token = Some("an-operator-token-of-at-least-32-characters");
+        let public = options("0.0.0.0:8080", Some("https://api.example.com"), token);
+        let warnings = configuration_warnings(&public);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("api.example.com"), "{warnings:?}");
+        assert!(warnings[0].contains("/admin/v1"), "{warnings:?}");
+        // Listening everywhere without a public URL is not loopback either.
+        assert_eq!(
+            configuration_warnings(&options("0.0.0.0:8080", None, token)).len(),
+            1
+        );
+        for quiet in [
+            options("0.0.0.0:8080", Some("https://api.example.com"), None),
+            options("127.0.0.1:8080", None, token),
+            options("0.0.0.0:8080", Some("http://localhost:8080"), token),
+            options("[::]:8080", Some("http://[::1]:8080"), token),
+        ] {
+            assert!(configuration_warnings(&quiet).is_empty());
+        }
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("could not write a probe object")]

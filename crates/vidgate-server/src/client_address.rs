@@ -3,31 +3,121 @@
 //! fair-use limit).
 //!
 //! The TCP peer is the client unless it is one of the operator's trusted
-//! proxies (`--trusted-proxy CIDR`). Only then are `Forwarded` (RFC 7239)
-//! or, without it, `X-Forwarded-For` read, from the right: each proxy
-//! appends the address it received the request from, so the rightmost
-//! address that is not itself a trusted proxy is the client. Anything to
-//! its left was written by the client and could be anything. Headers from
-//! an untrusted peer are ignored, so a client cannot choose its own key.
+//! proxies (`--trusted-proxy CIDR`). Only then is the one header the
+//! operator's proxies write read (`--client-address-header`,
+//! `X-Forwarded-For` by default, or `Forwarded` of RFC 7239), and no other:
+//! a header the proxies do not write is whatever the client sent, so a
+//! client that could make vidgate read it would choose its own key. Each
+//! proxy appends the address it received the request from, so with
+//! `--proxy-hops N` proxies in front the client is the N-th entry from the
+//! right; anything to its left was written by the client and could be
+//! anything. Headers from an untrusted peer are ignored.
 
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, FromRequestParts};
-use axum::http::HeaderMap;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName};
 use ipnet::IpNet;
 
 use crate::state::AppState;
 
-/// The networks whose requests carry a client address we believe.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The header the operator's proxies write the client's address into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientAddressHeader {
+    /// `Forwarded` (RFC 7239): the `for=` parameter of each element.
+    Forwarded,
+    /// A comma-separated list of addresses, such as `X-Forwarded-For`, or a
+    /// single one, such as `X-Real-IP`.
+    List(HeaderName),
+}
+
+impl Default for ClientAddressHeader {
+    /// What the nginx example of docs/deploy.md writes.
+    fn default() -> ClientAddressHeader {
+        ClientAddressHeader::List(HeaderName::from_static("x-forwarded-for"))
+    }
+}
+
+impl std::str::FromStr for ClientAddressHeader {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ClientAddressHeader, String> {
+        let name = HeaderName::from_bytes(text.trim().as_bytes())
+            .map_err(|_| format!("{text:?} is not a header name"))?;
+        Ok(if name.as_str() == "forwarded" {
+            ClientAddressHeader::Forwarded
+        } else {
+            ClientAddressHeader::List(name)
+        })
+    }
+}
+
+impl ClientAddressHeader {
+    /// The header's addresses in header order (farthest first); `None` for
+    /// an entry that is not an IP address. Several header lines count as
+    /// one list, in order.
+    fn addresses(&self, headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+        let name = match self {
+            ClientAddressHeader::Forwarded => "forwarded",
+            ClientAddressHeader::List(name) => name.as_str(),
+        };
+        let entries = headers
+            .get_all(name)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|line| line.split(','))
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty());
+        match self {
+            ClientAddressHeader::Forwarded => entries
+                .map(|element| {
+                    element
+                        .split(';')
+                        .filter_map(|pair| pair.split_once('='))
+                        .find(|(name, _)| name.trim().eq_ignore_ascii_case("for"))
+                        .and_then(|(_, value)| parse_node(value.trim()))
+                })
+                .collect(),
+            ClientAddressHeader::List(_) => entries.map(parse_node).collect(),
+        }
+    }
+}
+
+/// The networks whose requests carry a client address we believe, the
+/// header it is in, and how many proxies append to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustedProxies {
     networks: Vec<IpNet>,
+    header: ClientAddressHeader,
+    hops: usize,
+}
+
+impl Default for TrustedProxies {
+    fn default() -> TrustedProxies {
+        TrustedProxies::new(Vec::new())
+    }
 }
 
 impl TrustedProxies {
+    /// Proxies in `networks`, one in front of vidgate, writing
+    /// `X-Forwarded-For`.
     pub fn new(networks: Vec<IpNet>) -> TrustedProxies {
-        TrustedProxies { networks }
+        TrustedProxies {
+            networks,
+            header: ClientAddressHeader::default(),
+            hops: 1,
+        }
+    }
+
+    /// The same proxies, writing `header`, `hops` of them in a row (at
+    /// least one).
+    pub fn reading(self, header: ClientAddressHeader, hops: usize) -> TrustedProxies {
+        TrustedProxies {
+            header,
+            hops: hops.max(1),
+            ..self
+        }
     }
 
     fn trusts(&self, address: IpAddr) -> bool {
@@ -43,58 +133,17 @@ impl TrustedProxies {
         if !self.trusts(peer) {
             return peer;
         }
-        let forwarded = forwarded_for(headers);
-        // The nearest hop first: the first address no trusted proxy wrote
-        // for another. When every hop is trusted, the farthest one is the
-        // best we know.
-        let mut client = peer;
-        for address in forwarded.into_iter().rev() {
-            let Some(address) = address else {
-                // An unreadable entry (`unknown`, an obfuscated name) ends
-                // what can be believed.
-                break;
-            };
-            client = address.to_canonical();
-            if !self.trusts(client) {
-                break;
-            }
-        }
-        client
+        let addresses = self.header.addresses(headers);
+        // Fewer entries than proxies: the request did not come through them
+        // all, and what it carries cannot be believed. An unreadable entry
+        // (`unknown`, an obfuscated name) cannot be keyed on either. Both
+        // count as the proxy's own request.
+        addresses
+            .len()
+            .checked_sub(self.hops)
+            .and_then(|client| addresses[client])
+            .map_or(peer, |client| client.to_canonical())
     }
-}
-
-/// The `for` addresses of `Forwarded`, or else of `X-Forwarded-For`, in
-/// header order (farthest first); `None` for an entry that is not an IP
-/// address. Several header lines count as one list, in order.
-fn forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
-    let lines = |name: &str| {
-        headers
-            .get_all(name)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|line| line.split(','))
-            .map(str::trim)
-            .filter(|entry| !entry.is_empty())
-            .map(str::to_owned)
-            .collect::<Vec<String>>()
-    };
-    let forwarded = lines("forwarded");
-    if !forwarded.is_empty() {
-        return forwarded
-            .iter()
-            .map(|element| {
-                element
-                    .split(';')
-                    .filter_map(|pair| pair.split_once('='))
-                    .find(|(name, _)| name.trim().eq_ignore_ascii_case("for"))
-                    .and_then(|(_, value)| parse_node(value.trim()))
-            })
-            .collect();
-    }
-    lines("x-forwarded-for")
-        .iter()
-        .map(|entry| parse_node(entry))
-        .collect()
 }
 
 /// An address as proxies write it: `192.0.2.1`, `192.0.2.1:4711`,
@@ -181,10 +230,10 @@ mod tests {
     }
 
     #[test]
-    fn a_trusted_peer_forwards_the_nearest_untrusted_address() {
+    fn a_trusted_peer_names_the_client_in_its_entry_of_the_one_header() {
         let trusted = proxies(&["10.0.0.0/8", "2001:db8:ffff::/48"]);
         // The client wrote 1.1.1.1 itself; the proxy appended its peer.
-        let chain = headers(&[("x-forwarded-for", "1.1.1.1, 203.0.113.9, 10.0.0.2")]);
+        let chain = headers(&[("x-forwarded-for", "1.1.1.1, 203.0.113.9")]);
         assert_eq!(
             trusted.client_address(ip("10.0.0.1"), &chain),
             ip("203.0.113.9")
@@ -197,13 +246,19 @@ mod tests {
             trusted.client_address(ip("2001:db8:ffff::1"), &split),
             ip("203.0.113.9")
         );
-        // Every hop trusted: the farthest is the client.
-        let internal = headers(&[("x-forwarded-for", "10.0.0.7, 10.0.0.2")]);
+        // Two proxies in a row: the second appended the first's address.
+        let two_hops = proxies(&["10.0.0.0/8"]).reading(ClientAddressHeader::default(), 2);
+        let through_two = headers(&[("x-forwarded-for", "1.1.1.1, 203.0.113.9, 10.0.0.2")]);
         assert_eq!(
-            trusted.client_address(ip("10.0.0.1"), &internal),
-            ip("10.0.0.7")
+            two_hops.client_address(ip("10.0.0.1"), &through_two),
+            ip("203.0.113.9")
         );
-        // Nothing forwarded: the proxy itself.
+        // Fewer entries than proxies, or none: the proxy itself.
+        let one_entry = headers(&[("x-forwarded-for", "203.0.113.9")]);
+        assert_eq!(
+            two_hops.client_address(ip("10.0.0.1"), &one_entry),
+            ip("10.0.0.1")
+        );
         assert_eq!(
             trusted.client_address(ip("10.0.0.1"), &HeaderMap::new()),
             ip("10.0.0.1")
@@ -216,17 +271,42 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_wins_over_x_forwarded_for_in_all_its_spellings() {
+    fn a_header_the_proxy_does_not_write_changes_nothing() {
         let trusted = proxies(&["10.0.0.0/8"]);
+        let written = headers(&[("x-forwarded-for", "203.0.113.9")]);
+        for forged in ["for=198.51.100.2", "for=\"[2001:db8::1]:4711\""] {
+            let mut with_forged = written.clone();
+            with_forged.append("forwarded", forged.parse().unwrap());
+            assert_eq!(
+                trusted.client_address(ip("10.0.0.1"), &with_forged),
+                ip("203.0.113.9"),
+                "{forged}"
+            );
+        }
+        // A proxy that writes `Forwarded`: then `X-Forwarded-For` is the
+        // client's own, and ignored.
+        let forwarded: ClientAddressHeader = "Forwarded".parse().unwrap();
+        let trusted = proxies(&["10.0.0.0/8"]).reading(forwarded, 1);
         let both = headers(&[
-            (
-                "forwarded",
-                "for=192.0.2.60;proto=http, For=\"[2001:db8:cafe::17]:4711\"",
-            ),
+            ("forwarded", "for=192.0.2.60;proto=http"),
             ("x-forwarded-for", "198.51.100.1"),
         ]);
         assert_eq!(
             trusted.client_address(ip("10.0.0.1"), &both),
+            ip("192.0.2.60")
+        );
+    }
+
+    #[test]
+    fn forwarded_is_read_in_all_its_spellings() {
+        let forwarded: ClientAddressHeader = "forwarded".parse().unwrap();
+        let trusted = proxies(&["10.0.0.0/8"]).reading(forwarded, 1);
+        let quoted = headers(&[(
+            "forwarded",
+            "for=192.0.2.60;proto=http, For=\"[2001:db8:cafe::17]:4711\"",
+        )]);
+        assert_eq!(
+            trusted.client_address(ip("10.0.0.1"), &quoted),
             ip("2001:db8:cafe::17")
         );
         let with_port = headers(&[("forwarded", "for=\"192.0.2.60:8080\";by=10.0.0.1")]);
@@ -234,11 +314,12 @@ mod tests {
             trusted.client_address(ip("10.0.0.1"), &with_port),
             ip("192.0.2.60")
         );
-        // An obfuscated hop stops the walk at what was last believed.
+        // An obfuscated entry cannot be keyed on: the proxy's own request.
         let hidden = headers(&[("forwarded", "for=192.0.2.60, for=_hidden")]);
         assert_eq!(
             trusted.client_address(ip("10.0.0.1"), &hidden),
             ip("10.0.0.1")
         );
+        assert!("not a header".parse::<ClientAddressHeader>().is_err());
     }
 }

@@ -9,17 +9,26 @@
 //! for `RESULT_REUSE` and only one check runs at a time: a flood of probes
 //! costs one query and one storage write per interval, not one per probe.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
 use crate::storage::Storage;
-use crate::store::{Store, now_millis};
+use crate::store::{CONNECTION_WAIT, Store, now_millis};
 
 /// How long one readiness result answers probes.
 const RESULT_REUSE: Duration = Duration::from_secs(1);
+
+/// How long readiness waits for the database before calling it
+/// unreachable: a load balancer must hear 503 while its probe is still
+/// waiting, not after the pool's own wait.
+const DATABASE_PROBE_WAIT: Duration = Duration::from_millis(800);
+
+/// How often, during an outage, the database is tried again to notice
+/// that it returned.
+const OUTAGE_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The outcome of one part of the readiness check. The reasons are fixed
 /// words for operators, never an error's text: the causes go to the log.
@@ -131,6 +140,8 @@ pub struct Health {
     /// The last result and when it was taken; the lock also makes
     /// concurrent probes wait for one check instead of each running one.
     last: Mutex<Option<(Instant, Readiness)>>,
+    /// When the current database outage began, if one is going on.
+    outage: Arc<std::sync::Mutex<Option<Instant>>>,
 }
 
 impl Health {
@@ -145,7 +156,46 @@ impl Health {
             queue,
             draining: AtomicBool::new(false),
             last: Mutex::new(None),
+            outage: Arc::new(std::sync::Mutex::new(None)),
         }
+    }
+
+    /// Called for every request refused because the database could not be
+    /// reached, and by a readiness check that could not reach it. The first
+    /// call of an outage logs one error and starts a task that tries a write
+    /// every `OUTAGE_RECHECK_INTERVAL` and logs when one can start again;
+    /// the calls that follow cost a lock and nothing else, so an outage is
+    /// two log lines, not one per request.
+    pub fn database_unreachable(&self) {
+        let mut outage = self.outage.lock().unwrap_or_else(PoisonError::into_inner);
+        if outage.is_some() {
+            return;
+        }
+        *outage = Some(Instant::now());
+        tracing::error!(
+            "the database is unreachable: requests that need it answer 503 until it returns"
+        );
+        let store = self.store.clone();
+        let outage = self.outage.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(OUTAGE_RECHECK_INTERVAL).await;
+                // Bounded by the store's own waits; the timeout is for a
+                // connection that hangs without failing.
+                let answered = tokio::time::timeout(CONNECTION_WAIT * 2, store.check_writable())
+                    .await
+                    .is_ok_and(|writable| writable.is_ok());
+                if answered {
+                    let began = outage.lock().unwrap_or_else(PoisonError::into_inner).take();
+                    let lasted = began.map_or(0.0, |began| began.elapsed().as_secs_f64());
+                    tracing::info!(
+                        outage_seconds = format!("{lasted:.1}"),
+                        "the database is reachable again"
+                    );
+                    return;
+                }
+            }
+        });
     }
 
     /// From now on the node reports not ready; shutdown calls it first.
@@ -177,17 +227,23 @@ impl Health {
     }
 
     async fn check(&self) -> Readiness {
-        let database = match self.store.schema_state().await {
-            Ok(schema) if schema.is_migrated() => CheckOutcome::Ok,
-            Ok(schema) => {
+        let schema = tokio::time::timeout(DATABASE_PROBE_WAIT, self.store.schema_state()).await;
+        let database = match schema {
+            Ok(Ok(schema)) if schema.is_migrated() => CheckOutcome::Ok,
+            Ok(Ok(schema)) => {
                 tracing::warn!(?schema, "not ready: the database lacks migrations");
                 CheckOutcome::NotMigrated
             }
-            Err(error) => {
+            Ok(Err(error)) if !error.is_unavailable() => {
                 tracing::warn!(
                     error = %crate::diagnostics::cause_chain(&error),
-                    "not ready: the database is unreachable"
+                    "not ready: the database failed the check"
                 );
+                CheckOutcome::Unreachable
+            }
+            // The outage is logged once, by `database_unreachable`.
+            Ok(Err(_)) | Err(_) => {
+                self.database_unreachable();
                 CheckOutcome::Unreachable
             }
         };

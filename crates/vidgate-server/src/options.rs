@@ -115,10 +115,16 @@ pub struct ServerOptions {
     pub max_media_fetches: usize,
     /// The fair-use limit of the public endpoints, per client address.
     pub public_rate_limit: crate::http::PublicRateLimit,
-    /// Proxies (load balancers) whose `Forwarded` / `X-Forwarded-For`
-    /// headers name the client; from any other peer the headers are
-    /// ignored and the peer is the client.
+    /// Proxies (load balancers) whose `client_address_header` names the
+    /// client; from any other peer the header is ignored and the peer is
+    /// the client.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The one header the trusted proxies write the client's address into
+    /// (`X-Forwarded-For` by default); every other is the client's own.
+    pub client_address_header: crate::client_address::ClientAddressHeader,
+    /// How many trusted proxies in a row append to that header (1 by
+    /// default): the client is that many entries from its right.
+    pub proxy_hops: usize,
     /// How long shutdown reports not ready before it stops accepting
     /// requests, so load balancers take the node out of rotation first.
     pub drain_delay: Duration,
@@ -168,6 +174,8 @@ impl ServerOptions {
             max_media_fetches: vidgate_media::FetchLimit::default().max_concurrent,
             public_rate_limit: crate::http::PublicRateLimit::default(),
             trusted_proxies: Vec::new(),
+            client_address_header: Default::default(),
+            proxy_hops: 1,
             drain_delay: Duration::ZERO,
             operator_token: None,
             retention: RetentionSettings::default(),

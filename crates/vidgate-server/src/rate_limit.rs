@@ -8,9 +8,12 @@
 //! Redis's own clock (node clocks may differ) and sets a TTL so idle keys
 //! vanish. If Redis cannot be reached at request time, the check falls back
 //! to this node's bucket and logs it: a Redis outage then loosens the limit
-//! to per node instead of refusing every authenticated request, while the
-//! limits that protect money (balance and concurrency) are enforced by the
-//! database either way.
+//! to per node (N nodes let a key through up to N times as fast) instead of
+//! refusing every authenticated request, while the limits that protect
+//! money (balance and concurrency) are enforced by the database either way.
+//! After one failure the node stops asking Redis on requests, which would
+//! cost each of them the wait for a dead server, and a background task
+//! asks Redis every `REDIS_RECHECK_INTERVAL` until it answers again.
 //!
 //! The dashboard's sign-in attempts are limited here too (`SignInLimits`),
 //! per client address, per (email, address) pair and per email, in the same
@@ -227,8 +230,8 @@ return {1, math.floor((now - allowed_from) / interval), new_tat - now}
 /// How long a check may wait for Redis before this node's bucket answers.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 
-/// How often, at most, a Redis failure is logged while it lasts.
-const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
+/// How often, while Redis is down, the background task asks it again.
+const REDIS_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 impl LocalBuckets {
     /// Keeps memory bounded by the callers active lately, not by every key
@@ -245,7 +248,9 @@ pub struct RedisRateLimiter {
     script: redis::Script,
     /// Answers while Redis cannot be reached.
     fallback: LocalRateLimiter,
-    last_failure_logged: Mutex<Option<std::time::Instant>>,
+    /// Set by a failed check, cleared by the background task that finds
+    /// Redis answering again; while set, checks go to `fallback` at once.
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RedisRateLimiter {
@@ -260,11 +265,14 @@ impl RedisRateLimiter {
             connection,
             script: redis::Script::new(GCRA_SCRIPT),
             fallback: LocalRateLimiter::default(),
-            last_failure_logged: Mutex::new(None),
+            down: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
         })
     }
 
     async fn check_every(&self, caller: &str, refill: Duration, burst: u32) -> RateStatus {
+        if self.down.load(std::sync::atomic::Ordering::Relaxed) {
+            return self.fallback.check_every(caller, refill, burst);
+        }
         let burst = burst.max(1);
         let interval_micros = (refill.as_micros() as u64).max(1);
         let mut connection = self.connection.clone();
@@ -283,20 +291,61 @@ impl RedisRateLimiter {
                 allowed: allowed == 1,
             },
             Err(error) => {
-                self.log_failure(&error);
+                self.went_down(&error);
                 self.fallback.check_every(caller, refill, burst)
             }
         }
     }
 
-    fn log_failure(&self, error: &redis::RedisError) {
-        let mut last = self
-            .last_failure_logged
-            .lock()
-            .expect("rate limiter lock poisoned");
-        if last.is_none_or(|logged| logged.elapsed() >= FAILURE_LOG_INTERVAL) {
-            *last = Some(std::time::Instant::now());
-            tracing::warn!(error = %error, "Redis is unreachable: rate limits are per node until it answers");
+    /// Marks Redis down (once per outage: the checks that failed at the
+    /// same moment find it marked), logs it, and starts the task that asks
+    /// Redis until it answers, then marks it up again and logs that.
+    fn went_down(&self, error: &redis::RedisError) {
+        use std::sync::atomic::Ordering;
+        if self.down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::warn!(error = %error, "Redis is unreachable: rate limits are per node until it answers");
+        let down = self.down.clone();
+        let mut connection = self.connection.clone();
+        let began = std::time::Instant::now();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(REDIS_RECHECK_INTERVAL).await;
+                let answer: Result<String, redis::RedisError> =
+                    redis::cmd("PING").query_async(&mut connection).await;
+                if answer.is_ok() {
+                    down.store(false, Ordering::SeqCst);
+                    tracing::info!(
+                        outage_seconds = format!("{:.1}", began.elapsed().as_secs_f64()),
+                        "Redis answers again: rate limits are shared by every node again"
+                    );
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The bucket an address counts against in per-client limits: an IPv4
+/// address on its own, an IPv6 address by its /64 (one subscriber usually
+/// holds a whole /64, so per-address buckets would be free to multiply),
+/// and an IPv4-mapped IPv6 address as the IPv4 address it is. Its `Display`
+/// is the key.
+pub struct AddressBucket(pub IpAddr);
+
+impl std::fmt::Display for AddressBucket {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.to_canonical() {
+            IpAddr::V4(v4) => write!(formatter, "{v4}"),
+            IpAddr::V6(v6) => {
+                let segments = v6.segments();
+                write!(
+                    formatter,
+                    "{:x}:{:x}:{:x}:{:x}::/64",
+                    segments[0], segments[1], segments[2], segments[3]
+                )
+            }
         }
     }
 }
@@ -333,8 +382,13 @@ impl SignInLimits {
     /// Takes one attempt from the address's, the pair's and the email's
     /// buckets; the wait before the next attempt when one is empty.
     pub async fn check(&self, email: &str, address: Option<IpAddr>) -> Result<(), Duration> {
-        // Keys of their own namespace, never an API key id.
-        let address = address.map_or_else(|| "unknown".to_owned(), |address| address.to_string());
+        // Keys of their own namespace, never an API key id. An IPv6 client
+        // counts by its /64, as in the public endpoints' limit: whoever holds
+        // one holds every address in it.
+        let address = address.map_or_else(
+            || "unknown".to_owned(),
+            |address| AddressBucket(address).to_string(),
+        );
         let buckets = [
             (
                 format!("sign-in:address:{address}"),
@@ -409,5 +463,43 @@ mod tests {
         assert!(limiter.check("key", 1, 1).allowed);
         assert!(!limiter.check("key", 1, 1).allowed);
         assert!(limiter.check("key", 1, 5).allowed);
+    }
+    #[test]
+    fn ipv6_clients_share_a_bucket_per_64_and_mapped_ipv4_is_ipv4() {
+        let bucket = |text: &str| AddressBucket(text.parse().unwrap()).to_string();
+        assert_eq!(bucket("203.0.113.9"), "203.0.113.9");
+        assert_eq!(
+            bucket("2001:db8:ffff:ffff:1:2:3:4"),
+            "2001:db8:ffff:ffff::/64"
+        );
+        assert_eq!(bucket("::ffff:203.0.113.9"), "203.0.113.9");
+        assert_eq!(bucket("2001:db8:1:2::1"), bucket("2001:db8:1:2:ffff::9"));
+        assert_ne!(bucket("2001:db8:1:2::1"), bucket("2001:db8:1:3::1"));
+    }
+
+    #[tokio::test]
+    async fn sign_in_attempts_from_one_ipv6_64_share_the_address_bucket() {
+        let limits = SignInLimits::new(std::sync::Arc::new(CallerRateLimiter::local()));
+        // A different email each time, so only the address's bucket is
+        // shared; a different address of one /64 each time.
+        for attempt in 0..ATTEMPTS_PER_ADDRESS_BURST {
+            let address: IpAddr = format!("2001:db8:1:2::{:x}", attempt + 1).parse().unwrap();
+            let email = format!("user{attempt}@example.com");
+            assert!(limits.check(&email, Some(address)).await.is_ok());
+        }
+        let same_64: IpAddr = "2001:db8:1:2:ffff::1".parse().unwrap();
+        assert!(
+            limits
+                .check("another@example.com", Some(same_64))
+                .await
+                .is_err()
+        );
+        let next_64: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert!(
+            limits
+                .check("another@example.com", Some(next_64))
+                .await
+                .is_ok()
+        );
     }
 }

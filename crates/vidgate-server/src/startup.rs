@@ -304,7 +304,10 @@ impl Components {
             ),
             max_upload_bytes: options.max_upload_bytes,
             public_rate_limit: options.public_rate_limit,
-            trusted_proxies: Arc::new(TrustedProxies::new(options.trusted_proxies.clone())),
+            trusted_proxies: Arc::new(
+                TrustedProxies::new(options.trusted_proxies.clone())
+                    .reading(options.client_address_header.clone(), options.proxy_hops),
+            ),
             dashboard: Arc::new(DashboardSettings::new(
                 options.allow_sign_up,
                 &addresses.public_url,

@@ -69,6 +69,10 @@ pub enum SubmitError {
         .retry_after.as_secs().max(1)
     )]
     MediaBusy { retry_after: Duration },
+    /// The database could not be reached in time (`StoreError::
+    /// is_unavailable`): the same submit may pass once it is back.
+    #[error("The service cannot reach its database at the moment. Retry with backoff.")]
+    DatabaseUnavailable,
     /// A failure on our side; its cause is for the log only.
     #[error("The service failed to handle the request. Retry with backoff.")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -81,7 +85,9 @@ impl SubmitError {
     pub fn code(&self) -> &'static str {
         match self {
             SubmitError::Invalid { .. } => "invalid_request",
-            SubmitError::ModelUnavailable(_) | SubmitError::MediaBusy { .. } => "model_unavailable",
+            SubmitError::ModelUnavailable(_)
+            | SubmitError::MediaBusy { .. }
+            | SubmitError::DatabaseUnavailable => "model_unavailable",
             SubmitError::RefusedUpstream(_) => "upstream_error",
             SubmitError::ConcurrencyLimit { .. } => "rate_limited",
             SubmitError::InsufficientBalance { .. } => "insufficient_balance",
@@ -123,7 +129,11 @@ impl From<InspectError> for SubmitError {
 
 impl From<StoreError> for SubmitError {
     fn from(error: StoreError) -> Self {
-        SubmitError::internal(error)
+        if error.is_unavailable() {
+            SubmitError::DatabaseUnavailable
+        } else {
+            SubmitError::internal(error)
+        }
     }
 }
 
@@ -217,7 +227,13 @@ async fn queue_generation(
     // probed durations price reference videos, exactly as a quote does. The
     // bytes are fetched afresh (never from the probe cache) and kept, so the
     // job gets exactly what was checked and priced.
-    let inspection = state.media.inspect_and_keep(endpoint, &input).await?;
+    let requester = vidgate_media::Requester::Account {
+        id: caller.account_id.clone(),
+    };
+    let inspection = state
+        .media
+        .inspect_and_keep(&requester, endpoint, &input)
+        .await?;
     let price = endpoint.price(&input, &inspection.facts);
     // The backend is asked before anything is held, so that a refusal is an
     // error with nothing charged and no generation left behind; asking after
@@ -277,7 +293,7 @@ async fn queue_generation(
         }
         SubmitRefusal::IdempotencyMismatch => SubmitError::IdempotencyKeyReused,
         SubmitRefusal::AccountNotFound => SubmitError::AccountNotFound,
-        SubmitRefusal::Store(error) => SubmitError::internal(error),
+        SubmitRefusal::Store(error) => error.into(),
     })?;
 
     let (generation, replayed) = match outcome {

@@ -164,13 +164,25 @@ struct ServeArgs {
     #[arg(long)]
     check_config: bool,
     /// A proxy or load balancer (CIDR, e.g. 10.0.0.0/8; repeatable or comma-separated) whose
-    /// Forwarded / X-Forwarded-For headers name the client; other peers' headers are ignored.
+    /// --client-address-header names the client; other peers' headers are ignored.
     #[arg(
         long = "trusted-proxy",
         env = "VIDGATE_TRUSTED_PROXIES",
         value_delimiter = ','
     )]
     trusted_proxies: Vec<ipnet::IpNet>,
+    /// The one header the trusted proxies write the client's address into (X-Forwarded-For,
+    /// Forwarded, X-Real-IP, ...); every other forwarding header is ignored.
+    #[arg(
+        long,
+        env = "VIDGATE_CLIENT_ADDRESS_HEADER",
+        default_value = "x-forwarded-for"
+    )]
+    client_address_header: vidgate_server::client_address::ClientAddressHeader,
+    /// How many trusted proxies in a row append to that header: the client is that many entries
+    /// from its right.
+    #[arg(long, env = "VIDGATE_PROXY_HOPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    proxy_hops: u32,
     /// Seconds a stopping node answers /readyz with 503 while still serving, before it stops
     /// accepting requests: at least the load balancer's probe interval times its failure threshold.
     #[arg(long, env = "VIDGATE_DRAIN_SECONDS", default_value_t = 0)]
@@ -293,6 +305,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         burst: args.public_burst,
     };
     options.trusted_proxies = args.trusted_proxies;
+    options.client_address_header = args.client_address_header;
+    options.proxy_hops = args.proxy_hops as usize;
     options.drain_delay = Duration::from_secs(args.drain_seconds);
     options.retention.keep_for = Duration::from_secs(args.retain_days * 24 * 60 * 60);
     // Like every secret: the variable or the file, and both is refused.
@@ -305,6 +319,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     )?
     .map(|token| token.trim().to_owned());
 
+    let warnings = checks::configuration_warnings(&options);
     if args.check_config {
         let file_applies = backends_file
             .as_ref()
@@ -317,6 +332,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         outcomes.extend(checks::check_configuration(&options).await);
         for outcome in &outcomes {
             println!("{outcome}");
+        }
+        // Warnings do not fail the check: the setting may be deliberate.
+        for warning in &warnings {
+            println!("WARNING {warning}");
         }
         let sound = outcomes.iter().all(|outcome| outcome.result.is_ok());
         return Ok(if sound {
@@ -332,6 +351,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     {
         eprintln!("vidgate: refusing to start: {failure}");
         return Ok(ExitCode::FAILURE);
+    }
+    for warning in &warnings {
+        tracing::warn!("{warning}");
     }
     let server = match vidgate_server::start(options).await {
         Ok(server) => server,

@@ -350,7 +350,9 @@ pub async fn submit(
         SubmitError::InsufficientBalance { .. } => StatusCode::PAYMENT_REQUIRED,
         SubmitError::IdempotencyKeyReused => StatusCode::CONFLICT,
         SubmitError::AccountNotFound => StatusCode::UNAUTHORIZED,
-        SubmitError::MediaBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        SubmitError::MediaBusy { .. } | SubmitError::DatabaseUnavailable => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         // The page itself worked: what failed is the model or the service
         // behind it.
         SubmitError::ModelUnavailable(_)

@@ -9,7 +9,8 @@
 //! as `csrf_token`, and the dashboard's API calls as `X-CSRF-Token`; it is
 //! compared in constant time. Before there is a session (the sign-in and
 //! sign-up forms) a double-submit cookie, `vg_csrf`, plays that part, so a
-//! foreign site cannot sign a browser in to the attacker's account either.
+//! foreign site cannot sign a browser in to the attacker's account either;
+//! behind https it is `__Host-vg_csrf`, which no other host can set.
 
 use std::time::Duration;
 
@@ -24,6 +25,21 @@ use crate::store::{Session, Store, StoreError, User};
 
 pub const SESSION_COOKIE: &str = "vg_session";
 pub const PRE_SESSION_CSRF_COOKIE: &str = "vg_csrf";
+/// The pre-session CSRF cookie's name behind https: a browser takes a
+/// `__Host-` cookie only from this very host over https, with `Path=/` and
+/// no `Domain`, so a sibling subdomain or a plain-HTTP answer cannot plant
+/// one that the sign-in form would then match.
+pub const SECURE_PRE_SESSION_CSRF_COOKIE: &str = "__Host-vg_csrf";
+
+/// The pre-session CSRF cookie's name: `__Host-` prefixed when the cookies
+/// are `Secure` (the public URL is https).
+pub fn pre_session_csrf_cookie(secure: bool) -> &'static str {
+    if secure {
+        SECURE_PRE_SESSION_CSRF_COOKIE
+    } else {
+        PRE_SESSION_CSRF_COOKIE
+    }
+}
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
 /// Tokens are 43 characters; anything much longer is not one of ours and

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::session::{self, PRE_SESSION_CSRF_COOKIE, SESSION_COOKIE, SignedIn, cookie, set_cookie};
+use super::session::{self, SESSION_COOKIE, SignedIn, cookie, pre_session_csrf_cookie, set_cookie};
 use super::users::{self, UserError};
 use super::{Layout, passwords, render};
 use crate::client_address::client_address_of;
@@ -49,16 +49,12 @@ pub struct Credentials {
 /// The pre-session CSRF token of the request, or a new one with the cookie
 /// that sets it.
 fn pre_session_token(headers: &HeaderMap, secure: bool) -> (String, Option<HeaderValue>) {
-    match cookie(headers, PRE_SESSION_CSRF_COOKIE) {
+    let name = pre_session_csrf_cookie(secure);
+    match cookie(headers, name) {
         Some(token) => (token.to_owned(), None),
         None => {
             let token = random_secret();
-            let set = set_cookie(
-                PRE_SESSION_CSRF_COOKIE,
-                &token,
-                PRE_SESSION_LIFETIME,
-                secure,
-            );
+            let set = set_cookie(name, &token, PRE_SESSION_LIFETIME, secure);
             (token, Some(set))
         }
     }
@@ -109,8 +105,9 @@ pub async fn show(State(state): State<AppState>, headers: HeaderMap) -> Response
     sign_in_page(&state, &headers, StatusCode::OK, "sign-in", "", None)
 }
 
-fn pre_session_csrf_ok(headers: &HeaderMap, form_token: &str) -> bool {
-    cookie(headers, PRE_SESSION_CSRF_COOKIE).is_some_and(|token| tokens_match(token, form_token))
+fn pre_session_csrf_ok(headers: &HeaderMap, secure: bool, form_token: &str) -> bool {
+    cookie(headers, pre_session_csrf_cookie(secure))
+        .is_some_and(|token| tokens_match(token, form_token))
 }
 
 /// Answers a successful sign-in or sign-up: the session cookie and a
@@ -132,7 +129,11 @@ pub async fn submit(
     Form(credentials): Form<Credentials>,
 ) -> Response {
     let headers = &parts.headers;
-    if !pre_session_csrf_ok(headers, &credentials.csrf_token) {
+    if !pre_session_csrf_ok(
+        headers,
+        state.dashboard.secure_cookies,
+        &credentials.csrf_token,
+    ) {
         return session::csrf_refused(None);
     }
     let email = credentials.email.trim().to_lowercase();
@@ -193,7 +194,11 @@ pub async fn sign_up(
         return super::not_found(None);
     }
     let headers = &parts.headers;
-    if !pre_session_csrf_ok(headers, &credentials.csrf_token) {
+    if !pre_session_csrf_ok(
+        headers,
+        state.dashboard.secure_cookies,
+        &credentials.csrf_token,
+    ) {
         return session::csrf_refused(None);
     }
     // Sign-ups hash a password too, so they share the address limit.

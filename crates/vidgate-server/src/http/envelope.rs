@@ -18,6 +18,10 @@ use tracing::Instrument;
 
 use super::cog_callbacks::loggable_path;
 use super::ensure_error_shape;
+use super::error::DatabaseUnreachable;
+use super::files;
+use super::health::NotReady;
+use crate::health::Health;
 use crate::metrics::{Metrics, UNMATCHED_ROUTE};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -26,7 +30,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// template it is timed under comes from `NoteMatchedRoute`, which puts
 /// it on the response (the routing happens inside this layer).
 pub(super) async fn envelope(
-    State(metrics): State<Arc<Metrics>>,
+    State((metrics, health)): State<(Arc<Metrics>, Arc<Health>)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -37,11 +41,15 @@ pub(super) async fn envelope(
         .get(&REQUEST_ID)
         .cloned()
         .unwrap_or_else(new_request_id);
-    // Capability segments (a Cog callback's token) never reach the log.
+    // Capability segments (a Cog callback's token, a file's name) never
+    // reach the log.
+    let path = request.uri().path();
+    let path =
+        files::loggable_path(path).map_or_else(|| loggable_path(path), std::borrow::Cow::Owned);
     let span = tracing::info_span!(
         "request",
         method = %method,
-        path = %loggable_path(request.uri().path()),
+        path = %path,
         request_id = request_id.to_str().unwrap_or("-"),
     );
     let response = next.run(request).instrument(span.clone()).await;
@@ -54,7 +62,11 @@ pub(super) async fn envelope(
         .map_or(UNMATCHED_ROUTE, MatchedPath::as_str);
     metrics.record_request(route, method.as_str(), status.as_u16(), elapsed);
     let latency_ms = elapsed.as_millis() as u64;
-    if status.is_server_error() {
+    if response.extensions().get::<DatabaseUnreachable>().is_some() {
+        // One error for the whole outage, from `Health`, rather than one
+        // per request it refused.
+        health.database_unreachable();
+    } else if status.is_server_error() && response.extensions().get::<NotReady>().is_none() {
         span.in_scope(|| tracing::error!(status = status.as_u16(), latency_ms, "response failed"));
     } else if tracing::enabled!(tracing::Level::DEBUG) {
         span.in_scope(|| {

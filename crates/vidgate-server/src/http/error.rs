@@ -14,7 +14,7 @@ use crate::backend::provider::WebhookRejection;
 use crate::callers::CallerRefusal;
 use crate::dashboard::users::UserError;
 use crate::diagnostics::log_cause_chain;
-use crate::store::StoreError;
+use crate::store::{CONNECTION_WAIT, StoreError};
 use crate::submit::{CONCURRENCY_RETRY_AFTER, IDEMPOTENCY_KEY, SubmitError};
 
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +68,18 @@ pub enum ApiError {
         message: String,
         retry_after: Duration,
     },
+    /// The database could not be reached within `CONNECTION_WAIT`: 503
+    /// with `Retry-After`, under the spec's only 503 code, so clients back
+    /// off and retry instead of piling up.
+    #[error("The service cannot reach its database at the moment. Retry with backoff.")]
+    DatabaseUnavailable,
 }
+
+/// Marks a response answered because the database was unreachable, so the
+/// envelope reports the outage once to `Health` instead of logging an
+/// error for every request it refused.
+#[derive(Debug, Clone, Copy)]
+pub struct DatabaseUnreachable;
 
 impl ApiError {
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
@@ -101,7 +112,9 @@ impl ApiError {
                 (StatusCode::NOT_IMPLEMENTED, "direct_upload_unavailable")
             }
             ApiError::Upstream(_) => (StatusCode::BAD_GATEWAY, "upstream_error"),
-            ApiError::ModelUnavailable(_) | ApiError::Busy { .. } => {
+            ApiError::ModelUnavailable(_)
+            | ApiError::Busy { .. }
+            | ApiError::DatabaseUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable")
             }
         }
@@ -128,7 +141,11 @@ impl From<vidgate_media::InspectError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
-        ApiError::internal(error)
+        if error.is_unavailable() {
+            ApiError::DatabaseUnavailable
+        } else {
+            ApiError::internal(error)
+        }
     }
 }
 
@@ -150,7 +167,7 @@ impl From<CallerRefusal> for ApiError {
             "A request made with the dashboard session needs the page's X-CSRF-Token header."
                 .into(),
         ),
-        CallerRefusal::Store(error) => ApiError::internal(error),
+        CallerRefusal::Store(error) => error.into(),
     }
     }
 }
@@ -166,7 +183,7 @@ impl From<AccountChangeError> for ApiError {
                 message: format!("The account {account_id:?} was deleted; it cannot be changed."),
                 param: None,
             },
-            AccountChangeError::Store(error) => ApiError::internal(error),
+            AccountChangeError::Store(error) => error.into(),
         }
     }
 }
@@ -188,7 +205,7 @@ impl From<UserError> for ApiError {
                 message: format!("The account {account_id:?} was deleted; it cannot be changed."),
                 param: None,
             },
-            UserError::Store(error) => ApiError::internal(error),
+            UserError::Store(error) => error.into(),
             UserError::Password(error) => ApiError::internal(error),
         }
     }
@@ -210,7 +227,7 @@ impl From<WebhookRefusal> for ApiError {
                 ApiError::Unauthorized(message)
             }
             WebhookRefusal::Unavailable(_) => ApiError::Upstream(message),
-            WebhookRefusal::Store(error) => ApiError::internal(error),
+            WebhookRefusal::Store(error) => error.into(),
         }
     }
 }
@@ -237,6 +254,7 @@ impl From<SubmitError> for ApiError {
                 message,
                 retry_after,
             },
+            SubmitError::DatabaseUnavailable => ApiError::DatabaseUnavailable,
             SubmitError::Internal(source) => ApiError::Internal(source),
         }
     }
@@ -278,9 +296,17 @@ impl IntoResponse for ApiError {
             body["error"]["param"] = json!(param);
         }
         let mut response = (status, axum::Json(body)).into_response();
-        if let ApiError::RateLimited { retry_after, .. } | ApiError::Busy { retry_after, .. } =
-            &self
-        {
+        let retry_after = match &self {
+            ApiError::RateLimited { retry_after, .. } | ApiError::Busy { retry_after, .. } => {
+                Some(*retry_after)
+            }
+            ApiError::DatabaseUnavailable => {
+                response.extensions_mut().insert(DatabaseUnreachable);
+                Some(CONNECTION_WAIT)
+            }
+            _ => None,
+        };
+        if let Some(retry_after) = retry_after {
             let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
             response
                 .headers_mut()
@@ -319,6 +345,7 @@ mod tests {
             SubmitError::MediaBusy {
                 retry_after: Duration::from_secs(1),
             },
+            SubmitError::DatabaseUnavailable,
             SubmitError::Internal(Box::new(std::io::Error::other("disk"))),
         ];
         for refusal in refusals {

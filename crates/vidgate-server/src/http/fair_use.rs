@@ -18,7 +18,7 @@ use tower::{Layer, Service, ServiceExt};
 
 use super::ApiError;
 use crate::metrics::RateLimit;
-use crate::rate_limit::RateStatus;
+use crate::rate_limit::{AddressBucket, RateStatus};
 use crate::state::AppState;
 
 /// Requests per second and the burst one client address may make to the
@@ -192,34 +192,12 @@ fn bucket_key(client: Option<IpAddr>, buffer: &mut [u8; BUCKET_KEY_CAPACITY]) ->
     std::str::from_utf8(&buffer[..length]).expect("an address is written in ASCII")
 }
 
-/// The bucket an address counts against: an IPv4 address on its own, an
-/// IPv6 address by its /64 (one subscriber usually holds a whole /64, so
-/// per-address buckets would be free to multiply), and an IPv4-mapped IPv6
-/// address as the IPv4 address it is.
-struct AddressBucket(IpAddr);
-
-impl std::fmt::Display for AddressBucket {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0.to_canonical() {
-            IpAddr::V4(v4) => write!(formatter, "{v4}"),
-            IpAddr::V6(v6) => {
-                let segments = v6.segments();
-                write!(
-                    formatter,
-                    "{:x}:{:x}:{:x}:{:x}::/64",
-                    segments[0], segments[1], segments[2], segments[3]
-                )
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn ipv6_clients_share_a_bucket_per_64_and_mapped_ipv4_is_ipv4() {
+    fn a_bucket_key_is_the_address_bucket_in_the_public_namespace() {
         let bucket = |text: &str| {
             let mut buffer = [0; BUCKET_KEY_CAPACITY];
             bucket_key(Some(text.parse().unwrap()), &mut buffer).to_owned()

@@ -2,8 +2,10 @@
 //! streamed through vidgate with the Range support a `<video>` element needs
 //! (206 with `Content-Range`, `Accept-Ranges`, 416), so every public URL
 //! stays on our own origin. On local disk, `ServeDir` answers instead. With
-//! either, a file the retention sweep deleted answers 410 Gone, and kept
-//! request media is served only to a signed URL that has not expired.
+//! either, a file the retention sweep deleted (or whose account was
+//! deleted) answers 410 Gone at once, kept request media is served only to
+//! a signed URL that has not expired, and every answer says `nosniff` and
+//! how long a client may keep it.
 
 use axum::body::Body;
 use axum::extract::{OriginalUri, Path, Request, State};
@@ -79,6 +81,19 @@ pub async fn serve(
     Ok(response)
 }
 
+/// Where files are served, as request paths spell it.
+const FILES_PATH_PREFIX: &str = "/api/v1/files/";
+
+/// A file's path as request logs may show it: the kind of file (`outputs`,
+/// `uploads`, `media`) and nothing of its name, which is the capability
+/// that lets anyone holding the URL fetch it. `None` for other paths.
+pub fn loggable_path(path: &str) -> Option<String> {
+    let name = path.strip_prefix(FILES_PATH_PREFIX)?;
+    let kind = name.split('/').next().unwrap_or_default();
+    let kind = if is_stored_name(kind) { kind } else { "-" };
+    Some(format!("{FILES_PATH_PREFIX}{kind}/[redacted]"))
+}
+
 /// The request's URI as the client sent it, however the router nested it.
 fn original_uri(request: &Request) -> &Uri {
     request
@@ -126,26 +141,46 @@ pub async fn kept_media_needs_a_signature(
     Ok(next.run(request).await)
 }
 
-/// Turns the 404 of a file that expired into 410 Gone, with the time it
-/// expired. Only a missing file costs the look-up; files that are there are
-/// served as before.
+/// How long a client may keep a file it fetched: an hour, far shorter than
+/// the shortest retention (a day), so that a deleted file does not live on
+/// in caches for long. `private`: a file's URL is its capability, and a
+/// shared cache must not answer it to anyone else.
+const FILE_CACHE_CONTROL: &str = "private, max-age=3600";
+
+/// Answers 410 Gone, with the time it expired, for a file that expired or
+/// whose account was deleted, before the storage is asked: the bytes may
+/// still be there until the next sweep deletes them, but not one more
+/// request gets them. Every answer of a file route carries `nosniff` and
+/// every file served `FILE_CACHE_CONTROL`.
 pub async fn gone_when_expired(
     State(state): State<AppState>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     let relative_path = stored_name_of(&request);
-    let response = next.run(request).await;
-    if response.status() != StatusCode::NOT_FOUND || !is_stored_name(&relative_path) {
-        return Ok(response);
-    }
-    match state.store.file_expired_at(&relative_path).await? {
-        Some(expired_at) => Err(ApiError::Gone(format!(
+    let mut response = if is_stored_name(&relative_path)
+        && let Some(expired_at) = state.store.file_expired_at(&relative_path).await?
+    {
+        ApiError::Gone(format!(
             "This file expired at {} and was deleted; the record that named it remains.",
             rfc3339(expired_at)
-        ))),
-        None => Ok(response),
+        ))
+        .into_response()
+    } else {
+        next.run(request).await
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if response.status().is_success() {
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static(FILE_CACHE_CONTROL),
+        );
     }
+    Ok(response)
 }
 
 /// The type to serve a file as: from its name, or for a direct upload (named
@@ -197,6 +232,18 @@ mod tests {
 
     fn range(header: &str, size: u64) -> Option<std::ops::Range<u64>> {
         satisfiable_range(&HeaderValue::from_str(header).unwrap(), size)
+    }
+
+    #[test]
+    fn logged_file_paths_never_show_a_file_name() {
+        let name = "outputs/Zq8vT1sYb2xW9kLmN3pR5tU7/gen_01abc.mp4";
+        let logged = loggable_path(&format!("/api/v1/files/{name}")).unwrap();
+        assert_eq!(logged, "/api/v1/files/outputs/[redacted]");
+        assert_eq!(
+            loggable_path("/api/v1/files/%2e%2e/x").unwrap(),
+            "/api/v1/files/-/[redacted]"
+        );
+        assert_eq!(loggable_path("/api/v1/generations/gen_01abc"), None);
     }
 
     #[test]

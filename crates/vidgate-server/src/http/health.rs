@@ -31,11 +31,21 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not_ready")
     };
-    no_store(
+    let mut response = no_store(
         status,
         json!({ "status": word, "checks": Value::Object(checks) }),
-    )
+    );
+    if !readiness.is_ready() {
+        response.extensions_mut().insert(NotReady);
+    }
+    response
 }
+
+/// Marks the 503 of a node that is not ready: an answer the probe asked
+/// for, whose causes `Health` logs when it finds them, so the envelope does
+/// not log each probe's answer as a failure.
+#[derive(Debug, Clone, Copy)]
+pub struct NotReady;
 
 /// A probe's answer must never come from a cache between the prober and us.
 fn no_store(status: StatusCode, body: Value) -> Response {

@@ -151,7 +151,7 @@ pub fn router(state: AppState) -> impl HttpService {
     // Outside /api/v1: the operator's, not customers' (see admin/mod.rs).
     let operator = admin::router(state.clone());
 
-    let request_metrics = state.metrics.clone();
+    let envelope_state = (state.metrics.clone(), state.health.clone());
     let routes = Router::new()
         .merge(api)
         .nest("/admin/v1", operator)
@@ -163,7 +163,7 @@ pub fn router(state: AppState) -> impl HttpService {
         .with_state(state);
     tower::ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(
-            request_metrics,
+            envelope_state,
             envelope::envelope,
         ))
         // The JSON body limit of every route, set once outside the routing

@@ -7,9 +7,12 @@
 //! from the provider: a webhook hastens a job, never decides it. The route
 //! sits outside the public API and its key authentication.
 
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -19,6 +22,43 @@ use crate::backend::{WebhookReceipt, WebhookRefusal};
 /// Largest webhook body read: a prediction or a fal result with its
 /// output links is a few KB; Replicate's include the input and logs.
 const MAX_PROVIDER_WEBHOOK_BYTES: usize = 1024 * 1024;
+
+/// At most one warning about refused webhooks per interval: anyone can post
+/// forged ones, and a line for each would let them fill the log.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// When a refusal was last logged, and how many were refused since without
+/// a line of their own.
+static REFUSAL_LOG: Mutex<(Option<Instant>, u64)> = Mutex::new((None, 0));
+
+/// Logs a refused webhook, unless one was logged within the interval; the
+/// next line says how many were refused in between.
+fn log_refusal(generation_id: &str, refusal: &WebhookRefusal) {
+    let mut log = REFUSAL_LOG.lock().unwrap_or_else(PoisonError::into_inner);
+    let (last_logged, unlogged) = &mut *log;
+    if last_logged.is_some_and(|logged| logged.elapsed() < REFUSAL_LOG_INTERVAL) {
+        *unlogged += 1;
+        return;
+    }
+    tracing::warn!(
+        generation = %generation_id,
+        %refusal,
+        refused_without_a_line = *unlogged,
+        "a provider webhook was refused"
+    );
+    *last_logged = Some(Instant::now());
+    *unlogged = 0;
+}
+
+/// A body declared larger than the limit is refused before a byte of it is
+/// read, and the connection is closed rather than kept for the rest.
+fn declared_too_large(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .is_some_and(|length| length > MAX_PROVIDER_WEBHOOK_BYTES as u64)
+}
 
 pub async fn receive(
     State(state): State<AppState>,
@@ -31,6 +71,16 @@ pub async fn receive(
         .model(&format!("{vendor}/{model}"))
         .and_then(|model| state.backends.for_model(model))
         .ok_or_else(|| ApiError::from(WebhookRefusal::UnknownJob))?;
+    if declared_too_large(&headers) {
+        let mut response = ApiError::PayloadTooLarge(format!(
+            "A provider webhook body may be at most {MAX_PROVIDER_WEBHOOK_BYTES} bytes."
+        ))
+        .into_response();
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return Ok(response);
+    }
     let body = axum::body::to_bytes(body, MAX_PROVIDER_WEBHOOK_BYTES)
         .await
         .map_err(|error| ApiError::InvalidRequest {
@@ -40,9 +90,7 @@ pub async fn receive(
     let receipt = backend
         .receive_provider_webhook(&generation_id, &headers, &body)
         .await
-        .inspect_err(|refusal| {
-            tracing::warn!(generation = %generation_id, %refusal, "a provider webhook was refused");
-        })?;
+        .inspect_err(|refusal| log_refusal(&generation_id, refusal))?;
     // A duplicate is acknowledged too, so the provider stops retrying it.
     Ok(axum::Json(json!({ "duplicate": receipt == WebhookReceipt::Duplicate })).into_response())
 }

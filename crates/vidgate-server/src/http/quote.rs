@@ -7,12 +7,15 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
 use vidgate_core::Purpose;
-use vidgate_media::Scope;
+use vidgate_media::{Requester, Scope};
 
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
+use crate::client_address::ClientAddress;
+use crate::rate_limit::AddressBucket;
 
 pub async fn quote(
     State(state): State<AppState>,
+    ClientAddress(client): ClientAddress,
     Path(segments): Path<(String, String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -31,9 +34,14 @@ pub async fn quote(
     // Only the media that changes the price is fetched: reference videos,
     // whose probed durations are billed. The submit prices them the same way
     // (from the probe cache when it follows soon), so the quote is the charge.
+    // A quote's fetches are anonymous: few per client, and never in the
+    // slots kept for accounts' submits.
+    let requester = Requester::Anonymous {
+        client: AddressBucket(client).to_string(),
+    };
     let media_facts = state
         .media
-        .inspect(endpoint, &input, Scope::PriceAffecting)
+        .inspect(&requester, endpoint, &input, Scope::PriceAffecting)
         .await?;
     let price = endpoint.price(&input, &media_facts);
     Ok(Json(json!({

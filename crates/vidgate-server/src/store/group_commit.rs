@@ -126,6 +126,12 @@ async fn submit_batch<Submitter: BatchSubmitter>(
     }
     match submitter.submit_together(batch).await {
         Ok(answers) => answers,
+        // Each submit alone would wait as long again for a database that
+        // is not there: they all fail now, and their clients retry.
+        Err(error) if error.is_unavailable() => batch
+            .iter()
+            .map(|_| Err(SubmitRefusal::Store(StoreError::Unavailable)))
+            .collect(),
         Err(error) => {
             tracing::warn!(
                 error = ?error,

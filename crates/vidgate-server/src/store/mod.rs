@@ -170,7 +170,19 @@ pub enum StoreError {
     /// starts it again.
     #[error("the submit batch task stopped")]
     SubmitQueueStopped,
+    /// The database could not be reached within `CONNECTION_WAIT` for a
+    /// batch of submits that were then all answered with this.
+    #[error("the database is unreachable")]
+    Unavailable,
 }
+
+/// The longest a caller waits for a database connection (a pool's free
+/// connection, a new one, or SQLite's write lock held by another process)
+/// before the operation fails with an error that `is_unavailable`. Without
+/// it every request of a database outage waited for sqlx's default of
+/// 30 s, and requests piled up; with it they are refused at once, with a
+/// status that tells the client to retry.
+pub const CONNECTION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl StoreError {
     fn unsupported_url(database_url: &str) -> StoreError {
@@ -178,6 +190,44 @@ impl StoreError {
             .split_once(':')
             .map_or("", |(scheme, _)| scheme);
         StoreError::UnsupportedUrl(scheme.to_owned())
+    }
+
+    /// The database could not be reached, or not soon enough: the same
+    /// operation may succeed when it returns. Any other error is a fault of
+    /// its own (a constraint, corrupt data) that retrying will not cure.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Unavailable | StoreError::ConnectTimeout(_) => true,
+            StoreError::Database(error) => sqlx_error_is_unavailable(error),
+            _ => false,
+        }
+    }
+}
+
+/// A pool that waited `CONNECTION_WAIT` in vain, a connection that broke
+/// (or whose TLS did),
+/// PostgreSQL refusing or ending connections (SQLSTATE classes 08, a
+/// connection exception, and 57P, a server shutting down or starting), or
+/// SQLite's write lock held by another process past the busy timeout.
+fn sqlx_error_is_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(database) => {
+            if let Some(sqlite) = database.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+                // SQLITE_BUSY and SQLITE_LOCKED, whatever their extended code.
+                let primary = sqlx::error::DatabaseError::code(sqlite)
+                    .and_then(|code| code.parse::<i32>().ok())
+                    .map(|code| code & 0xff);
+                return matches!(primary, Some(5 | 6));
+            }
+            database
+                .code()
+                .is_some_and(|code| code.starts_with("08") || code.starts_with("57P"))
+        }
+        _ => false,
     }
 }
 

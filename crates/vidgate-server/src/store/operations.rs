@@ -29,6 +29,10 @@ impl SchemaState {
 pub trait OperationsStore: Send + Sync {
     /// Runs one cheap query, so it fails when the database is unreachable.
     async fn schema_state(&self) -> Result<SchemaState, StoreError>;
+    /// Starts a write transaction and rolls it back: fails while a write
+    /// could not start (the database unreachable, or SQLite's write lock
+    /// held by another process), which reads alone would not show.
+    async fn check_writable(&self) -> Result<(), StoreError>;
     /// Writes a consistent copy of the whole database to a new file at
     /// `path`, without stopping writers. Only the embedded SQLite database
     /// can; PostgreSQL has its own tools (`pg_dump`, base backups).
@@ -61,6 +65,11 @@ impl OperationsStore for SqliteStore {
         })
     }
 
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        self.begin_write().await?.rollback().await?;
+        Ok(())
+    }
+
     async fn backup_into(&self, path: &str) -> Result<(), StoreError> {
         // `VACUUM INTO` reads one snapshot (a read transaction, which in WAL
         // mode never blocks the server's writers) and writes it compacted to
@@ -83,6 +92,11 @@ impl OperationsStore for PgStore {
             applied_version,
             expected_version: newest_version(&schema::postgres_migrator()),
         })
+    }
+
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        self.begin_write().await?.rollback().await?;
+        Ok(())
     }
 
     async fn backup_into(&self, _path: &str) -> Result<(), StoreError> {

@@ -164,9 +164,12 @@ pub trait OperatorStore: Send + Sync {
     /// Deletes an account's personal data and media in one transaction with
     /// its audit row: keys, users and sessions, webhook secrets, URLs and
     /// deliveries, uploads, and the inputs and outputs of its generations
-    /// (their files join the expired files: the sweep deletes them, and
-    /// their URLs then answer 410). The account row stays with its money figures and its
-    /// ledger, so the books still add up.
+    /// (their files join the expired files: their URLs answer 410 at once,
+    /// and the sweep deletes them). What people wrote about the account is
+    /// redacted: names, emails and reasons in the audit log and the credit
+    /// adjustments, and the messages of failed generations. The account
+    /// row stays with its money figures and its ledger, so the books still
+    /// add up.
     async fn delete_account(
         &self,
         account_id: &str,
@@ -210,6 +213,39 @@ fn audit_entry_from_row((id, actor, action, target, detail, created_at): AuditRo
         detail,
         created_at,
     }
+}
+
+/// What replaces personal text of a deleted account.
+const REDACTED: &str = "[deleted]";
+
+/// The fields of audit details that people wrote about an account or its
+/// users: an account's or key's name, a user's email, an adjustment's
+/// reason.
+const PERSONAL_AUDIT_FIELDS: [&str; 3] = ["name", "email", "reason"];
+
+/// An audit entry's detail with its personal fields replaced, or `None`
+/// when it has none (the entry stays as it is).
+fn redacted_audit_detail(detail: &str) -> Option<String> {
+    let mut detail: serde_json::Value = serde_json::from_str(detail).ok()?;
+    let fields = detail.as_object_mut()?;
+    let mut changed = false;
+    for field in PERSONAL_AUDIT_FIELDS {
+        if let Some(value) = fields.get_mut(field) {
+            *value = serde_json::Value::from(REDACTED);
+            changed = true;
+        }
+    }
+    changed.then(|| detail.to_string())
+}
+
+/// A failed generation's error with its message (which may quote the
+/// request or a provider's words about it) replaced; its code stays.
+fn redacted_failure(error: &str) -> String {
+    let code = serde_json::from_str::<serde_json::Value>(error)
+        .ok()
+        .and_then(|error| error.get("code").cloned())
+        .unwrap_or(serde_json::Value::Null);
+    serde_json::json!({ "code": code, "message": REDACTED }).to_string()
 }
 
 /// Implements `OperatorStore` for one store type; expanded for both by
@@ -467,6 +503,46 @@ macro_rules! impl_operator_store {
                     .bind(now)
                     .execute(&mut *transaction)
                     .await?;
+                }
+                // What people wrote about the account (names, emails,
+                // reasons, failure messages) goes; which event happened,
+                // when, by whom and for how much stays.
+                let audit_rows: Vec<(i64, String)> = sqlx::query_as(
+                    "SELECT id, detail FROM audit_log WHERE target = $1 \
+                     OR target IN (SELECT id FROM users WHERE account_id = $1) \
+                     OR target IN (SELECT id FROM api_keys WHERE account_id = $1) \
+                     OR target IN (SELECT idempotency_key FROM credit_adjustments \
+                                   WHERE account_id = $1)",
+                )
+                .bind(account_id)
+                .fetch_all(&mut *transaction)
+                .await?;
+                for (id, detail) in audit_rows {
+                    if let Some(redacted) = redacted_audit_detail(&detail) {
+                        sqlx::query("UPDATE audit_log SET detail = $1 WHERE id = $2")
+                            .bind(redacted)
+                            .bind(id)
+                            .execute(&mut *transaction)
+                            .await?;
+                    }
+                }
+                sqlx::query("UPDATE credit_adjustments SET reason = $2 WHERE account_id = $1")
+                    .bind(account_id)
+                    .bind(REDACTED)
+                    .execute(&mut *transaction)
+                    .await?;
+                let failures: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT id, error FROM generations WHERE account_id = $1 AND error IS NOT NULL",
+                )
+                .bind(account_id)
+                .fetch_all(&mut *transaction)
+                .await?;
+                for (generation_id, error) in failures {
+                    sqlx::query("UPDATE generations SET error = $1 WHERE id = $2")
+                        .bind(redacted_failure(&error))
+                        .bind(generation_id)
+                        .execute(&mut *transaction)
+                        .await?;
                 }
                 // Children before parents, for the foreign keys.
                 for statement in [

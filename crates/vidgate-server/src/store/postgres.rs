@@ -75,6 +75,7 @@ impl PgStore {
         first.close().await.ok();
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(super::CONNECTION_WAIT)
             .connect_with(options)
             .await?;
         Ok(PgStore {

@@ -82,7 +82,10 @@ impl SqliteStore {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(synchronous)
-            .busy_timeout(Duration::from_secs(10))
+            // Another process (an admin command) holds the write lock for
+            // milliseconds; waiting longer than a request waits for a
+            // connection would only pile requests up behind it.
+            .busy_timeout(super::CONNECTION_WAIT)
             .foreign_keys(true);
         create_private_database_file(options.get_filename())?;
         // A connection to a local file cannot go stale the way a network
@@ -90,6 +93,7 @@ impl SqliteStore {
         // round trip to the connection's worker thread on every statement.
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .acquire_timeout(super::CONNECTION_WAIT)
             .test_before_acquire(false)
             .connect_with(options.clone())
             .await?;
@@ -103,6 +107,7 @@ impl SqliteStore {
         }
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
+            .acquire_timeout(super::CONNECTION_WAIT)
             .test_before_acquire(false)
             .connect_with(options.clone().read_only(true))
             .await?;

@@ -156,6 +156,9 @@ pub struct TestSettings {
     pub retention: vidgate_server::retention::RetentionSettings,
     /// Rate-limit buckets shared in this Redis; this node's own by default.
     pub redis_url: Option<String>,
+    /// PostgreSQL reached through this address (a test's proxy, which can
+    /// cut it off) instead of directly.
+    pub database_proxy: Option<SocketAddr>,
 }
 
 impl TestSettings {
@@ -182,6 +185,7 @@ impl TestSettings {
             metrics_listen: None,
             retention: vidgate_server::retention::RetentionSettings::default(),
             redis_url: None,
+            database_proxy: None,
         }
     }
 }
@@ -242,7 +246,15 @@ async fn start_server(
     let mut options = ServerOptions::new(settings.listen, data_dir.path().to_path_buf());
     options.public_url = settings.public_url.clone();
     options.cog_callback_url = settings.cog_callback_url.clone();
-    options.database_url = Some(database.url());
+    options.database_url = Some(match settings.database_proxy {
+        Some(proxy) => {
+            let mut url = url::Url::parse(&database.url()).expect("a database URL");
+            url.set_ip_host(proxy.ip()).expect("a host");
+            url.set_port(Some(proxy.port())).expect("a port");
+            url.to_string()
+        }
+        None => database.url(),
+    });
     options.queue.workers = settings.workers;
     options.http = settings.http;
     options.trusted_proxies = settings.trusted_proxies.clone();
