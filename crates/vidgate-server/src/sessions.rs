@@ -23,6 +23,71 @@ pub fn tokens_match(expected: &str, given: &str) -> bool {
     !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
 }
 
+/// The purpose under which the pre-session CSRF key is kept in the store.
+const PRE_SESSION_KEY_PURPOSE: &str = "dashboard-pre-session-csrf";
+
+/// How long a pre-session CSRF token is good for: as long as a sign-in page
+/// stays open.
+pub const PRE_SESSION_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The CSRF tokens of the sign-in and sign-up forms, before there is a
+/// session: `<nonce>.<expiry>.<HMAC-SHA256 of both>` with a key every node
+/// shares, carried in a cookie and echoed by the form. Only a token this
+/// service issued, and not yet expired, passes, so a cookie planted with a
+/// value of the planter's choosing does not.
+pub struct PreSessionCsrf {
+    key: Vec<u8>,
+}
+
+impl PreSessionCsrf {
+    /// The tokens' key every node shares: the store's, or a new random one
+    /// that this call stores when there is none yet.
+    pub async fn shared(store: &dyn Store) -> Result<PreSessionCsrf, StoreError> {
+        let key = store
+            .server_key(PRE_SESSION_KEY_PURPOSE, &random_secret())
+            .await?;
+        Ok(PreSessionCsrf::new(key.as_bytes()))
+    }
+
+    pub fn new(key: &[u8]) -> PreSessionCsrf {
+        PreSessionCsrf { key: key.to_vec() }
+    }
+
+    fn signature(&self, nonce: &str, expires_at: i64) -> String {
+        use base64::Engine;
+        use hmac::{KeyInit, Mac};
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.key)
+            .expect("HMAC accepts keys of any length");
+        mac.update(nonce.as_bytes());
+        mac.update(b".");
+        mac.update(expires_at.to_string().as_bytes());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+    }
+
+    /// A new token, good for `PRE_SESSION_LIFETIME` from `now` (Unix ms).
+    pub fn issue(&self, now: i64) -> String {
+        let nonce = random_secret();
+        let expires_at = now + PRE_SESSION_LIFETIME.as_millis() as i64;
+        let signature = self.signature(&nonce, expires_at);
+        format!("{nonce}.{expires_at}.{signature}")
+    }
+
+    /// Whether `token` is one this service issued that has not expired at
+    /// `now`; the signature is compared in constant time.
+    pub fn is_valid(&self, token: &str, now: i64) -> bool {
+        let mut parts = token.splitn(3, '.');
+        let (Some(nonce), Some(expires_at), Some(signature)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return false;
+        };
+        let Ok(expires_at) = expires_at.parse::<i64>() else {
+            return false;
+        };
+        tokens_match(&self.signature(nonce, expires_at), signature) && now < expires_at
+    }
+}
+
 /// The live session a token names, if any.
 pub async fn live_session(store: &dyn Store, token: &str) -> Result<Option<Session>, StoreError> {
     store
@@ -60,6 +125,27 @@ pub fn api_caller(session: &Session) -> Caller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_issued_unexpired_pre_session_token_is_valid() {
+        let csrf = PreSessionCsrf::new(b"a key");
+        let now = 1_800_000_000_000;
+        let token = csrf.issue(now);
+        assert!(csrf.is_valid(&token, now));
+        assert!(!csrf.is_valid(&token, now + PRE_SESSION_LIFETIME.as_millis() as i64));
+        assert!(!PreSessionCsrf::new(b"another key").is_valid(&token, now));
+        let (nonce, rest) = token.split_once('.').unwrap();
+        assert!(!csrf.is_valid(&format!("{nonce}x.{rest}"), now));
+        for forged in [
+            "",
+            "planted",
+            "a.b.c",
+            "a.1.",
+            &format!("{nonce}.{}.x", now + 1),
+        ] {
+            assert!(!csrf.is_valid(forged, now), "{forged}");
+        }
+    }
 
     #[test]
     fn tokens_must_match_exactly_and_not_be_empty() {

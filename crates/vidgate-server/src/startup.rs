@@ -232,6 +232,7 @@ impl Components {
         let (development_account, development_user) =
             development_account(&options, store.as_ref()).await?;
         let media_signer = MediaUrlSigner::shared(store.as_ref()).await?;
+        let pre_session_csrf = crate::sessions::PreSessionCsrf::shared(store.as_ref()).await?;
 
         let rate_limiter = match &options.redis_url {
             Some(redis_url) => CallerRateLimiter::shared(redis_url).await?,
@@ -312,6 +313,7 @@ impl Components {
                 options.allow_sign_up,
                 &addresses.public_url,
                 rate_limiter,
+                pre_session_csrf,
             )),
             health,
             operator_token: options

@@ -102,6 +102,8 @@ pub struct DashboardSettings {
     /// Session cookies are marked `Secure`: the public URL is https.
     pub secure_cookies: bool,
     pub sign_in_limits: SignInLimits,
+    /// Issues and checks the sign-in and sign-up forms' CSRF tokens.
+    pub pre_session_csrf: crate::sessions::PreSessionCsrf,
 }
 
 impl DashboardSettings {
@@ -111,11 +113,13 @@ impl DashboardSettings {
         allow_sign_up: bool,
         public_url: &str,
         rate_limiter: Arc<CallerRateLimiter>,
+        pre_session_csrf: crate::sessions::PreSessionCsrf,
     ) -> DashboardSettings {
         DashboardSettings {
             allow_sign_up,
             secure_cookies: public_url.starts_with("https://"),
             sign_in_limits: SignInLimits::new(rate_limiter),
+            pre_session_csrf,
         }
     }
 }

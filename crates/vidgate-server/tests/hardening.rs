@@ -662,6 +662,46 @@ async fn behind_https_a_planted_sign_in_csrf_cookie_is_refused() {
     app.server.shutdown().await;
 }
 
+/// The sign-in form's CSRF cookie must be one this service issued: a
+/// cookie planted with a value of the planter's choosing, and a form token
+/// to match it, is refused, even over plain HTTP.
+#[tokio::test]
+async fn a_sign_in_csrf_token_the_service_did_not_issue_is_refused() {
+    let app = spawn_app(StoreKind::Sqlite).await;
+    let base = format!("http://{}", app.server.local_addr.unwrap());
+    let sign_in = |token: &str| {
+        app.client
+            .post(format!("{base}/dashboard/sign-in"))
+            .header("cookie", format!("vg_csrf={token}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "email=nobody%40example.com&password=wrong&csrf_token={token}"
+            ))
+            .send()
+    };
+    for planted in ["planted", "a.4102444800000.signature"] {
+        let response = sign_in(planted).await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{planted}");
+    }
+    let page = app
+        .client
+        .get(format!("{base}/dashboard/sign-in"))
+        .send()
+        .await
+        .unwrap();
+    let issued = page.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .trim_start_matches("vg_csrf=")
+        .to_owned();
+    let genuine = sign_in(&issued).await.unwrap();
+    assert_ne!(genuine.status(), StatusCode::FORBIDDEN);
+    app.server.shutdown().await;
+}
+
 /// The reasons of an account's credit adjustments, read from the database
 /// itself (no API shows a deleted account's).
 async fn adjustment_reasons(app: &TestApp, account_id: &str) -> Vec<String> {

@@ -286,6 +286,31 @@ fn a_broken_backends_file_is_refused_naming_it() {
     assert!(report.contains("FAILED  --backends-file"), "{report}");
 }
 
+/// An operator token on a node whose public URL is not loopback is allowed,
+/// but `--check-config` warns: `/admin/v1` then answers where clients reach,
+/// unless the proxy blocks it.
+#[test]
+fn an_operator_token_with_a_public_url_is_warned_about_not_refused() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let token = "an-operator-token-that-is-long-enough-0123456789";
+    let environment = [
+        ("VIDGATE_DATA_DIR", text(data_dir.path())),
+        ("VIDGATE_ADMIN_TOKEN", token),
+    ];
+    let (passed, report) = check_config(&environment, &["--public-url", "https://api.example.com"]);
+    assert!(passed, "{report}");
+    let warnings: Vec<&str> = report
+        .lines()
+        .filter(|line| line.starts_with("WARNING"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{report}");
+    assert!(warnings[0].contains("/admin/v1") && warnings[0].contains("api.example.com"));
+    assert!(!report.contains(token), "{report}");
+    let (passed, report) = check_config(&environment, &["--public-url", "http://127.0.0.1:8080"]);
+    assert!(passed, "{report}");
+    assert!(!report.contains("WARNING"), "{report}");
+}
+
 #[test]
 fn a_sound_single_node_configuration_passes_every_check() {
     let data_dir = tempfile::tempdir().unwrap();

@@ -14,16 +14,13 @@ use super::session::{self, SESSION_COOKIE, SignedIn, cookie, pre_session_csrf_co
 use super::users::{self, UserError};
 use super::{Layout, passwords, render};
 use crate::client_address::client_address_of;
-use crate::ids::random_secret;
 use crate::metrics::RateLimit;
-use crate::sessions::tokens_match;
+use crate::sessions::{PRE_SESSION_LIFETIME, tokens_match};
 use crate::state::AppState;
+use crate::store::now_millis;
 
 /// What a sign-up with an email that already has a user is told.
 const SIGN_UP_REFUSED: &str = "No account could be created with this email and password. To use an existing account, sign in.";
-
-/// The pre-session CSRF cookie lasts as long as a sign-in page stays open.
-const PRE_SESSION_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 
 #[derive(Template)]
 #[template(path = "sign_in.html")]
@@ -46,14 +43,16 @@ pub struct Credentials {
     csrf_token: String,
 }
 
-/// The pre-session CSRF token of the request, or a new one with the cookie
-/// that sets it.
-fn pre_session_token(headers: &HeaderMap, secure: bool) -> (String, Option<HeaderValue>) {
+/// The pre-session CSRF token of the request, when it is one we issued and
+/// has not expired, or a new one with the cookie that sets it.
+fn pre_session_token(state: &AppState, headers: &HeaderMap) -> (String, Option<HeaderValue>) {
+    let csrf = &state.dashboard.pre_session_csrf;
+    let secure = state.dashboard.secure_cookies;
     let name = pre_session_csrf_cookie(secure);
     match cookie(headers, name) {
-        Some(token) => (token.to_owned(), None),
-        None => {
-            let token = random_secret();
+        Some(token) if csrf.is_valid(token, now_millis()) => (token.to_owned(), None),
+        _ => {
+            let token = csrf.issue(now_millis());
             let set = set_cookie(name, &token, PRE_SESSION_LIFETIME, secure);
             (token, Some(set))
         }
@@ -68,7 +67,7 @@ fn sign_in_page(
     email: &str,
     alert: Option<String>,
 ) -> Response {
-    let (token, set) = pre_session_token(headers, state.dashboard.secure_cookies);
+    let (token, set) = pre_session_token(state, headers);
     let title = if form_id == "sign-up" {
         "Create an account"
     } else {
@@ -105,9 +104,20 @@ pub async fn show(State(state): State<AppState>, headers: HeaderMap) -> Response
     sign_in_page(&state, &headers, StatusCode::OK, "sign-in", "", None)
 }
 
-fn pre_session_csrf_ok(headers: &HeaderMap, secure: bool, form_token: &str) -> bool {
-    cookie(headers, pre_session_csrf_cookie(secure))
-        .is_some_and(|token| tokens_match(token, form_token))
+/// The form echoes the cookie's token (double submit), and the token is one
+/// we issued that has not expired.
+fn pre_session_csrf_ok(state: &AppState, headers: &HeaderMap, form_token: &str) -> bool {
+    cookie(
+        headers,
+        pre_session_csrf_cookie(state.dashboard.secure_cookies),
+    )
+    .is_some_and(|token| {
+        tokens_match(token, form_token)
+            && state
+                .dashboard
+                .pre_session_csrf
+                .is_valid(token, now_millis())
+    })
 }
 
 /// Answers a successful sign-in or sign-up: the session cookie and a
@@ -129,11 +139,7 @@ pub async fn submit(
     Form(credentials): Form<Credentials>,
 ) -> Response {
     let headers = &parts.headers;
-    if !pre_session_csrf_ok(
-        headers,
-        state.dashboard.secure_cookies,
-        &credentials.csrf_token,
-    ) {
+    if !pre_session_csrf_ok(&state, headers, &credentials.csrf_token) {
         return session::csrf_refused(None);
     }
     let email = credentials.email.trim().to_lowercase();
@@ -194,11 +200,7 @@ pub async fn sign_up(
         return super::not_found(None);
     }
     let headers = &parts.headers;
-    if !pre_session_csrf_ok(
-        headers,
-        state.dashboard.secure_cookies,
-        &credentials.csrf_token,
-    ) {
+    if !pre_session_csrf_ok(&state, headers, &credentials.csrf_token) {
         return session::csrf_refused(None);
     }
     // Sign-ups hash a password too, so they share the address limit.
