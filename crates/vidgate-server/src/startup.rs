@@ -47,6 +47,7 @@ use crate::options::{
 use crate::queue::{self, QueueSettings, WorkerContext};
 use crate::rate_limit::CallerRateLimiter;
 use crate::retention::{self, RetentionSettings};
+use crate::live_status::LiveStatus;
 use crate::state::{AppState, AppStateFields, DashboardSettings, OperatorToken};
 use crate::storage::Storage;
 use crate::store::{self, Store, StoreError};
@@ -317,6 +318,10 @@ impl Components {
                 .map(|token| Arc::new(OperatorToken::new(token))),
             metrics: Arc::new(Metrics::new()),
             media_signer,
+            live_status: Arc::new(LiveStatus::new(
+                options.live_status,
+                options.http.idle_timeout,
+            )),
         });
         let webhook_client = if options.role.runs_jobs() {
             Some(WebhookClient::new(
@@ -521,6 +526,12 @@ impl RunningServer {
         if let Some(http) = self.http {
             tokio::time::sleep(self.drain_delay).await;
             http.shutdown.cancel();
+            // Waits answer and event streams end now, instead of holding
+            // their connections open until their generations finish; a
+            // stream's client reconnects (to another node) and resumes.
+            if let Some(state) = &self.api_state {
+                state.live_status.close_all();
+            }
             report_abnormal_end(http.task.await);
         }
         self.background_shutdown.cancel();

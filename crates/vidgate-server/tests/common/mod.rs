@@ -156,6 +156,8 @@ pub struct TestSettings {
     pub retention: vidgate_server::retention::RetentionSettings,
     /// Rate-limit buckets shared in this Redis; this node's own by default.
     pub redis_url: Option<String>,
+    /// Caps on open waits and event streams (the defaults of `serve`).
+    pub live_status: vidgate_server::live_status::LiveStatusLimits,
 }
 
 impl TestSettings {
@@ -182,6 +184,7 @@ impl TestSettings {
             metrics_listen: None,
             retention: vidgate_server::retention::RetentionSettings::default(),
             redis_url: None,
+            live_status: vidgate_server::live_status::LiveStatusLimits::default(),
         }
     }
 }
@@ -259,6 +262,7 @@ async fn start_server(
     options.metrics_listen = settings.metrics_listen;
     options.retention = settings.retention;
     options.redis_url = settings.redis_url.clone();
+    options.live_status = settings.live_status;
     vidgate_server::start(options).await.expect("server starts")
 }
 
