@@ -62,9 +62,7 @@ pub enum LiveStatusRefusal {
         "Too many waits and event streams open for this key: at most {limit} at once. Retry later, or poll."
     )]
     Key { limit: u32 },
-    #[error(
-        "This server holds as many waits and event streams as it can. Retry later, or poll."
-    )]
+    #[error("This server holds as many waits and event streams as it can. Retry later, or poll.")]
     Node { limit: u32 },
 }
 
@@ -124,7 +122,10 @@ impl LiveStatus {
 
     /// Waits and streams open now.
     pub fn open(&self) -> usize {
-        self.open.lock().expect("the counts are never poisoned").total
+        self.open
+            .lock()
+            .expect("the counts are never poisoned")
+            .total
     }
 
     /// Ends every wait (each answers with the state it has) and every

@@ -40,6 +40,7 @@ use crate::checks::{self, CheckFailure};
 use crate::client_address::TrustedProxies;
 use crate::dashboard::{self, users::CreatedUser};
 use crate::health::{Health, QueueLiveness};
+use crate::live_status::LiveStatus;
 use crate::metrics::Metrics;
 use crate::options::{
     MIN_OPERATOR_TOKEN_LENGTH, Role, ServerOptions, create_private_directory, default_database_url,
@@ -47,7 +48,6 @@ use crate::options::{
 use crate::queue::{self, QueueSettings, WorkerContext};
 use crate::rate_limit::CallerRateLimiter;
 use crate::retention::{self, RetentionSettings};
-use crate::live_status::LiveStatus;
 use crate::state::{AppState, AppStateFields, DashboardSettings, OperatorToken};
 use crate::storage::Storage;
 use crate::store::{self, Store, StoreError};

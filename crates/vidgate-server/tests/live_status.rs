@@ -116,7 +116,10 @@ async fn a_wait_is_answered_at_a_cancel(store: StoreKind) {
     };
     // Let the wait start first.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(app.cancel(&submitted, app.key()).await.status(), StatusCode::OK);
+    assert_eq!(
+        app.cancel(&submitted, app.key()).await.status(),
+        StatusCode::OK
+    );
     let (waited, record) = waiting.await.unwrap();
     assert_eq!(record["status"], "canceled", "{record}");
     assert!(waited < PROMPTLY, "{waited:?}");
@@ -300,12 +303,20 @@ async fn the_event_stream_sends_each_change_and_closes_after_the_final_one(store
         code: "test".into(),
         message: "failed on purpose".into(),
     };
-    assert!(store.finish_failed(id, "test-worker", failure).await.unwrap());
+    assert!(
+        store
+            .finish_failed(id, "test-worker", failure)
+            .await
+            .unwrap()
+    );
     let failed = events.next().await.unwrap();
     assert_eq!(failed.id, "failed-1");
     assert_eq!(failed.record["status"], "failed");
     assert_eq!(failed.record, app.generation(id).await);
-    assert!(events.next().await.is_none(), "the stream closes after the final state");
+    assert!(
+        events.next().await.is_none(),
+        "the stream closes after the final state"
+    );
 }
 
 async fn the_event_stream_resumes_after_the_last_event_id(store: StoreKind) {
@@ -376,14 +387,21 @@ async fn waits_and_streams_past_a_cap_are_refused_with_429(store: StoreKind) {
     let before = app.account_state(&app.account.account.id).await;
     let refused = submit_waiting(&app, &quick_body("refused"), "wait=5", None).await;
     assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
-    assert_eq!(app.account_state(&app.account.account.id).await.held, before.held);
+    assert_eq!(
+        app.account_state(&app.account.account.id).await.held,
+        before.held
+    );
     // A read that does not wait is untouched by the cap.
     assert_eq!(app.generation(id).await["status"], "queued");
 
     // Another key has room, until the node's cap.
     let other = app.new_account(10).await;
     let theirs = app
-        .post_json(&format!("/run/{M1_T2V}"), &other.api_key, &quick_body("theirs"))
+        .post_json(
+            &format!("/run/{M1_T2V}"),
+            &other.api_key,
+            &quick_body("theirs"),
+        )
         .await
         .json::<Value>()
         .await
@@ -471,7 +489,9 @@ async fn every_committed_status_change_wakes_a_watcher(store: StoreKind) {
     let app = spawn_app_without_workers(store).await;
     let store = app.server.store.clone();
     let woken = |mut watch: vidgate_server::store::GenerationWatch| async move {
-        tokio::time::timeout(PROMPTLY, watch.changed()).await.is_ok()
+        tokio::time::timeout(PROMPTLY, watch.changed())
+            .await
+            .is_ok()
     };
 
     // Claim, then finish.
@@ -500,10 +520,11 @@ async fn every_committed_status_change_wakes_a_watcher(store: StoreKind) {
 
     // A cancel.
     let second = app.submit_ok(M1_T2V, quick_body("second")).await;
-    let watch = store
-        .watch_generation(second["id"].as_str().unwrap())
-        .await;
-    assert_eq!(app.cancel(&second, app.key()).await.status(), StatusCode::OK);
+    let watch = store.watch_generation(second["id"].as_str().unwrap()).await;
+    assert_eq!(
+        app.cancel(&second, app.key()).await.status(),
+        StatusCode::OK
+    );
     assert!(woken(watch).await, "the cancel");
 
     // A rescue of a lost lease puts the job back in the queue.
@@ -553,7 +574,10 @@ async fn a_stream_and_a_wait_on_one_node_follow_a_job_run_on_another() {
     let started = Instant::now();
     let response = get_waiting(&app, id, "wait=60").await;
     assert!(started.elapsed() < PROMPTLY);
-    assert_eq!(response.json::<Value>().await.unwrap()["status"], "succeeded");
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["status"],
+        "succeeded"
+    );
     assert_eq!(events.next().await.unwrap().id, "running-1");
     let succeeded = events.next().await.unwrap();
     assert_eq!(succeeded.id, "succeeded-1");
@@ -567,7 +591,8 @@ async fn a_stream_and_a_wait_on_one_node_follow_a_job_run_on_another() {
 /// (a watch is woken by announcements only).
 #[tokio::test]
 async fn a_change_committed_on_another_node_wakes_a_watcher_here() {
-    let Some(store) = StoreKind::postgres("a_change_committed_on_another_node_wakes_a_watcher_here")
+    let Some(store) =
+        StoreKind::postgres("a_change_committed_on_another_node_wakes_a_watcher_here")
     else {
         return;
     };

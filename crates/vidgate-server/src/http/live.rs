@@ -20,8 +20,7 @@ use tokio::time::Instant;
 
 use super::{ApiError, AppState};
 use crate::live_status::{
-    CAP_RETRY_AFTER, GenerationFollower, LiveSlot, MAX_STREAM_DURATION,
-    MAX_WAIT_SECONDS, state_id,
+    CAP_RETRY_AFTER, GenerationFollower, LiveSlot, MAX_STREAM_DURATION, MAX_WAIT_SECONDS, state_id,
 };
 use crate::metrics::RateLimit;
 use crate::representation::GenerationRecord;
@@ -48,7 +47,9 @@ pub(super) fn requested_wait(headers: &HeaderMap) -> Result<Option<u64>, ApiErro
     let malformed = || {
         ApiError::invalid(
             "Prefer",
-            format!("Prefer: wait must be a whole number of seconds from 1 to {MAX_WAIT_SECONDS}, as in `Prefer: wait=30`."),
+            format!(
+                "Prefer: wait must be a whole number of seconds from 1 to {MAX_WAIT_SECONDS}, as in `Prefer: wait=30`."
+            ),
         )
     };
     let mut wait = None;
@@ -303,7 +304,17 @@ mod tests {
         assert_eq!(wait_of(&["respond-async, wait=60"]), Ok(Some(60)));
         assert_eq!(wait_of(&["handling=lenient", "Wait = \"5\""]), Ok(Some(5)));
         assert_eq!(wait_of(&["wait=1;foo=bar"]), Ok(Some(1)));
-        for malformed in ["wait", "wait=", "wait=0", "wait=61", "wait=-1", "wait=1.5", "wait=+5", "wait=abc", "wait=99999999999999999999"] {
+        for malformed in [
+            "wait",
+            "wait=",
+            "wait=0",
+            "wait=61",
+            "wait=-1",
+            "wait=1.5",
+            "wait=+5",
+            "wait=abc",
+            "wait=99999999999999999999",
+        ] {
             let (param, message) = wait_of(&[malformed]).expect_err(malformed);
             assert_eq!(param.as_deref(), Some("Prefer"), "{malformed}");
             assert!(message.contains("1 to 60"), "{message}");
@@ -334,10 +345,17 @@ mod tests {
         };
         let chunk = event_chunk(&generation, "queued-0", "http://x/api/v1", true);
         let text = std::str::from_utf8(&chunk).unwrap();
-        assert!(text.starts_with("retry: 1000\nid: queued-0\ndata: {"), "{text}");
+        assert!(
+            text.starts_with("retry: 1000\nid: queued-0\ndata: {"),
+            "{text}"
+        );
         assert!(text.ends_with("}\n\n"), "{text}");
         assert_eq!(text.matches('\n').count(), 4, "{text}");
         let later = event_chunk(&generation, "queued-0", "http://x/api/v1", false);
-        assert!(std::str::from_utf8(&later).unwrap().starts_with("id: queued-0\n"));
+        assert!(
+            std::str::from_utf8(&later)
+                .unwrap()
+                .starts_with("id: queued-0\n")
+        );
     }
 }

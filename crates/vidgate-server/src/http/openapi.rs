@@ -517,7 +517,10 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
         "The generation; Retry-After: 5 while it is not final.",
         schema_ref("Generation"),
         authenticated_errors(&[
-            ("400", "invalid_request: a malformed Prefer: wait; param is Prefer."),
+            (
+                "400",
+                "invalid_request: a malformed Prefer: wait; param is Prefer.",
+            ),
             ("404", "not_found: no such generation in this account."),
         ]),
     );
@@ -529,7 +532,8 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
         "parameters": [generation_id, prefer_wait_parameter()],
         "responses": read_responses
     }}));
-    let mut event_responses = authenticated_errors(&[("404", "not_found: no such generation in this account.")]);
+    let mut event_responses =
+        authenticated_errors(&[("404", "not_found: no such generation in this account.")]);
     event_responses.insert("200".into(), json!({
         "description": "A text/event-stream. Each event is `id: <state>` and one `data:` line holding the generation's record exactly as GET /generations/{id} returns it: first the state now, then one event per change of status, and the stream closes after the final state. Event ids name the state (`queued-0`, `running-1`, `succeeded-1`; treat them as opaque). A comment line (`: keep-alive`) comes every 15 seconds without events. The first event sets `retry: 1000`. A stream also ends at the server's shutdown and after 30 minutes open; reconnect with Last-Event-ID.",
         "headers": rate_limit_headers(),

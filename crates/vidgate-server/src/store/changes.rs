@@ -27,7 +27,10 @@ pub struct GenerationChanges {
 impl GenerationChanges {
     /// Wakes every watcher of `generation_id`; none is not an error.
     pub fn announce(&self, generation_id: &str) {
-        let watched = self.watched.lock().expect("the watcher map is never poisoned");
+        let watched = self
+            .watched
+            .lock()
+            .expect("the watcher map is never poisoned");
         if let Some(sender) = watched.get(generation_id) {
             sender.send_replace(());
         }
@@ -36,7 +39,10 @@ impl GenerationChanges {
     /// Wakes every watcher of every generation: announcements may have been
     /// missed (the listener lost its connection), so each reads again.
     pub fn announce_all(&self) {
-        let watched = self.watched.lock().expect("the watcher map is never poisoned");
+        let watched = self
+            .watched
+            .lock()
+            .expect("the watcher map is never poisoned");
         for sender in watched.values() {
             sender.send_replace(());
         }
@@ -45,7 +51,10 @@ impl GenerationChanges {
     /// Starts watching `generation_id`: every announcement from now on
     /// wakes the watch's next `changed`.
     pub fn watch(self: &Arc<Self>, generation_id: &str) -> GenerationWatch {
-        let mut watched = self.watched.lock().expect("the watcher map is never poisoned");
+        let mut watched = self
+            .watched
+            .lock()
+            .expect("the watcher map is never poisoned");
         let receiver = match watched.get(generation_id) {
             Some(sender) => sender.subscribe(),
             None => {
