@@ -371,7 +371,12 @@ test('playground: a form from the schema, a live quote, a run watched to success
     record();
     new MutationObserver(record).observe(status, { childList: true, characterData: true, subtree: true });
   });
+  // The run is followed by its event stream, not by polling.
+  const streamOpened = page.waitForRequest((request) => /\/api\/v1\/generations\/gen_[^/]+\/events$/.test(request.url()), {
+    timeout: RENDER_TIMEOUT_MS,
+  });
   await page.click('button#run');
+  await streamOpened;
   await waitForText(page, '#run-status', /succeeded|failed|canceled/, RENDER_TIMEOUT_MS);
   assert.match(await page.locator('#run-status').textContent(), /succeeded/, 'the run succeeded');
   assert.equal(await page.evaluate(() => window.e2eSameDocument), true, 'the page was not reloaded');

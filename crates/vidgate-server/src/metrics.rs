@@ -92,6 +92,9 @@ pub enum RateLimit {
     Concurrency,
     /// The dashboard's sign-in and sign-up attempts.
     SignIn,
+    /// The open waits (`Prefer: wait`) and event streams of a key or of
+    /// the node.
+    LiveStatus,
 }
 
 impl RateLimit {
@@ -101,6 +104,7 @@ impl RateLimit {
             RateLimit::PublicFairUse => "public_fair_use",
             RateLimit::Concurrency => "concurrency",
             RateLimit::SignIn => "sign_in",
+            RateLimit::LiveStatus => "live_status",
         }
     }
 }

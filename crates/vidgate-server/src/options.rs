@@ -133,6 +133,8 @@ pub struct ServerOptions {
     pub operator_token: Option<String>,
     /// How long finished clips and uploads are kept (`--retain-days`).
     pub retention: RetentionSettings,
+    /// Caps on open waits (`Prefer: wait`) and event streams.
+    pub live_status: crate::live_status::LiveStatusLimits,
 }
 
 /// The shortest operator token accepted: the token guards every account's
@@ -179,6 +181,7 @@ impl ServerOptions {
             drain_delay: Duration::ZERO,
             operator_token: None,
             retention: RetentionSettings::default(),
+            live_status: crate::live_status::LiveStatusLimits::default(),
         }
     }
 }

@@ -40,6 +40,7 @@ use crate::checks::{self, CheckFailure};
 use crate::client_address::TrustedProxies;
 use crate::dashboard::{self, users::CreatedUser};
 use crate::health::{Health, QueueLiveness};
+use crate::live_status::LiveStatus;
 use crate::metrics::Metrics;
 use crate::options::{
     MIN_OPERATOR_TOKEN_LENGTH, Role, ServerOptions, create_private_directory, default_database_url,
@@ -322,6 +323,10 @@ impl Components {
                 .map(|token| Arc::new(OperatorToken::new(token))),
             metrics: Arc::new(Metrics::new()),
             media_signer,
+            live_status: Arc::new(LiveStatus::new(
+                options.live_status,
+                options.http.idle_timeout,
+            )),
         });
         let webhook_client = if options.role.runs_jobs() {
             Some(WebhookClient::new(
@@ -526,6 +531,12 @@ impl RunningServer {
         if let Some(http) = self.http {
             tokio::time::sleep(self.drain_delay).await;
             http.shutdown.cancel();
+            // Waits answer and event streams end now, instead of holding
+            // their connections open until their generations finish; a
+            // stream's client reconnects (to another node) and resumes.
+            if let Some(state) = &self.api_state {
+                state.live_status.close_all();
+            }
             report_abnormal_end(http.task.await);
         }
         self.background_shutdown.cancel();

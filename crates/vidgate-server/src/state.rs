@@ -73,6 +73,9 @@ pub struct AppStateFields {
     /// Checks the signed URLs of kept media that model servers fetch
     /// (`bound_media.rs`); the workers sign with the same key.
     pub media_signer: MediaUrlSigner,
+    /// The open waits and event streams, their caps, and their closing at
+    /// shutdown.
+    pub live_status: Arc<crate::live_status::LiveStatus>,
 }
 
 /// The operator API's token, kept as its SHA-256 digest so that comparing

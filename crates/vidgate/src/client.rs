@@ -3,7 +3,9 @@
 //! thinking about it: retry 429, 500, 502 and 503 with exponential backoff and
 //! jitter (about 1, 2, 4, 8 s, capped at 30 s), never retry other 4xx
 //! unchanged, poll no tighter than every 5 seconds, and make submits safe to
-//! retry with an Idempotency-Key.
+//! retry with an Idempotency-Key. `run --wait` follows the generation live,
+//! by its event stream, or by reads the server holds until it is final
+//! (`Prefer: wait`), and polls only a server that offers neither.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,6 +22,13 @@ const MIN_POLL_INTERVAL: Duration = Duration::from_secs(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const MAX_ATTEMPTS: u32 = 8;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// What each read of a wait asks the server to hold it for, under
+/// `REQUEST_TIMEOUT`.
+const WAIT_PREFERENCE: &str = "wait=50";
+/// An event stream sends a comment every 15 s; silent this long, it is lost.
+const STREAM_SILENCE: Duration = Duration::from_secs(60);
+/// A stream lasts at most 30 minutes on the server.
+const STREAM_TIMEOUT: Duration = Duration::from_secs(31 * 60);
 
 /// How the client reaches the API. Each client command takes these options
 /// itself (not the `vidgate` command as a whole), so that `serve --help` and
@@ -328,41 +337,111 @@ fn describe_generation(generation: &Value) -> String {
     text
 }
 
-/// Polls until the generation is final, at the spec's pace, showing its state.
+/// Shows a generation's status each time it changes.
+struct Progress {
+    started: Instant,
+    last_status: String,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            started: Instant::now(),
+            last_status: String::new(),
+        }
+    }
+
+    /// Shows `generation`'s status if it is new; true once it is final.
+    fn show(&mut self, generation: &Value) -> bool {
+        let status = generation["status"].as_str().unwrap_or("?");
+        if status != self.last_status {
+            eprintln!(
+                "vidgate: {} is {status} ({:.0} s)",
+                generation["id"].as_str().unwrap_or("?"),
+                self.started.elapsed().as_secs_f64()
+            );
+            self.last_status = status.to_owned();
+        }
+        matches!(status, "succeeded" | "failed" | "canceled")
+    }
+}
+
+/// Follows the generation until it is final, showing each change of its
+/// status as it happens: by its event stream, then (a server without
+/// streams, or a stream cut short) by reads the server holds until it is
+/// final, and against a server that answers those at once, by polling at
+/// the spec's pace.
 async fn wait_until_final(client: &Client, generation: Value) -> anyhow::Result<Value> {
     let url = generation["urls"]["get"]
         .as_str()
         .context("the generation has no urls.get")?
         .to_owned();
-    let started = Instant::now();
-    let mut current = generation;
-    let mut last_status = String::new();
+    let mut progress = Progress::new();
+    if progress.show(&generation) {
+        return Ok(generation);
+    }
+    if let Some(finished) = follow_events(client, &url, &mut progress).await {
+        return Ok(finished);
+    }
     loop {
-        let status = current["status"].as_str().unwrap_or("?").to_owned();
-        if status != last_status {
-            eprintln!(
-                "vidgate: {} is {status} ({:.0} s)",
-                current["id"].as_str().unwrap_or("?"),
-                started.elapsed().as_secs_f64()
-            );
-            last_status = status.clone();
+        let (_, value, headers) = client
+            .send(
+                Method::GET,
+                &url,
+                None,
+                &[("Prefer", WAIT_PREFERENCE)],
+                true,
+            )
+            .await?;
+        if progress.show(&value) {
+            return Ok(value);
         }
-        if matches!(status.as_str(), "succeeded" | "failed" | "canceled") {
-            return Ok(current);
+        if headers.contains_key("preference-applied") {
+            continue;
         }
-        tokio::time::sleep(MIN_POLL_INTERVAL).await;
-        let (_, value, headers) = client.send(Method::GET, &url, None, &[], true).await?;
         // Honour a longer polling hint from the server, never a shorter one.
-        if let Some(seconds) = headers
+        let hint = headers
             .get("retry-after")
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-        {
-            let hint = Duration::from_secs(seconds);
-            if hint > MIN_POLL_INTERVAL {
-                tokio::time::sleep(hint - MIN_POLL_INTERVAL).await;
+            .map(Duration::from_secs)
+            .unwrap_or_default();
+        tokio::time::sleep(hint.max(MIN_POLL_INTERVAL)).await;
+    }
+}
+
+/// Shows each event of the generation's stream (at `url`/events); the
+/// final generation, or `None` when the stream is not offered or ended
+/// before it.
+async fn follow_events(client: &Client, url: &str, progress: &mut Progress) -> Option<Value> {
+    let mut request = client
+        .http
+        .get(format!("{url}/events"))
+        .header("accept", "text/event-stream")
+        .timeout(STREAM_TIMEOUT);
+    if let Some(key) = &client.api_key {
+        request = request.bearer_auth(key);
+    }
+    let mut response = request.send().await.ok()?;
+    if response.status() != StatusCode::OK {
+        return None;
+    }
+    let mut buffer = Vec::new();
+    loop {
+        let chunk = tokio::time::timeout(STREAM_SILENCE, response.chunk())
+            .await
+            .ok()?
+            .ok()??;
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.windows(2).position(|pair| pair == b"\n\n") {
+            let event: Vec<u8> = buffer.drain(..end + 2).collect();
+            let event = String::from_utf8_lossy(&event);
+            for data in event.lines().filter_map(|line| line.strip_prefix("data:")) {
+                let generation: Value = serde_json::from_str(data.trim_start()).ok()?;
+                if progress.show(&generation) {
+                    return Some(generation);
+                }
             }
         }
-        current = value;
     }
 }
 

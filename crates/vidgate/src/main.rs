@@ -196,6 +196,16 @@ struct ServeArgs {
     /// then the sweep deletes the file, the record stays and the file's URL answers 410.
     #[arg(long, env = "VIDGATE_RETAIN_DAYS", default_value_t = vidgate_server::retention::DEFAULT_RETAIN_DAYS, value_parser = clap::value_parser!(u64).range(1..=36_500))]
     retain_days: u64,
+    /// Waits (Prefer: wait) and event streams (/generations/{id}/events) one API key or
+    /// dashboard session may hold open at once on this node; more are answered 429.
+    #[arg(long, env = "VIDGATE_MAX_WAITS_PER_KEY", default_value_t = vidgate_server::live_status::LiveStatusLimits::default().per_key,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_waits_per_key: u32,
+    /// Waits and event streams this node holds open at once for everyone; keep it below
+    /// --max-connections so that other requests still find connections.
+    #[arg(long, env = "VIDGATE_MAX_WAITS_PER_NODE", default_value_t = vidgate_server::live_status::LiveStatusLimits::default().per_node,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_waits_per_node: u32,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "VIDGATE_LOG_JSON")]
     log_json: bool,
@@ -309,6 +319,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     options.proxy_hops = args.proxy_hops as usize;
     options.drain_delay = Duration::from_secs(args.drain_seconds);
     options.retention.keep_for = Duration::from_secs(args.retain_days * 24 * 60 * 60);
+    options.live_status = vidgate_server::live_status::LiveStatusLimits {
+        per_key: args.max_waits_per_key,
+        per_node: args.max_waits_per_node,
+    };
     // Like every secret: the variable or the file, and both is refused.
     options.operator_token = secrets::secret_setting_with_file(
         std::env::var("VIDGATE_ADMIN_TOKEN")

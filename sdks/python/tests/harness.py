@@ -19,7 +19,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[3]
@@ -236,6 +236,9 @@ class Proxy:
         self.upstream_port = parts.port or 80
         self.api_prefix = parts.path.rstrip("/")
         self.poll_hint = poll_hint
+        #: Request headers not passed on (lower case): dropping `prefer`
+        #: makes the server look like one without waits.
+        self.strip_request_headers: Set[str] = set()
         self.faults: List[Fault] = []
         self.seen: List[SeenRequest] = []
         self.lock = threading.Lock()
@@ -300,7 +303,11 @@ class Proxy:
 
     def _serve(self, handler: http.server.BaseHTTPRequestHandler, body: bytes) -> None:
         method, path = handler.command, handler.path
-        headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers = {
+            k: v
+            for k, v in handler.headers.items()
+            if k.lower() not in HOP_BY_HOP and k.lower() not in self.strip_request_headers
+        }
         fault = self._take_fault(method, path)
         if fault is not None:
             if fault.forward_first:
@@ -338,6 +345,7 @@ class Proxy:
 
 def _code_of(status: int) -> str:
     return {
+        404: "not_found",
         429: "rate_limited",
         500: "internal_error",
         502: "upstream_error",

@@ -11,6 +11,7 @@ import {
   APITimeoutError,
   DirectUploadUnavailableError,
   GenerationFailedError,
+  NotFoundError,
   WaitTimeoutError,
   errorFromResponse,
 } from "./errors.js";
@@ -36,6 +37,8 @@ export const DEFAULT_BASE_URL = "http://127.0.0.1:8080/api/v1";
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 500, 502, 503]);
 /** SPEC.md section 6: poll a video no tighter than every 5 s, when the answer has no `Retry-After`. */
 export const DEFAULT_POLL_INTERVAL_MS = 5000;
+/** The longest `Prefer: wait` a server grants, in seconds. */
+export const MAX_WAIT_SECONDS = 60;
 
 export interface ClientOptions {
   /** The API key, `vg_live_…`; default `VIDGATE_API_KEY` on Node. Public methods work without one. */
@@ -121,6 +124,10 @@ export interface Call {
    * re-send or a secret rotation may not, as a second one would differ.
    */
   resendUnanswered?: boolean;
+  /** Milliseconds the server may take beyond the client's timeout (a wait). */
+  extraTimeout?: number;
+  /** An event stream: the timeout covers the answer's head, not its endless body. */
+  streamed?: boolean;
 }
 
 function mayResendUnanswered(call: Call): boolean {
@@ -241,7 +248,8 @@ export class Vidgate {
   }
 
   /**
-   * Submits a generation and waits until it is finished. Resolves to the
+   * Submits a generation and waits until it is finished, the server holding
+   * each read until it is (see `generations.wait`). Resolves to the
    * succeeded generation (`output.video_url` is the clip); rejects with
    * {@link GenerationFailedError} if it failed or was canceled (refunded),
    * and {@link WaitTimeoutError} after `timeout` ms.
@@ -284,7 +292,12 @@ export class Vidgate {
     for (let retry = 0; ; retry++) {
       let response: Response | undefined;
       let error: Error | undefined;
-      const signal = AbortSignal.timeout(this.settings.timeout);
+      const timeout = this.settings.timeout + (call.extraTimeout ?? 0);
+      // A stream's body is read for as long as it lasts: only its head is
+      // timed, by a timer cleared once it came.
+      const streamAbort = call.streamed === true ? new AbortController() : undefined;
+      const streamTimer = streamAbort === undefined ? undefined : setTimeout(() => streamAbort.abort(), timeout);
+      const signal = streamAbort?.signal ?? AbortSignal.timeout(timeout);
       const body: BodyInit | null =
         call.json !== undefined ? JSON.stringify(call.json) : (call.form?.() ?? call.bytes ?? null);
       try {
@@ -293,6 +306,8 @@ export class Vidgate {
         error = signal.aborted
           ? new APITimeoutError(`${call.method} ${call.path} timed out`, { cause })
           : new APIConnectionError(`${call.method} ${call.path} failed: ${String(cause)}`, { cause });
+      } finally {
+        clearTimeout(streamTimer);
       }
       let retryAfter: number | undefined;
       if (response !== undefined) {
@@ -377,21 +392,148 @@ export class Generations {
   }
 
   /**
-   * Polls until the generation is succeeded, failed or canceled, as often as
-   * the server's `Retry-After` asks (5 s by default); rejects with
+   * Resolves once the generation is succeeded, failed or canceled. Each read
+   * asks the server to answer only when the generation is final or a minute
+   * has passed (`Prefer: wait`), so the answer comes the moment it
+   * finishes. A server without waits answers at once; then this polls as
+   * often as its `Retry-After` asks (5 s by default). Rejects with
    * {@link WaitTimeoutError} after `timeout` ms.
    */
   async wait(id: string, options: WaitOptions = {}): Promise<Generation> {
     const started = Date.now();
     for (;;) {
-      const { generation, hint } = await this.getWithHint(id);
+      const remaining = options.timeout === undefined ? undefined : options.timeout - (Date.now() - started);
+      const seconds = remaining === undefined ? MAX_WAIT_SECONDS : Math.max(0, Math.min(MAX_WAIT_SECONDS, Math.floor(remaining / 1000)));
+      const call: Call = { method: "GET", path: `/generations/${segment(id)}` };
+      if (seconds > 0) {
+        call.headers = { Prefer: `wait=${seconds}` };
+        call.extraTimeout = seconds * 1000;
+      }
+      const response = await this.client.send(call);
+      const generation = (await response.json()) as Generation;
       if (FINAL_STATUSES.includes(generation.status)) return generation;
-      const delay = hint ?? DEFAULT_POLL_INTERVAL_MS;
-      if (options.timeout !== undefined && Date.now() - started + delay > options.timeout) {
+      const waited = (response.headers.get("preference-applied") ?? "").trim().startsWith("wait=");
+      const delay = waited ? 0 : (parseRetryAfter(response.headers.get("retry-after")) ?? DEFAULT_POLL_INTERVAL_MS);
+      if (options.timeout !== undefined && Date.now() - started + delay >= options.timeout) {
         throw new WaitTimeoutError(`Generation ${id} is still ${generation.status} after ${options.timeout} ms`, generation);
       }
       await sleep(delay);
     }
+  }
+
+  /**
+   * The generation now, then again at each change of its status, ending
+   * after its final state, from the server's event stream
+   * (`GET /generations/{id}/events`). A stream the server ends early (its
+   * shutdown) or that goes silent past the client's timeout is resumed
+   * where it stopped. Against a server without event streams, this polls
+   * instead and yields each change it sees.
+   */
+  async *stream(id: string): AsyncGenerator<Generation, void, undefined> {
+    let lastEventId: string | undefined;
+    for (;;) {
+      const headers: Record<string, string> = { Accept: "text/event-stream" };
+      if (lastEventId !== undefined) headers["Last-Event-ID"] = lastEventId;
+      let response: Response;
+      try {
+        response = await this.client.send({ method: "GET", path: `/generations/${segment(id)}/events`, headers, streamed: true });
+      } catch (error) {
+        if (!(error instanceof NotFoundError)) throw error;
+        // An unknown generation rejects here; a known one means the server
+        // has no event streams.
+        await this.get(id);
+        yield* this.changesByPolling(id);
+        return;
+      }
+      if (response.status === 204 || response.body === null) return;
+      const parser = new EventStreamParser();
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      try {
+        for (;;) {
+          const chunk = await readWithin(reader, this.client.settings.timeout);
+          if (chunk === undefined) break;
+          for (const event of parser.push(chunk)) {
+            if (event.id !== undefined) lastEventId = event.id;
+            const generation = JSON.parse(event.data) as Generation;
+            yield generation;
+            if (FINAL_STATUSES.includes(generation.status)) return;
+          }
+        }
+      } catch {
+        // The connection was lost: resumed below with the last event id.
+      } finally {
+        reader.cancel().catch(() => undefined);
+      }
+      await sleep(parser.reconnectDelay);
+    }
+  }
+
+  /** What `stream` yields, from plain reads: each new status, read as often as `Retry-After` asks. */
+  private async *changesByPolling(id: string): AsyncGenerator<Generation, void, undefined> {
+    let lastStatus: string | undefined;
+    for (;;) {
+      const { generation, hint } = await this.getWithHint(id);
+      if (generation.status !== lastStatus) {
+        yield generation;
+        lastStatus = generation.status;
+      }
+      if (FINAL_STATUSES.includes(generation.status)) return;
+      await sleep(hint ?? DEFAULT_POLL_INTERVAL_MS);
+    }
+  }
+}
+
+/** The next text of a stream, or `undefined` at its end or after `timeout` ms of silence. */
+async function readWithin(reader: ReadableStreamDefaultReader<string>, timeout: number): Promise<string | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const silence = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), timeout);
+  });
+  try {
+    const read = await Promise.race([reader.read(), silence]);
+    return read === undefined || read.done ? undefined : read.value;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** One server-sent event. */
+export interface StreamEvent {
+  id: string | undefined;
+  data: string;
+}
+
+/**
+ * Reads a `text/event-stream` as its text arrives: `push` returns the events
+ * its blank lines completed, and the parser remembers the `retry:` asked for.
+ */
+export class EventStreamParser {
+  reconnectDelay = 1000;
+  private buffer = "";
+  private eventId: string | undefined;
+  private data: string[] = [];
+
+  push(text: string): StreamEvent[] {
+    this.buffer += text;
+    const events: StreamEvent[] = [];
+    for (let end = this.buffer.search(/\r?\n/); end !== -1; end = this.buffer.search(/\r?\n/)) {
+      const line = this.buffer.slice(0, end);
+      this.buffer = this.buffer.slice(this.buffer[end] === "\r" ? end + 2 : end + 1);
+      if (line === "") {
+        if (this.data.length > 0) events.push({ id: this.eventId, data: this.data.join("\n") });
+        this.data = [];
+        continue;
+      }
+      if (line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon === -1 ? line : line.slice(0, colon);
+      let value = colon === -1 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "id") this.eventId = value;
+      else if (field === "data") this.data.push(value);
+      else if (field === "retry" && /^\d+$/.test(value)) this.reconnectDelay = Number(value);
+    }
+    return events;
   }
 }
 

@@ -21,6 +21,8 @@ export {
   RETRYABLE_STATUSES,
   backoffDelay,
   parseRetryAfter,
+  EventStreamParser,
+  MAX_WAIT_SECONDS,
 } from "./client.js";
 export type {
   ClientOptions,
@@ -30,6 +32,7 @@ export type {
   FileInput,
   UploadOptions,
   RetryListener,
+  StreamEvent,
 } from "./client.js";
 export * from "./errors.js";
 export * from "./types.js";

@@ -20,6 +20,7 @@ export const OPERATIONS: Readonly<Record<string, Operation>> = {
   "POST /run/*": { method: "generations.create", body: ["*"] },
   "GET /generations": { method: "generations.list", query: ["limit", "cursor", "status", "model"] },
   "GET /generations/{}": { method: "generations.get" },
+  "GET /generations/{}/events": { method: "generations.stream" },
   "POST /generations/{}/cancel": { method: "generations.cancel" },
   "GET /generations/{}/webhook-deliveries": { method: "webhooks.deliveries" },
   "POST /generations/{}/webhook-deliveries/{}/retry": { method: "webhooks.retryDelivery" },

@@ -3,6 +3,7 @@
 import "./client.test.js";
 import "./errors.test.js";
 import "./generations.test.js";
+import "./live-status.test.js";
 import "./openapi-drift.test.js";
 import "./retries.test.js";
 import "./uploads.test.js";

@@ -173,7 +173,7 @@ const HOP_BY_HOP = new Set([
   "transfer-encoding", "upgrade", "content-length", "host",
 ]);
 
-const CODES: Record<number, string> = { 429: "rate_limited", 500: "internal_error", 502: "upstream_error", 503: "model_unavailable" };
+const CODES: Record<number, string> = { 404: "not_found", 429: "rate_limited", 500: "internal_error", 502: "upstream_error", 503: "model_unavailable" };
 
 function readBody(message: IncomingMessage): Promise<Buffer> {
   return new Promise((done, fail) => {
@@ -200,6 +200,8 @@ function headersOf(message: IncomingMessage): Record<string, string> {
 export class Proxy {
   faults: Fault[] = [];
   seen: SeenRequest[] = [];
+  /** Request headers not passed on (lower case): dropping `prefer` makes the server look like one without waits. */
+  stripRequestHeaders = new Set<string>();
   private constructor(
     private readonly server: HttpServer,
     readonly baseUrl: string,
@@ -263,6 +265,7 @@ export class Proxy {
     const method = request.method ?? "GET";
     const path = request.url ?? "/";
     const headers = headersOf(request);
+    for (const name of this.stripRequestHeaders) delete headers[name];
     const body = await readBody(request);
     const fault = this.takeFault(method, path);
     let status: number;

@@ -3,14 +3,14 @@
 
 use axum::Json;
 use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use vidgate_core::{CancelRefusal, GenerationStatus};
 
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, live};
 use crate::backend::StartedJobCancel;
 use crate::representation::GenerationRecord;
 use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
@@ -39,17 +39,28 @@ fn not_found(generation_id: &str) -> ApiError {
     ))
 }
 
+/// `GET /generations/{id}`; with `Prefer: wait=N`, answered once the
+/// generation is final or after N seconds (`live.rs`).
 pub async fn show(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(generation_id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let generation = state
-        .store
-        .generation(&caller.account_id, &generation_id)
+    let Some(wait) = live::requested_wait(&headers)? else {
+        let generation = state
+            .store
+            .generation(&caller.account_id, &generation_id)
+            .await?
+            .ok_or_else(|| not_found(&generation_id))?;
+        return Ok(generation_response(&generation, &state.api_base));
+    };
+    let generation = live::wait_for_final(&state, &caller, &generation_id, wait)
         .await?
         .ok_or_else(|| not_found(&generation_id))?;
-    Ok(generation_response(&generation, &state.api_base))
+    let mut response = generation_response(&generation, &state.api_base);
+    live::mark_wait_applied(&state, &mut response, wait);
+    Ok(response)
 }
 
 pub async fn cancel(

@@ -11,6 +11,7 @@ mod fair_use;
 mod files;
 mod generations;
 mod health;
+mod live;
 mod metrics;
 mod models;
 mod openapi;
@@ -83,6 +84,7 @@ pub fn router(state: AppState) -> impl HttpService {
         )
         .route(&api_path("/generations"), get(generations::list))
         .route(&api_path("/generations/{id}"), get(generations::show))
+        .route(&api_path("/generations/{id}/events"), get(live::events))
         .route(
             &api_path("/generations/{id}/cancel"),
             post(generations::cancel),

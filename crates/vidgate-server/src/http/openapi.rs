@@ -50,6 +50,20 @@ fn public_rate_limited() -> Value {
     )
 }
 
+/// The `Prefer` header of a request that may wait for its generation.
+fn prefer_wait_parameter() -> Value {
+    json!({
+        "name": "Prefer", "in": "header", "required": false,
+        "description": "`wait=N` (N from 1 to 60): answer once the generation is final (succeeded, failed or canceled), or after N seconds with its state then; the status code is unchanged. Preference-Applied says the wait was honoured and for how long (at most the server's HTTP idle timeout). Other preferences are ignored; a malformed wait is refused with 400 naming Prefer. Open waits count against the per-key and per-server caps of waits and event streams (429 past them).",
+        "schema": { "type": "string" },
+        "example": "wait=60"
+    })
+}
+
+fn preference_applied_header() -> Value {
+    json!({ "description": "`wait=N` when the request's Prefer: wait was honoured, with the seconds it could wait.", "schema": { "type": "string" } })
+}
+
 fn rate_limit_headers() -> Value {
     let integer =
         |description: &str| json!({ "description": description, "schema": { "type": "integer" } });
@@ -71,7 +85,7 @@ fn authenticated_errors(extra: &[(&str, &str)]) -> Map<String, Value> {
         "403".into(),
         error_response("forbidden: a request that is authenticated by a dashboard session cookie and changes something needs the page's X-CSRF-Token header."),
     );
-    responses.insert("429".into(), error_response("rate_limited: too many requests per second, or too many generations in progress. Nothing is charged."));
+    responses.insert("429".into(), error_response("rate_limited: too many requests per second, too many generations in progress, or (with Prefer: wait or an event stream) too many waits and streams open for this key or on this server. Retry-After says when to try again. Nothing is charged."));
     responses.insert(
         "500".into(),
         error_response("internal_error: retry with backoff."),
@@ -371,7 +385,7 @@ fn endpoint_paths(catalog: &Catalog, paths: &mut Map<String, Value>) {
             let mut run_errors = authenticated_errors(&[
                 (
                     "400",
-                    "invalid_request: invalid JSON, a missing, unknown or out-of-range parameter; param names it.",
+                    "invalid_request: invalid JSON, a missing, unknown or out-of-range parameter, or a malformed Prefer: wait; param names it.",
                 ),
                 (
                     "402",
@@ -400,6 +414,7 @@ fn endpoint_paths(catalog: &Catalog, paths: &mut Map<String, Value>) {
                     "description": "Accepted: the generation is queued and its price is held.",
                     "headers": {
                         "Location": { "description": "The generation's URL.", "schema": { "type": "string", "format": "uri" } },
+                        "Preference-Applied": preference_applied_header(),
                         "x-ratelimit-limit": { "schema": { "type": "integer" } },
                         "x-ratelimit-remaining": { "schema": { "type": "integer" } },
                         "x-ratelimit-reset": { "schema": { "type": "integer" } }
@@ -416,9 +431,9 @@ fn endpoint_paths(catalog: &Catalog, paths: &mut Map<String, Value>) {
                     "security": [{ "bearer": [] }],
                     "parameters": [{
                         "name": "Idempotency-Key", "in": "header", "required": false,
-                        "description": "Replays the original generation for the same key and body within 24 hours.",
+                        "description": "Replays the original generation for the same key and body within 24 hours (with Prefer: wait, the replay waits for it too).",
                         "schema": { "type": "string", "minLength": 1, "maxLength": 255 }
-                    }],
+                    }, prefer_wait_parameter()],
                     "requestBody": { "required": true, "content": json_content(run_schema.clone()) },
                     "responses": Value::Object(run_errors)
                 }}),
@@ -497,12 +512,46 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
         "responses": with_success("200", "A page of generations.", schema_ref("GenerationList"),
             authenticated_errors(&[("400", "invalid_request: a query parameter is invalid; param names it.")]))
     }}));
+    let mut read_responses = with_success(
+        "200",
+        "The generation; Retry-After: 5 while it is not final.",
+        schema_ref("Generation"),
+        authenticated_errors(&[
+            (
+                "400",
+                "invalid_request: a malformed Prefer: wait; param is Prefer.",
+            ),
+            ("404", "not_found: no such generation in this account."),
+        ]),
+    );
+    read_responses["200"]["headers"]["Preference-Applied"] = preference_applied_header();
+    read_responses["200"]["headers"]["Retry-After"] = json!({ "description": "Seconds before polling again, while the generation is not final.", "schema": { "type": "integer" } });
     paths.insert("/generations/{id}".into(), json!({ "get": {
-        "operationId": "get_generation", "summary": "One generation (poll no tighter than every 5 seconds)", "tags": ["generations"],
+        "operationId": "get_generation", "summary": "One generation (poll no tighter than every 5 seconds, or wait with Prefer: wait=N)", "tags": ["generations"],
         "security": [{ "bearer": [] }],
-        "parameters": [generation_id],
-        "responses": with_success("200", "The generation; Retry-After: 5 while it is not final.", schema_ref("Generation"),
-            authenticated_errors(&[("404", "not_found: no such generation in this account.")]))
+        "parameters": [generation_id, prefer_wait_parameter()],
+        "responses": read_responses
+    }}));
+    let mut event_responses =
+        authenticated_errors(&[("404", "not_found: no such generation in this account.")]);
+    event_responses.insert("200".into(), json!({
+        "description": "A text/event-stream. Each event is `id: <state>` and one `data:` line holding the generation's record exactly as GET /generations/{id} returns it: first the state now, then one event per change of status, and the stream closes after the final state. Event ids name the state (`queued-0`, `running-1`, `succeeded-1`; treat them as opaque). A comment line (`: keep-alive`) comes every 15 seconds without events. The first event sets `retry: 1000`. A stream also ends at the server's shutdown and after 30 minutes open; reconnect with Last-Event-ID.",
+        "headers": rate_limit_headers(),
+        "content": { "text/event-stream": { "schema": { "type": "string" } } }
+    }));
+    event_responses.insert("204".into(), json!({
+        "description": "Last-Event-ID names the generation's final state: nothing more will come (an EventSource stops reconnecting)."
+    }));
+    paths.insert("/generations/{id}/events".into(), json!({ "get": {
+        "operationId": "stream_generation_events", "summary": "The generation's changes as server-sent events, until it is final", "tags": ["generations"],
+        "description": "Authorized like GET /generations/{id}. An open stream counts against the per-key and per-server caps of waits and event streams (429 with Retry-After past them).",
+        "security": [{ "bearer": [] }],
+        "parameters": [generation_id, {
+            "name": "Last-Event-ID", "in": "header", "required": false,
+            "description": "The id of the last event seen: the stream resumes after it (the state it names is not sent again).",
+            "schema": { "type": "string" }
+        }],
+        "responses": Value::Object(event_responses)
     }}));
     paths.insert("/generations/{id}/cancel".into(), json!({ "post": {
         "operationId": "cancel_generation", "summary": "Cancel a queued generation (refunded)", "tags": ["generations"],

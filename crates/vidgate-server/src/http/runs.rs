@@ -1,4 +1,6 @@
-//! `POST /run/{vendor}/{model}/{mode}`: submit a generation.
+//! `POST /run/{vendor}/{model}/{mode}`: submit a generation; with `Prefer:
+//! wait=N`, answered once it is final or after N seconds (`live.rs`), still
+//! with 202.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -6,7 +8,7 @@ use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, AppState, body_bytes, endpoint_from_path};
+use super::{ApiError, AppState, body_bytes, endpoint_from_path, live};
 use crate::representation::GenerationRecord;
 use crate::store::Caller;
 use crate::submit::{IDEMPOTENCY_KEY, submit_generation};
@@ -25,8 +27,15 @@ pub async fn submit(
     let idempotency_key = headers
         .get(IDEMPOTENCY_KEY)
         .map(|value| value.to_str().unwrap_or(""));
-    let (generation, replayed) =
+    // Both refusals of a wait come before the submit, so neither charges.
+    let wait = live::requested_wait(&headers)?;
+    let slot = wait.map(|_| live::admit(&state, &caller)).transpose()?;
+    let (mut generation, replayed) =
         submit_generation(&state, &caller, endpoint, &body, idempotency_key).await?;
+    if let (Some(seconds), Some(_slot)) = (wait, slot) {
+        // A replay waits the same way: for the generation it first created.
+        generation = live::wait_after_submit(&state, &caller, generation, seconds).await?;
+    }
 
     let url = format!("{}/generations/{}", state.api_base, generation.id);
     let mut response = (
@@ -40,6 +49,9 @@ pub async fn submit(
     }
     if replayed {
         response_headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    if let Some(seconds) = wait {
+        live::mark_wait_applied(&state, &mut response, seconds);
     }
     Ok(response)
 }

@@ -135,6 +135,10 @@ pub trait GenerationStore: Send + Sync {
     ) -> Result<CancelOutcome, StoreError>;
     /// The request media a generation is bound to, as submit recorded it.
     async fn generation_media(&self, generation_id: &str) -> Result<Option<Value>, StoreError>;
+    /// Watches a generation for changes of its status committed on any
+    /// node from now on (see `changes.rs`): the watch is woken, and its
+    /// holder reads the generation again. Holds no database connection.
+    async fn watch_generation(&self, generation_id: &str) -> super::GenerationWatch;
 }
 
 /// The columns of a generation, in the order `GenerationRow` expects.
@@ -283,6 +287,7 @@ macro_rules! impl_generation_store {
                 .await?;
                 Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
                 transaction.commit().await?;
+                self.announce_generation_change(generation_id).await;
                 Ok(CancelOutcome::Canceled(Box::new(current)))
             }
         }
@@ -384,6 +389,10 @@ macro_rules! impl_generation_store {
                     Some(provider_run),
                 )
                 .await
+            }
+
+            async fn watch_generation(&self, generation_id: &str) -> super::GenerationWatch {
+                self.watch_generation_changes(generation_id).await
             }
         }
     };

@@ -39,8 +39,11 @@
 /// authenticated keys), `submit(&self, generation)` (see `submit.rs`; it
 /// goes through the store's group commit, `group_commit.rs`),
 /// `announce_work(transaction, generation_id)` (tell other processes a job
-/// was queued, when the transaction commits) and
-/// `wait_for_announced_work(&self, timeout)`. `lock_account` is appended to
+/// was queued, when the transaction commits),
+/// `wait_for_announced_work(&self, timeout)`,
+/// `announce_generation_change(&self, generation_id)` (after a change of a
+/// generation's status committed: wake its watchers on every node) and
+/// `watch_generation_changes(&self, generation_id)` (see `changes.rs`). `lock_account` is appended to
 /// the account reads of write transactions, so concurrent submits of one
 /// account take turns; `skip_locked` is appended to the selects of the queue
 /// and of the webhook outbox, so concurrent claimers and rescuers pass over
@@ -88,6 +91,7 @@ macro_rules! database_row {
 
 mod accounts;
 mod caller_cache;
+mod changes;
 mod generations;
 mod group_commit;
 mod inline_reads;
@@ -113,6 +117,7 @@ pub use accounts::{
     NewApiKey,
 };
 pub use caller_cache::CALLER_CACHE_TTL;
+pub use changes::{GenerationChanges, GenerationWatch};
 pub use generations::{
     CancelOutcome, Generation, GenerationStore, IDEMPOTENCY_WINDOW, IdempotencyKey, ListFilter,
     NewGeneration, SubmitOutcome, SubmitRefusal,

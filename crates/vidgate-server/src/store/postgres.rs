@@ -9,7 +9,9 @@
 //! UPDATE SKIP LOCKED`).
 //! A queued job is announced with `NOTIFY` when its transaction commits, and
 //! idle workers `LISTEN`, so a job submitted on one node starts at once on
-//! another instead of at the next poll.
+//! another instead of at the next poll. Every committed change of a
+//! generation's status is announced the same way, so that a client waiting
+//! on any node hears of it at once (`changes.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::StoreError;
 use super::caller_cache::CallerCache;
+use super::changes::{GenerationChanges, GenerationWatch};
 use super::group_commit::SubmitQueue;
 use super::schema::{self, Migrations};
 use super::submit::PgSubmitter;
@@ -31,6 +34,10 @@ pub(super) const WORK_CHANNEL: &str = "vidgate_work";
 /// The channel on which a node that took a verified provider webhook for a
 /// job it does not follow tells the others; the payload is the generation.
 const PROVIDER_WEBHOOK_CHANNEL: &str = "vidgate_provider_webhooks";
+
+/// The channel on which a committed change of a generation's status is
+/// announced to every node (the announcing one too); the payload is the id.
+const GENERATION_CHANNEL: &str = "vidgate_generation_changes";
 
 /// Announcements of provider webhooks kept for a slow subscriber; one that
 /// falls further behind misses some, and its polling covers them.
@@ -46,9 +53,12 @@ pub struct PgStore {
     work_announced: Arc<Notify>,
     /// Every generation announced on `PROVIDER_WEBHOOK_CHANNEL`.
     provider_webhooks: broadcast::Sender<String>,
-    /// The task that listens, started by the first worker that waits or
-    /// the first subscriber to provider webhooks (an API-only node or an
-    /// admin command never holds the extra connection).
+    /// The watchers of this process, woken by what `GENERATION_CHANNEL`
+    /// carries.
+    generation_changes: Arc<GenerationChanges>,
+    /// The task that listens, started by the first worker that waits, the
+    /// first subscriber to provider webhooks or the first watcher of a
+    /// generation (an admin command never holds the extra connection).
     listener: OnceCell<JoinHandle<()>>,
     callers: CallerCache,
     submits: SubmitQueue<PgSubmitter>,
@@ -83,6 +93,7 @@ impl PgStore {
             pool,
             work_announced: Arc::new(Notify::new()),
             provider_webhooks: broadcast::channel(PROVIDER_WEBHOOK_BACKLOG).0,
+            generation_changes: Arc::default(),
             listener: OnceCell::new(),
             callers: CallerCache::default(),
         })
@@ -168,6 +179,30 @@ impl PgStore {
         Some(announcements)
     }
 
+    /// Sent after the change committed, outside its transaction, so that
+    /// the claim (one statement) and the transactions announce alike. A
+    /// failure is logged and not returned: the change itself is committed,
+    /// and watchers read again within a second anyway.
+    pub(super) async fn announce_generation_change(&self, generation_id: &str) {
+        let sent = sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(GENERATION_CHANNEL)
+            .bind(generation_id)
+            .execute(&self.pool)
+            .await;
+        if let Err(error) = sent {
+            tracing::warn!(generation = %generation_id, error = %error, "could not announce a generation's change");
+        }
+    }
+
+    pub(super) async fn watch_generation_changes(&self, generation_id: &str) -> GenerationWatch {
+        // Watching before listening starts, so that nothing heard after
+        // this call is missed; without a listener the watcher's own
+        // re-reads find the change.
+        let watch = self.generation_changes.watch(generation_id);
+        self.listen().await;
+        watch
+    }
+
     /// Starts the listening task unless it runs; a failure is logged and
     /// tried again by the next caller.
     async fn listen(&self) {
@@ -183,10 +218,11 @@ impl PgStore {
     async fn start_listening(&self) -> Result<JoinHandle<()>, sqlx::Error> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener
-            .listen_all([WORK_CHANNEL, PROVIDER_WEBHOOK_CHANNEL])
+            .listen_all([WORK_CHANNEL, PROVIDER_WEBHOOK_CHANNEL, GENERATION_CHANNEL])
             .await?;
         let work_announced = self.work_announced.clone();
         let provider_webhooks = self.provider_webhooks.clone();
+        let generation_changes = self.generation_changes.clone();
         Ok(tokio::spawn(async move {
             loop {
                 match listener.recv().await {
@@ -195,6 +231,9 @@ impl PgStore {
                         // workers follows no jobs.
                         let _ = provider_webhooks.send(notification.payload().to_owned());
                     }
+                    Ok(notification) if notification.channel() == GENERATION_CHANNEL => {
+                        generation_changes.announce(notification.payload());
+                    }
                     // One announcement is one job, so it wakes one worker;
                     // with none waiting, the next worker to wait returns at once.
                     Ok(_) => work_announced.notify_one(),
@@ -202,6 +241,10 @@ impl PgStore {
                         // The listener reconnects on the next receive;
                         // announcements missed meanwhile are found by polling.
                         tracing::warn!(error = %error, "listening for announcements failed");
+                        // Changes may have been missed: every watcher reads
+                        // its generation again now rather than at its next
+                        // re-read.
+                        generation_changes.announce_all();
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }

@@ -166,7 +166,11 @@ macro_rules! impl_queue_store {
                 .bind(now)
                 .fetch_optional(self.writer())
                 .await?;
-                row.map(Generation::try_from).transpose()
+                let claimed = row.map(Generation::try_from).transpose()?;
+                if let Some(generation) = &claimed {
+                    self.announce_generation_change(&generation.id).await;
+                }
+                Ok(claimed)
             }
 
             async fn extend_lease(
@@ -223,6 +227,7 @@ macro_rules! impl_queue_store {
                 .await?;
                 Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
                 transaction.commit().await?;
+                self.announce_generation_change(generation_id).await;
                 Ok(true)
             }
 
@@ -236,6 +241,9 @@ macro_rules! impl_queue_store {
                 let failed =
                     Self::fail_in(&mut transaction, generation_id, worker, &failure).await?;
                 transaction.commit().await?;
+                if failed {
+                    self.announce_generation_change(generation_id).await;
+                }
                 Ok(failed)
             }
 
@@ -259,6 +267,9 @@ macro_rules! impl_queue_store {
                     Self::announce_work(&mut transaction, generation_id).await?;
                 }
                 transaction.commit().await?;
+                if released {
+                    self.announce_generation_change(generation_id).await;
+                }
                 Ok(released)
             }
 
@@ -305,6 +316,9 @@ macro_rules! impl_queue_store {
                     }
                 }
                 transaction.commit().await?;
+                for generation_id in report.requeued.iter().chain(&report.failed) {
+                    self.announce_generation_change(generation_id).await;
+                }
                 Ok(report)
             }
 

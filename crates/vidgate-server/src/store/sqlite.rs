@@ -18,6 +18,7 @@
 //! an operator trade that for faster commits.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{
@@ -27,6 +28,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::StoreError;
 use super::caller_cache::CallerCache;
+use super::changes::{GenerationChanges, GenerationWatch};
 use super::group_commit::SubmitQueue;
 use super::inline_reads::{self, InlineReader, InlineRow};
 use super::schema::{self, Migrations};
@@ -38,6 +40,9 @@ pub struct SqliteStore {
     inline_reader: InlineReader,
     callers: CallerCache,
     submits: SubmitQueue<SqliteSubmitter>,
+    /// The watchers of generations; one node serves a SQLite database, so
+    /// every change is committed in this process and announced here.
+    generation_changes: Arc<GenerationChanges>,
 }
 
 /// How SQLite syncs its write-ahead log to disk at each commit.
@@ -120,6 +125,7 @@ impl SqliteStore {
             reader,
             inline_reader,
             callers: CallerCache::default(),
+            generation_changes: Arc::default(),
         })
     }
 
@@ -178,6 +184,16 @@ impl SqliteStore {
 
     pub(super) async fn wait_for_announced_work(&self, timeout: Duration) {
         tokio::time::sleep(timeout).await;
+    }
+
+    /// An in-process signal, after the change committed: one node serves a
+    /// SQLite database, so every watcher is in this process.
+    pub(super) async fn announce_generation_change(&self, generation_id: &str) {
+        self.generation_changes.announce(generation_id);
+    }
+
+    pub(super) async fn watch_generation_changes(&self, generation_id: &str) -> GenerationWatch {
+        self.generation_changes.watch(generation_id)
     }
 
     /// One node serves a SQLite database, and it hears its own provider

@@ -159,6 +159,8 @@ pub struct TestSettings {
     /// PostgreSQL reached through this address (a test's proxy, which can
     /// cut it off) instead of directly.
     pub database_proxy: Option<SocketAddr>,
+    /// Caps on open waits and event streams (the defaults of `serve`).
+    pub live_status: vidgate_server::live_status::LiveStatusLimits,
 }
 
 impl TestSettings {
@@ -186,6 +188,7 @@ impl TestSettings {
             retention: vidgate_server::retention::RetentionSettings::default(),
             redis_url: None,
             database_proxy: None,
+            live_status: vidgate_server::live_status::LiveStatusLimits::default(),
         }
     }
 }
@@ -271,6 +274,7 @@ async fn start_server(
     options.metrics_listen = settings.metrics_listen;
     options.retention = settings.retention;
     options.redis_url = settings.redis_url.clone();
+    options.live_status = settings.live_status;
     vidgate_server::start(options).await.expect("server starts")
 }
 

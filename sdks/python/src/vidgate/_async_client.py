@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Tuple, Union
 
@@ -16,6 +17,7 @@ from .errors import (
     APITimeoutError,
     DirectUploadUnavailableError,
     GenerationFailedError,
+    NotFoundError,
     WaitTimeoutError,
 )
 from .types import (
@@ -107,7 +109,7 @@ class AsyncClient:
                     headers=headers,
                     files=call.files,
                     content=call.content,
-                    timeout=self._settings.timeout,
+                    timeout=self._settings.timeout + call.extra_timeout,
                 )
             except httpx.TimeoutException as error:
                 failure = APITimeoutError(f"{call.method} {call.path} timed out: {error}")
@@ -124,6 +126,36 @@ class AsyncClient:
 
     async def _json(self, call: Call) -> Any:
         return (await self._send(call)).json()
+
+    async def _open_stream(self, call: Call) -> httpx.Response:
+        """Sends ``call`` and returns the response with its body unread
+        (close it), retrying the opening as :meth:`_send` does."""
+        headers = _base.headers_for(self._settings, call)
+        url = _base.url_for(self._settings, call.path)
+        retry = 0
+        while True:
+            response: Optional[httpx.Response] = None
+            failure: Optional[Exception] = None
+            try:
+                request = self._http.build_request(
+                    call.method, url, headers=headers, timeout=self._settings.timeout
+                )
+                response = await self._http.send(request, stream=True)
+                if response.status_code >= 400:
+                    await response.aread()
+                    await response.aclose()
+            except httpx.TimeoutException as error:
+                failure = APITimeoutError(f"{call.method} {call.path} timed out: {error}")
+            except httpx.TransportError as error:
+                failure = APIConnectionError(f"{call.method} {call.path} failed: {error}")
+            decision = _base.decide(call, response, failure, retry, self._settings)
+            if decision.delay is None:
+                if decision.error is not None:
+                    raise decision.error
+                assert response is not None
+                return response
+            await asyncio.sleep(decision.delay)
+            retry += 1
 
     async def run(
         self,
@@ -238,20 +270,85 @@ class AsyncGenerations:
         *,
         timeout: Optional[float] = None,
     ) -> Generation:
-        """Polls until the generation is succeeded, failed or canceled, as
-        often as the server's ``Retry-After`` asks (5 s by default). Raises
-        :class:`WaitTimeoutError` after ``timeout`` seconds."""
+        """Returns the generation once it is succeeded, failed or canceled.
+
+        Each read asks the server to answer only when the generation is
+        final or a minute has passed (``Prefer: wait``), so the answer comes
+        the moment it finishes. A server without waits answers at once; then
+        this polls as often as its ``Retry-After`` asks (5 s by default).
+        Raises :class:`WaitTimeoutError` after ``timeout`` seconds."""
         started = time.monotonic()
         while True:
-            generation, hint = await self._get_with_hint(id)
+            elapsed = time.monotonic() - started
+            seconds = _base.wait_seconds(None if timeout is None else timeout - elapsed)
+            if seconds > 0:
+                response = await self._client._send(_base.wait_call(id, seconds))
+            else:
+                response = await self._client._send(
+                    Call("GET", f"/generations/{_base.id_segment(id)}")
+                )
+            generation = Generation.from_json(response.json())
             if generation.is_final:
                 return generation
-            delay = hint if hint is not None else _base.DEFAULT_POLL_INTERVAL
-            if timeout is not None and time.monotonic() - started + delay > timeout:
+            waited = _base.wait_applied(response)
+            hint = _base.parse_retry_after(response.headers.get("retry-after"))
+            delay = 0.0 if waited else (hint if hint is not None else _base.DEFAULT_POLL_INTERVAL)
+            if timeout is not None and time.monotonic() - started + delay >= timeout:
                 raise WaitTimeoutError(
                     f"Generation {id} is still {generation.status} after {timeout} s", generation
                 )
             await asyncio.sleep(delay)
+
+    async def stream(self, id: str) -> AsyncIterator[Generation]:
+        """The generation now, then again at each change of its status,
+        ending after its final state, from the server's event stream
+        (``GET /generations/{id}/events``). A stream the server ends early
+        (its shutdown) is resumed where it stopped. Against a server without
+        event streams, this polls instead and yields each change it sees."""
+        last_event_id: Optional[str] = None
+        while True:
+            try:
+                response = await self._client._open_stream(_base.stream_call(id, last_event_id))
+            except NotFoundError:
+                # An unknown generation raises here; a known one means the
+                # server has no event streams.
+                await self.get(id)
+                async for generation in self._changes_by_polling(id):
+                    yield generation
+                return
+            parser = _base.EventStreamParser()
+            try:
+                if response.status_code == 204:
+                    return
+                async for line in response.aiter_lines():
+                    event = parser.feed(line)
+                    if event is None:
+                        continue
+                    event_id, data = event
+                    if event_id is not None:
+                        last_event_id = event_id
+                    generation = Generation.from_json(json.loads(data))
+                    yield generation
+                    if generation.is_final:
+                        return
+            except (httpx.TimeoutException, httpx.TransportError):
+                pass
+            finally:
+                await response.aclose()
+            await asyncio.sleep(parser.reconnect_delay)
+
+    async def _changes_by_polling(self, id: str) -> AsyncIterator[Generation]:
+        """What :meth:`stream` yields, from plain reads: each new status,
+        read as often as the server's ``Retry-After`` asks."""
+        last_status: Optional[str] = None
+        while True:
+            generation, hint = await self._get_with_hint(id)
+            if generation.status != last_status:
+                yield generation
+                last_status = generation.status
+            if generation.is_final:
+                return
+            await asyncio.sleep(hint if hint is not None else _base.DEFAULT_POLL_INTERVAL)
 
 
 class AsyncModels:

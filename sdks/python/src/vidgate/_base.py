@@ -12,7 +12,7 @@ import os
 import random
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import quote as quote_segment
 
 import httpx
@@ -34,6 +34,13 @@ DEFAULT_MAX_RETRY_AFTER = 120.0
 #: SPEC.md section 6: poll a video no tighter than every 5 seconds. Used when
 #: an unfinished generation's answer carries no ``Retry-After``.
 DEFAULT_POLL_INTERVAL = 5.0
+
+#: The longest ``Prefer: wait`` a server grants: a read that waits is
+#: answered once the generation is final or after this many seconds.
+MAX_WAIT_SECONDS = 60
+#: How long a stream that ended without a final state waits before it
+#: reconnects, unless the server's ``retry:`` field says otherwise.
+DEFAULT_STREAM_RECONNECT_DELAY = 1.0
 
 #: The statuses SPEC.md section 7 says to retry with backoff; never others.
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503})
@@ -153,6 +160,8 @@ class Call:
     #: the server replay the first) and uploads may; a cancel, a webhook
     #: re-send or a secret rotation may not, as a second one would differ.
     resend_unanswered: Optional[bool] = None
+    #: Seconds the server may take beyond the client's timeout (a wait).
+    extra_timeout: float = 0.0
 
     def may_resend_unanswered(self) -> bool:
         if self.resend_unanswered is not None:
@@ -273,6 +282,72 @@ def create_call(
     # a second one.
     key = idempotency_key or f"vidgate-python-{uuid.uuid4()}"
     return Call("POST", f"/run/{endpoint_path(endpoint)}", json=body, headers={"Idempotency-Key": key})
+
+
+def wait_call(id: str, seconds: int) -> Call:
+    """A read of a generation that the server holds until it is final or
+    ``seconds`` pass (``Prefer: wait``); a server without waits answers it
+    at once, as a plain read."""
+    return Call(
+        "GET",
+        f"/generations/{id_segment(id)}",
+        headers={"Prefer": f"wait={seconds}"},
+        extra_timeout=float(seconds),
+    )
+
+
+def wait_applied(response: httpx.Response) -> bool:
+    """Whether the server honoured the request's ``Prefer: wait``."""
+    applied: str = response.headers.get("preference-applied", "")
+    return applied.strip().startswith("wait=")
+
+
+def wait_seconds(remaining: Optional[float]) -> int:
+    """The wait to ask for with ``remaining`` seconds left (None: no
+    limit); 0 when less than a second is left, too little to wait on."""
+    if remaining is None:
+        return MAX_WAIT_SECONDS
+    return int(max(0.0, min(float(MAX_WAIT_SECONDS), remaining)))
+
+
+def stream_call(id: str, last_event_id: Optional[str]) -> Call:
+    headers = {"Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = last_event_id
+    # The server sends a comment every 15 s, so a read that waits longer
+    # than the client's timeout has lost the stream and reconnects.
+    return Call("GET", f"/generations/{id_segment(id)}/events", headers=headers)
+
+
+class EventStreamParser:
+    """Reads a ``text/event-stream`` line by line: ``feed`` returns each
+    event's ``(id, data)`` when its blank line arrives, and remembers the
+    ``retry:`` the server asked for."""
+
+    def __init__(self) -> None:
+        self.event_id: Optional[str] = None
+        self.data: List[str] = []
+        self.reconnect_delay = DEFAULT_STREAM_RECONNECT_DELAY
+
+    def feed(self, line: str) -> Optional[Tuple[Optional[str], str]]:
+        line = line.rstrip("\r\n")
+        if not line:
+            if not self.data:
+                return None
+            event = (self.event_id, "\n".join(self.data))
+            self.data = []
+            return event
+        if line.startswith(":"):
+            return None
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "id":
+            self.event_id = value
+        elif field == "data":
+            self.data.append(value)
+        elif field == "retry" and value.isdigit():
+            self.reconnect_delay = int(value) / 1000.0
+        return None
 
 
 def list_call(

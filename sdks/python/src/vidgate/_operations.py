@@ -22,6 +22,7 @@ OPERATIONS: Dict[str, Operation] = {
     "POST /run/*": Operation("generations.create", body=("*",)),
     "GET /generations": Operation("generations.list", query=("limit", "cursor", "status", "model")),
     "GET /generations/{}": Operation("generations.get"),
+    "GET /generations/{}/events": Operation("generations.stream"),
     "POST /generations/{}/cancel": Operation("generations.cancel"),
     "GET /generations/{}/webhook-deliveries": Operation("webhooks.deliveries"),
     "POST /generations/{}/webhook-deliveries/{}/retry": Operation("webhooks.retry_delivery"),

@@ -164,7 +164,7 @@
   };
 
   // Polls once a second until the generation ends; a 429 waits as told.
-  const follow = async (generation) => {
+  const poll = async (generation) => {
     while (!finalStatuses.includes(generation.status)) {
       await sleep(1000);
       const response = await fetch("/api/v1/generations/" + generation.id, { credentials: "same-origin" });
@@ -181,6 +181,34 @@
       showStatus(generation);
     }
   };
+
+  // Follows the generation's event stream, each change shown as it is
+  // committed, until it ends. The browser reconnects a dropped stream by
+  // itself (resuming with Last-Event-ID); a stream refused outright (a
+  // server without streams, or past its cap of open streams) is closed
+  // for good, and then the page polls instead.
+  const follow = (generation) =>
+    new Promise((resolve) => {
+      if (finalStatuses.includes(generation.status)) {
+        resolve();
+        return;
+      }
+      let latest = generation;
+      const source = new EventSource("/api/v1/generations/" + encodeURIComponent(generation.id) + "/events");
+      source.onmessage = (message) => {
+        latest = JSON.parse(message.data);
+        showStatus(latest);
+        if (finalStatuses.includes(latest.status)) {
+          source.close();
+          resolve();
+        }
+      };
+      source.onerror = () => {
+        if (source.readyState === EventSource.CLOSED) {
+          poll(latest).then(resolve, resolve);
+        }
+      };
+    });
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

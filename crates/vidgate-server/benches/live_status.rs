@@ -1,0 +1,642 @@
+//! Live status (issue 32), measured, never asserted.
+//!
+//! `latency`: how long after a generation's final commit a client sees it,
+//! three ways: polling as the SDKs did before waits (a read, then another
+//! after the `Retry-After: 5` of an unfinished answer, from a random phase),
+//! `Prefer: wait=60`, and the event stream. The commit is the store's own
+//! finish (`finish_failed`, as a worker's), timed from the moment it
+//! returned. On SQLite one node serves the client and commits; on PostgreSQL
+//! the client's node has no workers and another node's store commits, so
+//! the news crosses nodes by `NOTIFY`.
+//!
+//! `streams`: 1,000 event streams open at once on one `vidgate serve`
+//! process (the binary, so that its memory and CPU are its own): resident
+//! memory before and after, CPU while they idle, the latency of plain reads
+//! by another client with and without them, and how long SIGTERM takes to
+//! close them all.
+//!
+//! ```sh
+//! cargo bench -p vidgate-server --bench live_status                  # SQLite latency, and streams
+//! VIDGATE_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
+//!     cargo bench -p vidgate-server --bench live_status -- latency    # PostgreSQL too
+//! VIDGATE_BENCH_BINARY=target/debug/vidgate cargo bench … -- streams  # the server binary (default: target/{release,debug}/vidgate)
+//! ```
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sqlx::Connection;
+use vidgate_server::live_status::LiveStatusLimits;
+use vidgate_server::store::{FailureDetail, Store};
+use vidgate_server::{RunningServer, ServerOptions};
+
+/// Generations followed at once in one round of a latency measurement.
+const BATCH: usize = 40;
+/// Between two finishes of a round, so that each is timed on its own.
+const FINISH_SPACING: Duration = Duration::from_millis(25);
+const STREAMS: usize = 1000;
+/// Streams per generation in the `streams` section.
+const STREAMS_PER_GENERATION: usize = 10;
+
+fn body(prompt: &str) -> Value {
+    json!({ "prompt": prompt, "duration": 2, "resolution": "480p", "generate_audio": false })
+}
+
+/// The figures of one way of following.
+fn report(label: &str, mut latencies: Vec<Duration>) {
+    latencies.sort();
+    let at = |fraction: f64| {
+        let index = ((latencies.len() as f64 * fraction).ceil() as usize).clamp(1, latencies.len());
+        latencies[index - 1]
+    };
+    println!(
+        "{label:<44} n={:<4} p50 {:>9.1} ms  p99 {:>9.1} ms  max {:>9.1} ms",
+        latencies.len(),
+        at(0.50).as_secs_f64() * 1e3,
+        at(0.99).as_secs_f64() * 1e3,
+        latencies.last().unwrap().as_secs_f64() * 1e3,
+    );
+}
+
+/// The node the client talks to, and the store that commits the finishes.
+struct Nodes {
+    api: RunningServer,
+    /// The PostgreSQL run's second node, whose store commits.
+    other: Option<RunningServer>,
+    key: String,
+    client: reqwest::Client,
+    _directories: Vec<tempfile::TempDir>,
+}
+
+impl Nodes {
+    fn committer(&self) -> Arc<dyn Store> {
+        self.other.as_ref().unwrap_or(&self.api).store.clone()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.api.api_base)
+    }
+
+    /// `count` generations, submitted on the client's node and claimed by
+    /// the committing store's "worker", so that each is running.
+    async fn running_generations(&self, count: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        for index in 0..count {
+            let submitted: Value = self
+                .client
+                .post(self.url("/run/vendor_1/model_1/text-to-video"))
+                .bearer_auth(&self.key)
+                .json(&body(&format!("live status {index}")))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            ids.push(submitted["id"].as_str().unwrap().to_owned());
+        }
+        let committer = self.committer();
+        for _ in 0..count {
+            committer
+                .claim_next("bench-worker", Duration::from_secs(600))
+                .await
+                .unwrap()
+                .expect("a queued generation");
+        }
+        ids
+    }
+
+    /// Finishes each generation in turn; when each finish's commit returned.
+    async fn finish_all(&self, ids: &[String]) -> HashMap<String, Instant> {
+        let committer = self.committer();
+        let mut committed = HashMap::new();
+        for id in ids {
+            let failure = FailureDetail {
+                code: "bench".into(),
+                message: "finished by the benchmark".into(),
+            };
+            assert!(
+                committer
+                    .finish_failed(id, "bench-worker", failure)
+                    .await
+                    .unwrap()
+            );
+            committed.insert(id.clone(), Instant::now());
+            tokio::time::sleep(FINISH_SPACING).await;
+        }
+        committed
+    }
+
+    async fn shutdown(self) {
+        self.api.shutdown().await;
+        if let Some(other) = self.other {
+            other.shutdown().await;
+        }
+    }
+}
+
+async fn start_node(database_url: &str, data_dir: &Path) -> RunningServer {
+    let mut options = ServerOptions::new("127.0.0.1:0".parse().unwrap(), data_dir.to_path_buf());
+    options.database_url = Some(database_url.to_owned());
+    options.queue.workers = 0;
+    options.live_status = LiveStatusLimits {
+        per_key: 10_000,
+        per_node: 10_000,
+    };
+    options.http.max_connections = 4096;
+    vidgate_server::start(options).await.unwrap()
+}
+
+async fn start_nodes(postgres_url: Option<&str>) -> Nodes {
+    let directory = tempfile::tempdir().unwrap();
+    let other_directory = tempfile::tempdir().unwrap();
+    let (api, other) = match postgres_url {
+        None => {
+            let url = format!(
+                "sqlite://{}",
+                directory.path().join("bench.sqlite").display()
+            );
+            (start_node(&url, directory.path()).await, None)
+        }
+        Some(url) => (
+            start_node(url, directory.path()).await,
+            Some(start_node(url, other_directory.path()).await),
+        ),
+    };
+    let account = common::unlimited_account(&api).await;
+    Nodes {
+        api,
+        other,
+        key: account.api_key,
+        client: reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap(),
+        _directories: vec![directory, other_directory],
+    }
+}
+
+/// Polling as the SDKs did before waits: a read, and while the generation
+/// is unfinished another after its `Retry-After`, each poller starting at a
+/// random moment of its 5-second cycle.
+async fn polling(nodes: &Nodes, rounds: usize) -> Vec<Duration> {
+    let mut latencies = Vec::new();
+    for _ in 0..rounds {
+        let ids = nodes.running_generations(BATCH).await;
+        let pollers: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let client = nodes.client.clone();
+                let url = nodes.url(&format!("/generations/{id}"));
+                let key = nodes.key.clone();
+                let phase = Duration::from_millis(rand_below(5000));
+                tokio::spawn(async move {
+                    tokio::time::sleep(phase).await;
+                    loop {
+                        let response = client.get(&url).bearer_auth(&key).send().await.unwrap();
+                        let hint = response
+                            .headers()
+                            .get("retry-after")
+                            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+                        let record: Value = response.json().await.unwrap();
+                        if record["status"] == "failed" {
+                            return Instant::now();
+                        }
+                        tokio::time::sleep(Duration::from_secs(hint.unwrap_or(5))).await;
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(5500)).await;
+        let committed = nodes.finish_all(&ids).await;
+        for (id, poller) in ids.iter().zip(pollers) {
+            latencies.push(
+                poller
+                    .await
+                    .unwrap()
+                    .saturating_duration_since(committed[id]),
+            );
+        }
+    }
+    latencies
+}
+
+/// `GET /generations/{id}` with `Prefer: wait=60`, open before the finish.
+async fn waiting(nodes: &Nodes, rounds: usize) -> Vec<Duration> {
+    let mut latencies = Vec::new();
+    for _ in 0..rounds {
+        let ids = nodes.running_generations(BATCH).await;
+        let waiters: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let request = nodes
+                    .client
+                    .get(nodes.url(&format!("/generations/{id}")))
+                    .bearer_auth(&nodes.key)
+                    .header("prefer", "wait=60")
+                    .timeout(Duration::from_secs(90));
+                tokio::spawn(async move {
+                    let record: Value = request.send().await.unwrap().json().await.unwrap();
+                    assert_eq!(record["status"], "failed");
+                    Instant::now()
+                })
+            })
+            .collect();
+        // Every wait has reached the server and is waiting.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let committed = nodes.finish_all(&ids).await;
+        for (id, waiter) in ids.iter().zip(waiters) {
+            latencies.push(
+                waiter
+                    .await
+                    .unwrap()
+                    .saturating_duration_since(committed[id]),
+            );
+        }
+    }
+    latencies
+}
+
+/// Reads an event stream until the text `until` arrives; when it did.
+async fn read_stream_until(response: &mut reqwest::Response, until: &str) -> Option<Instant> {
+    let mut text = String::new();
+    loop {
+        let chunk = response.chunk().await.ok()??;
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        if text.contains(until) {
+            return Some(Instant::now());
+        }
+    }
+}
+
+/// `GET /generations/{id}/events`, its first event read before the finish.
+async fn streaming(nodes: &Nodes, rounds: usize) -> Vec<Duration> {
+    let mut latencies = Vec::new();
+    for _ in 0..rounds {
+        let ids = nodes.running_generations(BATCH).await;
+        let mut readers = Vec::new();
+        for id in &ids {
+            let mut response = nodes
+                .client
+                .get(nodes.url(&format!("/generations/{id}/events")))
+                .bearer_auth(&nodes.key)
+                .timeout(Duration::from_secs(600))
+                .send()
+                .await
+                .unwrap();
+            read_stream_until(&mut response, "id: running-1")
+                .await
+                .unwrap();
+            readers.push(tokio::spawn(async move {
+                read_stream_until(&mut response, "\"status\":\"failed\"")
+                    .await
+                    .unwrap()
+            }));
+        }
+        let committed = nodes.finish_all(&ids).await;
+        for (id, reader) in ids.iter().zip(readers) {
+            latencies.push(
+                reader
+                    .await
+                    .unwrap()
+                    .saturating_duration_since(committed[id]),
+            );
+        }
+    }
+    latencies
+}
+
+/// A number below `bound` from the thread's generator.
+fn rand_below(bound: u64) -> u64 {
+    rand::random::<u64>() % bound
+}
+
+async fn latency(postgres_server: Option<&str>) {
+    println!("== latency: final commit to the client seeing it ({BATCH} generations a round)");
+    let nodes = start_nodes(None).await;
+    report("SQLite, polling (Retry-After: 5)", polling(&nodes, 2).await);
+    report("SQLite, Prefer: wait=60", waiting(&nodes, 5).await);
+    report("SQLite, event stream", streaming(&nodes, 5).await);
+    nodes.shutdown().await;
+    let Some(server_url) = postgres_server else {
+        println!("(PostgreSQL skipped: set VIDGATE_BENCH_POSTGRES_URL)");
+        return;
+    };
+    let database = BenchDatabase::create(server_url).await;
+    let nodes = start_nodes(Some(&database.url)).await;
+    report("PostgreSQL, other node, polling", polling(&nodes, 2).await);
+    report(
+        "PostgreSQL, other node, Prefer: wait=60",
+        waiting(&nodes, 5).await,
+    );
+    report(
+        "PostgreSQL, other node, event stream",
+        streaming(&nodes, 5).await,
+    );
+    nodes.shutdown().await;
+    database.drop_database().await;
+}
+
+/// A database created for the run and dropped after it.
+struct BenchDatabase {
+    server_url: String,
+    name: String,
+    url: String,
+}
+
+impl BenchDatabase {
+    async fn create(server_url: &str) -> BenchDatabase {
+        let name = format!("vidgate_bench_live_{}", std::process::id());
+        let mut connection = sqlx::PgConnection::connect(server_url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name}"
+        )))
+        .execute(&mut connection)
+        .await
+        .unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut connection)
+            .await
+            .unwrap();
+        let mut url = url::Url::parse(server_url).unwrap();
+        url.set_path(&name);
+        BenchDatabase {
+            server_url: server_url.to_owned(),
+            url: url.to_string(),
+            name,
+        }
+    }
+
+    async fn drop_database(self) {
+        let mut connection = sqlx::PgConnection::connect(&self.server_url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    }
+}
+
+/// The server binary: `VIDGATE_BENCH_BINARY`, or the workspace's release
+/// build, or its debug build.
+fn server_binary() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("VIDGATE_BENCH_BINARY") {
+        return Some(PathBuf::from(path));
+    }
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    ["release", "debug"]
+        .into_iter()
+        .map(|profile| target.join(profile).join("vidgate"))
+        .find(|path| path.exists())
+}
+
+/// Resident memory of a process, in KiB.
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// CPU time a process has used (user and system), in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command's closing parenthesis; utime and stime
+    // are the 14th and 15th of the line.
+    let after_command = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_command.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// `count` sequential reads of one generation by a client of its own.
+async fn read_latencies(api_base: &str, key: &str, id: &str, count: usize) -> Vec<Duration> {
+    let client = reqwest::Client::new();
+    let url = format!("{api_base}/generations/{id}");
+    let mut latencies = Vec::with_capacity(count);
+    for _ in 0..count {
+        let started = Instant::now();
+        let response = client.get(&url).bearer_auth(key).send().await.unwrap();
+        assert!(response.status().is_success());
+        response.bytes().await.unwrap();
+        latencies.push(started.elapsed());
+    }
+    latencies
+}
+
+fn run_admin(binary: &Path, data_dir: &Path, arguments: &[&str]) {
+    let status = std::process::Command::new(binary)
+        .arg("admin")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(arguments)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "vidgate admin {arguments:?}");
+}
+
+async fn streams() {
+    let Some(binary) = server_binary() else {
+        println!("== streams skipped: no server binary (build it, or set VIDGATE_BENCH_BINARY)");
+        return;
+    };
+    println!(
+        "== {STREAMS} event streams on one node ({}, SQLite)",
+        binary.display()
+    );
+    let directory = tempfile::tempdir().unwrap();
+    let log_path = directory.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let data_dir = directory.path().join("data");
+    let mut server = std::process::Command::new(&binary)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--max-waits-per-key",
+            "5000",
+            "--max-waits-per-node",
+            "5000",
+            "--max-connections",
+            "4096",
+        ])
+        .arg("--data-dir")
+        .arg(&data_dir)
+        // The `[sim:sleep=…]` marker keeps the one worker busy.
+        .env("VIDGATE_SIMULATION", "true")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let pid = server.id();
+    let (api_base, key, account_id) = loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let api_base = log
+            .lines()
+            .find_map(|line| line.strip_prefix("vidgate API base: "));
+        let key = log
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .find(|word| word.starts_with("vg_live_"));
+        let account = log
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .find(|word| word.starts_with("acct_"));
+        if let (Some(api_base), Some(key), Some(account)) = (api_base, key, account) {
+            break (api_base.to_owned(), key.to_owned(), account.to_owned());
+        }
+        if let Some(exit) = server.try_wait().unwrap() {
+            panic!("vidgate serve exited ({exit}): {log}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    run_admin(
+        &binary,
+        &data_dir,
+        &[
+            "account",
+            "limits",
+            &account_id,
+            "--rps",
+            "1000000",
+            "--burst",
+            "1000000",
+            "--concurrency",
+            "100000",
+        ],
+    );
+    let client = reqwest::Client::new();
+    let submit = |prompt: String| {
+        client
+            .post(format!("{api_base}/run/vendor_1/model_1/text-to-video"))
+            .bearer_auth(&key)
+            .json(&body(&prompt))
+            .send()
+    };
+    // The one worker is kept busy, so every other generation stays queued.
+    submit("[sim:sleep=600000] the blocker".into())
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for index in 0..STREAMS / STREAMS_PER_GENERATION {
+        let record: Value = submit(format!("followed {index}"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        ids.push(record["id"].as_str().unwrap().to_owned());
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_kib = resident_kib(pid);
+    let before = read_latencies(&api_base, &key, &ids[0], 2000).await;
+
+    let stream_client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let mut open = Vec::with_capacity(STREAMS);
+    for index in 0..STREAMS {
+        let id = &ids[index % ids.len()];
+        let mut response = stream_client
+            .get(format!("{api_base}/generations/{id}/events"))
+            .bearer_auth(&key)
+            .timeout(Duration::from_secs(3600))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        read_stream_until(&mut response, "id: queued-0")
+            .await
+            .unwrap();
+        open.push(response);
+    }
+    // Each stream is drained by a task of its own, as a client would.
+    let keep_alives = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let readers: Vec<_> = open
+        .into_iter()
+        .map(|mut response| {
+            let keep_alives = keep_alives.clone();
+            tokio::spawn(async move {
+                while let Ok(Some(chunk)) = response.chunk().await {
+                    if chunk.starts_with(b": keep-alive") {
+                        keep_alives.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let open_kib = resident_kib(pid);
+    let idle_seconds = 20;
+    let ticks_before = cpu_ticks(pid);
+    tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
+    let ticks = cpu_ticks(pid) - ticks_before;
+    // SAFETY: sysconf reads a constant of the system.
+    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let during = read_latencies(&api_base, &key, &ids[0], 2000).await;
+    println!(
+        "resident memory: {:.1} MiB idle, {:.1} MiB with {STREAMS} streams open: {:.1} KiB per stream",
+        idle_kib as f64 / 1024.0,
+        open_kib as f64 / 1024.0,
+        (open_kib.saturating_sub(idle_kib)) as f64 / STREAMS as f64
+    );
+    println!(
+        "CPU with {STREAMS} idle streams: {:.2} % of one core over {idle_seconds} s ({} keep-alive comments sent)",
+        ticks as f64 / ticks_per_second / idle_seconds as f64 * 100.0,
+        keep_alives.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    report("GET /generations/{id}, no streams open", before);
+    report(
+        &format!("GET /generations/{{id}}, {STREAMS} streams open"),
+        during,
+    );
+
+    let started = Instant::now();
+    // SAFETY: a signal to the child this function started.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    let stopped = tokio::task::spawn_blocking(move || {
+        server.wait().unwrap();
+        started.elapsed()
+    })
+    .await
+    .unwrap();
+    let mut ended = 0;
+    for reader in readers {
+        if tokio::time::timeout(Duration::from_secs(5), reader)
+            .await
+            .is_ok()
+        {
+            ended += 1;
+        }
+    }
+    println!(
+        "SIGTERM with {STREAMS} streams open: the process exited after {:.0} ms; {ended} streams ended",
+        stopped.as_secs_f64() * 1e3
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let sections: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|argument| !argument.starts_with("--"))
+        .collect();
+    let wanted = |name: &str| sections.is_empty() || sections.iter().any(|s| s == name);
+    let postgres = std::env::var("VIDGATE_BENCH_POSTGRES_URL").ok();
+    if wanted("latency") {
+        latency(postgres.as_deref()).await;
+    }
+    if wanted("streams") {
+        streams().await;
+    }
+}
