@@ -537,7 +537,22 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
     event_responses.insert("200".into(), json!({
         "description": "A text/event-stream. Each event is `id: <state>` and one `data:` line holding the generation's record exactly as GET /generations/{id} returns it: first the state now, then one event per change of status, and the stream closes after the final state. Event ids name the state (`queued-0`, `running-1`, `succeeded-1`; treat them as opaque). A comment line (`: keep-alive`) comes every 15 seconds without events. The first event sets `retry: 1000`. A stream also ends at the server's shutdown and after 30 minutes open; reconnect with Last-Event-ID.",
         "headers": rate_limit_headers(),
-        "content": { "text/event-stream": { "schema": { "type": "string" } } }
+        // The schema of one event, as server-sent-event clients (and
+        // schemathesis) read them: the fields of an event block.
+        "content": { "text/event-stream": { "schema": {
+            "type": "object",
+            "required": ["data"],
+            "properties": {
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "description": "The generation's record as JSON text, exactly as GET /generations/{id} returns it."
+                },
+                "id": { "type": "string", "description": "The state the event shows (`running-1`); opaque." },
+                "event": { "type": "string", "description": "Always `message` (the default event type)." },
+                "retry": { "type": "integer", "description": "On the first event: reconnect after this many milliseconds." }
+            }
+        } } }
     }));
     event_responses.insert("204".into(), json!({
         "description": "Last-Event-ID names the generation's final state: nothing more will come (an EventSource stops reconnecting)."
