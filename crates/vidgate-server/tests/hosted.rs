@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use vidgate_core::{Catalog, ValidatedInput};
-use vidgate_server::backend::{Backends, Job, apply_backends_file_with_credentials};
+use vidgate_server::backend::{Backends, Job};
 use vidgate_server::store::ProviderHealth;
 
 use common::{StoreKind, TestApp, TestSettings, free_port, on_both_stores, spawn_app_with};
@@ -826,38 +826,13 @@ fn failover_backends_with(
     replicate_token: &str,
     timeouts: Value,
 ) -> Backends {
-    let entry = |name: &str| -> Value {
-        let example = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../examples/hosted")
-            .join(name);
-        let file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
-        file["models"]["vendor_1/model_1"].clone()
-    };
-    let mut fal = entry("fal.json");
-    fal["api_url"] = json!(fake.fal_queue_url());
-    fal["platform_url"] = json!(fake.fal_api_url());
-    fal["jwks_url"] = json!(fake.fal_jwks_url());
-    fal["credential_env"] = json!("TEST_FAL_KEY");
-    fal["timeouts"] = timeouts.clone();
-    let mut replicate = entry("replicate.json");
-    replicate["api_url"] = json!(fake.replicate_api_url());
-    replicate["credential_env"] = json!("TEST_REPLICATE_TOKEN");
-    replicate["timeouts"] = timeouts;
-    let file = json!({ "models": { "vendor_1/model_1": {
-        "backend": "failover", "providers": [fal, replicate] } } });
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("failover.json");
-    std::fs::write(&path, file.to_string()).unwrap();
-    let mut backends = Backends::builtin(true);
-    let (fal_key, replicate_token) = (fal_key.to_owned(), replicate_token.to_owned());
-    let credentials = move |name: &str| match name {
-        "TEST_FAL_KEY" => Some(fal_key.clone()),
-        "TEST_REPLICATE_TOKEN" => Some(replicate_token.clone()),
-        _ => None,
-    };
-    apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
-        .expect("the failover backends file applies");
-    backends
+    fake_providers::failover_backends(
+        fake,
+        "vendor_1/model_1",
+        fal_key,
+        replicate_token,
+        &timeouts,
+    )
 }
 
 /// The providers' circuits as the store knows them, once `ready` holds

@@ -8,11 +8,8 @@
 mod common;
 mod fake_providers;
 
-use std::path::Path;
-
 use serde_json::{Value, json};
-use vidgate_core::Catalog;
-use vidgate_server::backend::{Backends, apply_backends_file_with_credentials};
+use vidgate_server::backend::Backends;
 
 use common::{StoreKind, TestApp, TestSettings, on_both_stores, spawn_app_with};
 use fake_providers::{FAL_KEY, FakeProviders, Provider, REPLICATE_TOKEN, example_backends};
@@ -104,35 +101,13 @@ async fn a_value_no_provider_of_the_model_serves_is_refused_naming_it_with_nothi
 
 /// A backends file running M4 at fal, then at Replicate.
 fn seedance_failover(fake: &FakeProviders) -> Backends {
-    let entry = |name: &str| -> Value {
-        let example = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../examples/hosted")
-            .join(name);
-        let file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
-        file["models"]["vendor_4/model_4"].clone()
-    };
-    let mut fal = entry("fal.json");
-    fal["api_url"] = json!(fake.fal_queue_url());
-    fal["platform_url"] = json!(fake.fal_api_url());
-    fal["jwks_url"] = json!(fake.fal_jwks_url());
-    fal["timeouts"] = fast_timeouts();
-    let mut replicate = entry("replicate.json");
-    replicate["api_url"] = json!(fake.replicate_api_url());
-    replicate["timeouts"] = fast_timeouts();
-    let file = json!({ "models": { "vendor_4/model_4": {
-        "backend": "failover", "providers": [fal, replicate] } } });
-    let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join("failover.json");
-    std::fs::write(&path, file.to_string()).unwrap();
-    let mut backends = Backends::builtin(true);
-    let credentials = |name: &str| match name {
-        "FAL_KEY" => Some(FAL_KEY.to_owned()),
-        "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
-        _ => None,
-    };
-    apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
-        .expect("the failover backends file applies");
-    backends
+    fake_providers::failover_backends(
+        fake,
+        "vendor_4/model_4",
+        FAL_KEY,
+        REPLICATE_TOKEN,
+        &fast_timeouts(),
+    )
 }
 
 async fn a_failover_model_sends_a_value_its_first_provider_cannot_serve_to_one_that_can(

@@ -152,10 +152,11 @@ pub struct HostedTimeouts {
     /// One HTTP call to the provider; a submit that gets no answer within
     /// it has an unknown outcome.
     pub request_seconds: f64,
-    /// The provider-side deadline of a job that never starts
-    /// (`Cancel-After` on Replicate, `X-Fal-Request-Timeout` on fal).
+    /// The deadline of a job that never starts: `X-Fal-Request-Timeout` at
+    /// fal; at Replicate vidgate cancels a prediction still starting then.
     pub start_seconds: f64,
-    /// A whole job, from its submit to its result; then it fails.
+    /// A whole job, from its submit to its result; then it fails. Sent to
+    /// Replicate as `Cancel-After`, the prediction's lifetime.
     pub job_seconds: f64,
     /// How often a job's state is read (a backstop for lost webhooks).
     pub poll_seconds: f64,

@@ -212,9 +212,11 @@ pub trait ProviderProtocol: Send + Sync + 'static {
 
     /// Verifies a webhook the provider sent us: its signature, with the
     /// keys or secret the provider publishes (fetched by the protocol and
-    /// kept for a while), and its time. Only the job's id and the
-    /// delivery's id are taken from it: the job's state is then read from
-    /// the provider, so a webhook can hasten a job but never decide it.
+    /// kept for a while), and its time. Only the job's id, the delivery's
+    /// id and the listed input (where the body has it) are taken from it:
+    /// the job's state is then read from the provider, so a webhook can
+    /// hasten a job, or prove that a submit whose answer was lost created
+    /// it, but never decide how it ended.
     async fn verify_webhook(
         &self,
         headers: &HeaderMap,

@@ -110,6 +110,7 @@ fn queue_status(state: &FakeState, job: &FakeJob) -> Value {
         FakeStatus::Failed { message, moderated } => {
             status["status"] = json!("COMPLETED");
             status["error"] = json!(message);
+            // GUESS fal-list-status-code (the error type of a failure).
             status["error_type"] = json!(if *moderated {
                 "content_policy_violation"
             } else {
@@ -423,6 +424,8 @@ async fn list(
                 "sent_at": iso(job.created_at),
                 "started_at": job.started_at.map(iso),
                 "ended_at": job.completed_at.map(iso),
+                // GUESS fal-list-status-code: the page's example shows 200
+                // for a success; a failure's code is not shown.
                 "status_code": if job.status == FakeStatus::Succeeded { 200 } else { 500 },
             });
             if payloads {

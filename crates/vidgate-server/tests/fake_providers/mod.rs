@@ -29,6 +29,12 @@
 //! - GUESS replicate-422: Replicate refuses an input its model's schema
 //!   does not take with a 422 problem+json; its OpenAPI document lists no
 //!   status for it. fal documents its 422 (its error reference).
+//! - GUESS fal-list-status-code: a failed request's `status_code` in fal's
+//!   list is 500, and a failed request's `error_type` in its status is
+//!   `internal_server_error`; the documents show neither.
+//! - GUESS webhook-retries: a refused webhook delivery is tried three
+//!   times, 200 ms apart (fal documents 10 retries in two hours, Replicate
+//!   "a few times"); vidgate's polling is the backstop either way.
 //! - GUESS listed-defaults: both providers list a job's input with the
 //!   model's defaults added to what was sent (`LISTED_DEFAULTS`). Where
 //!   they list exactly what was sent, matching by every sent field finds
@@ -711,7 +717,8 @@ async fn send_webhook(state: &Arc<FakeState>, job: &FakeJob, event: &str) {
             replicate::webhook_request(state, job, &url)
         }
     };
-    // Both providers retry a failed delivery a few times, briefly.
+    // Both providers retry a failed delivery (fal's webhooks page; Replicate
+    // "a few times"); how often and how soon is GUESS webhook-retries.
     for _ in 0..3 {
         match request.try_clone().unwrap().send().await {
             Ok(response) => {
@@ -809,5 +816,50 @@ pub fn example_backends(
     };
     apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
         .expect("the example backends file applies");
+    backends
+}
+
+/// A backends file running `model` at fal, then at Replicate (a failover
+/// chain), each entry as in the example files with its URLs pointed at the
+/// fake and `timeouts`, applied with the credentials `fal_key` and
+/// `replicate_token`.
+pub fn failover_backends(
+    fake: &FakeProviders,
+    model: &str,
+    fal_key: &str,
+    replicate_token: &str,
+    timeouts: &Value,
+) -> Backends {
+    let entry = |name: &str| -> Value {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/hosted")
+            .join(name);
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+        file["models"][model].clone()
+    };
+    let mut fal = entry("fal.json");
+    fal["api_url"] = json!(fake.fal_queue_url());
+    fal["platform_url"] = json!(fake.fal_api_url());
+    fal["jwks_url"] = json!(fake.fal_jwks_url());
+    fal["credential_env"] = json!("TEST_FAL_KEY");
+    fal["timeouts"] = timeouts.clone();
+    let mut replicate = entry("replicate.json");
+    replicate["api_url"] = json!(fake.replicate_api_url());
+    replicate["credential_env"] = json!("TEST_REPLICATE_TOKEN");
+    replicate["timeouts"] = timeouts.clone();
+    let file = json!({ "models": { model: {
+        "backend": "failover", "providers": [fal, replicate] } } });
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("failover.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    let mut backends = Backends::builtin(true);
+    let (fal_key, replicate_token) = (fal_key.to_owned(), replicate_token.to_owned());
+    let credentials = move |name: &str| match name {
+        "TEST_FAL_KEY" => Some(fal_key.clone()),
+        "TEST_REPLICATE_TOKEN" => Some(replicate_token.clone()),
+        _ => None,
+    };
+    apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
+        .expect("the failover backends file applies");
     backends
 }
