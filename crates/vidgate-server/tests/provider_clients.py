@@ -1,6 +1,6 @@
 """The providers' own Python clients against vidgate's fake providers.
 
-`tests/providers.rs` (`the_providers_own_clients_work_against_the_fake`)
+`tests/it/providers.rs` (`the_providers_own_clients_work_against_the_fake`)
 starts the fake and runs this script with a Python that has the official
 `replicate` and `fal-client` packages (CI installs them). Each client
 submits, polls, cancels and lists through the fake, pointed at it by base

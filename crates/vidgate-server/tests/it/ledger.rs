@@ -1,0 +1,413 @@
+//! The ledger invariant under random sequences of store operations:
+//! credited = balance + held + captured, nothing negative, and the ledger's
+//! entries add up to the account's running totals. Also the queue's and the
+//! limits' guarantees under concurrency. Every test runs on SQLite and on
+//! PostgreSQL.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::*;
+use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
+use serde_json::json;
+use vidgate_core::Micros;
+use vidgate_server::store::{self, FailureDetail, NewAccount, NewGeneration, Store, SubmitOutcome};
+
+#[derive(Debug, Clone)]
+enum Operation {
+    Credit(i64),
+    Submit(i64),
+    Claim,
+    Succeed(usize),
+    Fail(usize),
+    Cancel(usize),
+    HandBack(usize),
+}
+
+fn operation() -> impl Strategy<Value = Operation> {
+    prop_oneof![
+        (1i64..5_000_000).prop_map(Operation::Credit),
+        (1i64..3_000_000).prop_map(Operation::Submit),
+        Just(Operation::Claim),
+        (0usize..8).prop_map(Operation::Succeed),
+        (0usize..8).prop_map(Operation::Fail),
+        (0usize..8).prop_map(Operation::Cancel),
+        (0usize..8).prop_map(Operation::HandBack),
+    ]
+}
+
+async fn check_invariant(store: &dyn Store, account_id: &str) {
+    let account = store.account(account_id).await.unwrap().unwrap();
+    assert!(
+        !account.balance.is_negative()
+            && !account.held.is_negative()
+            && !account.captured.is_negative()
+    );
+    assert_eq!(
+        account.credited,
+        account.balance + account.held + account.captured
+    );
+    let entries = store.ledger_entries(account_id).await.unwrap();
+    let sum = |kind: &str| {
+        entries
+            .iter()
+            .filter(|entry| entry.kind == kind)
+            .map(|entry| entry.amount.0)
+            .sum::<i64>()
+    };
+    assert_eq!(sum("credit"), account.credited.0);
+    assert_eq!(sum("capture"), account.captured.0);
+    assert_eq!(
+        sum("hold") - sum("capture") - sum("release"),
+        account.held.0
+    );
+    // Every active generation is backed by exactly its hold.
+    let all = store
+        .list_generations(
+            account_id,
+            &store::ListFilter {
+                limit: 1000,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let held_by_active: i64 = all
+        .iter()
+        .filter(|g| g.status.is_active())
+        .map(|g| g.price.0)
+        .sum();
+    assert_eq!(held_by_active, account.held.0);
+}
+
+async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
+    let test_store = open_test_store(store_kind).await;
+    let store = test_store.store.clone();
+    let account_id = "acct_property".to_owned();
+    store
+        .create_account(NewAccount {
+            id: account_id.clone(),
+            name: "property".into(),
+            initial_credit: Micros(2_000_000),
+            webhook_secret: "whsec_x".into(),
+        })
+        .await
+        .unwrap();
+    let mut generations: Vec<String> = Vec::new();
+    let mut claimed: Vec<String> = Vec::new();
+    let worker = "worker";
+    for (step, operation) in operations.into_iter().enumerate() {
+        match operation {
+            Operation::Credit(amount) => {
+                store
+                    .credit_account(&account_id, Micros(amount))
+                    .await
+                    .unwrap();
+            }
+            Operation::Submit(price) => {
+                let id = format!("gen_{step}");
+                let submitted = store
+                    .submit_generation(NewGeneration {
+                        id: id.clone(),
+                        account_id: account_id.clone(),
+                        api_key_id: "key".into(),
+                        model: "vendor_1/model_1".into(),
+                        endpoint: "vendor_1/model_1/text-to-video".into(),
+                        mode: "text-to-video".into(),
+                        input: json!({ "prompt": "x" }),
+                        price: Micros(price),
+                        official_price: Micros(price * 2),
+                        webhook_url: None,
+                        idempotency: None,
+                        max_attempts: 3,
+                        media_binding: None,
+                    })
+                    .await;
+                if let Ok(SubmitOutcome::Created(_)) = submitted {
+                    generations.push(id);
+                }
+            }
+            Operation::Claim => {
+                if let Some(generation) = store
+                    .claim_next(worker, Duration::from_secs(60))
+                    .await
+                    .unwrap()
+                {
+                    claimed.push(generation.id);
+                }
+            }
+            Operation::Succeed(index) => {
+                if let Some(id) = claimed.get(index) {
+                    store
+                        .finish_succeeded(id, worker, json!({}), None)
+                        .await
+                        .unwrap();
+                }
+            }
+            Operation::Fail(index) => {
+                if let Some(id) = claimed.get(index) {
+                    let failure = FailureDetail {
+                        code: "x".into(),
+                        message: "x".into(),
+                    };
+                    store.finish_failed(id, worker, failure).await.unwrap();
+                }
+            }
+            Operation::Cancel(index) => {
+                if let Some(id) = generations.get(index) {
+                    store.cancel_generation(&account_id, id).await.unwrap();
+                }
+            }
+            Operation::HandBack(index) => {
+                if let Some(id) = claimed.get(index) {
+                    store.release_to_queue(id, worker).await.unwrap();
+                }
+            }
+        }
+        check_invariant(store.as_ref(), &account_id).await;
+    }
+}
+
+/// Runs random operation sequences against fresh stores of one kind; a
+/// failure is shrunk to the shortest sequence that breaks the invariant.
+fn check_random_sequences(store_kind: StoreKind) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 24,
+        ..ProptestConfig::default()
+    });
+    let sequences = proptest::collection::vec(operation(), 1..40);
+    let outcome = runner.run(&sequences, |operations| {
+        runtime.block_on(run_sequence(&store_kind, operations));
+        Ok(())
+    });
+    if let Err(failure) = outcome {
+        panic!("{failure}");
+    }
+}
+
+#[test]
+fn the_ledger_balances_after_every_operation_on_sqlite() {
+    check_random_sequences(StoreKind::Sqlite);
+}
+
+#[test]
+fn the_ledger_balances_after_every_operation_on_postgres() {
+    if let Some(store_kind) = StoreKind::postgres("the_ledger_balances_after_every_operation") {
+        check_random_sequences(store_kind);
+    }
+}
+
+async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_attempt(
+    store_kind: StoreKind,
+) {
+    let test_store = open_test_store(&store_kind).await;
+    let store = test_store.store.clone();
+    create_account(store.as_ref(), Micros(1_000_000)).await;
+    store
+        .submit_generation(NewGeneration {
+            official_price: Micros(400_000),
+            max_attempts: 2,
+            media_binding: None,
+            ..new_generation("gen_lost".into(), Micros(300_000))
+        })
+        .await
+        .unwrap();
+    for attempt in 1..=2 {
+        let claimed = store
+            .claim_next("dead-worker", Duration::from_millis(1))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(claimed.attempts, attempt);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // The dead worker's late result is refused once its lease expired and was rescued.
+        let report = store.rescue_expired_leases().await.unwrap();
+        assert!(
+            !store
+                .finish_succeeded("gen_lost", "dead-worker", json!({}), None)
+                .await
+                .unwrap()
+        );
+        if attempt == 1 {
+            assert_eq!(report.requeued, vec!["gen_lost".to_owned()]);
+        } else {
+            assert_eq!(report.failed, vec!["gen_lost".to_owned()]);
+        }
+    }
+    let failed = store.generation("acct", "gen_lost").await.unwrap().unwrap();
+    assert_eq!(failed.status, vidgate_core::GenerationStatus::Failed);
+    assert_eq!(failed.error.unwrap()["code"], "worker_lost");
+    let account = store.account("acct").await.unwrap().unwrap();
+    assert_eq!((account.balance.0, account.held.0), (1_000_000, 0));
+}
+
+async fn two_workers_never_claim_the_same_job(store_kind: StoreKind) {
+    let test_store = open_test_store(&store_kind).await;
+    let store = test_store.store.clone();
+    create_account(store.as_ref(), Micros(100_000_000)).await;
+    for index in 0..30 {
+        store
+            .submit_generation(new_generation(format!("gen_{index:02}"), Micros(10_000)))
+            .await
+            .ok();
+    }
+    let mut claimers = tokio::task::JoinSet::new();
+    for worker in 0..6 {
+        let store = store.clone();
+        claimers.spawn(async move {
+            let mut mine = Vec::new();
+            while let Some(generation) = store
+                .claim_next(&format!("w{worker}"), Duration::from_secs(60))
+                .await
+                .unwrap()
+            {
+                mine.push(generation.id);
+            }
+            mine
+        });
+    }
+    let mut all: Vec<String> = claimers.join_all().await.into_iter().flatten().collect();
+    all.sort();
+    let before = all.len();
+    all.dedup();
+    assert_eq!(before, all.len(), "a job was claimed twice");
+    assert_eq!(
+        all.len(),
+        20,
+        "the concurrency limit admitted 20 of the 30 submits"
+    );
+}
+
+/// The account every test below uses, "acct".
+async fn create_account(store: &dyn Store, credit: Micros) {
+    store
+        .create_account(NewAccount {
+            id: "acct".into(),
+            name: "n".into(),
+            initial_credit: credit,
+            webhook_secret: "s".into(),
+        })
+        .await
+        .unwrap();
+}
+
+/// A generation of "acct", with three attempts.
+fn new_generation(id: String, price: Micros) -> NewGeneration {
+    NewGeneration {
+        id,
+        account_id: "acct".into(),
+        api_key_id: "key".into(),
+        model: "m".into(),
+        endpoint: "m/text-to-video".into(),
+        mode: "text-to-video".into(),
+        input: json!({}),
+        price,
+        official_price: price,
+        webhook_url: None,
+        idempotency: None,
+        max_attempts: 3,
+        media_binding: None,
+    }
+}
+
+/// Submits `count` generations at once and returns how many were created.
+async fn submit_concurrently(
+    store: &std::sync::Arc<dyn Store>,
+    prefix: &str,
+    count: usize,
+) -> usize {
+    let mut submits = tokio::task::JoinSet::new();
+    for index in 0..count {
+        let store = store.clone();
+        let id = format!("gen_{prefix}_{index:02}");
+        submits.spawn(async move {
+            store
+                .submit_generation(new_generation(id, Micros(100_000)))
+                .await
+        });
+    }
+    let outcomes = submits.join_all().await;
+    for outcome in &outcomes {
+        assert!(
+            matches!(
+                outcome,
+                Ok(SubmitOutcome::Created(_))
+                    | Err(store::SubmitRefusal::ConcurrencyLimit { .. })
+                    | Err(store::SubmitRefusal::InsufficientBalance { .. })
+            ),
+            "{outcome:?}"
+        );
+    }
+    outcomes
+        .iter()
+        .filter(|outcome| matches!(outcome, Ok(SubmitOutcome::Created(_))))
+        .count()
+}
+
+async fn concurrent_submits_respect_the_cap_and_the_balance(store_kind: StoreKind) {
+    let test_store = open_test_store(&store_kind).await;
+    let store = test_store.store.clone();
+    // Enough for 25 generations, so the cap of 20 is what refuses the rest.
+    create_account(store.as_ref(), Micros(25 * 100_000)).await;
+    assert_eq!(submit_concurrently(&store, "capped", 40).await, 20);
+    check_invariant(store.as_ref(), "acct").await;
+
+    // With the cap raised, the balance (five more generations) refuses the rest.
+    let limits = store::AccountLimits {
+        max_concurrent: 100,
+        ..store::AccountLimits::default()
+    };
+    store.set_account_limits("acct", limits).await.unwrap();
+    assert_eq!(submit_concurrently(&store, "funded", 40).await, 5);
+    let account = store.account("acct").await.unwrap().unwrap();
+    assert_eq!((account.balance.0, account.held.0), (0, 25 * 100_000));
+    check_invariant(store.as_ref(), "acct").await;
+}
+
+on_both_stores!(
+    an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_attempt,
+    two_workers_never_claim_the_same_job,
+    concurrent_submits_respect_the_cap_and_the_balance,
+);
+
+/// A job submitted through one node's store wakes a worker waiting on
+/// another node's store at once, instead of at its next poll.
+#[tokio::test]
+async fn postgres_announces_a_queued_job_to_every_node() {
+    let Some(store_kind) = StoreKind::postgres("postgres_announces_a_queued_job_to_every_node")
+    else {
+        return;
+    };
+    let test_store = open_test_store(&store_kind).await;
+    let submitting_node = test_store.store.clone();
+    let TestDatabase::Postgres(database) = &test_store.database else {
+        unreachable!("a PostgreSQL test store");
+    };
+    let waiting_node = store::open(&database.url).await.unwrap();
+    create_account(submitting_node.as_ref(), Micros(1_000_000)).await;
+    // The first wait starts listening; with nothing announced it times out.
+    let started = std::time::Instant::now();
+    waiting_node.wait_for_work(Duration::from_millis(300)).await;
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    let waiter = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        waiting_node.wait_for_work(Duration::from_secs(20)).await;
+        started.elapsed()
+    });
+    submitting_node
+        .submit_generation(new_generation("gen_announced".into(), Micros(100_000)))
+        .await
+        .unwrap();
+    let waited = waiter.await.unwrap();
+    assert!(
+        waited < Duration::from_secs(5),
+        "the wait ended only after {waited:?}"
+    );
+}

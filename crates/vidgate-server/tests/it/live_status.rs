@@ -1,0 +1,621 @@
+//! Live status: `Prefer: wait=N` on a submit and on a read, the event
+//! stream of a generation, the store's change announcements under them
+//! (across nodes on PostgreSQL), their caps and their end at shutdown.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use reqwest::StatusCode;
+use serde_json::Value;
+use vidgate_server::live_status::LiveStatusLimits;
+use vidgate_server::store::FailureDetail;
+
+/// Longest any test here waits for something that should come at once:
+/// far above the announcement path and the one-second re-read, far below
+/// the waits the tests ask for, so that a wait answered at its deadline
+/// instead of on the change fails.
+const PROMPTLY: Duration = Duration::from_secs(10);
+
+/// A job that takes a second and a half to render.
+fn slow_body() -> Value {
+    quick_body("slow [sim:sleep=1500]")
+}
+
+async fn get_waiting(app: &TestApp, id: &str, prefer: &str) -> reqwest::Response {
+    app.client
+        .get(app.url(&format!("/generations/{id}")))
+        .bearer_auth(app.key())
+        .header("prefer", prefer)
+        .timeout(Duration::from_secs(90))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn submit_waiting(
+    app: &TestApp,
+    body: &Value,
+    prefer: &str,
+    idempotency_key: Option<&str>,
+) -> reqwest::Response {
+    let mut request = app
+        .client
+        .post(app.url(&format!("/run/{M1_T2V}")))
+        .bearer_auth(app.key())
+        .header("prefer", prefer)
+        .timeout(Duration::from_secs(90))
+        .json(body);
+    if let Some(key) = idempotency_key {
+        request = request.header("idempotency-key", key);
+    }
+    request.send().await.unwrap()
+}
+
+fn preference_applied(response: &reqwest::Response) -> Option<&str> {
+    response
+        .headers()
+        .get("preference-applied")
+        .map(|value| value.to_str().unwrap())
+}
+
+async fn a_read_with_a_wait_answers_when_the_generation_is_final(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let submitted = app.submit_ok(M1_T2V, slow_body()).await;
+    let id = submitted["id"].as_str().unwrap();
+    let started = Instant::now();
+    let response = get_waiting(&app, id, "wait=60").await;
+    assert!(started.elapsed() < PROMPTLY, "{:?}", started.elapsed());
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(preference_applied(&response), Some("wait=60"));
+    // A final generation needs no polling hint.
+    assert!(response.headers().get("retry-after").is_none());
+    let record: Value = response.json().await.unwrap();
+    assert_eq!(record["status"], "succeeded", "{record}");
+    // The same record as a plain read gives.
+    assert_eq!(record, app.generation(id).await);
+}
+
+async fn a_wait_that_runs_out_answers_with_the_state_then(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("stays queued")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let started = Instant::now();
+    let response = get_waiting(&app, id, "respond-async, wait=2").await;
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(2), "{waited:?}");
+    assert!(waited < PROMPTLY, "{waited:?}");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(preference_applied(&response), Some("wait=2"));
+    assert_eq!(response.headers()["retry-after"], "5");
+    let record: Value = response.json().await.unwrap();
+    assert_eq!(record["status"], "queued");
+}
+
+async fn a_wait_is_answered_at_a_cancel(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("to cancel")).await;
+    let id = submitted["id"].as_str().unwrap().to_owned();
+    let waiting = {
+        let client = app.client.clone();
+        let url = app.url(&format!("/generations/{id}"));
+        let key = app.key().to_owned();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let response = client
+                .get(url)
+                .bearer_auth(key)
+                .header("prefer", "wait=60")
+                .timeout(Duration::from_secs(90))
+                .send()
+                .await
+                .unwrap();
+            (started.elapsed(), response.json::<Value>().await.unwrap())
+        })
+    };
+    // Let the wait start first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        app.cancel(&submitted, app.key()).await.status(),
+        StatusCode::OK
+    );
+    let (waited, record) = waiting.await.unwrap();
+    assert_eq!(record["status"], "canceled", "{record}");
+    assert!(waited < PROMPTLY, "{waited:?}");
+}
+
+async fn a_submit_with_a_wait_answers_202_once_final_and_its_replay_waits_too(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let started = Instant::now();
+    let response = submit_waiting(&app, &slow_body(), "wait=60", None).await;
+    assert!(started.elapsed() < PROMPTLY);
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    assert_eq!(preference_applied(&response), Some("wait=60"));
+    assert!(response.headers().get("location").is_some());
+    let record: Value = response.json().await.unwrap();
+    assert_eq!(record["status"], "succeeded", "{record}");
+
+    // Submitted without a wait, then replayed with one: the replay waits
+    // for the generation the first submit created.
+    let first = submit_waiting(&app, &slow_body(), "respond-async", Some("replay-1")).await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    assert!(preference_applied(&first).is_none());
+    let first: Value = first.json().await.unwrap();
+    assert_ne!(first["status"], "succeeded");
+    let replay = submit_waiting(&app, &slow_body(), "wait=60", Some("replay-1")).await;
+    assert_eq!(replay.status(), StatusCode::ACCEPTED);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(preference_applied(&replay), Some("wait=60"));
+    let replayed: Value = replay.json().await.unwrap();
+    assert_eq!(replayed["id"], first["id"]);
+    assert_eq!(replayed["status"], "succeeded", "{replayed}");
+}
+
+async fn a_malformed_wait_is_refused_naming_the_header_and_charges_nothing(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("queued")).await;
+    let id = submitted["id"].as_str().unwrap();
+    for malformed in ["wait=abc", "wait=0", "wait=61", "wait"] {
+        let response = get_waiting(&app, id, malformed).await;
+        assert_error(
+            response,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            Some("Prefer"),
+        )
+        .await;
+    }
+    let before = app.account_state(&app.account.account.id).await;
+    let response = submit_waiting(&app, &quick_body("refused"), "wait=1000", None).await;
+    assert_error(
+        response,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("Prefer"),
+    )
+    .await;
+    let after = app.account_state(&app.account.account.id).await;
+    assert_eq!(before.held, after.held);
+    assert_eq!(before.balance, after.balance);
+}
+
+async fn another_accounts_generation_cannot_be_waited_on_or_streamed(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("mine")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let other = app.new_account(10).await;
+    let response = app
+        .client
+        .get(app.url(&format!("/generations/{id}")))
+        .bearer_auth(&other.api_key)
+        .header("prefer", "wait=5")
+        .send()
+        .await
+        .unwrap();
+    assert_error(response, StatusCode::NOT_FOUND, "not_found", None).await;
+    let response = app
+        .get(&format!("/generations/{id}/events"), &other.api_key)
+        .await;
+    assert_error(response, StatusCode::NOT_FOUND, "not_found", None).await;
+    let response = app
+        .client
+        .get(app.url(&format!("/generations/{id}/events")))
+        .send()
+        .await
+        .unwrap();
+    assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
+}
+
+/// One server-sent event as the tests read it.
+#[derive(Debug)]
+struct Event {
+    id: String,
+    record: Value,
+}
+
+/// Reads a `text/event-stream` body as it arrives.
+struct EventReader {
+    response: reqwest::Response,
+    buffer: String,
+    /// Comment lines seen so far.
+    comments: usize,
+}
+
+impl EventReader {
+    async fn open(app: &TestApp, id: &str, last_event_id: Option<&str>) -> reqwest::Response {
+        let mut request = app
+            .client
+            .get(app.url(&format!("/generations/{id}/events")))
+            .bearer_auth(app.key())
+            // The client's whole-request timeout would cut the stream.
+            .timeout(Duration::from_secs(600));
+        if let Some(last_event_id) = last_event_id {
+            request = request.header("last-event-id", last_event_id);
+        }
+        request.send().await.unwrap()
+    }
+
+    fn new(response: reqwest::Response) -> EventReader {
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        assert_eq!(response.headers()["cache-control"], "no-cache");
+        EventReader {
+            response,
+            buffer: String::new(),
+            comments: 0,
+        }
+    }
+
+    /// The next event, or `None` once the server closed the stream.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut id = None;
+                let mut data = None;
+                for line in block.lines().filter(|line| !line.is_empty()) {
+                    if line.starts_with(':') {
+                        self.comments += 1;
+                    } else if let Some(value) = line.strip_prefix("id: ") {
+                        id = Some(value.to_owned());
+                    } else if let Some(value) = line.strip_prefix("data: ") {
+                        assert!(data.is_none(), "one data line per event: {block}");
+                        data = Some(serde_json::from_str(value).unwrap());
+                    } else {
+                        assert!(line.starts_with("retry: "), "unexpected line {line:?}");
+                    }
+                }
+                if let (Some(id), Some(record)) = (id, data) {
+                    return Some(Event { id, record });
+                }
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(60), self.response.chunk())
+                .await
+                .expect("the stream says something within a minute")
+                .unwrap()?;
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+}
+
+async fn the_event_stream_sends_each_change_and_closes_after_the_final_one(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("followed")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let mut events = EventReader::new(EventReader::open(&app, id, None).await);
+    let first = events.next().await.unwrap();
+    assert_eq!(first.id, "queued-0");
+    assert_eq!(first.record, app.generation(id).await);
+
+    // The store's own steps, as a worker takes them: each change is an
+    // event with the whole record, as GET returns it.
+    let store = app.server.store.clone();
+    store
+        .claim_next("test-worker", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let running = events.next().await.unwrap();
+    assert_eq!(running.id, "running-1");
+    assert_eq!(running.record, app.generation(id).await);
+    let failure = FailureDetail {
+        code: "test".into(),
+        message: "failed on purpose".into(),
+    };
+    assert!(
+        store
+            .finish_failed(id, "test-worker", failure)
+            .await
+            .unwrap()
+    );
+    let failed = events.next().await.unwrap();
+    assert_eq!(failed.id, "failed-1");
+    assert_eq!(failed.record["status"], "failed");
+    assert_eq!(failed.record, app.generation(id).await);
+    assert!(
+        events.next().await.is_none(),
+        "the stream closes after the final state"
+    );
+}
+
+async fn the_event_stream_resumes_after_the_last_event_id(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("resumed")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let mut first = EventReader::new(EventReader::open(&app, id, None).await);
+    let seen = first.next().await.unwrap();
+    assert_eq!(seen.id, "queued-0");
+    drop(first);
+
+    // Resumed at the state it still is in: nothing is sent again until
+    // it changes.
+    let mut resumed = EventReader::new(EventReader::open(&app, id, Some(&seen.id)).await);
+    let canceling = {
+        let app_client = app.client.clone();
+        let cancel_url = submitted["urls"]["cancel"].as_str().unwrap().to_owned();
+        let key = app.key().to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            app_client
+                .post(cancel_url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    let next = resumed.next().await.unwrap();
+    assert_eq!(next.id, "canceled-0");
+    assert_eq!(next.record["status"], "canceled");
+    assert!(resumed.next().await.is_none());
+    assert_eq!(canceling.await.unwrap(), StatusCode::OK);
+
+    // Resumed after the final state: 204, which stops an EventSource from
+    // reconnecting; resumed from an older state: the final one at once.
+    let done = EventReader::open(&app, id, Some("canceled-0")).await;
+    assert_eq!(done.status(), StatusCode::NO_CONTENT);
+    let mut behind = EventReader::new(EventReader::open(&app, id, Some("queued-0")).await);
+    assert_eq!(behind.next().await.unwrap().id, "canceled-0");
+    assert!(behind.next().await.is_none());
+}
+
+async fn waits_and_streams_past_a_cap_are_refused_with_429(store: StoreKind) {
+    let app = spawn_app_with(TestSettings {
+        workers: 0,
+        live_status: LiveStatusLimits {
+            per_key: 2,
+            per_node: 3,
+        },
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..TestSettings::new(store)
+    })
+    .await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("queued")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let first = EventReader::new(EventReader::open(&app, id, None).await);
+    let second = EventReader::new(EventReader::open(&app, id, None).await);
+    // The key's third: a wait and a stream are both refused, with the
+    // rate limiter's answer.
+    let refused = get_waiting(&app, id, "wait=5").await;
+    assert_eq!(refused.headers()["retry-after"], "2");
+    assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
+    let refused = EventReader::open(&app, id, None).await;
+    assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
+    // A submit with a wait is refused before it is submitted.
+    let before = app.account_state(&app.account.account.id).await;
+    let refused = submit_waiting(&app, &quick_body("refused"), "wait=5", None).await;
+    assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
+    assert_eq!(
+        app.account_state(&app.account.account.id).await.held,
+        before.held
+    );
+    // A read that does not wait is untouched by the cap.
+    assert_eq!(app.generation(id).await["status"], "queued");
+
+    // Another key has room, until the node's cap.
+    let other = app.new_account(10).await;
+    let theirs = app
+        .post_json(
+            &format!("/run/{M1_T2V}"),
+            &other.api_key,
+            &quick_body("theirs"),
+        )
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    let theirs_id = theirs["id"].as_str().unwrap();
+    let events_of = |key: &str, id: &str| {
+        app.client
+            .get(app.url(&format!("/generations/{id}/events")))
+            .bearer_auth(key.to_owned())
+            .timeout(Duration::from_secs(600))
+            .send()
+    };
+    let third = events_of(&other.api_key, theirs_id).await.unwrap();
+    assert_eq!(third.status(), StatusCode::OK);
+    let refused = events_of(&other.api_key, theirs_id).await.unwrap();
+    assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
+
+    // Closed streams give their slots back.
+    drop((first, second));
+    let deadline = Instant::now() + PROMPTLY;
+    loop {
+        let response = get_waiting(&app, id, "wait=1").await;
+        if response.status() == StatusCode::OK {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slots never came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(third);
+
+    let metrics_addr = app.server.metrics_addr.unwrap();
+    let scraped = app
+        .client
+        .get(format!("http://{metrics_addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let refusals = scraped
+        .lines()
+        .find(|line| line.contains("limit=\"live_status\""))
+        .unwrap_or_else(|| panic!("no live_status refusals in {scraped}"));
+    let count: f64 = refusals.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(count >= 4.0, "{refusals}");
+}
+
+async fn shutdown_answers_open_waits_and_closes_open_streams(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("never runs")).await;
+    let id = submitted["id"].as_str().unwrap().to_owned();
+    let mut stream = EventReader::new(EventReader::open(&app, &id, None).await);
+    assert_eq!(stream.next().await.unwrap().id, "queued-0");
+    let waiting = {
+        let client = app.client.clone();
+        let url = app.url(&format!("/generations/{id}"));
+        let key = app.key().to_owned();
+        tokio::spawn(async move {
+            client
+                .get(url)
+                .bearer_auth(key)
+                .header("prefer", "wait=60")
+                .timeout(Duration::from_secs(90))
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let TestApp { server, .. } = app;
+    let started = Instant::now();
+    tokio::time::timeout(PROMPTLY, server.shutdown())
+        .await
+        .expect("shutdown does not wait for open waits and streams");
+    assert!(started.elapsed() < PROMPTLY);
+    let answered = waiting.await.unwrap();
+    assert_eq!(answered.status(), StatusCode::OK);
+    assert_eq!(answered.json::<Value>().await.unwrap()["status"], "queued");
+    // The stream ended without a final state: its client reconnects.
+    assert!(stream.next().await.is_none());
+}
+
+async fn every_committed_status_change_wakes_a_watcher(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let store = app.server.store.clone();
+    let woken = |mut watch: vidgate_server::store::GenerationWatch| async move {
+        tokio::time::timeout(PROMPTLY, watch.changed())
+            .await
+            .is_ok()
+    };
+
+    // Claim, then finish.
+    let first = app.submit_ok(M1_T2V, quick_body("first")).await;
+    let first_id = first["id"].as_str().unwrap();
+    let watch = store.watch_generation(first_id).await;
+    let claimed = store
+        .claim_next("test-worker", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, first_id);
+    assert!(woken(watch).await, "the claim");
+    let watch = store.watch_generation(first_id).await;
+    let failure = FailureDetail {
+        code: "test".into(),
+        message: "failed on purpose".into(),
+    };
+    assert!(
+        store
+            .finish_failed(first_id, "test-worker", failure)
+            .await
+            .unwrap()
+    );
+    assert!(woken(watch).await, "the finish");
+
+    // A cancel.
+    let second = app.submit_ok(M1_T2V, quick_body("second")).await;
+    let watch = store.watch_generation(second["id"].as_str().unwrap()).await;
+    assert_eq!(
+        app.cancel(&second, app.key()).await.status(),
+        StatusCode::OK
+    );
+    assert!(woken(watch).await, "the cancel");
+
+    // A rescue of a lost lease puts the job back in the queue.
+    let third = app.submit_ok(M1_T2V, quick_body("third")).await;
+    let third_id = third["id"].as_str().unwrap();
+    store
+        .claim_next("lost-worker", Duration::from_millis(1))
+        .await
+        .unwrap()
+        .unwrap();
+    let watch = store.watch_generation(third_id).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let report = store.rescue_expired_leases().await.unwrap();
+    assert_eq!(report.requeued, vec![third_id.to_owned()]);
+    assert!(woken(watch).await, "the rescue");
+}
+
+on_both_stores!(
+    a_read_with_a_wait_answers_when_the_generation_is_final,
+    a_wait_that_runs_out_answers_with_the_state_then,
+    a_wait_is_answered_at_a_cancel,
+    a_submit_with_a_wait_answers_202_once_final_and_its_replay_waits_too,
+    a_malformed_wait_is_refused_naming_the_header_and_charges_nothing,
+    another_accounts_generation_cannot_be_waited_on_or_streamed,
+    the_event_stream_sends_each_change_and_closes_after_the_final_one,
+    the_event_stream_resumes_after_the_last_event_id,
+    waits_and_streams_past_a_cap_are_refused_with_429,
+    shutdown_answers_open_waits_and_closes_open_streams,
+    every_committed_status_change_wakes_a_watcher,
+);
+
+/// PostgreSQL only: SQLite runs one node. An API node without workers
+/// follows a job that a worker node runs, by a stream and by a wait.
+#[tokio::test]
+async fn a_stream_and_a_wait_on_one_node_follow_a_job_run_on_another() {
+    let Some(store) =
+        StoreKind::postgres("a_stream_and_a_wait_on_one_node_follow_a_job_run_on_another")
+    else {
+        return;
+    };
+    let app = spawn_app_without_workers(store.clone()).await;
+    let submitted = app.submit_ok(M1_T2V, slow_body()).await;
+    let id = submitted["id"].as_str().unwrap();
+    let mut events = EventReader::new(EventReader::open(&app, id, None).await);
+    assert_eq!(events.next().await.unwrap().id, "queued-0");
+    let worker_node = app.start_another_node(TestSettings::new(store)).await;
+    let started = Instant::now();
+    let response = get_waiting(&app, id, "wait=60").await;
+    assert!(started.elapsed() < PROMPTLY);
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["status"],
+        "succeeded"
+    );
+    assert_eq!(events.next().await.unwrap().id, "running-1");
+    let succeeded = events.next().await.unwrap();
+    assert_eq!(succeeded.id, "succeeded-1");
+    assert!(succeeded.record["output"]["video_url"].is_string());
+    assert!(events.next().await.is_none());
+    worker_node.shutdown().await;
+}
+
+/// PostgreSQL only: SQLite runs one node. A change committed by another
+/// node's store wakes a watcher here through `NOTIFY`, not by a re-read
+/// (a watch is woken by announcements only).
+#[tokio::test]
+async fn a_change_committed_on_another_node_wakes_a_watcher_here() {
+    let Some(store) =
+        StoreKind::postgres("a_change_committed_on_another_node_wakes_a_watcher_here")
+    else {
+        return;
+    };
+    let app = spawn_app_without_workers(store.clone()).await;
+    let other_node = app
+        .start_another_node(TestSettings {
+            workers: 0,
+            ..TestSettings::new(store)
+        })
+        .await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("elsewhere")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let mut watch = app.server.store.watch_generation(id).await;
+    let claimed = other_node
+        .server
+        .store
+        .claim_next("other-node-worker", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, id);
+    tokio::time::timeout(PROMPTLY, watch.changed())
+        .await
+        .expect("the other node's claim is heard here");
+    other_node.shutdown().await;
+}

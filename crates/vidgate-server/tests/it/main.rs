@@ -1,0 +1,29 @@
+//! The integration tests of vidgate-server, as one test binary: each module is one
+//! area, and the helpers are in one place. One binary links the crate once,
+//! where a binary per file linked it once per file.
+
+mod common;
+mod fake_providers;
+mod schema_fake;
+
+mod cog;
+mod connections;
+mod dashboard;
+mod foundation;
+mod group_commit;
+mod hardening;
+mod hosted;
+mod ledger;
+mod lifecycle;
+mod live_status;
+mod media;
+mod operations;
+mod operator_api;
+mod point_reads;
+mod provider_accepts;
+mod provider_schemas;
+mod providers;
+mod rate_limit;
+mod s3;
+mod uploads;
+mod webhooks;

@@ -1,0 +1,405 @@
+//! The example backends files of `examples/hosted/` held against the
+//! providers' published input schemas, transcribed in
+//! `fixtures/provider_schemas/<provider>/<target>.json` (each with the page
+//! it came from, the day it was read, and what the page left unclear,
+//! marked as a guess; docs/upstreams.md lists them). Every input the files
+//! send, for every mode and every value the catalog sells, must be one the
+//! provider's schema takes; a value no schema takes must be refused at
+//! admission (`accepts`), never sent. The live check of the same inputs
+//! against the providers' current documents runs here against
+//! `schema_fake/`, serving the transcribed schemas as published and
+//! drifted.
+
+use crate::schema_fake;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use vidgate_core::Catalog;
+use vidgate_server::backend::provider_schema::InputSchema;
+use vidgate_server::backend::{HostedModelConfig, TargetCheck, check_provider_schemas};
+
+use schema_fake::{REPLICATE_TOKEN, SchemaFake};
+
+const EXAMPLES: [&str; 2] = ["fal.json", "replicate.json"];
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// One model of an example backends file: its provider, its catalog model
+/// and its configuration.
+struct Entry {
+    provider: String,
+    model: String,
+    config: HostedModelConfig,
+}
+
+fn example_entries() -> Vec<Entry> {
+    let mut entries = Vec::new();
+    for name in EXAMPLES {
+        let path = repository().join("examples/hosted").join(name);
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for (model, entry) in file["models"].as_object().unwrap() {
+            let mut entry = entry.clone();
+            let provider = entry["backend"].as_str().unwrap().to_owned();
+            entry.as_object_mut().unwrap().remove("backend");
+            entries.push(Entry {
+                provider,
+                model: model.clone(),
+                config: serde_json::from_value(entry).unwrap(),
+            });
+        }
+    }
+    entries
+}
+
+fn fixture_path(provider: &str, target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/provider_schemas")
+        .join(provider)
+        .join(format!("{target}.json"))
+}
+
+fn fixture(provider: &str, target: &str) -> Value {
+    let path = fixture_path(provider, target);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("no transcribed schema for {provider} {target} at {path:?}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn transcribed(provider: &str, target: &str) -> InputSchema {
+    InputSchema::standalone(fixture(provider, target)["schema"].clone())
+}
+
+/// Every target an entry can send a job to.
+fn configured_targets(config: &HostedModelConfig) -> BTreeSet<String> {
+    let mut targets = BTreeSet::new();
+    for mode in config.modes.values() {
+        targets.extend(mode.target.clone());
+        if let Some(by) = &mode.target_by {
+            targets.extend(by.targets.values().cloned());
+        }
+        targets.extend(
+            mode.when_present
+                .values()
+                .map(|variant| variant.target.clone()),
+        );
+    }
+    targets
+}
+
+#[test]
+fn every_configured_target_has_a_transcribed_schema_naming_its_source() {
+    let mut covered = 0;
+    for entry in example_entries() {
+        for target in configured_targets(&entry.config) {
+            let fixture = fixture(&entry.provider, &target);
+            assert_eq!(fixture["provider"], entry.provider.as_str(), "{target}");
+            assert_eq!(fixture["target"], target.as_str());
+            let source = fixture["source"].as_str().unwrap_or_default();
+            assert!(
+                source.contains("http") || source.contains("third-party"),
+                "{target}: {source}"
+            );
+            let read = fixture["read"].as_str().unwrap_or_default();
+            assert_eq!(read.len(), 10, "{target}: the day it was read, YYYY-MM-DD");
+            assert!(fixture["guesses"].is_array(), "{target}: what is a guess");
+            let schema = &fixture["schema"];
+            assert_eq!(schema["type"], "object", "{target}");
+            assert!(schema["properties"].is_object(), "{target}");
+            assert!(
+                schema.get("additionalProperties").is_some(),
+                "{target}: say whether other fields are taken"
+            );
+            covered += 1;
+        }
+    }
+    // 6 models at each provider: 21 fal targets (Kling's four, Veo's and
+    // FLUX's first-last-frame endpoints among them) and 7 Replicate models,
+    // counted once per model that uses them.
+    assert!(covered >= 28, "{covered}");
+}
+
+#[test]
+fn every_input_the_example_backends_files_send_is_taken_by_the_providers_published_schema() {
+    let catalog = Catalog::embedded();
+    // Each difference once, with how many inputs show it and one of them.
+    let mut failures: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    let mut checked = 0;
+    let mut targets_reached: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in example_entries() {
+        let model = catalog.model(&entry.model).unwrap();
+        entry.config.check(model).unwrap();
+        let planned = entry.config.planned_inputs(model).unwrap();
+        for sent in &planned.sent {
+            let schema = transcribed(&entry.provider, &sent.target);
+            *targets_reached
+                .entry(format!("{} {}", entry.provider, sent.target))
+                .or_default() += 1;
+            checked += 1;
+            for difference in schema.validate(&sent.input) {
+                let failure = failures
+                    .entry(format!(
+                        "{} {} {} -> {}: {difference}",
+                        entry.provider,
+                        entry.model,
+                        sent.mode.as_str(),
+                        sent.target,
+                    ))
+                    .or_insert_with(|| {
+                        (0, format!("request {} sends {}", sent.request, sent.input))
+                    });
+                failure.0 += 1;
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} differences from the published schemas:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .map(|(failure, (count, example))| format!(
+                "{failure} ({count} inputs, e.g. {example})"
+            ))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // Every configured target is reached by some request.
+    for entry in example_entries() {
+        for target in configured_targets(&entry.config) {
+            assert!(
+                targets_reached.contains_key(&format!("{} {target}", entry.provider)),
+                "no request reaches {} {target}",
+                entry.provider
+            );
+        }
+    }
+    assert!(checked > 800, "{checked} inputs checked");
+}
+
+/// An entry without any `accepts`: what it would send if it refused nothing.
+fn accepting_everything(config: &HostedModelConfig) -> HostedModelConfig {
+    let mut config = config.clone();
+    config.accepts.clear();
+    for mode in config.modes.values_mut() {
+        mode.accepts.clear();
+    }
+    config
+}
+
+#[test]
+fn each_refused_value_is_one_the_provider_cannot_take_and_none_is_sent() {
+    let catalog = Catalog::embedded();
+    let mut refusals = BTreeSet::new();
+    for entry in example_entries() {
+        let model = catalog.model(&entry.model).unwrap();
+        let planned = entry.config.planned_inputs(model).unwrap();
+        let unrestricted = accepting_everything(&entry.config)
+            .planned_inputs(model)
+            .unwrap();
+        let sent_for = |request: &Value| {
+            unrestricted
+                .sent
+                .iter()
+                .find(|sent| &sent.request == request)
+                .unwrap_or_else(|| panic!("{request} is sent without accepts"))
+        };
+        for refused in &planned.refused {
+            let parameter = &refused.unserved.parameter;
+            // Never sent with the refused value.
+            assert!(
+                !planned.sent.iter().any(|sent| sent.mode == refused.mode
+                    && sent.request.get(parameter) == Some(&refused.unserved.value)),
+                "{} {}: {parameter} {} is refused but also sent",
+                entry.provider,
+                entry.model,
+                refused.unserved.value
+            );
+            // Sent anyway, it would differ from the schema, or it could not
+            // be sent at all (the provider has no such field, so the value
+            // could not be honoured).
+            let would_send = sent_for(&refused.request);
+            let differs = !transcribed(&entry.provider, &would_send.target)
+                .validate(&would_send.input)
+                .is_empty();
+            let mut without = refused.request.clone();
+            without.as_object_mut().unwrap().remove(parameter);
+            let unsendable = unrestricted
+                .sent
+                .iter()
+                .any(|sent| sent.request == without && sent.input == would_send.input);
+            assert!(
+                differs || unsendable,
+                "{} {} {}: {parameter} {} is refused, but the schema of {} takes it",
+                entry.provider,
+                entry.model,
+                refused.mode.as_str(),
+                refused.unserved.value,
+                would_send.target
+            );
+            refusals.insert(format!(
+                "{} {} {} {parameter} {}",
+                entry.provider,
+                entry.model,
+                refused.mode.as_str(),
+                refused.unserved.value
+            ));
+        }
+    }
+    // The refusals the transcribed schemas call for, named.
+    for expected in [
+        // fal's Seedance 2.0 image-to-video takes 480p and 720p only; no
+        // fal endpoint of it takes 4k.
+        "fal vendor_4/model_4 image-to-video resolution \"1080p\"",
+        "fal vendor_4/model_4 image-to-video resolution \"4k\"",
+        "fal vendor_4/model_4 text-to-video resolution \"4k\"",
+        "fal vendor_4/model_4 reference-to-video resolution \"4k\"",
+        // fal's Wan 3.0 has no negative prompt; Kling O3 reference-to-video
+        // has none at either provider.
+        "fal vendor_1/model_1 text-to-video negative_prompt \"a sample negative_prompt\"",
+        "fal vendor_5/model_5 image-to-video negative_prompt \"a sample negative_prompt\"",
+        "fal vendor_6/model_6 reference-to-video negative_prompt \"a sample negative_prompt\"",
+        "replicate vendor_6/model_6 reference-to-video negative_prompt \"a sample negative_prompt\"",
+        // Replicate's FLUX 3 preview takes 5, 10, 15 or 20 s.
+        "replicate vendor_3/model_3 text-to-video duration 6",
+        // Replicate's Wan 3 has no audio switch.
+        "replicate vendor_1/model_1 text-to-video generate_audio false",
+    ] {
+        assert!(
+            refusals.contains(expected),
+            "not refused: {expected}\n{refusals:#?}"
+        );
+    }
+}
+
+fn replicate_token(name: &str) -> Option<String> {
+    (name == "REPLICATE_API_TOKEN").then(|| REPLICATE_TOKEN.to_owned())
+}
+
+/// The live check of both example files against `fake`.
+async fn live_checks(
+    fake: &SchemaFake,
+    credentials: &dyn Fn(&str) -> Option<String>,
+) -> Vec<TargetCheck> {
+    let directory = tempfile::tempdir().unwrap();
+    let mut checks = Vec::new();
+    for name in EXAMPLES {
+        let path = fake.example_backends_file(name, directory.path());
+        checks.extend(
+            check_provider_schemas(&path, &Catalog::embedded(), credentials)
+                .await
+                .unwrap(),
+        );
+    }
+    checks
+}
+
+#[tokio::test]
+async fn the_live_check_finds_nothing_when_the_providers_publish_the_transcribed_schemas() {
+    let fake = SchemaFake::start().await;
+    let checks = live_checks(&fake, &replicate_token).await;
+    for check in &checks {
+        assert!(check.is_sound(), "{check}");
+        assert!(check.inputs > 0, "{check}");
+    }
+    let expected: usize = example_entries()
+        .iter()
+        .map(|entry| configured_targets(&entry.config).len())
+        .sum();
+    assert_eq!(checks.len(), expected);
+}
+
+fn check_of<'a>(checks: &'a [TargetCheck], provider: &str, target: &str) -> &'a TargetCheck {
+    checks
+        .iter()
+        .find(|check| check.provider == provider && check.target == target)
+        .unwrap_or_else(|| panic!("no check of {provider} {target}"))
+}
+
+#[tokio::test]
+async fn the_live_check_reports_each_kind_of_drift_where_it_happened() {
+    let fake = SchemaFake::drifted(|provider, target, schema| match (provider, target) {
+        // A renamed field.
+        ("fal", "bytedance/seedance-2.0/text-to-video") => {
+            let properties = schema["properties"].as_object_mut().unwrap();
+            let audio = properties.remove("generate_audio").unwrap();
+            properties.insert("audio".into(), audio);
+        }
+        // A removed enum value.
+        ("fal", "alibaba/wan-3.0/reference-to-video") => {
+            schema["properties"]["resolution"]["enum"] = serde_json::json!(["480p", "720p"]);
+        }
+        // A new required field.
+        ("fal", "fal-ai/kling-video/v3/pro/text-to-video") => {
+            schema["properties"]["quality"] = serde_json::json!({ "type": "string" });
+            schema["required"]
+                .as_array_mut()
+                .unwrap()
+                .push("quality".into());
+        }
+        // A type change.
+        ("replicate", "kwaivgi/kling-v3-video") => {
+            schema["properties"]["duration"] = serde_json::json!({ "type": "string" });
+        }
+        _ => {}
+    })
+    .await;
+    let checks = live_checks(&fake, &replicate_token).await;
+    let differences = |provider: &str, target: &str| -> String {
+        let check = check_of(&checks, provider, target);
+        assert!(!check.is_sound(), "{check}");
+        check.to_string()
+    };
+    let renamed = differences("fal", "bytedance/seedance-2.0/text-to-video");
+    assert!(
+        renamed.contains("`generate_audio` is sent but the schema has no such field"),
+        "{renamed}"
+    );
+    let removed = differences("fal", "alibaba/wan-3.0/reference-to-video");
+    assert!(
+        removed.contains("`resolution` does not take \"1080p\""),
+        "{removed}"
+    );
+    let required = differences("fal", "fal-ai/kling-video/v3/pro/text-to-video");
+    assert!(
+        required.contains("`quality` is required by the schema but not sent"),
+        "{required}"
+    );
+    let retyped = differences("replicate", "kwaivgi/kling-v3-video");
+    assert!(
+        retyped.contains("`duration` takes a string, but 3 is sent"),
+        "{retyped}"
+    );
+    // Only where it drifted.
+    let unsound: Vec<String> = checks
+        .iter()
+        .filter(|check| !check.is_sound())
+        .map(|check| format!("{} {}", check.provider, check.target))
+        .collect();
+    assert_eq!(unsound.len(), 4, "{unsound:?}");
+}
+
+#[tokio::test]
+async fn a_schema_that_cannot_be_read_fails_the_check() {
+    let fake = SchemaFake::start().await;
+    let checks = live_checks(&fake, &|_| Some("r8_not_our_token".to_owned())).await;
+    let replicate: Vec<&TargetCheck> = checks
+        .iter()
+        .filter(|check| check.provider == "replicate")
+        .collect();
+    assert!(!replicate.is_empty());
+    for check in replicate {
+        assert!(!check.is_sound());
+        let reason = check.outcome.as_ref().unwrap_err();
+        assert!(reason.contains("401"), "{reason}");
+    }
+    let nothing_set = live_checks(&fake, &|_| None).await;
+    let check = check_of(&nothing_set, "replicate", "google/veo-3.1-lite");
+    assert!(
+        check.to_string().contains("REPLICATE_API_TOKEN is not set"),
+        "{check}"
+    );
+}
