@@ -214,6 +214,10 @@ pub struct Switches {
     /// How long a job waits in the queue, and how long it runs.
     pub queue_for: Duration,
     pub run_for: Duration,
+    /// Every successful job's output is one clip, rendered once: for load
+    /// benchmarks, whose thousands of renders would otherwise take the
+    /// machine from the node being measured.
+    pub reuse_outputs: bool,
 }
 
 impl Default for Switches {
@@ -230,6 +234,7 @@ impl Default for Switches {
             fal_cancel_queued_answer: "OK",
             queue_for: Duration::from_millis(100),
             run_for: Duration::from_millis(100),
+            reuse_outputs: false,
         }
     }
 }
@@ -251,6 +256,8 @@ pub struct FakeState {
     pub jobs: Mutex<Vec<FakeJob>>,
     pub switches: Mutex<Switches>,
     outputs: Mutex<HashMap<String, Bytes>>,
+    /// The one clip of `Switches::reuse_outputs`, once rendered.
+    reused_output: Mutex<Option<Bytes>>,
     pub fal_key: String,
     pub fal_signing_seed: [u8; 32],
     pub replicate_token: String,
@@ -284,6 +291,7 @@ impl FakeProviders {
             jobs: Mutex::new(Vec::new()),
             switches: Mutex::new(Switches::default()),
             outputs: Mutex::new(HashMap::new()),
+            reused_output: Mutex::new(None),
             fal_key: FAL_KEY.into(),
             fal_signing_seed: [42u8; 32],
             replicate_token: REPLICATE_TOKEN.into(),
@@ -560,10 +568,20 @@ async fn drive(state: Arc<FakeState>, id: String) {
             moderated: false,
         }
     } else {
-        let input = started.input.clone();
-        let mp4 = tokio::task::spawn_blocking(move || render(&input))
-            .await
-            .unwrap();
+        let reused = state.reused_output.lock().unwrap().clone();
+        let mp4 = match reused {
+            Some(mp4) => mp4,
+            None => {
+                let input = started.input.clone();
+                let mp4 = tokio::task::spawn_blocking(move || render(&input))
+                    .await
+                    .unwrap();
+                if state.switches.lock().unwrap().reuse_outputs {
+                    *state.reused_output.lock().unwrap() = Some(mp4.clone());
+                }
+                mp4
+            }
+        };
         state.outputs.lock().unwrap().insert(id.clone(), mp4);
         FakeStatus::Succeeded
     };
