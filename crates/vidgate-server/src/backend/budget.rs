@@ -931,6 +931,68 @@ mod tests {
         assert!(budget.create_ready());
     }
 
+    /// Two nodes with Redis take from one budget: together they get its
+    /// burst at once, not twice the burst; without Redis each takes its
+    /// share (`nodes`).
+    #[tokio::test]
+    async fn nodes_share_a_budget_through_redis_or_take_their_share_without() {
+        let limits = BudgetLimits {
+            creates: ClassLimit {
+                per_minute: 60,
+                burst: 4,
+            },
+            others: ClassLimit {
+                per_minute: 60,
+                burst: 4,
+            },
+            max_in_flight: None,
+            nodes: 2,
+        };
+        // A credential of its own per run, so that an earlier run's tokens
+        // in Redis do not count.
+        let credential = crate::ids::random_token(12);
+        let taken_at_once = |limiters: Vec<Arc<CallerRateLimiter>>| {
+            let credential = credential.clone();
+            async move {
+                let mut taken = 0;
+                for limiter in limiters {
+                    let budgets = ProviderBudgets::default();
+                    budgets.attach(limiter, Arc::new(Metrics::new()));
+                    let budget = budgets
+                        .budget(
+                            "replicate",
+                            "REPLICATE_API_TOKEN",
+                            &credential,
+                            limits,
+                            true,
+                        )
+                        .unwrap();
+                    for _ in 0..10 {
+                        if budget.take_token(CallClass::Creates).await.allowed {
+                            taken += 1;
+                        }
+                    }
+                }
+                taken
+            }
+        };
+        // Without Redis: two nodes, each its half of the burst.
+        let local = vec![
+            Arc::new(CallerRateLimiter::local()),
+            Arc::new(CallerRateLimiter::local()),
+        ];
+        assert_eq!(taken_at_once(local).await, 4);
+        let Ok(url) = std::env::var("VIDGATE_TEST_REDIS_URL") else {
+            eprintln!("VIDGATE_TEST_REDIS_URL is not set: the Redis half is skipped");
+            return;
+        };
+        let shared = vec![
+            Arc::new(CallerRateLimiter::shared(&url).await.unwrap()),
+            Arc::new(CallerRateLimiter::shared(&url).await.unwrap()),
+        ];
+        assert_eq!(taken_at_once(shared).await, 4);
+    }
+
     #[test]
     fn models_sharing_a_credential_share_one_budget_and_must_agree() {
         let budgets = ProviderBudgets::default();
