@@ -64,6 +64,31 @@ struct ProviderLabels {
     provider: String,
 }
 
+/// A hosted provider's budget: the provider and the environment variable
+/// that names its credential (never the credential), as few as the
+/// operator configured.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetLabels {
+    provider: String,
+    credential: String,
+}
+
+/// A class of a provider budget's calls: `creates` or `others`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetClassLabels {
+    provider: String,
+    credential: String,
+    class: &'static str,
+}
+
+/// The state reads of provider jobs, with or without a provider webhook
+/// registered (`yes`, `no`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PollLabels {
+    provider: String,
+    webhooks: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
     status: &'static str,
@@ -180,6 +205,13 @@ pub struct Metrics {
     webhook_attempts: Family<OutcomeLabels, Counter>,
     provider_circuit_open: Family<ProviderLabels, Gauge>,
     provider_consecutive_failures: Family<ProviderLabels, Gauge>,
+    provider_calls: Family<BudgetClassLabels, Counter>,
+    provider_rate_limited: Family<BudgetClassLabels, Counter>,
+    provider_budget_limit: Family<BudgetClassLabels, Gauge>,
+    provider_budget_remaining: Family<BudgetClassLabels, Gauge>,
+    provider_budget_waiting: Family<BudgetClassLabels, Gauge>,
+    provider_jobs_in_flight: Family<BudgetLabels, Gauge>,
+    provider_poll_interval: HistogramFamily<PollLabels>,
     store_read_failures: Counter,
 }
 
@@ -218,6 +250,13 @@ impl Metrics {
             webhook_attempts: Family::default(),
             provider_circuit_open: Family::default(),
             provider_consecutive_failures: Family::default(),
+            provider_calls: Family::default(),
+            provider_rate_limited: Family::default(),
+            provider_budget_limit: Family::default(),
+            provider_budget_remaining: Family::default(),
+            provider_budget_waiting: Family::default(),
+            provider_jobs_in_flight: Family::default(),
+            provider_poll_interval: Family::new_with_constructor(job_buckets),
             store_read_failures: Counter::default(),
         };
         let registry = &mut metrics.registry;
@@ -291,6 +330,41 @@ impl Metrics {
             "vidgate_provider_consecutive_failures",
             "A hosted provider's failed calls in a row, as a node last saved its circuit; read from the store at each scrape",
             metrics.provider_consecutive_failures.clone(),
+        );
+        registry.register(
+            "vidgate_provider_calls",
+            "Calls this node made to a hosted provider, by credential and budget class (creates, others): the budget used",
+            metrics.provider_calls.clone(),
+        );
+        registry.register(
+            "vidgate_provider_rate_limited",
+            "429 answers this node received from a hosted provider, by credential and budget class",
+            metrics.provider_rate_limited.clone(),
+        );
+        registry.register(
+            "vidgate_provider_budget_limit_per_minute",
+            "A hosted provider credential's request budget per minute, by class, for all nodes together",
+            metrics.provider_budget_limit.clone(),
+        );
+        registry.register(
+            "vidgate_provider_budget_remaining",
+            "Tokens left in a provider budget's bucket at this node's last call, by class: the budget left",
+            metrics.provider_budget_remaining.clone(),
+        );
+        registry.register(
+            "vidgate_provider_budget_waiting",
+            "Calls waiting on this node for a provider budget's token, by class",
+            metrics.provider_budget_waiting.clone(),
+        );
+        registry.register(
+            "vidgate_provider_jobs_in_flight",
+            "Jobs this node runs at a hosted provider now, by credential",
+            metrics.provider_jobs_in_flight.clone(),
+        );
+        registry.register(
+            "vidgate_provider_poll_interval_seconds",
+            "Time between two state reads of one provider job, with or without a provider webhook registered",
+            metrics.provider_poll_interval.clone(),
         );
         registry.register(
             "vidgate_metrics_store_read_failures",
@@ -430,6 +504,82 @@ impl Metrics {
         }
     }
 
+    pub fn record_provider_call(&self, provider: &str, credential: &str, class: &'static str) {
+        self.provider_calls
+            .get_or_create(&budget_class(provider, credential, class))
+            .inc();
+    }
+
+    pub fn record_provider_rate_limited(
+        &self,
+        provider: &str,
+        credential: &str,
+        class: &'static str,
+    ) {
+        self.provider_rate_limited
+            .get_or_create(&budget_class(provider, credential, class))
+            .inc();
+    }
+
+    pub fn set_provider_budget_limit(
+        &self,
+        provider: &str,
+        credential: &str,
+        class: &'static str,
+        per_minute: u32,
+    ) {
+        self.provider_budget_limit
+            .get_or_create(&budget_class(provider, credential, class))
+            .set(i64::from(per_minute));
+    }
+
+    pub fn set_provider_budget_remaining(
+        &self,
+        provider: &str,
+        credential: &str,
+        class: &'static str,
+        remaining: u32,
+    ) {
+        self.provider_budget_remaining
+            .get_or_create(&budget_class(provider, credential, class))
+            .set(i64::from(remaining));
+    }
+
+    pub fn set_provider_budget_waiting(
+        &self,
+        provider: &str,
+        credential: &str,
+        class: &'static str,
+        waiting: usize,
+    ) {
+        self.provider_budget_waiting
+            .get_or_create(&budget_class(provider, credential, class))
+            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
+    }
+
+    pub fn set_provider_jobs_in_flight(&self, provider: &str, credential: &str, in_flight: u64) {
+        self.provider_jobs_in_flight
+            .get_or_create(&BudgetLabels {
+                provider: provider.to_owned(),
+                credential: credential.to_owned(),
+            })
+            .set(i64::try_from(in_flight).unwrap_or(i64::MAX));
+    }
+
+    pub fn record_provider_poll_interval(
+        &self,
+        provider: &str,
+        with_webhooks: bool,
+        interval: Duration,
+    ) {
+        self.provider_poll_interval
+            .get_or_create(&PollLabels {
+                provider: provider.to_owned(),
+                webhooks: if with_webhooks { "yes" } else { "no" },
+            })
+            .observe(interval.as_secs_f64());
+    }
+
     pub fn record_store_read_failure(&self) {
         self.store_read_failures.inc();
     }
@@ -440,6 +590,14 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
             .expect("writing to a String cannot fail");
         text
+    }
+}
+
+fn budget_class(provider: &str, credential: &str, class: &'static str) -> BudgetClassLabels {
+    BudgetClassLabels {
+        provider: provider.to_owned(),
+        credential: credential.to_owned(),
+        class,
     }
 }
 
@@ -500,6 +658,13 @@ mod tests {
             updated_at: 0,
         };
         metrics.set_store_state(&QueueDepth::default(), 0, &[provider]);
+        metrics.record_provider_call("replicate", "REPLICATE_API_TOKEN", "creates");
+        metrics.record_provider_rate_limited("replicate", "REPLICATE_API_TOKEN", "others");
+        metrics.set_provider_budget_limit("replicate", "REPLICATE_API_TOKEN", "creates", 600);
+        metrics.set_provider_budget_remaining("replicate", "REPLICATE_API_TOKEN", "creates", 29);
+        metrics.set_provider_budget_waiting("replicate", "REPLICATE_API_TOKEN", "others", 3);
+        metrics.set_provider_jobs_in_flight("replicate", "REPLICATE_API_TOKEN", 12);
+        metrics.record_provider_poll_interval("replicate", false, Duration::from_secs(5));
         let text = metrics.encode();
         // `# TYPE name kind`; a counter's samples carry `_total`, and the
         // guide names series as a scrape shows their samples.

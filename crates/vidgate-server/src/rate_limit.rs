@@ -86,7 +86,27 @@ impl CallerRateLimiter {
     pub async fn check_every(&self, key: &str, refill: Duration, burst: u32) -> RateStatus {
         match self {
             CallerRateLimiter::Local(local) => local.check_every(key, refill, burst),
-            CallerRateLimiter::Shared(shared) => shared.check_every(key, refill, burst).await,
+            CallerRateLimiter::Shared(shared) => {
+                shared
+                    .check_every_or(key, (refill, burst), (refill, burst))
+                    .await
+            }
+        }
+    }
+
+    /// Takes one token from a bucket that several nodes share (a
+    /// provider's request budget, `backend/budget.rs`): in Redis, the
+    /// whole bucket, `whole` (refill interval, capacity); in this node,
+    /// without Redis or while it cannot be reached, the node's `share`.
+    pub async fn check_budget(
+        &self,
+        key: &str,
+        whole: (Duration, u32),
+        share: (Duration, u32),
+    ) -> RateStatus {
+        match self {
+            CallerRateLimiter::Local(local) => local.check_every(key, share.0, share.1),
+            CallerRateLimiter::Shared(shared) => shared.check_every_or(key, whole, share).await,
         }
     }
 }
@@ -269,9 +289,17 @@ impl RedisRateLimiter {
         })
     }
 
-    async fn check_every(&self, caller: &str, refill: Duration, burst: u32) -> RateStatus {
+    /// Takes one token from `caller`'s bucket in Redis, of `burst` tokens
+    /// refilled one every `refill`; while Redis cannot be reached, from
+    /// this node's bucket of `fallback` (refill interval, capacity).
+    async fn check_every_or(
+        &self,
+        caller: &str,
+        (refill, burst): (Duration, u32),
+        fallback: (Duration, u32),
+    ) -> RateStatus {
         if self.down.load(std::sync::atomic::Ordering::Relaxed) {
-            return self.fallback.check_every(caller, refill, burst);
+            return self.fallback.check_every(caller, fallback.0, fallback.1);
         }
         let burst = burst.max(1);
         let interval_micros = (refill.as_micros() as u64).max(1);
@@ -292,7 +320,7 @@ impl RedisRateLimiter {
             },
             Err(error) => {
                 self.went_down(&error);
-                self.fallback.check_every(caller, refill, burst)
+                self.fallback.check_every(caller, fallback.0, fallback.1)
             }
         }
     }

@@ -257,6 +257,13 @@ impl Components {
         options.backends.attach_media_fetcher(&media_fetcher);
         options.backends.attach_store(&store);
         options.backends.attach_storage(&storage);
+        // The providers' request budgets take their tokens from the same
+        // buckets as the API rate limit: in Redis, shared by every node,
+        // when it is configured.
+        let metrics = Arc::new(Metrics::new());
+        options
+            .backends
+            .attach_provider_budgets(rate_limiter.clone(), metrics.clone());
         // Provider webhooks need an address the provider can reach: only an
         // operator-configured public URL is one. Without it, hosted jobs
         // are followed by polling alone.
@@ -321,7 +328,7 @@ impl Components {
                 .operator_token
                 .as_deref()
                 .map(|token| Arc::new(OperatorToken::new(token))),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             media_signer,
             live_status: Arc::new(LiveStatus::new(
                 options.live_status,

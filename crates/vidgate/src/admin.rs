@@ -50,10 +50,14 @@ enum StoreCommand {
     User(UserCommand),
     /// Each hosted provider's circuit (closed or open), its last error and
     /// the recent latency of its calls, as the server nodes last saved
-    /// them; `providers check` checks the providers' input schemas.
+    /// them, and with the backends file each provider credential's request
+    /// budget; `providers check` checks the providers' input schemas.
     Providers {
         #[command(subcommand)]
         command: Option<ProvidersCommand>,
+        /// The servers' backends file, whose request budgets are shown.
+        #[arg(long = "budgets-of", env = "VIDGATE_BACKENDS_FILE")]
+        backends_file: Option<PathBuf>,
     },
     /// Revenue, provider cost and margin per model and UTC day, from the
     /// succeeded generations.
@@ -287,9 +291,14 @@ fn require_catalog_model(model_id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The providers' circuits as the nodes saved them; a provider no node has
-/// called yet is not listed.
-async fn providers(store: &dyn Store) -> anyhow::Result<serde_json::Value> {
+/// The providers' circuits as the nodes saved them (a provider no node has
+/// called yet is not listed), and the request budget of each provider
+/// credential of the backends file, when given; how much of a budget the
+/// nodes use is in their metrics (`vidgate_provider_calls_total`).
+async fn providers(
+    store: &dyn Store,
+    backends_file: Option<&std::path::Path>,
+) -> anyhow::Result<serde_json::Value> {
     let shown: Vec<serde_json::Value> = store
         .provider_health()
         .await?
@@ -307,7 +316,27 @@ async fn providers(store: &dyn Store) -> anyhow::Result<serde_json::Value> {
             })
         })
         .collect();
-    Ok(json!({ "providers": shown }))
+    let Some(backends_file) = backends_file else {
+        return Ok(json!({ "providers": shown }));
+    };
+    let budgets: Vec<serde_json::Value> =
+        vidgate_server::backend::budgets_in_backends_file(backends_file)?
+            .into_iter()
+            .map(|budget| {
+                let limits = budget.limits;
+                json!({
+                    "provider": budget.provider,
+                    "credential_env": budget.credential_env,
+                    "creates_per_minute": limits.creates.per_minute,
+                    "creates_burst": limits.creates.burst,
+                    "others_per_minute": limits.others.per_minute,
+                    "others_burst": limits.others.burst,
+                    "max_in_flight": limits.max_in_flight,
+                    "nodes_without_redis": limits.nodes,
+                })
+            })
+            .collect();
+    Ok(json!({ "providers": shown, "budgets": budgets }))
 }
 
 /// Each hosted target of the backends file against its provider's current
@@ -418,6 +447,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         }
         AdminCommand::OnStore(StoreCommand::Providers {
             command: Some(ProvidersCommand::Check { backends_file }),
+            ..
         }) => return providers_check(&backends_file).await,
         AdminCommand::OnStore(command) => command,
     };
@@ -589,8 +619,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             json!({ "id": user.id, "email": user.email, "sessions_revoked": revoked })
         }
         StoreCommand::Backup { path } => backup(store, &path).await?,
-        StoreCommand::Providers { command: None } => providers(store).await?,
-        StoreCommand::Providers { command: Some(_) } => unreachable!("checked before the store"),
+        StoreCommand::Providers {
+            command: None,
+            backends_file,
+        } => providers(store, backends_file.as_deref()).await?,
+        StoreCommand::Providers {
+            command: Some(_), ..
+        } => unreachable!("checked before the store"),
         StoreCommand::Usage { days } => usage(store, days).await?,
         StoreCommand::Model(ModelCommand::Pause { model_id }) => {
             require_catalog_model(&model_id)?;

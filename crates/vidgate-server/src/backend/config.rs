@@ -212,6 +212,7 @@ pub fn apply_backends_file_with_credentials(
                     ProviderKind::Fal,
                     credentials,
                     backends.provider_circuits(),
+                    backends.provider_budgets(),
                 )
                 .map_err(|error| invalid(format!("{model_id}: {error}")))?;
                 backends.set_for_model(&model_id, backend);
@@ -223,6 +224,7 @@ pub fn apply_backends_file_with_credentials(
                     ProviderKind::Replicate,
                     credentials,
                     backends.provider_circuits(),
+                    backends.provider_budgets(),
                 )
                 .map_err(|error| invalid(format!("{model_id}: {error}")))?;
                 backends.set_for_model(&model_id, backend);
@@ -238,6 +240,7 @@ pub fn apply_backends_file_with_credentials(
                             kind,
                             credentials,
                             backends.provider_circuits(),
+                            backends.provider_budgets(),
                         )
                         .map_err(|error| invalid(format!("{model_id}: {error}")))?,
                     );
@@ -249,6 +252,71 @@ pub fn apply_backends_file_with_credentials(
         }
     }
     Ok(())
+}
+
+/// A provider credential's request budget as a backends file sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredBudget {
+    /// `fal` or `replicate`.
+    pub provider: &'static str,
+    /// The environment variable that holds the credential.
+    pub credential_env: String,
+    pub limits: super::BudgetLimits,
+}
+
+/// The request budget of each provider credential that a backends file
+/// names, resolved as a server resolves them (defaults and overrides,
+/// checked), without reading the credentials: for `vidgate admin
+/// providers`, which runs beside the database rather than in a server.
+/// Models of one provider and credential variable share one entry.
+pub fn budgets_in_backends_file(path: &Path) -> Result<Vec<ConfiguredBudget>, BackendsFileError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| BackendsFileError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let invalid = |reason: String| BackendsFileError::Invalid {
+        path: shown.clone(),
+        reason,
+    };
+    let file: BackendsFile =
+        serde_json::from_str(&text).map_err(|error| invalid(error.to_string()))?;
+    let mut budgets: Vec<ConfiguredBudget> = Vec::new();
+    for (model_id, config) in file.models {
+        let hosted: Vec<(HostedModelConfig, ProviderKind)> = match config {
+            ModelBackendConfig::Cog(_) => Vec::new(),
+            ModelBackendConfig::Fal(config) => vec![(config, ProviderKind::Fal)],
+            ModelBackendConfig::Replicate(config) => vec![(config, ProviderKind::Replicate)],
+            ModelBackendConfig::Failover(config) => config
+                .providers
+                .into_iter()
+                .map(HostedProviderConfig::into_parts)
+                .collect(),
+        };
+        for (config, kind) in hosted {
+            let limits = super::BudgetLimits::resolve(&config.budget.clone().unwrap_or_default())
+                .map_err(|error| invalid(format!("{model_id}: {error}")))?;
+            let credential_env = config
+                .credential_env
+                .clone()
+                .unwrap_or_else(|| kind.default_credential_env().to_owned());
+            let provider = kind.name();
+            match budgets.iter_mut().find(|budget| {
+                budget.provider == provider && budget.credential_env == credential_env
+            }) {
+                // A model that gives the budget wins over one that leaves
+                // the defaults, as in a server.
+                Some(known) if config.budget.is_some() => known.limits = limits,
+                Some(_) => {}
+                None => budgets.push(ConfiguredBudget {
+                    provider,
+                    credential_env,
+                    limits,
+                }),
+            }
+        }
+    }
+    Ok(budgets)
 }
 
 #[cfg(test)]
@@ -263,6 +331,55 @@ mod tests {
         std::fs::write(&path, file.to_string()).unwrap();
         let mut backends = Backends::builtin(false);
         apply_backends_file(&mut backends, &path, &Catalog::embedded()).map(|()| backends)
+    }
+
+    #[tokio::test]
+    async fn a_providers_budget_is_read_from_the_file_and_bad_values_are_refused() {
+        let replicate = |budget: Value| {
+            json!({ "models": { "vendor_1/model_1": {
+                "backend": "replicate",
+                "modes": { "text-to-video": { "target": "alibaba/wan-3" } },
+                "budget": budget,
+            } } })
+        };
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("backends.json");
+        std::fs::write(
+            &path,
+            replicate(json!({ "creates_per_minute": 60, "nodes": 3 })).to_string(),
+        )
+        .unwrap();
+        let budgets = budgets_in_backends_file(&path).unwrap();
+        assert_eq!(budgets.len(), 1);
+        assert_eq!(budgets[0].provider, "replicate");
+        assert_eq!(budgets[0].credential_env, "REPLICATE_API_TOKEN");
+        assert_eq!(budgets[0].limits.creates.per_minute, 60);
+        assert_eq!(budgets[0].limits.creates.burst, 3);
+        assert_eq!(budgets[0].limits.others.per_minute, 3000);
+        assert_eq!(budgets[0].limits.nodes, 3);
+        for (budget, expected) in [
+            (
+                json!({ "creates_per_minute": 0 }),
+                "creates_per_minute must be at least 2",
+            ),
+            (
+                json!({ "others_burst": 5000 }),
+                "others_burst must be at least 1 and less than",
+            ),
+            (json!({ "nodes": 0 }), "nodes must be at least 1"),
+            (
+                json!({ "max_in_flight": 0 }),
+                "max_in_flight must be at least 1",
+            ),
+            (json!({ "creates_per_minute": -5 }), "invalid value"),
+            (json!({ "creates_per_hour": 5 }), "unknown field"),
+        ] {
+            let error = apply(&replicate(budget.clone()))
+                .err()
+                .expect("the file is refused")
+                .to_string();
+            assert!(error.contains(expected), "{budget}: {error}");
+        }
     }
 
     #[tokio::test]

@@ -209,6 +209,13 @@ impl Backend for FailoverBackend {
             .any(|provider| provider.wake_follower(generation_id))
     }
 
+    /// Ready while any provider has a create to spare.
+    fn create_ready(&self) -> bool {
+        self.providers
+            .iter()
+            .any(|provider| provider.create_ready())
+    }
+
     async fn cancel_before_start(
         &self,
         generation_id: &str,

@@ -29,6 +29,9 @@ use reqwest::header::HeaderMap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::budget::{
+    BudgetLimits, BudgetedProtocol, CallClass, CallPriority, ProviderBudget, ProviderBudgets,
+};
 use super::circuit::{ObservedProtocol, ProviderCircuit, ProviderCircuits};
 use super::fal::{self, FalClient};
 use super::hosted_config::{HostedModelConfig, HostedTimeouts, seconds};
@@ -53,8 +56,9 @@ const CANCELED_AT_PROVIDER_GRACE: Duration = Duration::from_secs(10);
 pub struct HostedBackend {
     model_id: String,
     config: HostedModelConfig,
-    /// The provider's protocol, its calls observed by `circuit`.
-    protocol: Arc<dyn ProviderProtocol>,
+    /// The provider's protocol, its calls observed by `circuit` and each
+    /// taken from the provider credential's budget.
+    protocol: Arc<BudgetedProtocol>,
     circuit: Arc<ProviderCircuit>,
     /// The store, attached at server start (the last start wins, as for a
     /// restarted server in one process): the intent and job id records.
@@ -78,6 +82,7 @@ impl HostedBackend {
         config: HostedModelConfig,
         protocol: Arc<dyn ProviderProtocol>,
         circuit: Arc<ProviderCircuit>,
+        budget: Arc<ProviderBudget>,
     ) -> Result<HostedBackend, String> {
         let output_client = reqwest::Client::builder()
             // An output link that redirects elsewhere is not followed with
@@ -89,7 +94,10 @@ impl HostedBackend {
         Ok(HostedBackend {
             model_id: model_id.to_owned(),
             config,
-            protocol: Arc::new(ObservedProtocol::new(protocol, circuit.clone())),
+            protocol: Arc::new(BudgetedProtocol::new(
+                Arc::new(ObservedProtocol::new(protocol, circuit.clone())),
+                budget,
+            )),
             circuit,
             store: Mutex::new(None),
             storage: Mutex::new(None),
@@ -307,6 +315,16 @@ impl HostedBackend {
         self.protocol.name()
     }
 
+    fn budget(&self) -> &Arc<ProviderBudget> {
+        self.protocol.budget()
+    }
+
+    /// Whether this provider's budget could take a create now (see
+    /// `ProviderBudget::create_ready`).
+    pub(super) fn create_ready(&self) -> bool {
+        self.budget().create_ready()
+    }
+
     /// Whether this provider serves the values of a job of `mode`
     /// (`accepts` in the backends file).
     pub(super) fn serves(
@@ -346,6 +364,7 @@ impl HostedBackend {
     ) -> Result<RenderedClip, HostedFailure> {
         let store = self.store()?;
         let started = Instant::now();
+        let _in_flight = self.budget().job_in_flight();
         // Registered before the submit, so that a webhook arriving before
         // the wait begins still wakes it.
         let following = self.follow_wakeups(&job.generation_id);
@@ -355,7 +374,13 @@ impl HostedBackend {
         };
         tracing::info!(generation = %job.generation_id, provider = self.protocol.name(), target = %submitted.target.0, provider_job = %submitted.job_id, "following the provider job");
         let video_url = self
-            .follow(&submitted, started, &following.wakeup, &cancel)
+            .follow(
+                &submitted,
+                started,
+                self.webhook_url(&job.generation_id).is_some(),
+                &following.wakeup,
+                &cancel,
+            )
             .await?;
         let mut clip = tokio::select! {
             copied = self.copy_output(&video_url) => copied?,
@@ -506,7 +531,11 @@ impl HostedBackend {
                                 error.to_string(),
                             )));
                         }
-                        ProviderError::RateLimited { .. } | ProviderError::NotReceived { .. } => {
+                        // The budget paused creates for as long as the
+                        // provider asked; the next submit waits for it, and
+                        // no deadline counts a rate limit.
+                        ProviderError::RateLimited { .. } => {}
+                        ProviderError::NotReceived { .. } => {
                             self.retry_or_fail(&error, retry_until, &mut backoff)
                                 .await
                                 .map_err(HostedFailure::absent)?;
@@ -611,9 +640,12 @@ impl HostedBackend {
                         return Ok(None);
                     }
                 }
-                // Rate limits and outages: asked again later.
+                // Rate limits and outages: asked again later; only an
+                // outage counts toward giving up.
                 Err(error) if error.is_transient() => {
-                    if listed_at >= give_up_at {
+                    if listed_at >= give_up_at
+                        && !matches!(error, ProviderError::RateLimited { .. })
+                    {
                         return Err(failure("upstream_error", error.to_string()).into());
                     }
                     tracing::info!(generation = %recorded.generation_id, %error, "the provider's list could not be read; asking again later");
@@ -674,10 +706,18 @@ impl HostedBackend {
     /// Reads the job's state until it is final; its video's URL. Where the
     /// start deadline is vidgate's to keep (Replicate), a job still queued
     /// at it is canceled and fails as timed out.
+    ///
+    /// Reads take the provider budget's tokens at their turn: a read woken
+    /// by a verified webhook first, then the others earliest-due first.
+    /// With a provider webhook registered (`with_webhooks`) polling is the
+    /// backstop: the first read waits for the webhook or the model's usual
+    /// run time, later ones come at a growing interval. Without one, a job
+    /// is read every `poll_seconds`, or as often as the budget allows.
     async fn follow(
         &self,
         submitted: &SubmittedJob,
         started: Instant,
+        with_webhooks: bool,
         wakeup: &Notify,
         cancel: &CancellationToken,
     ) -> Result<String, JobFailure> {
@@ -688,56 +728,80 @@ impl HostedBackend {
         } = submitted;
         let deadline = started + seconds(self.timeouts().job_seconds);
         let start_deadline = created_at + millis(self.timeouts().start_seconds);
+        let usual_end = created_at + millis(self.timeouts().usual_run_seconds);
         let mut retry_until: Option<Instant> = None;
         let mut backoff = Backoff::new();
+        let mut backstop_interval = seconds(self.timeouts().poll_seconds);
+        let mut priority = CallPriority::now();
+        let mut last_read: Option<Instant> = None;
+        // A job whose webhook will likely come before its usual run time
+        // ends is not read before then (a resumed older job is read at
+        // once).
+        let mut wait_first = with_webhooks && crate::store::now_millis() < usual_end;
         loop {
-            match self.protocol.state(target, job_id).await {
-                Ok(ProviderJobState::Succeeded { video_url }) => return Ok(video_url),
-                Ok(ProviderJobState::Failed(provider_failure)) => {
-                    if provider_failure.kind == FailureKind::Canceled {
-                        // Our own cancel ends a queued job at the provider
-                        // and then cancels the generation with its refund;
-                        // this worker waits for that (its heartbeat then
-                        // fails and interrupts it) rather than race it with
-                        // a failure. A job canceled by anyone else fails
-                        // after the wait.
+            if !wait_first {
+                let read = tokio::select! {
+                    read = self.protocol.state_at(target, job_id, priority) => read,
+                    _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+                };
+                let now = Instant::now();
+                if let Some(previous) = last_read.replace(now) {
+                    self.budget()
+                        .record_poll_interval(with_webhooks, now.duration_since(previous));
+                }
+                match read {
+                    Ok(ProviderJobState::Succeeded { video_url }) => return Ok(video_url),
+                    Ok(ProviderJobState::Failed(provider_failure)) => {
+                        if provider_failure.kind == FailureKind::Canceled {
+                            // Our own cancel ends a queued job at the
+                            // provider and then cancels the generation with
+                            // its refund; this worker waits for that (its
+                            // heartbeat then fails and interrupts it) rather
+                            // than race it with a failure. A job canceled by
+                            // anyone else fails after the wait.
+                            tokio::select! {
+                                _ = tokio::time::sleep(CANCELED_AT_PROVIDER_GRACE) => {}
+                                _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+                            }
+                        }
+                        return Err(failure(
+                            provider_failure.kind.code(),
+                            format!("the model failed: {}", provider_failure.message),
+                        ));
+                    }
+                    Ok(ProviderJobState::Queued)
+                        if self.protocol.start_deadline_is_ours()
+                            && crate::store::now_millis() >= start_deadline =>
+                    {
+                        if let Some(failed) = self.end_unstarted_job(target, job_id).await {
+                            return Err(failed);
+                        }
+                    }
+                    Ok(ProviderJobState::Queued | ProviderJobState::Running) => {
+                        retry_until = None;
+                        backoff = Backoff::new();
+                    }
+                    // A rate limit says "slower", never "fail": the budget
+                    // paused reads for as long as the provider asked, and
+                    // the read waits for its turn again, with no deadline.
+                    Err(ProviderError::RateLimited { .. }) => continue,
+                    Err(error) if error.is_transient() => {
+                        let until = *retry_until.get_or_insert_with(|| {
+                            Instant::now() + seconds(self.timeouts().retry_seconds)
+                        });
+                        if Instant::now() >= until {
+                            return Err(failure("upstream_error", error.to_string()));
+                        }
+                        let wait = backoff.next(error.retry_after());
                         tokio::select! {
-                            _ = tokio::time::sleep(CANCELED_AT_PROVIDER_GRACE) => {}
+                            _ = tokio::time::sleep(wait) => continue,
                             _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
                         }
                     }
-                    return Err(failure(
-                        provider_failure.kind.code(),
-                        format!("the model failed: {}", provider_failure.message),
-                    ));
+                    Err(error) => return Err(failure("upstream_error", error.to_string())),
                 }
-                Ok(ProviderJobState::Queued)
-                    if self.protocol.start_deadline_is_ours()
-                        && crate::store::now_millis() >= start_deadline =>
-                {
-                    if let Some(failed) = self.end_unstarted_job(target, job_id).await {
-                        return Err(failed);
-                    }
-                }
-                Ok(ProviderJobState::Queued | ProviderJobState::Running) => {
-                    retry_until = None;
-                    backoff = Backoff::new();
-                }
-                Err(error) if error.is_transient() => {
-                    let until = *retry_until.get_or_insert_with(|| {
-                        Instant::now() + seconds(self.timeouts().retry_seconds)
-                    });
-                    if Instant::now() >= until {
-                        return Err(failure("upstream_error", error.to_string()));
-                    }
-                    let wait = backoff.next(error.retry_after());
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => continue,
-                        _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
-                    }
-                }
-                Err(error) => return Err(failure("upstream_error", error.to_string())),
             }
+            wait_first = false;
             if Instant::now() >= deadline {
                 return Err(failure(
                     FailureKind::TimedOut.code(),
@@ -751,7 +815,20 @@ impl HostedBackend {
             // the next worker resumes it by its id. A verified webhook
             // ends the wait early; polling is the backstop for webhooks
             // that never arrive.
-            let mut poll = seconds(self.timeouts().poll_seconds);
+            let mut poll = if with_webhooks {
+                let until_usual_end = usual_end - crate::store::now_millis();
+                if until_usual_end > 0 {
+                    Duration::from_millis(until_usual_end as u64)
+                } else {
+                    let interval = backstop_interval;
+                    backstop_interval = (backstop_interval * 2)
+                        .max(interval)
+                        .min(BACKSTOP_LONGEST_INTERVAL.max(seconds(self.timeouts().poll_seconds)));
+                    interval
+                }
+            } else {
+                seconds(self.timeouts().poll_seconds)
+            };
             if self.protocol.start_deadline_is_ours() {
                 let until_start_deadline = Duration::from_millis(
                     (start_deadline - crate::store::now_millis()).max(0) as u64,
@@ -760,11 +837,11 @@ impl HostedBackend {
                     poll = poll.min(until_start_deadline);
                 }
             }
-            tokio::select! {
-                _ = tokio::time::sleep(poll) => {}
-                _ = wakeup.notified() => {}
+            priority = tokio::select! {
+                _ = tokio::time::sleep(poll) => CallPriority::now(),
+                _ = wakeup.notified() => CallPriority::Urgent,
                 _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
-            }
+            };
         }
     }
 
@@ -811,15 +888,29 @@ impl HostedBackend {
                 format!("copying the output failed: {}", error.without_url()),
             )
         };
-        let response = self
-            .output_client
-            .get(url)
-            .headers(self.protocol.output_headers(video_url))
-            .timeout(seconds(self.timeouts().job_seconds))
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(fetch_failed)?;
+        // The download is a call to the provider too: it takes a token of
+        // the budget, and a 429 pauses the class and is asked again.
+        let response = loop {
+            self.budget()
+                .acquire(CallClass::Others, CallPriority::now())
+                .await;
+            let response = self
+                .output_client
+                .get(url.clone())
+                .headers(self.protocol.output_headers(video_url))
+                .timeout(seconds(self.timeouts().job_seconds))
+                .send()
+                .await
+                .map_err(fetch_failed)?;
+            if response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                self.budget().rate_limited(
+                    CallClass::Others,
+                    provider::requested_wait(response.headers(), std::time::SystemTime::now()),
+                );
+                continue;
+            }
+            break response.error_for_status().map_err(fetch_failed)?;
+        };
         let downloaded =
             output::download_to_incoming(&storage, response, self.config.max_output_bytes)
                 .await
@@ -883,6 +974,10 @@ impl Backend for HostedBackend {
         self.wake_local_follower(generation_id)
     }
 
+    fn create_ready(&self) -> bool {
+        HostedBackend::create_ready(self)
+    }
+
     async fn cancel_before_start(
         &self,
         generation_id: &str,
@@ -925,7 +1020,15 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
-    fn default_credential_env(self) -> &'static str {
+    /// The provider's name, as its protocol gives it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Fal => "fal",
+            ProviderKind::Replicate => "replicate",
+        }
+    }
+
+    pub(super) fn default_credential_env(self) -> &'static str {
         match self {
             ProviderKind::Fal => "FAL_KEY",
             ProviderKind::Replicate => "REPLICATE_API_TOKEN",
@@ -943,6 +1046,7 @@ pub fn hosted_backend(
     kind: ProviderKind,
     credentials: &dyn Fn(&str) -> Option<String>,
     circuits: &ProviderCircuits,
+    budgets: &ProviderBudgets,
 ) -> Result<Arc<HostedBackend>, String> {
     config.check(model)?;
     let variable = config
@@ -952,6 +1056,8 @@ pub fn hosted_backend(
     let credential = credentials(&variable)
         .filter(|value| !value.trim().is_empty())
         .ok_or_else(|| format!("the credential variable {variable} is not set"))?;
+    // Only a fingerprint of it names the budget's buckets.
+    let credential_for_budget = credential.clone();
     for url in [
         &config.api_url,
         &config.platform_url,
@@ -1003,8 +1109,16 @@ pub fn hosted_backend(
         }
     };
     let circuit = circuits.circuit(protocol.name());
+    let limits = BudgetLimits::resolve(&config.budget.clone().unwrap_or_default())?;
+    let budget = budgets.budget(
+        protocol.name(),
+        &variable,
+        &credential_for_budget,
+        limits,
+        config.budget.is_some(),
+    )?;
     Ok(Arc::new(HostedBackend::new(
-        &model.id, config, protocol, circuit,
+        &model.id, config, protocol, circuit, budget,
     )?))
 }
 
@@ -1015,6 +1129,11 @@ struct SubmittedJob {
     job_id: String,
     created_at: i64,
 }
+
+/// The longest wait between two backstop reads of a job whose provider
+/// webhook is registered: a lost webhook delays its job's end by at most
+/// about this.
+const BACKSTOP_LONGEST_INTERVAL: Duration = Duration::from_secs(120);
 
 /// Slack for the difference between our clock and a provider's when a
 /// list is asked for the jobs created since an intent.

@@ -158,8 +158,17 @@ pub struct HostedTimeouts {
     /// A whole job, from its submit to its result; then it fails. Sent to
     /// Replicate as `Cancel-After`, the prediction's lifetime.
     pub job_seconds: f64,
-    /// How often a job's state is read (a backstop for lost webhooks).
+    /// How often a job's state is read when no provider webhook is
+    /// registered for it, as the provider's budget allows: with many jobs
+    /// in flight the reads are spread over the budget, earliest-due first,
+    /// and each job's interval grows.
     pub poll_seconds: f64,
+    /// How long the model usually takes at the provider, from the submit
+    /// to its end. With a provider webhook registered for a job, its state
+    /// is first read only after this (the webhook usually comes first),
+    /// then at an interval growing from `poll_seconds` to
+    /// `BACKSTOP_LONGEST_INTERVAL`: polling is only the backstop.
+    pub usual_run_seconds: f64,
     /// How long rate limits and provider errors are retried before the
     /// generation fails.
     pub retry_seconds: f64,
@@ -185,6 +194,8 @@ impl Default for HostedTimeouts {
             start_seconds: 900.0,
             job_seconds: 3600.0,
             poll_seconds: 5.0,
+            // Video models take a minute or more at either provider.
+            usual_run_seconds: 60.0,
             retry_seconds: 600.0,
             media_url_seconds: None,
         }
@@ -235,6 +246,44 @@ pub struct HostedModelConfig {
     /// on each generation it ran, for `vidgate admin usage`.
     #[serde(default)]
     pub costs: Vec<ProviderCost>,
+    /// The request budget of this provider and credential, over the
+    /// provider's documented limits (`budget.rs`); shared by every model
+    /// of the provider with the same credential, so models that give it
+    /// must give the same.
+    #[serde(default)]
+    pub budget: Option<BudgetConfig>,
+}
+
+/// Overrides of a provider credential's request budget; each one left out
+/// keeps its default (`budget.rs`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Calls that create jobs, per minute (default 600, Replicate's
+    /// documented limit).
+    #[serde(default)]
+    pub creates_per_minute: Option<u32>,
+    /// Every other call (reads, lists, cancels, downloads), per minute
+    /// (default 3000, Replicate's documented limit).
+    #[serde(default)]
+    pub others_per_minute: Option<u32>,
+    /// How many of a minute's creates may go at once (default a twentieth).
+    #[serde(default)]
+    pub creates_burst: Option<u32>,
+    /// How many of a minute's other calls may go at once (default a
+    /// twentieth).
+    #[serde(default)]
+    pub others_burst: Option<u32>,
+    /// Jobs of this credential one node runs at the provider at once
+    /// (default: no ceiling); for fal, the account's concurrency divided
+    /// by the nodes, so that jobs beyond it wait in vidgate's queue.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    /// How many nodes share the budget when there is no Redis: each takes
+    /// an equal share of the limits (default 1). Ignored with Redis, where
+    /// every node takes from one shared budget.
+    #[serde(default)]
+    pub nodes: Option<u32>,
 }
 
 /// One line of a provider's price list, valid from `from` (a UTC date,
@@ -321,6 +370,12 @@ impl HostedModelConfig {
     /// each, a mapping for every parameter a configured mode accepts, and
     /// `accepts` and `when_present` naming parameters the mode has.
     pub fn check(&self, model: &vidgate_core::Model) -> Result<(), String> {
+        if !(self.timeouts.usual_run_seconds > 0.0 && self.timeouts.usual_run_seconds.is_finite()) {
+            return Err("timeouts: usual_run_seconds must be a positive number of seconds".into());
+        }
+        if let Some(budget) = &self.budget {
+            super::budget::BudgetLimits::resolve(budget)?;
+        }
         for line in &self.costs {
             if !is_calendar_date(&line.from) {
                 return Err(format!("costs: {:?} is not a date YYYY-MM-DD", line.from));

@@ -3,6 +3,7 @@
 //! The embedded local engine is the reference implementation; adapters for
 //! real model servers implement the same trait.
 
+mod budget;
 mod circuit;
 mod cog;
 mod config;
@@ -26,17 +27,19 @@ use tokio_util::sync::CancellationToken;
 use vidgate_core::Mode;
 
 use crate::bound_media::JobMedia;
+use budget::ProviderBudgets;
+pub use budget::{BudgetLimits, BudgetReport, ClassLimit};
 use circuit::ProviderCircuits;
 pub use cog::{CogBackend, CogCallbacks};
 pub use config::{
-    BackendsFile, BackendsFileError, CogModelConfig, CogTimeouts, FailoverConfig,
+    BackendsFile, BackendsFileError, CogModelConfig, CogTimeouts, ConfiguredBudget, FailoverConfig,
     HostedProviderConfig, ModelBackendConfig, apply_backends_file,
-    apply_backends_file_with_credentials,
+    apply_backends_file_with_credentials, budgets_in_backends_file,
 };
 pub use hosted::{HostedBackend, ProviderKind};
 pub use hosted_config::{
-    FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts, PlannedInput, PlannedInputs,
-    RefusedInput, Unserved,
+    BudgetConfig, FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts, PlannedInput,
+    PlannedInputs, RefusedInput, Unserved,
 };
 pub use local::LocalEngineBackend;
 pub use schema_check::{DEFAULT_FAL_SCHEMA_URL, TargetCheck, check_provider_schemas};
@@ -188,6 +191,14 @@ pub trait Backend: Send + Sync + 'static {
     ) -> StartedJobCancel {
         StartedJobCancel::Started
     }
+    /// Whether a job claimed now could be sent on at once: false while a
+    /// hosted provider's request budget has no create to spare (or its
+    /// jobs in flight are at their ceiling), so that the job waits in
+    /// vidgate's queue as `queued`. Always true for backends that run jobs
+    /// themselves.
+    fn create_ready(&self) -> bool {
+        true
+    }
 }
 
 /// What became of a provider webhook that verified.
@@ -249,6 +260,9 @@ pub struct Backends {
     cog_callbacks: Arc<CogCallbacks>,
     /// The circuit of each hosted provider, shared by its backends.
     provider_circuits: Arc<ProviderCircuits>,
+    /// The request budget of each hosted provider and credential, shared
+    /// by its backends.
+    provider_budgets: Arc<ProviderBudgets>,
 }
 
 impl Backends {
@@ -264,11 +278,50 @@ impl Backends {
             by_model: HashMap::new(),
             cog_callbacks: Arc::default(),
             provider_circuits: Arc::default(),
+            provider_budgets: Arc::default(),
         }
     }
 
     pub(crate) fn provider_circuits(&self) -> &ProviderCircuits {
         &self.provider_circuits
+    }
+
+    pub(crate) fn provider_budgets(&self) -> &ProviderBudgets {
+        &self.provider_budgets
+    }
+
+    /// Hands the providers' budgets, at server start, the node's rate
+    /// limiter (whose buckets are in Redis when one is configured, so that
+    /// every node shares each budget) and the metrics they report to.
+    pub fn attach_provider_budgets(
+        &self,
+        limiter: Arc<crate::rate_limit::CallerRateLimiter>,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) {
+        self.provider_budgets.attach(limiter, metrics);
+    }
+
+    /// Each provider credential's budget: its limits and what this node
+    /// saw of its use.
+    pub fn provider_budget_reports(&self) -> Vec<BudgetReport> {
+        let mut reports: Vec<BudgetReport> = self
+            .provider_budgets
+            .all()
+            .iter()
+            .map(|budget| budget.report())
+            .collect();
+        reports
+            .sort_by(|a, b| (a.provider, &a.credential_env).cmp(&(b.provider, &b.credential_env)));
+        reports
+    }
+
+    /// Whether a queued job of `model` could be sent on now (see
+    /// `Backend::create_ready`): the claim loop leaves a model's jobs
+    /// queued while this is false. A create still waits for its own token,
+    /// as another node may have taken it.
+    pub fn create_ready(&self, model: &vidgate_core::Model) -> bool {
+        self.for_model(model)
+            .is_none_or(|backend| backend.create_ready())
     }
 
     pub fn cog_callbacks(&self) -> &Arc<CogCallbacks> {

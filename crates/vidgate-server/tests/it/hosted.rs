@@ -662,6 +662,8 @@ async fn a_lost_provider_webhook_is_covered_by_polling(store: StoreKind) {
         fake.switches(|switches| switches.drop_webhooks = true);
         let mut timeouts = slow_polling();
         timeouts["poll_seconds"] = json!(0.3);
+        // The backstop's first read comes after the model's usual run time.
+        timeouts["usual_run_seconds"] = json!(0.5);
         let app = app_with_webhooks(
             store.clone(),
             backends_with(&fake, provider, timeouts, json!([])),
@@ -1380,7 +1382,134 @@ async fn a_submit_outage_at_the_first_provider_moves_new_jobs_to_the_next(store:
     }
 }
 
+/// Replicate's documented limits scaled down for a test: 60 creates and
+/// 120 other calls a minute, enforced by the fake and given to vidgate as
+/// the budget.
+const SCALED_LIMITS: fake_providers::RateLimits = fake_providers::RateLimits {
+    creates_per_minute: 60,
+    others_per_minute: 120,
+};
+
+fn scaled_budget() -> Value {
+    json!({
+        "creates_per_minute": SCALED_LIMITS.creates_per_minute,
+        "creates_burst": 6,
+        "others_per_minute": SCALED_LIMITS.others_per_minute,
+        "others_burst": 10,
+    })
+}
+
+/// Many jobs at once against a fake Replicate that enforces its limits
+/// (scaled down): every job succeeds, no minute window sees more calls of
+/// a class than its limit, and the budget keeps the provider from
+/// answering 429 at all, though the jobs' polling alone (every 0.1 s)
+/// would ask for ten times the read limit.
+async fn many_jobs_stay_within_the_providers_limits_and_all_succeed(store: StoreKind) {
+    const JOBS: usize = 12;
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| switches.replicate_limits = Some(SCALED_LIMITS));
+    let backends = example_backends(&fake, Provider::Replicate, |model| {
+        model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 60,
+            "job_seconds": 120, "poll_seconds": 0.1, "retry_seconds": 5 });
+        model["budget"] = scaled_budget();
+    });
+    let app = app_at(store, backends, JOBS).await;
+    let mut ids = Vec::new();
+    for index in 0..JOBS {
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", &format!("kite number {index}")),
+        )
+        .await;
+        ids.push(generation["id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
+        assert_eq!(done["status"], "succeeded", "{done}");
+    }
+    assert_eq!(fake.jobs_at(Provider::Replicate).len(), JOBS);
+    let windows = fake.calls_by_window(Provider::Replicate);
+    for (class, window, calls) in &windows {
+        let limit = match class {
+            fake_providers::CallClass::Creates => SCALED_LIMITS.creates_per_minute,
+            fake_providers::CallClass::Others => SCALED_LIMITS.others_per_minute,
+        };
+        assert!(
+            calls.made() <= limit,
+            "{class:?} in minute {window}: {calls:?}"
+        );
+        assert_eq!(calls.refused, 0, "{class:?} in minute {window}: {calls:?}");
+    }
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
+/// A 429 says "slower", never "fail": with a retry deadline far shorter
+/// than the provider's pauses, a job whose create and then whose reads
+/// are refused with 429 still succeeds, with one provider job.
+async fn a_rate_limit_on_create_and_on_read_never_fails_the_job(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.rate_limit_next = 2;
+        switches.queue_for = Duration::from_millis(1500);
+    });
+    let backends = example_backends(&fake, Provider::Replicate, |model| {
+        model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 60,
+            "job_seconds": 120, "poll_seconds": 0.1, "retry_seconds": 0.2 });
+    });
+    let app = app_at(store, backends, 2).await;
+    let generation = submit(
+        &app,
+        "vendor_1/model_1",
+        text_to_video("vendor_1/model_1", "a kite slowed down"),
+    )
+    .await;
+    let id = generation["id"].as_str().unwrap().to_owned();
+    // Both 429s went to creates; once the job exists, its reads get two.
+    recorded_job(&app, &fake, &id).await;
+    assert_eq!(fake.state.switches.lock().unwrap().rate_limit_next, 0);
+    fake.switches(|switches| switches.rate_limit_next = 2);
+    let done = app.wait_for_status(&id, &["succeeded", "failed"]).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(fake.state.switches.lock().unwrap().rate_limit_next, 0);
+    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 1);
+    // A 429 counts toward no circuit.
+    let health = app.server.store.provider_health().await.unwrap();
+    assert!(
+        health.iter().all(|view| view.consecutive_failures == 0),
+        "{health:?}"
+    );
+}
+
+/// A job whose provider webhook is registered is polled as a backstop
+/// only: not before the model's usual run time. Its webhooks end it long
+/// before, so the fake sees only the state reads the webhooks asked for
+/// (Replicate's `start` and `completed`), where polling every 0.1 s for
+/// the job's 1.5 s would have made about fifteen.
+async fn a_job_with_a_registered_webhook_is_read_rarely(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.queue_for = Duration::from_millis(500);
+        switches.run_for = Duration::from_millis(1000);
+    });
+    let backends = example_backends(&fake, Provider::Replicate, |model| {
+        model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 60,
+            "job_seconds": 120, "poll_seconds": 0.1, "retry_seconds": 20,
+            "usual_run_seconds": 30 });
+    });
+    let app = app_with_webhooks(store, backends).await;
+    let done = run_m1(&app, "a kite told by webhook").await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let job = fake.jobs_at(Provider::Replicate).remove(0);
+    assert!(job.webhook_url.is_some());
+    let reads = fake.state_reads_of(&job.id);
+    assert!(reads.len() <= 2, "{reads:?}");
+}
+
 on_both_stores!(
+    many_jobs_stay_within_the_providers_limits_and_all_succeed,
+    a_rate_limit_on_create_and_on_read_never_fails_the_job,
+    a_job_with_a_registered_webhook_is_read_rarely,
     a_lost_fal_submit_of_a_long_job_is_found_when_it_ends_never_submitted_twice,
     a_webhook_proves_the_job_of_a_submit_whose_answer_was_lost,
     replicate_cancel_after_is_the_whole_jobs_lifetime,

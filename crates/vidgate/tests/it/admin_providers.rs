@@ -127,6 +127,28 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
     assert_eq!(fal["consecutive_failures"], 5);
     assert_eq!(fal["last_error"], "the provider refused our credential");
     assert_eq!(fal["latency_ms"], 120);
+
+    // With the servers' backends file: each provider credential's request
+    // budget, its defaults and the file's overrides.
+    let backends_file = data_dir.path().join("backends.json");
+    let backends = json!({ "models": { "vendor_1/model_1": {
+        "backend": "replicate",
+        "modes": { "text-to-video": { "target": "alibaba/wan-3" } },
+        "budget": { "creates_per_minute": 120, "nodes": 2 },
+    } } });
+    std::fs::write(&backends_file, backends.to_string()).unwrap();
+    let providers = sqlite_admin_json(
+        data_dir.path(),
+        &["providers", "--budgets-of", backends_file.to_str().unwrap()],
+    );
+    assert_eq!(
+        providers["budgets"],
+        json!([{ "provider": "replicate", "credential_env": "REPLICATE_API_TOKEN",
+            "creates_per_minute": 120, "creates_burst": 6,
+            "others_per_minute": 3000, "others_burst": 150,
+            "max_in_flight": null, "nodes_without_redis": 2 }])
+    );
+    assert_eq!(providers["providers"][0]["provider"], "fal");
 }
 
 use crate::schema_fake;

@@ -45,6 +45,14 @@
 //!   started 47 ms after its creation); the recording does not show a
 //!   prediction canceled before it started.
 //!
+//! - GUESS replicate-rate-window: Replicate counts its documented limits
+//!   ("600 requests per minute" for creates, "3000/min" for every other
+//!   endpoint, "short bursts allowed") in fixed windows of one minute, and
+//!   answers a call over them with a 429 whose `ratelimit-reset` is the
+//!   seconds until the window ends (the headers and the body's "resets in
+//!   ~30s" are recorded in UPSTREAMS.md; how the minute is counted is not).
+//!   Switch: `Switches::replicate_limits`, off by default.
+//!
 //! Switches make it misbehave: markers in the job's input (`[fake:fail]`,
 //! `[fake:moderate]`, `[fake:never-start]`, `[fake:drop-webhook]`,
 //! `[fake:slow-start]`, `[fake:huge-output]`, `[fake:padded-output]`)
@@ -72,7 +80,7 @@ use vidgate_core::Catalog;
 use vidgate_server::backend::{Backends, apply_backends_file_with_credentials};
 
 /// Which provider a job was submitted to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Provider {
     Fal,
     Replicate,
@@ -218,6 +226,39 @@ pub struct Switches {
     /// benchmarks, whose thousands of renders would otherwise take the
     /// machine from the node being measured.
     pub reuse_outputs: bool,
+    /// Replicate's documented rate limits, enforced when set (GUESS
+    /// replicate-rate-window): calls beyond them in a minute answer 429.
+    /// Numbers, so tests can scale them down.
+    pub replicate_limits: Option<RateLimits>,
+}
+
+/// Calls per minute a provider takes, by class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    pub creates_per_minute: u32,
+    pub others_per_minute: u32,
+}
+
+/// A class of calls a provider limits apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CallClass {
+    Creates,
+    Others,
+}
+
+/// The calls of one class in one minute window at one provider: those
+/// answered and those refused with 429.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WindowCalls {
+    pub answered: u32,
+    pub refused: u32,
+}
+
+impl WindowCalls {
+    /// Every call vidgate made in the window.
+    pub fn made(&self) -> u32 {
+        self.answered + self.refused
+    }
 }
 
 impl Default for Switches {
@@ -235,6 +276,7 @@ impl Default for Switches {
             queue_for: Duration::from_millis(100),
             run_for: Duration::from_millis(100),
             reuse_outputs: false,
+            replicate_limits: None,
         }
     }
 }
@@ -272,6 +314,10 @@ pub struct FakeState {
     /// Every read of a provider's webhook keys (fal's JWKS, Replicate's
     /// default webhook secret), answered or not.
     key_fetches: Mutex<Vec<Provider>>,
+    /// Calls by provider, class and minute window (Unix minutes).
+    calls: Mutex<std::collections::BTreeMap<(Provider, CallClass, u64), WindowCalls>>,
+    /// Every state read of a job, by job id: when (Unix seconds).
+    state_reads: Mutex<HashMap<String, Vec<f64>>>,
     next_id: Mutex<u64>,
     http: reqwest::Client,
 }
@@ -300,6 +346,8 @@ impl FakeProviders {
             huge_output_bytes_sent: AtomicU64::new(0),
             media_fetches: Mutex::new(Vec::new()),
             key_fetches: Mutex::new(Vec::new()),
+            calls: Mutex::default(),
+            state_reads: Mutex::default(),
             next_id: Mutex::new(0),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -339,6 +387,29 @@ impl FakeProviders {
 
     pub fn jobs(&self) -> Vec<FakeJob> {
         self.state.jobs.lock().unwrap().clone()
+    }
+
+    /// The calls made to `provider` in each minute window, by class.
+    pub fn calls_by_window(&self, provider: Provider) -> Vec<(CallClass, u64, WindowCalls)> {
+        self.state
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|((at, _, _), _)| *at == provider)
+            .map(|((_, class, window), calls)| (*class, *window, *calls))
+            .collect()
+    }
+
+    /// When each state read of job `job_id` came (Unix seconds).
+    pub fn state_reads_of(&self, job_id: &str) -> Vec<f64> {
+        self.state
+            .state_reads
+            .lock()
+            .unwrap()
+            .get(job_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// How many times `provider`'s webhook keys were read.
@@ -406,6 +477,39 @@ impl FakeState {
         } else {
             false
         }
+    }
+
+    /// Counts a call of `class` to `provider` in this minute's window, and
+    /// whether the provider's limits refuse it: the seconds until the
+    /// window ends when they do.
+    fn count_call(&self, provider: Provider, class: CallClass) -> Option<u64> {
+        let limits = match provider {
+            Provider::Replicate => self.switches.lock().unwrap().replicate_limits,
+            Provider::Fal => None,
+        };
+        let now = now_seconds();
+        let window = (now / 60.0) as u64;
+        let mut calls = self.calls.lock().unwrap();
+        let counted = calls.entry((provider, class, window)).or_default();
+        let limit = limits.map(|limits| match class {
+            CallClass::Creates => limits.creates_per_minute,
+            CallClass::Others => limits.others_per_minute,
+        });
+        if limit.is_some_and(|limit| counted.answered >= limit) {
+            counted.refused += 1;
+            return Some(((window + 1) * 60).saturating_sub(now as u64).max(1));
+        }
+        counted.answered += 1;
+        None
+    }
+
+    fn count_state_read(&self, job_id: &str) {
+        self.state_reads
+            .lock()
+            .unwrap()
+            .entry(job_id.to_owned())
+            .or_default()
+            .push(now_seconds());
     }
 
     fn count_key_fetch(&self, provider: Provider) {

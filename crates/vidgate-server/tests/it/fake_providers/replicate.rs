@@ -21,7 +21,9 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use super::{FakeJob, FakeState, FakeStatus, JobDeadline, Provider, listed_input, now_seconds};
+use super::{
+    CallClass, FakeJob, FakeState, FakeStatus, JobDeadline, Provider, listed_input, now_seconds,
+};
 
 /// The models the fake hosts (the official video models of
 /// UPSTREAMS.md); any other answers 404 as Replicate does.
@@ -65,8 +67,9 @@ fn authorized(state: &FakeState, headers: &HeaderMap) -> bool {
 }
 
 /// The checks every API call passes first: the token, an outage and the
-/// rate limit.
-fn gate(state: &FakeState, headers: &HeaderMap) -> Option<Response> {
+/// rate limits (the `rate_limit_next` switch, and the documented limits
+/// per minute of the call's class when `replicate_limits` is set).
+fn gate(state: &FakeState, headers: &HeaderMap, class: CallClass) -> Option<Response> {
     if !authorized(state, headers) {
         return Some(problem(
             StatusCode::UNAUTHORIZED,
@@ -80,6 +83,9 @@ fn gate(state: &FakeState, headers: &HeaderMap) -> Option<Response> {
             "Service Unavailable",
             "Replicate is temporarily unavailable",
         ));
+    }
+    if let Some(reset) = state.count_call(Provider::Replicate, class) {
+        return Some(throttled(reset));
     }
     if state.take(|switches| &mut switches.rate_limit_next) {
         return Some(
@@ -97,6 +103,22 @@ fn gate(state: &FakeState, headers: &HeaderMap) -> Option<Response> {
         );
     }
     None
+}
+
+/// Replicate's 429: `ratelimit-remaining`, `ratelimit-reset` and the body
+/// as recorded (UPSTREAMS.md, "Rate limits"); no `Retry-After`.
+fn throttled(reset_seconds: u64) -> Response {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [
+            ("content-type", "application/problem+json".to_owned()),
+            ("ratelimit-remaining", "0".to_owned()),
+            ("ratelimit-reset", reset_seconds.to_string()),
+        ],
+        json!({ "detail": format!("Request was throttled. Your rate limit resets in ~{reset_seconds}s."), "status": 429 })
+            .to_string(),
+    )
+        .into_response()
 }
 
 fn iso(seconds: f64) -> String {
@@ -229,7 +251,7 @@ async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = gate(&state, &headers) {
+    if let Some(refused) = gate(&state, &headers, CallClass::Creates) {
         return refused;
     }
     if state.submits_are_down_at(Provider::Replicate) {
@@ -366,9 +388,10 @@ async fn read(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = gate(&state, &headers) {
+    if let Some(refused) = gate(&state, &headers, CallClass::Others) {
         return refused;
     }
+    state.count_state_read(&id);
     match state
         .job(&id)
         .filter(|job| job.provider == Provider::Replicate)
@@ -387,7 +410,7 @@ async fn list(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = gate(&state, &headers) {
+    if let Some(refused) = gate(&state, &headers, CallClass::Others) {
         return refused;
     }
     if state.lists_are_down() {
@@ -471,7 +494,7 @@ async fn cancel(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = gate(&state, &headers) {
+    if let Some(refused) = gate(&state, &headers, CallClass::Others) {
         return refused;
     }
     if state
@@ -491,7 +514,7 @@ async fn cancel(
 
 async fn secret(State(state): State<Arc<FakeState>>, headers: HeaderMap) -> Response {
     state.count_key_fetch(Provider::Replicate);
-    if let Some(refused) = gate(&state, &headers) {
+    if let Some(refused) = gate(&state, &headers, CallClass::Others) {
         return refused;
     }
     Json(json!({ "key": state.replicate_webhook_secret })).into_response()

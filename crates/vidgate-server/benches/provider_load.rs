@@ -1,0 +1,770 @@
+//! Provider load (issue 29), measured, never asserted.
+//!
+//! Thousands of generations submitted at once, at a fake Replicate that
+//! enforces Replicate's documented limits (600 creates a minute, 3,000
+//! other requests a minute) and runs each job for minutes: does every
+//! submit get its 202, every generation exactly one provider job and its
+//! success, does vidgate stay within the provider's limits, how soon after
+//! the provider finishes does the generation, and do small accounts' jobs
+//! reach the provider while one account's backlog drains?
+//!
+//! The nodes are `vidgate serve` processes (the binary, so that their
+//! memory and CPU are their own); the fake runs in this process, with its
+//! webhooks on (`webhooks`) or dropped (`polling`). `postgres` runs two
+//! nodes on one PostgreSQL database sharing the provider budget through
+//! Redis, with webhooks.
+//!
+//! ```sh
+//! cargo build -p vidgate && cargo bench -p vidgate-server --bench provider_load -- webhooks
+//! cargo bench -p vidgate-server --bench provider_load -- polling
+//! VIDGATE_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
+//! VIDGATE_BENCH_REDIS_URL=redis://127.0.0.1:6379 \
+//!     cargo bench -p vidgate-server --bench provider_load -- postgres
+//! ```
+//!
+//! The scale is the issue's by default and can be made smaller for a
+//! quick look: `VIDGATE_BENCH_JOBS` (5000), `VIDGATE_BENCH_ACCOUNTS` (50),
+//! `VIDGATE_BENCH_BIG_ACCOUNT_JOBS` (4000), `VIDGATE_BENCH_RUN_SECONDS`
+//! (120), `VIDGATE_BENCH_BINARY` (default target/{release,debug}/vidgate).
+
+#[allow(dead_code)]
+#[path = "../tests/it/fake_providers/mod.rs"]
+mod fake_providers;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fake_providers::{CallClass, FakeProviders, Provider, REPLICATE_TOKEN, RateLimits};
+use serde_json::{Value, json};
+use sqlx::{Connection, Row};
+
+/// The model every generation runs: M1 at Replicate in the example file.
+const MODEL_PATH: &str = "/run/vendor_1/model_1/text-to-video";
+const MODEL_ID: &str = "vendor_1/model_1";
+/// Replicate's documented limits (UPSTREAMS.md, "Rate limits";
+/// replicate.com/docs/topics/predictions/rate-limits): 600 creates and
+/// 3,000 other requests a minute.
+const REPLICATE_DOCUMENTED: RateLimits = RateLimits {
+    creates_per_minute: 600,
+    others_per_minute: 3000,
+};
+/// Submits in flight at once from this client.
+const SUBMIT_CONCURRENCY: usize = 64;
+
+struct Scale {
+    jobs: usize,
+    accounts: usize,
+    big_account_jobs: usize,
+    run_seconds: u64,
+}
+
+impl Scale {
+    fn from_environment() -> Scale {
+        let number = |name: &str, default: u64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|value| value.parse().ok())
+                .unwrap_or(default)
+        };
+        Scale {
+            jobs: number("VIDGATE_BENCH_JOBS", 5000) as usize,
+            accounts: number("VIDGATE_BENCH_ACCOUNTS", 50) as usize,
+            big_account_jobs: number("VIDGATE_BENCH_BIG_ACCOUNT_JOBS", 4000) as usize,
+            run_seconds: number("VIDGATE_BENCH_RUN_SECONDS", 120),
+        }
+    }
+}
+
+fn unix_seconds() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+fn server_binary() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("VIDGATE_BENCH_BINARY") {
+        return Some(PathBuf::from(path));
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    ["target/release/vidgate", "target/debug/vidgate"]
+        .iter()
+        .map(|path| root.join(path))
+        .find(|path| path.exists())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `/proc/<pid>/status`'s peak resident set, in KiB.
+fn peak_resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// User plus system CPU time of `pid`, in clock ticks (100 a second).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |index: usize| fields.get(index).and_then(|v| v.parse::<u64>().ok());
+    field(11).unwrap_or(0) + field(12).unwrap_or(0)
+}
+
+/// Bytes the process caused to be written to storage (`/proc/<pid>/io`).
+fn written_bytes(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    io.lines()
+        .find_map(|line| line.strip_prefix("write_bytes:"))
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// One `vidgate serve` process, killed when dropped.
+struct Node {
+    child: Child,
+    api_base: String,
+    metrics_url: String,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+struct Deployment {
+    binary: PathBuf,
+    nodes: Vec<Node>,
+    /// `--data-dir` or `--database-url` for `vidgate admin`.
+    admin_database: Vec<String>,
+    database: Database,
+    _directory: tempfile::TempDir,
+}
+
+enum Database {
+    Sqlite(PathBuf),
+    Postgres { server: String, name: String },
+}
+
+impl Database {
+    fn url(&self) -> String {
+        match self {
+            Database::Sqlite(path) => format!("sqlite://{}?mode=ro", path.display()),
+            Database::Postgres { server, name } => {
+                format!("{}/{name}", server.trim_end_matches('/'))
+            }
+        }
+    }
+}
+
+/// The example Replicate backends file with its URL pointed at the fake
+/// and timeouts that suit minute-long jobs.
+fn backends_file(fake: &FakeProviders, directory: &Path) -> PathBuf {
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted/replicate.json");
+    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    let model = &mut file["models"][MODEL_ID];
+    model["api_url"] = json!(fake.replicate_api_url());
+    let path = directory.join("backends.json");
+    std::fs::write(
+        &path,
+        json!({ "models": { MODEL_ID: model.clone() } }).to_string(),
+    )
+    .unwrap();
+    path
+}
+
+fn start_node(
+    binary: &Path,
+    directory: &Path,
+    name: &str,
+    database: &[String],
+    backends: &Path,
+    redis_url: Option<&str>,
+) -> Node {
+    let port = free_port();
+    let metrics_port = free_port();
+    let api_base = format!("http://127.0.0.1:{port}");
+    let log = std::fs::File::create(directory.join(format!("{name}.log"))).unwrap();
+    let mut command = Command::new(binary);
+    command
+        .arg("serve")
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+        .args(["--public-url", &api_base])
+        .arg("--backends-file")
+        .arg(backends)
+        .args(["--trusted-media-address", "127.0.0.1"])
+        .args(["--max-connections", "4096"])
+        .args(database)
+        .env("REPLICATE_API_TOKEN", REPLICATE_TOKEN)
+        .env("VIDGATE_LOG", "warn")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+    if let Some(redis_url) = redis_url {
+        command.args(["--redis-url", redis_url]);
+    }
+    let child = command.spawn().unwrap();
+    Node {
+        child,
+        api_base: format!("{api_base}/api/v1"),
+        metrics_url: format!("http://127.0.0.1:{metrics_port}/metrics"),
+    }
+}
+
+async fn wait_until_ready(client: &reqwest::Client, node: &mut Node) {
+    let started = Instant::now();
+    loop {
+        if let Ok(response) = client.get(format!("{}/models", node.api_base)).send().await
+            && response.status().as_u16() < 500
+        {
+            return;
+        }
+        if let Some(exit) = node.child.try_wait().unwrap() {
+            panic!("vidgate serve exited: {exit}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "vidgate serve did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn admin(deployment: &Deployment, arguments: &[&str]) -> Value {
+    let output = Command::new(&deployment.binary)
+        .arg("admin")
+        .args(&deployment.admin_database)
+        .args(arguments)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "vidgate admin {arguments:?}");
+    serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
+}
+
+/// Accounts with credit for every job and limits raised as an operator
+/// would for a customer of this size; their API keys.
+fn create_accounts(deployment: &Deployment, scale: &Scale) -> Vec<String> {
+    let limit = (scale.jobs + 100).to_string();
+    (0..scale.accounts)
+        .map(|index| {
+            let created = admin(
+                deployment,
+                &[
+                    "account",
+                    "create",
+                    "--name",
+                    &format!("load {index}"),
+                    "--credit-usd",
+                    "1000000",
+                ],
+            );
+            let account_id = created["account_id"].as_str().unwrap();
+            admin(
+                deployment,
+                &[
+                    "account",
+                    "limits",
+                    account_id,
+                    "--rps",
+                    "100000",
+                    "--burst",
+                    "100000",
+                    "--concurrency",
+                    &limit,
+                ],
+            );
+            created["api_key"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// Which account submits each job: the big one `big_account_jobs` times,
+/// the others the rest in turn, in an order that mixes them, so that the
+/// small accounts submit while the big one's burst arrives.
+fn submit_plan(scale: &Scale) -> Vec<usize> {
+    let mut plan: Vec<usize> = (0..scale.jobs)
+        .map(|index| {
+            if index < scale.big_account_jobs || scale.accounts == 1 {
+                0
+            } else {
+                1 + (index - scale.big_account_jobs) % (scale.accounts - 1)
+            }
+        })
+        .collect();
+    // A fixed shuffle (a multiplicative step coprime with the length)
+    // keeps runs comparable.
+    let length = plan.len();
+    let step = (1..length)
+        .map(|candidate| (candidate * 7919) % length.max(1))
+        .find(|step| gcd(*step, length) == 1)
+        .unwrap_or(1);
+    let shuffled = (0..length)
+        .map(|index| plan[(index * step) % length])
+        .collect();
+    plan = shuffled;
+    plan
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+struct Submitted {
+    account: usize,
+    submitted_at: f64,
+    status: u16,
+    generation_id: Option<String>,
+}
+
+async fn submit_all(
+    client: &reqwest::Client,
+    nodes: &[String],
+    keys: &[String],
+    plan: &[usize],
+) -> Vec<Submitted> {
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(SUBMIT_CONCURRENCY));
+    let mut tasks = Vec::with_capacity(plan.len());
+    for (index, account) in plan.iter().copied().enumerate() {
+        let permit = semaphore.clone().acquire_owned().await.unwrap();
+        let client = client.clone();
+        let url = format!("{}{MODEL_PATH}", nodes[index % nodes.len()]);
+        let key = keys[account].clone();
+        tasks.push(tokio::spawn(async move {
+            let submitted_at = unix_seconds();
+            let body =
+                json!({ "prompt": format!("load {index}"), "duration": 5, "resolution": "480p" });
+            let response = client.post(url).bearer_auth(key).json(&body).send().await;
+            drop(permit);
+            let (status, generation_id) = match response {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let record: Value = response.json().await.unwrap_or(Value::Null);
+                    (status, record["id"].as_str().map(str::to_owned))
+                }
+                Err(_) => (0, None),
+            };
+            Submitted {
+                account,
+                submitted_at,
+                status,
+                generation_id,
+            }
+        }));
+    }
+    let mut submitted = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        submitted.push(task.await.unwrap());
+    }
+    submitted
+}
+
+struct Finished {
+    status: String,
+    completed_at_ms: i64,
+}
+
+async fn read_generations(database: &Database) -> HashMap<String, Finished> {
+    let query = "SELECT id, status, COALESCE(completed_at, 0) AS completed_at FROM generations";
+    let rows = match database {
+        Database::Sqlite(_) => {
+            let mut connection = sqlx::SqliteConnection::connect(&database.url())
+                .await
+                .unwrap();
+            let rows = sqlx::query(query).fetch_all(&mut connection).await.unwrap();
+            rows.iter()
+                .map(|row| {
+                    (
+                        row.get::<String, _>("id"),
+                        row.get::<String, _>("status"),
+                        row.get::<i64, _>("completed_at"),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+        Database::Postgres { .. } => {
+            let mut connection = sqlx::PgConnection::connect(&database.url()).await.unwrap();
+            let rows = sqlx::query(query).fetch_all(&mut connection).await.unwrap();
+            rows.iter()
+                .map(|row| {
+                    (
+                        row.get::<String, _>("id"),
+                        row.get::<String, _>("status"),
+                        row.get::<i64, _>("completed_at"),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    rows.into_iter()
+        .map(|(id, status, completed_at_ms)| {
+            (
+                id,
+                Finished {
+                    status,
+                    completed_at_ms,
+                },
+            )
+        })
+        .collect()
+}
+
+/// PostgreSQL's count of rows written (inserted, updated, deleted) in the
+/// database so far.
+async fn postgres_rows_written(database: &Database) -> Option<i64> {
+    let Database::Postgres { .. } = database else {
+        return None;
+    };
+    let mut connection = sqlx::PgConnection::connect(&database.url()).await.ok()?;
+    sqlx::query_scalar::<_, i64>(
+        "SELECT (tup_inserted + tup_updated + tup_deleted)::BIGINT FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&mut connection)
+    .await
+    .ok()
+}
+
+fn percentile(values: &mut [f64], fraction: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let index = ((values.len() as f64 * fraction).ceil() as usize).clamp(1, values.len());
+    values[index - 1]
+}
+
+fn summary(label: &str, mut values: Vec<f64>) {
+    let count = values.len();
+    let (p50, p99) = (percentile(&mut values, 0.50), percentile(&mut values, 0.99));
+    let max = values.last().copied().unwrap_or(f64::NAN);
+    println!("{label:<58} n={count:<5} p50 {p50:>8.2} s  p99 {p99:>8.2} s  max {max:>8.2} s");
+}
+
+async fn scrape_provider_metrics(client: &reqwest::Client, nodes: &[Node]) {
+    for (index, node) in nodes.iter().enumerate() {
+        let Ok(response) = client.get(&node.metrics_url).send().await else {
+            continue;
+        };
+        let text = response.text().await.unwrap_or_default();
+        for line in text.lines().filter(|line| {
+            !line.starts_with('#')
+                && (line.contains("provider_budget")
+                    || line.contains("provider_rate_limited")
+                    || line.contains("poll_interval")
+                    || line.contains("provider_jobs_in_flight")
+                    || line.contains("queue_oldest_wait"))
+        }) {
+            println!("  node {index} metric: {line}");
+        }
+    }
+}
+
+async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
+    let webhooks = scenario != "polling";
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.queue_for = Duration::from_secs(2);
+        switches.run_for = Duration::from_secs(scale.run_seconds);
+        switches.drop_webhooks = !webhooks;
+        switches.reuse_outputs = true;
+        switches.replicate_limits = Some(REPLICATE_DOCUMENTED);
+    });
+    let directory = tempfile::tempdir().unwrap();
+    let backends = backends_file(&fake, directory.path());
+    let postgres_server = std::env::var("VIDGATE_BENCH_POSTGRES_URL").ok();
+    let redis_url = std::env::var("VIDGATE_BENCH_REDIS_URL").ok();
+    let (database, admin_database, node_count) = if scenario == "postgres" {
+        let Some(server) = postgres_server else {
+            println!(
+                "== postgres skipped: set VIDGATE_BENCH_POSTGRES_URL and VIDGATE_BENCH_REDIS_URL"
+            );
+            return;
+        };
+        let name = format!("vidgate_load_{}", std::process::id());
+        let mut connection = sqlx::PgConnection::connect(&server).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut connection)
+            .await
+            .unwrap();
+        let database = Database::Postgres { server, name };
+        let url = database.url();
+        (database, vec!["--database-url".to_owned(), url], 2)
+    } else {
+        let data_dir = directory.path().join("data");
+        let database = Database::Sqlite(data_dir.join("vidgate.sqlite"));
+        (
+            database,
+            vec!["--data-dir".to_owned(), data_dir.display().to_string()],
+            1,
+        )
+    };
+    let node_redis = if scenario == "postgres" {
+        redis_url.as_deref()
+    } else {
+        None
+    };
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(SUBMIT_CONCURRENCY)
+        .build()
+        .unwrap();
+    let mut nodes: Vec<Node> = (0..node_count)
+        .map(|index| {
+            start_node(
+                &binary,
+                directory.path(),
+                &format!("node{index}"),
+                &admin_database,
+                &backends,
+                node_redis,
+            )
+        })
+        .collect();
+    for node in &mut nodes {
+        wait_until_ready(&client, node).await;
+    }
+    let mut deployment = Deployment {
+        binary,
+        nodes: Vec::new(),
+        admin_database,
+        database,
+        _directory: directory,
+    };
+    let keys = create_accounts(&deployment, scale);
+    deployment.nodes = nodes;
+    println!(
+        "== {scenario}: {} generations across {} accounts (one submits {}), queued 2 s and run {} s at the fake Replicate, webhooks {}, {} node(s)",
+        scale.jobs,
+        scale.accounts,
+        scale.big_account_jobs,
+        scale.run_seconds,
+        if webhooks { "on" } else { "off" },
+        deployment.nodes.len(),
+    );
+
+    let pids: Vec<u32> = deployment
+        .nodes
+        .iter()
+        .map(|node| node.child.id())
+        .collect();
+    let cpu_before: Vec<u64> = pids.iter().map(|pid| cpu_ticks(*pid)).collect();
+    let written_before: Vec<u64> = pids.iter().map(|pid| written_bytes(*pid)).collect();
+    let rows_before = postgres_rows_written(&deployment.database).await;
+    let started = Instant::now();
+    let api_bases: Vec<String> = deployment
+        .nodes
+        .iter()
+        .map(|node| node.api_base.clone())
+        .collect();
+    let submitted = submit_all(&client, &api_bases, &keys, &submit_plan(scale)).await;
+    println!("submitting took {:.1} s", started.elapsed().as_secs_f64());
+    let mut statuses: HashMap<u16, usize> = HashMap::new();
+    for submit in &submitted {
+        *statuses.entry(submit.status).or_default() += 1;
+    }
+    println!("submit answers: {statuses:?}");
+
+    // Until every accepted generation is final, or far past when it
+    // should have been.
+    let accepted: Vec<&Submitted> = submitted
+        .iter()
+        .filter(|submit| submit.generation_id.is_some())
+        .collect();
+    let give_up = Duration::from_secs(scale.run_seconds + 60 + (scale.jobs as u64 / 10) * 2);
+    let generations = loop {
+        let generations = read_generations(&deployment.database).await;
+        let unfinished = accepted
+            .iter()
+            .filter(|submit| {
+                let id = submit.generation_id.as_deref().unwrap();
+                !generations.get(id).is_some_and(|finished| {
+                    matches!(
+                        finished.status.as_str(),
+                        "succeeded" | "failed" | "canceled"
+                    )
+                })
+            })
+            .count();
+        if unfinished == 0 || started.elapsed() > give_up {
+            if unfinished > 0 {
+                println!(
+                    "GAVE UP with {unfinished} generations unfinished after {:.0} s",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            break generations;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu_seconds: Vec<f64> = pids
+        .iter()
+        .zip(&cpu_before)
+        .map(|(pid, before)| (cpu_ticks(*pid) - before) as f64 / 100.0)
+        .collect();
+    let peak_mib: Vec<f64> = pids
+        .iter()
+        .map(|pid| peak_resident_kib(*pid) as f64 / 1024.0)
+        .collect();
+    let written_mib: Vec<f64> = pids
+        .iter()
+        .zip(&written_before)
+        .map(|(pid, before)| (written_bytes(*pid) - before) as f64 / 1048576.0)
+        .collect();
+    let rows_after = postgres_rows_written(&deployment.database).await;
+
+    let mut outcomes: HashMap<&str, usize> = HashMap::new();
+    for submit in &accepted {
+        let status = generations
+            .get(submit.generation_id.as_deref().unwrap())
+            .map_or("missing", |finished| finished.status.as_str());
+        *outcomes.entry(status).or_default() += 1;
+    }
+    println!("generation outcomes: {outcomes:?} in {elapsed:.0} s");
+
+    // Provider jobs per generation: the fake's jobs carry the webhook URL,
+    // whose route names the generation.
+    let jobs = fake.jobs();
+    let mut jobs_per_generation: HashMap<String, usize> = HashMap::new();
+    let mut provider_job_of: HashMap<String, &fake_providers::FakeJob> = HashMap::new();
+    for job in &jobs {
+        let Some(generation) = job
+            .webhook_url
+            .as_deref()
+            .and_then(|url| url.rsplit('/').next())
+        else {
+            continue;
+        };
+        *jobs_per_generation
+            .entry(generation.to_owned())
+            .or_default() += 1;
+        provider_job_of.insert(generation.to_owned(), job);
+    }
+    let more_than_one = jobs_per_generation
+        .values()
+        .filter(|count| **count > 1)
+        .count();
+    println!(
+        "provider jobs: {} for {} accepted generations; generations with more than one: {more_than_one}",
+        jobs.len(),
+        accepted.len()
+    );
+
+    // The fake counts Replicate's calls per class in one-minute windows.
+    let (mut creates, mut others, mut refused) = (0u64, 0u64, 0u64);
+    let (mut busiest_creates, mut busiest_others) = (0u32, 0u32);
+    for (class, _window, calls) in fake.calls_by_window(Provider::Replicate) {
+        refused += u64::from(calls.refused);
+        match class {
+            CallClass::Creates => {
+                creates += u64::from(calls.made());
+                busiest_creates = busiest_creates.max(calls.made());
+            }
+            CallClass::Others => {
+                others += u64::from(calls.made());
+                busiest_others = busiest_others.max(calls.made());
+            }
+        }
+    }
+    println!(
+        "provider calls: {creates} creates, {others} others, {refused} answered 429 ({:.2} %); busiest minute made {busiest_creates} creates (limit {}), {busiest_others} others (limit {})",
+        100.0 * refused as f64 / (creates + others).max(1) as f64,
+        REPLICATE_DOCUMENTED.creates_per_minute,
+        REPLICATE_DOCUMENTED.others_per_minute,
+    );
+
+    let mut lag = Vec::new();
+    let mut small_to_provider = Vec::new();
+    let mut big_to_provider = Vec::new();
+    for submit in &accepted {
+        let id = submit.generation_id.as_deref().unwrap();
+        let Some(job) = provider_job_of.get(id) else {
+            continue;
+        };
+        if let (Some(provider_done), Some(finished)) = (job.completed_at, generations.get(id))
+            && finished.completed_at_ms > 0
+        {
+            lag.push(finished.completed_at_ms as f64 / 1000.0 - provider_done);
+        }
+        let to_provider = job.created_at - submit.submitted_at;
+        if submit.account == 0 {
+            big_to_provider.push(to_provider);
+        } else {
+            small_to_provider.push(to_provider);
+        }
+    }
+    summary("provider finished → generation finished", lag);
+    summary(
+        "submit → at the provider, small accounts",
+        small_to_provider,
+    );
+    summary("submit → at the provider, the big account", big_to_provider);
+    for index in 0..pids.len() {
+        println!(
+            "node {index}: CPU {:.1} s ({:.1} % of one core), peak RSS {:.0} MiB, written to storage {:.1} MiB ({:.2} MiB/s)",
+            cpu_seconds[index],
+            100.0 * cpu_seconds[index] / elapsed,
+            peak_mib[index],
+            written_mib[index],
+            written_mib[index] / elapsed,
+        );
+    }
+    if let (Some(before), Some(after)) = (rows_before, rows_after) {
+        println!(
+            "PostgreSQL rows written: {} ({:.0} a second)",
+            after - before,
+            (after - before) as f64 / elapsed
+        );
+    }
+    scrape_provider_metrics(&client, &deployment.nodes).await;
+
+    let nodes = std::mem::take(&mut deployment.nodes);
+    drop(nodes);
+    if let Database::Postgres { server, name } = &deployment.database {
+        let mut connection = sqlx::PgConnection::connect(server).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&mut connection)
+        .await
+        .ok();
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let Some(binary) = server_binary() else {
+        println!("provider_load skipped: no server binary (build it, or set VIDGATE_BENCH_BINARY)");
+        return;
+    };
+    let scale = Scale::from_environment();
+    // `cargo bench` passes `--bench`; the scenarios are the other words.
+    let asked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|word| !word.starts_with("--"))
+        .collect();
+    let scenarios: Vec<&str> = if asked.is_empty() {
+        vec!["webhooks", "polling", "postgres"]
+    } else {
+        asked.iter().map(String::as_str).collect()
+    };
+    for scenario in scenarios {
+        run(scenario, binary.clone(), &scale).await;
+    }
+}

@@ -1,0 +1,1018 @@
+//! The request budget of each hosted provider and credential: every call
+//! vidgate makes to a provider (a create, a state read, a list, a cancel,
+//! the output download) takes a token of its class first, `creates` for
+//! the calls that create jobs and `others` for the rest, because Replicate
+//! limits the two apart.
+//!
+//! Defaults are the providers' documented limits. Replicate: "create
+//! predictions at 600 requests per minute; all other endpoints 3000/min",
+//! short bursts allowed (https://replicate.com/docs/topics/predictions/rate-limits,
+//! quoted in /work/shared/UPSTREAMS.md, "Rate limits"). fal documents no
+//! per-minute limit on its queue, only a concurrency per account (2 to 40
+//! jobs running, the rest wait in fal's queue and are never refused:
+//! https://fal.ai/docs/documentation/model-apis/concurrency-limits). fal's
+//! budget is a per-minute ceiling of vidgate's own (the same figures as
+//! Replicate's, so that vidgate's polling of thousands of jobs cannot flood
+//! it), and an optional ceiling of jobs in flight (`max_in_flight`): set to
+//! the account's concurrency, jobs beyond it wait in vidgate's queue, where
+//! they are fair across accounts and cancelable for free, instead of in
+//! fal's.
+//!
+//! A call never fails for want of budget: it waits for its token. Waiting
+//! calls of a class are served earliest-due first (a heap per class), so
+//! that when thousands of jobs are followed without webhooks each job's
+//! poll interval grows with the number in flight instead of overrunning
+//! the provider. A 429 from the provider pauses the class for the time the
+//! provider asked (`Retry-After`, `ratelimit-reset`; `DEFAULT_PAUSE`
+//! otherwise) and halves its rate for `SLOWED_FOR`.
+//!
+//! The tokens are the node rate limiter's buckets (`rate_limit.rs`): with
+//! Redis one bucket per provider, credential and class shared by every
+//! node (the same GCRA script as the API rate limit); without Redis, or
+//! while Redis cannot be reached, each node's own bucket at its share of
+//! the limits (`nodes` in the backends file divides them). A bucket holds
+//! `burst` tokens and refills at `per_minute - burst` a minute, so that no
+//! 60-second window ever sees more than `per_minute` calls.
+
+use std::cmp::{Ordering as Order, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+use sha2::Digest;
+use tokio::sync::{Notify, oneshot};
+
+use super::provider::{
+    CancelOutcome, JobDeadlines, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
+    VerifiedWebhook, WebhookError,
+};
+
+use super::hosted_config::BudgetConfig;
+use crate::metrics::Metrics;
+use crate::rate_limit::CallerRateLimiter;
+
+/// The two classes of calls a provider limits apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallClass {
+    /// Calls that create a job.
+    Creates,
+    /// Every other call: state reads, lists, cancels, output downloads.
+    Others,
+}
+
+impl CallClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallClass::Creates => "creates",
+            CallClass::Others => "others",
+        }
+    }
+}
+
+/// When a waiting call should be served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallPriority {
+    /// Before any call that is merely due: a read a verified webhook asked
+    /// for, which finishes a job.
+    Urgent,
+    /// In order of the instant it became due.
+    Due(Instant),
+}
+
+impl CallPriority {
+    pub fn now() -> CallPriority {
+        CallPriority::Due(Instant::now())
+    }
+}
+
+/// Replicate's documented limits, the default of every provider (fal's
+/// being vidgate's own ceiling, as fal documents none per minute).
+pub const DOCUMENTED_CREATES_PER_MINUTE: u32 = 600;
+pub const DOCUMENTED_OTHERS_PER_MINUTE: u32 = 3000;
+
+/// How long a class pauses after a 429 that did not say how long.
+pub const DEFAULT_PAUSE: Duration = Duration::from_secs(5);
+/// The longest pause a 429 can ask for: a provider's wait beyond it is
+/// taken as this, and the call asks again.
+const LONGEST_PAUSE: Duration = Duration::from_secs(120);
+/// How long a class runs at half its rate after a 429.
+pub const SLOWED_FOR: Duration = Duration::from_secs(60);
+/// How much slower a class runs after a 429.
+const SLOWDOWN_FACTOR: u32 = 2;
+
+/// One class's limit: calls per minute, of which `burst` may come at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassLimit {
+    pub per_minute: u32,
+    pub burst: u32,
+}
+
+impl ClassLimit {
+    /// The bucket that keeps every 60-second window within `per_minute`
+    /// calls when `nodes` share it equally (one for a bucket in Redis):
+    /// the refill interval and the capacity.
+    fn bucket(&self, nodes: u32) -> (Duration, u32) {
+        let nodes = nodes.max(1);
+        let burst = (self.burst / nodes).max(1);
+        let refilled_per_minute = (self.per_minute / nodes).saturating_sub(burst).max(1);
+        (Duration::from_secs(60) / refilled_per_minute, burst)
+    }
+}
+
+/// A provider credential's limits, resolved from the provider's defaults
+/// and the backends file's `budget`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetLimits {
+    pub creates: ClassLimit,
+    pub others: ClassLimit,
+    /// Jobs of this credential a node runs at once, if limited.
+    pub max_in_flight: Option<u32>,
+    /// How many nodes share the limits when there is no Redis: each takes
+    /// an equal share.
+    pub nodes: u32,
+}
+
+impl BudgetLimits {
+    /// The documented defaults (see the module's comment), with
+    /// the backends file's overrides, checked.
+    pub fn resolve(config: &BudgetConfig) -> Result<BudgetLimits, String> {
+        let creates_per_minute = config
+            .creates_per_minute
+            .unwrap_or(DOCUMENTED_CREATES_PER_MINUTE);
+        let others_per_minute = config
+            .others_per_minute
+            .unwrap_or(DOCUMENTED_OTHERS_PER_MINUTE);
+        let class = |name: &str, per_minute: u32, burst: Option<u32>| {
+            if per_minute < 2 {
+                return Err(format!("budget: {name}_per_minute must be at least 2"));
+            }
+            // A twentieth of the minute's calls may come at once by default:
+            // Replicate allows "short bursts" without saying how long.
+            let burst = burst.unwrap_or((per_minute / 20).max(1));
+            if burst == 0 || burst >= per_minute {
+                return Err(format!(
+                    "budget: {name}_burst must be at least 1 and less than {name}_per_minute ({per_minute})"
+                ));
+            }
+            Ok(ClassLimit { per_minute, burst })
+        };
+        let limits = BudgetLimits {
+            creates: class("creates", creates_per_minute, config.creates_burst)?,
+            others: class("others", others_per_minute, config.others_burst)?,
+            max_in_flight: config.max_in_flight,
+            nodes: config.nodes.unwrap_or(1),
+        };
+        if limits.max_in_flight == Some(0) {
+            return Err("budget: max_in_flight must be at least 1".into());
+        }
+        if limits.nodes == 0 {
+            return Err("budget: nodes must be at least 1".into());
+        }
+        Ok(limits)
+    }
+
+    fn class(&self, class: CallClass) -> ClassLimit {
+        match class {
+            CallClass::Creates => self.creates,
+            CallClass::Others => self.others,
+        }
+    }
+}
+
+/// The budgets of every provider credential this node calls, shared by
+/// all the hosted backends that use one.
+pub struct ProviderBudgets {
+    by_key: Mutex<HashMap<String, Arc<ProviderBudget>>>,
+    shared: Arc<SharedParts>,
+}
+
+/// What the server attaches at start: the node's rate limiter (in Redis
+/// when configured) and its metrics.
+struct SharedParts {
+    limiter: Mutex<Arc<CallerRateLimiter>>,
+    metrics: Mutex<Option<Arc<Metrics>>>,
+}
+
+impl Default for ProviderBudgets {
+    fn default() -> ProviderBudgets {
+        ProviderBudgets {
+            by_key: Mutex::default(),
+            shared: Arc::new(SharedParts {
+                limiter: Mutex::new(Arc::new(CallerRateLimiter::local())),
+                metrics: Mutex::new(None),
+            }),
+        }
+    }
+}
+
+impl ProviderBudgets {
+    /// Hands over, at server start, the node's rate limiter, whose buckets
+    /// (in Redis when configured) hold the budgets' tokens, and its metrics.
+    pub fn attach(&self, limiter: Arc<CallerRateLimiter>, metrics: Arc<Metrics>) {
+        *lock(&self.shared.limiter) = limiter;
+        *lock(&self.shared.metrics) = Some(metrics.clone());
+        for budget in lock(&self.by_key).values() {
+            budget.report_limits();
+        }
+    }
+
+    /// The budget of `provider` with `credential` (named `credential_env`
+    /// in logs and metrics), created on first use with `limits`. Every model
+    /// of one provider and credential shares it, so two that give it
+    /// different limits are refused.
+    pub fn budget(
+        &self,
+        provider: &'static str,
+        credential_env: &str,
+        credential: &str,
+        limits: BudgetLimits,
+        explicit: bool,
+    ) -> Result<Arc<ProviderBudget>, String> {
+        let fingerprint = hex(&sha2::Sha256::digest(credential.as_bytes())[..8]);
+        let key = format!("provider-budget:{provider}:{fingerprint}");
+        let mut by_key = lock(&self.by_key);
+        if let Some(budget) = by_key.get(&key) {
+            let mut settings = lock(&budget.settings);
+            if explicit {
+                if settings.explicit && settings.limits != limits {
+                    return Err(format!(
+                        "budget: another model of {provider} with the same credential gives it another budget; give every such model the same one (or only one of them)"
+                    ));
+                }
+                settings.limits = limits;
+                settings.explicit = true;
+                drop(settings);
+                budget.report_limits();
+            }
+            return Ok(budget.clone());
+        }
+        let budget = Arc::new(ProviderBudget {
+            provider,
+            credential_env: credential_env.to_owned(),
+            key: key.clone(),
+            settings: Mutex::new(BudgetSettings { limits, explicit }),
+            creates: ClassQueue::default(),
+            others: ClassQueue::default(),
+            in_flight: AtomicU64::new(0),
+            shared: self.shared.clone(),
+        });
+        by_key.insert(key, budget.clone());
+        Ok(budget)
+    }
+
+    /// Every budget, for reports.
+    pub fn all(&self) -> Vec<Arc<ProviderBudget>> {
+        lock(&self.by_key).values().cloned().collect()
+    }
+}
+
+struct BudgetSettings {
+    limits: BudgetLimits,
+    /// Whether the backends file gave the limits (not the defaults).
+    explicit: bool,
+}
+
+/// One provider credential's budget.
+pub struct ProviderBudget {
+    provider: &'static str,
+    credential_env: String,
+    /// The bucket keys' prefix: the provider and a fingerprint of the
+    /// credential, never the credential.
+    key: String,
+    settings: Mutex<BudgetSettings>,
+    creates: ClassQueue,
+    others: ClassQueue,
+    in_flight: AtomicU64,
+    shared: Arc<SharedParts>,
+}
+
+/// The calls of one class waiting for their tokens, and what the provider
+/// last told us about the class.
+#[derive(Default)]
+struct ClassQueue {
+    state: Mutex<ClassState>,
+    /// Wakes the dispatcher: a call joined, or the class was paused.
+    changed: Notify,
+}
+
+#[derive(Default)]
+struct ClassState {
+    waiting: BinaryHeap<Reverse<Waiter>>,
+    next_sequence: u64,
+    /// Whether a task hands out this class's tokens now.
+    dispatching: bool,
+    paused_until: Option<Instant>,
+    slowed_until: Option<Instant>,
+    last_granted: Option<Instant>,
+    /// Tokens left in the bucket at the last take.
+    remaining: Option<u32>,
+}
+
+struct Waiter {
+    urgent: bool,
+    due: Instant,
+    sequence: u64,
+    grant: oneshot::Sender<()>,
+}
+
+impl Waiter {
+    fn rank(&self) -> (bool, Instant, u64) {
+        (!self.urgent, self.due, self.sequence)
+    }
+}
+
+impl PartialEq for Waiter {
+    fn eq(&self, other: &Waiter) -> bool {
+        self.rank() == other.rank()
+    }
+}
+impl Eq for Waiter {}
+impl PartialOrd for Waiter {
+    fn partial_cmp(&self, other: &Waiter) -> Option<Order> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Waiter {
+    fn cmp(&self, other: &Waiter) -> Order {
+        self.rank().cmp(&other.rank())
+    }
+}
+
+/// What `vidgate admin providers` and the metrics show of a budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetReport {
+    pub provider: &'static str,
+    pub credential_env: String,
+    pub limits: BudgetLimits,
+    pub creates_remaining: Option<u32>,
+    pub others_remaining: Option<u32>,
+    pub creates_waiting: usize,
+    pub others_waiting: usize,
+    pub jobs_in_flight: u64,
+}
+
+impl ProviderBudget {
+    fn queue(&self, class: CallClass) -> &ClassQueue {
+        match class {
+            CallClass::Creates => &self.creates,
+            CallClass::Others => &self.others,
+        }
+    }
+
+    pub fn limits(&self) -> BudgetLimits {
+        lock(&self.settings).limits
+    }
+
+    fn metrics(&self) -> Option<Arc<Metrics>> {
+        lock(&self.shared.metrics).clone()
+    }
+
+    /// Waits until a call of `class` may be made: its turn among the
+    /// waiting calls (by `priority`), the end of a pause a 429 asked for,
+    /// and a token of the budget.
+    pub async fn acquire(self: &Arc<Self>, class: CallClass, priority: CallPriority) {
+        let (grant, granted) = oneshot::channel();
+        let queue = self.queue(class);
+        let start_dispatcher = {
+            let mut state = lock(&queue.state);
+            let sequence = state.next_sequence;
+            state.next_sequence += 1;
+            let (urgent, due) = match priority {
+                CallPriority::Urgent => (true, Instant::now()),
+                CallPriority::Due(due) => (false, due),
+            };
+            state.waiting.push(Reverse(Waiter {
+                urgent,
+                due,
+                sequence,
+                grant,
+            }));
+            !std::mem::replace(&mut state.dispatching, true)
+        };
+        self.report_waiting(class);
+        if start_dispatcher {
+            tokio::spawn(dispatch(self.clone(), class));
+        } else {
+            queue.changed.notify_one();
+        }
+        // The dispatcher ends only with the runtime; a call then goes ahead
+        // rather than wait forever.
+        let _ = granted.await;
+    }
+
+    /// A 429 from the provider for a call of `class`: the class pauses for
+    /// `asked` (or `DEFAULT_PAUSE`) and runs at a reduced rate for
+    /// `SLOWED_FOR`. It never fails a job: the call that got it waits and
+    /// asks again.
+    pub fn rate_limited(&self, class: CallClass, asked: Option<Duration>) {
+        let pause = asked.unwrap_or(DEFAULT_PAUSE).min(LONGEST_PAUSE);
+        let now = Instant::now();
+        {
+            let mut state = lock(&self.queue(class).state);
+            let until = now + pause;
+            state.paused_until = Some(state.paused_until.map_or(until, |paused| paused.max(until)));
+            state.slowed_until = Some(now + pause + SLOWED_FOR);
+        }
+        self.queue(class).changed.notify_one();
+        tracing::info!(
+            provider = self.provider,
+            class = class.as_str(),
+            pause_ms = pause.as_millis() as u64,
+            "the provider asked us to slow down"
+        );
+        if let Some(metrics) = self.metrics() {
+            metrics.record_provider_rate_limited(
+                self.provider,
+                &self.credential_env,
+                class.as_str(),
+            );
+        }
+    }
+
+    /// Whether a job's create could go out soon: no pause, fewer creates
+    /// waiting than tokens left, and room under `max_in_flight`. A hint
+    /// for the claim loop, which then leaves jobs queued; the create still
+    /// waits for its own token, as another node may take it first.
+    pub fn create_ready(&self) -> bool {
+        let limits = self.limits();
+        if limits
+            .max_in_flight
+            .is_some_and(|most| self.in_flight.load(Ordering::SeqCst) >= u64::from(most))
+        {
+            return false;
+        }
+        let state = lock(&self.creates.state);
+        if state
+            .paused_until
+            .is_some_and(|paused| paused > Instant::now())
+        {
+            return false;
+        }
+        let tokens = state.remaining.unwrap_or(limits.creates.burst).max(1);
+        state.waiting.len() < tokens as usize
+    }
+
+    /// Counts a job of this credential in flight until the guard drops.
+    pub fn job_in_flight(self: &Arc<Self>) -> InFlight {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.report_in_flight(now);
+        InFlight {
+            budget: self.clone(),
+        }
+    }
+
+    /// The time between two state reads of one job, for the metrics.
+    pub fn record_poll_interval(&self, with_webhooks: bool, interval: Duration) {
+        if let Some(metrics) = self.metrics() {
+            metrics.record_provider_poll_interval(self.provider, with_webhooks, interval);
+        }
+    }
+
+    pub fn report(&self) -> BudgetReport {
+        let (creates_remaining, creates_waiting) = {
+            let state = lock(&self.creates.state);
+            (state.remaining, state.waiting.len())
+        };
+        let (others_remaining, others_waiting) = {
+            let state = lock(&self.others.state);
+            (state.remaining, state.waiting.len())
+        };
+        BudgetReport {
+            provider: self.provider,
+            credential_env: self.credential_env.clone(),
+            limits: self.limits(),
+            creates_remaining,
+            others_remaining,
+            creates_waiting,
+            others_waiting,
+            jobs_in_flight: self.in_flight.load(Ordering::SeqCst),
+        }
+    }
+
+    fn report_limits(&self) {
+        let Some(metrics) = self.metrics() else {
+            return;
+        };
+        let limits = self.limits();
+        for class in [CallClass::Creates, CallClass::Others] {
+            metrics.set_provider_budget_limit(
+                self.provider,
+                &self.credential_env,
+                class.as_str(),
+                limits.class(class).per_minute,
+            );
+        }
+    }
+
+    fn report_waiting(&self, class: CallClass) {
+        if let Some(metrics) = self.metrics() {
+            let waiting = lock(&self.queue(class).state).waiting.len();
+            metrics.set_provider_budget_waiting(
+                self.provider,
+                &self.credential_env,
+                class.as_str(),
+                waiting,
+            );
+        }
+    }
+
+    fn report_in_flight(&self, in_flight: u64) {
+        if let Some(metrics) = self.metrics() {
+            metrics.set_provider_jobs_in_flight(self.provider, &self.credential_env, in_flight);
+        }
+    }
+
+    /// Takes one token of `class` from the bucket: shared through Redis at
+    /// the whole limit, or this node's at its share.
+    async fn take_token(&self, class: CallClass) -> crate::rate_limit::RateStatus {
+        let limits = self.limits();
+        let limit = limits.class(class);
+        let whole = limit.bucket(1);
+        let share = limit.bucket(limits.nodes);
+        let limiter = lock(&self.shared.limiter).clone();
+        limiter
+            .check_budget(&format!("{}:{}", self.key, class.as_str()), whole, share)
+            .await
+    }
+}
+
+/// A job counted in flight at its provider's budget.
+pub struct InFlight {
+    budget: Arc<ProviderBudget>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let now = self.budget.in_flight.fetch_sub(1, Ordering::SeqCst) - 1;
+        self.budget.report_in_flight(now);
+    }
+}
+
+/// Marks the class's dispatcher gone when its task ends, however it ends
+/// (a runtime shut down drops it), so that the next call starts another.
+struct Dispatching {
+    budget: Arc<ProviderBudget>,
+    class: CallClass,
+    /// False once the task itself marked the dispatcher gone.
+    armed: bool,
+}
+
+impl Drop for Dispatching {
+    fn drop(&mut self) {
+        if self.armed {
+            lock(&self.budget.queue(self.class).state).dispatching = false;
+        }
+    }
+}
+
+/// Hands out the tokens of one class of one budget to its waiting calls,
+/// earliest-due first, until none waits.
+async fn dispatch(budget: Arc<ProviderBudget>, class: CallClass) {
+    let mut guard = Dispatching {
+        budget: budget.clone(),
+        class,
+        armed: true,
+    };
+    let queue = budget.queue(class);
+    loop {
+        let not_before = {
+            let mut state = lock(&queue.state);
+            while state
+                .waiting
+                .peek()
+                .is_some_and(|Reverse(waiter)| waiter.grant.is_closed())
+            {
+                state.waiting.pop();
+            }
+            let Some(Reverse(head)) = state.waiting.peek() else {
+                // Ends while holding the lock, so a call that joins next
+                // sees no dispatcher and starts one.
+                state.dispatching = false;
+                guard.armed = false;
+                return;
+            };
+            let mut not_before = head.due;
+            if let Some(paused) = state.paused_until {
+                not_before = not_before.max(paused);
+            }
+            if let (Some(slowed), Some(last)) = (state.slowed_until, state.last_granted)
+                && slowed > Instant::now()
+            {
+                let (interval, _) = budget.limits().class(class).bucket(1);
+                not_before = not_before.max(last + interval * SLOWDOWN_FACTOR);
+            }
+            not_before
+        };
+        if not_before > Instant::now() {
+            tokio::select! {
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(not_before)) => {}
+                () = queue.changed.notified() => {}
+            }
+            continue;
+        }
+        let status = budget.take_token(class).await;
+        lock(&queue.state).remaining = Some(status.remaining);
+        if let Some(metrics) = budget.metrics() {
+            metrics.set_provider_budget_remaining(
+                budget.provider,
+                &budget.credential_env,
+                class.as_str(),
+                status.remaining,
+            );
+        }
+        if !status.allowed {
+            tokio::time::sleep(
+                status
+                    .reset
+                    .clamp(Duration::from_millis(1), Duration::from_secs(1)),
+            )
+            .await;
+            continue;
+        }
+        let granted = {
+            let mut state = lock(&queue.state);
+            let now = Instant::now();
+            let mut granted = false;
+            while let Some(Reverse(waiter)) = state.waiting.pop() {
+                if waiter.due > now && !waiter.urgent {
+                    // Only calls due later are left: the token is spent.
+                    state.waiting.push(Reverse(waiter));
+                    break;
+                }
+                if waiter.grant.send(()).is_ok() {
+                    granted = true;
+                    break;
+                }
+            }
+            state.last_granted = Some(now);
+            granted
+        };
+        budget.report_waiting(class);
+        if granted && let Some(metrics) = budget.metrics() {
+            metrics.record_provider_call(budget.provider, &budget.credential_env, class.as_str());
+        }
+    }
+}
+
+/// A provider's protocol whose every call takes its budget's token first,
+/// and whose 429s pause the call's class.
+pub struct BudgetedProtocol {
+    inner: Arc<dyn ProviderProtocol>,
+    budget: Arc<ProviderBudget>,
+}
+
+impl BudgetedProtocol {
+    pub fn new(inner: Arc<dyn ProviderProtocol>, budget: Arc<ProviderBudget>) -> BudgetedProtocol {
+        BudgetedProtocol { inner, budget }
+    }
+
+    pub fn budget(&self) -> &Arc<ProviderBudget> {
+        &self.budget
+    }
+
+    /// Reads job `job_id`'s state at its turn among the budget's waiting
+    /// reads (`priority`).
+    pub async fn state_at(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+        priority: CallPriority,
+    ) -> Result<ProviderJobState, ProviderError> {
+        self.budget.acquire(CallClass::Others, priority).await;
+        self.noting_rate_limits(CallClass::Others, self.inner.state(target, job_id).await)
+    }
+
+    fn noting_rate_limits<T>(
+        &self,
+        class: CallClass,
+        outcome: Result<T, ProviderError>,
+    ) -> Result<T, ProviderError> {
+        if let Err(ProviderError::RateLimited { retry_after, .. }) = &outcome {
+            self.budget.rate_limited(class, *retry_after);
+        }
+        outcome
+    }
+}
+
+#[async_trait]
+impl ProviderProtocol for BudgetedProtocol {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    async fn submit(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        webhook_url: Option<&str>,
+        deadlines: JobDeadlines,
+    ) -> Result<String, ProviderError> {
+        self.budget
+            .acquire(CallClass::Creates, CallPriority::now())
+            .await;
+        let submitted = self
+            .inner
+            .submit(target, input, webhook_url, deadlines)
+            .await;
+        self.noting_rate_limits(CallClass::Creates, submitted)
+    }
+
+    async fn state(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<ProviderJobState, ProviderError> {
+        self.state_at(target, job_id, CallPriority::now()).await
+    }
+
+    async fn cancel(
+        &self,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Result<CancelOutcome, ProviderError> {
+        // A cancel stops a job from being billed: ahead of the backstop reads.
+        self.budget
+            .acquire(CallClass::Others, CallPriority::Urgent)
+            .await;
+        let canceled = self.inner.cancel(target, job_id).await;
+        self.noting_rate_limits(CallClass::Others, canceled)
+    }
+
+    /// Verifying takes no token: its only call to the provider is the read
+    /// of the provider's keys, at most once per `WEBHOOK_KEYS_LIFETIME`
+    /// (and once per `WEBHOOK_KEYS_FAILURE_MEMORY` while it fails).
+    async fn verify_webhook(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<VerifiedWebhook, WebhookError> {
+        self.inner.verify_webhook(headers, body).await
+    }
+
+    async fn find_submitted(
+        &self,
+        target: &ProviderTarget,
+        input: &Value,
+        since: i64,
+    ) -> Result<Vec<String>, ProviderError> {
+        self.budget
+            .acquire(CallClass::Others, CallPriority::now())
+            .await;
+        let found = self.inner.find_submitted(target, input, since).await;
+        self.noting_rate_limits(CallClass::Others, found)
+    }
+
+    fn lists_unfinished_jobs(&self) -> bool {
+        self.inner.lists_unfinished_jobs()
+    }
+
+    fn start_deadline_is_ours(&self) -> bool {
+        self.inner.start_deadline_is_ours()
+    }
+
+    fn output_headers(&self, video_url: &str) -> HeaderMap {
+        self.inner.output_headers(video_url)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(creates: u32, creates_burst: u32) -> Arc<ProviderBudget> {
+        let limits = BudgetLimits {
+            creates: ClassLimit {
+                per_minute: creates,
+                burst: creates_burst,
+            },
+            others: ClassLimit {
+                per_minute: 3000,
+                burst: 150,
+            },
+            max_in_flight: None,
+            nodes: 1,
+        };
+        ProviderBudgets::default()
+            .budget(
+                "replicate",
+                "REPLICATE_API_TOKEN",
+                "r8_token",
+                limits,
+                false,
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn a_bucket_keeps_every_minute_within_the_limit_and_nodes_take_shares() {
+        let limit = ClassLimit {
+            per_minute: 600,
+            burst: 30,
+        };
+        // 30 at once, then 570 more over the minute: 600 in any minute.
+        assert_eq!(limit.bucket(1), (Duration::from_secs(60) / 570, 30));
+        // Three nodes without Redis: 10 at once and 190 more each.
+        assert_eq!(limit.bucket(3), (Duration::from_secs(60) / 190, 10));
+    }
+
+    #[test]
+    fn defaults_are_the_documented_limits_and_overrides_are_checked() {
+        let defaults = BudgetLimits::resolve(&BudgetConfig::default()).unwrap();
+        assert_eq!(defaults.creates.per_minute, 600);
+        assert_eq!(defaults.others.per_minute, 3000);
+        assert_eq!(defaults.nodes, 1);
+        let config = |text: &str| serde_json::from_str::<BudgetConfig>(text).unwrap();
+        for (text, expected) in [
+            (
+                r#"{"creates_per_minute": 1}"#,
+                "creates_per_minute must be at least 2",
+            ),
+            (
+                r#"{"others_per_minute": 100, "others_burst": 100}"#,
+                "others_burst must be",
+            ),
+            (r#"{"creates_burst": 0}"#, "creates_burst must be"),
+            (
+                r#"{"max_in_flight": 0}"#,
+                "max_in_flight must be at least 1",
+            ),
+            (r#"{"nodes": 0}"#, "nodes must be at least 1"),
+        ] {
+            let error = BudgetLimits::resolve(&config(text)).unwrap_err();
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+        let scaled = BudgetLimits::resolve(&config(
+            r#"{"creates_per_minute": 60, "creates_burst": 5, "nodes": 2}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            scaled.creates,
+            ClassLimit {
+                per_minute: 60,
+                burst: 5
+            }
+        );
+        assert_eq!(scaled.nodes, 2);
+    }
+
+    #[tokio::test]
+    async fn waiting_reads_are_served_earliest_due_first() {
+        let budget = budget(600, 30);
+        // An empty bucket of others: each read waits for the refill.
+        let limits = BudgetLimits {
+            others: ClassLimit {
+                per_minute: 1200,
+                burst: 1,
+            },
+            ..budget.limits()
+        };
+        lock(&budget.settings).limits = limits;
+        budget.acquire(CallClass::Others, CallPriority::now()).await;
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let base = Instant::now();
+        let mut tasks = Vec::new();
+        for (name, priority) in [
+            ("late", CallPriority::Due(base)),
+            ("early", CallPriority::Due(base - Duration::from_secs(5))),
+            ("webhook", CallPriority::Urgent),
+        ] {
+            let budget = budget.clone();
+            let served = served.clone();
+            tasks.push(tokio::spawn(async move {
+                budget.acquire(CallClass::Others, priority).await;
+                served.lock().unwrap().push(name);
+            }));
+            tokio::task::yield_now().await;
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(*served.lock().unwrap(), ["webhook", "early", "late"]);
+    }
+
+    #[tokio::test]
+    async fn a_rate_limit_pauses_the_class_and_stops_creates_being_ready() {
+        let budget = budget(600, 30);
+        assert!(budget.create_ready());
+        budget.rate_limited(CallClass::Creates, Some(Duration::from_millis(300)));
+        assert!(!budget.create_ready());
+        let started = Instant::now();
+        budget
+            .acquire(CallClass::Creates, CallPriority::now())
+            .await;
+        assert!(started.elapsed() >= Duration::from_millis(290));
+        // Reads are not paused by a 429 on creates.
+        let started = Instant::now();
+        budget.acquire(CallClass::Others, CallPriority::now()).await;
+        assert!(started.elapsed() < Duration::from_millis(200));
+        assert!(budget.create_ready());
+    }
+
+    #[tokio::test]
+    async fn jobs_in_flight_beyond_the_ceiling_keep_creates_waiting() {
+        let budget = budget(600, 30);
+        lock(&budget.settings).limits.max_in_flight = Some(2);
+        let first = budget.job_in_flight();
+        let _second = budget.job_in_flight();
+        assert!(!budget.create_ready());
+        drop(first);
+        assert!(budget.create_ready());
+    }
+
+    /// Two nodes with Redis take from one budget: together they get its
+    /// burst at once, not twice the burst; without Redis each takes its
+    /// share (`nodes`).
+    #[tokio::test]
+    async fn nodes_share_a_budget_through_redis_or_take_their_share_without() {
+        let limits = BudgetLimits {
+            creates: ClassLimit {
+                per_minute: 60,
+                burst: 4,
+            },
+            others: ClassLimit {
+                per_minute: 60,
+                burst: 4,
+            },
+            max_in_flight: None,
+            nodes: 2,
+        };
+        // A credential of its own per run, so that an earlier run's tokens
+        // in Redis do not count.
+        let credential = crate::ids::random_token(12);
+        let taken_at_once = |limiters: Vec<Arc<CallerRateLimiter>>| {
+            let credential = credential.clone();
+            async move {
+                let mut taken = 0;
+                for limiter in limiters {
+                    let budgets = ProviderBudgets::default();
+                    budgets.attach(limiter, Arc::new(Metrics::new()));
+                    let budget = budgets
+                        .budget(
+                            "replicate",
+                            "REPLICATE_API_TOKEN",
+                            &credential,
+                            limits,
+                            true,
+                        )
+                        .unwrap();
+                    for _ in 0..10 {
+                        if budget.take_token(CallClass::Creates).await.allowed {
+                            taken += 1;
+                        }
+                    }
+                }
+                taken
+            }
+        };
+        // Without Redis: two nodes, each its half of the burst.
+        let local = vec![
+            Arc::new(CallerRateLimiter::local()),
+            Arc::new(CallerRateLimiter::local()),
+        ];
+        assert_eq!(taken_at_once(local).await, 4);
+        let Ok(url) = std::env::var("VIDGATE_TEST_REDIS_URL") else {
+            eprintln!("VIDGATE_TEST_REDIS_URL is not set: the Redis half is skipped");
+            return;
+        };
+        let shared = vec![
+            Arc::new(CallerRateLimiter::shared(&url).await.unwrap()),
+            Arc::new(CallerRateLimiter::shared(&url).await.unwrap()),
+        ];
+        assert_eq!(taken_at_once(shared).await, 4);
+    }
+
+    #[test]
+    fn models_sharing_a_credential_share_one_budget_and_must_agree() {
+        let budgets = ProviderBudgets::default();
+        let limits = BudgetLimits::resolve(&BudgetConfig::default()).unwrap();
+        let other = BudgetLimits { nodes: 2, ..limits };
+        let first = budgets
+            .budget("replicate", "REPLICATE_API_TOKEN", "t", limits, true)
+            .unwrap();
+        let same = budgets
+            .budget("replicate", "REPLICATE_API_TOKEN", "t", other, false)
+            .unwrap();
+        assert!(Arc::ptr_eq(&first, &same));
+        assert!(
+            budgets
+                .budget("replicate", "REPLICATE_API_TOKEN", "t", other, true)
+                .is_err()
+        );
+        let another_credential = budgets
+            .budget("replicate", "OTHER_TOKEN", "u", other, true)
+            .unwrap();
+        assert!(!Arc::ptr_eq(&first, &another_credential));
+    }
+}
