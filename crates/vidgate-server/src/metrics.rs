@@ -5,11 +5,12 @@
 //!
 //! Counters and histograms are kept in the process and move where things
 //! happen; the gauges of state kept in the database (queue depth, money
-//! held, webhook deliveries pending, hosted providers' circuits) are read from the store when a scrape
+//! held, the longest waits by account, webhook deliveries pending, hosted providers' circuits) are read from the store when a scrape
 //! asks for them, so they are the same on every node and cost one query
 //! each per scrape. The series are served on their own listener
 //! (`--metrics-listen`, `http/metrics.rs`), never on the public port.
 
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -88,6 +89,25 @@ struct PollLabels {
     provider: String,
     webhooks: &'static str,
 }
+
+/// A backend kind (`fal`, `replicate`, `failover`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackendLabels {
+    backend: &'static str,
+}
+
+/// A place in a ranking, `1` first: a fixed few values, never an id.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RankLabels {
+    rank: &'static str,
+}
+
+/// The ranks of `vidgate_queue_oldest_wait_seconds`: the accounts that have
+/// waited longest, without saying which.
+const WAIT_RANKS: [&str; 5] = ["1", "2", "3", "4", "5"];
+
+/// How many accounts `vidgate_queue_oldest_wait_seconds` ranks.
+pub const WAITING_ACCOUNTS_RANKED: usize = WAIT_RANKS.len();
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
@@ -196,6 +216,8 @@ pub struct Metrics {
     rate_limit_refusals: Family<LimitLabels, Counter>,
     queue_depth: Family<StatusLabels, Gauge>,
     queue_wait: HistogramFamily<JobLabels>,
+    queue_oldest_wait: Family<RankLabels, Gauge<f64, AtomicU64>>,
+    hosted_jobs_in_flight: Family<BackendLabels, Gauge>,
     job_run: HistogramFamily<JobLabels>,
     job_outcomes: Family<JobOutcomeLabels, Counter>,
     rescued_jobs: Family<OutcomeLabels, Counter>,
@@ -241,6 +263,8 @@ impl Metrics {
             rate_limit_refusals: Family::default(),
             queue_depth: Family::default(),
             queue_wait: Family::new_with_constructor(job_buckets),
+            queue_oldest_wait: Family::default(),
+            hosted_jobs_in_flight: Family::default(),
             job_run: Family::new_with_constructor(job_buckets),
             job_outcomes: Family::default(),
             rescued_jobs: Family::default(),
@@ -285,6 +309,16 @@ impl Metrics {
             "vidgate_queue_wait_seconds",
             "Time from submit to a worker claiming the job, by model and backend",
             metrics.queue_wait.clone(),
+        );
+        registry.register(
+            "vidgate_queue_oldest_wait_seconds",
+            "How long the oldest queued job of each of the five accounts waiting longest has waited, by rank (1 is the longest; 0 when fewer accounts wait); read from the store at each scrape",
+            metrics.queue_oldest_wait.clone(),
+        );
+        registry.register(
+            "vidgate_hosted_jobs_in_flight",
+            "Jobs at hosted providers that this node's hosted pool follows now, by backend",
+            metrics.hosted_jobs_in_flight.clone(),
         );
         registry.register(
             "vidgate_job_run_seconds",
@@ -415,6 +449,20 @@ impl Metrics {
             .observe(waited.as_secs_f64());
     }
 
+    /// The hosted pool started following a job of a `backend` model.
+    pub fn hosted_job_started(&self, backend: &'static str) {
+        self.hosted_jobs_in_flight
+            .get_or_create(&BackendLabels { backend })
+            .inc();
+    }
+
+    /// The hosted pool is done with a job it started following.
+    pub fn hosted_job_ended(&self, backend: &'static str) {
+        self.hosted_jobs_in_flight
+            .get_or_create(&BackendLabels { backend })
+            .dec();
+    }
+
     /// A backend ran a job for `ran`, and the worker ended it so.
     pub fn record_job(
         &self,
@@ -475,13 +523,25 @@ impl Metrics {
             .inc();
     }
 
-    /// The store's state, read for this scrape.
+    /// The store's state, read for this scrape. `longest_waiting` holds
+    /// the submit times (Unix ms) of the oldest queued job of the accounts
+    /// that have waited longest, oldest first.
     pub fn set_store_state(
         &self,
         depth: &QueueDepth,
+        longest_waiting: &[i64],
         webhook_deliveries_pending: i64,
         providers: &[ProviderHealth],
     ) {
+        let now = crate::store::now_millis();
+        for (index, rank) in WAIT_RANKS.into_iter().enumerate() {
+            let waited_ms = longest_waiting
+                .get(index)
+                .map_or(0, |submitted| (now - submitted).max(0));
+            self.queue_oldest_wait
+                .get_or_create(&RankLabels { rank })
+                .set(waited_ms as f64 / 1000.0);
+        }
         self.queue_depth
             .get_or_create(&StatusLabels { status: "queued" })
             .set(depth.queued);
@@ -657,7 +717,8 @@ mod tests {
             node_id: "node".to_owned(),
             updated_at: 0,
         };
-        metrics.set_store_state(&QueueDepth::default(), 0, &[provider]);
+        metrics.hosted_job_started("fal");
+        metrics.set_store_state(&QueueDepth::default(), &[0], 0, &[provider]);
         metrics.record_provider_call("replicate", "REPLICATE_API_TOKEN", "creates");
         metrics.record_provider_rate_limited("replicate", "REPLICATE_API_TOKEN", "others");
         metrics.set_provider_budget_limit("replicate", "REPLICATE_API_TOKEN", "creates", 600);

@@ -158,6 +158,7 @@ impl ServerOptions {
             redis_url: None,
             queue: QueueSettings {
                 workers: 2,
+                hosted_jobs: 5_000,
                 lease: Duration::from_secs(30),
                 idle_poll: Duration::from_secs(1),
                 rescue_interval: Duration::from_secs(5),

@@ -1,21 +1,32 @@
-//! Workers and the lease rescuer. The generations table is the queue: a
-//! worker claims the oldest queued job in one short statement, runs the
-//! model's backend outside any transaction while a heartbeat extends its
-//! lease, and finishes with an update guarded by state and lease owner. A
-//! rescuer puts jobs whose lease expired (their worker died) back in the
-//! queue, or fails and refunds them after their last attempt.
+//! Workers, the hosted pool and the lease rescuer. The generations table is
+//! the queue: a claimer takes the queued job whose turn it is in one short
+//! statement (accounts take turns, see `store/queue.rs`), runs the model's
+//! backend outside any transaction while a heartbeat extends its lease, and
+//! finishes with an update guarded by state and lease owner. A rescuer puts
+//! jobs whose lease expired (their worker died) back in the queue, or fails
+//! and refunds them after their last attempt.
 //!
-//! Several nodes may run workers and rescuers on one PostgreSQL database:
-//! claims skip rows other nodes hold, every finish is guarded by the lease
-//! owner, and the rescuer's guarded updates make a second rescuer a no-op.
+//! Jobs are claimed by two kinds of claimer. The CPU workers (`workers`)
+//! run the jobs of models on the local engine or the operator's model
+//! servers, one job each. The hosted pool runs the jobs of models at hosted
+//! providers: following a provider's job costs a few requests and no CPU,
+//! so the pool runs up to `hosted_jobs` of them at once as tasks, and one
+//! heartbeat extends all their leases in one statement.
+//!
+//! Several nodes may run workers, pools and rescuers on one PostgreSQL
+//! database: claims skip rows other nodes hold, every finish is guarded by
+//! the lease owner, and the rescuer's guarded updates make a second rescuer
+//! a no-op.
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::RngExt;
 use serde_json::json;
-use tokio::sync::Notify;
-use tokio::task::JoinHandle;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use vidgate_core::{Catalog, Mode, ValidatedInput};
 
@@ -24,17 +35,56 @@ use crate::bound_media::{JobMedia, MediaBinding, MediaUrlSigner, release_generat
 use crate::health::QueueLiveness;
 use crate::metrics::{JobOutcome, Metrics};
 use crate::storage::Storage;
-use crate::store::{FailureDetail, Generation, Store, now_millis};
+use crate::store::{ClaimableModels, FailureDetail, Generation, Store, now_millis};
 
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
+    /// CPU workers: each runs one job of a model that is not at a hosted
+    /// provider at a time.
     pub workers: usize,
+    /// How many jobs of models at hosted providers the node's hosted pool
+    /// follows at once; 0 runs no pool, leaving such jobs to other nodes.
+    pub hosted_jobs: usize,
     /// How long a claimed job stays with its worker without a heartbeat.
     pub lease: Duration,
     /// How often an idle worker looks for work it was not told about (a
     /// missed announcement, or another process on SQLite).
     pub idle_poll: Duration,
     pub rescue_interval: Duration,
+}
+
+impl QueueSettings {
+    /// The claiming loops a node runs: its CPU workers and its hosted pool,
+    /// each of which readiness expects alive.
+    pub fn claiming_loops(&self) -> usize {
+        self.workers + usize::from(self.hosted_jobs > 0)
+    }
+}
+
+/// Wakes an idle claimer when a job is queued on this node: a CPU worker
+/// or the hosted pool, whichever takes the job's model, so that a worker
+/// woken for a job it does not take cannot leave the pool asleep.
+#[derive(Debug, Default)]
+pub struct QueueWakeup {
+    cpu_workers: Notify,
+    hosted_pool: Notify,
+}
+
+impl QueueWakeup {
+    /// A job was queued; `runs_at_provider` tells whose it is.
+    pub fn job_queued(&self, runs_at_provider: bool) {
+        if runs_at_provider {
+            self.hosted_pool.notify_one();
+        } else {
+            self.cpu_workers.notify_one();
+        }
+    }
+
+    /// Jobs of any models were put back in the queue.
+    fn jobs_requeued(&self) {
+        self.cpu_workers.notify_waiters();
+        self.hosted_pool.notify_waiters();
+    }
 }
 
 pub struct WorkerContext {
@@ -46,7 +96,7 @@ pub struct WorkerContext {
     /// Signs the URLs of a job's kept media for the model servers that
     /// fetch them.
     pub media_signer: MediaUrlSigner,
-    pub wakeup: Arc<Notify>,
+    pub wakeup: Arc<QueueWakeup>,
     pub settings: QueueSettings,
     /// Identifies this process in lease_owner columns.
     pub node_id: String,
@@ -55,35 +105,95 @@ pub struct WorkerContext {
     pub metrics: Arc<Metrics>,
 }
 
-/// Starts the workers and the rescuer; they stop when `shutdown` fires,
-/// handing their unfinished jobs back to the queue.
+/// Starts the CPU workers, the hosted pool and the rescuer; they stop when
+/// `shutdown` fires, handing their unfinished jobs back to the queue.
 pub fn spawn(context: Arc<WorkerContext>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
+    let hosted_models: Arc<[String]> = models_at_providers(&context).into();
     let mut tasks: Vec<JoinHandle<()>> = (0..context.settings.workers)
         .map(|index| {
             let worker_id = format!("{}/w{index}", context.node_id);
-            tokio::spawn(worker_loop(context.clone(), worker_id, shutdown.clone()))
+            tokio::spawn(worker_loop(
+                context.clone(),
+                worker_id,
+                hosted_models.clone(),
+                shutdown.clone(),
+            ))
         })
         .collect();
+    if context.settings.hosted_jobs > 0 {
+        let pool = Arc::new(HostedPool {
+            owner_prefix: format!("{}/hosted/", context.node_id),
+            claims: AtomicU64::new(0),
+            hosted_models,
+            in_flight: Mutex::default(),
+        });
+        tasks.push(tokio::spawn(hosted_pool_loop(
+            context.clone(),
+            pool,
+            shutdown.clone(),
+        )));
+    }
     tasks.push(tokio::spawn(rescue_loop(context, shutdown)));
     tasks
 }
 
-async fn worker_loop(context: Arc<WorkerContext>, worker_id: String, shutdown: CancellationToken) {
+/// The catalog models whose backend runs them at a hosted provider.
+fn models_at_providers(context: &WorkerContext) -> Vec<String> {
+    context
+        .catalog
+        .models()
+        .iter()
+        .filter(|model| {
+            context
+                .backends
+                .for_model(model)
+                .is_some_and(|backend| backend.runs_at_provider())
+        })
+        .map(|model| model.id.clone())
+        .collect()
+}
+
+/// A CPU worker: claims the jobs of every model but those at hosted
+/// providers, one at a time.
+async fn worker_loop(
+    context: Arc<WorkerContext>,
+    worker_id: String,
+    hosted_models: Arc<[String]>,
+    shutdown: CancellationToken,
+) {
     let _running = context.liveness.worker_running();
     while !shutdown.is_cancelled() {
         match context
             .store
-            .claim_next(&worker_id, context.settings.lease)
+            .claim_next_among(
+                &worker_id,
+                context.settings.lease,
+                ClaimableModels::AllBut(&hosted_models),
+            )
             .await
         {
-            Ok(Some(generation)) => run_claimed(&context, &worker_id, generation, &shutdown).await,
+            Ok(Some(generation)) => {
+                // The job stops when the process shuts down or when its
+                // lease is lost (another node rescued it), so a job never
+                // runs twice at once for long.
+                let job_cancel = shutdown.child_token();
+                let heartbeat = tokio::spawn(heartbeat(
+                    context.store.clone(),
+                    generation.id.clone(),
+                    worker_id.clone(),
+                    context.settings.lease,
+                    job_cancel.clone(),
+                ));
+                run_claimed(&context, &worker_id, generation, &job_cancel).await;
+                heartbeat.abort();
+            }
             Ok(None) => {
                 // A submit on this node wakes a worker at once; one on
                 // another node arrives through the store (PostgreSQL's
                 // NOTIFY), and the store's wait ends after `idle_poll` so
                 // that anything missed is still found by polling.
                 tokio::select! {
-                    _ = context.wakeup.notified() => {}
+                    _ = context.wakeup.cpu_workers.notified() => {}
                     _ = context.store.wait_for_work(context.settings.idle_poll) => {}
                     _ = shutdown.cancelled() => {}
                 }
@@ -99,6 +209,203 @@ async fn worker_loop(context: Arc<WorkerContext>, worker_id: String, shutdown: C
     }
 }
 
+/// The hosted pool of a node: the jobs of models at hosted providers that
+/// it follows, each under a lease owner of its own claim.
+///
+/// Each claim gets its own owner (`<node>/hosted/<n>`), not one owner for
+/// the pool: a job whose lease the pool lost (a stalled heartbeat) may be
+/// rescued and claimed again by the same pool while its first run still
+/// winds down, and the finish and hand-back guards (id and owner) must
+/// tell the two runs apart. The common prefix lets one statement extend
+/// every lease of the pool.
+struct HostedPool {
+    owner_prefix: String,
+    claims: AtomicU64,
+    hosted_models: Arc<[String]>,
+    /// The cancel token of each job in flight, by its claim's lease owner.
+    in_flight: Mutex<HashMap<String, CancellationToken>>,
+}
+
+impl HostedPool {
+    fn next_owner(&self) -> String {
+        let claim = self.claims.fetch_add(1, Ordering::Relaxed);
+        format!("{}{claim}", self.owner_prefix)
+    }
+
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+        // A panic while holding the map leaves it usable: every change to
+        // it is a single insert or remove.
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The hosted models whose jobs the pool may start now: those whose
+/// provider has a create to spare in its request budget (and room under
+/// its ceiling of jobs in flight). A model whose provider has none is left
+/// out, so that its jobs stay `queued`, and fairly ordered, in vidgate's
+/// queue rather than waiting at the provider's door as `running`.
+fn hosted_models_ready_to_create(context: &WorkerContext, pool: &HostedPool) -> Vec<String> {
+    pool.hosted_models
+        .iter()
+        .filter(|model_id| {
+            context
+                .catalog
+                .model(model_id)
+                .is_none_or(|model| context.backends.create_ready(model))
+        })
+        .cloned()
+        .collect()
+}
+
+/// How soon the pool looks again when no hosted model's provider has a
+/// create to spare: a budget refills continuously (Replicate's 600 a
+/// minute is one every 100 ms).
+const BUDGET_RECHECK: Duration = Duration::from_millis(100);
+
+async fn hosted_pool_loop(
+    context: Arc<WorkerContext>,
+    pool: Arc<HostedPool>,
+    shutdown: CancellationToken,
+) {
+    let _running = context.liveness.worker_running();
+    let slots = Arc::new(Semaphore::new(context.settings.hosted_jobs));
+    let mut jobs = JoinSet::new();
+    let heartbeat_stop = CancellationToken::new();
+    let heartbeat = tokio::spawn(pool_heartbeat(
+        context.clone(),
+        pool.clone(),
+        heartbeat_stop.clone(),
+    ));
+    while !shutdown.is_cancelled() {
+        // Finished jobs' tasks are collected as the pool goes, so that the
+        // set holds only the jobs in flight.
+        while jobs.try_join_next().is_some() {}
+        // A slot is taken before the claim, so that the pool never holds a
+        // job it has no room to run.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the pool's semaphore is never closed"),
+            _ = shutdown.cancelled() => break,
+        };
+        let models = hosted_models_ready_to_create(&context, &pool);
+        if models.is_empty() {
+            drop(slot);
+            tokio::select! {
+                _ = tokio::time::sleep(BUDGET_RECHECK) => {}
+                _ = shutdown.cancelled() => {}
+            }
+            continue;
+        }
+        let owner = pool.next_owner();
+        let claimed = context
+            .store
+            .claim_next_among(
+                &owner,
+                context.settings.lease,
+                ClaimableModels::Only(&models),
+            )
+            .await;
+        match claimed {
+            Ok(Some(generation)) => {
+                let job_cancel = shutdown.child_token();
+                pool.in_flight().insert(owner.clone(), job_cancel.clone());
+                let context = context.clone();
+                let pool = pool.clone();
+                jobs.spawn(async move {
+                    let provider_kind = backend_kind_of(&context, &generation.model);
+                    context.metrics.hosted_job_started(provider_kind);
+                    run_claimed(&context, &owner, generation, &job_cancel).await;
+                    context.metrics.hosted_job_ended(provider_kind);
+                    pool.in_flight().remove(&owner);
+                    drop(slot);
+                });
+            }
+            Ok(None) => {
+                drop(slot);
+                tokio::select! {
+                    _ = context.wakeup.hosted_pool.notified() => {}
+                    _ = context.store.wait_for_work(context.settings.idle_poll) => {}
+                    _ = shutdown.cancelled() => {}
+                }
+            }
+            Err(error) => {
+                drop(slot);
+                tracing::error!(pool = %pool.owner_prefix, error = %error, "claiming a hosted job failed");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = shutdown.cancelled() => {}
+                }
+            }
+        }
+    }
+    // Every job's token is a child of `shutdown`: each hands its job back
+    // to the queue, under a lease the heartbeat keeps until they are done.
+    while jobs.join_next().await.is_some() {}
+    heartbeat_stop.cancel();
+    let _ = heartbeat.await;
+}
+
+/// The backend kind of `model` (`fal`, `replicate`, `failover`), for the
+/// pool's gauge of jobs in flight; `none` for a model without a backend.
+fn backend_kind_of(context: &WorkerContext, model_id: &str) -> &'static str {
+    context
+        .catalog
+        .model(model_id)
+        .and_then(|model| context.backends.for_model(model))
+        .map_or("none", |backend| backend.kind())
+}
+
+/// Extends every lease of the pool in one statement per interval, and
+/// stops the jobs whose lease did not come back: the rescuer gave them to
+/// another claimer after the lease ran out.
+async fn pool_heartbeat(
+    context: Arc<WorkerContext>,
+    pool: Arc<HostedPool>,
+    stop: CancellationToken,
+) {
+    let lease = context.settings.lease;
+    let mut ticker = tokio::time::interval(lease / 3);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.cancelled() => return,
+        }
+        // The claims in flight before the statement: a claim made while it
+        // runs is not in its answer, and must not be taken for lost.
+        let claims_before: Vec<String> = pool.in_flight().keys().cloned().collect();
+        match context
+            .store
+            .extend_leases_by_prefix(&pool.owner_prefix, lease)
+            .await
+        {
+            Ok(extended) => {
+                let extended: HashSet<String> = extended.into_iter().collect();
+                let in_flight = pool.in_flight();
+                for owner in claims_before
+                    .iter()
+                    .filter(|owner| !extended.contains(*owner))
+                {
+                    // Also a job that has just finished but not yet left
+                    // the map, for which the cancel changes nothing: so
+                    // only a debug line here, and `run_claimed` warns of a
+                    // job that really lost its lease.
+                    if let Some(job_cancel) = in_flight.get(owner) {
+                        tracing::debug!(claim = %owner, "no lease for this claim; stopping its job");
+                        job_cancel.cancel();
+                    }
+                }
+            }
+            // A transient database error is retried on the next tick; the
+            // lease is long enough to survive a few misses.
+            Err(error) => {
+                tracing::error!(pool = %pool.owner_prefix, error = %error, "the hosted pool's heartbeat failed")
+            }
+        }
+    }
+}
+
 async fn rescue_loop(context: Arc<WorkerContext>, shutdown: CancellationToken) {
     loop {
         match context.store.rescue_expired_leases().await {
@@ -108,7 +415,7 @@ async fn rescue_loop(context: Arc<WorkerContext>, shutdown: CancellationToken) {
                     .record_rescue(report.requeued.len(), report.failed.len());
                 if !report.requeued.is_empty() || !report.failed.is_empty() {
                     tracing::warn!(requeued = ?report.requeued, failed = ?report.failed, "rescued jobs with expired leases");
-                    context.wakeup.notify_waiters();
+                    context.wakeup.jobs_requeued();
                 }
                 // A job failed after its last attempt is final, as one its
                 // worker failed: its kept media goes the same way. Only
@@ -169,11 +476,14 @@ fn job_for(
     })
 }
 
+/// Runs a claimed job to its end and records it. `job_cancel` stops the
+/// backend: it fires at shutdown, or when the claimer's heartbeat finds the
+/// lease lost.
 async fn run_claimed(
     context: &WorkerContext,
     worker_id: &str,
     generation: Generation,
-    shutdown: &CancellationToken,
+    job_cancel: &CancellationToken,
 ) {
     let generation_id = generation.id.clone();
     let fail = |code: &str, message: String| FailureDetail {
@@ -244,22 +554,11 @@ async fn run_claimed(
         Duration::from_millis(u64::try_from(waited).unwrap_or(0)),
     );
 
-    // The job stops when the process shuts down or when its lease is lost
-    // (another node rescued it), so a job never runs twice at once for long.
-    let job_cancel = shutdown.child_token();
-    let heartbeat = tokio::spawn(heartbeat(
-        context.store.clone(),
-        generation_id.clone(),
-        worker_id.to_owned(),
-        context.settings.lease,
-        job_cancel.clone(),
-    ));
     let seed = job.seed;
     tracing::info!(generation = %generation_id, worker = %worker_id, attempt = generation.attempts, "job started");
     let started = Instant::now();
     let result = backend.run(job, job_cancel.clone()).await;
     let ran = started.elapsed();
-    heartbeat.abort();
 
     let outcome = match result {
         Ok(clip) => record_success(context, &generation, worker_id, clip, seed).await,

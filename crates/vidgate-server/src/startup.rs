@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use vidgate_media::FetchSettings;
@@ -286,7 +285,7 @@ impl Components {
         tokio::task::spawn_blocking(dashboard::prepare_dummy_hash);
         let queue_liveness = options.role.runs_jobs().then(|| {
             Arc::new(QueueLiveness::new(
-                options.queue.workers,
+                options.queue.claiming_loops(),
                 options.queue.rescue_interval,
             ))
         });
@@ -302,7 +301,7 @@ impl Components {
             storage,
             rate_limiter: rate_limiter.clone(),
             api_base: addresses.api_base.clone(),
-            queue_wakeup: Arc::new(Notify::new()),
+            queue_wakeup: Arc::default(),
             max_attempts: options.max_attempts,
             media: media::inspector(
                 media_fetcher,

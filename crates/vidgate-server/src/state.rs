@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tokio::sync::Notify;
 use vidgate_core::Catalog;
 
 use crate::backend::Backends;
@@ -51,8 +50,8 @@ pub struct AppStateFields {
     pub rate_limiter: Arc<CallerRateLimiter>,
     /// Absolute base of the API, e.g. `http://127.0.0.1:8080/api/v1`.
     pub api_base: String,
-    /// Wakes an idle worker when a job is queued.
-    pub queue_wakeup: Arc<Notify>,
+    /// Wakes an idle worker or the hosted pool when a job is queued.
+    pub queue_wakeup: Arc<crate::queue::QueueWakeup>,
     pub max_attempts: i64,
     /// Fetches, probes and checks request media on submit and quote.
     pub media: Arc<vidgate_media::MediaInspector>,

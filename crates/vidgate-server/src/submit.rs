@@ -301,7 +301,7 @@ async fn queue_generation(
         SubmitOutcome::Replayed(generation) => (generation, true),
     };
     if !replayed {
-        state.queue_wakeup.notify_one();
+        state.queue_wakeup.job_queued(backend.runs_at_provider());
     }
     Ok((generation, replayed))
 }

@@ -108,11 +108,16 @@ struct ServeArgs {
     /// VIDGATE_REDIS_URL_FILE names a file holding it instead.
     #[arg(long, env = "VIDGATE_REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
-    /// How many jobs run at once on this node (at least 1; a node that runs no jobs is
-    /// started with --role api).
+    /// How many jobs of models on the local engine or Cog servers run at once on this node (at
+    /// least 1; a node that runs no jobs is started with --role api).
     #[arg(long, env = "VIDGATE_WORKERS", default_value_t = 2,
           value_parser = clap::value_parser!(u16).range(1..))]
     workers: u16,
+    /// How many jobs of models at hosted providers (fal, Replicate) this node follows at once,
+    /// apart from --workers: following one costs a few requests and no CPU.
+    #[arg(long, env = "VIDGATE_HOSTED_JOBS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    hosted_jobs: u32,
     /// Seconds a job's lease lasts without a heartbeat before another worker may take it over.
     #[arg(long, env = "VIDGATE_LEASE_SECONDS", default_value_t = 30)]
     lease_seconds: u64,
@@ -286,6 +291,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     options.public_url = args.public_url;
     options.redis_url = secrets::secret_setting(args.redis_url, "VIDGATE_REDIS_URL")?;
     options.queue.workers = usize::from(args.workers);
+    options.queue.hosted_jobs = args.hosted_jobs as usize;
     options.queue.lease = Duration::from_secs(args.lease_seconds.max(1));
     options.migrations = if args.skip_migrations {
         Migrations::Require

@@ -87,6 +87,10 @@ impl Backend for FailoverBackend {
         "failover"
     }
 
+    fn runs_at_provider(&self) -> bool {
+        true
+    }
+
     async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
         let taking: Vec<&Arc<HostedBackend>> = self
             .providers

@@ -929,6 +929,10 @@ impl Backend for HostedBackend {
         self.protocol.name()
     }
 
+    fn runs_at_provider(&self) -> bool {
+        true
+    }
+
     async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
         self.admit_mode(admission).await
     }

@@ -143,6 +143,12 @@ pub trait Backend: Send + Sync + 'static {
     /// name, or `failover`): the `backend` label of the job metrics, so a
     /// fixed few values.
     fn kind(&self) -> &'static str;
+    /// Whether the job runs at a hosted provider, so that following it
+    /// costs this node a few requests and no CPU: such jobs go to the
+    /// node's hosted pool (`queue.rs`), not to its CPU workers.
+    fn runs_at_provider(&self) -> bool {
+        false
+    }
     /// Checks, at submit time and before the hold, that the backend will
     /// take this job.
     async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection>;

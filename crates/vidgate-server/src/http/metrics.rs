@@ -106,14 +106,20 @@ pub fn metrics_router(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> Router {
 async fn scrape(State(state): State<MetricsState>) -> Response {
     let store_state = async {
         let depth = state.store.queue_depth().await?;
+        let longest_waiting = state
+            .store
+            .longest_waiting_accounts(crate::metrics::WAITING_ACCOUNTS_RANKED)
+            .await?;
         let pending = state.store.pending_webhook_deliveries().await?;
         let providers = state.store.provider_health().await?;
-        Ok::<_, crate::store::StoreError>((depth, pending, providers))
+        Ok::<_, crate::store::StoreError>((depth, longest_waiting, pending, providers))
     }
     .await;
     match store_state {
-        Ok((depth, pending, providers)) => {
-            state.metrics.set_store_state(&depth, pending, &providers)
+        Ok((depth, longest_waiting, pending, providers)) => {
+            state
+                .metrics
+                .set_store_state(&depth, &longest_waiting, pending, &providers)
         }
         Err(error) => {
             tracing::error!(error = %error, "reading the store's state for the metrics failed");

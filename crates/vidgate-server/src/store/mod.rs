@@ -131,7 +131,9 @@ pub use operator::{
 pub use postgres::PgStore;
 pub use provider_health::{ProviderHealth, ProviderHealthStore};
 pub use provider_jobs::{NewProviderJob, ProviderJob, ProviderJobStore};
-pub use queue::{FailureDetail, ProviderRun, QueueDepth, QueueStore, RescueReport};
+pub use queue::{
+    ClaimableModels, FailureDetail, ProviderRun, QueueDepth, QueueStore, RescueReport,
+};
 pub use retention::{ExpiredFile, RetentionStore};
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
 pub use server_keys::ServerKeyStore;

@@ -42,15 +42,144 @@ pub struct QueueDepth {
     pub held: Micros,
 }
 
+/// Which models' jobs a claim may take: the hosted pool takes only the
+/// models that run at a provider, the CPU workers every other model.
+#[derive(Debug, Clone, Copy)]
+pub enum ClaimableModels<'a> {
+    /// Only these models' jobs.
+    Only(&'a [String]),
+    /// Every model's jobs but these.
+    AllBut(&'a [String]),
+}
+
+/// The pieces of the claim statement that the two databases spell apart.
+trait ClaimDialect {
+    /// The model ids of the JSON array bound as `$4`, as a subquery.
+    const MODELS_OF_JSON_LIST: &'static str;
+    /// The id of the job to claim: the oldest claimable job of the first
+    /// account of `turns` (a subquery of `account_id`, `head` and
+    /// `last_turn`) in turn order; `claimable_g` is the model condition on
+    /// `g`.
+    fn pick_job(turns: &str, claimable_g: &str) -> String;
+}
+
+impl ClaimDialect for super::SqliteStore {
+    const MODELS_OF_JSON_LIST: &'static str = "SELECT value FROM json_each($4)";
+
+    /// SQLite's single writer needs no row locks: the account whose turn it
+    /// is, then its oldest claimable job, each by an index.
+    fn pick_job(turns: &str, claimable_g: &str) -> String {
+        format!(
+            "SELECT g.id FROM generations g \
+             WHERE g.status = 'queued' AND {claimable_g} AND g.account_id = \
+               (SELECT turns.account_id FROM ({turns}) turns \
+                ORDER BY turns.last_turn, turns.head, turns.account_id LIMIT 1) \
+             ORDER BY g.created_at, g.id LIMIT 1"
+        )
+    }
+}
+
+impl ClaimDialect for super::PgStore {
+    const MODELS_OF_JSON_LIST: &'static str = "SELECT jsonb_array_elements_text(CAST($4 AS JSONB))";
+
+    /// Claimers on several nodes pass over each other's rows: each account
+    /// in turn order, its oldest claimable job that no one else has locked
+    /// (`FOR UPDATE SKIP LOCKED` in the lateral subquery, the only level
+    /// without an aggregate). The turns are sorted before the join, so the
+    /// nested loop stops at the first account with such a job and locks
+    /// only that job.
+    fn pick_job(turns: &str, claimable_g: &str) -> String {
+        format!(
+            "SELECT head.id FROM \
+               (SELECT * FROM ({turns}) unordered \
+                ORDER BY last_turn, head, account_id) turns \
+             CROSS JOIN LATERAL \
+               (SELECT g.id FROM generations g \
+                WHERE g.account_id = turns.account_id AND g.status = 'queued' \
+                AND {claimable_g} \
+                ORDER BY g.created_at, g.id LIMIT 1 FOR UPDATE SKIP LOCKED) head \
+             ORDER BY turns.last_turn, turns.head, turns.account_id LIMIT 1"
+        )
+    }
+}
+
+/// The fair claim, for both stores. Accounts take turns: among the
+/// accounts with a claimable queued job, the one whose last claim is
+/// oldest, or that was never claimed for, goes first (then the one whose
+/// oldest job is oldest), and its oldest claimable job is taken. So one
+/// account's burst of thousands of jobs holds another account's single job
+/// back by at most one claim per account waiting, instead of by the whole
+/// burst. Ranking each account's queued jobs by age alone would not do:
+/// every account's oldest job ranks first, so the lowest rank is always the
+/// oldest job overall.
+///
+/// Claims are ordered by `claim_sequence`, one more than the highest given
+/// so far, rather than by `started_at`: many claims fall in one
+/// millisecond, and a tie would hand the turn back to the account with the
+/// oldest jobs. (Two PostgreSQL nodes claiming at once may draw the same
+/// number; the tie is harmless.)
+///
+/// `$1`..`$3` are the lease owner, the lease's end and now; `$4` the JSON
+/// array of model ids and `$5` whether the claim takes only those (true) or
+/// all but those (false). The indexes of migration 0018 serve every lookup.
+/// The statement reads every queued job's index entry once (to find the
+/// accounts waiting), so its cost grows with the queue, not with the table.
+fn claim_statement<Store: ClaimDialect>() -> String {
+    let models = Store::MODELS_OF_JSON_LIST;
+    let turns = format!(
+        "SELECT waiting.account_id, waiting.head, \
+           COALESCE((SELECT MAX(served.claim_sequence) FROM generations served \
+                     WHERE served.account_id = waiting.account_id \
+                     AND served.claim_sequence IS NOT NULL), 0) AS last_turn \
+         FROM (SELECT account_id, MIN(created_at) AS head FROM generations \
+               WHERE status = 'queued' AND (model IN ({models})) = $5 \
+               GROUP BY account_id) waiting"
+    );
+    let pick = Store::pick_job(&turns, &format!("(g.model IN ({models})) = $5"));
+    format!(
+        "UPDATE generations SET status = 'running', attempts = attempts + 1, \
+         lease_owner = $1, lease_expires_at = $2, started_at = $3, \
+         claim_sequence = (SELECT COALESCE(MAX(claimed.claim_sequence), 0) + 1 \
+                           FROM generations claimed WHERE claimed.claim_sequence IS NOT NULL) \
+         WHERE status = 'queued' AND id = ({pick}) \
+         RETURNING {columns}",
+        columns = generation_columns!(),
+    )
+}
+
 #[async_trait]
 pub trait QueueStore: Send + Sync {
-    /// Claims the oldest queued job for `worker`, marking it running under a
-    /// lease that ends after `lease`.
+    /// Claims a queued job of any model for `worker`, as
+    /// [`QueueStore::claim_next_among`] does.
     async fn claim_next(
         &self,
         worker: &str,
         lease: Duration,
+    ) -> Result<Option<Generation>, StoreError> {
+        self.claim_next_among(worker, lease, ClaimableModels::AllBut(&[]))
+            .await
+    }
+    /// Claims a queued job of `models` for `worker`, marking it running
+    /// under a lease that ends after `lease`. Accounts take turns (see
+    /// `claim_statement`); within an account the oldest job goes first.
+    async fn claim_next_among(
+        &self,
+        worker: &str,
+        lease: Duration,
+        models: ClaimableModels<'_>,
     ) -> Result<Option<Generation>, StoreError>;
+    /// Extends, in one statement, the lease of every running job whose
+    /// lease owner starts with `owner_prefix` (a hosted pool gives each
+    /// claim its own owner under one prefix); the owners whose leases were
+    /// extended. A claim whose owner is missing lost its lease.
+    async fn extend_leases_by_prefix(
+        &self,
+        owner_prefix: &str,
+        lease: Duration,
+    ) -> Result<Vec<String>, StoreError>;
+    /// The submit times (Unix ms) of the oldest queued job of each of the
+    /// `accounts` accounts that have waited longest, oldest first.
+    async fn longest_waiting_accounts(&self, accounts: usize) -> Result<Vec<i64>, StoreError>;
     /// Extends the lease; false when the worker no longer holds it.
     async fn extend_lease(
         &self,
@@ -143,34 +272,71 @@ macro_rules! impl_queue_store {
 
         #[async_trait]
         impl QueueStore for $store {
-            async fn claim_next(
+            async fn claim_next_among(
                 &self,
                 worker: &str,
                 lease: Duration,
+                models: ClaimableModels<'_>,
             ) -> Result<Option<Generation>, StoreError> {
+                static CLAIM: std::sync::LazyLock<String> =
+                    std::sync::LazyLock::new(claim_statement::<$store>);
+                let (listed, only_listed) = match models {
+                    ClaimableModels::Only([]) => return Ok(None),
+                    ClaimableModels::Only(listed) => (listed, true),
+                    ClaimableModels::AllBut(listed) => (listed, false),
+                };
                 let now = now_millis();
-                // One statement: the oldest queued row is locked (rows other
-                // claimers hold are skipped) and taken in the same step.
-                let row: Option<GenerationRow> = sqlx::query_as(concat!(
-                    "UPDATE generations SET status = 'running', attempts = attempts + 1, \
-                     lease_owner = $1, lease_expires_at = $2, started_at = $3 \
-                     WHERE status = 'queued' AND id = \
-                       (SELECT id FROM generations WHERE status = 'queued' \
-                        ORDER BY created_at, id LIMIT 1 ",
-                    $skip_locked,
-                    ") RETURNING ",
-                    generation_columns!()
-                ))
-                .bind(worker)
-                .bind(now + lease.as_millis() as i64)
-                .bind(now)
-                .fetch_optional(self.writer())
-                .await?;
+                // One statement: the row whose turn it is is locked (rows
+                // other claimers hold are skipped) and taken in the same step.
+                let row: Option<GenerationRow> = sqlx::query_as(CLAIM.as_str())
+                    .bind(worker)
+                    .bind(now + lease.as_millis() as i64)
+                    .bind(now)
+                    .bind(serde_json::json!(listed).to_string())
+                    .bind(only_listed)
+                    .fetch_optional(self.writer())
+                    .await?;
                 let claimed = row.map(Generation::try_from).transpose()?;
                 if let Some(generation) = &claimed {
                     self.announce_generation_change(&generation.id).await;
                 }
                 Ok(claimed)
+            }
+
+            async fn extend_leases_by_prefix(
+                &self,
+                owner_prefix: &str,
+                lease: Duration,
+            ) -> Result<Vec<String>, StoreError> {
+                // A prefix compared as a substring rather than with LIKE,
+                // whose `_` and `%` node ids may contain.
+                let owners: Vec<(String,)> = sqlx::query_as(
+                    "UPDATE generations SET lease_expires_at = $1 \
+                     WHERE status = 'running' \
+                     AND substr(lease_owner, 1, CAST($2 AS INTEGER)) = $3 \
+                     RETURNING lease_owner",
+                )
+                .bind(now_millis() + lease.as_millis() as i64)
+                .bind(owner_prefix.chars().count() as i64)
+                .bind(owner_prefix)
+                .fetch_all(self.writer())
+                .await?;
+                Ok(owners.into_iter().map(|(owner,)| owner).collect())
+            }
+
+            async fn longest_waiting_accounts(
+                &self,
+                accounts: usize,
+            ) -> Result<Vec<i64>, StoreError> {
+                let oldest: Vec<(i64,)> = sqlx::query_as(
+                    "SELECT MIN(created_at) AS oldest FROM generations \
+                     WHERE status = 'queued' GROUP BY account_id \
+                     ORDER BY oldest LIMIT $1",
+                )
+                .bind(accounts as i64)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(oldest.into_iter().map(|(created_at,)| created_at).collect())
             }
 
             async fn extend_lease(

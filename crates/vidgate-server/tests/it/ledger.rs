@@ -13,7 +13,10 @@ use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use serde_json::json;
 use vidgate_core::Micros;
-use vidgate_server::store::{self, FailureDetail, NewAccount, NewGeneration, Store, SubmitOutcome};
+use vidgate_server::store::{
+    self, ClaimableModels, FailureDetail, Generation, NewAccount, NewGeneration, Store,
+    SubmitOutcome,
+};
 
 #[derive(Debug, Clone)]
 enum Operation {
@@ -286,9 +289,13 @@ async fn two_workers_never_claim_the_same_job(store_kind: StoreKind) {
 
 /// The account every test below uses, "acct".
 async fn create_account(store: &dyn Store, credit: Micros) {
+    create_named_account(store, "acct", credit).await;
+}
+
+async fn create_named_account(store: &dyn Store, account_id: &str, credit: Micros) {
     store
         .create_account(NewAccount {
-            id: "acct".into(),
+            id: account_id.into(),
             name: "n".into(),
             initial_credit: credit,
             webhook_secret: "s".into(),
@@ -350,6 +357,162 @@ async fn submit_concurrently(
         .count()
 }
 
+/// A generation of `model` for `account_id`, submitted.
+async fn submit_of(store: &dyn Store, account_id: &str, id: &str, model: &str) {
+    let submitted = store
+        .submit_generation(NewGeneration {
+            account_id: account_id.into(),
+            model: model.into(),
+            endpoint: format!("{model}/text-to-video"),
+            ..new_generation(id.into(), Micros(10_000))
+        })
+        .await
+        .unwrap();
+    assert!(matches!(submitted, SubmitOutcome::Created(_)));
+}
+
+/// The id of the job the next claim of any model takes.
+async fn next_claimed(store: &dyn Store) -> Option<String> {
+    store
+        .claim_next("worker", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .map(|generation: Generation| generation.id)
+}
+
+async fn accounts_take_turns_so_a_backlog_does_not_hold_back_another_account(
+    store_kind: StoreKind,
+) {
+    let test_store = open_test_store(&store_kind).await;
+    let store = test_store.store.as_ref();
+    create_named_account(store, "big", Micros(100_000_000)).await;
+    create_named_account(store, "small", Micros(100_000_000)).await;
+    let raised = store::AccountLimits {
+        max_concurrent: 100,
+        ..store::AccountLimits::default()
+    };
+    store.set_account_limits("big", raised).await.unwrap();
+    for index in 0..40 {
+        submit_of(store, "big", &format!("big_{index:02}"), "m").await;
+    }
+    assert_eq!(next_claimed(store).await.as_deref(), Some("big_00"));
+    // The turn is remembered when the job is done, so a worker that
+    // finishes each job before the next claim is fair too.
+    assert!(
+        store
+            .finish_succeeded("big_00", "worker", json!({}), None)
+            .await
+            .unwrap()
+    );
+
+    // The small account's one job is next, ahead of 39 older ones.
+    submit_of(store, "small", "small_0", "m").await;
+    assert_eq!(next_claimed(store).await.as_deref(), Some("small_0"));
+    assert_eq!(next_claimed(store).await.as_deref(), Some("big_01"));
+
+    // With both waiting, they take turns, each oldest first, however many
+    // claims fall in one millisecond.
+    for index in 1..=3 {
+        submit_of(store, "small", &format!("small_{index}"), "m").await;
+    }
+    let mut claimed = Vec::new();
+    for _ in 0..6 {
+        claimed.push(next_claimed(store).await.unwrap());
+    }
+    assert_eq!(
+        claimed,
+        [
+            "small_1", "big_02", "small_2", "big_03", "small_3", "big_04"
+        ]
+    );
+    // Then the backlog drains.
+    assert_eq!(next_claimed(store).await.as_deref(), Some("big_05"));
+}
+
+async fn a_claim_takes_only_the_models_it_is_given(store_kind: StoreKind) {
+    let test_store = open_test_store(&store_kind).await;
+    let store = test_store.store.as_ref();
+    create_account(store, Micros(100_000_000)).await;
+    submit_of(store, "acct", "hosted_0", "vendor/hosted").await;
+    submit_of(store, "acct", "local_0", "vendor/local").await;
+    submit_of(store, "acct", "hosted_1", "vendor/hosted").await;
+    let hosted = ["vendor/hosted".to_owned()];
+    let elsewhere = ["vendor/other".to_owned()];
+    // Nothing to take: no model, or only other models' jobs.
+    assert_eq!(claimed_among(store, ClaimableModels::Only(&[])).await, None);
+    assert_eq!(
+        claimed_among(store, ClaimableModels::Only(&elsewhere)).await,
+        None
+    );
+    // The CPU workers' claim passes over the hosted jobs, older or not.
+    assert_eq!(
+        claimed_among(store, ClaimableModels::AllBut(&hosted))
+            .await
+            .as_deref(),
+        Some("local_0")
+    );
+    assert_eq!(
+        claimed_among(store, ClaimableModels::AllBut(&hosted)).await,
+        None
+    );
+    // The hosted pool's claim takes them.
+    assert_eq!(
+        claimed_among(store, ClaimableModels::Only(&hosted))
+            .await
+            .as_deref(),
+        Some("hosted_0")
+    );
+    assert_eq!(
+        claimed_among(store, ClaimableModels::Only(&hosted))
+            .await
+            .as_deref(),
+        Some("hosted_1")
+    );
+}
+
+/// The id of the job a claim of `models` takes.
+async fn claimed_among(store: &dyn Store, models: ClaimableModels<'_>) -> Option<String> {
+    store
+        .claim_next_among("worker", Duration::from_secs(60), models)
+        .await
+        .unwrap()
+        .map(|generation| generation.id)
+}
+
+async fn one_statement_extends_every_lease_of_an_owner_prefix(store_kind: StoreKind) {
+    let test_store = open_test_store(&store_kind).await;
+    let store = test_store.store.as_ref();
+    create_account(store, Micros(100_000_000)).await;
+    // Owners that share a longer or a shorter prefix, or would match it as
+    // a LIKE pattern, are not the pool's.
+    let owners = [
+        "node_a/hosted/0",
+        "node_a/hosted/1",
+        "node_a/w0",
+        "node_ab/hosted/0",
+        "nodexa/hosted/0",
+    ];
+    for (index, owner) in owners.iter().enumerate() {
+        submit_of(store, "acct", &format!("gen_{index}"), "m").await;
+        store
+            .claim_next(owner, Duration::from_millis(1))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut extended = store
+        .extend_leases_by_prefix("node_a/hosted/", Duration::from_secs(60))
+        .await
+        .unwrap();
+    extended.sort();
+    assert_eq!(extended, ["node_a/hosted/0", "node_a/hosted/1"]);
+    // The others' leases ran out and are rescued; the pool's are kept.
+    let mut rescued = store.rescue_expired_leases().await.unwrap().requeued;
+    rescued.sort();
+    assert_eq!(rescued, ["gen_2", "gen_3", "gen_4"]);
+}
+
 async fn concurrent_submits_respect_the_cap_and_the_balance(store_kind: StoreKind) {
     let test_store = open_test_store(&store_kind).await;
     let store = test_store.store.clone();
@@ -374,6 +537,9 @@ on_both_stores!(
     an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_attempt,
     two_workers_never_claim_the_same_job,
     concurrent_submits_respect_the_cap_and_the_balance,
+    accounts_take_turns_so_a_backlog_does_not_hold_back_another_account,
+    a_claim_takes_only_the_models_it_is_given,
+    one_statement_extends_every_lease_of_an_owner_prefix,
 );
 
 /// A job submitted through one node's store wakes a worker waiting on

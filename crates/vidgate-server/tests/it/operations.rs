@@ -322,6 +322,35 @@ async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
         Some(held.0 as f64)
     );
 
+    // The wait of each account waiting, longest first, without its id:
+    // another account's job, submitted later, ranks second.
+    let other = app.new_account(10).await;
+    let response = app
+        .post_json(
+            &format!("/run/{M1_T2V}"),
+            &other.api_key,
+            &quick_body("another account's"),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let others: Value = response.json().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let text = scrape(&app).await;
+    let wait = |rank: &str| {
+        sample(
+            &text,
+            &format!(r#"vidgate_queue_oldest_wait_seconds{{rank="{rank}"}}"#),
+        )
+        .unwrap()
+    };
+    assert!(wait("1") >= wait("2") && wait("2") > 0.0, "{text}");
+    assert_eq!(wait("3"), 0.0);
+    assert!(!text.contains(&other.account.id), "no account ids");
+    assert_eq!(
+        app.cancel(&others, &other.api_key).await.status(),
+        StatusCode::OK
+    );
+
     // A provider's circuit, as a node saved it, is a gauge per provider.
     let mut health = vidgate_server::store::ProviderHealth {
         provider: "fal".to_owned(),

@@ -126,6 +126,8 @@ pub struct TestApp {
 pub struct TestSettings {
     pub store: StoreKind,
     pub workers: usize,
+    /// The hosted pool's bound (`--hosted-jobs`); 0 runs no pool.
+    pub hosted_jobs: usize,
     pub lease: Duration,
     pub backends: Backends,
     /// On by default: test media and webhook receivers listen on 127.0.0.1.
@@ -167,6 +169,7 @@ impl TestSettings {
         TestSettings {
             store,
             workers: 2,
+            hosted_jobs: 5_000,
             lease: Duration::from_secs(30),
             backends: Backends::builtin(true),
             allow_private_network: true,
@@ -210,10 +213,11 @@ pub async fn spawn_app(store: StoreKind) -> TestApp {
     spawn_app_with(TestSettings::new(store)).await
 }
 
-/// A server whose jobs stay queued: no workers claim them.
+/// A server whose jobs stay queued: no workers or hosted pool claim them.
 pub async fn spawn_app_without_workers(store: StoreKind) -> TestApp {
     spawn_app_with(TestSettings {
         workers: 0,
+        hosted_jobs: 0,
         ..TestSettings::new(store)
     })
     .await
@@ -258,6 +262,7 @@ async fn start_server(
         None => database.url(),
     });
     options.queue.workers = settings.workers;
+    options.queue.hosted_jobs = settings.hosted_jobs;
     options.http = settings.http;
     options.trusted_proxies = settings.trusted_proxies.clone();
     options.queue.lease = settings.lease;
