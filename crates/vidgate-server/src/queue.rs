@@ -308,6 +308,9 @@ async fn hosted_pool_loop(
             .await;
         match claimed {
             Ok(Some(generation)) => {
+                if let Some(model) = context.catalog.model(&generation.model) {
+                    context.backends.promise_create(model);
+                }
                 let job_cancel = shutdown.child_token();
                 pool.in_flight().insert(owner.clone(), job_cancel.clone());
                 let context = context.clone();

@@ -35,7 +35,7 @@
 //! 60-second window ever sees more than `per_minute` calls.
 
 use std::cmp::{Ordering as Order, Reverse};
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -99,6 +99,8 @@ pub const DEFAULT_PAUSE: Duration = Duration::from_secs(5);
 /// The longest pause a 429 can ask for: a provider's wait beyond it is
 /// taken as this, and the call asks again.
 const LONGEST_PAUSE: Duration = Duration::from_secs(120);
+/// How long a promised create waits for its job to ask for it.
+const PROMISE_LIFETIME: Duration = Duration::from_secs(5);
 /// How long a class runs at half its rate after a 429.
 pub const SLOWED_FOR: Duration = Duration::from_secs(60);
 /// How much slower a class runs after a 429.
@@ -310,6 +312,13 @@ struct ClassState {
     last_granted: Option<Instant>,
     /// Tokens left in the bucket at the last take.
     remaining: Option<u32>,
+    /// Creates promised to jobs the claim loop took because this budget
+    /// was ready, which have not yet asked for their token: when each was
+    /// promised. Counted as waiting, so that the loop does not claim more
+    /// jobs than the budget can serve in the moment between a claim and
+    /// its create; a promise the job never uses (it found its job already
+    /// at the provider) lapses after `PROMISE_LIFETIME`.
+    promised: VecDeque<Instant>,
 }
 
 struct Waiter {
@@ -381,6 +390,9 @@ impl ProviderBudget {
             let mut state = lock(&queue.state);
             let sequence = state.next_sequence;
             state.next_sequence += 1;
+            if class == CallClass::Creates {
+                state.promised.pop_front();
+            }
             let (urgent, due) = match priority {
                 CallPriority::Urgent => (true, Instant::now()),
                 CallPriority::Due(due) => (false, due),
@@ -453,7 +465,26 @@ impl ProviderBudget {
             return false;
         }
         let tokens = state.remaining.unwrap_or(limits.creates.burst).max(1);
-        state.waiting.len() < tokens as usize
+        let promised = state
+            .promised
+            .iter()
+            .filter(|promised_at| promised_at.elapsed() < PROMISE_LIFETIME)
+            .count();
+        state.waiting.len() + promised < tokens as usize
+    }
+
+    /// Promises a create to a job the claim loop has just taken because
+    /// `create_ready` said yes (see `ClassState::promised`).
+    pub fn promise_create(&self) {
+        let mut state = lock(&self.creates.state);
+        while state
+            .promised
+            .front()
+            .is_some_and(|promised_at| promised_at.elapsed() >= PROMISE_LIFETIME)
+        {
+            state.promised.pop_front();
+        }
+        state.promised.push_back(Instant::now());
     }
 
     /// Counts a job of this credential in flight until the guard drops.

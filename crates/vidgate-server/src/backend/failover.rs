@@ -220,6 +220,18 @@ impl Backend for FailoverBackend {
             .any(|provider| provider.create_ready())
     }
 
+    /// The promise goes to the first provider that is ready: the one a
+    /// new job's submit goes to while the providers before it wait.
+    fn promise_create(&self) {
+        if let Some(provider) = self
+            .providers
+            .iter()
+            .find(|provider| provider.create_ready())
+        {
+            provider.promise_create();
+        }
+    }
+
     async fn cancel_before_start(
         &self,
         generation_id: &str,

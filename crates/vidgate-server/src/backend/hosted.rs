@@ -889,10 +889,13 @@ impl HostedBackend {
             )
         };
         // The download is a call to the provider too: it takes a token of
-        // the budget, and a 429 pauses the class and is asked again.
+        // the budget, and a 429 pauses the class and is asked again. It
+        // finishes a job, so it goes ahead of the backstop reads that are
+        // merely due, as a webhook's read does: behind them, a saturated
+        // budget held finished jobs for 20 s (BENCHMARKS.md, provider load).
         let response = loop {
             self.budget()
-                .acquire(CallClass::Others, CallPriority::now())
+                .acquire(CallClass::Others, CallPriority::Urgent)
                 .await;
             let response = self
                 .output_client
@@ -980,6 +983,10 @@ impl Backend for HostedBackend {
 
     fn create_ready(&self) -> bool {
         HostedBackend::create_ready(self)
+    }
+
+    fn promise_create(&self) {
+        self.budget().promise_create();
     }
 
     async fn cancel_before_start(

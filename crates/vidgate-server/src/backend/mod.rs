@@ -205,6 +205,11 @@ pub trait Backend: Send + Sync + 'static {
     fn create_ready(&self) -> bool {
         true
     }
+    /// Tells the backend that a job was claimed because it was
+    /// `create_ready`, so that the next answer counts that job's create
+    /// as taken until the job asks for it. Nothing for backends that run
+    /// jobs themselves.
+    fn promise_create(&self) {}
 }
 
 /// What became of a provider webhook that verified.
@@ -328,6 +333,14 @@ impl Backends {
     pub fn create_ready(&self, model: &vidgate_core::Model) -> bool {
         self.for_model(model)
             .is_none_or(|backend| backend.create_ready())
+    }
+
+    /// Counts the create of a job of `model` just claimed as taken (see
+    /// `Backend::promise_create`).
+    pub fn promise_create(&self, model: &vidgate_core::Model) {
+        if let Some(backend) = self.for_model(model) {
+            backend.promise_create();
+        }
     }
 
     pub fn cog_callbacks(&self) -> &Arc<CogCallbacks> {

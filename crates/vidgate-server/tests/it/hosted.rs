@@ -1672,7 +1672,57 @@ async fn the_pool_heartbeat_stops_a_job_whose_lease_was_taken(store: StoreKind) 
     assert_eq!(app.generation(generation_id).await["status"], "running");
 }
 
+/// Jobs beyond what the provider's create budget takes now wait in
+/// vidgate's queue as `queued`, where their order is fair and a cancel is
+/// free, rather than claimed and waiting at the provider's door as
+/// `running`; none is refused.
+async fn jobs_beyond_the_create_budget_wait_queued(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| switches.queue_for = Duration::from_secs(30));
+    let backends = example_backends(&fake, Provider::Replicate, |model| {
+        model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 60,
+            "job_seconds": 120, "poll_seconds": 0.5, "retry_seconds": 5 });
+        // One create now, the next a minute later.
+        model["budget"] = json!({ "creates_per_minute": 2, "creates_burst": 1 });
+    });
+    let app = app_at(store, backends, 1).await;
+    let mut ids = Vec::new();
+    for index in 0..4 {
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", &format!("kite in line {index}")),
+        )
+        .await;
+        ids.push(generation["id"].as_str().unwrap().to_owned());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fake.jobs_at(Provider::Replicate).is_empty() {
+        assert!(Instant::now() < deadline, "no job reached the provider");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Long enough for the pool to have claimed the others, had it claimed
+    // beyond the budget.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut statuses = Vec::new();
+    for id in &ids {
+        statuses.push(
+            app.generation(id).await["status"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    // One job is at the provider and one, claimed, waits there for the
+    // next create; the rest wait in the queue.
+    statuses.sort();
+    assert_eq!(statuses, ["queued", "queued", "running", "running"]);
+    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 1);
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
 on_both_stores!(
+    jobs_beyond_the_create_budget_wait_queued,
     hosted_jobs_are_at_the_provider_together_beyond_the_cpu_workers,
     cpu_workers_leave_hosted_jobs_to_the_hosted_pool,
     the_pool_heartbeat_stops_a_job_whose_lease_was_taken,
