@@ -137,6 +137,7 @@ fn written_bytes(pid: u32) -> u64 {
 /// One `vidgate serve` process, killed when dropped.
 struct Node {
     child: Child,
+    log_path: PathBuf,
     api_base: String,
     metrics_url: String,
 }
@@ -166,8 +167,13 @@ impl Database {
     fn url(&self) -> String {
         match self {
             Database::Sqlite(path) => format!("sqlite://{}?mode=ro", path.display()),
+            // The server URL names a database to connect to first; the
+            // bench's own database takes its place.
             Database::Postgres { server, name } => {
-                format!("{}/{name}", server.trim_end_matches('/'))
+                let base = server
+                    .rsplit_once('/')
+                    .map_or(server.as_str(), |(base, _)| base);
+                format!("{base}/{name}")
             }
         }
     }
@@ -201,7 +207,8 @@ fn start_node(
     let port = free_port();
     let metrics_port = free_port();
     let api_base = format!("http://127.0.0.1:{port}");
-    let log = std::fs::File::create(directory.join(format!("{name}.log"))).unwrap();
+    let log_path = directory.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
     let mut command = Command::new(binary);
     command
         .arg("serve")
@@ -223,6 +230,7 @@ fn start_node(
     let child = command.spawn().unwrap();
     Node {
         child,
+        log_path,
         api_base: format!("{api_base}/api/v1"),
         metrics_url: format!("http://127.0.0.1:{metrics_port}/metrics"),
     }
@@ -237,7 +245,8 @@ async fn wait_until_ready(client: &reqwest::Client, node: &mut Node) {
             return;
         }
         if let Some(exit) = node.child.try_wait().unwrap() {
-            panic!("vidgate serve exited: {exit}");
+            let log = std::fs::read_to_string(&node.log_path).unwrap_or_default();
+            panic!("vidgate serve exited ({exit}): {log}");
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
@@ -506,7 +515,16 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
             .unwrap();
         let database = Database::Postgres { server, name };
         let url = database.url();
-        (database, vec!["--database-url".to_owned(), url], 2)
+        // The nodes share one directory for clips, as they would share a
+        // bucket.
+        let shared = directory.path().join("shared");
+        let arguments = vec![
+            "--database-url".to_owned(),
+            url,
+            "--data-dir".to_owned(),
+            shared.display().to_string(),
+        ];
+        (database, arguments, 2)
     } else {
         let data_dir = directory.path().join("data");
         let database = Database::Sqlite(data_dir.join("vidgate.sqlite"));
@@ -525,20 +543,19 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         .pool_max_idle_per_host(SUBMIT_CONCURRENCY)
         .build()
         .unwrap();
-    let mut nodes: Vec<Node> = (0..node_count)
-        .map(|index| {
-            start_node(
-                &binary,
-                directory.path(),
-                &format!("node{index}"),
-                &admin_database,
-                &backends,
-                node_redis,
-            )
-        })
-        .collect();
-    for node in &mut nodes {
-        wait_until_ready(&client, node).await;
+    // One after another: the first node migrates the fresh database.
+    let mut nodes: Vec<Node> = Vec::new();
+    for index in 0..node_count {
+        let mut node = start_node(
+            &binary,
+            directory.path(),
+            &format!("node{index}"),
+            &admin_database,
+            &backends,
+            node_redis,
+        );
+        wait_until_ready(&client, &mut node).await;
+        nodes.push(node);
     }
     let mut deployment = Deployment {
         binary,
