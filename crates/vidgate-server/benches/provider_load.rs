@@ -10,7 +10,8 @@
 //!
 //! The nodes are `vidgate serve` processes (the binary, so that their
 //! memory and CPU are their own); the fake runs in this process, with its
-//! webhooks on (`webhooks`) or dropped (`polling`). `postgres` runs two
+//! webhooks on (`webhooks`) or all dropped (`polling`: vidgate registered
+//! them, so it polls as the backstop for lost webhooks). `postgres` runs two
 //! nodes on one PostgreSQL database sharing the provider budget through
 //! Redis, with webhooks.
 //!
