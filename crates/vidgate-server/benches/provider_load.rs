@@ -310,31 +310,22 @@ fn create_accounts(deployment: &Deployment, scale: &Scale) -> Vec<String> {
 /// the others the rest in turn, in an order that mixes them, so that the
 /// small accounts submit while the big one's burst arrives.
 fn submit_plan(scale: &Scale) -> Vec<usize> {
-    let mut plan: Vec<usize> = (0..scale.jobs)
+    let small_jobs = scale.jobs.saturating_sub(scale.big_account_jobs);
+    let small_accounts = scale.accounts.saturating_sub(1).max(1);
+    let mut small_so_far = 0;
+    (0..scale.jobs)
         .map(|index| {
-            if index < scale.big_account_jobs || scale.accounts == 1 {
-                0
+            // The small accounts' jobs spread evenly through the burst, the
+            // same way every run: a small job wherever the running share of
+            // small jobs steps up.
+            if (index + 1) * small_jobs / scale.jobs > small_so_far {
+                small_so_far += 1;
+                1 + (small_so_far - 1) % small_accounts
             } else {
-                1 + (index - scale.big_account_jobs) % (scale.accounts - 1)
+                0
             }
         })
-        .collect();
-    // A fixed shuffle (a multiplicative step coprime with the length)
-    // keeps runs comparable.
-    let length = plan.len();
-    let step = (1..length)
-        .map(|candidate| (candidate * 7919) % length.max(1))
-        .find(|step| gcd(*step, length) == 1)
-        .unwrap_or(1);
-    let shuffled = (0..length)
-        .map(|index| plan[(index * step) % length])
-        .collect();
-    plan = shuffled;
-    plan
-}
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 { a } else { gcd(b, a % b) }
+        .collect()
 }
 
 struct Submitted {

@@ -94,14 +94,17 @@ impl CallPriority {
 pub const DOCUMENTED_CREATES_PER_MINUTE: u32 = 600;
 pub const DOCUMENTED_OTHERS_PER_MINUTE: u32 = 3000;
 
-/// How long a class pauses after a 429 that did not say how long.
+/// How long a class pauses after a 429 that did not say how long. GUESS:
+/// vidgate's choice; Replicate's recorded 429 carries `ratelimit-reset`,
+/// and fal documents no 429 headers.
 pub const DEFAULT_PAUSE: Duration = Duration::from_secs(5);
 /// The longest pause a 429 can ask for: a provider's wait beyond it is
 /// taken as this, and the call asks again.
 const LONGEST_PAUSE: Duration = Duration::from_secs(120);
 /// How long a promised create waits for its job to ask for it.
 const PROMISE_LIFETIME: Duration = Duration::from_secs(5);
-/// How long a class runs at half its rate after a 429.
+/// How long a class runs at half its rate after a 429. GUESS: vidgate's
+/// choice; neither provider documents how a client should back off.
 pub const SLOWED_FOR: Duration = Duration::from_secs(60);
 /// How much slower a class runs after a 429.
 const SLOWDOWN_FACTOR: u32 = 2;
@@ -152,8 +155,9 @@ impl BudgetLimits {
             if per_minute < 2 {
                 return Err(format!("budget: {name}_per_minute must be at least 2"));
             }
-            // A twentieth of the minute's calls may come at once by default:
-            // Replicate allows "short bursts" without saying how long.
+            // A twentieth of the minute's calls may come at once by default
+            // (GUESS): Replicate allows "short bursts" without saying how
+            // large.
             let burst = burst.unwrap_or((per_minute / 20).max(1));
             if burst == 0 || burst >= per_minute {
                 return Err(format!(

@@ -194,7 +194,8 @@ impl Default for HostedTimeouts {
             start_seconds: 900.0,
             job_seconds: 3600.0,
             poll_seconds: 5.0,
-            // Video models take a minute or more at either provider.
+            // GUESS: video models take a minute or more at either
+            // provider; neither publishes run times per model.
             usual_run_seconds: 60.0,
             retry_seconds: 600.0,
             media_url_seconds: None,
