@@ -10,14 +10,16 @@
 //!
 //! The nodes are `vidgate serve` processes (the binary, so that their
 //! memory and CPU are their own); the fake runs in this process, with its
-//! webhooks on (`webhooks`) or all dropped (`polling`: vidgate registered
-//! them, so it polls as the backstop for lost webhooks). `postgres` runs two
+//! webhooks on (`webhooks`), all dropped (`polling`: vidgate registered
+//! them, so it polls as the backstop for lost webhooks) or never registered
+//! (`no-webhooks`: a node without a public URL polls every job). `postgres` runs two
 //! nodes on one PostgreSQL database sharing the provider budget through
 //! Redis, with webhooks.
 //!
 //! ```sh
 //! cargo build -p vidgate && cargo bench -p vidgate-server --bench provider_load -- webhooks
 //! cargo bench -p vidgate-server --bench provider_load -- polling
+//! cargo bench -p vidgate-server --bench provider_load -- no-webhooks
 //! VIDGATE_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
 //! VIDGATE_BENCH_REDIS_URL=redis://127.0.0.1:6379 \
 //!     cargo bench -p vidgate-server --bench provider_load -- postgres
@@ -204,6 +206,7 @@ fn start_node(
     database: &[String],
     backends: &Path,
     redis_url: Option<&str>,
+    registers_webhooks: bool,
 ) -> Node {
     let port = free_port();
     let metrics_port = free_port();
@@ -215,7 +218,6 @@ fn start_node(
         .arg("serve")
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-        .args(["--public-url", &api_base])
         .arg("--backends-file")
         .arg(backends)
         .args(["--trusted-media-address", "127.0.0.1"])
@@ -227,6 +229,11 @@ fn start_node(
         .stderr(log);
     if let Some(redis_url) = redis_url {
         command.args(["--redis-url", redis_url]);
+    }
+    // Provider webhooks need a public URL; without one the node follows
+    // its hosted jobs by polling alone.
+    if registers_webhooks {
+        command.args(["--public-url", &api_base]);
     }
     let child = command.spawn().unwrap();
     Node {
@@ -380,10 +387,16 @@ async fn submit_all(
 struct Finished {
     status: String,
     completed_at_ms: i64,
+    /// The generation's job at the provider, as vidgate recorded it.
+    provider_job_id: Option<String>,
 }
 
 async fn read_generations(database: &Database) -> HashMap<String, Finished> {
-    let query = "SELECT id, status, COALESCE(completed_at, 0) AS completed_at FROM generations";
+    let query = "SELECT generations.id, generations.status, \
+                 COALESCE(generations.completed_at, 0) AS completed_at, \
+                 provider_jobs.job_id AS provider_job_id \
+                 FROM generations \
+                 LEFT JOIN provider_jobs ON provider_jobs.generation_id = generations.id";
     let rows = match database {
         Database::Sqlite(_) => {
             let mut connection = sqlx::SqliteConnection::connect(&database.url())
@@ -396,6 +409,7 @@ async fn read_generations(database: &Database) -> HashMap<String, Finished> {
                         row.get::<String, _>("id"),
                         row.get::<String, _>("status"),
                         row.get::<i64, _>("completed_at"),
+                        row.get::<Option<String>, _>("provider_job_id"),
                     )
                 })
                 .collect::<Vec<_>>()
@@ -409,18 +423,20 @@ async fn read_generations(database: &Database) -> HashMap<String, Finished> {
                         row.get::<String, _>("id"),
                         row.get::<String, _>("status"),
                         row.get::<i64, _>("completed_at"),
+                        row.get::<Option<String>, _>("provider_job_id"),
                     )
                 })
                 .collect::<Vec<_>>()
         }
     };
     rows.into_iter()
-        .map(|(id, status, completed_at_ms)| {
+        .map(|(id, status, completed_at_ms, provider_job_id)| {
             (
                 id,
                 Finished {
                     status,
                     completed_at_ms,
+                    provider_job_id,
                 },
             )
         })
@@ -479,7 +495,10 @@ async fn scrape_provider_metrics(client: &reqwest::Client, nodes: &[Node]) {
 }
 
 async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
-    let webhooks = scenario != "polling";
+    // `polling`: webhooks registered but all lost, so the backstop finds
+    // every end; `no-webhooks`: none registered, polling as the only way.
+    let webhooks = !matches!(scenario, "polling" | "no-webhooks");
+    let registers_webhooks = scenario != "no-webhooks";
     let fake = FakeProviders::start().await;
     fake.switches(|switches| {
         switches.queue_for = Duration::from_secs(2);
@@ -545,6 +564,7 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
             &admin_database,
             &backends,
             node_redis,
+            registers_webhooks,
         );
         wait_until_ready(&client, &mut node).await;
         nodes.push(node);
@@ -564,7 +584,11 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         scale.accounts,
         scale.big_account_jobs,
         scale.run_seconds,
-        if webhooks { "on" } else { "off" },
+        match (registers_webhooks, webhooks) {
+            (false, _) => "not registered",
+            (true, true) => "on",
+            (true, false) => "registered, all lost",
+        },
         deployment.nodes.len(),
     );
 
@@ -648,17 +672,28 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
     }
     println!("generation outcomes: {outcomes:?} in {elapsed:.0} s");
 
-    // Provider jobs per generation: the fake's jobs carry the webhook URL,
-    // whose route names the generation.
+    // Provider jobs per generation: a fake job registered with a webhook
+    // carries its URL, whose route names the generation; without webhooks,
+    // a job is the generation's that recorded it, and a job that no
+    // generation names is an extra one.
     let jobs = fake.jobs();
+    let generation_of_job: HashMap<&str, &str> = generations
+        .iter()
+        .filter_map(|(generation, finished)| {
+            Some((finished.provider_job_id.as_deref()?, generation.as_str()))
+        })
+        .collect();
     let mut jobs_per_generation: HashMap<String, usize> = HashMap::new();
     let mut provider_job_of: HashMap<String, &fake_providers::FakeJob> = HashMap::new();
+    let mut unnamed_jobs = 0;
     for job in &jobs {
-        let Some(generation) = job
+        let generation = job
             .webhook_url
             .as_deref()
             .and_then(|url| url.rsplit('/').next())
-        else {
+            .or_else(|| generation_of_job.get(job.id.as_str()).copied());
+        let Some(generation) = generation else {
+            unnamed_jobs += 1;
             continue;
         };
         *jobs_per_generation
@@ -671,7 +706,7 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         .filter(|count| **count > 1)
         .count();
     println!(
-        "provider jobs: {} for {} accepted generations; generations with more than one: {more_than_one}",
+        "provider jobs: {} for {} accepted generations; generations with more than one: {more_than_one}; jobs no generation names: {unnamed_jobs}",
         jobs.len(),
         accepted.len()
     );
@@ -700,6 +735,12 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
     );
 
     let mut lag = Vec::new();
+    // Where the lag goes: from the provider's completion to vidgate taking
+    // its webhook, to vidgate's next read of the job, to vidgate fetching
+    // the output; the rest is storing the clip and recording the success.
+    let mut to_webhook_taken = Vec::new();
+    let mut to_next_read = Vec::new();
+    let mut to_output_fetched = Vec::new();
     let mut small_to_provider = Vec::new();
     let mut big_to_provider = Vec::new();
     for submit in &accepted {
@@ -711,6 +752,19 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
             && finished.completed_at_ms > 0
         {
             lag.push(finished.completed_at_ms as f64 / 1000.0 - provider_done);
+            if let Some(taken) = fake.completion_webhook_taken_at(&job.id) {
+                to_webhook_taken.push(taken - provider_done);
+            }
+            if let Some(read) = fake
+                .state_reads_of(&job.id)
+                .into_iter()
+                .find(|read| *read >= provider_done)
+            {
+                to_next_read.push(read - provider_done);
+            }
+            if let Some(fetched) = fake.output_fetched_at(&job.id) {
+                to_output_fetched.push(fetched - provider_done);
+            }
         }
         let to_provider = job.created_at - submit.submitted_at;
         if submit.account == 0 {
@@ -736,6 +790,9 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         }
     }
     summary("provider finished → generation finished", lag);
+    summary("provider finished → its webhook taken", to_webhook_taken);
+    summary("provider finished → vidgate's next read", to_next_read);
+    summary("provider finished → output fetched", to_output_fetched);
     summary(
         "submit → at the provider, each small account's first job",
         first_of_account.into_values().collect(),
@@ -790,7 +847,7 @@ async fn main() {
         .filter(|word| !word.starts_with("--"))
         .collect();
     let scenarios: Vec<&str> = if asked.is_empty() {
-        vec!["webhooks", "polling", "postgres"]
+        vec!["webhooks", "polling", "no-webhooks", "postgres"]
     } else {
         asked.iter().map(String::as_str).collect()
     };

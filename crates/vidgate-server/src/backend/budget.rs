@@ -761,7 +761,10 @@ impl ProviderProtocol for BudgetedProtocol {
         target: &ProviderTarget,
         job_id: &str,
     ) -> Result<ProviderJobState, ProviderError> {
-        self.state_at(target, job_id, CallPriority::now()).await
+        // A follower reads through `state_at` at its turn; a plain read is
+        // a cancel's (a customer's, or the start deadline's), which a
+        // person or a bill waits for: ahead of the backstop reads.
+        self.state_at(target, job_id, CallPriority::Urgent).await
     }
 
     async fn cancel(
@@ -935,6 +938,96 @@ mod tests {
             task.await.unwrap();
         }
         assert_eq!(*served.lock().unwrap(), ["webhook", "early", "late"]);
+    }
+
+    /// A provider whose every state read answers "queued" and is noted by
+    /// the job it reads, in the order the budget let them through.
+    struct NotingProtocol {
+        reads: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl ProviderProtocol for NotingProtocol {
+        fn name(&self) -> &'static str {
+            "replicate"
+        }
+        async fn submit(
+            &self,
+            _target: &ProviderTarget,
+            _input: &Value,
+            _webhook_url: Option<&str>,
+            _deadlines: JobDeadlines,
+        ) -> Result<String, ProviderError> {
+            unreachable!("the test only reads")
+        }
+        async fn state(
+            &self,
+            _target: &ProviderTarget,
+            job_id: &str,
+        ) -> Result<ProviderJobState, ProviderError> {
+            lock(&self.reads).push(job_id.to_owned());
+            Ok(ProviderJobState::Queued)
+        }
+        async fn cancel(
+            &self,
+            _target: &ProviderTarget,
+            _job_id: &str,
+        ) -> Result<CancelOutcome, ProviderError> {
+            unreachable!("the test only reads")
+        }
+        async fn verify_webhook(
+            &self,
+            _headers: &HeaderMap,
+            _body: &[u8],
+        ) -> Result<VerifiedWebhook, WebhookError> {
+            unreachable!("the test only reads")
+        }
+        async fn find_submitted(
+            &self,
+            _target: &ProviderTarget,
+            _input: &Value,
+            _since: i64,
+        ) -> Result<Vec<String>, ProviderError> {
+            unreachable!("the test only reads")
+        }
+        fn lists_unfinished_jobs(&self) -> bool {
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancels_read_goes_ahead_of_the_reads_that_are_merely_due() {
+        let budget = budget(600, 30);
+        lock(&budget.settings).limits.others = ClassLimit {
+            per_minute: 1200,
+            burst: 1,
+        };
+        budget.acquire(CallClass::Others, CallPriority::now()).await;
+        let noting = Arc::new(NotingProtocol {
+            reads: Mutex::new(Vec::new()),
+        });
+        let protocol = Arc::new(BudgetedProtocol::new(noting.clone(), budget.clone()));
+        let target = ProviderTarget("owner/model".into());
+        let long_due = CallPriority::Due(Instant::now() - Duration::from_secs(60));
+        let mut reads = Vec::new();
+        for job in ["due-1", "due-2", "due-3"] {
+            let (protocol, target) = (protocol.clone(), target.clone());
+            reads.push(tokio::spawn(async move {
+                protocol.state_at(&target, job, long_due).await.unwrap();
+            }));
+            tokio::task::yield_now().await;
+        }
+        // The state read of `cancel_if_queued`, the customer's cancel.
+        protocol.state(&target, "canceled").await.unwrap();
+        for read in reads {
+            read.await.unwrap();
+        }
+        let order = lock(&noting.reads).clone();
+        assert_eq!(order.len(), 4);
+        assert!(
+            order.iter().position(|job| job == "canceled") <= Some(1),
+            "the cancel's read waited behind the due reads: {order:?}"
+        );
     }
 
     #[tokio::test]

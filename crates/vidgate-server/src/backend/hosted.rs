@@ -363,7 +363,6 @@ impl HostedBackend {
         may_fail_over: bool,
     ) -> Result<RenderedClip, HostedFailure> {
         let store = self.store()?;
-        let started = Instant::now();
         let _in_flight = self.budget().job_in_flight();
         // Registered before the submit, so that a webhook arriving before
         // the wait begins still wakes it.
@@ -376,7 +375,6 @@ impl HostedBackend {
         let video_url = self
             .follow(
                 &submitted,
-                started,
                 self.webhook_url(&job.generation_id).is_some(),
                 &following.wakeup,
                 &cancel,
@@ -716,7 +714,6 @@ impl HostedBackend {
     async fn follow(
         &self,
         submitted: &SubmittedJob,
-        started: Instant,
         with_webhooks: bool,
         wakeup: &Notify,
         cancel: &CancellationToken,
@@ -726,7 +723,12 @@ impl HostedBackend {
             job_id,
             created_at,
         } = submitted;
-        let deadline = started + seconds(self.timeouts().job_seconds);
+        // Counted from the intent to create the job, recorded just before
+        // its create call (whose token the pool promised when it claimed
+        // the job), as the provider counts its lifetime from the create: a
+        // job resumed after a restart keeps the deadline it had, where a
+        // deadline counted from each run would start again.
+        let deadline = created_at + millis(self.timeouts().job_seconds);
         let start_deadline = created_at + millis(self.timeouts().start_seconds);
         let usual_end = created_at + millis(self.timeouts().usual_run_seconds);
         let mut retry_until: Option<Instant> = None;
@@ -802,7 +804,7 @@ impl HostedBackend {
                 }
             }
             wait_first = false;
-            if Instant::now() >= deadline {
+            if crate::store::now_millis() >= deadline {
                 return Err(failure(
                     FailureKind::TimedOut.code(),
                     format!(

@@ -1511,6 +1511,14 @@ async fn a_job_with_a_registered_webhook_is_read_rarely(store: StoreKind) {
     assert!(job.webhook_url.is_some());
     let reads = fake.state_reads_of(&job.id);
     assert!(reads.len() <= 2, "{reads:?}");
+    // The completion webhook was taken, and it is what ended the job: the
+    // read after the provider's completion, then the output's download.
+    let job = fake.jobs_at(Provider::Replicate).remove(0);
+    let completed = job.completed_at.unwrap();
+    assert!(fake.completion_webhook_taken_at(&job.id).is_some());
+    let read_after_completion = *reads.last().unwrap();
+    assert!(read_after_completion >= completed, "{reads:?} {completed}");
+    assert!(fake.output_fetched_at(&job.id).unwrap() >= read_after_completion);
 }
 
 async fn hosted_jobs_are_at_the_provider_together_beyond_the_cpu_workers(store: StoreKind) {

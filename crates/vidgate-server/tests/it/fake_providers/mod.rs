@@ -318,6 +318,11 @@ pub struct FakeState {
     calls: Mutex<std::collections::BTreeMap<(Provider, CallClass, u64), WindowCalls>>,
     /// Every state read of a job, by job id: when (Unix seconds).
     state_reads: Mutex<HashMap<String, Vec<f64>>>,
+    /// When each job's completion webhook was answered with a success
+    /// (Unix seconds), by job id: how long the receiver took to take it.
+    completion_webhooks_taken: Mutex<HashMap<String, f64>>,
+    /// When each job's output was last served (Unix seconds), by job id.
+    output_fetches: Mutex<HashMap<String, f64>>,
     next_id: Mutex<u64>,
     http: reqwest::Client,
 }
@@ -348,6 +353,8 @@ impl FakeProviders {
             key_fetches: Mutex::new(Vec::new()),
             calls: Mutex::default(),
             state_reads: Mutex::default(),
+            completion_webhooks_taken: Mutex::default(),
+            output_fetches: Mutex::default(),
             next_id: Mutex::new(0),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -410,6 +417,23 @@ impl FakeProviders {
             .get(job_id)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// When job `job_id`'s completion webhook was taken (answered with a
+    /// success), in Unix seconds.
+    pub fn completion_webhook_taken_at(&self, job_id: &str) -> Option<f64> {
+        let taken = self.state.completion_webhooks_taken.lock().unwrap();
+        taken.get(job_id).copied()
+    }
+
+    /// When job `job_id`'s output was last served, in Unix seconds.
+    pub fn output_fetched_at(&self, job_id: &str) -> Option<f64> {
+        self.state
+            .output_fetches
+            .lock()
+            .unwrap()
+            .get(job_id)
+            .copied()
     }
 
     /// How many times `provider`'s webhook keys were read.
@@ -544,6 +568,10 @@ impl FakeState {
         let Some(bytes) = self.output(id) else {
             return StatusCode::NOT_FOUND.into_response();
         };
+        self.output_fetches
+            .lock()
+            .unwrap()
+            .insert(id.to_owned(), now_seconds());
         if self.job(id).is_some_and(|job| job.marker("huge-output")) {
             let body = HugeBody {
                 left: HUGE_OUTPUT_BYTES,
@@ -850,6 +878,13 @@ async fn send_webhook(state: &Arc<FakeState>, job: &FakeJob, event: &str) {
                     .unwrap()
                     .push((job.id.clone(), status));
                 if response.status().is_success() {
+                    if event == "completed" {
+                        state
+                            .completion_webhooks_taken
+                            .lock()
+                            .unwrap()
+                            .insert(job.id.clone(), now_seconds());
+                    }
                     return;
                 }
             }
