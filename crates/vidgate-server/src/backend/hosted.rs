@@ -743,7 +743,7 @@ impl HostedBackend {
         loop {
             if !wait_first {
                 let read = tokio::select! {
-                    read = self.protocol.state_at(target, job_id, priority) => read,
+                    read = self.protocol.state_at(target, job_id, priority, wakeup) => read,
                     _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
                 };
                 let now = Instant::now();
