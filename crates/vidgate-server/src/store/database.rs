@@ -6,8 +6,10 @@
 //! `on_transaction!`. Each of these is a `match` of two arms that runs the
 //! same expression on the SQLite or the PostgreSQL connection, so the
 //! expression is type-checked for both databases and a compile error points
-//! at the statement itself. Everything that differs between the databases
-//! is a method here that dispatches to `sqlite.rs` or `postgres.rs`.
+//! at the statement itself. Both arms must answer one type, so an
+//! `execute` ends in `.map(|done| done.rows_affected())` (each driver has
+//! its own result type). Everything that differs between the databases is
+//! a method here that dispatches to `sqlite.rs` or `postgres.rs`.
 
 use std::time::Duration;
 
@@ -53,19 +55,27 @@ impl RowLocking {
     }
 }
 
-/// Runs `$statement` with `$pool` bound to the store's pool for reads.
-macro_rules! on_reader {
-    ($store:expr, |$pool:ident| $statement:expr) => {
+/// Runs `$statement` with `$pool` bound to the store's pool `$which`
+/// (`reader` or `writer`), whichever database it is.
+macro_rules! on_pool {
+    ($store:expr, $which:ident, |$pool:ident| $statement:expr) => {
         match &$store.database {
             $crate::store::database::Database::Sqlite(database) => {
-                let $pool = database.reader();
+                let $pool = database.$which();
                 $statement
             }
             $crate::store::database::Database::Postgres(database) => {
-                let $pool = database.reader();
+                let $pool = database.$which();
                 $statement
             }
         }
+    };
+}
+
+/// Runs `$statement` with `$pool` bound to the store's pool for reads.
+macro_rules! on_reader {
+    ($store:expr, |$pool:ident| $statement:expr) => {
+        on_pool!($store, reader, |$pool| $statement)
     };
 }
 
@@ -73,16 +83,7 @@ macro_rules! on_reader {
 /// outside a transaction (one statement is its own transaction).
 macro_rules! on_writer {
     ($store:expr, |$pool:ident| $statement:expr) => {
-        match &$store.database {
-            $crate::store::database::Database::Sqlite(database) => {
-                let $pool = database.writer();
-                $statement
-            }
-            $crate::store::database::Database::Postgres(database) => {
-                let $pool = database.writer();
-                $statement
-            }
-        }
+        on_pool!($store, writer, |$pool| $statement)
     };
 }
 

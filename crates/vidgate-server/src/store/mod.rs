@@ -7,24 +7,24 @@
 //! underneath. SQLite is the embedded default; PostgreSQL sits behind the
 //! same `Store` for several nodes.
 //!
-//! The operations are split by aggregate, one file each with its types,
-//! its rows and an `impl Store` block of methods holding its SQL: `accounts` (accounts, limits, API keys, model
-//! pause state), `ledger` (money movements and ledger reads), `generations`
-//! (submit, read, list, cancel), `queue` (claim, lease, finish, release,
-//! rescue), `webhooks` (the outbox: deliveries, attempts, signing secrets),
-//! `webhook_log` (the delivery log), `users` (dashboard users and sessions),
-//! `uploads`, `provider_jobs` (a generation's job at a hosted provider),
-//! `provider_health` (each provider's circuit as a node last saw it),
-//! `operations` (the schema's state for readiness, backups),
-//! `operator` (what the operator API adds: listing accounts, idempotent
-//! credit adjustments, the audit log), `retention` (expiring old clips
-//! and uploads, and the expired files the sweep deletes) and `server_keys`
-//! (secrets the server makes for itself, shared by every node).
-//! `Store` is all of them. Each statement is written once and runs on
-//! either database through the dispatch of `database.rs`; what differs
-//! between the two databases is in `sqlite.rs` (with `inline_reads.rs`,
-//! SQLite's hot point reads, and `submit.rs`'s SQLite half) and
-//! `postgres.rs` (with `submit.rs`'s PostgreSQL half).
+//! The operations are split by aggregate, one file each with its types, its
+//! rows and an `impl Store` block of methods holding its SQL: `accounts`
+//! (accounts, limits, API keys, model pause state), `ledger` (money
+//! movements and ledger reads), `generations` (submit, read, list, cancel),
+//! `queue` (claim, lease, finish, release, rescue), `webhooks` (the outbox:
+//! deliveries, attempts, signing secrets), `webhook_log` (the delivery
+//! log), `users` (dashboard users and sessions), `uploads`, `provider_jobs`
+//! (a generation's job at a hosted provider), `provider_health` (each
+//! provider's circuit as a node last saw it), `operations` (the schema's
+//! state for readiness, backups), `operator` (what the operator API adds:
+//! listing accounts, idempotent credit adjustments, the audit log),
+//! `retention` (expiring old clips and uploads, and the expired files the
+//! sweep deletes) and `server_keys` (secrets the server makes for itself,
+//! shared by every node). `Store` is all of them. Each statement is written
+//! once and runs on either database through the dispatch of `database.rs`;
+//! what differs between the two databases is in `sqlite.rs` (with
+//! `inline_reads.rs`, SQLite's hot point reads, and `submit.rs`'s SQLite
+//! half) and `postgres.rs` (with `submit.rs`'s PostgreSQL half).
 
 /// Declares a row type that both ways of reading fill by column name: sqlx
 /// (its derived `FromRow`, for any statement on either store) and SQLite's

@@ -105,7 +105,7 @@ impl ClaimDialect for PgStore {
     }
 }
 
-/// The fair claim, for both stores. Accounts take turns: among the
+/// The fair claim, for both databases. Accounts take turns: among the
 /// accounts with a claimable queued job, the one whose last claim is
 /// oldest, or that was never claimed for, goes first (then the one whose
 /// oldest job is oldest), and its oldest claimable job is taken. So one
