@@ -74,7 +74,7 @@ struct Nodes {
 }
 
 impl Nodes {
-    fn committer(&self) -> Arc<dyn Store> {
+    fn committer(&self) -> Arc<Store> {
         self.other.as_ref().unwrap_or(&self.api).store.clone()
     }
 

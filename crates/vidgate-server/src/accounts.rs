@@ -43,7 +43,7 @@ pub enum AccountChangeError {
 /// deleted account keeps only its books: a change would bring the deleted
 /// customer back, so it is refused.
 pub async fn changeable_account(
-    store: &dyn Store,
+    store: &Store,
     account_id: &str,
 ) -> Result<Account, AccountChangeError> {
     let account = store
@@ -57,7 +57,7 @@ pub async fn changeable_account(
 }
 
 pub async fn create_api_key(
-    store: &dyn Store,
+    store: &Store,
     account_id: &str,
     name: &str,
 ) -> Result<CreatedKey, StoreError> {
@@ -80,7 +80,7 @@ pub async fn create_api_key(
 
 /// Creates an account with an initial credit and its first API key.
 pub async fn create_account(
-    store: &dyn Store,
+    store: &Store,
     name: &str,
     initial_credit: Micros,
 ) -> Result<CreatedAccount, StoreError> {
@@ -104,7 +104,7 @@ pub async fn create_account(
 /// deliveries beside it for a day, so receivers can switch over without
 /// rejecting anything; `None` when the account does not exist.
 pub async fn rotate_webhook_secret(
-    store: &dyn Store,
+    store: &Store,
     account_id: &str,
 ) -> Result<Option<Account>, StoreError> {
     store
@@ -112,6 +112,6 @@ pub async fn rotate_webhook_secret(
         .await
 }
 
-pub async fn create_development_account(store: &dyn Store) -> Result<CreatedAccount, StoreError> {
+pub async fn create_development_account(store: &Store) -> Result<CreatedAccount, StoreError> {
     create_account(store, "development", DEVELOPMENT_CREDIT).await
 }

@@ -207,7 +207,7 @@ pub enum MediaUrlRefusal {
 impl MediaUrlSigner {
     /// The signer with the key every node shares: the store's, or a new
     /// random one that this call stores when there is none yet.
-    pub async fn shared(store: &dyn Store) -> Result<MediaUrlSigner, StoreError> {
+    pub async fn shared(store: &Store) -> Result<MediaUrlSigner, StoreError> {
         let stored = store
             .server_key(MEDIA_URL_KEY_PURPOSE, &random_secret())
             .await?;
@@ -314,7 +314,7 @@ impl JobMedia {
 /// Removes the kept media of a generation that has reached a final state
 /// outside a worker (a cancel, or the rescuer failing it after its last
 /// attempt); a failure is logged and leaves the copies.
-pub async fn release_generation_media(store: &dyn Store, storage: &Storage, generation_id: &str) {
+pub async fn release_generation_media(store: &Store, storage: &Storage, generation_id: &str) {
     match store.generation_media(generation_id).await {
         Ok(binding) => {
             MediaBinding::from_json(binding.as_ref())

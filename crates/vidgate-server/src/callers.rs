@@ -27,7 +27,7 @@ pub enum CallerRefusal {
 }
 
 /// The caller an API key belongs to.
-pub async fn caller_for_api_key(store: &dyn Store, key: &str) -> Result<Caller, CallerRefusal> {
+pub async fn caller_for_api_key(store: &Store, key: &str) -> Result<Caller, CallerRefusal> {
     if !key.starts_with(API_KEY_PREFIX) || key.len() > MAX_API_KEY_CHARS {
         return Err(CallerRefusal::MalformedApiKey);
     }
@@ -42,7 +42,7 @@ pub async fn caller_for_api_key(store: &dyn Store, key: &str) -> Result<Caller, 
 /// (`changes_state`) without the session's CSRF token: a browser sends the
 /// session's cookie along with requests any site makes it send.
 pub async fn caller_for_session(
-    store: &dyn Store,
+    store: &Store,
     session_token: &str,
     changes_state: bool,
     csrf_token: &str,

@@ -133,7 +133,7 @@ impl Drop for WorkerRunning {
 
 /// This node's readiness, shared by the HTTP layer and start-up.
 pub struct Health {
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     storage: Arc<Storage>,
     queue: Option<Arc<QueueLiveness>>,
     draining: AtomicBool,
@@ -146,7 +146,7 @@ pub struct Health {
 
 impl Health {
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<Store>,
         storage: Arc<Storage>,
         queue: Option<Arc<QueueLiveness>>,
     ) -> Health {

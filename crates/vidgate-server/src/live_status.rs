@@ -172,7 +172,7 @@ pub fn state_id(generation: &Generation) -> String {
 
 /// Follows one generation of one account.
 pub struct GenerationFollower {
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     account_id: String,
     generation_id: String,
     watch: GenerationWatch,
@@ -183,7 +183,7 @@ impl GenerationFollower {
     /// `None` when the account has no such generation. The watch starts
     /// before the read, so a change committed after the read wakes it.
     pub async fn start(
-        store: Arc<dyn Store>,
+        store: Arc<Store>,
         account_id: &str,
         generation_id: &str,
     ) -> Result<Option<(GenerationFollower, Generation)>, StoreError> {

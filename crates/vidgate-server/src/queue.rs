@@ -88,7 +88,7 @@ impl QueueWakeup {
 }
 
 pub struct WorkerContext {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<Store>,
     pub catalog: Arc<Catalog>,
     pub backends: Backends,
     pub storage: Arc<Storage>,
@@ -605,7 +605,7 @@ async fn run_claimed(
 }
 
 async fn heartbeat(
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     generation_id: String,
     worker_id: String,
     lease: Duration,

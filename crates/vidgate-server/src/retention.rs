@@ -71,7 +71,7 @@ pub struct SweepReport {
 /// not claimed by another node is deleted. A file whose deletion fails
 /// stays listed and is tried again once its claim lapses.
 pub async fn sweep(
-    store: &dyn Store,
+    store: &Store,
     storage: &Storage,
     keep_for: Duration,
     now: i64,
@@ -128,7 +128,7 @@ pub async fn sweep(
 
 /// Runs the sweep every `sweep_interval` until `shutdown`.
 pub fn spawn(
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     storage: Arc<Storage>,
     settings: RetentionSettings,
     shutdown: CancellationToken,

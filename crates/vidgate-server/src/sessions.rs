@@ -42,7 +42,7 @@ pub struct PreSessionCsrf {
 impl PreSessionCsrf {
     /// The tokens' key every node shares: the store's, or a new random one
     /// that this call stores when there is none yet.
-    pub async fn shared(store: &dyn Store) -> Result<PreSessionCsrf, StoreError> {
+    pub async fn shared(store: &Store) -> Result<PreSessionCsrf, StoreError> {
         let key = store
             .server_key(PRE_SESSION_KEY_PURPOSE, &random_secret())
             .await?;
@@ -89,7 +89,7 @@ impl PreSessionCsrf {
 }
 
 /// The live session a token names, if any.
-pub async fn live_session(store: &dyn Store, token: &str) -> Result<Option<Session>, StoreError> {
+pub async fn live_session(store: &Store, token: &str) -> Result<Option<Session>, StoreError> {
     store
         .session(&sha256_hex(token.as_bytes()), IDLE_TIMEOUT)
         .await
@@ -97,7 +97,7 @@ pub async fn live_session(store: &dyn Store, token: &str) -> Result<Option<Sessi
 
 /// Starts a session for a user who just proved their password; returns its
 /// token, which only the browser keeps.
-pub async fn start_session(store: &dyn Store, user: &User) -> Result<String, StoreError> {
+pub async fn start_session(store: &Store, user: &User) -> Result<String, StoreError> {
     let token = random_secret();
     store
         .create_session(&NewSession {

@@ -205,7 +205,7 @@ struct Components {
     http_limits: http::HttpLimits,
     webhooks: WebhookSettings,
     retention: RetentionSettings,
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     state: AppState,
     /// What the workers and the rescuer report to readiness; only a node
     /// that runs jobs has it.
@@ -456,7 +456,7 @@ impl Components {
 /// the options ask for one and the database has no account yet.
 async fn development_account(
     options: &ServerOptions,
-    store: &dyn Store,
+    store: &Store,
 ) -> Result<(Option<CreatedAccount>, Option<CreatedUser>), ServerError> {
     if !options.bootstrap_development_account || store.count_accounts().await? != 0 {
         return Ok((None, None));
@@ -494,7 +494,7 @@ pub struct RunningServer {
     pub metrics_addr: Option<SocketAddr>,
     /// Absolute base of the API, ending in `/api/v1`.
     pub api_base: String,
-    pub store: Arc<dyn Store>,
+    pub store: Arc<Store>,
     /// The development account created at this start, if any.
     pub development_account: Option<CreatedAccount>,
     /// The development account's dashboard user, with its one-time password.

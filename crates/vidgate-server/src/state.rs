@@ -43,7 +43,7 @@ impl std::ops::Deref for AppState {
 }
 
 pub struct AppStateFields {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<Store>,
     pub catalog: Arc<Catalog>,
     pub backends: Backends,
     pub storage: Arc<Storage>,

@@ -387,7 +387,7 @@ impl Resolve for GuardedResolver {
 
 /// What the senders share.
 pub struct WebhookContext {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<Store>,
     pub client: WebhookClient,
     pub api_base: String,
     pub settings: WebhookSettings,
@@ -402,7 +402,7 @@ pub struct WebhookContext {
 
 impl WebhookContext {
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<Store>,
         client: WebhookClient,
         api_base: String,
         settings: WebhookSettings,

@@ -204,7 +204,7 @@ fn cli_actor() -> String {
 /// Writes a change made with `vidgate admin` to the audit log the operator
 /// API reads, named after the operating-system user who made it.
 async fn audit(
-    store: &dyn Store,
+    store: &Store,
     action: &'static str,
     target: &str,
     detail: serde_json::Value,
@@ -223,7 +223,7 @@ async fn audit(
 /// Applies a credit or debit as the operator API does: once per key, with
 /// its ledger entry and audit row in one transaction.
 async fn adjust(
-    store: &dyn Store,
+    store: &Store,
     account_id: String,
     arguments: AdjustmentArgs,
     kind: store::AdjustmentKind,
@@ -264,7 +264,7 @@ fn parse_usd(text: &str) -> anyhow::Result<Micros> {
     Micros::parse_usd(text).with_context(|| format!("reading the amount {text:?}"))
 }
 
-async fn show_account(store: &dyn Store, account_id: &str) -> anyhow::Result<serde_json::Value> {
+async fn show_account(store: &Store, account_id: &str) -> anyhow::Result<serde_json::Value> {
     let account = store
         .account(account_id)
         .await?
@@ -275,7 +275,7 @@ async fn show_account(store: &dyn Store, account_id: &str) -> anyhow::Result<ser
 }
 
 /// The dashboard user with this email (emails are kept lowercased).
-async fn user_named(store: &dyn Store, email: &str) -> anyhow::Result<vidgate_server::store::User> {
+async fn user_named(store: &Store, email: &str) -> anyhow::Result<vidgate_server::store::User> {
     let email = email.trim().to_lowercase();
     store
         .user_by_email(&email)
@@ -296,7 +296,7 @@ fn require_catalog_model(model_id: &str) -> anyhow::Result<()> {
 /// credential of the backends file, when given; how much of a budget the
 /// nodes use is in their metrics (`vidgate_provider_calls_total`).
 async fn providers(
-    store: &dyn Store,
+    store: &Store,
     backends_file: Option<&std::path::Path>,
 ) -> anyhow::Result<serde_json::Value> {
     let shown: Vec<serde_json::Value> = store
@@ -383,7 +383,7 @@ async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> 
 /// Revenue, provider cost and margin per model and UTC day. A generation
 /// without a recorded cost counts as costing nothing and is counted in
 /// `uncosted_generations`, so a margin is never silently overstated.
-async fn usage(store: &dyn Store, days: u32) -> anyhow::Result<serde_json::Value> {
+async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
     const MILLIS_PER_DAY: i64 = 86_400_000;
     if !(1..=3660).contains(&days) {
         bail!("--days must be between 1 and 3660");
@@ -416,7 +416,7 @@ async fn usage(store: &dyn Store, days: u32) -> anyhow::Result<serde_json::Value
 /// Copies the database to `path`. The path is checked here so the operator
 /// gets a plain message rather than the database's; SQLite refuses an
 /// existing file by itself too, so a race cannot overwrite one.
-async fn backup(store: &dyn Store, path: &std::path::Path) -> anyhow::Result<serde_json::Value> {
+async fn backup(store: &Store, path: &std::path::Path) -> anyhow::Result<serde_json::Value> {
     if path.exists() {
         bail!("{} already exists: back up to a new file", path.display());
     }

@@ -33,7 +33,7 @@ use super::provider::{
 use crate::store::{ProviderHealth, Store};
 
 /// Where circuits save their views: the store, once attached at start.
-type SharedStore = Arc<Mutex<Option<Arc<dyn Store>>>>;
+type SharedStore = Arc<Mutex<Option<Arc<Store>>>>;
 
 /// Consecutive failures that open a circuit.
 pub const FAILURES_TO_OPEN: u32 = 5;
@@ -64,7 +64,7 @@ impl Default for ProviderCircuits {
 
 impl ProviderCircuits {
     /// Hands over, at server start, the store the circuits save to.
-    pub fn attach_store(&self, store: &Arc<dyn Store>) {
+    pub fn attach_store(&self, store: &Arc<Store>) {
         *self
             .store
             .lock()

@@ -25,7 +25,7 @@ pub struct FailoverBackend {
     model_id: String,
     /// In the order the operator listed them; each a different provider.
     providers: Vec<Arc<HostedBackend>>,
-    store: Mutex<Option<Arc<dyn Store>>>,
+    store: Mutex<Option<Arc<Store>>>,
 }
 
 impl FailoverBackend {
@@ -54,7 +54,7 @@ impl FailoverBackend {
         })
     }
 
-    fn store(&self) -> Option<Arc<dyn Store>> {
+    fn store(&self) -> Option<Arc<Store>> {
         self.store
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -169,7 +169,7 @@ impl Backend for FailoverBackend {
         }))
     }
 
-    fn attach_store(&self, store: &Arc<dyn Store>) {
+    fn attach_store(&self, store: &Arc<Store>) {
         *self
             .store
             .lock()

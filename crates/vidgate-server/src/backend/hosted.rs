@@ -62,7 +62,7 @@ pub struct HostedBackend {
     circuit: Arc<ProviderCircuit>,
     /// The store, attached at server start (the last start wins, as for a
     /// restarted server in one process): the intent and job id records.
-    store: Mutex<Option<Arc<dyn Store>>>,
+    store: Mutex<Option<Arc<Store>>>,
     /// The storage, attached at server start: outputs are downloaded into
     /// its incoming directory.
     storage: Mutex<Option<Arc<Storage>>>,
@@ -196,7 +196,7 @@ impl HostedBackend {
     /// intent whose submit answer is missing.
     async fn adopt_webhook_job(
         &self,
-        store: &Arc<dyn Store>,
+        store: &Arc<Store>,
         recorded: &ProviderJob,
         verified: &provider::VerifiedWebhook,
     ) -> Result<(), WebhookRefusal> {
@@ -293,7 +293,7 @@ impl HostedBackend {
         attached(&self.storage, "storage")
     }
 
-    fn store(&self) -> Result<Arc<dyn Store>, JobFailure> {
+    fn store(&self) -> Result<Arc<Store>, JobFailure> {
         attached(&self.store, "store")
     }
 
@@ -401,7 +401,7 @@ impl HostedBackend {
     /// submit with an unknown outcome created, or a new one.
     async fn find_or_submit(
         &self,
-        store: &Arc<dyn Store>,
+        store: &Arc<Store>,
         job: &Job,
         may_fail_over: bool,
         wakeup: &Notify,
@@ -569,7 +569,7 @@ impl HostedBackend {
     /// question open, and the generation waits.
     async fn reconcile(
         &self,
-        store: &Arc<dyn Store>,
+        store: &Arc<Store>,
         recorded: &ProviderJob,
         wakeup: &Notify,
     ) -> Result<Option<String>, HostedFailure> {
@@ -674,7 +674,7 @@ impl HostedBackend {
 
     async fn recorded_job_id(
         &self,
-        store: &Arc<dyn Store>,
+        store: &Arc<Store>,
         generation_id: &str,
     ) -> Result<Option<String>, HostedFailure> {
         Ok(store
@@ -948,7 +948,7 @@ impl Backend for HostedBackend {
             .map_err(|failed| failed.failure)
     }
 
-    fn attach_store(&self, store: &Arc<dyn Store>) {
+    fn attach_store(&self, store: &Arc<Store>) {
         *self
             .store
             .lock()

@@ -161,7 +161,7 @@ pub trait Backend: Send + Sync + 'static {
     fn attach_media_fetcher(&self, _fetcher: &vidgate_media::Fetcher) {}
     /// Hands over, at server start, the store, for backends that record
     /// their remote jobs there (hosted providers); others ignore it.
-    fn attach_store(&self, _store: &Arc<dyn crate::store::Store>) {}
+    fn attach_store(&self, _store: &Arc<crate::store::Store>) {}
     /// Hands over, at server start, the storage, whose incoming directory
     /// takes the outputs that backends download; backends whose clips are
     /// made in memory ignore it.
@@ -375,7 +375,7 @@ impl Backends {
     }
 
     /// Gives every backend, and the providers' circuits, the store.
-    pub fn attach_store(&self, store: &Arc<dyn crate::store::Store>) {
+    pub fn attach_store(&self, store: &Arc<crate::store::Store>) {
         self.provider_circuits.attach_store(store);
         for backend in self.by_name.values().chain(self.by_model.values()) {
             backend.attach_store(store);
@@ -396,7 +396,7 @@ impl Backends {
     /// carries no announcements (SQLite) it ends at once.
     pub fn spawn_announced_webhook_wakeups(
         &self,
-        store: Arc<dyn crate::store::Store>,
+        store: Arc<crate::store::Store>,
         shutdown: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let backends = self.clone();

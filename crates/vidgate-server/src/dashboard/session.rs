@@ -78,7 +78,7 @@ pub fn session_token(headers: &HeaderMap) -> Option<&str> {
 
 /// The live session the request's cookie names, if any.
 pub async fn current_session(
-    store: &dyn Store,
+    store: &Store,
     headers: &HeaderMap,
 ) -> Result<Option<Session>, StoreError> {
     match session_token(headers) {
@@ -90,7 +90,7 @@ pub async fn current_session(
 /// Starts a session for a user who just proved their password; returns the
 /// `Set-Cookie` header value that carries it.
 pub async fn start_session(
-    store: &dyn Store,
+    store: &Store,
     user: &User,
     secure: bool,
 ) -> Result<HeaderValue, StoreError> {

@@ -67,7 +67,7 @@ fn new_user_id() -> String {
 /// Creates a user of an existing account, with `password` or, without one,
 /// a generated one-time password that is returned once.
 pub async fn create_user(
-    store: &dyn Store,
+    store: &Store,
     account_id: &str,
     email: &str,
     password: Option<String>,
@@ -110,7 +110,7 @@ pub async fn create_user(
 /// Creates an account with no credit and its first user, in one
 /// transaction.
 pub async fn sign_up(
-    store: &dyn Store,
+    store: &Store,
     email: &str,
     password: String,
 ) -> Result<(Account, User), UserError> {

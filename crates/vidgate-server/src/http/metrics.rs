@@ -89,12 +89,12 @@ where
 
 #[derive(Clone)]
 struct MetricsState {
-    store: Arc<dyn Store>,
+    store: Arc<Store>,
     metrics: Arc<Metrics>,
 }
 
 /// The metrics listener's router: `/metrics` and nothing else.
-pub fn metrics_router(store: Arc<dyn Store>, metrics: Arc<Metrics>) -> Router {
+pub fn metrics_router(store: Arc<Store>, metrics: Arc<Metrics>) -> Router {
     Router::new()
         .route("/metrics", get(scrape))
         .with_state(MetricsState { store, metrics })

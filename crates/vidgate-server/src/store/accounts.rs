@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
+use sqlx::AssertSqlSafe;
 use vidgate_core::Micros;
 
+use super::database::{RowLocking, WriteTransaction};
 use super::ledger::Movement;
-use super::{StoreError, now_millis};
+use super::{Store, StoreError, now_millis};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AccountLimits {
@@ -104,38 +105,6 @@ pub struct ApiKeyRecord {
 /// this interval, so authenticated reads stay reads.
 pub const KEY_USE_RESOLUTION: Duration = Duration::from_secs(60);
 
-#[async_trait]
-pub trait AccountStore: Send + Sync {
-    async fn create_account(&self, account: NewAccount) -> Result<Account, StoreError>;
-    async fn account(&self, account_id: &str) -> Result<Option<Account>, StoreError>;
-    async fn count_accounts(&self) -> Result<i64, StoreError>;
-    async fn set_account_limits(
-        &self,
-        account_id: &str,
-        limits: AccountLimits,
-    ) -> Result<Option<Account>, StoreError>;
-    async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError>;
-    /// Revokes a key; false when no unrevoked key has that id. Takes effect
-    /// at once in this process and within `CALLER_CACHE_TTL` in others.
-    async fn revoke_api_key(&self, key_id: &str) -> Result<bool, StoreError>;
-    /// The caller owning an unrevoked key with this secret digest; a caller
-    /// found within the last `CALLER_CACHE_TTL` is answered from memory.
-    async fn authenticate(&self, secret_sha256: &str) -> Result<Option<Caller>, StoreError>;
-    // Dashboard reads, each scoped to one account.
-    /// The account's keys, newest first.
-    async fn api_keys(&self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError>;
-    /// Revokes one of the account's keys; false when the account has no
-    /// unrevoked key with that id.
-    async fn revoke_account_api_key(
-        &self,
-        account_id: &str,
-        key_id: &str,
-    ) -> Result<bool, StoreError>;
-    // Model availability, shared by every node and the admin command.
-    async fn set_model_paused(&self, model_id: &str, paused: bool) -> Result<(), StoreError>;
-    async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError>;
-}
-
 macro_rules! account_columns {
     () => {
         "id, name, balance_micros, held_micros, captured_micros, credited_micros, \
@@ -215,254 +184,274 @@ pub(super) fn caller_limits(per_second: i64, burst: i64, max_concurrent: i64) ->
     }
 }
 
-/// Implements `AccountStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_account_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        impl $store {
-            /// Inserts an account with the default limits and credits its
-            /// initial credit, inside the caller's transaction.
-            pub(super) async fn create_account_in(
-                transaction: &mut sqlx::Transaction<'static, $database>,
-                account: &NewAccount,
-            ) -> Result<Account, StoreError> {
-                let defaults = AccountLimits::default();
-                sqlx::query(
-                    "INSERT INTO accounts (id, name, rate_per_second, rate_burst, max_concurrent, \
-                     webhook_secret, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(&account.id)
-                .bind(&account.name)
-                .bind(defaults.requests_per_second as i64)
-                .bind(defaults.burst as i64)
-                .bind(defaults.max_concurrent as i64)
-                .bind(&account.webhook_secret)
-                .bind(now_millis())
-                .execute(&mut **transaction)
-                .await?;
-                Self::move_money(
-                    transaction,
-                    &account.id,
-                    None,
-                    Movement::Credit,
-                    account.initial_credit,
-                )
-                .await?;
-                Self::account_in(transaction, &account.id)
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt("account vanished after insert".into()))
-            }
+impl Store {
+    /// Inserts an account with the default limits and credits its
+    /// initial credit, inside the caller's transaction.
+    pub(super) async fn create_account_in(
+        transaction: &mut WriteTransaction,
+        account: &NewAccount,
+    ) -> Result<Account, StoreError> {
+        let defaults = AccountLimits::default();
+        on_transaction!(transaction, |connection| {
+            sqlx::query(
+                "INSERT INTO accounts (id, name, rate_per_second, rate_burst, max_concurrent, \
+                 webhook_secret, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(&account.id)
+            .bind(&account.name)
+            .bind(defaults.requests_per_second as i64)
+            .bind(defaults.burst as i64)
+            .bind(defaults.max_concurrent as i64)
+            .bind(&account.webhook_secret)
+            .bind(now_millis())
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Self::move_money(
+            transaction,
+            &account.id,
+            None,
+            Movement::Credit,
+            account.initial_credit,
+        )
+        .await?;
+        Self::account_in(transaction, &account.id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("account vanished after insert".into()))
+    }
 
-            /// Reads the account inside a write transaction and keeps it
-            /// locked until the transaction ends, so that its balance and its
-            /// count of active generations stay true until the hold is taken.
-            pub(super) async fn account_in(
-                transaction: &mut sqlx::Transaction<'static, $database>,
-                account_id: &str,
-            ) -> Result<Option<Account>, StoreError> {
-                let row: Option<AccountRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    account_columns!(),
-                    " FROM accounts WHERE id = $1 ",
-                    $lock_account
-                ))
+    /// Reads the account inside a write transaction and keeps it
+    /// locked until the transaction ends, so that its balance and its
+    /// count of active generations stay true until the hold is taken.
+    pub(super) async fn account_in(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+    ) -> Result<Option<Account>, StoreError> {
+        let statement = format!(
+            concat!(
+                "SELECT ",
+                account_columns!(),
+                " FROM accounts WHERE id = $1 {locking}"
+            ),
+            locking = transaction.row_locking(RowLocking::ForUpdate),
+        );
+        let row: Option<AccountRow> = on_transaction!(transaction, |connection| {
+            sqlx::query_as(AssertSqlSafe(statement))
                 .bind(account_id)
-                .fetch_optional(&mut **transaction)
-                .await?;
-                Ok(row.map(Account::from))
-            }
-        }
-
-        #[async_trait]
-        impl AccountStore for $store {
-            async fn create_account(&self, account: NewAccount) -> Result<Account, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                let created = Self::create_account_in(&mut transaction, &account).await?;
-                transaction.commit().await?;
-                Ok(created)
-            }
-
-            async fn account(&self, account_id: &str) -> Result<Option<Account>, StoreError> {
-                let row: Option<AccountRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    account_columns!(),
-                    " FROM accounts WHERE id = $1"
-                ))
-                .bind(account_id)
-                .fetch_optional(self.reader())
-                .await?;
-                Ok(row.map(Account::from))
-            }
-
-            async fn count_accounts(&self) -> Result<i64, StoreError> {
-                Ok(sqlx::query_scalar("SELECT COUNT(*) FROM accounts")
-                    .fetch_one(self.reader())
-                    .await?)
-            }
-
-            async fn set_account_limits(
-                &self,
-                account_id: &str,
-                limits: AccountLimits,
-            ) -> Result<Option<Account>, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                sqlx::query(
-                    "UPDATE accounts SET rate_per_second = $1, rate_burst = $2, \
-                     max_concurrent = $3 WHERE id = $4",
-                )
-                .bind(limits.requests_per_second as i64)
-                .bind(limits.burst as i64)
-                .bind(limits.max_concurrent as i64)
-                .bind(account_id)
-                .execute(&mut *transaction)
-                .await?;
-                let account = Self::account_in(&mut transaction, account_id).await?;
-                transaction.commit().await?;
-                // Remembered callers carry their account's limits.
-                self.callers().forget_all();
-                Ok(account)
-            }
-
-            async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO api_keys (id, account_id, name, prefix, secret_sha256, \
-                     created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(&key.id)
-                .bind(&key.account_id)
-                .bind(&key.name)
-                .bind(&key.prefix)
-                .bind(&key.secret_sha256)
-                .bind(now_millis())
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
-
-            async fn revoke_api_key(&self, key_id: &str) -> Result<bool, StoreError> {
-                let result = sqlx::query(
-                    "UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
-                )
-                .bind(now_millis())
-                .bind(key_id)
-                .execute(self.writer())
-                .await?;
-                self.callers().forget_all();
-                Ok(result.rows_affected() == 1)
-            }
-
-            async fn authenticate(
-                &self,
-                secret_sha256: &str,
-            ) -> Result<Option<Caller>, StoreError> {
-                if let Some(caller) = self.callers().get(secret_sha256) {
-                    return Ok(Some(caller));
-                }
-                let ticket = self.callers().ticket();
-                let row: Option<KeyOwnerRow> =
-                    self.point_read(KEY_OWNER, &[secret_sha256]).await?;
-                // The last use is written only when the recorded one is
-                // older than the resolution the dashboard shows, so most
-                // authenticated requests do not write at all.
-                let now = now_millis();
-                if let Some(owner) = &row
-                    && owner.last_used_at.is_none_or(|last| {
-                        now - last >= KEY_USE_RESOLUTION.as_millis() as i64
-                    })
-                {
-                    sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
-                        .bind(now)
-                        .bind(&owner.key_id)
-                        .execute(self.writer())
-                        .await?;
-                }
-                let caller = row.map(|owner| Caller {
-                    limits: caller_limits(owner.rate_per_second, owner.rate_burst, owner.max_concurrent),
-                    key_id: owner.key_id,
-                    account_id: owner.account_id,
-                });
-                if let Some(caller) = &caller {
-                    self.callers().remember(ticket, secret_sha256, caller);
-                }
-                Ok(caller)
-            }
-
-            async fn api_keys(&self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError> {
-                #[allow(clippy::type_complexity)]
-                let rows: Vec<(String, String, String, i64, Option<i64>, Option<i64>)> =
-                    sqlx::query_as(
-                        "SELECT id, name, prefix, created_at, last_used_at, revoked_at \
-                         FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC",
-                    )
-                    .bind(account_id)
-                    .fetch_all(self.reader())
-                    .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(
-                        |(id, name, prefix, created_at, last_used_at, revoked_at)| ApiKeyRecord {
-                            id,
-                            name,
-                            prefix,
-                            created_at,
-                            last_used_at,
-                            revoked_at,
-                        },
-                    )
-                    .collect())
-            }
-
-            async fn revoke_account_api_key(
-                &self,
-                account_id: &str,
-                key_id: &str,
-            ) -> Result<bool, StoreError> {
-                let result = sqlx::query(
-                    "UPDATE api_keys SET revoked_at = $1 \
-                     WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL",
-                )
-                .bind(now_millis())
-                .bind(key_id)
-                .bind(account_id)
-                .execute(self.writer())
-                .await?;
-                self.callers().forget_all();
-                Ok(result.rows_affected() == 1)
-            }
-
-            async fn set_model_paused(
-                &self,
-                model_id: &str,
-                paused: bool,
-            ) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO model_states (model_id, paused, updated_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (model_id) DO UPDATE SET paused = excluded.paused, \
-                     updated_at = excluded.updated_at",
-                )
-                .bind(model_id)
-                .bind(paused)
-                .bind(now_millis())
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
-
-            async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError> {
-                let paused: Option<bool> =
-                    sqlx::query_scalar("SELECT paused FROM model_states WHERE model_id = $1")
-                        .bind(model_id)
-                        .fetch_optional(self.reader())
-                        .await?;
-                Ok(paused.unwrap_or(false))
-            }
-        }
-    };
+                .fetch_optional(connection)
+                .await
+        })?;
+        Ok(row.map(Account::from))
+    }
 }
 
-impl_for_both_stores!(impl_account_store);
+impl Store {
+    pub async fn create_account(&self, account: NewAccount) -> Result<Account, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let created = Self::create_account_in(&mut transaction, &account).await?;
+        transaction.commit().await?;
+        Ok(created)
+    }
+
+    pub async fn account(&self, account_id: &str) -> Result<Option<Account>, StoreError> {
+        let row: Option<AccountRow> = on_reader!(self, |reader| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                account_columns!(),
+                " FROM accounts WHERE id = $1"
+            ))
+            .bind(account_id)
+            .fetch_optional(reader)
+            .await
+        })?;
+        Ok(row.map(Account::from))
+    }
+
+    pub async fn count_accounts(&self) -> Result<i64, StoreError> {
+        Ok(on_reader!(self, |reader| {
+            sqlx::query_scalar("SELECT COUNT(*) FROM accounts")
+                .fetch_one(reader)
+                .await
+        })?)
+    }
+
+    pub async fn set_account_limits(
+        &self,
+        account_id: &str,
+        limits: AccountLimits,
+    ) -> Result<Option<Account>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        on_transaction!(&mut transaction, |connection| {
+            sqlx::query(
+                "UPDATE accounts SET rate_per_second = $1, rate_burst = $2, \
+                 max_concurrent = $3 WHERE id = $4",
+            )
+            .bind(limits.requests_per_second as i64)
+            .bind(limits.burst as i64)
+            .bind(limits.max_concurrent as i64)
+            .bind(account_id)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        let account = Self::account_in(&mut transaction, account_id).await?;
+        transaction.commit().await?;
+        // Remembered callers carry their account's limits.
+        self.callers().forget_all();
+        Ok(account)
+    }
+
+    pub async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError> {
+        on_writer!(self, |writer| {
+            sqlx::query(
+                "INSERT INTO api_keys (id, account_id, name, prefix, secret_sha256, \
+                 created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&key.id)
+            .bind(&key.account_id)
+            .bind(&key.name)
+            .bind(&key.prefix)
+            .bind(&key.secret_sha256)
+            .bind(now_millis())
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
+
+    /// Revokes a key; false when no unrevoked key has that id. Takes effect
+    /// at once in this process and within `CALLER_CACHE_TTL` in others.
+    pub async fn revoke_api_key(&self, key_id: &str) -> Result<bool, StoreError> {
+        let changed = on_writer!(self, |writer| {
+            sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                .bind(now_millis())
+                .bind(key_id)
+                .execute(writer)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        self.callers().forget_all();
+        Ok(changed == 1)
+    }
+
+    /// The caller owning an unrevoked key with this secret digest; a caller
+    /// found within the last `CALLER_CACHE_TTL` is answered from memory.
+    pub async fn authenticate(&self, secret_sha256: &str) -> Result<Option<Caller>, StoreError> {
+        if let Some(caller) = self.callers().get(secret_sha256) {
+            return Ok(Some(caller));
+        }
+        let ticket = self.callers().ticket();
+        let row: Option<KeyOwnerRow> = self.point_read(KEY_OWNER, &[secret_sha256]).await?;
+        // The last use is written only when the recorded one is
+        // older than the resolution the dashboard shows, so most
+        // authenticated requests do not write at all.
+        let now = now_millis();
+        if let Some(owner) = &row
+            && owner
+                .last_used_at
+                .is_none_or(|last| now - last >= KEY_USE_RESOLUTION.as_millis() as i64)
+        {
+            on_writer!(self, |writer| {
+                sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
+                    .bind(now)
+                    .bind(&owner.key_id)
+                    .execute(writer)
+                    .await
+                    .map(|done| done.rows_affected())
+            })?;
+        }
+        let caller = row.map(|owner| Caller {
+            limits: caller_limits(
+                owner.rate_per_second,
+                owner.rate_burst,
+                owner.max_concurrent,
+            ),
+            key_id: owner.key_id,
+            account_id: owner.account_id,
+        });
+        if let Some(caller) = &caller {
+            self.callers().remember(ticket, secret_sha256, caller);
+        }
+        Ok(caller)
+    }
+
+    /// The account's keys, newest first.
+    pub async fn api_keys(&self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        #[allow(clippy::type_complexity)]
+        let rows: Vec<(String, String, String, i64, Option<i64>, Option<i64>)> =
+            on_reader!(self, |reader| {
+                sqlx::query_as(
+                    "SELECT id, name, prefix, created_at, last_used_at, revoked_at \
+                     FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC",
+                )
+                .bind(account_id)
+                .fetch_all(reader)
+                .await
+            })?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, name, prefix, created_at, last_used_at, revoked_at)| ApiKeyRecord {
+                    id,
+                    name,
+                    prefix,
+                    created_at,
+                    last_used_at,
+                    revoked_at,
+                },
+            )
+            .collect())
+    }
+
+    /// Revokes one of the account's keys; false when the account has no
+    /// unrevoked key with that id.
+    pub async fn revoke_account_api_key(
+        &self,
+        account_id: &str,
+        key_id: &str,
+    ) -> Result<bool, StoreError> {
+        let changed = on_writer!(self, |writer| {
+            sqlx::query(
+                "UPDATE api_keys SET revoked_at = $1 \
+                 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL",
+            )
+            .bind(now_millis())
+            .bind(key_id)
+            .bind(account_id)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        self.callers().forget_all();
+        Ok(changed == 1)
+    }
+
+    pub async fn set_model_paused(&self, model_id: &str, paused: bool) -> Result<(), StoreError> {
+        on_writer!(self, |writer| {
+            sqlx::query(
+                "INSERT INTO model_states (model_id, paused, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (model_id) DO UPDATE SET paused = excluded.paused, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(model_id)
+            .bind(paused)
+            .bind(now_millis())
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
+
+    pub async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError> {
+        let paused: Option<bool> = on_reader!(self, |reader| {
+            sqlx::query_scalar("SELECT paused FROM model_states WHERE model_id = $1")
+                .bind(model_id)
+                .fetch_optional(reader)
+                .await
+        })?;
+        Ok(paused.unwrap_or(false))
+    }
+}

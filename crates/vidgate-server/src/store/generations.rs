@@ -4,12 +4,12 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde_json::Value;
 use vidgate_core::{GenerationStatus, Micros};
 
+use super::database::WriteTransaction;
 use super::ledger::Movement;
-use super::{ProviderRun, StoreError, now_millis};
+use super::{ProviderRun, Store, StoreError, now_millis};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generation {
@@ -99,48 +99,6 @@ pub struct ListFilter {
     pub limit: u32,
 }
 
-#[async_trait]
-pub trait GenerationStore: Send + Sync {
-    /// In one transaction: idempotent replay, the concurrency limit, the
-    /// balance check, the hold and the insert of the queued generation.
-    async fn submit_generation(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal>;
-    async fn generation(
-        &self,
-        account_id: &str,
-        generation_id: &str,
-    ) -> Result<Option<Generation>, StoreError>;
-    async fn list_generations(
-        &self,
-        account_id: &str,
-        filter: &ListFilter,
-    ) -> Result<Vec<Generation>, StoreError>;
-    /// Cancels a queued generation and releases its hold, in one transaction.
-    async fn cancel_generation(
-        &self,
-        account_id: &str,
-        generation_id: &str,
-    ) -> Result<CancelOutcome, StoreError>;
-    /// Cancels a running generation whose provider job the provider ended
-    /// at our cancel, and releases its hold, in one transaction, recording
-    /// the provider and what the seconds the job ran first cost the
-    /// operator; refused when the generation is no longer running.
-    async fn cancel_generation_canceled_at_provider(
-        &self,
-        account_id: &str,
-        generation_id: &str,
-        provider_run: &ProviderRun,
-    ) -> Result<CancelOutcome, StoreError>;
-    /// The request media a generation is bound to, as submit recorded it.
-    async fn generation_media(&self, generation_id: &str) -> Result<Option<Value>, StoreError>;
-    /// Watches a generation for changes of its status committed on any
-    /// node from now on (see `changes.rs`): the watch is woken, and its
-    /// holder reads the generation again. Holds no database connection.
-    async fn watch_generation(&self, generation_id: &str) -> super::GenerationWatch;
-}
-
 /// The columns of a generation, in the order `GenerationRow` expects.
 macro_rules! generation_columns {
     () => {
@@ -181,6 +139,13 @@ const GENERATION_OF_ACCOUNT: &str = concat!(
     " FROM generations WHERE id = $1 AND account_id = $2"
 );
 
+/// A generation by id, whichever account's it is.
+pub(super) const GENERATION_BY_ID: &str = concat!(
+    "SELECT ",
+    generation_columns!(),
+    " FROM generations WHERE id = $1"
+);
+
 impl TryFrom<GenerationRow> for Generation {
     type Error = StoreError;
 
@@ -212,190 +177,187 @@ impl TryFrom<GenerationRow> for Generation {
     }
 }
 
-/// Implements `GenerationStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_generation_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        impl $store {
-            /// Reads a generation through `executor`: a write transaction
-            /// (which sees its own writes) or a pool.
-            pub(super) async fn generation_with<'connection>(
-                executor: impl sqlx::Executor<'connection, Database = $database>,
-                generation_id: &str,
-            ) -> Result<Option<Generation>, StoreError> {
-                let row: Option<GenerationRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    generation_columns!(),
-                    " FROM generations WHERE id = $1"
-                ))
+impl Store {
+    /// Reads a generation inside a write transaction, which sees its own
+    /// writes.
+    pub(super) async fn generation_in(
+        transaction: &mut WriteTransaction,
+        generation_id: &str,
+    ) -> Result<Option<Generation>, StoreError> {
+        let row: Option<GenerationRow> = on_transaction!(transaction, |connection| {
+            sqlx::query_as(GENERATION_BY_ID)
                 .bind(generation_id)
-                .fetch_optional(executor)
-                .await?;
-                row.map(Generation::try_from).transpose()
-            }
-
-            /// Cancels a generation in status `from` and releases its hold,
-            /// in one transaction.
-            async fn cancel_from(
-                &self,
-                account_id: &str,
-                generation_id: &str,
-                from: GenerationStatus,
-                provider_run: Option<&ProviderRun>,
-            ) -> Result<CancelOutcome, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                // The update decides: a worker that claimed (or finished)
-                // the job a moment ago (on any node) makes it match nothing,
-                // and the job is reported as it now is instead of being
-                // refunded. Clearing the lease makes the worker of a running
-                // one fail its heartbeat and its finish, and stop.
-                let canceled: Option<i64> = sqlx::query_scalar(
-                    "UPDATE generations SET status = 'canceled', completed_at = $1, \
-                     lease_owner = NULL, lease_expires_at = NULL, \
-                     provider = COALESCE($5, provider), \
-                     provider_cost_micros = COALESCE($6, provider_cost_micros) \
-                     WHERE id = $2 AND account_id = $3 AND status = $4 \
-                     RETURNING price_micros",
-                )
-                .bind(now_millis())
-                .bind(generation_id)
-                .bind(account_id)
-                .bind(from.as_str())
-                .bind(provider_run.map(|run| run.provider.as_str()))
-                .bind(provider_run.and_then(|run| run.cost).map(|cost| cost.0))
-                .fetch_optional(&mut *transaction)
-                .await?;
-                let current = Self::generation_with(&mut *transaction, generation_id).await?;
-                let Some(current) = current.filter(|found| found.account_id == account_id) else {
-                    return Ok(CancelOutcome::NotFound);
-                };
-                let Some(price) = canceled else {
-                    return Ok(CancelOutcome::Refused(current.status));
-                };
-                Self::move_money(
-                    &mut transaction,
-                    account_id,
-                    Some(generation_id),
-                    Movement::Release,
-                    Micros(price),
-                )
-                .await?;
-                Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
-                transaction.commit().await?;
-                self.announce_generation_change(generation_id).await;
-                Ok(CancelOutcome::Canceled(Box::new(current)))
-            }
-        }
-
-        #[async_trait]
-        impl GenerationStore for $store {
-            async fn submit_generation(
-                &self,
-                generation: NewGeneration,
-            ) -> Result<SubmitOutcome, SubmitRefusal> {
-                // Each database submits its own way: see `submit.rs`.
-                self.submit(generation).await
-            }
-
-            async fn generation(
-                &self,
-                account_id: &str,
-                generation_id: &str,
-            ) -> Result<Option<Generation>, StoreError> {
-                let row: Option<GenerationRow> = self
-                    .point_read(GENERATION_OF_ACCOUNT, &[generation_id, account_id])
-                    .await?;
-                row.map(Generation::try_from).transpose()
-            }
-
-            async fn list_generations(
-                &self,
-                account_id: &str,
-                filter: &ListFilter,
-            ) -> Result<Vec<Generation>, StoreError> {
-                // Only the filters given are written into the statement (one
-                // statement per combination, each prepared once), so that
-                // both planners use the index of the filter, (account_id,
-                // status|model, created_at, id), and seek to the cursor with
-                // a row comparison: a page then costs the same at any number
-                // of stored generations and at any depth. A generic
-                // `($2 IS NULL OR status = $2)` made them walk every row of
-                // the account instead.
-                let mut query = sqlx::QueryBuilder::<$database>::new(concat!(
-                    "SELECT ",
-                    generation_columns!(),
-                    " FROM generations WHERE account_id = "
-                ));
-                query.push_bind(account_id);
-                if let Some(status) = filter.status {
-                    query.push(" AND status = ").push_bind(status.as_str());
-                }
-                if let Some(model) = &filter.model {
-                    query.push(" AND model = ").push_bind(model.as_str());
-                }
-                if let Some((created_at, id)) = &filter.before {
-                    query
-                        .push(" AND (created_at, id) < (")
-                        .push_bind(*created_at)
-                        .push(", ")
-                        .push_bind(id.as_str())
-                        .push(")");
-                }
-                query
-                    .push(" ORDER BY created_at DESC, id DESC LIMIT ")
-                    .push_bind(filter.limit as i64);
-                let rows: Vec<GenerationRow> =
-                    query.build_query_as().fetch_all(self.reader()).await?;
-                rows.into_iter().map(Generation::try_from).collect()
-            }
-
-            async fn generation_media(
-                &self,
-                generation_id: &str,
-            ) -> Result<Option<Value>, StoreError> {
-                let binding: Option<String> = sqlx::query_scalar(
-                    "SELECT binding FROM generation_media WHERE generation_id = $1",
-                )
-                .bind(generation_id)
-                .fetch_optional(self.reader())
-                .await?;
-                Ok(binding.and_then(|text| serde_json::from_str(&text).ok()))
-            }
-
-            async fn cancel_generation(
-                &self,
-                account_id: &str,
-                generation_id: &str,
-            ) -> Result<CancelOutcome, StoreError> {
-                self.cancel_from(account_id, generation_id, GenerationStatus::Queued, None)
-                    .await
-            }
-
-            async fn cancel_generation_canceled_at_provider(
-                &self,
-                account_id: &str,
-                generation_id: &str,
-                provider_run: &ProviderRun,
-            ) -> Result<CancelOutcome, StoreError> {
-                self.cancel_from(
-                    account_id,
-                    generation_id,
-                    GenerationStatus::Running,
-                    Some(provider_run),
-                )
+                .fetch_optional(connection)
                 .await
-            }
+        })?;
+        row.map(Generation::try_from).transpose()
+    }
 
-            async fn watch_generation(&self, generation_id: &str) -> super::GenerationWatch {
-                self.watch_generation_changes(generation_id).await
-            }
-        }
-    };
+    /// Cancels a generation in status `from` and releases its hold,
+    /// in one transaction.
+    async fn cancel_from(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+        from: GenerationStatus,
+        provider_run: Option<&ProviderRun>,
+    ) -> Result<CancelOutcome, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        // The update decides: a worker that claimed (or finished)
+        // the job a moment ago (on any node) makes it match nothing,
+        // and the job is reported as it now is instead of being
+        // refunded. Clearing the lease makes the worker of a running
+        // one fail its heartbeat and its finish, and stop.
+        let canceled: Option<i64> = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_scalar(
+                "UPDATE generations SET status = 'canceled', completed_at = $1, \
+                 lease_owner = NULL, lease_expires_at = NULL, \
+                 provider = COALESCE($5, provider), \
+                 provider_cost_micros = COALESCE($6, provider_cost_micros) \
+                 WHERE id = $2 AND account_id = $3 AND status = $4 \
+                 RETURNING price_micros",
+            )
+            .bind(now_millis())
+            .bind(generation_id)
+            .bind(account_id)
+            .bind(from.as_str())
+            .bind(provider_run.map(|run| run.provider.as_str()))
+            .bind(provider_run.and_then(|run| run.cost).map(|cost| cost.0))
+            .fetch_optional(connection)
+            .await
+        })?;
+        let current = Self::generation_in(&mut transaction, generation_id).await?;
+        let Some(current) = current.filter(|found| found.account_id == account_id) else {
+            return Ok(CancelOutcome::NotFound);
+        };
+        let Some(price) = canceled else {
+            return Ok(CancelOutcome::Refused(current.status));
+        };
+        Self::move_money(
+            &mut transaction,
+            account_id,
+            Some(generation_id),
+            Movement::Release,
+            Micros(price),
+        )
+        .await?;
+        Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
+        transaction.commit().await?;
+        self.announce_generation_change(generation_id).await;
+        Ok(CancelOutcome::Canceled(Box::new(current)))
+    }
 }
 
-impl_for_both_stores!(impl_generation_store);
+impl Store {
+    /// In one transaction: idempotent replay, the concurrency limit, the
+    /// balance check, the hold and the insert of the queued generation.
+    pub async fn submit_generation(
+        &self,
+        generation: NewGeneration,
+    ) -> Result<SubmitOutcome, SubmitRefusal> {
+        // Each database submits its own way: see `submit.rs`.
+        self.submit(generation).await
+    }
+
+    pub async fn generation(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<Option<Generation>, StoreError> {
+        let row: Option<GenerationRow> = self
+            .point_read(GENERATION_OF_ACCOUNT, &[generation_id, account_id])
+            .await?;
+        row.map(Generation::try_from).transpose()
+    }
+
+    pub async fn list_generations(
+        &self,
+        account_id: &str,
+        filter: &ListFilter,
+    ) -> Result<Vec<Generation>, StoreError> {
+        // Only the filters given are written into the statement (one
+        // statement per combination, each prepared once), so that
+        // both planners use the index of the filter, (account_id,
+        // status|model, created_at, id), and seek to the cursor with
+        // a row comparison: a page then costs the same at any number
+        // of stored generations and at any depth. A generic
+        // `($2 IS NULL OR status = $2)` made them walk every row of
+        // the account instead.
+        // The builder is written once and typed for each database by
+        // the pool it runs on.
+        let rows: Vec<GenerationRow> = on_reader!(self, |reader| {
+            let mut query = sqlx::QueryBuilder::new(concat!(
+                "SELECT ",
+                generation_columns!(),
+                " FROM generations WHERE account_id = "
+            ));
+            query.push_bind(account_id);
+            if let Some(status) = filter.status {
+                query.push(" AND status = ").push_bind(status.as_str());
+            }
+            if let Some(model) = &filter.model {
+                query.push(" AND model = ").push_bind(model.as_str());
+            }
+            if let Some((created_at, id)) = &filter.before {
+                query
+                    .push(" AND (created_at, id) < (")
+                    .push_bind(*created_at)
+                    .push(", ")
+                    .push_bind(id.as_str())
+                    .push(")");
+            }
+            query
+                .push(" ORDER BY created_at DESC, id DESC LIMIT ")
+                .push_bind(filter.limit as i64);
+            query.build_query_as().fetch_all(reader).await
+        })?;
+        rows.into_iter().map(Generation::try_from).collect()
+    }
+
+    /// The request media a generation is bound to, as submit recorded it.
+    pub async fn generation_media(&self, generation_id: &str) -> Result<Option<Value>, StoreError> {
+        let binding: Option<String> = on_reader!(self, |reader| {
+            sqlx::query_scalar("SELECT binding FROM generation_media WHERE generation_id = $1")
+                .bind(generation_id)
+                .fetch_optional(reader)
+                .await
+        })?;
+        Ok(binding.and_then(|text| serde_json::from_str(&text).ok()))
+    }
+
+    /// Cancels a queued generation and releases its hold, in one transaction.
+    pub async fn cancel_generation(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<CancelOutcome, StoreError> {
+        self.cancel_from(account_id, generation_id, GenerationStatus::Queued, None)
+            .await
+    }
+
+    /// Cancels a running generation whose provider job the provider ended
+    /// at our cancel, and releases its hold, in one transaction, recording
+    /// the provider and what the seconds the job ran first cost the
+    /// operator; refused when the generation is no longer running.
+    pub async fn cancel_generation_canceled_at_provider(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+        provider_run: &ProviderRun,
+    ) -> Result<CancelOutcome, StoreError> {
+        self.cancel_from(
+            account_id,
+            generation_id,
+            GenerationStatus::Running,
+            Some(provider_run),
+        )
+        .await
+    }
+
+    /// Watches a generation for changes of its status committed on any
+    /// node from now on (see `changes.rs`): the watch is woken, and its
+    /// holder reads the generation again. Holds no database connection.
+    pub async fn watch_generation(&self, generation_id: &str) -> super::GenerationWatch {
+        self.watch_generation_changes(generation_id).await
+    }
+}

@@ -1,11 +1,11 @@
 //! The ledger and the account totals it moves: holds, captures, releases,
 //! credits and debits, and the reads of the ledger.
 
-use async_trait::async_trait;
 use vidgate_core::Micros;
 
 use super::accounts::Account;
-use super::{StoreError, now_millis};
+use super::database::WriteTransaction;
+use super::{Store, StoreError, now_millis};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerEntry {
@@ -22,33 +22,6 @@ pub struct DailySpend {
     /// Days since the Unix epoch (UTC).
     pub day: i64,
     pub captured: Micros,
-}
-
-#[async_trait]
-pub trait LedgerStore: Send + Sync {
-    /// Adds credit; `None` when the account does not exist.
-    async fn credit_account(
-        &self,
-        account_id: &str,
-        amount: Micros,
-    ) -> Result<Option<Account>, StoreError>;
-    async fn ledger_entries(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
-    /// The account's latest ledger entries, newest first.
-    async fn recent_ledger_entries(
-        &self,
-        account_id: &str,
-        limit: u32,
-    ) -> Result<Vec<LedgerEntry>, StoreError>;
-    /// Money captured per UTC day since `since` (Unix ms), days without any
-    /// left out, oldest first.
-    async fn daily_spend(
-        &self,
-        account_id: &str,
-        since: i64,
-    ) -> Result<Vec<DailySpend>, StoreError>;
-    /// Each model's succeeded generations per UTC day completed at or
-    /// after `since` (Unix ms): revenue and provider cost.
-    async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError>;
 }
 
 /// A model's business on one UTC day: what customers paid for its
@@ -126,162 +99,162 @@ fn ledger_entry_from_row((id, generation_id, kind, amount, created_at): LedgerRo
     }
 }
 
-/// Implements `LedgerStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_ledger_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        impl $store {
-            pub(super) async fn move_money(
-                transaction: &mut sqlx::Transaction<'static, $database>,
-                account_id: &str,
-                generation_id: Option<&str>,
-                movement: Movement,
-                amount: Micros,
-            ) -> Result<(), StoreError> {
-                if amount == Micros::ZERO {
-                    return Ok(());
-                }
-                let (kind, update) = movement.statements();
-                sqlx::query(update)
-                    .bind(amount.0)
-                    .bind(account_id)
-                    .execute(&mut **transaction)
-                    .await?;
-                sqlx::query(
-                    "INSERT INTO ledger_entries \
-                     (account_id, generation_id, kind, amount_micros, created_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(account_id)
-                .bind(generation_id)
-                .bind(kind)
+impl Store {
+    pub(super) async fn move_money(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+        generation_id: Option<&str>,
+        movement: Movement,
+        amount: Micros,
+    ) -> Result<(), StoreError> {
+        if amount == Micros::ZERO {
+            return Ok(());
+        }
+        let (kind, update) = movement.statements();
+        on_transaction!(transaction, |connection| {
+            sqlx::query(update)
                 .bind(amount.0)
-                .bind(now_millis())
-                .execute(&mut **transaction)
-                .await?;
-                Ok(())
-            }
-        }
-
-        #[async_trait]
-        impl LedgerStore for $store {
-            async fn credit_account(
-                &self,
-                account_id: &str,
-                amount: Micros,
-            ) -> Result<Option<Account>, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                if Self::account_in(&mut transaction, account_id)
-                    .await?
-                    .is_none()
-                {
-                    return Ok(None);
-                }
-                Self::move_money(&mut transaction, account_id, None, Movement::Credit, amount)
-                    .await?;
-                let account = Self::account_in(&mut transaction, account_id).await?;
-                transaction.commit().await?;
-                Ok(account)
-            }
-
-            async fn ledger_entries(
-                &self,
-                account_id: &str,
-            ) -> Result<Vec<LedgerEntry>, StoreError> {
-                let rows: Vec<LedgerRow> = sqlx::query_as(
-                    "SELECT id, generation_id, kind, amount_micros, created_at \
-                     FROM ledger_entries WHERE account_id = $1 ORDER BY id",
-                )
                 .bind(account_id)
-                .fetch_all(self.reader())
-                .await?;
-                Ok(rows.into_iter().map(ledger_entry_from_row).collect())
-            }
-
-            async fn recent_ledger_entries(
-                &self,
-                account_id: &str,
-                limit: u32,
-            ) -> Result<Vec<LedgerEntry>, StoreError> {
-                let rows: Vec<LedgerRow> = sqlx::query_as(
-                    "SELECT id, generation_id, kind, amount_micros, created_at \
-                     FROM ledger_entries WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
-                )
-                .bind(account_id)
-                .bind(limit as i64)
-                .fetch_all(self.reader())
-                .await?;
-                Ok(rows.into_iter().map(ledger_entry_from_row).collect())
-            }
-
-            async fn daily_spend(
-                &self,
-                account_id: &str,
-                since: i64,
-            ) -> Result<Vec<DailySpend>, StoreError> {
-                // Integer division of non-negative milliseconds is the UTC
-                // day in both databases.
-                let rows: Vec<(i64, i64)> = sqlx::query_as(
-                    "SELECT created_at / 86400000 AS day, CAST(SUM(amount_micros) AS BIGINT) \
-                     FROM ledger_entries \
-                     WHERE account_id = $1 AND kind = 'capture' AND created_at >= $2 \
-                     GROUP BY created_at / 86400000 ORDER BY day",
-                )
-                .bind(account_id)
-                .bind(since)
-                .fetch_all(self.reader())
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(day, captured)| DailySpend {
-                        day,
-                        captured: Micros(captured),
-                    })
-                    .collect())
-            }
-
-            async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
-                let rows: Vec<(i64, String, i64, i64, i64, i64)> = sqlx::query_as(
-                    // A generation canceled at its provider after its job
-                    // slipped into running earns nothing but may cost the
-                    // operator the seconds it ran: its cost counts, and it
-                    // does not count as a generation.
-                    "SELECT completed_at / 86400000 AS day, model, \
-                     CAST(SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) AS BIGINT), \
-                     CAST(SUM(CASE WHEN status = 'succeeded' THEN price_micros ELSE 0 END) AS BIGINT), \
-                     CAST(COALESCE(SUM(provider_cost_micros), 0) AS BIGINT), \
-                     CAST(SUM(CASE WHEN status = 'succeeded' AND provider_cost_micros IS NULL \
-                     THEN 1 ELSE 0 END) AS BIGINT) \
-                     FROM generations WHERE (status = 'succeeded' \
-                     OR (status = 'canceled' AND provider_cost_micros > 0)) AND completed_at >= $1 \
-                     GROUP BY completed_at / 86400000, model ORDER BY day, model",
-                )
-                .bind(since)
-                .fetch_all(self.reader())
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(
-                        |(day, model, generations, revenue, provider_cost, uncosted)| {
-                            ModelDayUsage {
-                                day,
-                                model,
-                                generations,
-                                revenue: Micros(revenue),
-                                provider_cost: Micros(provider_cost),
-                                uncosted,
-                            }
-                        },
-                    )
-                    .collect())
-            }
-        }
-    };
+                .execute(connection)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        on_transaction!(transaction, |connection| {
+            sqlx::query(
+                "INSERT INTO ledger_entries \
+                 (account_id, generation_id, kind, amount_micros, created_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(account_id)
+            .bind(generation_id)
+            .bind(kind)
+            .bind(amount.0)
+            .bind(now_millis())
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
 }
 
-impl_for_both_stores!(impl_ledger_store);
+impl Store {
+    /// Adds credit; `None` when the account does not exist.
+    pub async fn credit_account(
+        &self,
+        account_id: &str,
+        amount: Micros,
+    ) -> Result<Option<Account>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        if Self::account_in(&mut transaction, account_id)
+            .await?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        Self::move_money(&mut transaction, account_id, None, Movement::Credit, amount).await?;
+        let account = Self::account_in(&mut transaction, account_id).await?;
+        transaction.commit().await?;
+        Ok(account)
+    }
+
+    pub async fn ledger_entries(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+        let rows: Vec<LedgerRow> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT id, generation_id, kind, amount_micros, created_at \
+                 FROM ledger_entries WHERE account_id = $1 ORDER BY id",
+            )
+            .bind(account_id)
+            .fetch_all(reader)
+            .await
+        })?;
+        Ok(rows.into_iter().map(ledger_entry_from_row).collect())
+    }
+
+    /// The account's latest ledger entries, newest first.
+    pub async fn recent_ledger_entries(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        let rows: Vec<LedgerRow> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT id, generation_id, kind, amount_micros, created_at \
+                 FROM ledger_entries WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
+            )
+            .bind(account_id)
+            .bind(limit as i64)
+            .fetch_all(reader)
+            .await
+        })?;
+        Ok(rows.into_iter().map(ledger_entry_from_row).collect())
+    }
+
+    /// Money captured per UTC day since `since` (Unix ms), days without any
+    /// left out, oldest first.
+    pub async fn daily_spend(
+        &self,
+        account_id: &str,
+        since: i64,
+    ) -> Result<Vec<DailySpend>, StoreError> {
+        // Integer division of non-negative milliseconds is the UTC
+        // day in both databases.
+        let rows: Vec<(i64, i64)> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT created_at / 86400000 AS day, CAST(SUM(amount_micros) AS BIGINT) \
+                 FROM ledger_entries \
+                 WHERE account_id = $1 AND kind = 'capture' AND created_at >= $2 \
+                 GROUP BY created_at / 86400000 ORDER BY day",
+            )
+            .bind(account_id)
+            .bind(since)
+            .fetch_all(reader)
+            .await
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|(day, captured)| DailySpend {
+                day,
+                captured: Micros(captured),
+            })
+            .collect())
+    }
+
+    /// Each model's succeeded generations per UTC day completed at or
+    /// after `since` (Unix ms): revenue and provider cost.
+    pub async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
+        let rows: Vec<(i64, String, i64, i64, i64, i64)> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                // A generation canceled at its provider after its job
+                // slipped into running earns nothing but may cost the
+                // operator the seconds it ran: its cost counts, and it
+                // does not count as a generation.
+                "SELECT completed_at / 86400000 AS day, model, \
+                 CAST(SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) AS BIGINT), \
+                 CAST(SUM(CASE WHEN status = 'succeeded' THEN price_micros ELSE 0 END) AS BIGINT), \
+                 CAST(COALESCE(SUM(provider_cost_micros), 0) AS BIGINT), \
+                 CAST(SUM(CASE WHEN status = 'succeeded' AND provider_cost_micros IS NULL \
+                 THEN 1 ELSE 0 END) AS BIGINT) \
+                 FROM generations WHERE (status = 'succeeded' \
+                 OR (status = 'canceled' AND provider_cost_micros > 0)) AND completed_at >= $1 \
+                 GROUP BY completed_at / 86400000, model ORDER BY day, model",
+            )
+            .bind(since)
+            .fetch_all(reader)
+            .await
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(day, model, generations, revenue, provider_cost, uncosted)| ModelDayUsage {
+                    day,
+                    model,
+                    generations,
+                    revenue: Micros(revenue),
+                    provider_cost: Micros(provider_cost),
+                    uncosted,
+                },
+            )
+            .collect())
+    }
+}

@@ -5,68 +5,26 @@
 //! statements, so that every ledger change happens inside the same
 //! transaction as the state change that causes it, whichever database runs
 //! underneath. SQLite is the embedded default; PostgreSQL sits behind the
-//! same trait for several nodes.
+//! same `Store` for several nodes.
 //!
-//! The operations are split by aggregate, one file each with its trait, its
-//! types, its rows and its SQL: `accounts` (accounts, limits, API keys, model
-//! pause state), `ledger` (money movements and ledger reads), `generations`
-//! (submit, read, list, cancel), `queue` (claim, lease, finish, release,
-//! rescue), `webhooks` (the outbox: deliveries, attempts, signing secrets),
-//! `webhook_log` (the delivery log), `users` (dashboard users and sessions),
-//! `uploads`, `provider_jobs` (a generation's job at a hosted provider),
-//! `provider_health` (each provider's circuit as a node last saw it),
-//! `operations` (the schema's state for readiness, backups),
-//! `operator` (what the operator API adds: listing accounts, idempotent
-//! credit adjustments, the audit log), `retention` (expiring old clips
-//! and uploads, and the expired files the sweep deletes) and `server_keys`
-//! (secrets the server makes for itself, shared by every node).
-//! `Store` is all of them. What differs between the two databases is in
-//! `sqlite.rs` (with `inline_reads.rs`, SQLite's hot point reads),
-//! `postgres.rs` and `impl_for_both_stores!` below.
-
-/// Expands an aggregate's implementation macro for both stores, with the
-/// row-locking clauses each database needs.
-///
-/// The two databases agree on almost every statement (both take `$1`
-/// placeholders, `RETURNING` and `ON CONFLICT`), and sqlx's typed drivers do
-/// not share one generic connection type without a wall of trait bounds, so
-/// each aggregate writes its operations once in a macro that this one
-/// expands per store. The store types provide, as inherent methods,
-/// `begin_write(&self)` (a write transaction), `reader(&self)` and
-/// `writer(&self)` (pools), `point_read(&self, statement, parameters)` (at
-/// most one row of a `database_row!` type, by key: inline on SQLite, see
-/// `inline_reads.rs`), `callers(&self)` (the `CallerCache` of
-/// authenticated keys), `submit(&self, generation)` (see `submit.rs`; it
-/// goes through the store's group commit, `group_commit.rs`),
-/// `announce_work(transaction, generation_id)` (tell other processes a job
-/// was queued, when the transaction commits),
-/// `wait_for_announced_work(&self, timeout)`,
-/// `announce_generation_change(&self, generation_id)` (after a change of a
-/// generation's status committed: wake its watchers on every node) and
-/// `watch_generation_changes(&self, generation_id)` (see `changes.rs`). `lock_account` is appended to
-/// the account reads of write transactions, so concurrent submits of one
-/// account take turns; `skip_locked` is appended to the selects of the queue
-/// and of the webhook outbox, so concurrent claimers and rescuers pass over
-/// each other's rows instead of waiting or taking them twice. SQLite's single
-/// writer makes both clauses unnecessary there.
-///
-/// Defined before the modules so that they can all use it.
-macro_rules! impl_for_both_stores {
-    ($aggregate:ident) => {
-        $aggregate! {
-            store: $crate::store::SqliteStore,
-            database: sqlx::Sqlite,
-            lock_account: "",
-            skip_locked: "",
-        }
-        $aggregate! {
-            store: $crate::store::PgStore,
-            database: sqlx::Postgres,
-            lock_account: "FOR UPDATE",
-            skip_locked: "FOR UPDATE SKIP LOCKED",
-        }
-    };
-}
+//! The operations are split by aggregate, one file each with its types, its
+//! rows and an `impl Store` block of methods holding its SQL: `accounts`
+//! (accounts, limits, API keys, model pause state), `ledger` (money
+//! movements and ledger reads), `generations` (submit, read, list, cancel),
+//! `queue` (claim, lease, finish, release, rescue), `webhooks` (the outbox:
+//! deliveries, attempts, signing secrets), `webhook_log` (the delivery
+//! log), `users` (dashboard users and sessions), `uploads`, `provider_jobs`
+//! (a generation's job at a hosted provider), `provider_health` (each
+//! provider's circuit as a node last saw it), `operations` (the schema's
+//! state for readiness, backups), `operator` (what the operator API adds:
+//! listing accounts, idempotent credit adjustments, the audit log),
+//! `retention` (expiring old clips and uploads, and the expired files the
+//! sweep deletes) and `server_keys` (secrets the server makes for itself,
+//! shared by every node). `Store` is all of them. Each statement is written
+//! once and runs on either database through the dispatch of `database.rs`;
+//! what differs between the two databases is in `sqlite.rs` (with
+//! `inline_reads.rs`, SQLite's hot point reads, and `submit.rs`'s SQLite
+//! half) and `postgres.rs` (with `submit.rs`'s PostgreSQL half).
 
 /// Declares a row type that both ways of reading fill by column name: sqlx
 /// (its derived `FromRow`, for any statement on either store) and SQLite's
@@ -88,6 +46,9 @@ macro_rules! database_row {
         }
     };
 }
+
+#[macro_use]
+mod database;
 
 mod accounts;
 mod caller_cache;
@@ -113,39 +74,34 @@ mod webhook_log;
 mod webhooks;
 
 pub use accounts::{
-    Account, AccountLimits, AccountStore, ApiKeyRecord, Caller, KEY_USE_RESOLUTION, NewAccount,
-    NewApiKey,
+    Account, AccountLimits, ApiKeyRecord, Caller, KEY_USE_RESOLUTION, NewAccount, NewApiKey,
 };
 pub use caller_cache::CALLER_CACHE_TTL;
 pub use changes::{GenerationChanges, GenerationWatch};
 pub use generations::{
-    CancelOutcome, Generation, GenerationStore, IDEMPOTENCY_WINDOW, IdempotencyKey, ListFilter,
-    NewGeneration, SubmitOutcome, SubmitRefusal,
+    CancelOutcome, Generation, IDEMPOTENCY_WINDOW, IdempotencyKey, ListFilter, NewGeneration,
+    SubmitOutcome, SubmitRefusal,
 };
-pub use ledger::{DailySpend, LedgerEntry, LedgerStore, ModelDayUsage};
-pub use operations::{OperationsStore, SchemaState};
+pub use ledger::{DailySpend, LedgerEntry, ModelDayUsage};
+pub use operations::SchemaState;
 pub use operator::{
     AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditEntry, CreditAdjustment,
-    NewAuditEntry, NewCreditAdjustment, OperatorGenerationFilter, OperatorStore,
+    NewAuditEntry, NewCreditAdjustment, OperatorGenerationFilter,
 };
 pub use postgres::PgStore;
-pub use provider_health::{ProviderHealth, ProviderHealthStore};
-pub use provider_jobs::{NewProviderJob, ProviderJob, ProviderJobStore};
-pub use queue::{
-    ClaimableModels, FailureDetail, ProviderRun, QueueDepth, QueueStore, RescueReport,
-};
-pub use retention::{ExpiredFile, RetentionStore};
+pub use provider_health::ProviderHealth;
+pub use provider_jobs::{NewProviderJob, ProviderJob};
+pub use queue::{ClaimableModels, FailureDetail, ProviderRun, QueueDepth, RescueReport};
+pub use retention::ExpiredFile;
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
-pub use server_keys::ServerKeyStore;
 pub use sqlite::{SqliteDurability, SqliteStore};
-pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadStore, UploadUsage};
-pub use users::{NewSession, Session, User, UserStore};
+pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadUsage};
+pub use users::{NewSession, Session, User};
 pub use webhook_log::{
     AccountDelivery, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, WebhookAttempt, WebhookDelivery,
-    WebhookLogStore,
 };
 pub use webhooks::{
-    AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, SenderFairness, WebhookStore,
+    AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, SenderFairness,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -238,54 +194,16 @@ fn sqlx_error_is_unavailable(error: &sqlx::Error) -> bool {
     }
 }
 
-/// Every operation of the store. Callers hold an `Arc<dyn Store>` and call
-/// any aggregate's methods on it; SQLite and PostgreSQL implement each
-/// aggregate's trait, and so this one.
-pub trait Store:
-    AccountStore
-    + LedgerStore
-    + GenerationStore
-    + QueueStore
-    + WebhookStore
-    + WebhookLogStore
-    + UserStore
-    + UploadStore
-    + ProviderJobStore
-    + ProviderHealthStore
-    + OperationsStore
-    + OperatorStore
-    + RetentionStore
-    + ServerKeyStore
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<T> Store for T where
-    T: AccountStore
-        + LedgerStore
-        + GenerationStore
-        + QueueStore
-        + WebhookStore
-        + WebhookLogStore
-        + UserStore
-        + UploadStore
-        + ProviderJobStore
-        + ProviderHealthStore
-        + OperationsStore
-        + OperatorStore
-        + RetentionStore
-        + ServerKeyStore
-        + Send
-        + Sync
-        + 'static
-{
+/// Every operation of the store, on whichever database it runs. Callers
+/// share one as `Arc<Store>` and call any aggregate's methods on it: each
+/// aggregate's file adds its own `impl Store` block.
+pub struct Store {
+    database: database::Database,
 }
 
 /// Opens the store at `database_url`, applying this version's pending
 /// migrations, with SQLite's default durability (every commit synced).
-pub async fn open(database_url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+pub async fn open(database_url: &str) -> Result<std::sync::Arc<Store>, StoreError> {
     open_with(database_url, Migrations::Apply, SqliteDurability::default()).await
 }
 
@@ -296,18 +214,17 @@ pub async fn open_with(
     database_url: &str,
     migrations: Migrations,
     sqlite_durability: SqliteDurability,
-) -> Result<std::sync::Arc<dyn Store>, StoreError> {
-    if database_url.starts_with("sqlite:") {
-        Ok(std::sync::Arc::new(
+) -> Result<std::sync::Arc<Store>, StoreError> {
+    let database = if database_url.starts_with("sqlite:") {
+        database::Database::Sqlite(
             SqliteStore::open(database_url, migrations, sqlite_durability).await?,
-        ))
+        )
     } else if schema::is_postgres_url(database_url) {
-        Ok(std::sync::Arc::new(
-            PgStore::open(database_url, migrations).await?,
-        ))
+        database::Database::Postgres(PgStore::open(database_url, migrations).await?)
     } else {
-        Err(StoreError::unsupported_url(database_url))
-    }
+        return Err(StoreError::unsupported_url(database_url));
+    };
+    Ok(std::sync::Arc::new(Store { database }))
 }
 
 /// Milliseconds since the Unix epoch, the store's unit of time.

@@ -3,9 +3,8 @@
 //! binary knows (readiness), and a consistent copy of the embedded database
 //! taken while the server runs (backups).
 
-use async_trait::async_trait;
-
-use super::{PgStore, SqliteStore, StoreError, schema};
+use super::database::Database;
+use super::{Store, StoreError, schema};
 
 /// How far the database's schema is from the one this binary expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,18 +24,42 @@ impl SchemaState {
     }
 }
 
-#[async_trait]
-pub trait OperationsStore: Send + Sync {
+impl Store {
     /// Runs one cheap query, so it fails when the database is unreachable.
-    async fn schema_state(&self) -> Result<SchemaState, StoreError>;
+    pub async fn schema_state(&self) -> Result<SchemaState, StoreError> {
+        let applied_version: i64 = on_reader!(self, |reader| {
+            sqlx::query_scalar(NEWEST_APPLIED_MIGRATION)
+                .fetch_one(reader)
+                .await
+        })?;
+        let migrator = match &self.database {
+            Database::Sqlite(_) => schema::sqlite_migrator(),
+            Database::Postgres(_) => schema::postgres_migrator(),
+        };
+        Ok(SchemaState {
+            applied_version,
+            expected_version: newest_version(&migrator),
+        })
+    }
+
     /// Starts a write transaction and rolls it back: fails while a write
     /// could not start (the database unreachable, or SQLite's write lock
     /// held by another process), which reads alone would not show.
-    async fn check_writable(&self) -> Result<(), StoreError>;
+    pub async fn check_writable(&self) -> Result<(), StoreError> {
+        self.begin_write().await?.rollback().await
+    }
+
     /// Writes a consistent copy of the whole database to a new file at
     /// `path`, without stopping writers. Only the embedded SQLite database
     /// can; PostgreSQL has its own tools (`pg_dump`, base backups).
-    async fn backup_into(&self, path: &str) -> Result<(), StoreError>;
+    pub async fn backup_into(&self, path: &str) -> Result<(), StoreError> {
+        match &self.database {
+            Database::Sqlite(database) => database.backup_into(path).await,
+            Database::Postgres(_) => Err(StoreError::Unsupported(
+                "backups of PostgreSQL are taken with its own tools (pg_dump, pg_basebackup)",
+            )),
+        }
+    }
 }
 
 /// The newest migration in a migrator, 0 for none.
@@ -52,56 +75,3 @@ fn newest_version(migrator: &sqlx::migrate::Migrator) -> i64 {
 /// `_sqlx_migrations`, with `success` false for one that failed half-way.
 const NEWEST_APPLIED_MIGRATION: &str =
     "SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) FROM _sqlx_migrations WHERE success";
-
-#[async_trait]
-impl OperationsStore for SqliteStore {
-    async fn schema_state(&self) -> Result<SchemaState, StoreError> {
-        let applied_version: i64 = sqlx::query_scalar(NEWEST_APPLIED_MIGRATION)
-            .fetch_one(self.reader())
-            .await?;
-        Ok(SchemaState {
-            applied_version,
-            expected_version: newest_version(&schema::sqlite_migrator()),
-        })
-    }
-
-    async fn check_writable(&self) -> Result<(), StoreError> {
-        self.begin_write().await?.rollback().await?;
-        Ok(())
-    }
-
-    async fn backup_into(&self, path: &str) -> Result<(), StoreError> {
-        // `VACUUM INTO` reads one snapshot (a read transaction, which in WAL
-        // mode never blocks the server's writers) and writes it compacted to
-        // a new file; it refuses a path that already exists.
-        sqlx::query("VACUUM INTO $1")
-            .bind(path)
-            .execute(self.writer())
-            .await?;
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl OperationsStore for PgStore {
-    async fn schema_state(&self) -> Result<SchemaState, StoreError> {
-        let applied_version: i64 = sqlx::query_scalar(NEWEST_APPLIED_MIGRATION)
-            .fetch_one(self.reader())
-            .await?;
-        Ok(SchemaState {
-            applied_version,
-            expected_version: newest_version(&schema::postgres_migrator()),
-        })
-    }
-
-    async fn check_writable(&self) -> Result<(), StoreError> {
-        self.begin_write().await?.rollback().await?;
-        Ok(())
-    }
-
-    async fn backup_into(&self, _path: &str) -> Result<(), StoreError> {
-        Err(StoreError::Unsupported(
-            "backups of PostgreSQL are taken with its own tools (pg_dump, pg_basebackup)",
-        ))
-    }
-}

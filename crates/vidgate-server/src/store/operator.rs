@@ -3,14 +3,14 @@
 //! Idempotency-Key, the deletion of an account, and the audit log of the
 //! operator's changes.
 
-use async_trait::async_trait;
 use vidgate_core::Micros;
 
 use super::accounts::{Account, AccountRow, account_columns};
+use super::database::WriteTransaction;
 use super::generations::{Generation, GenerationRow, ListFilter, generation_columns};
 use super::ledger::Movement;
 use super::retention::stored_path_of_output;
-use super::{StoreError, now_millis};
+use super::{Store, StoreError, now_millis};
 
 /// One row of the audit log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,48 +142,6 @@ pub struct OperatorGenerationFilter {
     pub created_until: Option<i64>,
 }
 
-#[async_trait]
-pub trait OperatorStore: Send + Sync {
-    /// Generations of every account (or one), newest first, filtered.
-    async fn list_generations_across_accounts(
-        &self,
-        filter: &OperatorGenerationFilter,
-    ) -> Result<Vec<Generation>, StoreError>;
-    /// Accounts in id order, after `after` when given.
-    async fn list_accounts(
-        &self,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<Account>, StoreError>;
-    /// Adds or takes credit once per idempotency key: the adjustment, its
-    /// ledger entry and its audit row in one transaction.
-    async fn adjust_credit(
-        &self,
-        adjustment: NewCreditAdjustment,
-    ) -> Result<AdjustmentOutcome, StoreError>;
-    /// Deletes an account's personal data and media in one transaction with
-    /// its audit row: keys, users and sessions, webhook secrets, URLs and
-    /// deliveries, uploads, and the inputs and outputs of its generations
-    /// (their files join the expired files: their URLs answer 410 at once,
-    /// and the sweep deletes them). What people wrote about the account is
-    /// redacted: names, emails and reasons in the audit log and the credit
-    /// adjustments, and the messages of failed generations. The account
-    /// row stays with its money figures and its ledger, so the books still
-    /// add up.
-    async fn delete_account(
-        &self,
-        account_id: &str,
-        actor: &str,
-    ) -> Result<AccountDeletion, StoreError>;
-    async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError>;
-    /// The audit log, newest first, before the entry `before` when given.
-    async fn audit_log(
-        &self,
-        before: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<AuditEntry>, StoreError>;
-}
-
 /// An adjustment row: key, account, kind, amount, reason, actor, time.
 type AdjustmentRow = (String, String, String, i64, String, String, i64);
 
@@ -248,393 +206,441 @@ fn redacted_failure(error: &str) -> String {
     serde_json::json!({ "code": code, "message": REDACTED }).to_string()
 }
 
-/// Implements `OperatorStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_operator_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        impl $store {
-            async fn record_audit_in(
-                transaction: &mut sqlx::Transaction<'static, $database>,
-                entry: &NewAuditEntry,
-            ) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO audit_log (actor, action, target, detail, created_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(&entry.actor)
-                .bind(entry.action)
-                .bind(&entry.target)
-                .bind(entry.detail.to_string())
-                .bind(now_millis())
-                .execute(&mut **transaction)
-                .await?;
-                Ok(())
-            }
-        }
-
-        #[async_trait]
-        impl OperatorStore for $store {
-            async fn list_generations_across_accounts(
-                &self,
-                filter: &OperatorGenerationFilter,
-            ) -> Result<Vec<Generation>, StoreError> {
-                // As the public list does, only the filters given are
-                // written into the statement, so that the planner can use the
-                // index that fits (`generations_recent` across accounts, or
-                // `generations_account_recent` when the account is given) and
-                // seek to the cursor.
-                let mut query = sqlx::QueryBuilder::<$database>::new(concat!(
-                    "SELECT ",
-                    generation_columns!(),
-                    " FROM generations WHERE 1 = 1"
-                ));
-                match &filter.account_id {
-                    Some(account_id) => {
-                        query.push(" AND account_id = ").push_bind(account_id.as_str());
-                    }
-                    // True of every row, written out (not bound) so that
-                    // the planner may use the partial index
-                    // `generations_recent` (migration 0017), which no
-                    // account's list names and so cannot be misled into.
-                    None => {
-                        query.push(" AND created_at >= 0");
-                    }
-                }
-                if let Some(status) = filter.list.status {
-                    query.push(" AND status = ").push_bind(status.as_str());
-                }
-                if let Some(model) = &filter.list.model {
-                    query.push(" AND model = ").push_bind(model.as_str());
-                }
-                if let Some(created_from) = filter.created_from {
-                    query.push(" AND created_at >= ").push_bind(created_from);
-                }
-                if let Some(created_until) = filter.created_until {
-                    query.push(" AND created_at < ").push_bind(created_until);
-                }
-                if let Some((created_at, id)) = &filter.list.before {
-                    query
-                        .push(" AND (created_at, id) < (")
-                        .push_bind(*created_at)
-                        .push(", ")
-                        .push_bind(id.as_str())
-                        .push(")");
-                }
-                query
-                    .push(" ORDER BY created_at DESC, id DESC LIMIT ")
-                    .push_bind(filter.list.limit as i64);
-                let rows: Vec<GenerationRow> =
-                    query.build_query_as().fetch_all(self.reader()).await?;
-                rows.into_iter().map(Generation::try_from).collect()
-            }
-
-            async fn list_accounts(
-                &self,
-                after: Option<&str>,
-                limit: u32,
-            ) -> Result<Vec<Account>, StoreError> {
-                let rows: Vec<AccountRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    account_columns!(),
-                    " FROM accounts WHERE (CAST($1 AS TEXT) IS NULL OR id > $1) ORDER BY id LIMIT $2"
-                ))
-                .bind(after)
-                .bind(limit as i64)
-                .fetch_all(self.reader())
-                .await?;
-                Ok(rows.into_iter().map(Account::from).collect())
-            }
-
-            async fn adjust_credit(
-                &self,
-                adjustment: NewCreditAdjustment,
-            ) -> Result<AdjustmentOutcome, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                // The account row is locked first, so two deliveries of one
-                // webhook take turns and the second finds the first's row.
-                let Some(account) = Self::account_in(&mut transaction, &adjustment.account_id).await?
-                else {
-                    return Ok(AdjustmentOutcome::AccountNotFound);
-                };
-                let earlier: Option<AdjustmentRow> = sqlx::query_as(
-                    "SELECT idempotency_key, account_id, kind, amount_micros, reason, actor, \
-                     created_at FROM credit_adjustments WHERE idempotency_key = $1",
-                )
-                .bind(&adjustment.idempotency_key)
-                .fetch_optional(&mut *transaction)
-                .await?;
-                if let Some(earlier) = earlier.map(adjustment_from_row).transpose()? {
-                    if earlier.account_id != adjustment.account_id
-                        || earlier.kind != adjustment.kind
-                        || earlier.amount != adjustment.amount
-                    {
-                        return Ok(AdjustmentOutcome::KeyReused);
-                    }
-                    return Ok(AdjustmentOutcome::Replayed(earlier, account));
-                }
-                if account.deleted_at.is_some() {
-                    return Ok(AdjustmentOutcome::AccountDeleted);
-                }
-                if adjustment.kind == AdjustmentKind::Debit && adjustment.amount > account.balance {
-                    return Ok(AdjustmentOutcome::InsufficientBalance {
-                        balance: account.balance,
-                    });
-                }
-                let created_at = now_millis();
-                // A key used at once for another account (whose row this
-                // transaction did not lock) fails here on the primary key,
-                // and the whole adjustment rolls back.
-                sqlx::query(
-                    "INSERT INTO credit_adjustments \
-                     (idempotency_key, account_id, kind, amount_micros, reason, actor, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(&adjustment.idempotency_key)
-                .bind(&adjustment.account_id)
-                .bind(adjustment.kind.as_str())
-                .bind(adjustment.amount.0)
-                .bind(&adjustment.reason)
-                .bind(&adjustment.actor)
-                .bind(created_at)
-                .execute(&mut *transaction)
-                .await?;
-                Self::move_money(
-                    &mut transaction,
-                    &adjustment.account_id,
-                    None,
-                    adjustment.kind.movement(),
-                    adjustment.amount,
-                )
-                .await?;
-                Self::record_audit_in(
-                    &mut transaction,
-                    &NewAuditEntry {
-                        actor: adjustment.actor.clone(),
-                        action: match adjustment.kind {
-                            AdjustmentKind::Credit => "account.credit",
-                            AdjustmentKind::Debit => "account.debit",
-                        },
-                        target: adjustment.account_id.clone(),
-                        detail: serde_json::json!({
-                            "amount_micros": adjustment.amount.0,
-                            "reason": adjustment.reason,
-                            "idempotency_key": adjustment.idempotency_key,
-                        }),
-                    },
-                )
-                .await?;
-                let account = Self::account_in(&mut transaction, &adjustment.account_id)
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
-                transaction.commit().await?;
-                Ok(AdjustmentOutcome::Applied(
-                    CreditAdjustment {
-                        idempotency_key: adjustment.idempotency_key,
-                        account_id: adjustment.account_id,
-                        kind: adjustment.kind,
-                        amount: adjustment.amount,
-                        reason: adjustment.reason,
-                        actor: adjustment.actor,
-                        created_at,
-                    },
-                    account,
-                ))
-            }
-
-            async fn delete_account(
-                &self,
-                account_id: &str,
-                actor: &str,
-            ) -> Result<AccountDeletion, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                // Locked first, so no submit of the account slips in while
-                // its data goes.
-                let Some(account) = Self::account_in(&mut transaction, account_id).await? else {
-                    return Ok(AccountDeletion::AccountNotFound);
-                };
-                if account.deleted_at.is_some() {
-                    return Ok(AccountDeletion::AlreadyDeleted(account));
-                }
-                let generations: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM generations \
-                     WHERE account_id = $1 AND status IN ('queued', 'running')",
-                )
-                .bind(account_id)
-                .fetch_one(&mut *transaction)
-                .await?;
-                if generations > 0 {
-                    return Ok(AccountDeletion::Active { generations });
-                }
-                let now = now_millis();
-                let outputs: Vec<(String, String)> = sqlx::query_as(
-                    "SELECT id, output FROM generations WHERE account_id = $1 \
-                     AND output IS NOT NULL AND output_expired_at IS NULL",
-                )
-                .bind(account_id)
-                .fetch_all(&mut *transaction)
-                .await?;
-                let mut files = Vec::new();
-                for (generation_id, output) in outputs {
-                    let output: serde_json::Value = serde_json::from_str(&output).map_err(|error| {
-                        StoreError::Corrupt(format!("generation {generation_id}: {error}"))
-                    })?;
-                    files.extend(stored_path_of_output(&output));
-                }
-                let uploads: Vec<String> = sqlx::query_scalar(
-                    "SELECT relative_path FROM uploads WHERE account_id = $1 \
-                     UNION SELECT relative_path FROM direct_uploads WHERE account_id = $1",
-                )
-                .bind(account_id)
-                .fetch_all(&mut *transaction)
-                .await?;
-                files.extend(uploads);
-                for relative_path in &files {
-                    sqlx::query(
-                        "INSERT INTO expired_files (relative_path, account_id, expired_at) \
-                         VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
-                    )
-                    .bind(relative_path)
-                    .bind(account_id)
-                    .bind(now)
-                    .execute(&mut *transaction)
-                    .await?;
-                }
-                // What people wrote about the account (names, emails,
-                // reasons, failure messages) goes; which event happened,
-                // when, by whom and for how much stays.
-                let audit_rows: Vec<(i64, String)> = sqlx::query_as(
-                    "SELECT id, detail FROM audit_log WHERE target = $1 \
-                     OR target IN (SELECT id FROM users WHERE account_id = $1) \
-                     OR target IN (SELECT id FROM api_keys WHERE account_id = $1) \
-                     OR target IN (SELECT idempotency_key FROM credit_adjustments \
-                                   WHERE account_id = $1)",
-                )
-                .bind(account_id)
-                .fetch_all(&mut *transaction)
-                .await?;
-                for (id, detail) in audit_rows {
-                    if let Some(redacted) = redacted_audit_detail(&detail) {
-                        sqlx::query("UPDATE audit_log SET detail = $1 WHERE id = $2")
-                            .bind(redacted)
-                            .bind(id)
-                            .execute(&mut *transaction)
-                            .await?;
-                    }
-                }
-                sqlx::query("UPDATE credit_adjustments SET reason = $2 WHERE account_id = $1")
-                    .bind(account_id)
-                    .bind(REDACTED)
-                    .execute(&mut *transaction)
-                    .await?;
-                let failures: Vec<(String, String)> = sqlx::query_as(
-                    "SELECT id, error FROM generations WHERE account_id = $1 AND error IS NOT NULL",
-                )
-                .bind(account_id)
-                .fetch_all(&mut *transaction)
-                .await?;
-                for (generation_id, error) in failures {
-                    sqlx::query("UPDATE generations SET error = $1 WHERE id = $2")
-                        .bind(redacted_failure(&error))
-                        .bind(generation_id)
-                        .execute(&mut *transaction)
-                        .await?;
-                }
-                // Children before parents, for the foreign keys.
-                for statement in [
-                    "DELETE FROM webhook_attempts WHERE delivery_id IN \
-                     (SELECT id FROM webhook_deliveries WHERE account_id = $1)",
-                    "DELETE FROM webhook_deliveries WHERE account_id = $1",
-                    "DELETE FROM generation_media WHERE generation_id IN \
-                     (SELECT id FROM generations WHERE account_id = $1)",
-                    "UPDATE provider_jobs SET input = '{}' WHERE generation_id IN \
-                     (SELECT id FROM generations WHERE account_id = $1)",
-                    "DELETE FROM uploads WHERE account_id = $1",
-                    "DELETE FROM direct_uploads WHERE account_id = $1",
-                    "DELETE FROM sessions WHERE account_id = $1",
-                    "DELETE FROM users WHERE account_id = $1",
-                    "DELETE FROM api_keys WHERE account_id = $1",
-                ] {
-                    sqlx::query(statement)
-                        .bind(account_id)
-                        .execute(&mut *transaction)
-                        .await?;
-                }
-                // Prices, statuses and times stay: they are the books.
-                sqlx::query(
-                    "UPDATE generations SET input = '{}', output = NULL, webhook_url = NULL, \
-                     idempotency_key = NULL, request_sha256 = NULL, \
-                     output_expired_at = COALESCE(output_expired_at, $2) WHERE account_id = $1",
-                )
-                .bind(account_id)
-                .bind(now)
-                .execute(&mut *transaction)
-                .await?;
-                sqlx::query(
-                    "UPDATE accounts SET name = '', webhook_secret = '', \
-                     previous_webhook_secret = NULL, previous_webhook_secret_expires_at = NULL, \
-                     deleted_at = $2 WHERE id = $1",
-                )
-                .bind(account_id)
-                .bind(now)
-                .execute(&mut *transaction)
-                .await?;
-                Self::record_audit_in(
-                    &mut transaction,
-                    &NewAuditEntry {
-                        actor: actor.to_owned(),
-                        action: "account.delete",
-                        target: account_id.to_owned(),
-                        detail: serde_json::json!({
-                            "files": files.len(),
-                            "balance_micros": account.balance.0,
-                            "captured_micros": account.captured.0,
-                            "credited_micros": account.credited.0,
-                        }),
-                    },
-                )
-                .await?;
-                let account = Self::account_in(&mut transaction, account_id)
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
-                transaction.commit().await?;
-                // Its keys are gone: this node forgets them at once, other
-                // nodes when their cached entries expire.
-                self.callers().forget_all();
-                Ok(AccountDeletion::Deleted {
-                    account,
-                    files: files.len(),
-                })
-            }
-
-            async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {
-                let mut transaction = self.begin_write().await?;
-                Self::record_audit_in(&mut transaction, &entry).await?;
-                transaction.commit().await?;
-                Ok(())
-            }
-
-            async fn audit_log(
-                &self,
-                before: Option<i64>,
-                limit: u32,
-            ) -> Result<Vec<AuditEntry>, StoreError> {
-                let rows: Vec<AuditRow> = sqlx::query_as(
-                    "SELECT id, actor, action, target, detail, created_at FROM audit_log \
-                     WHERE (CAST($1 AS BIGINT) IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
-                )
-                .bind(before)
-                .bind(limit as i64)
-                .fetch_all(self.reader())
-                .await?;
-                Ok(rows.into_iter().map(audit_entry_from_row).collect())
-            }
-        }
-    };
+impl Store {
+    async fn record_audit_in(
+        transaction: &mut WriteTransaction,
+        entry: &NewAuditEntry,
+    ) -> Result<(), StoreError> {
+        on_transaction!(transaction, |connection| {
+            sqlx::query(
+                "INSERT INTO audit_log (actor, action, target, detail, created_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(&entry.actor)
+            .bind(entry.action)
+            .bind(&entry.target)
+            .bind(entry.detail.to_string())
+            .bind(now_millis())
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
 }
 
-impl_for_both_stores!(impl_operator_store);
+impl Store {
+    /// Generations of every account (or one), newest first, filtered.
+    pub async fn list_generations_across_accounts(
+        &self,
+        filter: &OperatorGenerationFilter,
+    ) -> Result<Vec<Generation>, StoreError> {
+        // As the public list does, only the filters given are
+        // written into the statement, so that the planner can use the
+        // index that fits (`generations_recent` across accounts, or
+        // `generations_account_recent` when the account is given) and
+        // seek to the cursor.
+        // The builder is written once and typed for each database by
+        // the pool it runs on.
+        let rows: Vec<GenerationRow> = on_reader!(self, |reader| {
+            let mut query = sqlx::QueryBuilder::new(concat!(
+                "SELECT ",
+                generation_columns!(),
+                " FROM generations WHERE 1 = 1"
+            ));
+            match &filter.account_id {
+                Some(account_id) => {
+                    query
+                        .push(" AND account_id = ")
+                        .push_bind(account_id.as_str());
+                }
+                // True of every row, written out (not bound) so that
+                // the planner may use the partial index
+                // `generations_recent` (migration 0017), which no
+                // account's list names and so cannot be misled into.
+                None => {
+                    query.push(" AND created_at >= 0");
+                }
+            }
+            if let Some(status) = filter.list.status {
+                query.push(" AND status = ").push_bind(status.as_str());
+            }
+            if let Some(model) = &filter.list.model {
+                query.push(" AND model = ").push_bind(model.as_str());
+            }
+            if let Some(created_from) = filter.created_from {
+                query.push(" AND created_at >= ").push_bind(created_from);
+            }
+            if let Some(created_until) = filter.created_until {
+                query.push(" AND created_at < ").push_bind(created_until);
+            }
+            if let Some((created_at, id)) = &filter.list.before {
+                query
+                    .push(" AND (created_at, id) < (")
+                    .push_bind(*created_at)
+                    .push(", ")
+                    .push_bind(id.as_str())
+                    .push(")");
+            }
+            query
+                .push(" ORDER BY created_at DESC, id DESC LIMIT ")
+                .push_bind(filter.list.limit as i64);
+            query.build_query_as().fetch_all(reader).await
+        })?;
+        rows.into_iter().map(Generation::try_from).collect()
+    }
+
+    /// Accounts in id order, after `after` when given.
+    pub async fn list_accounts(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Account>, StoreError> {
+        let rows: Vec<AccountRow> = on_reader!(self, |reader| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                account_columns!(),
+                " FROM accounts WHERE (CAST($1 AS TEXT) IS NULL OR id > $1) ORDER BY id LIMIT $2"
+            ))
+            .bind(after)
+            .bind(limit as i64)
+            .fetch_all(reader)
+            .await
+        })?;
+        Ok(rows.into_iter().map(Account::from).collect())
+    }
+
+    /// Adds or takes credit once per idempotency key: the adjustment, its
+    /// ledger entry and its audit row in one transaction.
+    pub async fn adjust_credit(
+        &self,
+        adjustment: NewCreditAdjustment,
+    ) -> Result<AdjustmentOutcome, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        // The account row is locked first, so two deliveries of one
+        // webhook take turns and the second finds the first's row.
+        let Some(account) = Self::account_in(&mut transaction, &adjustment.account_id).await?
+        else {
+            return Ok(AdjustmentOutcome::AccountNotFound);
+        };
+        let earlier: Option<AdjustmentRow> = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_as(
+                "SELECT idempotency_key, account_id, kind, amount_micros, reason, actor, \
+                 created_at FROM credit_adjustments WHERE idempotency_key = $1",
+            )
+            .bind(&adjustment.idempotency_key)
+            .fetch_optional(connection)
+            .await
+        })?;
+        if let Some(earlier) = earlier.map(adjustment_from_row).transpose()? {
+            if earlier.account_id != adjustment.account_id
+                || earlier.kind != adjustment.kind
+                || earlier.amount != adjustment.amount
+            {
+                return Ok(AdjustmentOutcome::KeyReused);
+            }
+            return Ok(AdjustmentOutcome::Replayed(earlier, account));
+        }
+        if account.deleted_at.is_some() {
+            return Ok(AdjustmentOutcome::AccountDeleted);
+        }
+        if adjustment.kind == AdjustmentKind::Debit && adjustment.amount > account.balance {
+            return Ok(AdjustmentOutcome::InsufficientBalance {
+                balance: account.balance,
+            });
+        }
+        let created_at = now_millis();
+        // A key used at once for another account (whose row this
+        // transaction did not lock) fails here on the primary key,
+        // and the whole adjustment rolls back.
+        on_transaction!(&mut transaction, |connection| {
+            sqlx::query(
+                "INSERT INTO credit_adjustments \
+                 (idempotency_key, account_id, kind, amount_micros, reason, actor, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(&adjustment.idempotency_key)
+            .bind(&adjustment.account_id)
+            .bind(adjustment.kind.as_str())
+            .bind(adjustment.amount.0)
+            .bind(&adjustment.reason)
+            .bind(&adjustment.actor)
+            .bind(created_at)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Self::move_money(
+            &mut transaction,
+            &adjustment.account_id,
+            None,
+            adjustment.kind.movement(),
+            adjustment.amount,
+        )
+        .await?;
+        Self::record_audit_in(
+            &mut transaction,
+            &NewAuditEntry {
+                actor: adjustment.actor.clone(),
+                action: match adjustment.kind {
+                    AdjustmentKind::Credit => "account.credit",
+                    AdjustmentKind::Debit => "account.debit",
+                },
+                target: adjustment.account_id.clone(),
+                detail: serde_json::json!({
+                    "amount_micros": adjustment.amount.0,
+                    "reason": adjustment.reason,
+                    "idempotency_key": adjustment.idempotency_key,
+                }),
+            },
+        )
+        .await?;
+        let account = Self::account_in(&mut transaction, &adjustment.account_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
+        transaction.commit().await?;
+        Ok(AdjustmentOutcome::Applied(
+            CreditAdjustment {
+                idempotency_key: adjustment.idempotency_key,
+                account_id: adjustment.account_id,
+                kind: adjustment.kind,
+                amount: adjustment.amount,
+                reason: adjustment.reason,
+                actor: adjustment.actor,
+                created_at,
+            },
+            account,
+        ))
+    }
+
+    /// Deletes an account's personal data and media in one transaction with
+    /// its audit row: keys, users and sessions, webhook secrets, URLs and
+    /// deliveries, uploads, and the inputs and outputs of its generations
+    /// (their files join the expired files: their URLs answer 410 at once,
+    /// and the sweep deletes them). What people wrote about the account is
+    /// redacted: names, emails and reasons in the audit log and the credit
+    /// adjustments, and the messages of failed generations. The account
+    /// row stays with its money figures and its ledger, so the books still
+    /// add up.
+    pub async fn delete_account(
+        &self,
+        account_id: &str,
+        actor: &str,
+    ) -> Result<AccountDeletion, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        // Locked first, so no submit of the account slips in while
+        // its data goes.
+        let Some(account) = Self::account_in(&mut transaction, account_id).await? else {
+            return Ok(AccountDeletion::AccountNotFound);
+        };
+        if account.deleted_at.is_some() {
+            return Ok(AccountDeletion::AlreadyDeleted(account));
+        }
+        let generations: i64 = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM generations \
+                 WHERE account_id = $1 AND status IN ('queued', 'running')",
+            )
+            .bind(account_id)
+            .fetch_one(connection)
+            .await
+        })?;
+        if generations > 0 {
+            return Ok(AccountDeletion::Active { generations });
+        }
+        let now = now_millis();
+        let outputs: Vec<(String, String)> = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_as(
+                "SELECT id, output FROM generations WHERE account_id = $1 \
+                 AND output IS NOT NULL AND output_expired_at IS NULL",
+            )
+            .bind(account_id)
+            .fetch_all(connection)
+            .await
+        })?;
+        let mut files = Vec::new();
+        for (generation_id, output) in outputs {
+            let output: serde_json::Value = serde_json::from_str(&output).map_err(|error| {
+                StoreError::Corrupt(format!("generation {generation_id}: {error}"))
+            })?;
+            files.extend(stored_path_of_output(&output));
+        }
+        let uploads: Vec<String> = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_scalar(
+                "SELECT relative_path FROM uploads WHERE account_id = $1 \
+                 UNION SELECT relative_path FROM direct_uploads WHERE account_id = $1",
+            )
+            .bind(account_id)
+            .fetch_all(connection)
+            .await
+        })?;
+        files.extend(uploads);
+        for relative_path in &files {
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query(
+                    "INSERT INTO expired_files (relative_path, account_id, expired_at) \
+                     VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
+                )
+                .bind(relative_path)
+                .bind(account_id)
+                .bind(now)
+                .execute(connection)
+                .await
+                .map(|done| done.rows_affected())
+            })?;
+        }
+        // What people wrote about the account (names, emails,
+        // reasons, failure messages) goes; which event happened,
+        // when, by whom and for how much stays.
+        let audit_rows: Vec<(i64, String)> = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_as(
+                "SELECT id, detail FROM audit_log WHERE target = $1 \
+                 OR target IN (SELECT id FROM users WHERE account_id = $1) \
+                 OR target IN (SELECT id FROM api_keys WHERE account_id = $1) \
+                 OR target IN (SELECT idempotency_key FROM credit_adjustments \
+                               WHERE account_id = $1)",
+            )
+            .bind(account_id)
+            .fetch_all(connection)
+            .await
+        })?;
+        for (id, detail) in audit_rows {
+            if let Some(redacted) = redacted_audit_detail(&detail) {
+                on_transaction!(&mut transaction, |connection| {
+                    sqlx::query("UPDATE audit_log SET detail = $1 WHERE id = $2")
+                        .bind(redacted)
+                        .bind(id)
+                        .execute(connection)
+                        .await
+                        .map(|done| done.rows_affected())
+                })?;
+            }
+        }
+        on_transaction!(&mut transaction, |connection| {
+            sqlx::query("UPDATE credit_adjustments SET reason = $2 WHERE account_id = $1")
+                .bind(account_id)
+                .bind(REDACTED)
+                .execute(connection)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        let failures: Vec<(String, String)> = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_as(
+                "SELECT id, error FROM generations WHERE account_id = $1 AND error IS NOT NULL",
+            )
+            .bind(account_id)
+            .fetch_all(connection)
+            .await
+        })?;
+        for (generation_id, error) in failures {
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query("UPDATE generations SET error = $1 WHERE id = $2")
+                    .bind(redacted_failure(&error))
+                    .bind(generation_id)
+                    .execute(connection)
+                    .await
+                    .map(|done| done.rows_affected())
+            })?;
+        }
+        // Children before parents, for the foreign keys.
+        for statement in [
+            "DELETE FROM webhook_attempts WHERE delivery_id IN \
+             (SELECT id FROM webhook_deliveries WHERE account_id = $1)",
+            "DELETE FROM webhook_deliveries WHERE account_id = $1",
+            "DELETE FROM generation_media WHERE generation_id IN \
+             (SELECT id FROM generations WHERE account_id = $1)",
+            "UPDATE provider_jobs SET input = '{}' WHERE generation_id IN \
+             (SELECT id FROM generations WHERE account_id = $1)",
+            "DELETE FROM uploads WHERE account_id = $1",
+            "DELETE FROM direct_uploads WHERE account_id = $1",
+            "DELETE FROM sessions WHERE account_id = $1",
+            "DELETE FROM users WHERE account_id = $1",
+            "DELETE FROM api_keys WHERE account_id = $1",
+        ] {
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query(statement)
+                    .bind(account_id)
+                    .execute(connection)
+                    .await
+                    .map(|done| done.rows_affected())
+            })?;
+        }
+        // Prices, statuses and times stay: they are the books.
+        on_transaction!(&mut transaction, |connection| {
+            sqlx::query(
+                "UPDATE generations SET input = '{}', output = NULL, webhook_url = NULL, \
+                 idempotency_key = NULL, request_sha256 = NULL, \
+                 output_expired_at = COALESCE(output_expired_at, $2) WHERE account_id = $1",
+            )
+            .bind(account_id)
+            .bind(now)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        on_transaction!(&mut transaction, |connection| {
+            sqlx::query(
+                "UPDATE accounts SET name = '', webhook_secret = '', \
+                 previous_webhook_secret = NULL, previous_webhook_secret_expires_at = NULL, \
+                 deleted_at = $2 WHERE id = $1",
+            )
+            .bind(account_id)
+            .bind(now)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Self::record_audit_in(
+            &mut transaction,
+            &NewAuditEntry {
+                actor: actor.to_owned(),
+                action: "account.delete",
+                target: account_id.to_owned(),
+                detail: serde_json::json!({
+                    "files": files.len(),
+                    "balance_micros": account.balance.0,
+                    "captured_micros": account.captured.0,
+                    "credited_micros": account.credited.0,
+                }),
+            },
+        )
+        .await?;
+        let account = Self::account_in(&mut transaction, account_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
+        transaction.commit().await?;
+        // Its keys are gone: this node forgets them at once, other
+        // nodes when their cached entries expire.
+        self.callers().forget_all();
+        Ok(AccountDeletion::Deleted {
+            account,
+            files: files.len(),
+        })
+    }
+
+    pub async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {
+        let mut transaction = self.begin_write().await?;
+        Self::record_audit_in(&mut transaction, &entry).await?;
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// The audit log, newest first, before the entry `before` when given.
+    pub async fn audit_log(
+        &self,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let rows: Vec<AuditRow> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT id, actor, action, target, detail, created_at FROM audit_log \
+                 WHERE (CAST($1 AS BIGINT) IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+            )
+            .bind(before)
+            .bind(limit as i64)
+            .fetch_all(reader)
+            .await
+        })?;
+        Ok(rows.into_iter().map(audit_entry_from_row).collect())
+    }
+}

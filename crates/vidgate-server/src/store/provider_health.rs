@@ -5,9 +5,7 @@
 //! server, can show it. Circuits themselves live in each node's memory
 //! (`backend/circuit.rs`); the row is the latest node's view.
 
-use async_trait::async_trait;
-
-use super::StoreError;
+use super::{Store, StoreError};
 
 /// One provider's circuit as a node saw it.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,14 +25,6 @@ pub struct ProviderHealth {
     pub updated_at: i64,
 }
 
-#[async_trait]
-pub trait ProviderHealthStore: Send + Sync {
-    /// Saves a node's view of a provider, replacing the previous one.
-    async fn save_provider_health(&self, health: &ProviderHealth) -> Result<(), StoreError>;
-    /// Every provider's latest saved view, by provider name.
-    async fn provider_health(&self) -> Result<Vec<ProviderHealth>, StoreError>;
-}
-
 type ProviderHealthRow = (
     String,
     bool,
@@ -46,78 +36,68 @@ type ProviderHealthRow = (
     i64,
 );
 
-/// Implements `ProviderHealthStore` for one store type; expanded for both
-/// by `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_provider_health_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        #[async_trait]
-        impl ProviderHealthStore for $store {
-            async fn save_provider_health(
-                &self,
-                health: &ProviderHealth,
-            ) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO provider_health (provider, open, consecutive_failures, \
-                     last_error, last_error_at, latency_ms, node_id, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-                     ON CONFLICT (provider) DO UPDATE SET open = excluded.open, \
-                     consecutive_failures = excluded.consecutive_failures, \
-                     last_error = excluded.last_error, last_error_at = excluded.last_error_at, \
-                     latency_ms = excluded.latency_ms, node_id = excluded.node_id, \
-                     updated_at = excluded.updated_at",
-                )
-                .bind(&health.provider)
-                .bind(health.open)
-                .bind(health.consecutive_failures)
-                .bind(&health.last_error)
-                .bind(health.last_error_at)
-                .bind(health.latency_ms)
-                .bind(&health.node_id)
-                .bind(health.updated_at)
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
+impl Store {
+    /// Saves a node's view of a provider, replacing the previous one.
+    pub async fn save_provider_health(&self, health: &ProviderHealth) -> Result<(), StoreError> {
+        on_writer!(self, |writer| {
+            sqlx::query(
+                "INSERT INTO provider_health (provider, open, consecutive_failures, \
+                 last_error, last_error_at, latency_ms, node_id, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT (provider) DO UPDATE SET open = excluded.open, \
+                 consecutive_failures = excluded.consecutive_failures, \
+                 last_error = excluded.last_error, last_error_at = excluded.last_error_at, \
+                 latency_ms = excluded.latency_ms, node_id = excluded.node_id, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(&health.provider)
+            .bind(health.open)
+            .bind(health.consecutive_failures)
+            .bind(&health.last_error)
+            .bind(health.last_error_at)
+            .bind(health.latency_ms)
+            .bind(&health.node_id)
+            .bind(health.updated_at)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
 
-            async fn provider_health(&self) -> Result<Vec<ProviderHealth>, StoreError> {
-                let rows: Vec<ProviderHealthRow> = sqlx::query_as(
-                    "SELECT provider, open, consecutive_failures, last_error, last_error_at, \
-                     latency_ms, node_id, updated_at FROM provider_health ORDER BY provider",
-                )
-                .fetch_all(self.reader())
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(
-                        |(
-                            provider,
-                            open,
-                            consecutive_failures,
-                            last_error,
-                            last_error_at,
-                            latency_ms,
-                            node_id,
-                            updated_at,
-                        )| ProviderHealth {
-                            provider,
-                            open,
-                            consecutive_failures,
-                            last_error,
-                            last_error_at,
-                            latency_ms,
-                            node_id,
-                            updated_at,
-                        },
-                    )
-                    .collect())
-            }
-        }
-    };
+    /// Every provider's latest saved view, by provider name.
+    pub async fn provider_health(&self) -> Result<Vec<ProviderHealth>, StoreError> {
+        let rows: Vec<ProviderHealthRow> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT provider, open, consecutive_failures, last_error, last_error_at, \
+                 latency_ms, node_id, updated_at FROM provider_health ORDER BY provider",
+            )
+            .fetch_all(reader)
+            .await
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(
+                    provider,
+                    open,
+                    consecutive_failures,
+                    last_error,
+                    last_error_at,
+                    latency_ms,
+                    node_id,
+                    updated_at,
+                )| ProviderHealth {
+                    provider,
+                    open,
+                    consecutive_failures,
+                    last_error,
+                    last_error_at,
+                    latency_ms,
+                    node_id,
+                    updated_at,
+                },
+            )
+            .collect())
+    }
 }
-
-impl_for_both_stores!(impl_provider_health_store);

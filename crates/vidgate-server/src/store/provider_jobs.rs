@@ -4,11 +4,10 @@
 //! paid provider jobs: a later attempt resumes the recorded job, or
 //! reconciles an intent whose submit had an unknown outcome.
 
-use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use super::{StoreError, now_millis};
+use super::{Store, StoreError, now_millis};
 
 /// An intent to submit a generation to a provider.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,52 +37,6 @@ pub struct ProviderJob {
     pub submitted_at: Option<i64>,
 }
 
-#[async_trait]
-pub trait ProviderJobStore: Send + Sync {
-    /// The provider job recorded for a generation.
-    async fn provider_job(&self, generation_id: &str) -> Result<Option<ProviderJob>, StoreError>;
-    /// Records the intent to submit a running generation; false when an
-    /// intent is already recorded (another attempt's, to be followed
-    /// instead) or the generation is no longer running.
-    async fn record_provider_intent(&self, intent: &NewProviderJob) -> Result<bool, StoreError>;
-    /// Records the provider's id for the recorded intent; false when there
-    /// is no intent without an id.
-    async fn record_provider_job_id(
-        &self,
-        generation_id: &str,
-        job_id: &str,
-    ) -> Result<bool, StoreError>;
-    /// The generation whose recorded job at `provider` is `job_id`, if any:
-    /// a job found in a provider's list, or named by a webhook, is taken
-    /// for a generation only when no other generation has it.
-    async fn generation_of_provider_job(
-        &self,
-        provider: &str,
-        job_id: &str,
-    ) -> Result<Option<String>, StoreError>;
-    /// Forgets an intent the provider is known not to have acted on (it
-    /// refused the submit, or a reconcile did not find the job), so that a
-    /// later submit is allowed. An intent with a job id is never forgotten.
-    async fn forget_provider_intent(&self, generation_id: &str) -> Result<(), StoreError>;
-    /// Records a verified provider webhook about a generation's job; false
-    /// when this delivery was taken before (a provider's retry).
-    async fn record_provider_webhook(
-        &self,
-        generation_id: &str,
-        delivery_id: &str,
-    ) -> Result<bool, StoreError>;
-    /// Tells every node that a verified webhook about `generation_id`'s
-    /// provider job arrived, so that whichever node follows the job reads
-    /// its state now instead of at its next poll. A node that received the
-    /// webhook but does not follow the job calls it.
-    async fn announce_provider_webhook(&self, generation_id: &str) -> Result<(), StoreError>;
-    /// The generations whose webhooks other nodes announced, heard from now
-    /// on; `None` where the store cannot carry announcements between
-    /// processes (SQLite, which one node serves, and whose node hears its
-    /// own webhooks).
-    async fn provider_webhook_announcements(&self) -> Option<broadcast::Receiver<String>>;
-}
-
 type ProviderJobRow = (
     String,
     String,
@@ -110,124 +63,143 @@ fn provider_job_from_row(row: ProviderJobRow) -> Result<ProviderJob, StoreError>
     })
 }
 
-/// Implements `ProviderJobStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_provider_job_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        #[async_trait]
-        impl ProviderJobStore for $store {
-            async fn provider_job(
-                &self,
-                generation_id: &str,
-            ) -> Result<Option<ProviderJob>, StoreError> {
-                let row: Option<ProviderJobRow> = sqlx::query_as(
-                    "SELECT generation_id, provider, target, input, intent_at, job_id, \
-                     submitted_at FROM provider_jobs WHERE generation_id = $1",
-                )
+impl Store {
+    /// The provider job recorded for a generation.
+    pub async fn provider_job(
+        &self,
+        generation_id: &str,
+    ) -> Result<Option<ProviderJob>, StoreError> {
+        let row: Option<ProviderJobRow> = on_writer!(self, |writer| {
+            sqlx::query_as(
+                "SELECT generation_id, provider, target, input, intent_at, job_id, \
+                 submitted_at FROM provider_jobs WHERE generation_id = $1",
+            )
+            .bind(generation_id)
+            // Read from the writer: a worker must see the intent an
+            // earlier attempt committed a moment ago.
+            .fetch_optional(writer)
+            .await
+        })?;
+        row.map(provider_job_from_row).transpose()
+    }
+
+    /// Records the intent to submit a running generation; false when an
+    /// intent is already recorded (another attempt's, to be followed
+    /// instead) or the generation is no longer running.
+    pub async fn record_provider_intent(
+        &self,
+        intent: &NewProviderJob,
+    ) -> Result<bool, StoreError> {
+        let inserted = on_writer!(self, |writer| {
+            sqlx::query(
+                "INSERT INTO provider_jobs (generation_id, provider, target, input, intent_at) \
+                 SELECT $1, $2, $3, $4, $5 WHERE EXISTS \
+                 (SELECT 1 FROM generations WHERE id = $1 AND status = 'running') \
+                 ON CONFLICT (generation_id) DO NOTHING",
+            )
+            .bind(&intent.generation_id)
+            .bind(&intent.provider)
+            .bind(&intent.target)
+            .bind(intent.input.to_string())
+            .bind(intent.intent_at)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(inserted == 1)
+    }
+
+    /// Records the provider's id for the recorded intent; false when there
+    /// is no intent without an id.
+    pub async fn record_provider_job_id(
+        &self,
+        generation_id: &str,
+        job_id: &str,
+    ) -> Result<bool, StoreError> {
+        let updated = on_writer!(self, |writer| {
+            sqlx::query(
+                "UPDATE provider_jobs SET job_id = $1, submitted_at = $2 \
+                 WHERE generation_id = $3 AND job_id IS NULL",
+            )
+            .bind(job_id)
+            .bind(now_millis())
+            .bind(generation_id)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(updated == 1)
+    }
+
+    /// The generation whose recorded job at `provider` is `job_id`, if any:
+    /// a job found in a provider's list, or named by a webhook, is taken
+    /// for a generation only when no other generation has it.
+    pub async fn generation_of_provider_job(
+        &self,
+        provider: &str,
+        job_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(on_writer!(self, |writer| {
+            sqlx::query_scalar(
+                "SELECT generation_id FROM provider_jobs WHERE provider = $1 AND job_id = $2",
+            )
+            .bind(provider)
+            .bind(job_id)
+            .fetch_optional(writer)
+            .await
+        })?)
+    }
+
+    /// Forgets an intent the provider is known not to have acted on (it
+    /// refused the submit, or a reconcile did not find the job), so that a
+    /// later submit is allowed. An intent with a job id is never forgotten.
+    pub async fn forget_provider_intent(&self, generation_id: &str) -> Result<(), StoreError> {
+        on_writer!(self, |writer| {
+            sqlx::query("DELETE FROM provider_jobs WHERE generation_id = $1 AND job_id IS NULL")
                 .bind(generation_id)
-                // Read from the writer: a worker must see the intent an
-                // earlier attempt committed a moment ago.
-                .fetch_optional(self.writer())
-                .await?;
-                row.map(provider_job_from_row).transpose()
-            }
+                .execute(writer)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
 
-            async fn record_provider_intent(
-                &self,
-                intent: &NewProviderJob,
-            ) -> Result<bool, StoreError> {
-                let inserted = sqlx::query(
-                    "INSERT INTO provider_jobs (generation_id, provider, target, input, intent_at) \
-                     SELECT $1, $2, $3, $4, $5 WHERE EXISTS \
-                     (SELECT 1 FROM generations WHERE id = $1 AND status = 'running') \
-                     ON CONFLICT (generation_id) DO NOTHING",
-                )
-                .bind(&intent.generation_id)
-                .bind(&intent.provider)
-                .bind(&intent.target)
-                .bind(intent.input.to_string())
-                .bind(intent.intent_at)
-                .execute(self.writer())
-                .await?;
-                Ok(inserted.rows_affected() == 1)
-            }
+    /// Records a verified provider webhook about a generation's job; false
+    /// when this delivery was taken before (a provider's retry).
+    pub async fn record_provider_webhook(
+        &self,
+        generation_id: &str,
+        delivery_id: &str,
+    ) -> Result<bool, StoreError> {
+        let inserted = on_writer!(self, |writer| {
+            sqlx::query(
+                "INSERT INTO provider_webhook_deliveries \
+                 (generation_id, delivery_id, received_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (generation_id, delivery_id) DO NOTHING",
+            )
+            .bind(generation_id)
+            .bind(delivery_id)
+            .bind(now_millis())
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(inserted == 1)
+    }
 
-            async fn record_provider_job_id(
-                &self,
-                generation_id: &str,
-                job_id: &str,
-            ) -> Result<bool, StoreError> {
-                let updated = sqlx::query(
-                    "UPDATE provider_jobs SET job_id = $1, submitted_at = $2 \
-                     WHERE generation_id = $3 AND job_id IS NULL",
-                )
-                .bind(job_id)
-                .bind(now_millis())
-                .bind(generation_id)
-                .execute(self.writer())
-                .await?;
-                Ok(updated.rows_affected() == 1)
-            }
+    /// Tells every node that a verified webhook about `generation_id`'s
+    /// provider job arrived, so that whichever node follows the job reads
+    /// its state now instead of at its next poll. A node that received the
+    /// webhook but does not follow the job calls it.
+    pub async fn announce_provider_webhook(&self, generation_id: &str) -> Result<(), StoreError> {
+        self.announce_to_other_nodes(generation_id).await
+    }
 
-            async fn generation_of_provider_job(
-                &self,
-                provider: &str,
-                job_id: &str,
-            ) -> Result<Option<String>, StoreError> {
-                Ok(sqlx::query_scalar(
-                    "SELECT generation_id FROM provider_jobs WHERE provider = $1 AND job_id = $2",
-                )
-                .bind(provider)
-                .bind(job_id)
-                .fetch_optional(self.writer())
-                .await?)
-            }
-
-            async fn forget_provider_intent(&self, generation_id: &str) -> Result<(), StoreError> {
-                sqlx::query(
-                    "DELETE FROM provider_jobs WHERE generation_id = $1 AND job_id IS NULL",
-                )
-                .bind(generation_id)
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
-
-            async fn record_provider_webhook(
-                &self,
-                generation_id: &str,
-                delivery_id: &str,
-            ) -> Result<bool, StoreError> {
-                let inserted = sqlx::query(
-                    "INSERT INTO provider_webhook_deliveries \
-                     (generation_id, delivery_id, received_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (generation_id, delivery_id) DO NOTHING",
-                )
-                .bind(generation_id)
-                .bind(delivery_id)
-                .bind(now_millis())
-                .execute(self.writer())
-                .await?;
-                Ok(inserted.rows_affected() == 1)
-            }
-
-            async fn announce_provider_webhook(
-                &self,
-                generation_id: &str,
-            ) -> Result<(), StoreError> {
-                self.announce_to_other_nodes(generation_id).await
-            }
-
-            async fn provider_webhook_announcements(&self) -> Option<broadcast::Receiver<String>> {
-                self.hear_other_nodes().await
-            }
-        }
-    };
+    /// The generations whose webhooks other nodes announced, heard from now
+    /// on; `None` where the store cannot carry announcements between
+    /// processes (SQLite, which one node serves, and whose node hears its
+    /// own webhooks).
+    pub async fn provider_webhook_announcements(&self) -> Option<broadcast::Receiver<String>> {
+        self.hear_other_nodes().await
+    }
 }
-
-impl_for_both_stores!(impl_provider_job_store);

@@ -2,15 +2,17 @@
 //! a lease, finished (capturing or releasing the hold), released at shutdown
 //! or rescued when their worker died.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde_json::Value;
+use sqlx::AssertSqlSafe;
 use vidgate_core::Micros;
 
+use super::database::{Database, RowLocking, WriteTransaction};
 use super::generations::{Generation, GenerationRow, generation_columns};
 use super::ledger::Movement;
-use super::{StoreError, now_millis};
+use super::{PgStore, SqliteStore, Store, StoreError, now_millis};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailureDetail {
@@ -63,7 +65,7 @@ trait ClaimDialect {
     fn pick_job(turns: &str, claimable_g: &str) -> String;
 }
 
-impl ClaimDialect for super::SqliteStore {
+impl ClaimDialect for SqliteStore {
     const MODELS_OF_JSON_LIST: &'static str = "SELECT value FROM json_each($4)";
 
     /// SQLite's single writer needs no row locks: the account whose turn it
@@ -79,7 +81,7 @@ impl ClaimDialect for super::SqliteStore {
     }
 }
 
-impl ClaimDialect for super::PgStore {
+impl ClaimDialect for PgStore {
     const MODELS_OF_JSON_LIST: &'static str = "SELECT jsonb_array_elements_text(CAST($4 AS JSONB))";
 
     /// Claimers on several nodes pass over each other's rows: each account
@@ -103,7 +105,7 @@ impl ClaimDialect for super::PgStore {
     }
 }
 
-/// The fair claim, for both stores. Accounts take turns: among the
+/// The fair claim, for both databases. Accounts take turns: among the
 /// accounts with a claimable queued job, the one whose last claim is
 /// oldest, or that was never claimed for, goes first (then the one whose
 /// oldest job is oldest), and its oldest claimable job is taken. So one
@@ -124,8 +126,8 @@ impl ClaimDialect for super::PgStore {
 /// all but those (false). The indexes of migration 0018 serve every lookup.
 /// The statement reads every queued job's index entry once (to find the
 /// accounts waiting), so its cost grows with the queue, not with the table.
-fn claim_statement<Store: ClaimDialect>() -> String {
-    let models = Store::MODELS_OF_JSON_LIST;
+fn claim_statement<Dialect: ClaimDialect>() -> String {
+    let models = Dialect::MODELS_OF_JSON_LIST;
     let turns = format!(
         "SELECT waiting.account_id, waiting.head, \
            COALESCE((SELECT MAX(served.claim_sequence) FROM generations served \
@@ -135,7 +137,7 @@ fn claim_statement<Store: ClaimDialect>() -> String {
                WHERE status = 'queued' AND (model IN ({models})) = $5 \
                GROUP BY account_id) waiting"
     );
-    let pick = Store::pick_job(&turns, &format!("(g.model IN ({models})) = $5"));
+    let pick = Dialect::pick_job(&turns, &format!("(g.model IN ({models})) = $5"));
     format!(
         "UPDATE generations SET status = 'running', attempts = attempts + 1, \
          lease_owner = $1, lease_expires_at = $2, started_at = $3, \
@@ -147,11 +149,49 @@ fn claim_statement<Store: ClaimDialect>() -> String {
     )
 }
 
-#[async_trait]
-pub trait QueueStore: Send + Sync {
+impl Store {
+    /// Fails an active generation and refunds its hold, inside the
+    /// caller's transaction. The guard clause makes a lost race a no-op.
+    async fn fail_in(
+        transaction: &mut WriteTransaction,
+        generation_id: &str,
+        worker: &str,
+        failure: &FailureDetail,
+    ) -> Result<bool, StoreError> {
+        let error = serde_json::json!({ "code": failure.code, "message": failure.message });
+        let guard_sql = "UPDATE generations SET status = 'failed', error = $1, completed_at = $2, \
+             lease_owner = NULL, lease_expires_at = NULL \
+             WHERE id = $3 AND status = 'running' AND lease_owner = $4 \
+             RETURNING account_id, price_micros";
+        let finished: Option<(String, i64)> = on_transaction!(transaction, |connection| {
+            sqlx::query_as(guard_sql)
+                .bind(error.to_string())
+                .bind(now_millis())
+                .bind(generation_id)
+                .bind(worker)
+                .fetch_optional(connection)
+                .await
+        })?;
+        let Some((account_id, price)) = finished else {
+            return Ok(false);
+        };
+        Self::move_money(
+            transaction,
+            &account_id,
+            Some(generation_id),
+            Movement::Release,
+            Micros(price),
+        )
+        .await?;
+        Self::enqueue_webhook_in(transaction, generation_id).await?;
+        Ok(true)
+    }
+}
+
+impl Store {
     /// Claims a queued job of any model for `worker`, as
-    /// [`QueueStore::claim_next_among`] does.
-    async fn claim_next(
+    /// [`Store::claim_next_among`] does.
+    pub async fn claim_next(
         &self,
         worker: &str,
         lease: Duration,
@@ -159,359 +199,295 @@ pub trait QueueStore: Send + Sync {
         self.claim_next_among(worker, lease, ClaimableModels::AllBut(&[]))
             .await
     }
+
     /// Claims a queued job of `models` for `worker`, marking it running
     /// under a lease that ends after `lease`. Accounts take turns (see
     /// `claim_statement`); within an account the oldest job goes first.
-    async fn claim_next_among(
+    pub async fn claim_next_among(
         &self,
         worker: &str,
         lease: Duration,
         models: ClaimableModels<'_>,
-    ) -> Result<Option<Generation>, StoreError>;
+    ) -> Result<Option<Generation>, StoreError> {
+        static SQLITE_CLAIM: LazyLock<String> = LazyLock::new(claim_statement::<SqliteStore>);
+        static POSTGRES_CLAIM: LazyLock<String> = LazyLock::new(claim_statement::<PgStore>);
+        let claim = match &self.database {
+            Database::Sqlite(_) => SQLITE_CLAIM.as_str(),
+            Database::Postgres(_) => POSTGRES_CLAIM.as_str(),
+        };
+        let (listed, only_listed) = match models {
+            ClaimableModels::Only([]) => return Ok(None),
+            ClaimableModels::Only(listed) => (listed, true),
+            ClaimableModels::AllBut(listed) => (listed, false),
+        };
+        let now = now_millis();
+        // One statement: the row whose turn it is is locked (rows
+        // other claimers hold are skipped) and taken in the same step.
+        let row: Option<GenerationRow> = on_writer!(self, |writer| {
+            sqlx::query_as(claim)
+                .bind(worker)
+                .bind(now + lease.as_millis() as i64)
+                .bind(now)
+                .bind(serde_json::json!(listed).to_string())
+                .bind(only_listed)
+                .fetch_optional(writer)
+                .await
+        })?;
+        let claimed = row.map(Generation::try_from).transpose()?;
+        if let Some(generation) = &claimed {
+            self.announce_generation_change(&generation.id).await;
+        }
+        Ok(claimed)
+    }
+
     /// Extends, in one statement, the lease of every running job whose
     /// lease owner starts with `owner_prefix` (a hosted pool gives each
     /// claim its own owner under one prefix); the owners whose leases were
     /// extended. A claim whose owner is missing lost its lease.
-    async fn extend_leases_by_prefix(
+    pub async fn extend_leases_by_prefix(
         &self,
         owner_prefix: &str,
         lease: Duration,
-    ) -> Result<Vec<String>, StoreError>;
+    ) -> Result<Vec<String>, StoreError> {
+        // A prefix compared as a substring rather than with LIKE,
+        // whose `_` and `%` node ids may contain.
+        let owners: Vec<(String,)> = on_writer!(self, |writer| {
+            sqlx::query_as(
+                "UPDATE generations SET lease_expires_at = $1 \
+                 WHERE status = 'running' \
+                 AND substr(lease_owner, 1, CAST($2 AS INTEGER)) = $3 \
+                 RETURNING lease_owner",
+            )
+            .bind(now_millis() + lease.as_millis() as i64)
+            .bind(owner_prefix.chars().count() as i64)
+            .bind(owner_prefix)
+            .fetch_all(writer)
+            .await
+        })?;
+        Ok(owners.into_iter().map(|(owner,)| owner).collect())
+    }
+
     /// The submit times (Unix ms) of the oldest queued job of each of the
     /// `accounts` accounts that have waited longest, oldest first.
-    async fn longest_waiting_accounts(&self, accounts: usize) -> Result<Vec<i64>, StoreError>;
+    pub async fn longest_waiting_accounts(&self, accounts: usize) -> Result<Vec<i64>, StoreError> {
+        let oldest: Vec<(i64,)> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT MIN(created_at) AS oldest FROM generations \
+                 WHERE status = 'queued' GROUP BY account_id \
+                 ORDER BY oldest LIMIT $1",
+            )
+            .bind(accounts as i64)
+            .fetch_all(reader)
+            .await
+        })?;
+        Ok(oldest.into_iter().map(|(created_at,)| created_at).collect())
+    }
+
     /// Extends the lease; false when the worker no longer holds it.
-    async fn extend_lease(
+    pub async fn extend_lease(
         &self,
         generation_id: &str,
         worker: &str,
         lease: Duration,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let changed = on_writer!(self, |writer| {
+            sqlx::query(
+                "UPDATE generations SET lease_expires_at = $1 \
+                 WHERE id = $2 AND status = 'running' AND lease_owner = $3",
+            )
+            .bind(now_millis() + lease.as_millis() as i64)
+            .bind(generation_id)
+            .bind(worker)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(changed == 1)
+    }
+
     /// Marks the job succeeded, records the provider that ran it with its
     /// cost, and captures its hold; false when the guard no longer matches
     /// (the lease was lost), in which case nothing changed.
-    async fn finish_succeeded(
+    pub async fn finish_succeeded(
         &self,
         generation_id: &str,
         worker: &str,
         output: Value,
         provider_run: Option<&ProviderRun>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let finished: Option<(String, i64)> = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_as(
+                "UPDATE generations SET status = 'succeeded', output = $1, completed_at = $2, \
+                 lease_owner = NULL, lease_expires_at = NULL, provider = $5, \
+                 provider_cost_micros = $6 \
+                 WHERE id = $3 AND status = 'running' AND lease_owner = $4 \
+                 RETURNING account_id, price_micros",
+            )
+            .bind(output.to_string())
+            .bind(now_millis())
+            .bind(generation_id)
+            .bind(worker)
+            .bind(provider_run.map(|run| run.provider.as_str()))
+            .bind(provider_run.and_then(|run| run.cost).map(|cost| cost.0))
+            .fetch_optional(connection)
+            .await
+        })?;
+        let Some((account_id, price)) = finished else {
+            return Ok(false);
+        };
+        Self::move_money(
+            &mut transaction,
+            &account_id,
+            Some(generation_id),
+            Movement::Capture,
+            Micros(price),
+        )
+        .await?;
+        Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
+        transaction.commit().await?;
+        self.announce_generation_change(generation_id).await;
+        Ok(true)
+    }
+
     /// Marks the job failed and refunds its hold; false when the worker no
     /// longer holds the job's lease, in which case nothing changed.
-    async fn finish_failed(
+    pub async fn finish_failed(
         &self,
         generation_id: &str,
         worker: &str,
         failure: FailureDetail,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let failed = Self::fail_in(&mut transaction, generation_id, worker, &failure).await?;
+        transaction.commit().await?;
+        if failed {
+            self.announce_generation_change(generation_id).await;
+        }
+        Ok(failed)
+    }
+
     /// Puts a running job back in the queue without counting the attempt
     /// (used at shutdown); false when the worker no longer holds it.
-    async fn release_to_queue(&self, generation_id: &str, worker: &str)
-    -> Result<bool, StoreError>;
+    pub async fn release_to_queue(
+        &self,
+        generation_id: &str,
+        worker: &str,
+    ) -> Result<bool, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let changed = on_transaction!(&mut transaction, |connection| {
+            sqlx::query(
+                "UPDATE generations SET status = 'queued', attempts = attempts - 1, \
+                 lease_owner = NULL, lease_expires_at = NULL, started_at = NULL \
+                 WHERE id = $1 AND status = 'running' AND lease_owner = $2",
+            )
+            .bind(generation_id)
+            .bind(worker)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        let released = changed == 1;
+        if released {
+            Self::announce_work(&mut transaction, generation_id).await?;
+        }
+        transaction.commit().await?;
+        if released {
+            self.announce_generation_change(generation_id).await;
+        }
+        Ok(released)
+    }
+
     /// Re-queues running jobs whose lease expired, or fails and refunds them
     /// after their last attempt.
-    async fn rescue_expired_leases(&self) -> Result<RescueReport, StoreError>;
+    pub async fn rescue_expired_leases(&self) -> Result<RescueReport, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let now = now_millis();
+        // Ordered by account so that two rescuers on different nodes
+        // lock accounts in the same order and cannot deadlock.
+        let statement = format!(
+            concat!(
+                "SELECT id, lease_owner, attempts, max_attempts FROM generations \
+                 WHERE status = 'running' AND lease_expires_at < $1 \
+                 ORDER BY account_id, id ",
+                "{locking}"
+            ),
+            locking = transaction.row_locking(RowLocking::SkipLocked),
+        );
+        let expired: Vec<(String, String, i64, i64)> =
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query_as(AssertSqlSafe(statement))
+                    .bind(now)
+                    .fetch_all(connection)
+                    .await
+            })?;
+        let mut report = RescueReport::default();
+        for (generation_id, owner, attempts, max_attempts) in expired {
+            if attempts < max_attempts {
+                let requeued = on_transaction!(&mut transaction, |connection| {
+                    sqlx::query(
+                        "UPDATE generations SET status = 'queued', lease_owner = NULL, \
+                         lease_expires_at = NULL, started_at = NULL \
+                         WHERE id = $1 AND status = 'running' AND lease_owner = $2",
+                    )
+                    .bind(&generation_id)
+                    .bind(&owner)
+                    .execute(connection)
+                    .await
+                    .map(|done| done.rows_affected())
+                })?;
+                if requeued == 1 {
+                    Self::announce_work(&mut transaction, &generation_id).await?;
+                    report.requeued.push(generation_id);
+                }
+            } else {
+                let failure = FailureDetail {
+                    code: "worker_lost".into(),
+                    message: format!(
+                        "the job was interrupted {attempts} times and will not be retried"
+                    ),
+                };
+                if Self::fail_in(&mut transaction, &generation_id, &owner, &failure).await? {
+                    report.failed.push(generation_id);
+                }
+            }
+        }
+        transaction.commit().await?;
+        for generation_id in report.requeued.iter().chain(&report.failed) {
+            self.announce_generation_change(generation_id).await;
+        }
+        Ok(report)
+    }
+
     /// Returns when a job may have been queued by another process, or when
     /// `timeout` has passed, whichever is first. PostgreSQL hears every
     /// node's submits and requeues (`LISTEN`/`NOTIFY`); SQLite has no such
     /// signal and just waits out the timeout, so its workers rely on the
     /// in-process wake-up after a submit and on polling.
-    async fn wait_for_work(&self, timeout: Duration);
+    pub async fn wait_for_work(&self, timeout: Duration) {
+        self.wait_for_announced_work(timeout).await
+    }
+
     /// Counts the queued and running generations and sums their holds, in
     /// one statement over the rows the queue's partial indexes cover.
-    async fn queue_depth(&self) -> Result<QueueDepth, StoreError>;
-}
-
-/// Implements `QueueStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_queue_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        impl $store {
-            /// Fails an active generation and refunds its hold, inside the
-            /// caller's transaction. The guard clause makes a lost race a no-op.
-            async fn fail_in(
-                transaction: &mut sqlx::Transaction<'static, $database>,
-                generation_id: &str,
-                worker: &str,
-                failure: &FailureDetail,
-            ) -> Result<bool, StoreError> {
-                let error =
-                    serde_json::json!({ "code": failure.code, "message": failure.message });
-                let guard_sql = "UPDATE generations SET status = 'failed', error = $1, completed_at = $2, \
-                     lease_owner = NULL, lease_expires_at = NULL \
-                     WHERE id = $3 AND status = 'running' AND lease_owner = $4 \
-                     RETURNING account_id, price_micros";
-                let finished: Option<(String, i64)> = sqlx::query_as(guard_sql)
-                    .bind(error.to_string())
-                    .bind(now_millis())
-                    .bind(generation_id)
-                    .bind(worker)
-                    .fetch_optional(&mut **transaction)
-                    .await?;
-                let Some((account_id, price)) = finished else {
-                    return Ok(false);
-                };
-                Self::move_money(
-                    transaction,
-                    &account_id,
-                    Some(generation_id),
-                    Movement::Release,
-                    Micros(price),
-                )
-                .await?;
-                Self::enqueue_webhook_in(transaction, generation_id).await?;
-                Ok(true)
+    pub async fn queue_depth(&self) -> Result<QueueDepth, StoreError> {
+        // PostgreSQL sums BIGINT as NUMERIC; the cast brings it back.
+        let rows: Vec<(String, i64, i64)> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT status, COUNT(*), CAST(COALESCE(SUM(price_micros), 0) AS BIGINT) \
+                 FROM generations WHERE status IN ('queued', 'running') GROUP BY status",
+            )
+            .fetch_all(reader)
+            .await
+        })?;
+        let mut depth = QueueDepth::default();
+        for (status, count, held) in rows {
+            match status.as_str() {
+                "queued" => depth.queued = count,
+                _ => depth.running = count,
             }
+            depth.held = Micros(depth.held.0 + held);
         }
-
-        #[async_trait]
-        impl QueueStore for $store {
-            async fn claim_next_among(
-                &self,
-                worker: &str,
-                lease: Duration,
-                models: ClaimableModels<'_>,
-            ) -> Result<Option<Generation>, StoreError> {
-                static CLAIM: std::sync::LazyLock<String> =
-                    std::sync::LazyLock::new(claim_statement::<$store>);
-                let (listed, only_listed) = match models {
-                    ClaimableModels::Only([]) => return Ok(None),
-                    ClaimableModels::Only(listed) => (listed, true),
-                    ClaimableModels::AllBut(listed) => (listed, false),
-                };
-                let now = now_millis();
-                // One statement: the row whose turn it is is locked (rows
-                // other claimers hold are skipped) and taken in the same step.
-                let row: Option<GenerationRow> = sqlx::query_as(CLAIM.as_str())
-                    .bind(worker)
-                    .bind(now + lease.as_millis() as i64)
-                    .bind(now)
-                    .bind(serde_json::json!(listed).to_string())
-                    .bind(only_listed)
-                    .fetch_optional(self.writer())
-                    .await?;
-                let claimed = row.map(Generation::try_from).transpose()?;
-                if let Some(generation) = &claimed {
-                    self.announce_generation_change(&generation.id).await;
-                }
-                Ok(claimed)
-            }
-
-            async fn extend_leases_by_prefix(
-                &self,
-                owner_prefix: &str,
-                lease: Duration,
-            ) -> Result<Vec<String>, StoreError> {
-                // A prefix compared as a substring rather than with LIKE,
-                // whose `_` and `%` node ids may contain.
-                let owners: Vec<(String,)> = sqlx::query_as(
-                    "UPDATE generations SET lease_expires_at = $1 \
-                     WHERE status = 'running' \
-                     AND substr(lease_owner, 1, CAST($2 AS INTEGER)) = $3 \
-                     RETURNING lease_owner",
-                )
-                .bind(now_millis() + lease.as_millis() as i64)
-                .bind(owner_prefix.chars().count() as i64)
-                .bind(owner_prefix)
-                .fetch_all(self.writer())
-                .await?;
-                Ok(owners.into_iter().map(|(owner,)| owner).collect())
-            }
-
-            async fn longest_waiting_accounts(
-                &self,
-                accounts: usize,
-            ) -> Result<Vec<i64>, StoreError> {
-                let oldest: Vec<(i64,)> = sqlx::query_as(
-                    "SELECT MIN(created_at) AS oldest FROM generations \
-                     WHERE status = 'queued' GROUP BY account_id \
-                     ORDER BY oldest LIMIT $1",
-                )
-                .bind(accounts as i64)
-                .fetch_all(self.reader())
-                .await?;
-                Ok(oldest.into_iter().map(|(created_at,)| created_at).collect())
-            }
-
-            async fn extend_lease(
-                &self,
-                generation_id: &str,
-                worker: &str,
-                lease: Duration,
-            ) -> Result<bool, StoreError> {
-                let result = sqlx::query(
-                    "UPDATE generations SET lease_expires_at = $1 \
-                     WHERE id = $2 AND status = 'running' AND lease_owner = $3",
-                )
-                .bind(now_millis() + lease.as_millis() as i64)
-                .bind(generation_id)
-                .bind(worker)
-                .execute(self.writer())
-                .await?;
-                Ok(result.rows_affected() == 1)
-            }
-
-            async fn finish_succeeded(
-                &self,
-                generation_id: &str,
-                worker: &str,
-                output: Value,
-                provider_run: Option<&ProviderRun>,
-            ) -> Result<bool, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                let finished: Option<(String, i64)> = sqlx::query_as(
-                    "UPDATE generations SET status = 'succeeded', output = $1, completed_at = $2, \
-                     lease_owner = NULL, lease_expires_at = NULL, provider = $5, \
-                     provider_cost_micros = $6 \
-                     WHERE id = $3 AND status = 'running' AND lease_owner = $4 \
-                     RETURNING account_id, price_micros",
-                )
-                .bind(output.to_string())
-                .bind(now_millis())
-                .bind(generation_id)
-                .bind(worker)
-                .bind(provider_run.map(|run| run.provider.as_str()))
-                .bind(provider_run.and_then(|run| run.cost).map(|cost| cost.0))
-                .fetch_optional(&mut *transaction)
-                .await?;
-                let Some((account_id, price)) = finished else {
-                    return Ok(false);
-                };
-                Self::move_money(
-                    &mut transaction,
-                    &account_id,
-                    Some(generation_id),
-                    Movement::Capture,
-                    Micros(price),
-                )
-                .await?;
-                Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
-                transaction.commit().await?;
-                self.announce_generation_change(generation_id).await;
-                Ok(true)
-            }
-
-            async fn finish_failed(
-                &self,
-                generation_id: &str,
-                worker: &str,
-                failure: FailureDetail,
-            ) -> Result<bool, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                let failed =
-                    Self::fail_in(&mut transaction, generation_id, worker, &failure).await?;
-                transaction.commit().await?;
-                if failed {
-                    self.announce_generation_change(generation_id).await;
-                }
-                Ok(failed)
-            }
-
-            async fn release_to_queue(
-                &self,
-                generation_id: &str,
-                worker: &str,
-            ) -> Result<bool, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                let result = sqlx::query(
-                    "UPDATE generations SET status = 'queued', attempts = attempts - 1, \
-                     lease_owner = NULL, lease_expires_at = NULL, started_at = NULL \
-                     WHERE id = $1 AND status = 'running' AND lease_owner = $2",
-                )
-                .bind(generation_id)
-                .bind(worker)
-                .execute(&mut *transaction)
-                .await?;
-                let released = result.rows_affected() == 1;
-                if released {
-                    Self::announce_work(&mut transaction, generation_id).await?;
-                }
-                transaction.commit().await?;
-                if released {
-                    self.announce_generation_change(generation_id).await;
-                }
-                Ok(released)
-            }
-
-            async fn rescue_expired_leases(&self) -> Result<RescueReport, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                let now = now_millis();
-                // Ordered by account so that two rescuers on different nodes
-                // lock accounts in the same order and cannot deadlock.
-                let expired: Vec<(String, String, i64, i64)> = sqlx::query_as(concat!(
-                    "SELECT id, lease_owner, attempts, max_attempts FROM generations \
-                     WHERE status = 'running' AND lease_expires_at < $1 \
-                     ORDER BY account_id, id ",
-                    $skip_locked
-                ))
-                .bind(now)
-                .fetch_all(&mut *transaction)
-                .await?;
-                let mut report = RescueReport::default();
-                for (generation_id, owner, attempts, max_attempts) in expired {
-                    if attempts < max_attempts {
-                        let requeued = sqlx::query(
-                            "UPDATE generations SET status = 'queued', lease_owner = NULL, \
-                             lease_expires_at = NULL, started_at = NULL \
-                             WHERE id = $1 AND status = 'running' AND lease_owner = $2",
-                        )
-                        .bind(&generation_id)
-                        .bind(&owner)
-                        .execute(&mut *transaction)
-                        .await?;
-                        if requeued.rows_affected() == 1 {
-                            Self::announce_work(&mut transaction, &generation_id).await?;
-                            report.requeued.push(generation_id);
-                        }
-                    } else {
-                        let failure = FailureDetail {
-                            code: "worker_lost".into(),
-                            message: format!(
-                                "the job was interrupted {attempts} times and will not be retried"
-                            ),
-                        };
-                        if Self::fail_in(&mut transaction, &generation_id, &owner, &failure).await? {
-                            report.failed.push(generation_id);
-                        }
-                    }
-                }
-                transaction.commit().await?;
-                for generation_id in report.requeued.iter().chain(&report.failed) {
-                    self.announce_generation_change(generation_id).await;
-                }
-                Ok(report)
-            }
-
-            async fn wait_for_work(&self, timeout: Duration) {
-                self.wait_for_announced_work(timeout).await
-            }
-
-            async fn queue_depth(&self) -> Result<QueueDepth, StoreError> {
-                // PostgreSQL sums BIGINT as NUMERIC; the cast brings it back.
-                let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-                    "SELECT status, COUNT(*), CAST(COALESCE(SUM(price_micros), 0) AS BIGINT) \
-                     FROM generations WHERE status IN ('queued', 'running') GROUP BY status",
-                )
-                .fetch_all(self.reader())
-                .await?;
-                let mut depth = QueueDepth::default();
-                for (status, count, held) in rows {
-                    match status.as_str() {
-                        "queued" => depth.queued = count,
-                        _ => depth.running = count,
-                    }
-                    depth.held = Micros(depth.held.0 + held);
-                }
-                Ok(depth)
-            }
-        }
-    };
+        Ok(depth)
+    }
 }
-
-impl_for_both_stores!(impl_queue_store);

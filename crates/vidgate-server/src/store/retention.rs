@@ -7,46 +7,17 @@
 //! PostgreSQL (SQLite has one writer), and an object's deletion is claimed
 //! with a lease, as jobs are.
 
-use async_trait::async_trait;
 use serde_json::Value;
+use sqlx::AssertSqlSafe;
 
-use super::{StoreError, rfc3339};
+use super::database::RowLocking;
+use super::{Store, StoreError, rfc3339};
 
 /// An expired file whose object a sweeper claimed the deletion of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredFile {
     pub relative_path: String,
     pub account_id: String,
-}
-
-#[async_trait]
-pub trait RetentionStore: Send + Sync {
-    /// Marks up to `limit` succeeded generations completed at or before
-    /// `cutoff` as expired: their output says so from now on, and their
-    /// clips join the expired files. Returns how many were marked.
-    async fn expire_generation_outputs(
-        &self,
-        cutoff: i64,
-        now: i64,
-        limit: u32,
-    ) -> Result<usize, StoreError>;
-    /// Retires up to `limit` uploads (used or not) and direct uploads never
-    /// used, created at or before `cutoff`: the account can no longer name
-    /// them in requests, and their objects join the expired files. Returns
-    /// how many were retired.
-    async fn expire_uploads(&self, cutoff: i64, now: i64, limit: u32) -> Result<usize, StoreError>;
-    /// Claims up to `limit` expired files whose objects are not deleted yet
-    /// and not claimed by a live lease, until `claimed_until`.
-    async fn claim_expired_files(
-        &self,
-        now: i64,
-        claimed_until: i64,
-        limit: u32,
-    ) -> Result<Vec<ExpiredFile>, StoreError>;
-    /// Records that the object of an expired file is gone from storage.
-    async fn record_file_deleted(&self, relative_path: &str, now: i64) -> Result<(), StoreError>;
-    /// When the file at `relative_path` expired, if it did.
-    async fn file_expired_at(&self, relative_path: &str) -> Result<Option<i64>, StoreError>;
 }
 
 /// The stored path of a clip, from its output's `video_url`
@@ -68,106 +39,56 @@ fn expired_output(mut output: Value, now: i64) -> Value {
     output
 }
 
-/// Implements `RetentionStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_retention_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        #[async_trait]
-        impl RetentionStore for $store {
-            async fn expire_generation_outputs(
-                &self,
-                cutoff: i64,
-                now: i64,
-                limit: u32,
-            ) -> Result<usize, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                let expiring: Vec<(String, String, Option<String>)> = sqlx::query_as(concat!(
-                    "SELECT id, account_id, output FROM generations \
-                     WHERE status = 'succeeded' AND output_expired_at IS NULL \
-                     AND completed_at <= $1 ORDER BY completed_at LIMIT $2 ",
-                    $skip_locked
-                ))
-                .bind(cutoff)
-                .bind(i64::from(limit))
-                .fetch_all(&mut *transaction)
-                .await?;
-                for (generation_id, account_id, output) in &expiring {
-                    let output = output
-                        .as_deref()
-                        .map(serde_json::from_str::<Value>)
-                        .transpose()
-                        .map_err(|error| {
-                            StoreError::Corrupt(format!("generation {generation_id}: {error}"))
-                        })?;
-                    let relative_path = output.as_ref().and_then(stored_path_of_output);
-                    sqlx::query(
-                        "UPDATE generations SET output = $1, output_expired_at = $2 WHERE id = $3",
-                    )
-                    .bind(output.map(|output| expired_output(output, now).to_string()))
-                    .bind(now)
-                    .bind(generation_id)
-                    .execute(&mut *transaction)
-                    .await?;
-                    if let Some(relative_path) = relative_path {
-                        sqlx::query(
-                            "INSERT INTO expired_files (relative_path, account_id, expired_at) \
-                             VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
-                        )
-                        .bind(relative_path)
-                        .bind(account_id)
-                        .bind(now)
-                        .execute(&mut *transaction)
-                        .await?;
-                    }
-                }
-                transaction.commit().await?;
-                Ok(expiring.len())
-            }
-
-            async fn expire_uploads(
-                &self,
-                cutoff: i64,
-                now: i64,
-                limit: u32,
-            ) -> Result<usize, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                let mut expiring: Vec<(String, String, String)> = sqlx::query_as(concat!(
-                    "SELECT id, account_id, relative_path FROM uploads \
-                     WHERE created_at <= $1 ORDER BY created_at LIMIT $2 ",
-                    $skip_locked
-                ))
-                .bind(cutoff)
-                .bind(i64::from(limit))
-                .fetch_all(&mut *transaction)
-                .await?;
-                // A direct upload never used has no uploads row: its object
-                // (if the client ever PUT one) expires all the same.
-                let never_used: Vec<(String, String, String)> = sqlx::query_as(concat!(
-                    "SELECT id, account_id, relative_path FROM direct_uploads AS pending \
-                     WHERE created_at <= $1 \
-                     AND NOT EXISTS (SELECT 1 FROM uploads WHERE uploads.id = pending.id) \
-                     ORDER BY created_at LIMIT $2 ",
-                    $skip_locked
-                ))
-                .bind(cutoff)
-                .bind(i64::from(limit))
-                .fetch_all(&mut *transaction)
-                .await?;
-                expiring.extend(never_used);
-                for (upload_id, account_id, relative_path) in &expiring {
-                    sqlx::query("DELETE FROM uploads WHERE id = $1")
-                        .bind(upload_id)
-                        .execute(&mut *transaction)
-                        .await?;
-                    sqlx::query("DELETE FROM direct_uploads WHERE id = $1")
-                        .bind(upload_id)
-                        .execute(&mut *transaction)
-                        .await?;
+impl Store {
+    /// Marks up to `limit` succeeded generations completed at or before
+    /// `cutoff` as expired: their output says so from now on, and their
+    /// clips join the expired files. Returns how many were marked.
+    pub async fn expire_generation_outputs(
+        &self,
+        cutoff: i64,
+        now: i64,
+        limit: u32,
+    ) -> Result<usize, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let statement = format!(
+            concat!(
+                "SELECT id, account_id, output FROM generations \
+                 WHERE status = 'succeeded' AND output_expired_at IS NULL \
+                 AND completed_at <= $1 ORDER BY completed_at LIMIT $2 ",
+                "{locking}"
+            ),
+            locking = transaction.row_locking(RowLocking::SkipLocked),
+        );
+        let expiring: Vec<(String, String, Option<String>)> =
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query_as(AssertSqlSafe(statement))
+                    .bind(cutoff)
+                    .bind(i64::from(limit))
+                    .fetch_all(connection)
+                    .await
+            })?;
+        for (generation_id, account_id, output) in &expiring {
+            let output = output
+                .as_deref()
+                .map(serde_json::from_str::<Value>)
+                .transpose()
+                .map_err(|error| {
+                    StoreError::Corrupt(format!("generation {generation_id}: {error}"))
+                })?;
+            let relative_path = output.as_ref().and_then(stored_path_of_output);
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query(
+                    "UPDATE generations SET output = $1, output_expired_at = $2 WHERE id = $3",
+                )
+                .bind(output.map(|output| expired_output(output, now).to_string()))
+                .bind(now)
+                .bind(generation_id)
+                .execute(connection)
+                .await
+                .map(|done| done.rows_affected())
+            })?;
+            if let Some(relative_path) = relative_path {
+                on_transaction!(&mut transaction, |connection| {
                     sqlx::query(
                         "INSERT INTO expired_files (relative_path, account_id, expired_at) \
                          VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
@@ -175,73 +96,162 @@ macro_rules! impl_retention_store {
                     .bind(relative_path)
                     .bind(account_id)
                     .bind(now)
-                    .execute(&mut *transaction)
-                    .await?;
-                }
-                transaction.commit().await?;
-                Ok(expiring.len())
+                    .execute(connection)
+                    .await
+                    .map(|done| done.rows_affected())
+                })?;
             }
+        }
+        transaction.commit().await?;
+        Ok(expiring.len())
+    }
 
-            async fn claim_expired_files(
-                &self,
-                now: i64,
-                claimed_until: i64,
-                limit: u32,
-            ) -> Result<Vec<ExpiredFile>, StoreError> {
-                let claimed: Vec<(String, String)> = sqlx::query_as(concat!(
-                    "UPDATE expired_files SET claimed_until = $1 WHERE relative_path IN (\
-                     SELECT relative_path FROM expired_files WHERE deleted_at IS NULL \
-                     AND (claimed_until IS NULL OR claimed_until < $2) \
-                     ORDER BY expired_at LIMIT $3 ",
-                    $skip_locked,
-                    ") RETURNING relative_path, account_id"
-                ))
+    /// Retires up to `limit` uploads (used or not) and direct uploads never
+    /// used, created at or before `cutoff`: the account can no longer name
+    /// them in requests, and their objects join the expired files. Returns
+    /// how many were retired.
+    pub async fn expire_uploads(
+        &self,
+        cutoff: i64,
+        now: i64,
+        limit: u32,
+    ) -> Result<usize, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let statement = format!(
+            concat!(
+                "SELECT id, account_id, relative_path FROM uploads \
+                 WHERE created_at <= $1 ORDER BY created_at LIMIT $2 ",
+                "{locking}"
+            ),
+            locking = transaction.row_locking(RowLocking::SkipLocked),
+        );
+        let mut expiring: Vec<(String, String, String)> =
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query_as(AssertSqlSafe(statement))
+                    .bind(cutoff)
+                    .bind(i64::from(limit))
+                    .fetch_all(connection)
+                    .await
+            })?;
+        // A direct upload never used has no uploads row: its object
+        // (if the client ever PUT one) expires all the same.
+        let statement = format!(
+            concat!(
+                "SELECT id, account_id, relative_path FROM direct_uploads AS pending \
+                 WHERE created_at <= $1 \
+                 AND NOT EXISTS (SELECT 1 FROM uploads WHERE uploads.id = pending.id) \
+                 ORDER BY created_at LIMIT $2 ",
+                "{locking}"
+            ),
+            locking = transaction.row_locking(RowLocking::SkipLocked),
+        );
+        let never_used: Vec<(String, String, String)> =
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query_as(AssertSqlSafe(statement))
+                    .bind(cutoff)
+                    .bind(i64::from(limit))
+                    .fetch_all(connection)
+                    .await
+            })?;
+        expiring.extend(never_used);
+        for (upload_id, account_id, relative_path) in &expiring {
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query("DELETE FROM uploads WHERE id = $1")
+                    .bind(upload_id)
+                    .execute(connection)
+                    .await
+                    .map(|done| done.rows_affected())
+            })?;
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query("DELETE FROM direct_uploads WHERE id = $1")
+                    .bind(upload_id)
+                    .execute(connection)
+                    .await
+                    .map(|done| done.rows_affected())
+            })?;
+            on_transaction!(&mut transaction, |connection| {
+                sqlx::query(
+                    "INSERT INTO expired_files (relative_path, account_id, expired_at) \
+                     VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
+                )
+                .bind(relative_path)
+                .bind(account_id)
+                .bind(now)
+                .execute(connection)
+                .await
+                .map(|done| done.rows_affected())
+            })?;
+        }
+        transaction.commit().await?;
+        Ok(expiring.len())
+    }
+
+    /// Claims up to `limit` expired files whose objects are not deleted yet
+    /// and not claimed by a live lease, until `claimed_until`.
+    pub async fn claim_expired_files(
+        &self,
+        now: i64,
+        claimed_until: i64,
+        limit: u32,
+    ) -> Result<Vec<ExpiredFile>, StoreError> {
+        let statement = format!(
+            concat!(
+                "UPDATE expired_files SET claimed_until = $1 WHERE relative_path IN (\
+                 SELECT relative_path FROM expired_files WHERE deleted_at IS NULL \
+                 AND (claimed_until IS NULL OR claimed_until < $2) \
+                 ORDER BY expired_at LIMIT $3 ",
+                "{locking}",
+                ") RETURNING relative_path, account_id"
+            ),
+            locking = self.row_locking(RowLocking::SkipLocked),
+        );
+        let claimed: Vec<(String, String)> = on_writer!(self, |writer| {
+            sqlx::query_as(AssertSqlSafe(statement))
                 .bind(claimed_until)
                 .bind(now)
                 .bind(i64::from(limit))
-                .fetch_all(self.writer())
-                .await?;
-                Ok(claimed
-                    .into_iter()
-                    .map(|(relative_path, account_id)| ExpiredFile {
-                        relative_path,
-                        account_id,
-                    })
-                    .collect())
-            }
+                .fetch_all(writer)
+                .await
+        })?;
+        Ok(claimed
+            .into_iter()
+            .map(|(relative_path, account_id)| ExpiredFile {
+                relative_path,
+                account_id,
+            })
+            .collect())
+    }
 
-            async fn record_file_deleted(
-                &self,
-                relative_path: &str,
-                now: i64,
-            ) -> Result<(), StoreError> {
-                sqlx::query(
-                    "UPDATE expired_files SET deleted_at = $1, claimed_until = NULL \
-                     WHERE relative_path = $2",
-                )
-                .bind(now)
-                .bind(relative_path)
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
+    /// Records that the object of an expired file is gone from storage.
+    pub async fn record_file_deleted(
+        &self,
+        relative_path: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        on_writer!(self, |writer| {
+            sqlx::query(
+                "UPDATE expired_files SET deleted_at = $1, claimed_until = NULL \
+                 WHERE relative_path = $2",
+            )
+            .bind(now)
+            .bind(relative_path)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
 
-            async fn file_expired_at(
-                &self,
-                relative_path: &str,
-            ) -> Result<Option<i64>, StoreError> {
-                Ok(sqlx::query_scalar(
-                    "SELECT expired_at FROM expired_files WHERE relative_path = $1",
-                )
+    /// When the file at `relative_path` expired, if it did.
+    pub async fn file_expired_at(&self, relative_path: &str) -> Result<Option<i64>, StoreError> {
+        Ok(on_reader!(self, |reader| {
+            sqlx::query_scalar("SELECT expired_at FROM expired_files WHERE relative_path = $1")
                 .bind(relative_path)
-                .fetch_optional(self.reader())
-                .await?)
-            }
-        }
-    };
+                .fetch_optional(reader)
+                .await
+        })?)
+    }
 }
-
-impl_for_both_stores!(impl_retention_store);
 
 #[cfg(test)]
 mod tests {

@@ -152,6 +152,17 @@ impl SqliteStore {
         }
     }
 
+    /// `VACUUM INTO` reads one snapshot (a read transaction, which in WAL
+    /// mode never blocks the server's writers) and writes it compacted to
+    /// a new file; it refuses a path that already exists.
+    pub(super) async fn backup_into(&self, path: &str) -> Result<(), StoreError> {
+        sqlx::query("VACUUM INTO $1")
+            .bind(path)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
     pub(super) async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
         begin_immediate(&self.writer).await
     }
@@ -245,6 +256,7 @@ fn create_private_database_file(path: &std::path::Path) -> Result<(), StoreError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::database::Database;
 
     async fn synchronous_setting(store: &SqliteStore) -> i64 {
         sqlx::query_scalar("PRAGMA synchronous")
@@ -271,12 +283,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_point_read_sqlite_cannot_start_at_once_is_answered_by_the_reader_pool() {
-        use crate::store::AccountStore;
         let directory = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", directory.path().join("a.sqlite").display());
-        let mut store = SqliteStore::open(&url, Migrations::Apply, SqliteDurability::default())
+        let sqlite = SqliteStore::open(&url, Migrations::Apply, SqliteDurability::default())
             .await
             .unwrap();
+        let mut store = crate::store::Store {
+            database: Database::Sqlite(sqlite),
+        };
         let created =
             crate::accounts::create_account(&store, "pool", vidgate_core::Micros(1_000_000))
                 .await
@@ -284,7 +298,10 @@ mod tests {
         // The inline reader now meets a lock on every read, as it would
         // while another process recovers the WAL.
         let held = inline_reads::tests::held_database();
-        store.inline_reader = InlineReader::open(&held.path).unwrap();
+        let Database::Sqlite(sqlite) = &mut store.database else {
+            unreachable!("the store was opened on SQLite");
+        };
+        sqlite.inline_reader = InlineReader::open(&held.path).unwrap();
         let caller = store
             .authenticate(&crate::ids::sha256_hex(created.api_key.as_bytes()))
             .await

@@ -21,17 +21,19 @@
 //! is what bounds one account's submits per second across all nodes; a
 //! batch pays it, and the commit, once for many submits.
 
-use sqlx::{PgPool, Sqlite, SqlitePool, Transaction};
+use sqlx::{PgPool, SqlitePool};
 use vidgate_core::{GenerationStatus, Micros};
 
+use super::database::WriteTransaction;
 use super::generations::{
-    Generation, IDEMPOTENCY_WINDOW, NewGeneration, SubmitOutcome, SubmitRefusal,
+    GENERATION_BY_ID, Generation, GenerationRow, IDEMPOTENCY_WINDOW, NewGeneration, SubmitOutcome,
+    SubmitRefusal,
 };
 use super::group_commit::{BatchSubmitter, SubmitAnswer};
 use super::ledger::Movement;
 use super::postgres::WORK_CHANNEL;
 use super::sqlite::begin_immediate;
-use super::{PgStore, SqliteStore, StoreError, now_millis};
+use super::{PgStore, SqliteStore, Store, StoreError, now_millis};
 
 /// The record of a generation just inserted as queued at `now`, as a read
 /// would return it, without reading it back.
@@ -76,24 +78,26 @@ impl SqliteStore {
     ) -> Result<SubmitOutcome, SubmitRefusal> {
         self.submits().submit(generation).await
     }
+}
 
-    /// Decides one submit inside `transaction` at `now`. A refusal is an
-    /// answer and writes nothing that matters (at most it forgets an
-    /// idempotency key older than the window, which any later submit would
-    /// forget too); an error means the transaction must not commit.
-    async fn submit_in(
-        transaction: &mut Transaction<'static, Sqlite>,
-        generation: &NewGeneration,
-        now: i64,
-    ) -> Result<SubmitAnswer, StoreError> {
-        // The account is read first: its balance and limit are what the
-        // submits before this one in the transaction left.
-        let Some(account) = Self::account_in(transaction, &generation.account_id).await? else {
-            return Ok(Err(SubmitRefusal::AccountNotFound));
-        };
-        if let Some(idempotency) = &generation.idempotency {
-            // A key older than the window is forgotten so that it can
-            // be used again, as the Idempotency-Key convention expects.
+/// Decides one SQLite submit inside `transaction` at `now`. A refusal is an
+/// answer and writes nothing that matters (at most it forgets an
+/// idempotency key older than the window, which any later submit would
+/// forget too); an error means the transaction must not commit.
+async fn submit_in(
+    transaction: &mut WriteTransaction,
+    generation: &NewGeneration,
+    now: i64,
+) -> Result<SubmitAnswer, StoreError> {
+    // The account is read first: its balance and limit are what the
+    // submits before this one in the transaction left.
+    let Some(account) = Store::account_in(transaction, &generation.account_id).await? else {
+        return Ok(Err(SubmitRefusal::AccountNotFound));
+    };
+    if let Some(idempotency) = &generation.idempotency {
+        // A key older than the window is forgotten so that it can
+        // be used again, as the Idempotency-Key convention expects.
+        on_transaction!(transaction, |connection| {
             sqlx::query(
                 "UPDATE generations SET idempotency_key = NULL \
                  WHERE account_id = $1 AND idempotency_key = $2 AND created_at < $3",
@@ -101,45 +105,53 @@ impl SqliteStore {
             .bind(&generation.account_id)
             .bind(&idempotency.key)
             .bind(now - IDEMPOTENCY_WINDOW.as_millis() as i64)
-            .execute(&mut **transaction)
-            .await?;
-            let earlier: Option<(String, Option<String>)> = sqlx::query_as(
-                "SELECT id, request_sha256 FROM generations \
-                 WHERE account_id = $1 AND idempotency_key = $2",
-            )
-            .bind(&generation.account_id)
-            .bind(&idempotency.key)
-            .fetch_optional(&mut **transaction)
-            .await?;
-            if let Some((earlier_id, earlier_digest)) = earlier {
-                if earlier_digest.as_deref() != Some(idempotency.request_sha256.as_str()) {
-                    return Ok(Err(SubmitRefusal::IdempotencyMismatch));
-                }
-                let original = Self::generation_with(&mut **transaction, &earlier_id)
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt("replayed generation vanished".into()))?;
-                return Ok(Ok(SubmitOutcome::Replayed(original)));
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        let earlier: Option<(String, Option<String>)> =
+            on_transaction!(transaction, |connection| {
+                sqlx::query_as(
+                    "SELECT id, request_sha256 FROM generations \
+                     WHERE account_id = $1 AND idempotency_key = $2",
+                )
+                .bind(&generation.account_id)
+                .bind(&idempotency.key)
+                .fetch_optional(connection)
+                .await
+            })?;
+        if let Some((earlier_id, earlier_digest)) = earlier {
+            if earlier_digest.as_deref() != Some(idempotency.request_sha256.as_str()) {
+                return Ok(Err(SubmitRefusal::IdempotencyMismatch));
             }
+            let original = Store::generation_in(transaction, &earlier_id)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("replayed generation vanished".into()))?;
+            return Ok(Ok(SubmitOutcome::Replayed(original)));
         }
+    }
 
-        let active: i64 = sqlx::query_scalar(
+    let active: i64 = on_transaction!(transaction, |connection| {
+        sqlx::query_scalar(
             "SELECT COUNT(*) FROM generations \
              WHERE account_id = $1 AND status IN ('queued', 'running')",
         )
         .bind(&generation.account_id)
-        .fetch_one(&mut **transaction)
-        .await?;
-        let limit = account.limits.max_concurrent as i64;
-        if active >= limit {
-            return Ok(Err(SubmitRefusal::ConcurrencyLimit { limit }));
-        }
-        if account.balance < generation.price {
-            return Ok(Err(SubmitRefusal::InsufficientBalance {
-                balance: account.balance,
-                price: generation.price,
-            }));
-        }
-        let (idempotency_key, request_sha256) = idempotency_columns(generation);
+        .fetch_one(connection)
+        .await
+    })?;
+    let limit = account.limits.max_concurrent as i64;
+    if active >= limit {
+        return Ok(Err(SubmitRefusal::ConcurrencyLimit { limit }));
+    }
+    if account.balance < generation.price {
+        return Ok(Err(SubmitRefusal::InsufficientBalance {
+            balance: account.balance,
+            price: generation.price,
+        }));
+    }
+    let (idempotency_key, request_sha256) = idempotency_columns(generation);
+    on_transaction!(transaction, |connection| {
         sqlx::query(
             "INSERT INTO generations (id, account_id, api_key_id, model, endpoint, mode, \
              status, input, price_micros, official_micros, source, webhook_url, \
@@ -161,28 +173,32 @@ impl SqliteStore {
         .bind(request_sha256)
         .bind(generation.max_attempts)
         .bind(now)
-        .execute(&mut **transaction)
-        .await?;
-        if let Some(binding) = &generation.media_binding {
+        .execute(connection)
+        .await
+        .map(|done| done.rows_affected())
+    })?;
+    if let Some(binding) = &generation.media_binding {
+        on_transaction!(transaction, |connection| {
             sqlx::query("INSERT INTO generation_media (generation_id, binding) VALUES ($1, $2)")
                 .bind(&generation.id)
                 .bind(binding.to_string())
-                .execute(&mut **transaction)
-                .await?;
-        }
-        Self::move_money(
-            transaction,
-            &generation.account_id,
-            Some(&generation.id),
-            Movement::Hold,
-            generation.price,
-        )
-        .await?;
-        Self::announce_work(transaction, &generation.id).await?;
-        Ok(Ok(SubmitOutcome::Created(queued_generation(
-            generation, now,
-        ))))
+                .execute(connection)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
     }
+    Store::move_money(
+        transaction,
+        &generation.account_id,
+        Some(&generation.id),
+        Movement::Hold,
+        generation.price,
+    )
+    .await?;
+    Store::announce_work(transaction, &generation.id).await?;
+    Ok(Ok(SubmitOutcome::Created(queued_generation(
+        generation, now,
+    ))))
 }
 
 /// SQLite's submits: a batch is one write transaction on the single writer
@@ -206,11 +222,11 @@ impl BatchSubmitter for SqliteSubmitter {
         &self,
         batch: &[NewGeneration],
     ) -> Result<Vec<SubmitAnswer>, StoreError> {
-        let mut transaction = begin_immediate(&self.writer).await?;
+        let mut transaction = WriteTransaction::Sqlite(begin_immediate(&self.writer).await?);
         let now = now_millis();
         let mut answers = Vec::with_capacity(batch.len());
         for generation in batch {
-            answers.push(SqliteStore::submit_in(&mut transaction, generation, now).await?);
+            answers.push(submit_in(&mut transaction, generation, now).await?);
         }
         transaction.commit().await?;
         Ok(answers)
@@ -260,8 +276,14 @@ impl PgSubmitter {
             "created" => Ok(SubmitOutcome::Created(queued_generation(generation, now))),
             "replayed" => {
                 let earlier_id = generation_id.as_deref().ok_or_else(|| corrupt("an id"))?;
-                let original = PgStore::generation_with(&self.pool, earlier_id)
-                    .await?
+                let row: Option<GenerationRow> = sqlx::query_as(GENERATION_BY_ID)
+                    .bind(earlier_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(StoreError::from)?;
+                let original = row
+                    .map(Generation::try_from)
+                    .transpose()?
                     .ok_or_else(|| StoreError::Corrupt("replayed generation vanished".into()))?;
                 Ok(SubmitOutcome::Replayed(original))
             }

@@ -1,10 +1,9 @@
 //! Uploads: files an account uploaded through vidgate, and presigned direct
 //! uploads until their first use records them.
 
-use async_trait::async_trait;
 use serde_json::Value;
 
-use super::StoreError;
+use super::{Store, StoreError};
 
 /// A file an account uploaded, as the uploads table records it.
 pub struct NewUpload {
@@ -41,141 +40,121 @@ pub struct UploadUsage {
     pub bytes: i64,
 }
 
-#[async_trait]
-pub trait UploadStore: Send + Sync {
+impl Store {
     /// How many uploads the account holds and their recorded bytes.
-    async fn upload_usage(&self, account_id: &str) -> Result<UploadUsage, StoreError>;
+    pub async fn upload_usage(&self, account_id: &str) -> Result<UploadUsage, StoreError> {
+        let (count, bytes): (i64, i64) = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT \
+                 (SELECT COUNT(*) FROM uploads WHERE account_id = $1) + \
+                 (SELECT COUNT(*) FROM direct_uploads AS pending WHERE account_id = $1 \
+                  AND NOT EXISTS (SELECT 1 FROM uploads WHERE uploads.id = pending.id)), \
+                 CAST((SELECT COALESCE(SUM(size_bytes), 0) FROM uploads \
+                  WHERE account_id = $1) AS BIGINT)",
+            )
+            .bind(account_id)
+            .fetch_one(reader)
+            .await
+        })?;
+        Ok(UploadUsage { count, bytes })
+    }
+
     /// Records a file an account uploaded (already written to storage).
-    async fn create_upload(&self, upload: &NewUpload) -> Result<(), StoreError>;
+    pub async fn create_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
+        on_writer!(self, |writer| {
+            sqlx::query(
+                "INSERT INTO uploads (id, account_id, relative_path, content_type, \
+                 size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(&upload.id)
+            .bind(&upload.account_id)
+            .bind(&upload.relative_path)
+            .bind(&upload.content_type)
+            .bind(upload.size_bytes)
+            .bind(upload.media.to_string())
+            .bind(upload.created_at)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
+
     /// The account that uploaded the file stored at `relative_path`.
-    async fn upload_owner(&self, relative_path: &str) -> Result<Option<String>, StoreError>;
+    pub async fn upload_owner(&self, relative_path: &str) -> Result<Option<String>, StoreError> {
+        Ok(on_reader!(self, |reader| {
+            sqlx::query_scalar("SELECT account_id FROM uploads WHERE relative_path = $1")
+                .bind(relative_path)
+                .fetch_optional(reader)
+                .await
+        })?)
+    }
+
     /// Records a presigned direct upload before its object exists.
-    async fn create_direct_upload(&self, upload: &NewDirectUpload) -> Result<(), StoreError>;
+    pub async fn create_direct_upload(&self, upload: &NewDirectUpload) -> Result<(), StoreError> {
+        on_writer!(self, |writer| {
+            sqlx::query(
+                "INSERT INTO direct_uploads (id, account_id, relative_path, created_at) \
+                 VALUES ($1, $2, $3, $4)",
+            )
+            .bind(&upload.id)
+            .bind(&upload.account_id)
+            .bind(&upload.relative_path)
+            .bind(upload.created_at)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
+
     /// The direct upload whose object is stored at `relative_path`.
-    async fn direct_upload(&self, relative_path: &str) -> Result<Option<DirectUpload>, StoreError>;
+    pub async fn direct_upload(
+        &self,
+        relative_path: &str,
+    ) -> Result<Option<DirectUpload>, StoreError> {
+        let row: Option<(String, String)> = on_reader!(self, |reader| {
+            sqlx::query_as("SELECT id, account_id FROM direct_uploads WHERE relative_path = $1")
+                .bind(relative_path)
+                .fetch_optional(reader)
+                .await
+        })?;
+        Ok(row.map(|(id, account_id)| DirectUpload { id, account_id }))
+    }
+
     /// Records a direct upload's probed object as an upload; a second
     /// recording of the same upload (two first uses at once) is a no-op.
-    async fn record_direct_upload(&self, upload: &NewUpload) -> Result<(), StoreError>;
+    pub async fn record_direct_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
+        on_writer!(self, |writer| {
+            sqlx::query(
+                "INSERT INTO uploads (id, account_id, relative_path, content_type, \
+                 size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(&upload.id)
+            .bind(&upload.account_id)
+            .bind(&upload.relative_path)
+            .bind(&upload.content_type)
+            .bind(upload.size_bytes)
+            .bind(upload.media.to_string())
+            .bind(upload.created_at)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
+
     /// The probed media type of the upload stored at `relative_path`.
-    async fn upload_content_type(&self, relative_path: &str) -> Result<Option<String>, StoreError>;
-}
-
-/// Implements `UploadStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_upload_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        #[async_trait]
-        impl UploadStore for $store {
-            async fn upload_usage(&self, account_id: &str) -> Result<UploadUsage, StoreError> {
-                let (count, bytes): (i64, i64) = sqlx::query_as(
-                    "SELECT \
-                     (SELECT COUNT(*) FROM uploads WHERE account_id = $1) + \
-                     (SELECT COUNT(*) FROM direct_uploads AS pending WHERE account_id = $1 \
-                      AND NOT EXISTS (SELECT 1 FROM uploads WHERE uploads.id = pending.id)), \
-                     CAST((SELECT COALESCE(SUM(size_bytes), 0) FROM uploads \
-                      WHERE account_id = $1) AS BIGINT)",
-                )
-                .bind(account_id)
-                .fetch_one(self.reader())
-                .await?;
-                Ok(UploadUsage { count, bytes })
-            }
-
-            async fn create_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO uploads (id, account_id, relative_path, content_type, \
-                     size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(&upload.id)
-                .bind(&upload.account_id)
-                .bind(&upload.relative_path)
-                .bind(&upload.content_type)
-                .bind(upload.size_bytes)
-                .bind(upload.media.to_string())
-                .bind(upload.created_at)
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
-
-            async fn upload_owner(
-                &self,
-                relative_path: &str,
-            ) -> Result<Option<String>, StoreError> {
-                Ok(
-                    sqlx::query_scalar("SELECT account_id FROM uploads WHERE relative_path = $1")
-                        .bind(relative_path)
-                        .fetch_optional(self.reader())
-                        .await?,
-                )
-            }
-
-            async fn create_direct_upload(
-                &self,
-                upload: &NewDirectUpload,
-            ) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO direct_uploads (id, account_id, relative_path, created_at) \
-                     VALUES ($1, $2, $3, $4)",
-                )
-                .bind(&upload.id)
-                .bind(&upload.account_id)
-                .bind(&upload.relative_path)
-                .bind(upload.created_at)
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
-
-            async fn direct_upload(
-                &self,
-                relative_path: &str,
-            ) -> Result<Option<DirectUpload>, StoreError> {
-                let row: Option<(String, String)> = sqlx::query_as(
-                    "SELECT id, account_id FROM direct_uploads WHERE relative_path = $1",
-                )
+    pub async fn upload_content_type(
+        &self,
+        relative_path: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(on_reader!(self, |reader| {
+            sqlx::query_scalar("SELECT content_type FROM uploads WHERE relative_path = $1")
                 .bind(relative_path)
-                .fetch_optional(self.reader())
-                .await?;
-                Ok(row.map(|(id, account_id)| DirectUpload { id, account_id }))
-            }
-
-            async fn record_direct_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO uploads (id, account_id, relative_path, content_type, \
-                     size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                     ON CONFLICT (id) DO NOTHING",
-                )
-                .bind(&upload.id)
-                .bind(&upload.account_id)
-                .bind(&upload.relative_path)
-                .bind(&upload.content_type)
-                .bind(upload.size_bytes)
-                .bind(upload.media.to_string())
-                .bind(upload.created_at)
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
-
-            async fn upload_content_type(
-                &self,
-                relative_path: &str,
-            ) -> Result<Option<String>, StoreError> {
-                Ok(
-                    sqlx::query_scalar("SELECT content_type FROM uploads WHERE relative_path = $1")
-                        .bind(relative_path)
-                        .fetch_optional(self.reader())
-                        .await?,
-                )
-            }
-        }
-    };
+                .fetch_optional(reader)
+                .await
+        })?)
+    }
 }
-
-impl_for_both_stores!(impl_upload_store);

@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-
 use super::accounts::{Account, AccountLimits, KEY_USE_RESOLUTION, NewAccount, caller_limits};
-use super::{StoreError, now_millis};
+use super::database::WriteTransaction;
+use super::{Store, StoreError, now_millis};
 
 /// A person who signs in to an account's dashboard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,234 +39,228 @@ pub struct Session {
     pub limits: AccountLimits,
 }
 
-#[async_trait]
-pub trait UserStore: Send + Sync {
+impl Store {
+    /// Inserts a user unless the email is taken, inside the caller's
+    /// transaction.
+    async fn insert_user_in(
+        transaction: &mut WriteTransaction,
+        user: &User,
+    ) -> Result<bool, StoreError> {
+        let inserted = on_transaction!(transaction, |connection| {
+            sqlx::query(
+                "INSERT INTO users (id, account_id, email, password_hash, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (email) DO NOTHING",
+            )
+            .bind(&user.id)
+            .bind(&user.account_id)
+            .bind(&user.email)
+            .bind(&user.password_hash)
+            .bind(user.created_at)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(inserted == 1)
+    }
+}
+
+impl Store {
     /// Creates a user; `None` when the email is already taken.
-    async fn create_user(&self, user: &User) -> Result<Option<User>, StoreError>;
+    pub async fn create_user(&self, user: &User) -> Result<Option<User>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        if !Self::insert_user_in(&mut transaction, user).await? {
+            return Ok(None);
+        }
+        transaction.commit().await?;
+        Ok(Some(user.clone()))
+    }
+
     /// Creates an account with no credit and its first user in one
     /// transaction; `None` (and no account) when the email is taken.
-    async fn sign_up(
+    pub async fn sign_up(
         &self,
         account: NewAccount,
         user: &User,
-    ) -> Result<Option<(Account, User)>, StoreError>;
-    async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError>;
-    async fn create_session(&self, session: &NewSession) -> Result<(), StoreError>;
+    ) -> Result<Option<(Account, User)>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let created = Self::create_account_in(&mut transaction, &account).await?;
+        // Dropping the transaction rolls the account back when the
+        // email is taken.
+        if !Self::insert_user_in(&mut transaction, user).await? {
+            return Ok(None);
+        }
+        transaction.commit().await?;
+        Ok(Some((created, user.clone())))
+    }
+
+    pub async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError> {
+        let row: Option<(String, String, String, String, i64)> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT id, account_id, email, password_hash, created_at \
+                 FROM users WHERE email = $1",
+            )
+            .bind(email)
+            .fetch_optional(reader)
+            .await
+        })?;
+        Ok(
+            row.map(|(id, account_id, email, password_hash, created_at)| User {
+                id,
+                account_id,
+                email,
+                password_hash,
+                created_at,
+            }),
+        )
+    }
+
+    pub async fn create_session(&self, session: &NewSession) -> Result<(), StoreError> {
+        let now = now_millis();
+        // The user's sessions that ended (expired, or revoked a day
+        // ago or more) go, so the table grows with active sessions
+        // only. Sessions ended by idleness stay until their
+        // absolute expiry (30 days after sign-in at most).
+        on_writer!(self, |writer| {
+            sqlx::query(
+                "DELETE FROM sessions WHERE user_id = $1 \
+                 AND (expires_at <= $2 OR revoked_at <= $3)",
+            )
+            .bind(&session.user_id)
+            .bind(now)
+            .bind(now - 24 * 60 * 60 * 1000)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        on_writer!(self, |writer| {
+            sqlx::query(
+                "INSERT INTO sessions (id, token_sha256, user_id, account_id, csrf_token, \
+                 created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $6, $7)",
+            )
+            .bind(&session.id)
+            .bind(&session.token_sha256)
+            .bind(&session.user_id)
+            .bind(&session.account_id)
+            .bind(&session.csrf_token)
+            .bind(now)
+            .bind(session.expires_at)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
+
     /// The live session with this token digest: not revoked, not past its
     /// absolute expiry, and used within `idle_timeout`. Records the use.
-    async fn session(
+    pub async fn session(
         &self,
         token_sha256: &str,
         idle_timeout: Duration,
-    ) -> Result<Option<Session>, StoreError>;
-    /// Revokes a session; false when it was already revoked or unknown.
-    async fn revoke_session(&self, session_id: &str) -> Result<bool, StoreError>;
-    /// Revokes every live session of a user (wherever its cookies are);
-    /// how many were live.
-    async fn revoke_user_sessions(&self, user_id: &str) -> Result<u64, StoreError>;
-    /// Removes a user and its sessions in one transaction, so none of its
-    /// cookies works afterwards; false when there is no such user.
-    async fn remove_user(&self, user_id: &str) -> Result<bool, StoreError>;
-}
-
-/// Implements `UserStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_user_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        impl $store {
-            /// Inserts a user unless the email is taken, inside the caller's
-            /// transaction.
-            async fn insert_user_in(
-                transaction: &mut sqlx::Transaction<'static, $database>,
-                user: &User,
-            ) -> Result<bool, StoreError> {
-                let inserted = sqlx::query(
-                    "INSERT INTO users (id, account_id, email, password_hash, created_at) \
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (email) DO NOTHING",
+    ) -> Result<Option<Session>, StoreError> {
+        let now = now_millis();
+        #[allow(clippy::type_complexity)]
+        let row: Option<(String, String, String, String, String, i64, i64, i64, i64)> =
+            on_reader!(self, |reader| {
+                sqlx::query_as(
+                    "SELECT s.id, s.user_id, u.email, s.account_id, s.csrf_token, \
+                     s.last_seen_at, a.rate_per_second, a.rate_burst, a.max_concurrent \
+                     FROM sessions s JOIN users u ON u.id = s.user_id \
+                     JOIN accounts a ON a.id = s.account_id \
+                     WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL \
+                     AND s.expires_at > $2 AND s.last_seen_at > $3",
                 )
-                .bind(&user.id)
-                .bind(&user.account_id)
-                .bind(&user.email)
-                .bind(&user.password_hash)
-                .bind(user.created_at)
-                .execute(&mut **transaction)
-                .await?;
-                Ok(inserted.rows_affected() == 1)
-            }
-        }
-
-        #[async_trait]
-        impl UserStore for $store {
-            async fn create_user(&self, user: &User) -> Result<Option<User>, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                if !Self::insert_user_in(&mut transaction, user).await? {
-                    return Ok(None);
-                }
-                transaction.commit().await?;
-                Ok(Some(user.clone()))
-            }
-
-            async fn sign_up(
-                &self,
-                account: NewAccount,
-                user: &User,
-            ) -> Result<Option<(Account, User)>, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                let created = Self::create_account_in(&mut transaction, &account).await?;
-                // Dropping the transaction rolls the account back when the
-                // email is taken.
-                if !Self::insert_user_in(&mut transaction, user).await? {
-                    return Ok(None);
-                }
-                transaction.commit().await?;
-                Ok(Some((created, user.clone())))
-            }
-
-            async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError> {
-                let row: Option<(String, String, String, String, i64)> = sqlx::query_as(
-                    "SELECT id, account_id, email, password_hash, created_at \
-                     FROM users WHERE email = $1",
-                )
-                .bind(email)
-                .fetch_optional(self.reader())
-                .await?;
-                Ok(row.map(|(id, account_id, email, password_hash, created_at)| User {
-                    id,
-                    account_id,
-                    email,
-                    password_hash,
-                    created_at,
-                }))
-            }
-
-            async fn create_session(&self, session: &NewSession) -> Result<(), StoreError> {
-                let now = now_millis();
-                // The user's sessions that ended (expired, or revoked a day
-                // ago or more) go, so the table grows with active sessions
-                // only. Sessions ended by idleness stay until their
-                // absolute expiry (30 days after sign-in at most).
-                sqlx::query(
-                    "DELETE FROM sessions WHERE user_id = $1 \
-                     AND (expires_at <= $2 OR revoked_at <= $3)",
-                )
-                .bind(&session.user_id)
+                .bind(token_sha256)
                 .bind(now)
-                .bind(now - 24 * 60 * 60 * 1000)
-                .execute(self.writer())
-                .await?;
-                sqlx::query(
-                    "INSERT INTO sessions (id, token_sha256, user_id, account_id, csrf_token, \
-                     created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $6, $7)",
-                )
-                .bind(&session.id)
-                .bind(&session.token_sha256)
-                .bind(&session.user_id)
-                .bind(&session.account_id)
-                .bind(&session.csrf_token)
-                .bind(now)
-                .bind(session.expires_at)
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
-
-            async fn session(
-                &self,
-                token_sha256: &str,
-                idle_timeout: Duration,
-            ) -> Result<Option<Session>, StoreError> {
-                let now = now_millis();
-                #[allow(clippy::type_complexity)]
-                let row: Option<(String, String, String, String, String, i64, i64, i64, i64)> =
-                    sqlx::query_as(
-                        "SELECT s.id, s.user_id, u.email, s.account_id, s.csrf_token, \
-                         s.last_seen_at, a.rate_per_second, a.rate_burst, a.max_concurrent \
-                         FROM sessions s JOIN users u ON u.id = s.user_id \
-                         JOIN accounts a ON a.id = s.account_id \
-                         WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL \
-                         AND s.expires_at > $2 AND s.last_seen_at > $3",
-                    )
-                    .bind(token_sha256)
+                .bind(now - idle_timeout.as_millis() as i64)
+                .fetch_optional(reader)
+                .await
+            })?;
+        let Some((
+            id,
+            user_id,
+            email,
+            account_id,
+            csrf_token,
+            last_seen_at,
+            per_second,
+            burst,
+            max_concurrent,
+        )) = row
+        else {
+            return Ok(None);
+        };
+        // As for keys, the idle clock is moved on at most once per
+        // resolution, so a busy session does not write on every call.
+        if now - last_seen_at >= KEY_USE_RESOLUTION.as_millis() as i64 {
+            on_writer!(self, |writer| {
+                sqlx::query("UPDATE sessions SET last_seen_at = $1 WHERE id = $2")
                     .bind(now)
-                    .bind(now - idle_timeout.as_millis() as i64)
-                    .fetch_optional(self.reader())
-                    .await?;
-                let Some((
-                    id,
-                    user_id,
-                    email,
-                    account_id,
-                    csrf_token,
-                    last_seen_at,
-                    per_second,
-                    burst,
-                    max_concurrent,
-                )) = row
-                else {
-                    return Ok(None);
-                };
-                // As for keys, the idle clock is moved on at most once per
-                // resolution, so a busy session does not write on every call.
-                if now - last_seen_at >= KEY_USE_RESOLUTION.as_millis() as i64 {
-                    sqlx::query("UPDATE sessions SET last_seen_at = $1 WHERE id = $2")
-                        .bind(now)
-                        .bind(&id)
-                        .execute(self.writer())
-                        .await?;
-                }
-                Ok(Some(Session {
-                    id,
-                    user_id,
-                    email,
-                    account_id,
-                    csrf_token,
-                    limits: caller_limits(per_second, burst, max_concurrent),
-                }))
-            }
+                    .bind(&id)
+                    .execute(writer)
+                    .await
+                    .map(|done| done.rows_affected())
+            })?;
+        }
+        Ok(Some(Session {
+            id,
+            user_id,
+            email,
+            account_id,
+            csrf_token,
+            limits: caller_limits(per_second, burst, max_concurrent),
+        }))
+    }
 
-            async fn revoke_session(&self, session_id: &str) -> Result<bool, StoreError> {
-                let result = sqlx::query(
-                    "UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
-                )
+    /// Revokes a session; false when it was already revoked or unknown.
+    pub async fn revoke_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        let changed = on_writer!(self, |writer| {
+            sqlx::query("UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                 .bind(now_millis())
                 .bind(session_id)
-                .execute(self.writer())
-                .await?;
-                Ok(result.rows_affected() == 1)
-            }
+                .execute(writer)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        Ok(changed == 1)
+    }
 
-            async fn revoke_user_sessions(&self, user_id: &str) -> Result<u64, StoreError> {
-                let result = sqlx::query(
-                    "UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
-                )
-                .bind(now_millis())
+    /// Revokes every live session of a user (wherever its cookies are);
+    /// how many were live.
+    pub async fn revoke_user_sessions(&self, user_id: &str) -> Result<u64, StoreError> {
+        let changed = on_writer!(self, |writer| {
+            sqlx::query(
+                "UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
+            )
+            .bind(now_millis())
+            .bind(user_id)
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(changed)
+    }
+
+    /// Removes a user and its sessions in one transaction, so none of its
+    /// cookies works afterwards; false when there is no such user.
+    pub async fn remove_user(&self, user_id: &str) -> Result<bool, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        // Sessions refer to their user, so they go first.
+        on_transaction!(&mut transaction, |connection| {
+            sqlx::query("DELETE FROM sessions WHERE user_id = $1")
                 .bind(user_id)
-                .execute(self.writer())
-                .await?;
-                Ok(result.rows_affected())
-            }
-
-            async fn remove_user(&self, user_id: &str) -> Result<bool, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                // Sessions refer to their user, so they go first.
-                sqlx::query("DELETE FROM sessions WHERE user_id = $1")
-                    .bind(user_id)
-                    .execute(&mut *transaction)
-                    .await?;
-                let removed = sqlx::query("DELETE FROM users WHERE id = $1")
-                    .bind(user_id)
-                    .execute(&mut *transaction)
-                    .await?;
-                transaction.commit().await?;
-                Ok(removed.rows_affected() == 1)
-            }
-        }
-    };
+                .execute(connection)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        let removed = on_transaction!(&mut transaction, |connection| {
+            sqlx::query("DELETE FROM users WHERE id = $1")
+                .bind(user_id)
+                .execute(connection)
+                .await
+                .map(|done| done.rows_affected())
+        })?;
+        transaction.commit().await?;
+        Ok(removed == 1)
+    }
 }
-
-impl_for_both_stores!(impl_user_store);

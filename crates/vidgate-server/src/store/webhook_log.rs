@@ -1,10 +1,8 @@
 //! The webhook delivery log: an account's deliveries with their attempts,
 //! and a delivery sent again on request.
 
-use async_trait::async_trait;
-
 use super::webhooks::{AttemptRecord, DeliveryRow, DeliveryStatus, delivery_columns};
-use super::{StoreError, now_millis};
+use super::{Store, StoreError, now_millis};
 
 /// One delivery of one generation, with its attempts, for the delivery log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,31 +51,6 @@ pub struct AccountDelivery {
     pub delivery: WebhookDelivery,
 }
 
-#[async_trait]
-pub trait WebhookLogStore: Send + Sync {
-    /// The deliveries of one generation of the account, oldest first, each
-    /// with its attempts.
-    async fn webhook_deliveries(
-        &self,
-        account_id: &str,
-        generation_id: &str,
-    ) -> Result<Vec<WebhookDelivery>, StoreError>;
-    /// Makes a delivery pending and due now, whatever its status.
-    async fn retry_webhook_delivery(
-        &self,
-        account_id: &str,
-        generation_id: &str,
-        delivery_id: &str,
-    ) -> Result<DeliveryRetryOutcome, StoreError>;
-    /// The account's latest webhook deliveries, newest first, each with its
-    /// attempts.
-    async fn recent_webhook_deliveries(
-        &self,
-        account_id: &str,
-        limit: u32,
-    ) -> Result<Vec<AccountDelivery>, StoreError>;
-}
-
 #[derive(sqlx::FromRow)]
 pub(super) struct AttemptRow {
     pub(super) delivery_id: String,
@@ -106,157 +79,164 @@ impl From<AttemptRow> for WebhookAttempt {
     }
 }
 
-/// Implements `WebhookLogStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_webhook_log_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        #[async_trait]
-        impl WebhookLogStore for $store {
-            async fn webhook_deliveries(
-                &self,
-                account_id: &str,
-                generation_id: &str,
-            ) -> Result<Vec<WebhookDelivery>, StoreError> {
-                let now = now_millis();
-                let rows: Vec<DeliveryRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    delivery_columns!(),
-                    " FROM webhook_deliveries WHERE generation_id = $1 AND account_id = $2 \
-                      ORDER BY created_at, id"
-                ))
-                .bind(generation_id)
-                .bind(account_id)
-                .fetch_all(self.reader())
-                .await?;
-                let attempts: Vec<AttemptRow> = sqlx::query_as(
-                    "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
-                     a.status_code, a.error, a.response_body, a.next_attempt_at \
-                     FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
-                     WHERE d.generation_id = $1 AND d.account_id = $2 ORDER BY a.id",
-                )
-                .bind(generation_id)
-                .bind(account_id)
-                .fetch_all(self.reader())
-                .await?;
-                let mut deliveries = rows
-                    .into_iter()
-                    .map(|row| row.into_delivery(now))
-                    .collect::<Result<Vec<_>, _>>()?;
-                for attempt in attempts {
-                    if let Some(delivery) = deliveries
-                        .iter_mut()
-                        .find(|delivery| delivery.id == attempt.delivery_id)
-                    {
-                        delivery.attempt_log.push(WebhookAttempt::from(attempt));
-                    }
-                }
-                Ok(deliveries)
-            }
-
-            async fn retry_webhook_delivery(
-                &self,
-                account_id: &str,
-                generation_id: &str,
-                delivery_id: &str,
-            ) -> Result<DeliveryRetryOutcome, StoreError> {
-                let now = now_millis();
-                let mut transaction = self.begin_write().await?;
-                // A delivery a live sender holds is left alone: the attempt
-                // under way is the re-send asked for. A lease that ran out
-                // (its sender died) is cleared.
-                let scheduled = sqlx::query(
-                    "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $1, \
-                     completed_at = NULL, lease_owner = NULL, \
-                     manual_retries = manual_retries + 1 \
-                     WHERE id = $2 AND generation_id = $3 AND account_id = $4 \
-                     AND manual_retries < $5 \
-                     AND NOT (status = 'pending' AND lease_owner IS NOT NULL \
-                              AND next_attempt_at > $1)",
-                )
-                .bind(now)
-                .bind(delivery_id)
-                .bind(generation_id)
-                .bind(account_id)
-                .bind(MAX_MANUAL_RETRIES)
-                .execute(&mut *transaction)
-                .await?;
-                if scheduled.rows_affected() == 1 {
-                    transaction.commit().await?;
-                    return Ok(DeliveryRetryOutcome::Scheduled);
-                }
-                let exists: Option<i64> = sqlx::query_scalar(
-                    "SELECT manual_retries FROM webhook_deliveries \
-                     WHERE id = $1 AND generation_id = $2 AND account_id = $3",
-                )
-                .bind(delivery_id)
-                .bind(generation_id)
-                .bind(account_id)
-                .fetch_optional(&mut *transaction)
-                .await?;
-                Ok(match exists {
-                    Some(retries) if retries >= MAX_MANUAL_RETRIES => {
-                        DeliveryRetryOutcome::RetriesExhausted
-                    }
-                    Some(_) => DeliveryRetryOutcome::InFlight,
-                    None => DeliveryRetryOutcome::NotFound,
-                })
-            }
-
-            async fn recent_webhook_deliveries(
-                &self,
-                account_id: &str,
-                limit: u32,
-            ) -> Result<Vec<AccountDelivery>, StoreError> {
-                let now = now_millis();
-                let rows: Vec<DeliveryRow> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    delivery_columns!(),
-                    " FROM webhook_deliveries WHERE account_id = $1 \
-                      ORDER BY created_at DESC, id DESC LIMIT $2"
-                ))
-                .bind(account_id)
-                .bind(limit as i64)
-                .fetch_all(self.reader())
-                .await?;
-                let attempts: Vec<AttemptRow> = sqlx::query_as(
-                    "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
-                     a.status_code, a.error, a.response_body, a.next_attempt_at \
-                     FROM webhook_attempts a WHERE a.delivery_id IN \
-                       (SELECT id FROM webhook_deliveries WHERE account_id = $1 \
-                        ORDER BY created_at DESC, id DESC LIMIT $2) \
-                     ORDER BY a.id",
-                )
-                .bind(account_id)
-                .bind(limit as i64)
-                .fetch_all(self.reader())
-                .await?;
-                let mut deliveries = rows
-                    .into_iter()
-                    .map(|row| {
-                        let generation_id = row.generation_id.clone();
-                        row.into_delivery(now).map(|delivery| AccountDelivery {
-                            generation_id,
-                            delivery,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                for attempt in attempts {
-                    if let Some(found) = deliveries
-                        .iter_mut()
-                        .find(|found| found.delivery.id == attempt.delivery_id)
-                    {
-                        found.delivery.attempt_log.push(WebhookAttempt::from(attempt));
-                    }
-                }
-                Ok(deliveries)
+impl Store {
+    /// The deliveries of one generation of the account, oldest first, each
+    /// with its attempts.
+    pub async fn webhook_deliveries(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<Vec<WebhookDelivery>, StoreError> {
+        let now = now_millis();
+        let rows: Vec<DeliveryRow> = on_reader!(self, |reader| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                delivery_columns!(),
+                " FROM webhook_deliveries WHERE generation_id = $1 AND account_id = $2 \
+                  ORDER BY created_at, id"
+            ))
+            .bind(generation_id)
+            .bind(account_id)
+            .fetch_all(reader)
+            .await
+        })?;
+        let attempts: Vec<AttemptRow> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
+                 a.status_code, a.error, a.response_body, a.next_attempt_at \
+                 FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
+                 WHERE d.generation_id = $1 AND d.account_id = $2 ORDER BY a.id",
+            )
+            .bind(generation_id)
+            .bind(account_id)
+            .fetch_all(reader)
+            .await
+        })?;
+        let mut deliveries = rows
+            .into_iter()
+            .map(|row| row.into_delivery(now))
+            .collect::<Result<Vec<_>, _>>()?;
+        for attempt in attempts {
+            if let Some(delivery) = deliveries
+                .iter_mut()
+                .find(|delivery| delivery.id == attempt.delivery_id)
+            {
+                delivery.attempt_log.push(WebhookAttempt::from(attempt));
             }
         }
-    };
-}
+        Ok(deliveries)
+    }
 
-impl_for_both_stores!(impl_webhook_log_store);
+    /// Makes a delivery pending and due now, whatever its status.
+    pub async fn retry_webhook_delivery(
+        &self,
+        account_id: &str,
+        generation_id: &str,
+        delivery_id: &str,
+    ) -> Result<DeliveryRetryOutcome, StoreError> {
+        let now = now_millis();
+        let mut transaction = self.begin_write().await?;
+        // A delivery a live sender holds is left alone: the attempt
+        // under way is the re-send asked for. A lease that ran out
+        // (its sender died) is cleared.
+        let scheduled = on_transaction!(&mut transaction, |connection| {
+            sqlx::query(
+                "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $1, \
+                 completed_at = NULL, lease_owner = NULL, \
+                 manual_retries = manual_retries + 1 \
+                 WHERE id = $2 AND generation_id = $3 AND account_id = $4 \
+                 AND manual_retries < $5 \
+                 AND NOT (status = 'pending' AND lease_owner IS NOT NULL \
+                          AND next_attempt_at > $1)",
+            )
+            .bind(now)
+            .bind(delivery_id)
+            .bind(generation_id)
+            .bind(account_id)
+            .bind(MAX_MANUAL_RETRIES)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        if scheduled == 1 {
+            transaction.commit().await?;
+            return Ok(DeliveryRetryOutcome::Scheduled);
+        }
+        let exists: Option<i64> = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_scalar(
+                "SELECT manual_retries FROM webhook_deliveries \
+                 WHERE id = $1 AND generation_id = $2 AND account_id = $3",
+            )
+            .bind(delivery_id)
+            .bind(generation_id)
+            .bind(account_id)
+            .fetch_optional(connection)
+            .await
+        })?;
+        Ok(match exists {
+            Some(retries) if retries >= MAX_MANUAL_RETRIES => {
+                DeliveryRetryOutcome::RetriesExhausted
+            }
+            Some(_) => DeliveryRetryOutcome::InFlight,
+            None => DeliveryRetryOutcome::NotFound,
+        })
+    }
+
+    /// The account's latest webhook deliveries, newest first, each with its
+    /// attempts.
+    pub async fn recent_webhook_deliveries(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<AccountDelivery>, StoreError> {
+        let now = now_millis();
+        let rows: Vec<DeliveryRow> = on_reader!(self, |reader| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                delivery_columns!(),
+                " FROM webhook_deliveries WHERE account_id = $1 \
+                  ORDER BY created_at DESC, id DESC LIMIT $2"
+            ))
+            .bind(account_id)
+            .bind(limit as i64)
+            .fetch_all(reader)
+            .await
+        })?;
+        let attempts: Vec<AttemptRow> = on_reader!(self, |reader| {
+            sqlx::query_as(
+                "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
+                 a.status_code, a.error, a.response_body, a.next_attempt_at \
+                 FROM webhook_attempts a WHERE a.delivery_id IN \
+                   (SELECT id FROM webhook_deliveries WHERE account_id = $1 \
+                    ORDER BY created_at DESC, id DESC LIMIT $2) \
+                 ORDER BY a.id",
+            )
+            .bind(account_id)
+            .bind(limit as i64)
+            .fetch_all(reader)
+            .await
+        })?;
+        let mut deliveries = rows
+            .into_iter()
+            .map(|row| {
+                let generation_id = row.generation_id.clone();
+                row.into_delivery(now).map(|delivery| AccountDelivery {
+                    generation_id,
+                    delivery,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for attempt in attempts {
+            if let Some(found) = deliveries
+                .iter_mut()
+                .find(|found| found.delivery.id == attempt.delivery_id)
+            {
+                found
+                    .delivery
+                    .attempt_log
+                    .push(WebhookAttempt::from(attempt));
+            }
+        }
+        Ok(deliveries)
+    }
+}

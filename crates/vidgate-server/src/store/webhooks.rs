@@ -6,12 +6,13 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use async_trait::async_trait;
+use sqlx::AssertSqlSafe;
 
 use super::accounts::{Account, AccountRow, account_columns};
+use super::database::{RowLocking, WriteTransaction};
 use super::generations::{Generation, GenerationRow, generation_columns};
 use super::webhook_log::WebhookDelivery;
-use super::{StoreError, now_millis};
+use super::{Store, StoreError, now_millis};
 
 /// Where a webhook delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,45 +97,6 @@ pub enum AttemptOutcome {
     Failed,
 }
 
-#[async_trait]
-pub trait WebhookStore: Send + Sync {
-    // A delivery row is written by every operation that puts a generation with
-    // a webhook URL in a final state, in its transaction (`enqueue_webhook_in`).
-    /// Claims the delivery that has been due longest for `sender`, holding it
-    /// until `lease` has passed (then it falls due again if the sender has not
-    /// recorded an attempt, as when its process died). Deliveries of an
-    /// account that already has `fairness.max_in_flight_per_account` live
-    /// leases held by senders of `fairness.sender_group` are passed over, so
-    /// one account's slow receiver cannot take every sender of a node.
-    async fn claim_webhook_delivery(
-        &self,
-        sender: &str,
-        lease: Duration,
-        fairness: &SenderFairness,
-    ) -> Result<Option<ClaimedDelivery>, StoreError>;
-    /// Logs an attempt and moves the delivery on, in one transaction; false
-    /// when `sender` no longer holds it, in which case nothing changed.
-    async fn record_webhook_attempt(
-        &self,
-        delivery_id: &str,
-        sender: &str,
-        attempt: &AttemptRecord,
-        outcome: AttemptOutcome,
-    ) -> Result<bool, StoreError>;
-    /// Replaces the account's webhook secret; the replaced one keeps signing
-    /// deliveries (beside the new one) for `previous_valid_for`. `None` when
-    /// the account does not exist.
-    async fn rotate_webhook_secret(
-        &self,
-        account_id: &str,
-        new_secret: &str,
-        previous_valid_for: Duration,
-    ) -> Result<Option<Account>, StoreError>;
-    /// Deliveries still waiting for an attempt (due, scheduled or leased),
-    /// for the metrics.
-    async fn pending_webhook_deliveries(&self) -> Result<i64, StoreError>;
-}
-
 /// The columns of a webhook delivery, in the order `DeliveryRow` expects.
 macro_rules! delivery_columns {
     () => {
@@ -199,194 +161,212 @@ impl DeliveryRow {
     }
 }
 
-/// Implements `WebhookStore` for one store type; expanded for both by
-/// `impl_for_both_stores!` (see `mod.rs` for what the parameters mean).
-macro_rules! impl_webhook_store {
-    (
-        store: $store:ty,
-        database: $database:ty,
-        lock_account: $lock_account:literal,
-        skip_locked: $skip_locked:literal $(,)?
-    ) => {
-        impl $store {
-            /// Writes the webhook delivery of a generation that was just put
-            /// in a final state, inside the transaction that did it, when the
-            /// generation has a webhook URL. The event type follows from the
-            /// final status (`generation.succeeded`, `.failed`, `.canceled`).
-            pub(super) async fn enqueue_webhook_in(
-                transaction: &mut sqlx::Transaction<'static, $database>,
-                generation_id: &str,
-            ) -> Result<(), StoreError> {
-                sqlx::query(
-                    "INSERT INTO webhook_deliveries (id, generation_id, account_id, event_type, \
-                     url, status, next_attempt_at, created_at) \
-                     SELECT $1, id, account_id, 'generation.' || status, webhook_url, 'pending', \
-                     $2, $2 FROM generations WHERE id = $3 AND webhook_url IS NOT NULL",
-                )
-                .bind(crate::ids::new_webhook_message_id())
-                .bind(now_millis())
-                .bind(generation_id)
-                .execute(&mut **transaction)
-                .await?;
-                Ok(())
-            }
-        }
+impl Store {
+    /// Writes the webhook delivery of a generation that was just put
+    /// in a final state, inside the transaction that did it, when the
+    /// generation has a webhook URL. The event type follows from the
+    /// final status (`generation.succeeded`, `.failed`, `.canceled`).
+    pub(super) async fn enqueue_webhook_in(
+        transaction: &mut WriteTransaction,
+        generation_id: &str,
+    ) -> Result<(), StoreError> {
+        on_transaction!(transaction, |connection| {
+            sqlx::query(
+                "INSERT INTO webhook_deliveries (id, generation_id, account_id, event_type, \
+                 url, status, next_attempt_at, created_at) \
+                 SELECT $1, id, account_id, 'generation.' || status, webhook_url, 'pending', \
+                 $2, $2 FROM generations WHERE id = $3 AND webhook_url IS NOT NULL",
+            )
+            .bind(crate::ids::new_webhook_message_id())
+            .bind(now_millis())
+            .bind(generation_id)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(())
+    }
+}
 
-        #[async_trait]
-        impl WebhookStore for $store {
-            async fn claim_webhook_delivery(
-                &self,
-                sender: &str,
-                lease: Duration,
-                fairness: &SenderFairness,
-            ) -> Result<Option<ClaimedDelivery>, StoreError> {
-                let now = now_millis();
-                // One statement, as for jobs: the delivery due longest is
-                // locked (rows other senders hold are skipped) and taken by
-                // moving its due time to the end of the lease, so no other
-                // sender sees it as due until the lease has passed. Accounts
-                // whose deliveries already hold their share of this node's
-                // senders (live leases: `next_attempt_at` is the lease's end
-                // while a sender holds a row) are left out, so the next
-                // account's delivery is taken instead. The inner list is
-                // read from the small index of leased rows.
-                let claimed: Option<DeliveryRow> = sqlx::query_as(concat!(
-                    "UPDATE webhook_deliveries SET lease_owner = $1, next_attempt_at = $2 \
-                     WHERE status = 'pending' AND next_attempt_at <= $3 AND id = \
-                       (SELECT id FROM webhook_deliveries \
-                        WHERE status = 'pending' AND next_attempt_at <= $3 \
-                        AND account_id NOT IN \
-                          (SELECT account_id FROM webhook_deliveries \
-                           WHERE status = 'pending' AND lease_owner IS NOT NULL \
-                           AND next_attempt_at > $3 AND substr(lease_owner, 1, $4) = $5 \
-                           GROUP BY account_id HAVING COUNT(*) >= $6) \
-                        ORDER BY next_attempt_at, id LIMIT 1 ",
-                    $skip_locked,
-                    ") RETURNING ",
-                    delivery_columns!()
-                ))
+impl Store {
+    /// Claims the delivery that has been due longest for `sender`, holding it
+    /// until `lease` has passed (then it falls due again if the sender has not
+    /// recorded an attempt, as when its process died). Deliveries of an
+    /// account that already has `fairness.max_in_flight_per_account` live
+    /// leases held by senders of `fairness.sender_group` are passed over, so
+    /// one account's slow receiver cannot take every sender of a node.
+    pub async fn claim_webhook_delivery(
+        &self,
+        sender: &str,
+        lease: Duration,
+        fairness: &SenderFairness,
+    ) -> Result<Option<ClaimedDelivery>, StoreError> {
+        let now = now_millis();
+        // One statement, as for jobs: the delivery due longest is
+        // locked (rows other senders hold are skipped) and taken by
+        // moving its due time to the end of the lease, so no other
+        // sender sees it as due until the lease has passed. Accounts
+        // whose deliveries already hold their share of this node's
+        // senders (live leases: `next_attempt_at` is the lease's end
+        // while a sender holds a row) are left out, so the next
+        // account's delivery is taken instead. The inner list is
+        // read from the small index of leased rows.
+        let statement = format!(
+            concat!(
+                "UPDATE webhook_deliveries SET lease_owner = $1, next_attempt_at = $2 \
+                 WHERE status = 'pending' AND next_attempt_at <= $3 AND id = \
+                   (SELECT id FROM webhook_deliveries \
+                    WHERE status = 'pending' AND next_attempt_at <= $3 \
+                    AND account_id NOT IN \
+                      (SELECT account_id FROM webhook_deliveries \
+                       WHERE status = 'pending' AND lease_owner IS NOT NULL \
+                       AND next_attempt_at > $3 AND substr(lease_owner, 1, $4) = $5 \
+                       GROUP BY account_id HAVING COUNT(*) >= $6) \
+                    ORDER BY next_attempt_at, id LIMIT 1 ",
+                "{locking}",
+                ") RETURNING ",
+                delivery_columns!()
+            ),
+            locking = self.row_locking(RowLocking::SkipLocked),
+        );
+        let claimed: Option<DeliveryRow> = on_writer!(self, |writer| {
+            sqlx::query_as(AssertSqlSafe(statement))
                 .bind(sender)
                 .bind(now + lease.as_millis() as i64)
                 .bind(now)
                 .bind(fairness.sender_group.chars().count() as i32)
                 .bind(&fairness.sender_group)
                 .bind(i64::from(fairness.max_in_flight_per_account))
-                .fetch_optional(self.writer())
-                .await?;
-                let Some(claimed) = claimed else {
-                    return Ok(None);
-                };
-                // A final generation no longer changes, so reading it after
-                // the claim reads what the event is about.
-                let generation: GenerationRow = sqlx::query_as(concat!(
-                    "SELECT ",
-                    generation_columns!(),
-                    " FROM generations WHERE id = $1"
-                ))
-                .bind(&claimed.generation_id)
-                .fetch_one(self.reader())
-                .await?;
-                let account: AccountRow = sqlx::query_as(concat!(
-                    "SELECT ",
-                    account_columns!(),
-                    " FROM accounts WHERE id = $1"
-                ))
-                .bind(&claimed.account_id)
-                .fetch_one(self.reader())
-                .await?;
-                let signing_secrets = Account::from(account).signing_secrets(now);
-                Ok(Some(claimed.into_claimed(
-                    Generation::try_from(generation)?,
-                    signing_secrets,
-                )))
-            }
+                .fetch_optional(writer)
+                .await
+        })?;
+        let Some(claimed) = claimed else {
+            return Ok(None);
+        };
+        // A final generation no longer changes, so reading it after
+        // the claim reads what the event is about.
+        let generation: GenerationRow = on_reader!(self, |reader| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                generation_columns!(),
+                " FROM generations WHERE id = $1"
+            ))
+            .bind(&claimed.generation_id)
+            .fetch_one(reader)
+            .await
+        })?;
+        let account: AccountRow = on_reader!(self, |reader| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                account_columns!(),
+                " FROM accounts WHERE id = $1"
+            ))
+            .bind(&claimed.account_id)
+            .fetch_one(reader)
+            .await
+        })?;
+        let signing_secrets = Account::from(account).signing_secrets(now);
+        Ok(Some(claimed.into_claimed(
+            Generation::try_from(generation)?,
+            signing_secrets,
+        )))
+    }
 
-            async fn record_webhook_attempt(
-                &self,
-                delivery_id: &str,
-                sender: &str,
-                attempt: &AttemptRecord,
-                outcome: AttemptOutcome,
-            ) -> Result<bool, StoreError> {
-                let (status, next_attempt_at, completed_at) = match outcome {
-                    AttemptOutcome::Delivered => {
-                        (DeliveryStatus::Delivered, None, Some(now_millis()))
-                    }
-                    AttemptOutcome::RetryAt(due) => (DeliveryStatus::Pending, Some(due), None),
-                    AttemptOutcome::Failed => (DeliveryStatus::Failed, None, Some(now_millis())),
-                };
-                let mut transaction = self.begin_write().await?;
-                // Guarded by the lease: a sender that took longer than its
-                // lease, while another sender took the delivery over, records
-                // nothing.
-                let attempt_number: Option<i64> = sqlx::query_scalar(
-                    "UPDATE webhook_deliveries SET attempts = attempts + 1, status = $1, \
-                     next_attempt_at = $2, completed_at = $3, lease_owner = NULL \
-                     WHERE id = $4 AND status = 'pending' AND lease_owner = $5 \
-                     RETURNING attempts",
-                )
-                .bind(status.as_str())
-                .bind(next_attempt_at)
-                .bind(completed_at)
-                .bind(delivery_id)
-                .bind(sender)
-                .fetch_optional(&mut *transaction)
-                .await?;
-                let Some(attempt_number) = attempt_number else {
-                    return Ok(false);
-                };
-                sqlx::query(
-                    "INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, \
-                     status_code, error, response_body, next_attempt_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                )
-                .bind(delivery_id)
-                .bind(attempt_number)
-                .bind(attempt.started_at)
-                .bind(attempt.duration_ms)
-                .bind(attempt.status_code.map(i64::from))
-                .bind(&attempt.error)
-                .bind(&attempt.response_body)
-                .bind(next_attempt_at)
-                .execute(&mut *transaction)
-                .await?;
-                transaction.commit().await?;
-                Ok(true)
-            }
+    /// Logs an attempt and moves the delivery on, in one transaction; false
+    /// when `sender` no longer holds it, in which case nothing changed.
+    pub async fn record_webhook_attempt(
+        &self,
+        delivery_id: &str,
+        sender: &str,
+        attempt: &AttemptRecord,
+        outcome: AttemptOutcome,
+    ) -> Result<bool, StoreError> {
+        let (status, next_attempt_at, completed_at) = match outcome {
+            AttemptOutcome::Delivered => (DeliveryStatus::Delivered, None, Some(now_millis())),
+            AttemptOutcome::RetryAt(due) => (DeliveryStatus::Pending, Some(due), None),
+            AttemptOutcome::Failed => (DeliveryStatus::Failed, None, Some(now_millis())),
+        };
+        let mut transaction = self.begin_write().await?;
+        // Guarded by the lease: a sender that took longer than its
+        // lease, while another sender took the delivery over, records
+        // nothing.
+        let attempt_number: Option<i64> = on_transaction!(&mut transaction, |connection| {
+            sqlx::query_scalar(
+                "UPDATE webhook_deliveries SET attempts = attempts + 1, status = $1, \
+                 next_attempt_at = $2, completed_at = $3, lease_owner = NULL \
+                 WHERE id = $4 AND status = 'pending' AND lease_owner = $5 \
+                 RETURNING attempts",
+            )
+            .bind(status.as_str())
+            .bind(next_attempt_at)
+            .bind(completed_at)
+            .bind(delivery_id)
+            .bind(sender)
+            .fetch_optional(connection)
+            .await
+        })?;
+        let Some(attempt_number) = attempt_number else {
+            return Ok(false);
+        };
+        on_transaction!(&mut transaction, |connection| {
+            sqlx::query(
+                "INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, \
+                 status_code, error, response_body, next_attempt_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(delivery_id)
+            .bind(attempt_number)
+            .bind(attempt.started_at)
+            .bind(attempt.duration_ms)
+            .bind(attempt.status_code.map(i64::from))
+            .bind(&attempt.error)
+            .bind(&attempt.response_body)
+            .bind(next_attempt_at)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        transaction.commit().await?;
+        Ok(true)
+    }
 
-            async fn rotate_webhook_secret(
-                &self,
-                account_id: &str,
-                new_secret: &str,
-                previous_valid_for: Duration,
-            ) -> Result<Option<Account>, StoreError> {
-                let mut transaction = self.begin_write().await?;
-                // The right-hand sides read the row as it was, so the
-                // current secret becomes the previous one.
-                sqlx::query(
-                    "UPDATE accounts SET previous_webhook_secret = webhook_secret, \
-                     previous_webhook_secret_expires_at = $1, webhook_secret = $2 \
-                     WHERE id = $3",
-                )
-                .bind(now_millis() + previous_valid_for.as_millis() as i64)
-                .bind(new_secret)
-                .bind(account_id)
-                .execute(&mut *transaction)
-                .await?;
-                let account = Self::account_in(&mut transaction, account_id).await?;
-                transaction.commit().await?;
-                Ok(account)
-            }
+    /// Replaces the account's webhook secret; the replaced one keeps signing
+    /// deliveries (beside the new one) for `previous_valid_for`. `None` when
+    /// the account does not exist.
+    pub async fn rotate_webhook_secret(
+        &self,
+        account_id: &str,
+        new_secret: &str,
+        previous_valid_for: Duration,
+    ) -> Result<Option<Account>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        // The right-hand sides read the row as it was, so the
+        // current secret becomes the previous one.
+        on_transaction!(&mut transaction, |connection| {
+            sqlx::query(
+                "UPDATE accounts SET previous_webhook_secret = webhook_secret, \
+                 previous_webhook_secret_expires_at = $1, webhook_secret = $2 \
+                 WHERE id = $3",
+            )
+            .bind(now_millis() + previous_valid_for.as_millis() as i64)
+            .bind(new_secret)
+            .bind(account_id)
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        let account = Self::account_in(&mut transaction, account_id).await?;
+        transaction.commit().await?;
+        Ok(account)
+    }
 
-            async fn pending_webhook_deliveries(&self) -> Result<i64, StoreError> {
-                Ok(sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'",
-                )
-                .fetch_one(self.reader())
-                .await?)
-            }
-        }
-    };
+    /// Deliveries still waiting for an attempt (due, scheduled or leased),
+    /// for the metrics.
+    pub async fn pending_webhook_deliveries(&self) -> Result<i64, StoreError> {
+        Ok(on_reader!(self, |reader| {
+            sqlx::query_scalar("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'")
+                .fetch_one(reader)
+                .await
+        })?)
+    }
 }
-
-impl_for_both_stores!(impl_webhook_store);

@@ -33,7 +33,7 @@ const PILOT_ACCOUNT: &str = "acct_pilot";
 
 type Answer = Result<SubmitOutcome, SubmitRefusal>;
 
-async fn create_account(store: &dyn Store, id: &str, credit: Micros, max_concurrent: u32) {
+async fn create_account(store: &Store, id: &str, credit: Micros, max_concurrent: u32) {
     store
         .create_account(NewAccount {
             id: id.into(),
@@ -188,7 +188,7 @@ fn assert_created_together(answers: &[Answer]) {
 
 /// The ledger invariant of an account, and its totals: the holds it holds
 /// are `held_generations` generations' prices, taken from `credit`.
-async fn check_ledger(store: &dyn Store, account_id: &str, credit: Micros, held_generations: i64) {
+async fn check_ledger(store: &Store, account_id: &str, credit: Micros, held_generations: i64) {
     let account = store.account(account_id).await.unwrap().unwrap();
     let held = Micros(held_generations * PRICE.0);
     assert_eq!(account.held, held, "{account_id} holds");
@@ -450,7 +450,7 @@ async fn two_nodes_batches_lock_accounts_in_one_order() {
     let TestDatabase::Postgres(database) = &test_store.database else {
         unreachable!("a PostgreSQL test store");
     };
-    let nodes: [Arc<dyn Store>; 2] = [
+    let nodes: [Arc<Store>; 2] = [
         test_store.store.clone(),
         store::open(&database.url).await.unwrap(),
     ];

@@ -41,7 +41,7 @@ fn operation() -> impl Strategy<Value = Operation> {
     ]
 }
 
-async fn check_invariant(store: &dyn Store, account_id: &str) {
+async fn check_invariant(store: &Store, account_id: &str) {
     let account = store.account(account_id).await.unwrap().unwrap();
     assert!(
         !account.balance.is_negative()
@@ -288,11 +288,11 @@ async fn two_workers_never_claim_the_same_job(store_kind: StoreKind) {
 }
 
 /// The account every test below uses, "acct".
-async fn create_account(store: &dyn Store, credit: Micros) {
+async fn create_account(store: &Store, credit: Micros) {
     create_named_account(store, "acct", credit).await;
 }
 
-async fn create_named_account(store: &dyn Store, account_id: &str, credit: Micros) {
+async fn create_named_account(store: &Store, account_id: &str, credit: Micros) {
     store
         .create_account(NewAccount {
             id: account_id.into(),
@@ -324,11 +324,7 @@ fn new_generation(id: String, price: Micros) -> NewGeneration {
 }
 
 /// Submits `count` generations at once and returns how many were created.
-async fn submit_concurrently(
-    store: &std::sync::Arc<dyn Store>,
-    prefix: &str,
-    count: usize,
-) -> usize {
+async fn submit_concurrently(store: &std::sync::Arc<Store>, prefix: &str, count: usize) -> usize {
     let mut submits = tokio::task::JoinSet::new();
     for index in 0..count {
         let store = store.clone();
@@ -358,7 +354,7 @@ async fn submit_concurrently(
 }
 
 /// A generation of `model` for `account_id`, submitted.
-async fn submit_of(store: &dyn Store, account_id: &str, id: &str, model: &str) {
+async fn submit_of(store: &Store, account_id: &str, id: &str, model: &str) {
     let submitted = store
         .submit_generation(NewGeneration {
             account_id: account_id.into(),
@@ -372,7 +368,7 @@ async fn submit_of(store: &dyn Store, account_id: &str, id: &str, model: &str) {
 }
 
 /// The id of the job the next claim of any model takes.
-async fn next_claimed(store: &dyn Store) -> Option<String> {
+async fn next_claimed(store: &Store) -> Option<String> {
     store
         .claim_next("worker", Duration::from_secs(60))
         .await
@@ -471,7 +467,7 @@ async fn a_claim_takes_only_the_models_it_is_given(store_kind: StoreKind) {
 }
 
 /// The id of the job a claim of `models` takes.
-async fn claimed_among(store: &dyn Store, models: ClaimableModels<'_>) -> Option<String> {
+async fn claimed_among(store: &Store, models: ClaimableModels<'_>) -> Option<String> {
     store
         .claim_next_among("worker", Duration::from_secs(60), models)
         .await

@@ -12,7 +12,7 @@ use vidgate_server::store::{self, NewGeneration, ProviderHealth, ProviderRun, Su
 
 /// Submits, claims and finishes a generation of M1 as a worker would.
 async fn succeed(
-    store: &dyn store::Store,
+    store: &store::Store,
     account_id: &str,
     key_id: &str,
     id: &str,

@@ -100,7 +100,7 @@ impl TestDatabase {
 /// A store on a fresh database, for tests below the HTTP layer; the
 /// database lives as long as the store.
 pub struct TestStore {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<Store>,
     pub database: TestDatabase,
 }
 
