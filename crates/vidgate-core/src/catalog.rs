@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 
 use crate::pricing::{MediaFacts, Price, PricingRule};
 use crate::validation::{self, InvalidRequest, Purpose, ValidatedInput};
@@ -22,7 +23,9 @@ const EMBEDDED_CATALOG: &str = include_str!("../catalog.json");
 /// without an `aspect_ratio` parameter produce (and are priced as) 16:9.
 pub const BASE_ASPECT_RATIO: &str = "16:9";
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     TextToVideo,
@@ -387,21 +390,21 @@ impl Model {
     }
 
     /// The model record of `GET /models`.
-    pub fn public_json(&self, base_url: &str) -> Value {
+    pub fn public_record(&self, base_url: &str) -> ModelRecord<'_> {
         let base_url = base_url.trim_end_matches('/');
-        let endpoints: Vec<Value> = self
+        let endpoints = self
             .modes
             .iter()
             .map(|&mode| {
                 let endpoint = Endpoint { model: self, mode };
                 let id = endpoint.id();
-                json!({
-                    "id": id,
-                    "mode": mode,
-                    "url": format!("{base_url}/run/{id}"),
-                    "quote_url": format!("{base_url}/quote/{id}"),
-                    "input_schema": endpoint.input_schema(),
-                })
+                ModelEndpointRecord {
+                    input_schema: endpoint.input_schema(),
+                    mode,
+                    quote_url: format!("{base_url}/quote/{id}"),
+                    url: format!("{base_url}/run/{id}"),
+                    id,
+                }
             })
             .collect();
         let reference_media: Map<String, Value> = self
@@ -418,18 +421,23 @@ impl Model {
                 Some((parameter.name.clone(), limits))
             })
             .collect();
-        json!({
-            "id": self.id,
-            "object": "model",
-            "label": self.label,
-            "name": self.name,
-            "description": self.description,
-            "description_version": self.description_version,
-            "modes": self.modes,
-            "endpoints": endpoints,
-            "reference_media": reference_media,
-            "pricing": self.pricing.public_json(),
-        })
+        ModelRecord {
+            description: &self.description,
+            description_version: &self.description_version,
+            endpoints,
+            id: &self.id,
+            label: &self.label,
+            modes: &self.modes,
+            name: &self.name,
+            object: ModelKind::Model,
+            pricing: self.pricing.public_json(),
+            reference_media,
+        }
+    }
+
+    /// The model record of `GET /models` as a JSON value.
+    pub fn public_json(&self, base_url: &str) -> Value {
+        serde_json::to_value(self.public_record(base_url)).expect("a model record is plain JSON")
     }
 
     /// Everything `from_json` guarantees about one model. Each rule exists
@@ -680,6 +688,51 @@ fn string_values(parameter: &Parameter) -> Vec<String> {
         .flatten()
         .filter_map(|value| value.as_str().map(str::to_owned))
         .collect()
+}
+
+// `"object": "model"`.
+#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    Model,
+}
+
+// The server's OpenAPI document derives its Model schema from this record.
+// The fields are in alphabetical order, the order of a `serde_json::Value`
+// object, so the record and its value write the same bytes.
+/// A model of the catalog, with its endpoints and pricing.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Model)]
+pub struct ModelRecord<'a> {
+    description: &'a str,
+    description_version: &'a str,
+    // Each endpoint's entry holds its input schema, which the catalog
+    // generates at run time; the document describes the entries as open
+    // objects, and the run and quote operations carry each schema.
+    #[schema(value_type = Vec<Object>)]
+    endpoints: Vec<ModelEndpointRecord>,
+    id: &'a str,
+    label: &'a str,
+    #[schema(inline)]
+    modes: &'a [Mode],
+    name: &'a str,
+    #[schema(inline)]
+    object: ModelKind,
+    #[schema(value_type = Object)]
+    pricing: Value,
+    #[schema(value_type = Object)]
+    reference_media: Map<String, Value>,
+}
+
+/// One endpoint of a model record: where to run and quote it, and what it
+/// accepts.
+#[derive(Serialize)]
+pub struct ModelEndpointRecord {
+    id: String,
+    input_schema: Value,
+    mode: Mode,
+    quote_url: String,
+    url: String,
 }
 
 /// One model in one mode: what `/run/{endpoint}` and `/quote/{endpoint}`

@@ -9,7 +9,7 @@ pub mod pricing;
 pub mod status;
 pub mod validation;
 
-pub use catalog::{Catalog, CatalogError, Endpoint, MediaKind, Mode, Model};
+pub use catalog::{Catalog, CatalogError, Endpoint, MediaKind, Mode, Model, ModelRecord};
 pub use money::Micros;
 pub use pricing::{Breakdown, MediaFacts, Price};
 pub use status::{CancelRefusal, GenerationStatus};

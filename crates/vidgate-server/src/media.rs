@@ -9,16 +9,19 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use url::Url;
+use utoipa::ToSchema;
 use vidgate_core::ValidatedInput;
 use vidgate_media::audio::to_wav;
 use vidgate_media::rules::{DEFAULT_MAX_AUDIO_BYTES, DEFAULT_MAX_IMAGE_BYTES};
 use vidgate_media::{
     FetchError, FetchLimit, FetchSettings, Fetcher, LocalOpen, LocalSource, MediaDetails,
-    MediaInfo, MediaInspector, ProbeCache, ProbeError, normalize_url,
+    MediaFormat, MediaInfo, MediaInspector, ProbeCache, ProbeError, normalize_url,
 };
 
+use crate::representation::one_of_strings;
 use crate::storage::{self, ReadError, Storage, is_stored_name};
 
 /// The fetcher for request media, reading the server's own files from its
@@ -77,30 +80,68 @@ pub fn content_type(info: &MediaInfo) -> &'static str {
     storage::media_type_of_extension(info.format.catalog_name())
 }
 
-/// What the prober found, as the upload record shows it.
-pub fn media_json(info: &MediaInfo) -> Value {
-    let mut media = json!({ "format": info.format.catalog_name() });
-    match &info.details {
-        MediaDetails::Image { width, height } => {
-            media["width"] = json!(width);
-            media["height"] = json!(height);
+// It is stored with the upload as JSON.
+/// What the prober found in an upload. Fields that do not apply to the kind
+/// of media are absent.
+#[derive(Serialize, ToSchema)]
+pub struct UploadMedia {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    duration_s: Option<f64>,
+    #[schema(schema_with = media_format_schema)]
+    format: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    fps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    height: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    width: Option<u32>,
+}
+
+/// The schema of `format`: one of the formats the probe understands.
+fn media_format_schema() -> utoipa::openapi::Object {
+    one_of_strings(MediaFormat::ALL.map(MediaFormat::catalog_name))
+}
+
+impl UploadMedia {
+    pub fn of(info: &MediaInfo) -> UploadMedia {
+        let mut media = UploadMedia {
+            duration_s: None,
+            format: info.format.catalog_name(),
+            fps: None,
+            height: None,
+            width: None,
+        };
+        match &info.details {
+            MediaDetails::Image { width, height } => {
+                media.width = Some(*width);
+                media.height = Some(*height);
+            }
+            MediaDetails::Video {
+                width,
+                height,
+                duration_ms,
+                frame_rate,
+            } => {
+                media.width = Some(*width);
+                media.height = Some(*height);
+                media.duration_s = Some(*duration_ms as f64 / 1000.0);
+                media.fps = Some(frame_rate.per_second());
+            }
+            MediaDetails::Audio { duration_ms } => {
+                media.duration_s = Some(*duration_ms as f64 / 1000.0);
+            }
         }
-        MediaDetails::Video {
-            width,
-            height,
-            duration_ms,
-            frame_rate,
-        } => {
-            media["width"] = json!(width);
-            media["height"] = json!(height);
-            media["duration_s"] = json!(*duration_ms as f64 / 1000.0);
-            media["fps"] = json!(frame_rate.per_second());
-        }
-        MediaDetails::Audio { duration_ms } => {
-            media["duration_s"] = json!(*duration_ms as f64 / 1000.0);
-        }
+        media
     }
-    media
+
+    /// The record as the store keeps it.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("an upload's media record is plain JSON")
+    }
 }
 
 /// Probes a file on local disk on a blocking thread, reading only what the

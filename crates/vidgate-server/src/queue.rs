@@ -24,7 +24,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::RngExt;
-use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -34,6 +33,7 @@ use crate::backend::{Backends, ClipBytes, Job, JobFailure, RenderedClip};
 use crate::bound_media::{JobMedia, MediaBinding, MediaUrlSigner, release_generation_media};
 use crate::health::QueueLiveness;
 use crate::metrics::{JobOutcome, Metrics};
+use crate::representation::GenerationOutput;
 use crate::storage::Storage;
 use crate::store::{ClaimableModels, FailureDetail, Generation, Store, now_millis};
 
@@ -657,17 +657,20 @@ async fn record_success(
             return finish_failed(context, generation_id, worker_id, failure).await;
         }
     };
-    let output = json!({
-        "video_url": format!("{}/files/{}", context.api_base, stored.relative_path),
-        "content_type": "video/mp4",
-        "duration_s": clip.duration_s,
-        "width": clip.width,
-        "height": clip.height,
-        "fps": clip.fps,
-        "has_audio": clip.has_audio,
-        "size_bytes": stored.size_bytes,
-        "seed": seed,
-    });
+    let output = GenerationOutput {
+        content_type: "video/mp4",
+        duration_s: clip.duration_s,
+        expired: None,
+        expired_at: None,
+        fps: clip.fps,
+        has_audio: clip.has_audio,
+        height: clip.height,
+        seed,
+        size_bytes: stored.size_bytes,
+        video_url: format!("{}/files/{}", context.api_base, stored.relative_path),
+        width: clip.width,
+    };
+    let output = serde_json::to_value(output).expect("a generation's output is plain JSON");
     match context
         .store
         .finish_succeeded(generation_id, worker_id, output, clip.provider_run.as_ref())

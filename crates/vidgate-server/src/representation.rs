@@ -3,23 +3,76 @@
 //! webhook carries exactly what `GET /generations/{id}` returns. It sits
 //! below the HTTP layer because the senders, which run beside the workers,
 //! must not reach up into it.
+//!
+//! Each record derives `ToSchema` beside `Serialize`: the OpenAPI document's
+//! component schemas are generated from these same types
+//! (`http/openapi.rs`), so the document cannot describe fields the answers
+//! do not have, or miss fields they do.
 
 use serde::Serialize;
 use serde_json::Value;
-use vidgate_core::GenerationStatus;
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
+use vidgate_core::{GenerationStatus, Micros, Mode, Price};
 
 use crate::store::Generation;
 pub use crate::store::rfc3339;
 
-/// The cost object: an estimate while the job is pending, the captured price
-/// once it succeeded, zero once it failed or was canceled (the hold was
-/// refunded).
-#[derive(Serialize)]
-struct Cost {
+/// A string schema that allows only the given values: the schema of a
+/// field whose values come from a list the code already has (such as
+/// `MediaFormat::ALL`), so the list is not written twice.
+pub fn one_of_strings<'a>(values: impl IntoIterator<Item = &'a str>) -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Type(Type::String))
+        .enum_values(Some(values))
+        .build()
+}
+
+/// The schema of a timestamp that is always present and may be null.
+pub fn nullable_time_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+            utoipa::openapi::KnownFormat::DateTime,
+        )))
+        .build()
+}
+
+/// The `object` field of every record: which kind of record it is. Each
+/// record's field takes the one variant it may hold (`#[schema(inline)]`
+/// with a one-variant enum gives `"enum": ["generation"]`). The enums have
+/// no doc comments, which the derive would publish as descriptions.
+macro_rules! object_kind {
+    ($name:ident, $variant:ident) => {
+        #[derive(Clone, Copy, Debug, ::serde::Serialize, ::utoipa::ToSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $variant,
+        }
+    };
+}
+
+pub(crate) use object_kind;
+
+// `"object": "generation"`, `"object": "list"` (a page or list of
+// records), and `"currency": "usd"` (every amount is in US dollars).
+object_kind!(GenerationKind, Generation);
+object_kind!(ListKind, List);
+object_kind!(Currency, Usd);
+
+/// The cost: an estimate while the generation is pending, the captured
+/// price once it succeeded, zero once it failed or was canceled (the hold
+/// was refunded).
+#[derive(Serialize, ToSchema)]
+pub struct Cost {
+    #[schema(minimum = 0)]
     amount_usd: f64,
-    currency: &'static str,
+    #[schema(inline)]
+    currency: Currency,
     estimated: bool,
+    #[schema(required = true)]
     official_usd: Option<f64>,
+    #[schema(required = true)]
     saved_usd: Option<f64>,
 }
 
@@ -30,13 +83,20 @@ impl Cost {
             GenerationStatus::Succeeded => {
                 (generation.price, false, Some(generation.official_price))
             }
-            GenerationStatus::Failed | GenerationStatus::Canceled => {
-                (vidgate_core::Micros::ZERO, false, None)
-            }
+            GenerationStatus::Failed | GenerationStatus::Canceled => (Micros::ZERO, false, None),
         };
+        Cost::new(amount, estimated, official)
+    }
+
+    /// The price of a quote: an estimate, with the official price beside it.
+    pub fn quoted(price: &Price) -> Cost {
+        Cost::new(price.amount, true, Some(price.official))
+    }
+
+    fn new(amount: Micros, estimated: bool, official: Option<Micros>) -> Cost {
         Cost {
             amount_usd: amount.to_usd(),
-            currency: "usd",
+            currency: Currency::Usd,
             estimated,
             official_usd: official.map(|official| official.to_usd()),
             saved_usd: official.map(|official| (official - amount).to_usd()),
@@ -44,33 +104,84 @@ impl Cost {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Urls {
+    #[schema(format = Uri)]
     cancel: String,
+    #[schema(format = Uri)]
     get: String,
 }
 
-/// The Generation record of SPEC.md section 2, as every endpoint returns
-/// it, borrowed from the stored generation and written straight to JSON
-/// (the hot reads send it without building a `Value` first). The fields
-/// are in alphabetical order, the order of a `serde_json::Value` object, so
-/// both ways write the same bytes.
-#[derive(Serialize)]
+// The worker writes this record into the store as JSON, and the answer
+// serialises the stored value: the record is what writes that value, and
+// what the document describes. The retention sweep adds `expired` and
+// `expired_at` to the stored value.
+/// The clip of a succeeded generation.
+#[derive(Serialize, ToSchema)]
+pub struct GenerationOutput {
+    pub content_type: &'static str,
+    pub duration_s: f64,
+    /// Present once the retention time (--retain-days) passed: the clip was deleted and video_url answers 410 gone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub expired: Option<bool>,
+    /// When the clip expired; present with expired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, format = DateTime)]
+    pub expired_at: Option<String>,
+    pub fps: u32,
+    pub has_audio: bool,
+    pub height: u32,
+    pub seed: u64,
+    pub size_bytes: u64,
+    #[schema(format = Uri)]
+    pub video_url: String,
+    pub width: u32,
+}
+
+// The store records a failure's `FailureDetail` as this object.
+/// Why a generation failed.
+#[derive(Serialize, ToSchema)]
+pub struct GenerationError {
+    code: String,
+    message: String,
+}
+
+// Borrowed from the stored generation and written straight to JSON (the hot
+// reads send it without building a `Value` first). The fields are in
+// alphabetical order, the order of a `serde_json::Value` object, so both
+// ways write the same bytes.
+/// A generation, as every endpoint and webhook presents it (SPEC.md
+/// section 2).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Generation)]
 pub struct GenerationRecord<'a> {
+    #[schema(schema_with = nullable_time_schema, required = true)]
     completed_at: Option<String>,
     cost: Cost,
+    #[schema(format = DateTime)]
     created_at: String,
     endpoint: &'a str,
+    #[schema(value_type = Option<GenerationError>, required = true)]
     error: &'a Option<Value>,
+    #[schema(pattern = "^gen_")]
     id: &'a str,
+    /// The accepted request parameters, with defaults filled in.
+    #[schema(value_type = Object)]
     input: &'a Value,
+    #[schema(value_type = Mode, inline)]
     mode: &'a str,
     model: &'a str,
-    object: &'static str,
+    #[schema(inline)]
+    object: GenerationKind,
+    #[schema(value_type = Option<GenerationOutput>, required = true)]
     output: &'a Option<Value>,
     source: &'a str,
+    #[schema(schema_with = nullable_time_schema, required = true)]
     started_at: Option<String>,
+    #[schema(inline)]
     status: GenerationStatus,
+    #[schema(inline)]
     urls: Urls,
 }
 
@@ -87,7 +198,7 @@ impl<'a> GenerationRecord<'a> {
             input: &generation.input,
             mode: &generation.mode,
             model: &generation.model,
-            object: "generation",
+            object: GenerationKind::Generation,
             output: &generation.output,
             source: &generation.source,
             started_at: generation.started_at.map(rfc3339),

@@ -14,7 +14,7 @@ use crate::backend::{Admission, Rejection};
 use crate::bound_media::{MediaBinding, is_kept_media};
 use crate::ids::{new_generation_id, sha256_hex};
 use crate::media::{
-    ACCEPTED_FORMATS, ScratchCopyError, content_type, copy_to_scratch, media_json, own_file_path,
+    ACCEPTED_FORMATS, ScratchCopyError, UploadMedia, content_type, copy_to_scratch, own_file_path,
     probe_stored_file,
 };
 use crate::metrics::RateLimit;
@@ -464,7 +464,7 @@ async fn record_direct_upload(
             relative_path: relative_path.to_owned(),
             content_type: found.to_owned(),
             size_bytes: size_bytes as i64,
-            media: media_json(&info),
+            media: UploadMedia::of(&info).to_json(),
             created_at: now_millis(),
         })
         .await?;

@@ -87,6 +87,8 @@ export class NotFoundError extends APIError {}
 export class MethodNotAllowedError extends APIError {}
 /** 409: canceling a running or finished generation, or an idempotency key reused with another body. */
 export class ConflictError extends APIError {}
+/** 410: a generation's clip or an upload deleted after the retention time. */
+export class GoneError extends APIError {}
 /** 413: the body or the uploaded file is over the limit. */
 export class PayloadTooLargeError extends APIError {}
 /** 429: over the request rate or the concurrent generations (after retries). */
@@ -109,6 +111,7 @@ export const ERROR_CLASSES: Readonly<Record<string, typeof APIError>> = {
   not_found: NotFoundError,
   method_not_allowed: MethodNotAllowedError,
   conflict: ConflictError,
+  gone: GoneError,
   payload_too_large: PayloadTooLargeError,
   rate_limited: RateLimitedError,
   internal_error: InternalServerError,

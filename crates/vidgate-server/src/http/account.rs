@@ -2,33 +2,74 @@
 
 use axum::Json;
 use axum::extract::{Extension, State};
-use serde_json::{Value, json};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::{ApiError, AppState};
+use crate::representation::object_kind;
 use crate::store::{Account, Caller};
 
-/// The account as the API and `vidgate admin account show` present it.
+// `"object": "account"`.
+object_kind!(AccountKind, Account);
+
+// The fields are in alphabetical order, the order of a `serde_json::Value`
+// object, so the answer is the same bytes as the value the operator's views
+// extend.
+/// The caller's account, balance and limits, as the API and `vidgate admin
+/// account show` present it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Account)]
+pub struct AccountRecord<'a> {
+    balance_usd: f64,
+    credited_usd: f64,
+    held_usd: f64,
+    id: &'a str,
+    #[schema(inline)]
+    limits: LimitsRecord,
+    name: &'a str,
+    #[schema(inline)]
+    object: AccountKind,
+    spent_usd: f64,
+}
+
+#[derive(Serialize, ToSchema)]
+struct LimitsRecord {
+    burst: u32,
+    max_concurrent_generations: u32,
+    requests_per_second: u32,
+}
+
+impl<'a> AccountRecord<'a> {
+    pub fn new(account: &'a Account) -> AccountRecord<'a> {
+        AccountRecord {
+            balance_usd: account.balance.to_usd(),
+            credited_usd: account.credited.to_usd(),
+            held_usd: account.held.to_usd(),
+            id: &account.id,
+            limits: LimitsRecord {
+                burst: account.limits.burst,
+                max_concurrent_generations: account.limits.max_concurrent,
+                requests_per_second: account.limits.requests_per_second,
+            },
+            name: &account.name,
+            object: AccountKind::Account,
+            spent_usd: account.captured.to_usd(),
+        }
+    }
+}
+
+/// The account record as a JSON value, for the operator's views that add
+/// to it.
 pub fn account_json(account: &Account) -> Value {
-    json!({
-        "id": account.id,
-        "object": "account",
-        "name": account.name,
-        "balance_usd": account.balance.to_usd(),
-        "held_usd": account.held.to_usd(),
-        "spent_usd": account.captured.to_usd(),
-        "credited_usd": account.credited.to_usd(),
-        "limits": {
-            "requests_per_second": account.limits.requests_per_second,
-            "burst": account.limits.burst,
-            "max_concurrent_generations": account.limits.max_concurrent,
-        },
-    })
+    serde_json::to_value(AccountRecord::new(account)).expect("an account record is plain JSON")
 }
 
 pub async fn show(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let account = state
         .store
         .account(&caller.account_id)
@@ -36,5 +77,5 @@ pub async fn show(
         .ok_or_else(|| {
             ApiError::Unauthorized("The account of this API key no longer exists.".into())
         })?;
-    Ok(Json(account_json(&account)))
+    Ok(Json(AccountRecord::new(&account)).into_response())
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::accounts::AccountChangeError;
 use crate::backend::WebhookRefusal;
@@ -93,32 +94,82 @@ impl ApiError {
         ApiError::Internal(Box::new(error))
     }
 
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
+    fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
-            ApiError::InvalidRequest { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
-            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::InvalidRequest { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
             ApiError::InsufficientBalance(_) => {
-                (StatusCode::PAYMENT_REQUIRED, "insufficient_balance")
+                (StatusCode::PAYMENT_REQUIRED, ErrorCode::InsufficientBalance)
             }
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
-            ApiError::Gone(_) => (StatusCode::GONE, "gone"),
-            ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-            ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
-            ApiError::DirectUploadUnavailable(_) => {
-                (StatusCode::NOT_IMPLEMENTED, "direct_upload_unavailable")
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            ApiError::MethodNotAllowed(_) => {
+                (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed)
             }
-            ApiError::Upstream(_) => (StatusCode::BAD_GATEWAY, "upstream_error"),
+            ApiError::Conflict { .. } => (StatusCode::CONFLICT, ErrorCode::Conflict),
+            ApiError::Gone(_) => (StatusCode::GONE, ErrorCode::Gone),
+            ApiError::PayloadTooLarge(_) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge)
+            }
+            ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError),
+            ApiError::DirectUploadUnavailable(_) => (
+                StatusCode::NOT_IMPLEMENTED,
+                ErrorCode::DirectUploadUnavailable,
+            ),
+            ApiError::Upstream(_) => (StatusCode::BAD_GATEWAY, ErrorCode::UpstreamError),
             ApiError::ModelUnavailable(_)
             | ApiError::Busy { .. }
             | ApiError::DatabaseUnavailable => {
-                (StatusCode::SERVICE_UNAVAILABLE, "model_unavailable")
+                (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::ModelUnavailable)
             }
         }
     }
+}
+
+// Every code an error answer can carry. The Error schema's list of codes is
+// derived from this enum, so a new code is documented as soon as an error
+// answers with it.
+/// Stable machine-readable code. Branch on this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidRequest,
+    Unauthorized,
+    InsufficientBalance,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    Gone,
+    PayloadTooLarge,
+    RateLimited,
+    InternalError,
+    DirectUploadUnavailable,
+    UpstreamError,
+    ModelUnavailable,
+}
+
+/// The body of every error answer (SPEC.md section 7).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    #[schema(inline)]
+    error: ErrorDetail,
+}
+
+#[derive(Serialize, ToSchema)]
+struct ErrorDetail {
+    // Its description is the enum's: a description here too would wrap the
+    // inlined enum in an `allOf`.
+    #[schema(inline)]
+    code: ErrorCode,
+    /// Human-readable text; wording may change.
+    message: String,
+    /// The request field that caused the error, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    param: Option<String>,
 }
 
 impl From<vidgate_media::InspectError> for ApiError {
@@ -291,10 +342,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
         let (message, param) = self.public_message_and_param();
-        let mut body = json!({ "error": { "code": code, "message": message } });
-        if let Some(param) = param {
-            body["error"]["param"] = json!(param);
-        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code,
+                message,
+                param,
+            },
+        };
         let mut response = (status, axum::Json(body)).into_response();
         let retry_after = match &self {
             ApiError::RateLimited { retry_after, .. } | ApiError::Busy { retry_after, .. } => {
@@ -351,7 +405,7 @@ mod tests {
         for refusal in refusals {
             let counted = refusal.code();
             let answered = ApiError::from(refusal).status_and_code().1;
-            assert_eq!(counted, answered);
+            assert_eq!(serde_json::json!(counted), serde_json::json!(answered));
         }
     }
 }

@@ -8,11 +8,12 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use vidgate_core::{CancelRefusal, GenerationStatus};
 
 use super::{ApiError, AppState, live};
 use crate::backend::StartedJobCancel;
-use crate::representation::GenerationRecord;
+use crate::representation::{GenerationRecord, ListKind};
 use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
 
 /// Seconds a client should wait before polling an unfinished generation
@@ -252,18 +253,21 @@ pub async fn list(
             .collect(),
         has_more,
         next_cursor,
-        object: "list",
+        object: ListKind::List,
     })
     .into_response())
 }
 
-/// A page of `GET /generations`, written straight to JSON.
-#[derive(Serialize)]
-struct ListPage<'a> {
+/// A page of generations, newest first.
+#[derive(Serialize, ToSchema)]
+#[schema(as = GenerationList)]
+pub struct ListPage<'a> {
     data: Vec<GenerationRecord<'a>>,
     has_more: bool,
+    #[schema(required = true)]
     next_cursor: Option<String>,
-    object: &'static str,
+    #[schema(inline)]
+    object: ListKind,
 }
 
 #[cfg(test)]

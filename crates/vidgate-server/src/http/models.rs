@@ -11,11 +11,21 @@ use axum::Router;
 use axum::extract::{FromRequestParts, Path, Request};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde_json::{Value, json};
-use vidgate_core::Catalog;
+use serde::Serialize;
+use utoipa::ToSchema;
+use vidgate_core::{Catalog, ModelRecord};
 
 use super::prepared::PreparedJson;
 use super::{ApiError, AppState};
+use crate::representation::ListKind;
+
+/// The catalog's models.
+#[derive(Serialize, ToSchema)]
+pub struct ModelList<'a> {
+    data: Vec<ModelRecord<'a>>,
+    #[schema(inline)]
+    object: ListKind,
+}
 
 /// The list and every model's record, ready to send.
 struct ModelDocuments {
@@ -28,20 +38,21 @@ struct ModelDocuments {
 
 impl ModelDocuments {
     fn new(catalog: &Catalog, api_base: &str) -> ModelDocuments {
-        let records: Vec<(String, Value)> = catalog
-            .models()
-            .iter()
-            .map(|model| (model.id.clone(), model.public_json(api_base)))
-            .collect();
-        let list = json!({
-            "object": "list",
-            "data": records.iter().map(|(_, record)| record).collect::<Vec<_>>(),
-        });
+        let list = ModelList {
+            data: catalog
+                .models()
+                .iter()
+                .map(|model| model.public_record(api_base))
+                .collect(),
+            object: ListKind::List,
+        };
         ModelDocuments {
             list: PreparedJson::new(&list),
-            models: records
+            models: catalog
+                .models()
                 .iter()
-                .map(|(id, record)| (id.clone(), PreparedJson::new(record)))
+                .zip(&list.data)
+                .map(|(model, record)| (model.id.clone(), PreparedJson::new(record)))
                 .collect(),
             show_prefix: super::api_path("/models/"),
         }

@@ -2,34 +2,30 @@
 //!
 //! The request schemas of the run and quote endpoints come from the catalog
 //! itself (`Endpoint::input_schema`), so they are the validator's own rules;
-//! the response schemas describe what the handlers in this module's siblings
-//! build. CI runs schemathesis against the running server with this document,
-//! so a handler that drifts from it fails the build.
+//! the response schemas are derived from the records the handlers in this
+//! module's siblings serialise (`component_schemas`). CI runs schemathesis
+//! against the running server with this document, so a handler that drifts
+//! from it fails the build.
 
 use axum::Router;
 use axum::extract::Request;
 use axum::routing::get;
 use serde_json::{Map, Value, json};
-use vidgate_core::{Catalog, GenerationStatus, Mode};
+use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::Schema;
+use vidgate_core::{Catalog, GenerationStatus};
 
 use super::AppState;
+use super::account::AccountRecord;
+use super::error::ErrorBody;
+use super::generations::ListPage;
+use super::models::ModelList;
 use super::prepared::PreparedJson;
-
-/// Every error code the API can answer, as documented in the Error schema.
-const ERROR_CODES: [&str; 12] = [
-    "invalid_request",
-    "unauthorized",
-    "insufficient_balance",
-    "not_found",
-    "method_not_allowed",
-    "conflict",
-    "payload_too_large",
-    "rate_limited",
-    "internal_error",
-    "direct_upload_unavailable",
-    "upstream_error",
-    "model_unavailable",
-];
+use super::quote::QuoteRecord;
+use super::uploads::{DirectUploadRecord, UploadRecord};
+use super::webhooks::{DeliveryList, WebhookSecretRecord};
+use crate::representation::GenerationRecord;
 
 fn schema_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
@@ -110,227 +106,35 @@ fn with_success(
     Value::Object(responses)
 }
 
-fn component_schemas() -> Value {
-    let modes: Vec<&str> = Mode::ALL.iter().map(|mode| mode.as_str()).collect();
-    let statuses: Vec<&str> = GenerationStatus::ALL
-        .iter()
-        .map(|status| status.as_str())
-        .collect();
-    let nullable_time = json!({ "type": ["string", "null"], "format": "date-time" });
-    json!({
-        "Error": {
-            "type": "object",
-            "required": ["error"],
-            "properties": { "error": {
-                "type": "object",
-                "required": ["code", "message"],
-                "properties": {
-                    "code": { "type": "string", "enum": ERROR_CODES, "description": "Stable machine-readable code. Branch on this." },
-                    "message": { "type": "string", "description": "Human-readable text; wording may change." },
-                    "param": { "type": "string", "description": "The request field that caused the error, when one did." }
-                }
-            }}
-        },
-        "Cost": {
-            "type": "object",
-            "required": ["amount_usd", "currency", "estimated", "official_usd", "saved_usd"],
-            "properties": {
-                "amount_usd": { "type": "number", "minimum": 0 },
-                "currency": { "const": "usd" },
-                "estimated": { "type": "boolean" },
-                "official_usd": { "type": ["number", "null"] },
-                "saved_usd": { "type": ["number", "null"] }
-            }
-        },
-        "GenerationOutput": {
-            "type": "object",
-            "properties": {
-                "video_url": { "type": "string", "format": "uri" },
-                "content_type": { "type": "string" },
-                "duration_s": { "type": "number" },
-                "width": { "type": "integer" },
-                "height": { "type": "integer" },
-                "fps": { "type": "integer" },
-                "has_audio": { "type": "boolean" },
-                "size_bytes": { "type": "integer" },
-                "seed": { "type": "integer" },
-                "expired": { "const": true, "description": "Present once the retention time (--retain-days) passed: the clip was deleted and video_url answers 410 gone." },
-                "expired_at": { "type": "string", "format": "date-time", "description": "When the clip expired; present with expired." }
-            }
-        },
-        "GenerationError": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": { "code": { "type": "string" }, "message": { "type": "string" } }
-        },
-        "Generation": {
-            "type": "object",
-            "required": ["id", "object", "model", "endpoint", "mode", "status", "input", "output", "error",
-                         "cost", "source", "started_at", "completed_at", "urls", "created_at"],
-            "properties": {
-                "id": { "type": "string", "pattern": "^gen_" },
-                "object": { "const": "generation" },
-                "model": { "type": "string" },
-                "endpoint": { "type": "string" },
-                "mode": { "type": "string", "enum": modes },
-                "status": { "type": "string", "enum": statuses },
-                "input": { "type": "object", "description": "The accepted request parameters, with defaults filled in." },
-                "output": { "oneOf": [schema_ref("GenerationOutput"), { "type": "null" }] },
-                "error": { "oneOf": [schema_ref("GenerationError"), { "type": "null" }] },
-                "cost": schema_ref("Cost"),
-                "source": { "type": "string" },
-                "started_at": nullable_time,
-                "completed_at": nullable_time,
-                "urls": {
-                    "type": "object",
-                    "required": ["get", "cancel"],
-                    "properties": { "get": { "type": "string", "format": "uri" }, "cancel": { "type": "string", "format": "uri" } }
-                },
-                "created_at": { "type": "string", "format": "date-time" }
-            }
-        },
-        "GenerationList": {
-            "type": "object",
-            "required": ["object", "data", "has_more", "next_cursor"],
-            "properties": {
-                "object": { "const": "list" },
-                "data": { "type": "array", "items": schema_ref("Generation") },
-                "has_more": { "type": "boolean" },
-                "next_cursor": { "type": ["string", "null"] }
-            }
-        },
-        "Account": {
-            "type": "object",
-            "required": ["id", "object", "balance_usd", "held_usd", "limits"],
-            "properties": {
-                "id": { "type": "string" },
-                "object": { "const": "account" },
-                "name": { "type": "string" },
-                "balance_usd": { "type": "number" },
-                "held_usd": { "type": "number" },
-                "spent_usd": { "type": "number" },
-                "credited_usd": { "type": "number" },
-                "limits": {
-                    "type": "object",
-                    "required": ["requests_per_second", "burst", "max_concurrent_generations"],
-                    "properties": {
-                        "requests_per_second": { "type": "integer" },
-                        "burst": { "type": "integer" },
-                        "max_concurrent_generations": { "type": "integer" }
-                    }
-                }
-            }
-        },
-        "Quote": {
-            "type": "object",
-            "required": ["object", "endpoint", "model", "mode", "input", "cost", "breakdown"],
-            "properties": {
-                "object": { "const": "quote" },
-                "endpoint": { "type": "string" },
-                "model": { "type": "string" },
-                "mode": { "type": "string", "enum": modes },
-                "input": { "type": "object" },
-                "cost": schema_ref("Cost"),
-                "breakdown": { "type": "object", "description": "How the price was computed: billed unit, seconds or tokens, frame, rates (integer micro-dollars)." }
-            }
-        },
-        "Model": {
-            "type": "object",
-            "required": ["id", "label", "modes", "endpoints"],
-            "properties": {
-                "id": { "type": "string" },
-                "label": { "type": "string" },
-                "description_version": { "type": "string" },
-                "modes": { "type": "array", "items": { "type": "string", "enum": modes } },
-                "endpoints": { "type": "array", "items": { "type": "object" } },
-                "pricing": { "type": "object" }
-            }
-        },
-        "WebhookDelivery": {
-            "type": "object",
-            "required": ["id", "object", "generation_id", "event_type", "url", "status", "attempt_count", "attempts", "created_at"],
-            "properties": {
-                "id": { "type": "string", "description": "Sent as webhook-id on every attempt." },
-                "object": { "const": "webhook_delivery" },
-                "generation_id": { "type": "string" },
-                "event_type": { "type": "string", "enum": ["generation.succeeded", "generation.failed", "generation.canceled"] },
-                "url": { "type": "string" },
-                "status": { "type": "string" },
-                "in_flight": { "type": "boolean" },
-                "attempt_count": { "type": "integer" },
-                "next_attempt_at": nullable_time,
-                "created_at": { "type": "string", "format": "date-time" },
-                "completed_at": nullable_time,
-                "attempts": { "type": "array", "items": {
-                    "type": "object",
-                    "properties": {
-                        "attempt": { "type": "integer" },
-                        "started_at": { "type": "string", "format": "date-time" },
-                        "duration_ms": { "type": "integer" },
-                        "status_code": { "type": ["integer", "null"] },
-                        "error": { "type": ["string", "null"] },
-                        "response_body": { "type": ["string", "null"] },
-                        "next_attempt_at": nullable_time
-                    }
-                }}
-            }
-        },
-        "WebhookDeliveryList": {
-            "type": "object",
-            "required": ["object", "data"],
-            "properties": { "object": { "const": "list" }, "data": { "type": "array", "items": schema_ref("WebhookDelivery") } }
-        },
-        "WebhookSecret": {
-            "type": "object",
-            "required": ["object", "webhook_secret", "previous_secret_expires_at"],
-            "properties": {
-                "object": { "const": "webhook_secret" },
-                "webhook_secret": { "type": "string", "pattern": "^whsec_" },
-                "previous_secret_expires_at": nullable_time
-            }
-        },
-        "Upload": {
-            "type": "object",
-            "required": ["id", "object", "url", "content_type", "size_bytes", "media", "created_at"],
-            "properties": {
-                "id": { "type": "string", "pattern": "^upl_" },
-                "object": { "const": "upload" },
-                "url": { "type": "string", "format": "uri", "description": "Usable in any *_url request field of this account." },
-                "content_type": { "type": "string" },
-                "size_bytes": { "type": "integer" },
-                "media": {
-                    "type": "object",
-                    "required": ["format"],
-                    "properties": {
-                        "format": { "type": "string", "enum": ["jpg", "png", "webp", "mp4", "mov", "mp3", "wav"] },
-                        "width": { "type": "integer" },
-                        "height": { "type": "integer" },
-                        "duration_s": { "type": "number" },
-                        "fps": { "type": "number" }
-                    }
-                },
-                "created_at": { "type": "string", "format": "date-time" }
-            }
-        },
-        "DirectUpload": {
-            "type": "object",
-            "required": ["id", "object", "upload_url", "method", "headers", "url", "expires_at"],
-            "properties": {
-                "id": { "type": "string", "pattern": "^upl_" },
-                "object": { "const": "upload" },
-                "upload_url": { "type": "string", "format": "uri", "description": "Presigned URL: PUT the file's bytes here, with `headers`, before `expires_at`." },
-                "method": { "const": "PUT" },
-                "headers": { "type": "object", "additionalProperties": { "type": "string" }, "description": "Headers the PUT must send (Content-Type when one was declared)." },
-                "url": { "type": "string", "format": "uri", "description": "Usable in any *_url request field of this account once the file is PUT; the file is probed on first use." },
-                "expires_at": { "type": "string", "format": "date-time", "description": "When upload_url stops working: 15 minutes after the initiate." }
-            }
-        },
-        "ModelList": {
-            "type": "object",
-            "required": ["object", "data"],
-            "properties": { "object": { "const": "list" }, "data": { "type": "array", "items": schema_ref("Model") } }
-        }
-    })
+/// The component schemas, derived from the records the handlers serialise
+/// (`ToSchema` beside `Serialize` on each), so the document's answers cannot
+/// drift from the answers themselves. Each record brings the schemas it
+/// refers to (`Generation` brings `Cost`, `GenerationOutput` and
+/// `GenerationError`).
+fn component_schemas() -> Map<String, Value> {
+    let mut schemas = Vec::new();
+    add_schema::<ErrorBody>(&mut schemas);
+    add_schema::<GenerationRecord<'static>>(&mut schemas);
+    add_schema::<ListPage<'static>>(&mut schemas);
+    add_schema::<AccountRecord<'static>>(&mut schemas);
+    add_schema::<QuoteRecord>(&mut schemas);
+    add_schema::<ModelList<'static>>(&mut schemas);
+    add_schema::<DeliveryList<'static>>(&mut schemas);
+    add_schema::<WebhookSecretRecord<'static>>(&mut schemas);
+    add_schema::<UploadRecord>(&mut schemas);
+    add_schema::<DirectUploadRecord>(&mut schemas);
+    schemas
+        .into_iter()
+        .map(|(name, schema)| {
+            let schema = serde_json::to_value(schema).expect("a schema is plain JSON");
+            (name, schema)
+        })
+        .collect()
+}
+
+fn add_schema<T: ToSchema>(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+    schemas.push((T::name().into_owned(), T::schema()));
+    T::schemas(schemas);
 }
 
 /// The validator treats a JSON `null` in an optional field as "omitted", as
@@ -673,7 +477,7 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
                 "bearer": { "type": "http", "scheme": "bearer", "description": "An API key: vg_live_…" },
                 "operator_token": super::admin::openapi::security_scheme()
             },
-            "schemas": component_schemas()
+            "schemas": Value::Object(component_schemas())
         }
     })
 }
@@ -686,4 +490,198 @@ pub fn routes(catalog: &Catalog, api_base: &str) -> Router<AppState> {
         &super::api_path("/openapi.json"),
         get(move |request: Request| async move { prepared.respond(request.headers()) }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::response::IntoResponse;
+    use vidgate_core::Micros;
+
+    use super::*;
+    use crate::http::ApiError;
+    use crate::representation::{GenerationOutput, rfc3339};
+    use crate::store::{Account, AccountLimits, Generation};
+
+    /// What `value` has that its schema does not list, and what the schema
+    /// requires that `value` lacks, at every level the schema describes
+    /// (free-form objects, without `properties`, are not looked into).
+    fn field_problems(
+        schemas: &Map<String, Value>,
+        schema: &Value,
+        value: &Value,
+        at: &str,
+    ) -> Vec<String> {
+        if let Some(reference) = schema["$ref"].as_str() {
+            let name = reference.rsplit('/').next().unwrap_or_default();
+            return field_problems(schemas, &schemas[name], value, at);
+        }
+        let mut problems = Vec::new();
+        for variant in ["oneOf", "anyOf", "allOf"]
+            .iter()
+            .filter_map(|key| schema[key].as_array())
+            .flatten()
+        {
+            if !value.is_null() && variant["type"] != "null" {
+                problems.extend(field_problems(schemas, variant, value, at));
+            }
+        }
+        if let (Some(properties), Some(fields)) =
+            (schema["properties"].as_object(), value.as_object())
+        {
+            for (name, field) in fields {
+                match properties.get(name) {
+                    Some(property) => problems.extend(field_problems(
+                        schemas,
+                        property,
+                        field,
+                        &format!("{at}.{name}"),
+                    )),
+                    None => problems.push(format!("{at}.{name}: a field the schema does not list")),
+                }
+            }
+            for required in schema["required"].as_array().into_iter().flatten() {
+                let name = required.as_str().unwrap_or_default();
+                if !fields.contains_key(name) {
+                    problems.push(format!(
+                        "{at}.{name}: required by the schema, absent from the answer"
+                    ));
+                }
+            }
+        }
+        if let Some(elements) = value.as_array() {
+            for (index, element) in elements.iter().enumerate() {
+                problems.extend(field_problems(
+                    schemas,
+                    &schema["items"],
+                    element,
+                    &format!("{at}[{index}]"),
+                ));
+            }
+        }
+        problems
+    }
+
+    fn problems_of(name: &str, value: &Value) -> Vec<String> {
+        let schemas = component_schemas();
+        let schema = schemas
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} schema"));
+        field_problems(&schemas, &schema, value, name)
+    }
+
+    fn generation(
+        status: GenerationStatus,
+        output: Option<Value>,
+        error: Option<Value>,
+    ) -> Generation {
+        Generation {
+            id: "gen_1".into(),
+            account_id: "acct_1".into(),
+            model: "vendor_1/model_1".into(),
+            endpoint: "vendor_1/model_1/text-to-video".into(),
+            mode: "text-to-video".into(),
+            status,
+            input: json!({ "prompt": "a fox", "duration": 5 }),
+            output,
+            error,
+            price: Micros(500_000),
+            official_price: Micros(600_000),
+            source: "api".into(),
+            webhook_url: None,
+            attempts: 1,
+            created_at: 1_795_000_000_000,
+            started_at: Some(1_795_000_001_000),
+            completed_at: Some(1_795_000_002_000),
+        }
+    }
+
+    fn account() -> Account {
+        Account {
+            id: "acct_1".into(),
+            name: "Acme".into(),
+            balance: Micros(1_000_000),
+            held: Micros::ZERO,
+            captured: Micros::ZERO,
+            credited: Micros(1_000_000),
+            limits: AccountLimits::default(),
+            webhook_secret: "whsec_1".into(),
+            previous_webhook_secret: None,
+            previous_webhook_secret_expires_at: Some(1_795_000_000_000),
+            created_at: 1_795_000_000_000,
+            deleted_at: None,
+        }
+    }
+
+    /// The answers the handlers write, each against the schema derived
+    /// from its record. The derive lists every field a record serialises;
+    /// this checks the fields the records carry as stored JSON (a
+    /// generation's output, written by `GenerationOutput`, and its error)
+    /// and the answers built around the records.
+    #[tokio::test]
+    async fn every_field_of_an_answer_is_in_its_schema() {
+        let output = GenerationOutput {
+            content_type: "video/mp4",
+            duration_s: 5.0,
+            expired: Some(true),
+            expired_at: Some(rfc3339(1_795_000_003_000)),
+            fps: 24,
+            has_audio: false,
+            height: 720,
+            seed: 7,
+            size_bytes: 1000,
+            video_url: "https://api.example/api/v1/files/outputs/a/gen_1.mp4".into(),
+            width: 1280,
+        };
+        let succeeded = generation(
+            GenerationStatus::Succeeded,
+            Some(serde_json::to_value(output).unwrap()),
+            None,
+        );
+        let failed = generation(
+            GenerationStatus::Failed,
+            None,
+            Some(json!({ "code": "render_failed", "message": "the clip could not be rendered" })),
+        );
+        for generation in [succeeded, failed] {
+            let record =
+                crate::representation::generation_json(&generation, "https://api.example/api/v1");
+            assert_eq!(problems_of("Generation", &record), Vec::<String>::new());
+        }
+        let account = account();
+        let record = serde_json::to_value(AccountRecord::new(&account)).unwrap();
+        assert_eq!(problems_of("Account", &record), Vec::<String>::new());
+        let record = serde_json::to_value(WebhookSecretRecord::new(&account)).unwrap();
+        assert_eq!(problems_of("WebhookSecret", &record), Vec::<String>::new());
+        for model in Catalog::embedded().models() {
+            let record = model.public_json("https://api.example/api/v1");
+            assert_eq!(problems_of("Model", &record), Vec::<String>::new());
+        }
+        let response = ApiError::invalid("prompt", "The prompt is empty.").into_response();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problems_of("Error", &body), Vec::<String>::new());
+    }
+
+    /// The check above fails on a field its schema does not list, and on a
+    /// required field the answer lacks.
+    #[test]
+    fn the_check_finds_a_field_missing_from_the_schema() {
+        let generation = generation(GenerationStatus::Queued, None, None);
+        let mut record =
+            crate::representation::generation_json(&generation, "https://api.example/api/v1");
+        record["priority"] = json!(1);
+        record["urls"]["stream"] = json!("https://api.example/stream");
+        record.as_object_mut().unwrap().remove("cost");
+        assert_eq!(
+            problems_of("Generation", &record),
+            [
+                "Generation.priority: a field the schema does not list",
+                "Generation.urls.stream: a field the schema does not list",
+                "Generation.cost: required by the schema, absent from the answer",
+            ]
+        );
+    }
 }

@@ -6,7 +6,7 @@
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use serde_json::Value;
+use serde::Serialize;
 
 use crate::ids::sha256_hex;
 
@@ -22,8 +22,8 @@ pub struct PreparedJson {
 }
 
 impl PreparedJson {
-    pub fn new(document: &Value) -> PreparedJson {
-        let text = document.to_string();
+    pub fn new(document: &impl Serialize) -> PreparedJson {
+        let text = serde_json::to_string(document).expect("a prepared document is plain JSON");
         let etag = format!("\"{}\"", &sha256_hex(text.as_bytes())[..32]);
         PreparedJson {
             body: Bytes::from(text),

@@ -5,20 +5,23 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use serde_json::{Value, json};
-use vidgate_core::Purpose;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use vidgate_core::{Breakdown, Mode, Purpose};
 use vidgate_media::{Requester, Scope};
 
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
 use crate::client_address::ClientAddress;
 use crate::rate_limit::AddressBucket;
+use crate::representation::{Cost, object_kind};
 
 pub async fn quote(
     State(state): State<AppState>,
     ClientAddress(client): ClientAddress,
     Path(segments): Path<(String, String, String)>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuoteRecord>, ApiError> {
     let endpoint = endpoint_from_path(&state.catalog, &segments)?;
     let body = body_bytes(body)?;
     // An empty body asks for the price of the defaults.
@@ -44,19 +47,36 @@ pub async fn quote(
         .inspect(&requester, endpoint, &input, Scope::PriceAffecting)
         .await?;
     let price = endpoint.price(&input, &media_facts);
-    Ok(Json(json!({
-        "object": "quote",
-        "endpoint": endpoint.id(),
-        "model": endpoint.model.id,
-        "mode": endpoint.mode,
-        "input": input.to_json(),
-        "cost": {
-            "amount_usd": price.amount.to_usd(),
-            "currency": "usd",
-            "estimated": true,
-            "official_usd": price.official.to_usd(),
-            "saved_usd": (price.official - price.amount).to_usd(),
-        },
-        "breakdown": price.breakdown,
-    })))
+    Ok(Json(QuoteRecord {
+        cost: Cost::quoted(&price),
+        breakdown: price.breakdown,
+        endpoint: endpoint.id(),
+        input: input.to_json(),
+        mode: endpoint.mode,
+        model: endpoint.model.id.clone(),
+        object: QuoteKind::Quote,
+    }))
+}
+
+// `"object": "quote"`.
+object_kind!(QuoteKind, Quote);
+
+// The fields are in alphabetical order, as the answer's bytes were when it
+// was a value.
+/// The price of a request, without running it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Quote)]
+pub struct QuoteRecord {
+    /// How the price was computed: billed unit, seconds or tokens, frame, rates (integer micro-dollars).
+    #[schema(value_type = Object)]
+    breakdown: Breakdown,
+    cost: Cost,
+    endpoint: String,
+    #[schema(value_type = Object)]
+    input: Value,
+    #[schema(inline)]
+    mode: Mode,
+    model: String,
+    #[schema(inline)]
+    object: QuoteKind,
 }

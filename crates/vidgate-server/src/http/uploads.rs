@@ -5,6 +5,8 @@
 //! for the object, and the object is probed the first time a request names
 //! the upload's `url`.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::multipart::{MultipartError, MultipartRejection};
@@ -12,12 +14,15 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Multipart, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
+use utoipa::ToSchema;
 
 use super::{ApiError, AppState, body_bytes, rfc3339};
 use crate::ids::random_token;
-use crate::media::{ACCEPTED_FORMATS, content_type, media_json};
+use crate::media::{ACCEPTED_FORMATS, UploadMedia, content_type};
+use crate::representation::object_kind;
 use crate::storage::{self, DIRECT_UPLOAD_VALIDITY};
 use crate::store::{Caller, NewDirectUpload, NewUpload, now_millis};
 
@@ -69,21 +74,74 @@ pub async fn initiate(
             created_at,
         })
         .await?;
-    let mut headers = Map::new();
-    if let Some(content_type) = request.content_type {
-        headers.insert("Content-Type".into(), json!(content_type));
-    }
+    let headers = request
+        .content_type
+        .map(|content_type| ("Content-Type", content_type))
+        .into_iter()
+        .collect();
     let expires_at = created_at + DIRECT_UPLOAD_VALIDITY.as_millis() as i64;
-    let record = json!({
-        "id": upload_id,
-        "object": "upload",
-        "upload_url": upload_url.as_str(),
-        "method": "PUT",
-        "headers": headers,
-        "url": format!("{}/files/{relative_path}", state.api_base),
-        "expires_at": rfc3339(expires_at),
-    });
+    let record = DirectUploadRecord {
+        expires_at: rfc3339(expires_at),
+        headers,
+        id: upload_id,
+        method: PutMethod::Put,
+        object: UploadKind::Upload,
+        upload_url: upload_url.to_string(),
+        url: format!("{}/files/{relative_path}", state.api_base),
+    };
     Ok((StatusCode::CREATED, Json(record)).into_response())
+}
+
+// `"object": "upload"`.
+object_kind!(UploadKind, Upload);
+
+// `"method": "PUT"`: the one method a presigned upload URL takes.
+#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum PutMethod {
+    Put,
+}
+
+/// An upload, as `POST /uploads` answers it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Upload)]
+pub struct UploadRecord {
+    content_type: String,
+    #[schema(format = DateTime)]
+    created_at: String,
+    #[schema(pattern = "^upl_")]
+    id: String,
+    #[schema(inline)]
+    media: UploadMedia,
+    #[schema(inline)]
+    object: UploadKind,
+    size_bytes: u64,
+    /// Usable in any *_url request field of this account.
+    #[schema(format = Uri)]
+    url: String,
+}
+
+/// A pending direct upload, as `POST /uploads/initiate` answers it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = DirectUpload)]
+pub struct DirectUploadRecord {
+    /// When upload_url stops working: 15 minutes after the initiate.
+    #[schema(format = DateTime)]
+    expires_at: String,
+    /// Headers the PUT must send (Content-Type when one was declared).
+    headers: BTreeMap<&'static str, &'static str>,
+    #[schema(pattern = "^upl_")]
+    id: String,
+    #[schema(inline)]
+    method: PutMethod,
+    #[schema(inline)]
+    object: UploadKind,
+    /// Presigned URL: PUT the file's bytes here, with `headers`, before `expires_at`.
+    #[schema(format = Uri)]
+    upload_url: String,
+    /// Usable in any *_url request field of this account once the file is PUT; the file is probed on first use.
+    #[schema(format = Uri)]
+    url: String,
 }
 
 /// What `POST /uploads/initiate` may be told.
@@ -226,25 +284,26 @@ pub async fn create(
             .await
             .map_err(ApiError::internal)?;
         let created_at = now_millis();
+        let media = UploadMedia::of(&info);
         let upload = NewUpload {
             id: upload_id,
             account_id: caller.account_id.clone(),
             relative_path: stored.relative_path.clone(),
             content_type: content_type(&info).to_owned(),
             size_bytes: size_bytes as i64,
-            media: media_json(&info),
+            media: media.to_json(),
             created_at,
         };
         state.store.create_upload(&upload).await?;
-        let record = json!({
-            "id": upload.id,
-            "object": "upload",
-            "url": format!("{}/files/{}", state.api_base, upload.relative_path),
-            "content_type": upload.content_type,
-            "size_bytes": size_bytes,
-            "media": upload.media,
-            "created_at": rfc3339(created_at),
-        });
+        let record = UploadRecord {
+            content_type: upload.content_type,
+            created_at: rfc3339(created_at),
+            id: upload.id,
+            media,
+            object: UploadKind::Upload,
+            size_bytes,
+            url: format!("{}/files/{}", state.api_base, upload.relative_path),
+        };
         return Ok((StatusCode::CREATED, Json(record)).into_response());
     }
     Err(ApiError::invalid(

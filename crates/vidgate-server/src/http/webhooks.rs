@@ -7,67 +7,154 @@ use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use vidgate_core::GenerationStatus;
 
 use super::{ApiError, AppState, rfc3339};
 use crate::accounts;
+use crate::representation::{ListKind, nullable_time_schema, object_kind, one_of_strings};
 use crate::store::{Account, Caller, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, WebhookDelivery};
 
-/// The account's current secret and how long the previous one still signs,
-/// as the API and `vidgate admin account rotate-webhook-secret` show them.
+// `"object": "webhook_secret"`.
+object_kind!(WebhookSecretKind, WebhookSecret);
+
+// `"object": "webhook_delivery"`.
+object_kind!(WebhookDeliveryKind, WebhookDelivery);
+
+/// The account's current secret and how long the previous one still signs.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookSecret)]
+pub struct WebhookSecretRecord<'a> {
+    #[schema(inline)]
+    object: WebhookSecretKind,
+    #[schema(schema_with = nullable_time_schema, required = true)]
+    previous_secret_expires_at: Option<String>,
+    #[schema(pattern = "^whsec_")]
+    webhook_secret: &'a str,
+}
+
+impl<'a> WebhookSecretRecord<'a> {
+    pub fn new(account: &'a Account) -> WebhookSecretRecord<'a> {
+        WebhookSecretRecord {
+            object: WebhookSecretKind::WebhookSecret,
+            previous_secret_expires_at: account.previous_webhook_secret_expires_at.map(rfc3339),
+            webhook_secret: &account.webhook_secret,
+        }
+    }
+}
+
+/// The secret as `vidgate admin account rotate-webhook-secret` shows it.
 pub fn webhook_secret_json(account: &Account) -> Value {
-    json!({
-        "object": "webhook_secret",
-        "webhook_secret": account.webhook_secret,
-        "previous_secret_expires_at": account.previous_webhook_secret_expires_at.map(rfc3339),
-    })
+    serde_json::to_value(WebhookSecretRecord::new(account))
+        .expect("a webhook secret record is plain JSON")
 }
 
 /// Returns the new secret once; it is not shown by any other endpoint.
 pub async fn rotate_secret(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let account = accounts::rotate_webhook_secret(state.store.as_ref(), &caller.account_id)
         .await?
         .ok_or_else(|| {
             ApiError::Unauthorized("The account of this API key no longer exists.".into())
         })?;
     tracing::info!(account = %account.id, "webhook secret rotated");
-    Ok(Json(webhook_secret_json(&account)))
+    Ok(Json(WebhookSecretRecord::new(&account)).into_response())
 }
 
 /// A delivery and its attempts, for the delivery log.
-fn delivery_json(generation_id: &str, delivery: &WebhookDelivery) -> Value {
-    let attempts: Vec<Value> = delivery
-        .attempt_log
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookDelivery)]
+pub struct DeliveryRecord<'a> {
+    attempt_count: i64,
+    #[schema(inline)]
+    attempts: Vec<AttemptRecord<'a>>,
+    #[schema(schema_with = nullable_time_schema, required = true)]
+    completed_at: Option<String>,
+    #[schema(format = DateTime)]
+    created_at: String,
+    #[schema(schema_with = event_type_schema)]
+    event_type: &'a str,
+    generation_id: &'a str,
+    /// Sent as webhook-id on every attempt.
+    id: &'a str,
+    in_flight: bool,
+    #[schema(schema_with = nullable_time_schema, required = true)]
+    next_attempt_at: Option<String>,
+    #[schema(inline)]
+    object: WebhookDeliveryKind,
+    status: &'static str,
+    url: &'a str,
+}
+
+/// One attempt of a delivery.
+#[derive(Serialize, ToSchema)]
+struct AttemptRecord<'a> {
+    attempt: i64,
+    duration_ms: i64,
+    #[schema(required = true)]
+    error: Option<&'a str>,
+    #[schema(schema_with = nullable_time_schema, required = true)]
+    next_attempt_at: Option<String>,
+    #[schema(required = true)]
+    response_body: Option<&'a str>,
+    #[schema(format = DateTime)]
+    started_at: String,
+    #[schema(required = true)]
+    status_code: Option<u16>,
+}
+
+/// The schema of `event_type`: a final state's event.
+fn event_type_schema() -> utoipa::openapi::Object {
+    let events: Vec<String> = GenerationStatus::ALL
         .iter()
-        .map(|attempt| {
-            json!({
-                "attempt": attempt.attempt,
-                "started_at": rfc3339(attempt.record.started_at),
-                "duration_ms": attempt.record.duration_ms,
-                "status_code": attempt.record.status_code,
-                "error": attempt.record.error,
-                "response_body": attempt.record.response_body,
-                "next_attempt_at": attempt.next_attempt_at.map(rfc3339),
-            })
-        })
+        .filter(|status| status.is_final())
+        .map(|status| format!("generation.{}", status.as_str()))
         .collect();
-    json!({
-        "id": delivery.id,
-        "object": "webhook_delivery",
-        "generation_id": generation_id,
-        "event_type": delivery.event_type,
-        "url": delivery.url,
-        "status": delivery.status.as_str(),
-        "in_flight": delivery.in_flight,
-        "attempt_count": delivery.attempts,
-        "next_attempt_at": delivery.next_attempt_at.map(rfc3339),
-        "created_at": rfc3339(delivery.created_at),
-        "completed_at": delivery.completed_at.map(rfc3339),
-        "attempts": attempts,
-    })
+    one_of_strings(events.iter().map(String::as_str))
+}
+
+impl<'a> DeliveryRecord<'a> {
+    fn new(generation_id: &'a str, delivery: &'a WebhookDelivery) -> DeliveryRecord<'a> {
+        DeliveryRecord {
+            attempt_count: delivery.attempts,
+            attempts: delivery
+                .attempt_log
+                .iter()
+                .map(|attempt| AttemptRecord {
+                    attempt: attempt.attempt,
+                    duration_ms: attempt.record.duration_ms,
+                    error: attempt.record.error.as_deref(),
+                    next_attempt_at: attempt.next_attempt_at.map(rfc3339),
+                    response_body: attempt.record.response_body.as_deref(),
+                    started_at: rfc3339(attempt.record.started_at),
+                    status_code: attempt.record.status_code,
+                })
+                .collect(),
+            completed_at: delivery.completed_at.map(rfc3339),
+            created_at: rfc3339(delivery.created_at),
+            event_type: &delivery.event_type,
+            generation_id,
+            id: &delivery.id,
+            in_flight: delivery.in_flight,
+            next_attempt_at: delivery.next_attempt_at.map(rfc3339),
+            object: WebhookDeliveryKind::WebhookDelivery,
+            status: delivery.status.as_str(),
+            url: &delivery.url,
+        }
+    }
+}
+
+/// A generation's webhook deliveries, oldest first.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookDeliveryList)]
+pub struct DeliveryList<'a> {
+    data: Vec<DeliveryRecord<'a>>,
+    #[schema(inline)]
+    object: ListKind,
 }
 
 /// 404 unless the generation exists in the caller's account, so that the
@@ -95,19 +182,20 @@ pub async fn list_deliveries(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(generation_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     require_generation(&state, &caller, &generation_id).await?;
     let deliveries = state
         .store
         .webhook_deliveries(&caller.account_id, &generation_id)
         .await?;
-    Ok(Json(json!({
-        "object": "list",
-        "data": deliveries
+    Ok(Json(DeliveryList {
+        data: deliveries
             .iter()
-            .map(|delivery| delivery_json(&generation_id, delivery))
-            .collect::<Vec<_>>(),
-    })))
+            .map(|delivery| DeliveryRecord::new(&generation_id, delivery))
+            .collect(),
+        object: ListKind::List,
+    })
+    .into_response())
 }
 
 /// Manual re-sends per account: this many at once, then one more every
@@ -181,7 +269,7 @@ pub async fn retry_delivery(
         .ok_or_else(|| ApiError::Internal("a scheduled delivery vanished".into()))?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(delivery_json(&generation_id, delivery)),
+        Json(DeliveryRecord::new(&generation_id, delivery)),
     )
         .into_response())
 }

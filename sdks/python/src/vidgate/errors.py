@@ -127,6 +127,12 @@ class ConflictError(APIStatusError):
     error_code = "conflict"
 
 
+class GoneError(APIStatusError):
+    """410: a generation's clip or an upload deleted after the retention time."""
+
+    error_code = "gone"
+
+
 class PayloadTooLargeError(APIStatusError):
     """413: the body or the uploaded file is over the limit."""
 
@@ -177,6 +183,7 @@ ERROR_CLASSES: Dict[str, Type[APIStatusError]] = {
         NotFoundError,
         MethodNotAllowedError,
         ConflictError,
+        GoneError,
         PayloadTooLargeError,
         RateLimitedError,
         InternalServerError,
