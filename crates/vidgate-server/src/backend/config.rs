@@ -40,7 +40,7 @@ pub struct BackendsConfig {
 #[derive(Clone)]
 pub(super) enum ModelPlan {
     Cog(CogModelConfig),
-    Hosted(HostedPlan),
+    Hosted(Box<HostedPlan>),
     /// Several hosted providers in order, checked by
     /// `failover::check_providers`.
     Failover(Vec<HostedPlan>),
@@ -111,7 +111,7 @@ impl ModelPlan {
                 parts.storage.clone(),
             )
             .map_err(|error| error.to_string())?,
-            ModelPlan::Hosted(plan) => hosted(plan)?,
+            ModelPlan::Hosted(plan) => hosted(plan.as_ref())?,
             ModelPlan::Failover(plans) => Arc::new(FailoverBackend::new(
                 model_id,
                 plans.iter().map(hosted).collect::<Result<_, _>>()?,
@@ -309,10 +309,10 @@ pub fn apply_backends_file_with_credentials(
                 ModelPlan::Cog(config)
             }
             ModelBackendConfig::Fal(config) => {
-                ModelPlan::Hosted(hosted(config, ProviderKind::Fal)?)
+                ModelPlan::Hosted(Box::new(hosted(config, ProviderKind::Fal)?))
             }
             ModelBackendConfig::Replicate(config) => {
-                ModelPlan::Hosted(hosted(config, ProviderKind::Replicate)?)
+                ModelPlan::Hosted(Box::new(hosted(config, ProviderKind::Replicate)?))
             }
             ModelBackendConfig::Failover(config) => {
                 let plans = config

@@ -900,7 +900,7 @@ impl HostedBackend {
             break response.error_for_status().map_err(fetch_failed)?;
         };
         let downloaded =
-            output::download_to_incoming(&storage, response, self.config.max_output_bytes)
+            output::download_to_incoming(storage, response, self.config.max_output_bytes)
                 .await
                 .map_err(|error| match error {
                     DownloadError::TooLarge { .. } => failure("upstream_error", error.to_string()),
