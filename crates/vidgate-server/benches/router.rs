@@ -21,7 +21,7 @@ use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::routing::get;
 use tower::{Service, ServiceExt};
 use vidgate_server::ServerOptions;
-use vidgate_server::http::PublicRateLimit;
+use vidgate_server::limits::PublicRateLimit;
 
 const ROUNDS: usize = 3;
 

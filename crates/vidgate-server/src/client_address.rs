@@ -20,8 +20,6 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName};
 use ipnet::IpNet;
 
-use crate::state::AppState;
-
 /// The header the operator's proxies write the client's address into.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientAddressHeader {
@@ -176,17 +174,24 @@ pub fn client_address_of(parts: &Parts, trusted: &TrustedProxies) -> Option<IpAd
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddress(pub IpAddr);
 
-impl FromRequestParts<AppState> for ClientAddress {
-    type Rejection = <ConnectInfo<SocketAddr> as FromRequestParts<AppState>>::Rejection;
+/// A request state that knows which proxies to believe, as the
+/// application state does: the extractor names this rather than the state,
+/// so that this module stays below the state that holds its proxies.
+pub trait KnowsTrustedProxies {
+    fn trusted_proxies(&self) -> &TrustedProxies;
+}
+
+impl<S: KnowsTrustedProxies + Send + Sync> FromRequestParts<S> for ClientAddress {
+    type Rejection = <ConnectInfo<SocketAddr> as FromRequestParts<S>>::Rejection;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &AppState,
+        state: &S,
     ) -> Result<ClientAddress, Self::Rejection> {
         let ConnectInfo(peer) = ConnectInfo::<SocketAddr>::from_request_parts(parts, state).await?;
         Ok(ClientAddress(
             state
-                .trusted_proxies
+                .trusted_proxies()
                 .client_address(peer.ip(), &parts.headers),
         ))
     }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use vidgate_core::Catalog;
 
-use crate::backend::Backends;
-use crate::http::HttpLimits;
+use crate::backend::BackendsConfig;
+use crate::limits::{HttpLimits, PublicRateLimit};
 use crate::queue::QueueSettings;
 use crate::retention::RetentionSettings;
 use crate::storage::StorageConfig;
@@ -81,7 +81,7 @@ pub struct ServerOptions {
     /// Attempts a job gets before a lost worker makes it fail for good.
     pub max_attempts: i64,
     pub catalog: Catalog,
-    pub backends: Backends,
+    pub backends: BackendsConfig,
     /// Create a development account with credit when the database has none.
     pub bootstrap_development_account: bool,
     /// Lets media fetches and webhook deliveries reach loopback and private
@@ -114,7 +114,7 @@ pub struct ServerOptions {
     /// finds none free within 2 s is answered 503 with `Retry-After`.
     pub max_media_fetches: usize,
     /// The fair-use limit of the public endpoints, per client address.
-    pub public_rate_limit: crate::http::PublicRateLimit,
+    pub public_rate_limit: PublicRateLimit,
     /// Proxies (load balancers) whose `client_address_header` names the
     /// client; from any other peer the header is ignored and the peer is
     /// the client.
@@ -165,7 +165,7 @@ impl ServerOptions {
             },
             max_attempts: 3,
             catalog: Catalog::embedded(),
-            backends: Backends::builtin(false),
+            backends: BackendsConfig::builtin(false),
             bootstrap_development_account: false,
             allow_private_network: false,
             webhooks: WebhookSettings::default(),
@@ -175,7 +175,7 @@ impl ServerOptions {
             trusted_media_addresses: Vec::new(),
             cog_callback_url: None,
             max_media_fetches: vidgate_media::FetchLimit::default().max_concurrent,
-            public_rate_limit: crate::http::PublicRateLimit::default(),
+            public_rate_limit: PublicRateLimit::default(),
             trusted_proxies: Vec::new(),
             client_address_header: Default::default(),
             proxy_hops: 1,

@@ -216,8 +216,8 @@ async fn worker_loop(
 /// the pool: a job whose lease the pool lost (a stalled heartbeat) may be
 /// rescued and claimed again by the same pool while its first run still
 /// winds down, and the finish and hand-back guards (id and owner) must
-/// tell the two runs apart. The common prefix lets one statement extend
-/// every lease of the pool.
+/// tell the two runs apart. The heartbeat extends the leases of the
+/// claims in flight, a few hundred to a statement.
 struct HostedPool {
     owner_prefix: String,
     claims: AtomicU64,
@@ -359,7 +359,7 @@ fn backend_kind_of(context: &WorkerContext, model_id: &str) -> &'static str {
         .map_or("none", |backend| backend.kind())
 }
 
-/// Extends every lease of the pool in one statement per interval, and
+/// Extends the lease of every claim in flight once per interval, and
 /// stops the jobs whose lease did not come back: the rescuer gave them to
 /// another claimer after the lease ran out.
 async fn pool_heartbeat(
@@ -375,14 +375,10 @@ async fn pool_heartbeat(
             _ = ticker.tick() => {}
             _ = stop.cancelled() => return,
         }
-        // The claims in flight before the statement: a claim made while it
-        // runs is not in its answer, and must not be taken for lost.
+        // The claims in flight now; a claim made while the statement runs
+        // is extended at the next tick, well within its lease.
         let claims_before: Vec<String> = pool.in_flight().keys().cloned().collect();
-        match context
-            .store
-            .extend_leases_by_prefix(&pool.owner_prefix, lease)
-            .await
-        {
+        match context.store.extend_leases(&claims_before, lease).await {
             Ok(extended) => {
                 let extended: HashSet<String> = extended.into_iter().collect();
                 let in_flight = pool.in_flight();

@@ -10,7 +10,8 @@
 //!    listener when one is asked for.
 //! 3. `Components::build`: what the tasks share, built once: the store (and
 //!    a first start's development account), storage, the rate limiter, the
-//!    media fetcher, the backends attached to both, and the `AppState`.
+//!    media fetcher, the metrics, then the backends built with all of them
+//!    (`BackendParts`), and the `AppState`.
 //! 4. `Components::spawn`: the tasks, by role: webhook senders, workers and
 //!    the rescuer on a node that runs jobs, the HTTP server on one that
 //!    serves, the retention sweep on every node, the metrics server on any
@@ -19,8 +20,8 @@
 //!
 //! A new listener binds in `Addresses` and is served in `spawn`; a new
 //! router (an operator API) is merged in `serve_http`; a component that
-//! needs the public URL (a provider backend) is prepared in `Components::build`
-//! beside the Cog callbacks; a check of the options alone belongs in
+//! needs the public URL or another live part (a provider backend) gets it in
+//! `BackendParts` in `Components::build`; a check of the options alone belongs in
 //! `Configuration::resolve`.
 
 use std::net::SocketAddr;
@@ -34,11 +35,13 @@ use tokio_util::sync::CancellationToken;
 use vidgate_media::FetchSettings;
 
 use crate::accounts::{self, CreatedAccount};
+use crate::backend::{BackendBuildError, BackendParts, Backends};
 use crate::bound_media::MediaUrlSigner;
 use crate::checks::{self, CheckFailure};
 use crate::client_address::TrustedProxies;
 use crate::dashboard::{self, users::CreatedUser};
 use crate::health::{Health, QueueLiveness};
+use crate::limits::HttpLimits;
 use crate::live_status::LiveStatus;
 use crate::metrics::Metrics;
 use crate::options::{
@@ -81,6 +84,8 @@ pub enum ServerError {
         "the metrics listener {0} is the public listener: metrics are served on their own address only"
     )]
     MetricsOnPublicListener(SocketAddr),
+    #[error(transparent)]
+    Backends(#[from] BackendBuildError),
     #[error("could not prepare the data directory {path}")]
     DataDirectory {
         path: PathBuf,
@@ -202,7 +207,7 @@ async fn bind_listener(address: SocketAddr) -> Result<(TcpListener, SocketAddr),
 struct Components {
     role: Role,
     queue: QueueSettings,
-    http_limits: http::HttpLimits,
+    http_limits: HttpLimits,
     webhooks: WebhookSettings,
     retention: RetentionSettings,
     store: Arc<Store>,
@@ -253,33 +258,30 @@ impl Components {
             storage.clone(),
         )
         .map_err(ServerError::MediaClient)?;
-        options.backends.attach_media_fetcher(&media_fetcher);
-        options.backends.attach_store(&store);
-        options.backends.attach_storage(&storage);
-        // The providers' request budgets take their tokens from the same
-        // buckets as the API rate limit: in Redis, shared by every node,
-        // when it is configured.
         let metrics = Arc::new(Metrics::new());
-        options
-            .backends
-            .attach_provider_budgets(rate_limiter.clone(), metrics.clone());
-        // Provider webhooks need an address the provider can reach: only an
-        // operator-configured public URL is one. Without it, hosted jobs
-        // are followed by polling alone.
-        if let Some(public_url) = &options.public_url {
-            options.backends.attach_webhook_base(public_url);
-        }
-        // Cog webhooks can only come back to a node that listens; a
-        // worker-only node leaves the base unset and its Cog backends
-        // dispatch synchronously.
-        if addresses.local_addr.is_some() {
-            options.backends.cog_callbacks().set_base_url(
-                options
-                    .cog_callback_url
-                    .as_deref()
-                    .unwrap_or(&addresses.public_url),
-            );
-        }
+        let backends = Backends::build(
+            &options.backends,
+            &BackendParts {
+                store: store.clone(),
+                storage: storage.clone(),
+                media_fetcher: media_fetcher.clone(),
+                // The providers' request budgets take their tokens from the
+                // same buckets as the API rate limit: in Redis, shared by
+                // every node, when it is configured.
+                rate_limiter: rate_limiter.clone(),
+                metrics: metrics.clone(),
+                // Provider webhooks need an address the provider can reach:
+                // only an operator-configured public URL is one.
+                provider_webhook_base: options.public_url.clone(),
+                // Cog webhooks can only come back to a node that listens.
+                cog_callback_base: addresses.local_addr.map(|_| {
+                    options
+                        .cog_callback_url
+                        .clone()
+                        .unwrap_or_else(|| addresses.public_url.clone())
+                }),
+            },
+        )?;
         // So that the first sign-in for an unknown email is no slower than
         // one for a known email.
         tokio::task::spawn_blocking(dashboard::prepare_dummy_hash);
@@ -297,7 +299,7 @@ impl Components {
         let state = AppState::new(AppStateFields {
             store: store.clone(),
             catalog: Arc::new(options.catalog),
-            backends: options.backends.clone(),
+            backends,
             storage,
             rate_limiter: rate_limiter.clone(),
             api_base: addresses.api_base.clone(),
@@ -412,6 +414,7 @@ impl Components {
             background_shutdown.clone(),
         ));
         let health = self.state.health.clone();
+        let backends = self.state.backends.clone();
         let metrics_http = addresses.metrics_listener.map(|listener| {
             let router = http::metrics_router(self.store.clone(), self.state.metrics.clone());
             let shutdown = CancellationToken::new();
@@ -439,6 +442,7 @@ impl Components {
             metrics_addr: addresses.metrics_addr,
             api_base: addresses.api_base,
             store: self.store,
+            backends,
             development_account: self.development_account,
             development_user: self.development_user,
             health,
@@ -479,7 +483,7 @@ struct HttpServer {
     task: JoinHandle<()>,
 }
 
-fn serve_http(listener: TcpListener, state: AppState, limits: http::HttpLimits) -> HttpServer {
+fn serve_http(listener: TcpListener, state: AppState, limits: HttpLimits) -> HttpServer {
     let router = http::router(state);
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(http::serve(listener, router, limits, shutdown.clone()));
@@ -495,6 +499,8 @@ pub struct RunningServer {
     /// Absolute base of the API, ending in `/api/v1`.
     pub api_base: String,
     pub store: Arc<Store>,
+    /// The backends this node built, which its workers run jobs on.
+    pub backends: Backends,
     /// The development account created at this start, if any.
     pub development_account: Option<CreatedAccount>,
     /// The development account's dashboard user, with its one-time password.

@@ -11,7 +11,7 @@ use vidgate_core::Catalog;
 
 use crate::backend::Backends;
 use crate::bound_media::MediaUrlSigner;
-use crate::client_address::TrustedProxies;
+use crate::client_address::{KnowsTrustedProxies, TrustedProxies};
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::rate_limit::{CallerRateLimiter, SignInLimits};
@@ -31,6 +31,12 @@ pub struct AppState(Arc<AppStateFields>);
 impl AppState {
     pub fn new(fields: AppStateFields) -> AppState {
         AppState(Arc::new(fields))
+    }
+}
+
+impl KnowsTrustedProxies for AppState {
+    fn trusted_proxies(&self) -> &TrustedProxies {
+        &self.0.trusted_proxies
     }
 }
 
@@ -58,7 +64,7 @@ pub struct AppStateFields {
     pub max_upload_bytes: u64,
     /// Requests per second and burst one client address may make to the
     /// public endpoints.
-    pub public_rate_limit: crate::http::PublicRateLimit,
+    pub public_rate_limit: crate::limits::PublicRateLimit,
     /// The proxies whose forwarded client addresses are believed.
     pub trusted_proxies: Arc<TrustedProxies>,
     /// The account dashboard's settings and sign-in limits.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use vidgate_server::ServerOptions;
-use vidgate_server::backend::Backends;
+use vidgate_server::backend::BackendsConfig;
 use vidgate_server::checks::{self, CheckFailure, CheckOutcome, Setting};
 use vidgate_server::secrets;
 use vidgate_server::storage::StorageConfig;
@@ -276,7 +276,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut options = ServerOptions::new(args.listen, args.storage.data_dir.clone());
     options.role = args.role;
     options.metrics_listen = args.metrics_listen;
-    options.http = vidgate_server::http::HttpLimits {
+    options.http = vidgate_server::limits::HttpLimits {
         header_read_timeout: Duration::from_secs(args.http_header_timeout_seconds.max(1)),
         body_timeout: Duration::from_secs(args.http_body_timeout_seconds.max(1)),
         idle_timeout: Duration::from_secs(args.http_idle_timeout_seconds.max(1)),
@@ -298,7 +298,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         Migrations::Apply
     };
-    options.backends = Backends::builtin(args.simulation);
+    options.backends = BackendsConfig::builtin(args.simulation);
     let backends_file = args.backends_file.as_ref().map(|path| CheckOutcome {
         setting: Setting::BackendsFile,
         result: vidgate_server::backend::apply_backends_file(
@@ -316,7 +316,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     options.trusted_media_addresses = args.trusted_media_addresses;
     options.cog_callback_url = args.cog_callback_url;
     options.max_media_fetches = args.max_media_fetches as usize;
-    options.public_rate_limit = vidgate_server::http::PublicRateLimit {
+    options.public_rate_limit = vidgate_server::limits::PublicRateLimit {
         per_second: args.public_rate_limit,
         burst: args.public_burst,
     };

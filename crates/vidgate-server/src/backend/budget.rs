@@ -196,33 +196,19 @@ pub struct ProviderBudgets {
     shared: Arc<SharedParts>,
 }
 
-/// What the server attaches at start: the node's rate limiter (in Redis
-/// when configured) and its metrics.
+/// What every budget of a node uses: the node's rate limiter, whose
+/// buckets (in Redis when configured) hold the budgets' tokens, and its
+/// metrics.
 struct SharedParts {
-    limiter: Mutex<Arc<CallerRateLimiter>>,
-    metrics: Mutex<Option<Arc<Metrics>>>,
-}
-
-impl Default for ProviderBudgets {
-    fn default() -> ProviderBudgets {
-        ProviderBudgets {
-            by_key: Mutex::default(),
-            shared: Arc::new(SharedParts {
-                limiter: Mutex::new(Arc::new(CallerRateLimiter::local())),
-                metrics: Mutex::new(None),
-            }),
-        }
-    }
+    limiter: Arc<CallerRateLimiter>,
+    metrics: Arc<Metrics>,
 }
 
 impl ProviderBudgets {
-    /// Hands over, at server start, the node's rate limiter, whose buckets
-    /// (in Redis when configured) hold the budgets' tokens, and its metrics.
-    pub fn attach(&self, limiter: Arc<CallerRateLimiter>, metrics: Arc<Metrics>) {
-        *lock(&self.shared.limiter) = limiter;
-        *lock(&self.shared.metrics) = Some(metrics.clone());
-        for budget in lock(&self.by_key).values() {
-            budget.report_limits();
+    pub fn new(limiter: Arc<CallerRateLimiter>, metrics: Arc<Metrics>) -> ProviderBudgets {
+        ProviderBudgets {
+            by_key: Mutex::default(),
+            shared: Arc::new(SharedParts { limiter, metrics }),
         }
     }
 
@@ -238,20 +224,11 @@ impl ProviderBudgets {
         limits: BudgetLimits,
         explicit: bool,
     ) -> Result<Arc<ProviderBudget>, String> {
-        let fingerprint = hex(&sha2::Sha256::digest(credential.as_bytes())[..8]);
-        let key = format!("provider-budget:{provider}:{fingerprint}");
+        let key = budget_key(provider, credential);
         let mut by_key = lock(&self.by_key);
         if let Some(budget) = by_key.get(&key) {
-            let mut settings = lock(&budget.settings);
-            if explicit {
-                if settings.explicit && settings.limits != limits {
-                    return Err(format!(
-                        "budget: another model of {provider} with the same credential gives it another budget; give every such model the same one (or only one of them)"
-                    ));
-                }
-                settings.limits = limits;
-                settings.explicit = true;
-                drop(settings);
+            let changed = lock(&budget.settings).merge(provider, limits, explicit)?;
+            if changed {
                 budget.report_limits();
             }
             return Ok(budget.clone());
@@ -266,6 +243,7 @@ impl ProviderBudgets {
             in_flight: AtomicU64::new(0),
             shared: self.shared.clone(),
         });
+        budget.report_limits();
         by_key.insert(key, budget.clone());
         Ok(budget)
     }
@@ -276,10 +254,69 @@ impl ProviderBudgets {
     }
 }
 
+/// The bucket keys' prefix of a provider credential's budget: the
+/// provider and a fingerprint of the credential, never the credential.
+fn budget_key(provider: &str, credential: &str) -> String {
+    let fingerprint = hex(&sha2::Sha256::digest(credential.as_bytes())[..8]);
+    format!("provider-budget:{provider}:{fingerprint}")
+}
+
+/// The budgets a backends file gives its provider credentials, checked as
+/// `ProviderBudgets::budget` will take them, so that a file whose models
+/// give one credential two budgets is refused when it is read.
+#[derive(Default)]
+pub(super) struct BudgetsInFile {
+    by_key: HashMap<String, BudgetSettings>,
+}
+
+impl BudgetsInFile {
+    pub(super) fn add(
+        &mut self,
+        provider: &'static str,
+        credential: &str,
+        limits: BudgetLimits,
+        explicit: bool,
+    ) -> Result<(), String> {
+        match self.by_key.entry(budget_key(provider, credential)) {
+            std::collections::hash_map::Entry::Occupied(mut known) => {
+                known.get_mut().merge(provider, limits, explicit)?;
+            }
+            std::collections::hash_map::Entry::Vacant(new) => {
+                new.insert(BudgetSettings { limits, explicit });
+            }
+        }
+        Ok(())
+    }
+}
+
 struct BudgetSettings {
     limits: BudgetLimits,
     /// Whether the backends file gave the limits (not the defaults).
     explicit: bool,
+}
+
+impl BudgetSettings {
+    /// Takes another model's limits for the same credential: explicit
+    /// limits win over the defaults, and two different explicit ones are
+    /// refused. True when the limits changed.
+    fn merge(
+        &mut self,
+        provider: &str,
+        limits: BudgetLimits,
+        explicit: bool,
+    ) -> Result<bool, String> {
+        if !explicit {
+            return Ok(false);
+        }
+        if self.explicit && self.limits != limits {
+            return Err(format!(
+                "budget: another model of {provider} with the same credential gives it another budget; give every such model the same one (or only one of them)"
+            ));
+        }
+        self.limits = limits;
+        self.explicit = true;
+        Ok(true)
+    }
 }
 
 /// One provider credential's budget.
@@ -380,8 +417,8 @@ impl ProviderBudget {
         lock(&self.settings).limits
     }
 
-    fn metrics(&self) -> Option<Arc<Metrics>> {
-        lock(&self.shared.metrics).clone()
+    fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
     }
 
     /// Waits until a call of `class` may be made: its turn among the
@@ -440,13 +477,8 @@ impl ProviderBudget {
             pause_ms = pause.as_millis() as u64,
             "the provider asked us to slow down"
         );
-        if let Some(metrics) = self.metrics() {
-            metrics.record_provider_rate_limited(
-                self.provider,
-                &self.credential_env,
-                class.as_str(),
-            );
-        }
+        let metrics = self.metrics();
+        metrics.record_provider_rate_limited(self.provider, &self.credential_env, class.as_str());
     }
 
     /// Whether a job's create could go out soon: no pause, fewer creates
@@ -502,9 +534,8 @@ impl ProviderBudget {
 
     /// The time between two state reads of one job, for the metrics.
     pub fn record_poll_interval(&self, with_webhooks: bool, interval: Duration) {
-        if let Some(metrics) = self.metrics() {
-            metrics.record_provider_poll_interval(self.provider, with_webhooks, interval);
-        }
+        let metrics = self.metrics();
+        metrics.record_provider_poll_interval(self.provider, with_webhooks, interval);
     }
 
     pub fn report(&self) -> BudgetReport {
@@ -529,9 +560,7 @@ impl ProviderBudget {
     }
 
     fn report_limits(&self) {
-        let Some(metrics) = self.metrics() else {
-            return;
-        };
+        let metrics = self.metrics();
         let limits = self.limits();
         for class in [CallClass::Creates, CallClass::Others] {
             metrics.set_provider_budget_limit(
@@ -544,21 +573,19 @@ impl ProviderBudget {
     }
 
     fn report_waiting(&self, class: CallClass) {
-        if let Some(metrics) = self.metrics() {
-            let waiting = lock(&self.queue(class).state).waiting.len();
-            metrics.set_provider_budget_waiting(
-                self.provider,
-                &self.credential_env,
-                class.as_str(),
-                waiting,
-            );
-        }
+        let metrics = self.metrics();
+        let waiting = lock(&self.queue(class).state).waiting.len();
+        metrics.set_provider_budget_waiting(
+            self.provider,
+            &self.credential_env,
+            class.as_str(),
+            waiting,
+        );
     }
 
     fn report_in_flight(&self, in_flight: u64) {
-        if let Some(metrics) = self.metrics() {
-            metrics.set_provider_jobs_in_flight(self.provider, &self.credential_env, in_flight);
-        }
+        let metrics = self.metrics();
+        metrics.set_provider_jobs_in_flight(self.provider, &self.credential_env, in_flight);
     }
 
     /// Takes one token of `class` from the bucket: shared through Redis at
@@ -568,8 +595,8 @@ impl ProviderBudget {
         let limit = limits.class(class);
         let whole = limit.bucket(1);
         let share = limit.bucket(limits.nodes);
-        let limiter = lock(&self.shared.limiter).clone();
-        limiter
+        self.shared
+            .limiter
             .check_budget(&format!("{}:{}", self.key, class.as_str()), whole, share)
             .await
     }
@@ -651,14 +678,13 @@ async fn dispatch(budget: Arc<ProviderBudget>, class: CallClass) {
         }
         let status = budget.take_token(class).await;
         lock(&queue.state).remaining = Some(status.remaining);
-        if let Some(metrics) = budget.metrics() {
-            metrics.set_provider_budget_remaining(
-                budget.provider,
-                &budget.credential_env,
-                class.as_str(),
-                status.remaining,
-            );
-        }
+        let metrics = budget.metrics();
+        metrics.set_provider_budget_remaining(
+            budget.provider,
+            &budget.credential_env,
+            class.as_str(),
+            status.remaining,
+        );
         if !status.allowed {
             tokio::time::sleep(
                 status
@@ -687,8 +713,12 @@ async fn dispatch(budget: Arc<ProviderBudget>, class: CallClass) {
             granted
         };
         budget.report_waiting(class);
-        if granted && let Some(metrics) = budget.metrics() {
-            metrics.record_provider_call(budget.provider, &budget.credential_env, class.as_str());
+        if granted {
+            budget.metrics().record_provider_call(
+                budget.provider,
+                &budget.credential_env,
+                class.as_str(),
+            );
         }
     }
 }
@@ -854,6 +884,14 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    /// The budgets of a node without Redis.
+    fn budgets_of_one_node() -> ProviderBudgets {
+        ProviderBudgets::new(
+            Arc::new(CallerRateLimiter::local()),
+            Arc::new(Metrics::new()),
+        )
+    }
+
     fn budget(creates: u32, creates_burst: u32) -> Arc<ProviderBudget> {
         let limits = BudgetLimits {
             creates: ClassLimit {
@@ -867,7 +905,7 @@ mod tests {
             max_in_flight: None,
             nodes: 1,
         };
-        ProviderBudgets::default()
+        budgets_of_one_node()
             .budget(
                 "replicate",
                 "REPLICATE_API_TOKEN",
@@ -1153,8 +1191,7 @@ mod tests {
             async move {
                 let mut taken = 0;
                 for limiter in limiters {
-                    let budgets = ProviderBudgets::default();
-                    budgets.attach(limiter, Arc::new(Metrics::new()));
+                    let budgets = ProviderBudgets::new(limiter, Arc::new(Metrics::new()));
                     let budget = budgets
                         .budget(
                             "replicate",
@@ -1192,7 +1229,7 @@ mod tests {
 
     #[test]
     fn models_sharing_a_credential_share_one_budget_and_must_agree() {
-        let budgets = ProviderBudgets::default();
+        let budgets = budgets_of_one_node();
         let limits = BudgetLimits::resolve(&BudgetConfig::default()).unwrap();
         let other = BudgetLimits { nodes: 2, ..limits };
         let first = budgets

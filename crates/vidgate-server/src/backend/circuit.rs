@@ -32,9 +32,6 @@ use super::provider::{
 };
 use crate::store::{ProviderHealth, Store};
 
-/// Where circuits save their views: the store, once attached at start.
-type SharedStore = Arc<Mutex<Option<Arc<Store>>>>;
-
 /// Consecutive failures that open a circuit.
 pub const FAILURES_TO_OPEN: u32 = 5;
 /// How long an open circuit keeps its provider out of dispatch.
@@ -49,26 +46,18 @@ pub struct ProviderCircuits {
     by_provider: Mutex<HashMap<&'static str, Arc<ProviderCircuit>>>,
     /// Names this process in the saved views.
     node_id: Arc<str>,
-    store: SharedStore,
-}
-
-impl Default for ProviderCircuits {
-    fn default() -> ProviderCircuits {
-        ProviderCircuits {
-            by_provider: Mutex::default(),
-            node_id: format!("process_{}", crate::ids::random_token(10)).into(),
-            store: SharedStore::default(),
-        }
-    }
+    /// Where the circuits save their views.
+    store: Arc<Store>,
 }
 
 impl ProviderCircuits {
-    /// Hands over, at server start, the store the circuits save to.
-    pub fn attach_store(&self, store: &Arc<Store>) {
-        *self
-            .store
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
+    /// The circuits of a node that saves their views to `store`.
+    pub fn new(store: Arc<Store>) -> ProviderCircuits {
+        ProviderCircuits {
+            by_provider: Mutex::default(),
+            node_id: format!("process_{}", crate::ids::random_token(10)).into(),
+            store,
+        }
     }
 
     /// The circuits of `provider`, created closed on first use.
@@ -102,7 +91,7 @@ pub struct Circuit {
     /// reads`.
     name: String,
     node_id: Arc<str>,
-    store: SharedStore,
+    store: Arc<Store>,
     state: Mutex<CircuitState>,
 }
 
@@ -126,7 +115,7 @@ impl CircuitState {
 }
 
 impl Circuit {
-    fn new(name: String, node_id: Arc<str>, store: SharedStore) -> Circuit {
+    fn new(name: String, node_id: Arc<str>, store: Arc<Store>) -> Circuit {
         Circuit {
             name,
             node_id,
@@ -187,14 +176,6 @@ impl Circuit {
     /// latency was last saved long ago; in the background, so a provider
     /// call never waits for the database.
     fn save_if_due(&self) {
-        let Some(store) = self
-            .store
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone()
-        else {
-            return;
-        };
         let health = {
             let mut state = self.state();
             let now = Instant::now();
@@ -217,6 +198,7 @@ impl Circuit {
                 updated_at: crate::store::now_millis(),
             }
         };
+        let store = self.store.clone();
         tokio::spawn(async move {
             if let Err(error) = store.save_provider_health(&health).await {
                 tracing::warn!(provider = %health.provider, %error, "saving the provider's health failed");
@@ -338,9 +320,22 @@ impl ProviderProtocol for ObservedProtocol {
 mod tests {
     use super::*;
 
-    #[test]
-    fn consecutive_failures_open_the_circuit_and_a_success_closes_it() {
-        let circuit = Circuit::new("fal".into(), "test".into(), SharedStore::default());
+    /// A store for the circuits to save their views to, in a directory
+    /// removed when the test ends.
+    async fn store() -> (tempfile::TempDir, Arc<Store>) {
+        let directory = tempfile::tempdir().unwrap();
+        let url = format!(
+            "sqlite://{}",
+            directory.path().join("vidgate.sqlite").display()
+        );
+        let store = crate::store::open(&url).await.unwrap();
+        (directory, store)
+    }
+
+    #[tokio::test]
+    async fn consecutive_failures_open_the_circuit_and_a_success_closes_it() {
+        let (_directory, store) = store().await;
+        let circuit = Circuit::new("fal".into(), "test".into(), store);
         for _ in 1..FAILURES_TO_OPEN {
             circuit.record_failure("503");
             assert!(circuit.allows());
@@ -354,9 +349,10 @@ mod tests {
         assert!(circuit.allows());
     }
 
-    #[test]
-    fn rate_limits_neither_open_nor_close_a_circuit() {
-        let circuit = Circuit::new("fal".into(), "test".into(), SharedStore::default());
+    #[tokio::test]
+    async fn rate_limits_neither_open_nor_close_a_circuit() {
+        let (_directory, store) = store().await;
+        let circuit = Circuit::new("fal".into(), "test".into(), store);
         let throttled = || -> Result<(), ProviderError> {
             Err(ProviderError::RateLimited {
                 retry_after: None,
@@ -374,9 +370,10 @@ mod tests {
         assert!(!circuit.allows(), "429s between failures do not reset them");
     }
 
-    #[test]
-    fn creates_and_reads_are_judged_apart() {
-        let circuits = ProviderCircuits::default();
+    #[tokio::test]
+    async fn creates_and_reads_are_judged_apart() {
+        let (_directory, store) = store().await;
+        let circuits = ProviderCircuits::new(store);
         let fal = circuits.circuit("fal");
         for _ in 0..FAILURES_TO_OPEN {
             fal.creates.record_failure("503");
@@ -395,9 +392,10 @@ mod tests {
         assert!(Arc::ptr_eq(&fal, &circuits.circuit("fal")));
     }
 
-    #[test]
-    fn an_open_circuit_lets_calls_try_again_after_its_time() {
-        let circuit = Circuit::new("replicate".into(), "test".into(), SharedStore::default());
+    #[tokio::test]
+    async fn an_open_circuit_lets_calls_try_again_after_its_time() {
+        let (_directory, store) = store().await;
+        let circuit = Circuit::new("replicate".into(), "test".into(), store);
         for _ in 0..FAILURES_TO_OPEN {
             circuit.record_failure("503");
         }

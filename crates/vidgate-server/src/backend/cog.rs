@@ -42,11 +42,9 @@ fn seconds(value: f64) -> Duration {
 /// the job waiting for it; a webhook without the job's token is refused.
 #[derive(Default)]
 pub struct CogCallbacks {
-    /// Base of the callback URLs (the server's public URL); unset on a node
-    /// without an HTTP listener, which then dispatches synchronously. The
-    /// last start wins, so backends reused by a restarted server in one
-    /// process follow its new address.
-    base_url: Mutex<Option<String>>,
+    /// Base of the callback URLs (the server's public URL); `None` on a
+    /// node without an HTTP listener, which then dispatches synchronously.
+    base_url: Option<String>,
     waiting: Mutex<HashMap<String, WaitingPrediction>>,
 }
 
@@ -56,13 +54,13 @@ struct WaitingPrediction {
 }
 
 impl CogCallbacks {
-    /// Sets where webhooks reach this process; called at server start.
-    pub fn set_base_url(&self, public_url: &str) {
-        *self
-            .base_url
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) =
-            Some(public_url.trim_end_matches('/').to_owned());
+    /// The callbacks of a process that webhooks reach at `base_url`, or
+    /// of one no webhook reaches (`None`).
+    pub fn new(base_url: Option<&str>) -> CogCallbacks {
+        CogCallbacks {
+            base_url: base_url.map(|base_url| base_url.trim_end_matches('/').to_owned()),
+            waiting: Mutex::default(),
+        }
     }
 
     /// Hands a webhook's prediction to the job waiting for it. Returns false
@@ -95,11 +93,7 @@ impl CogCallbacks {
     }
 
     fn register(self: &Arc<Self>, generation_id: &str) -> Option<CallbackRegistration> {
-        let base_url = self
-            .base_url
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone()?;
+        let base_url = self.base_url.as_deref()?;
         let token = random_token(32);
         let (sender, receiver) = mpsc::channel(4);
         self.waiting
@@ -167,9 +161,8 @@ pub struct CogBackend {
     slots: Arc<Semaphore>,
     callbacks: Arc<CogCallbacks>,
     health: Mutex<Option<Health>>,
-    /// The storage, attached at server start: outputs given as URLs are
-    /// downloaded into its incoming directory.
-    storage: Mutex<Option<Arc<Storage>>>,
+    /// Outputs given as URLs are downloaded into its incoming directory.
+    storage: Arc<Storage>,
 }
 
 impl CogBackend {
@@ -179,6 +172,7 @@ impl CogBackend {
         model_id: &str,
         config: CogModelConfig,
         callbacks: Arc<CogCallbacks>,
+        storage: Arc<Storage>,
     ) -> Result<Arc<CogBackend>, reqwest::Error> {
         let client = reqwest::Client::builder()
             .connect_timeout(seconds(config.timeouts.request_seconds))
@@ -193,7 +187,7 @@ impl CogBackend {
             client,
             callbacks,
             health: Mutex::new(None),
-            storage: Mutex::new(None),
+            storage,
         });
         tokio::spawn(health_loop(Arc::downgrade(&backend)));
         Ok(backend)
@@ -525,12 +519,6 @@ impl CogBackend {
             .ok_or_else(|| {
                 upstream_failure("the output is neither a data URI nor an http URL".into())
             })?;
-        let storage = self
-            .storage
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone()
-            .ok_or_else(|| upstream_failure("the cog backend has no storage attached".into()))?;
         let fetch_failed = |error: reqwest::Error| {
             upstream_failure(format!("fetching the output failed: {error}"))
         };
@@ -542,7 +530,7 @@ impl CogBackend {
             .await
             .and_then(reqwest::Response::error_for_status)
             .map_err(fetch_failed)?;
-        let downloaded = output::download_to_incoming(&storage, response, limit)
+        let downloaded = output::download_to_incoming(&self.storage, response, limit)
             .await
             .map_err(|error| match error {
                 DownloadError::TooLarge { .. } => upstream_failure(error.to_string()),
@@ -580,13 +568,6 @@ impl Backend for CogBackend {
                 self.model_id
             )))
         }
-    }
-
-    fn attach_storage(&self, storage: &Arc<Storage>) {
-        *self
-            .storage
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(storage.clone());
     }
 
     async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
@@ -672,6 +653,7 @@ mod tests {
                 "constants": { "fps": 24, "text": "overridden" }
             })),
             Arc::default(),
+            unused_storage(),
         )
         .unwrap();
         let input = backend.prediction_input(&job(json!({ "prompt": "a kite", "duration": 4 })));
@@ -687,6 +669,7 @@ mod tests {
             "vendor_1/model_1",
             config(json!({ "inputs": { "prompt": "prompt", "image_url": "image" } })),
             Arc::default(),
+            unused_storage(),
         )
         .unwrap();
         let mut job = job(json!({ "prompt": "p", "image_url": "https://customer.example/a.png" }));
@@ -705,6 +688,7 @@ mod tests {
             "vendor_1/model_1",
             config(json!({ "max_output_bytes": 8 })),
             Arc::default(),
+            unused_storage(),
         )
         .unwrap();
         let decoded = backend
@@ -727,6 +711,11 @@ mod tests {
                 "{refused}: {failure:?}"
             );
         }
+    }
+
+    /// A storage for backends whose tests download nothing into it.
+    fn unused_storage() -> Arc<Storage> {
+        Arc::new(Storage::local(std::env::temp_dir().join("vidgate-unused")))
     }
 
     /// The files left in a storage's incoming directory.
@@ -759,14 +748,13 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let storage = Arc::new(Storage::local(root.path().to_owned()));
         let backend_with_cap = |cap: u64| {
-            let backend = CogBackend::new(
+            CogBackend::new(
                 "vendor_1/model_1",
                 config(json!({ "max_output_bytes": cap })),
                 Arc::default(),
+                storage.clone(),
             )
-            .unwrap();
-            backend.attach_storage(&storage);
-            backend
+            .unwrap()
         };
         let downloaded = backend_with_cap(100).output_clip(&url).await.unwrap();
         let ClipBytes::File(path) = downloaded else {
@@ -827,7 +815,13 @@ mod tests {
         tokio::spawn(async move { axum::serve(listener, router).await });
         let mut refused_config = config(json!({}));
         refused_config.base_url = format!("http://{address}");
-        let backend = CogBackend::new("vendor_1/model_1", refused_config, Arc::default()).unwrap();
+        let backend = CogBackend::new(
+            "vendor_1/model_1",
+            refused_config,
+            Arc::default(),
+            unused_storage(),
+        )
+        .unwrap();
         let failure = backend
             .run(
                 job(json!({ "prompt": "too long", "duration": 12 })),

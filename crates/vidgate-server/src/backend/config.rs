@@ -1,7 +1,10 @@
 //! The backends file (`--backends-file`, JSON): which catalog models run on
 //! which remote model server, and how. This module owns the file's format,
-//! its parsing and its checks; each protocol (today Cog, in `cog.rs`) owns
-//! only how a job is run. A model's entry names its protocol in the
+//! its parsing and its checks, which turn it into a `BackendsConfig`: plain
+//! configuration, with no live part, that start-up builds the backends from
+//! once the node's parts exist (`Backends::build`). Each protocol (Cog in
+//! `cog.rs`, the hosted providers in `hosted.rs`) owns only how a job is
+//! run. A model's entry names its protocol in the
 //! `backend` field, so a new protocol adds one variant to
 //! `ModelBackendConfig`, its own settings struct, and its own file beside
 //! `cog.rs`, without changing existing files.
@@ -15,11 +18,110 @@ use vidgate_core::Catalog;
 
 use std::sync::Arc;
 
-use super::Backends;
-use super::cog::CogBackend;
-use super::failover::FailoverBackend;
-use super::hosted::{ProviderKind, hosted_backend};
+use super::budget::{BudgetsInFile, ProviderBudgets};
+use super::circuit::ProviderCircuits;
+use super::cog::{CogBackend, CogCallbacks};
+use super::failover::{self, FailoverBackend};
+use super::hosted::{HostedPlan, ProviderKind};
 use super::hosted_config::HostedModelConfig;
+use super::{Backend, BackendParts};
+
+/// Which backend runs which model, as the options say: the built-in local
+/// engine (with its test hooks or not) and the models of a backends file,
+/// each checked. Start-up builds the `Backends` from it and the node's
+/// `BackendParts`.
+#[derive(Clone)]
+pub struct BackendsConfig {
+    simulation: bool,
+    models: BTreeMap<String, ModelPlan>,
+}
+
+/// How one model's backend is built.
+#[derive(Clone)]
+pub(super) enum ModelPlan {
+    Cog(CogModelConfig),
+    Hosted(Box<HostedPlan>),
+    /// Several hosted providers in order, checked by
+    /// `failover::check_providers`.
+    Failover(Vec<HostedPlan>),
+    /// A backend the caller builds from the node's parts (a test's).
+    Custom(BuildBackend),
+}
+
+/// Builds a caller's own backend from the node's parts.
+pub type BuildBackend = Arc<dyn Fn(&BackendParts) -> Arc<dyn Backend> + Send + Sync>;
+
+/// What the backends of one node share while they are built: the Cog
+/// callbacks, each provider's circuit and each credential's budget.
+pub(super) struct SharedByBackends {
+    pub(super) cog_callbacks: Arc<CogCallbacks>,
+    pub(super) provider_circuits: ProviderCircuits,
+    pub(super) provider_budgets: Arc<ProviderBudgets>,
+}
+
+impl BackendsConfig {
+    /// The backends built into the binary: the local engine, whose
+    /// `[sim:…]` prompt markers steer jobs when `simulation` is on.
+    pub fn builtin(simulation: bool) -> BackendsConfig {
+        BackendsConfig {
+            simulation,
+            models: BTreeMap::new(),
+        }
+    }
+
+    /// Runs `model_id` on the backend `build` makes from the node's parts
+    /// instead of the backend the catalog names.
+    pub fn set_for_model(
+        &mut self,
+        model_id: &str,
+        build: impl Fn(&BackendParts) -> Arc<dyn Backend> + Send + Sync + 'static,
+    ) {
+        self.models
+            .insert(model_id.to_owned(), ModelPlan::Custom(Arc::new(build)));
+    }
+
+    pub(super) fn simulation(&self) -> bool {
+        self.simulation
+    }
+
+    pub(super) fn models(&self) -> impl Iterator<Item = (&str, &ModelPlan)> {
+        self.models
+            .iter()
+            .map(|(model_id, plan)| (model_id.as_str(), plan))
+    }
+}
+
+impl ModelPlan {
+    /// Builds the model's backend with the node's parts. Only what the
+    /// file could not show fails here (an HTTP client that cannot start).
+    pub(super) fn build(
+        &self,
+        model_id: &str,
+        parts: &BackendParts,
+        shared: &SharedByBackends,
+    ) -> Result<Arc<dyn Backend>, String> {
+        let hosted = |plan: &HostedPlan| {
+            plan.build(parts, &shared.provider_circuits, &shared.provider_budgets)
+        };
+        let backend: Arc<dyn Backend> = match self {
+            ModelPlan::Cog(config) => CogBackend::new(
+                model_id,
+                config.clone(),
+                shared.cog_callbacks.clone(),
+                parts.storage.clone(),
+            )
+            .map_err(|error| error.to_string())?,
+            ModelPlan::Hosted(plan) => hosted(plan.as_ref())?,
+            ModelPlan::Failover(plans) => Arc::new(FailoverBackend::new(
+                model_id,
+                plans.iter().map(hosted).collect::<Result<_, _>>()?,
+                parts.store.clone(),
+            )),
+            ModelPlan::Custom(build) => build(parts),
+        };
+        Ok(backend)
+    }
+}
 
 /// The backends file: which models run on which model server.
 #[derive(Debug, Deserialize)]
@@ -147,12 +249,12 @@ pub enum BackendsFileError {
 }
 
 /// Reads a backends file (JSON) and runs the models it names on the servers
-/// it describes. Must be called inside a tokio runtime: each Cog backend
-/// starts its health checks at once. Provider credentials come from the
+/// it describes, checking every entry now: a file that `vidgate serve
+/// --check-config` accepts builds. Provider credentials come from the
 /// process environment: the variable itself or the file its `_FILE`
 /// variant names (a file that cannot be read counts as no credential).
 pub fn apply_backends_file(
-    backends: &mut Backends,
+    backends: &mut BackendsConfig,
     path: &Path,
     catalog: &Catalog,
 ) -> Result<(), BackendsFileError> {
@@ -164,7 +266,7 @@ pub fn apply_backends_file(
 /// `apply_backends_file`, with provider credentials looked up by
 /// `credentials` (the name of an environment variable → its value).
 pub fn apply_backends_file_with_credentials(
-    backends: &mut Backends,
+    backends: &mut BackendsConfig,
     path: &Path,
     catalog: &Catalog,
     credentials: &dyn Fn(&str) -> Option<String>,
@@ -180,76 +282,54 @@ pub fn apply_backends_file_with_credentials(
     };
     let file: BackendsFile =
         serde_json::from_str(&text).map_err(|error| invalid(error.to_string()))?;
+    let mut budgets = BudgetsInFile::default();
     for (model_id, config) in file.models {
         let Some(model) = catalog.model(&model_id) else {
             return Err(invalid(format!(
                 "{model_id:?} is not a model in the catalog"
             )));
         };
-        match config {
+        let in_model = |error: String| invalid(format!("{model_id}: {error}"));
+        let mut hosted = |config: HostedModelConfig, kind: ProviderKind| {
+            let plan = HostedPlan::new(model, config, kind, credentials).map_err(in_model)?;
+            plan.add_budget(&mut budgets).map_err(in_model)?;
+            Ok::<HostedPlan, BackendsFileError>(plan)
+        };
+        let plan = match config {
             ModelBackendConfig::Cog(config) => {
                 if url::Url::parse(&config.base_url)
                     .ok()
                     .is_none_or(|url| !matches!(url.scheme(), "http" | "https"))
                 {
-                    return Err(invalid(format!(
-                        "{model_id}: base_url must be an http(s) URL"
-                    )));
+                    return Err(in_model("base_url must be an http(s) URL".into()));
                 }
                 if config.concurrency == 0 {
-                    return Err(invalid(format!(
-                        "{model_id}: concurrency must be at least 1"
-                    )));
+                    return Err(in_model("concurrency must be at least 1".into()));
                 }
-                let backend = CogBackend::new(&model_id, config, backends.cog_callbacks().clone())
-                    .map_err(|error| invalid(format!("{model_id}: {error}")))?;
-                backends.set_for_model(&model_id, backend);
+                ModelPlan::Cog(config)
             }
             ModelBackendConfig::Fal(config) => {
-                let backend = hosted_backend(
-                    model,
-                    config,
-                    ProviderKind::Fal,
-                    credentials,
-                    backends.provider_circuits(),
-                    backends.provider_budgets(),
-                )
-                .map_err(|error| invalid(format!("{model_id}: {error}")))?;
-                backends.set_for_model(&model_id, backend);
+                ModelPlan::Hosted(Box::new(hosted(config, ProviderKind::Fal)?))
             }
             ModelBackendConfig::Replicate(config) => {
-                let backend = hosted_backend(
-                    model,
-                    config,
-                    ProviderKind::Replicate,
-                    credentials,
-                    backends.provider_circuits(),
-                    backends.provider_budgets(),
-                )
-                .map_err(|error| invalid(format!("{model_id}: {error}")))?;
-                backends.set_for_model(&model_id, backend);
+                ModelPlan::Hosted(Box::new(hosted(config, ProviderKind::Replicate)?))
             }
             ModelBackendConfig::Failover(config) => {
-                let mut providers = Vec::new();
-                for provider in config.providers {
-                    let (config, kind) = provider.into_parts();
-                    providers.push(
-                        hosted_backend(
-                            model,
-                            config,
-                            kind,
-                            credentials,
-                            backends.provider_circuits(),
-                            backends.provider_budgets(),
-                        )
-                        .map_err(|error| invalid(format!("{model_id}: {error}")))?,
-                    );
-                }
-                let backend = FailoverBackend::new(&model_id, providers)
-                    .map_err(|error| invalid(format!("{model_id}: {error}")))?;
-                backends.set_for_model(&model_id, Arc::new(backend));
+                let plans = config
+                    .providers
+                    .into_iter()
+                    .map(|provider| {
+                        let (config, kind) = provider.into_parts();
+                        hosted(config, kind)
+                    })
+                    .collect::<Result<Vec<HostedPlan>, _>>()?;
+                let names: Vec<&'static str> =
+                    plans.iter().map(|plan| plan.kind().name()).collect();
+                failover::check_providers(&names).map_err(in_model)?;
+                ModelPlan::Failover(plans)
             }
-        }
+        };
+        backends.models.insert(model_id, plan);
     }
     Ok(())
 }
@@ -325,11 +405,11 @@ mod tests {
 
     use super::*;
 
-    fn apply(file: &Value) -> Result<Backends, BackendsFileError> {
+    fn apply(file: &Value) -> Result<BackendsConfig, BackendsFileError> {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("backends.json");
         std::fs::write(&path, file.to_string()).unwrap();
-        let mut backends = Backends::builtin(false);
+        let mut backends = BackendsConfig::builtin(false);
         apply_backends_file(&mut backends, &path, &Catalog::embedded()).map(|()| backends)
     }
 
@@ -393,11 +473,10 @@ mod tests {
             model
         };
         let backends = apply(&json!({ "models": { "vendor_1/model_1": cog(json!({})) } })).unwrap();
-        let model = Catalog::embedded()
-            .model("vendor_1/model_1")
-            .unwrap()
-            .clone();
-        assert!(backends.for_model(&model).is_some());
+        assert!(matches!(
+            backends.models.get("vendor_1/model_1"),
+            Some(ModelPlan::Cog(_))
+        ));
 
         for (file, expected) in [
             (

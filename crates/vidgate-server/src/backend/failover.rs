@@ -8,7 +8,7 @@
 //! found no job), so a generation never has two paid provider jobs. A job
 //! already recorded at a provider stays with that provider.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
@@ -25,40 +25,39 @@ pub struct FailoverBackend {
     model_id: String,
     /// In the order the operator listed them; each a different provider.
     providers: Vec<Arc<HostedBackend>>,
-    store: Mutex<Option<Arc<Store>>>,
+    /// Where each generation's provider job is recorded.
+    store: Arc<Store>,
+}
+
+/// Checks a failover model's providers, named in the operator's order:
+/// at least two, each a different one.
+pub(super) fn check_providers(providers: &[&'static str]) -> Result<(), String> {
+    if providers.len() < 2 {
+        return Err("failover needs at least two providers".into());
+    }
+    for (index, provider) in providers.iter().enumerate() {
+        if providers[..index].contains(provider) {
+            return Err(format!(
+                "{provider} is listed twice: each provider has one circuit"
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl FailoverBackend {
+    /// The backend of `model_id` over `providers`, which `check_providers`
+    /// accepted.
     pub fn new(
         model_id: &str,
         providers: Vec<Arc<HostedBackend>>,
-    ) -> Result<FailoverBackend, String> {
-        if providers.len() < 2 {
-            return Err("failover needs at least two providers".into());
-        }
-        for (index, provider) in providers.iter().enumerate() {
-            if providers[..index]
-                .iter()
-                .any(|earlier| earlier.provider_name() == provider.provider_name())
-            {
-                return Err(format!(
-                    "{} is listed twice: each provider has one circuit",
-                    provider.provider_name()
-                ));
-            }
-        }
-        Ok(FailoverBackend {
+        store: Arc<Store>,
+    ) -> FailoverBackend {
+        FailoverBackend {
             model_id: model_id.to_owned(),
             providers,
-            store: Mutex::new(None),
-        })
-    }
-
-    fn store(&self) -> Option<Arc<Store>> {
-        self.store
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone()
+            store,
+        }
     }
 
     /// The provider that has (or may have) the generation's job, if one
@@ -67,10 +66,7 @@ impl FailoverBackend {
         &self,
         generation_id: &str,
     ) -> Result<Option<&Arc<HostedBackend>>, crate::store::StoreError> {
-        let Some(store) = self.store() else {
-            return Ok(None);
-        };
-        let recorded = store.provider_job(generation_id).await?;
+        let recorded = self.store.provider_job(generation_id).await?;
         Ok(recorded.and_then(|recorded| {
             self.providers
                 .iter()
@@ -167,28 +163,6 @@ impl Backend for FailoverBackend {
             code: "model_unavailable".into(),
             message: format!("the model {} has no provider for this mode", self.model_id),
         }))
-    }
-
-    fn attach_store(&self, store: &Arc<Store>) {
-        *self
-            .store
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
-        for provider in &self.providers {
-            provider.attach_store(store);
-        }
-    }
-
-    fn attach_storage(&self, storage: &Arc<crate::storage::Storage>) {
-        for provider in &self.providers {
-            provider.attach_storage(storage);
-        }
-    }
-
-    fn attach_webhook_base(&self, base_url: &str) {
-        for provider in &self.providers {
-            provider.attach_webhook_base(base_url);
-        }
     }
 
     async fn receive_provider_webhook(

@@ -30,7 +30,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::budget::{
-    BudgetLimits, BudgetedProtocol, CallClass, CallPriority, ProviderBudget, ProviderBudgets,
+    BudgetLimits, BudgetedProtocol, BudgetsInFile, CallClass, CallPriority, ProviderBudget,
+    ProviderBudgets,
 };
 use super::circuit::{ObservedProtocol, ProviderCircuit, ProviderCircuits};
 use super::fal::{self, FalClient};
@@ -42,8 +43,8 @@ use super::provider::{
 };
 use super::replicate::{self, ReplicateClient};
 use super::{
-    Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel,
-    WebhookReceipt, WebhookRefusal,
+    Admission, Backend, BackendParts, ClipBytes, Job, JobFailure, Rejection, RenderedClip,
+    StartedJobCancel, WebhookReceipt, WebhookRefusal,
 };
 use crate::storage::Storage;
 use crate::store::{NewProviderJob, ProviderJob, ProviderRun, Store};
@@ -60,17 +61,15 @@ pub struct HostedBackend {
     /// taken from the provider credential's budget.
     protocol: Arc<BudgetedProtocol>,
     circuit: Arc<ProviderCircuit>,
-    /// The store, attached at server start (the last start wins, as for a
-    /// restarted server in one process): the intent and job id records.
-    store: Mutex<Option<Arc<Store>>>,
-    /// The storage, attached at server start: outputs are downloaded into
-    /// its incoming directory.
-    storage: Mutex<Option<Arc<Storage>>>,
+    /// Where the intent and job id records are kept.
+    store: Arc<Store>,
+    /// Outputs are downloaded into its incoming directory.
+    storage: Arc<Storage>,
     output_client: reqwest::Client,
-    /// The public base URL of our webhook route, attached at server start
-    /// when the operator configured a public URL; without it jobs are
-    /// followed by polling alone.
-    webhook_base: Mutex<Option<String>>,
+    /// The public base URL of our webhook route when the operator
+    /// configured a public URL; without it jobs are followed by polling
+    /// alone.
+    webhook_base: Option<String>,
     /// The jobs this process follows, by generation: a verified webhook
     /// wakes the follower to read the job's state at once.
     following: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
@@ -78,11 +77,11 @@ pub struct HostedBackend {
 
 impl HostedBackend {
     fn new(
-        model_id: &str,
-        config: HostedModelConfig,
+        plan: &HostedPlan,
         protocol: Arc<dyn ProviderProtocol>,
         circuit: Arc<ProviderCircuit>,
         budget: Arc<ProviderBudget>,
+        parts: &BackendParts,
     ) -> Result<HostedBackend, String> {
         let output_client = reqwest::Client::builder()
             // An output link that redirects elsewhere is not followed with
@@ -92,33 +91,32 @@ impl HostedBackend {
             .build()
             .map_err(|error| format!("the HTTP client could not start: {error}"))?;
         Ok(HostedBackend {
-            model_id: model_id.to_owned(),
-            config,
+            model_id: plan.model_id.clone(),
+            config: plan.config.clone(),
             protocol: Arc::new(BudgetedProtocol::new(
                 Arc::new(ObservedProtocol::new(protocol, circuit.clone())),
                 budget,
             )),
             circuit,
-            store: Mutex::new(None),
-            storage: Mutex::new(None),
+            store: parts.store.clone(),
+            storage: parts.storage.clone(),
             output_client,
-            webhook_base: Mutex::new(None),
+            webhook_base: parts
+                .provider_webhook_base
+                .as_deref()
+                .map(|base_url| base_url.trim_end_matches('/').to_owned()),
             following: Arc::default(),
         })
     }
 
     /// Where the provider sends this job's webhooks, if anywhere.
     fn webhook_url(&self, generation_id: &str) -> Option<String> {
-        self.webhook_base
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .as_ref()
-            .map(|base| {
-                format!(
-                    "{base}/internal/providers/{}/{generation_id}",
-                    self.model_id
-                )
-            })
+        self.webhook_base.as_ref().map(|base| {
+            format!(
+                "{base}/internal/providers/{}/{generation_id}",
+                self.model_id
+            )
+        })
     }
 
     /// Registers this process as the follower of a generation's job, until
@@ -152,9 +150,7 @@ impl HostedBackend {
                     WebhookRefusal::Unavailable(error.to_string())
                 }
             })?;
-        let store = self
-            .store()
-            .map_err(|_| WebhookRefusal::Unavailable("no store attached".into()))?;
+        let store = &self.store;
         let Some(recorded) = store
             .provider_job(generation_id)
             .await?
@@ -171,7 +167,7 @@ impl HostedBackend {
             // provider's signed word that the job exists is proof of it,
             // and the job is adopted, unless the webhook is about a job
             // another generation has or lists an input vidgate did not send.
-            None => self.adopt_webhook_job(&store, &recorded, &verified).await?,
+            None => self.adopt_webhook_job(store, &recorded, &verified).await?,
         }
         if !store
             .record_provider_webhook(generation_id, &verified.delivery_id)
@@ -246,10 +242,7 @@ impl HostedBackend {
         generation_id: &str,
         input: &serde_json::Value,
     ) -> StartedJobCancel {
-        let Ok(store) = self.store() else {
-            return StartedJobCancel::Unreachable("no store attached".into());
-        };
-        let recorded = match store.provider_job(generation_id).await {
+        let recorded = match self.store.provider_job(generation_id).await {
             Ok(recorded) => recorded,
             Err(error) => return StartedJobCancel::Unreachable(format!("the store: {error}")),
         };
@@ -287,14 +280,6 @@ impl HostedBackend {
             Ok(CancelResult::NotCarried) => StartedJobCancel::NotCarried,
             Err(error) => StartedJobCancel::Unreachable(error.to_string()),
         }
-    }
-
-    fn storage(&self) -> Result<Arc<Storage>, JobFailure> {
-        attached(&self.storage, "storage")
-    }
-
-    fn store(&self) -> Result<Arc<Store>, JobFailure> {
-        attached(&self.store, "store")
     }
 
     fn timeouts(&self) -> &HostedTimeouts {
@@ -362,13 +347,13 @@ impl HostedBackend {
         cancel: CancellationToken,
         may_fail_over: bool,
     ) -> Result<RenderedClip, HostedFailure> {
-        let store = self.store()?;
+        let store = &self.store;
         let _in_flight = self.budget().job_in_flight();
         // Registered before the submit, so that a webhook arriving before
         // the wait begins still wakes it.
         let following = self.follow_wakeups(&job.generation_id);
         let submitted = tokio::select! {
-            found = self.find_or_submit(&store, &job, may_fail_over, &following.wakeup) => found?,
+            found = self.find_or_submit(store, &job, may_fail_over, &following.wakeup) => found?,
             _ = cancel.cancelled() => return Err(JobFailure::Interrupted.into()),
         };
         tracing::info!(generation = %job.generation_id, provider = self.protocol.name(), target = %submitted.target.0, provider_job = %submitted.job_id, "following the provider job");
@@ -883,7 +868,7 @@ impl HostedBackend {
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https"))
             .ok_or_else(|| failure("upstream_error", "the output is not an http(s) URL".into()))?;
-        let storage = self.storage()?;
+        let storage = &self.storage;
         let fetch_failed = |error: reqwest::Error| {
             failure(
                 "upstream_error",
@@ -917,7 +902,7 @@ impl HostedBackend {
             break response.error_for_status().map_err(fetch_failed)?;
         };
         let downloaded =
-            output::download_to_incoming(&storage, response, self.config.max_output_bytes)
+            output::download_to_incoming(storage, response, self.config.max_output_bytes)
                 .await
                 .map_err(|error| match error {
                     DownloadError::TooLarge { .. } => failure("upstream_error", error.to_string()),
@@ -946,28 +931,6 @@ impl Backend for HostedBackend {
         self.run_job(job, cancel, false)
             .await
             .map_err(|failed| failed.failure)
-    }
-
-    fn attach_store(&self, store: &Arc<Store>) {
-        *self
-            .store
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(store.clone());
-    }
-
-    fn attach_storage(&self, storage: &Arc<Storage>) {
-        *self
-            .storage
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(storage.clone());
-    }
-
-    fn attach_webhook_base(&self, base_url: &str) {
-        *self
-            .webhook_base
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) =
-            Some(base_url.trim_end_matches('/').to_owned());
     }
 
     async fn receive_provider_webhook(
@@ -1049,90 +1012,139 @@ impl ProviderKind {
     }
 }
 
-/// Builds the backend of one model of the backends file, after checking its
-/// configuration against the catalog model. `credentials` looks an
-/// environment variable up (the process environment, or a test's map);
-/// the backend's calls feed its provider's circuit of `circuits`.
-pub fn hosted_backend(
-    model: &vidgate_core::Model,
+/// A model at a hosted provider as the backends file describes it, checked
+/// against its catalog model, with its credential and request budget
+/// resolved: everything but the node's live parts.
+#[derive(Clone)]
+pub(super) struct HostedPlan {
+    model_id: String,
     config: HostedModelConfig,
     kind: ProviderKind,
-    credentials: &dyn Fn(&str) -> Option<String>,
-    circuits: &ProviderCircuits,
-    budgets: &ProviderBudgets,
-) -> Result<Arc<HostedBackend>, String> {
-    config.check(model)?;
-    let variable = config
-        .credential_env
-        .clone()
-        .unwrap_or_else(|| kind.default_credential_env().to_owned());
-    let credential = credentials(&variable)
-        .filter(|value| !value.trim().is_empty())
-        .ok_or_else(|| format!("the credential variable {variable} is not set"))?;
-    // Only a fingerprint of it names the budget's buckets.
-    let credential_for_budget = credential.clone();
-    for url in [
-        &config.api_url,
-        &config.platform_url,
-        &config.jwks_url,
-        &config.schema_url,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        if url::Url::parse(url)
-            .ok()
-            .is_none_or(|url| !matches!(url.scheme(), "http" | "https"))
+    /// The environment variable that held the credential, which names the
+    /// budget in logs and metrics.
+    credential_env: String,
+    credential: String,
+    limits: BudgetLimits,
+}
+
+impl HostedPlan {
+    /// Checks one model's entry of the backends file against the catalog
+    /// model. `credentials` looks an environment variable up (the process
+    /// environment, or a test's map).
+    pub(super) fn new(
+        model: &vidgate_core::Model,
+        config: HostedModelConfig,
+        kind: ProviderKind,
+        credentials: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<HostedPlan, String> {
+        config.check(model)?;
+        let credential_env = config
+            .credential_env
+            .clone()
+            .unwrap_or_else(|| kind.default_credential_env().to_owned());
+        let credential = credentials(&credential_env)
+            .filter(|value| !value.trim().is_empty())
+            .ok_or_else(|| format!("the credential variable {credential_env} is not set"))?;
+        for url in [
+            &config.api_url,
+            &config.platform_url,
+            &config.jwks_url,
+            &config.schema_url,
+        ]
+        .into_iter()
+        .flatten()
         {
-            return Err(format!("{url:?} is not an http(s) URL"));
-        }
-    }
-    let request_timeout = seconds(config.timeouts.request_seconds);
-    let protocol: Arc<dyn ProviderProtocol> = match kind {
-        ProviderKind::Fal => {
-            if config.platform_url.is_some() && config.api_url.is_none() {
-                return Err("platform_url needs api_url too".into());
+            if url::Url::parse(url)
+                .ok()
+                .is_none_or(|url| !matches!(url.scheme(), "http" | "https"))
+            {
+                return Err(format!("{url:?} is not an http(s) URL"));
             }
-            Arc::new(FalClient::new(
+        }
+        match kind {
+            ProviderKind::Fal => {
+                if config.platform_url.is_some() && config.api_url.is_none() {
+                    return Err("platform_url needs api_url too".into());
+                }
+            }
+            ProviderKind::Replicate => {
+                if config.platform_url.is_some()
+                    || config.jwks_url.is_some()
+                    || config.schema_url.is_some()
+                {
+                    return Err("platform_url, jwks_url and schema_url are for fal only".into());
+                }
+            }
+        }
+        let limits = BudgetLimits::resolve(&config.budget.clone().unwrap_or_default())?;
+        Ok(HostedPlan {
+            model_id: model.id.clone(),
+            config,
+            kind,
+            credential_env,
+            credential,
+            limits,
+        })
+    }
+
+    pub(super) fn kind(&self) -> ProviderKind {
+        self.kind
+    }
+
+    /// Adds this model's request budget to those of the file, refusing one
+    /// that another model of the same credential contradicts.
+    pub(super) fn add_budget(&self, budgets: &mut BudgetsInFile) -> Result<(), String> {
+        budgets.add(
+            self.kind.name(),
+            &self.credential,
+            self.limits,
+            self.config.budget.is_some(),
+        )
+    }
+
+    /// Builds the backend with the node's parts; its calls feed its
+    /// provider's circuit of `circuits` and take their tokens from its
+    /// credential's budget of `budgets`.
+    pub(super) fn build(
+        &self,
+        parts: &BackendParts,
+        circuits: &ProviderCircuits,
+        budgets: &ProviderBudgets,
+    ) -> Result<Arc<HostedBackend>, String> {
+        let config = &self.config;
+        let request_timeout = seconds(config.timeouts.request_seconds);
+        let protocol: Arc<dyn ProviderProtocol> = match self.kind {
+            ProviderKind::Fal => Arc::new(FalClient::new(
                 config.api_url.as_deref().unwrap_or(fal::DEFAULT_QUEUE_URL),
                 config
                     .platform_url
                     .as_deref()
                     .unwrap_or(fal::DEFAULT_API_URL),
                 config.jwks_url.as_deref().unwrap_or(fal::DEFAULT_JWKS_URL),
-                credential,
+                self.credential.clone(),
                 request_timeout,
-            )?)
-        }
-        ProviderKind::Replicate => {
-            if config.platform_url.is_some()
-                || config.jwks_url.is_some()
-                || config.schema_url.is_some()
-            {
-                return Err("platform_url, jwks_url and schema_url are for fal only".into());
-            }
-            Arc::new(ReplicateClient::new(
+            )?),
+            ProviderKind::Replicate => Arc::new(ReplicateClient::new(
                 config
                     .api_url
                     .as_deref()
                     .unwrap_or(replicate::DEFAULT_API_URL),
-                credential,
+                self.credential.clone(),
                 request_timeout,
-            )?)
-        }
-    };
-    let circuit = circuits.circuit(protocol.name());
-    let limits = BudgetLimits::resolve(&config.budget.clone().unwrap_or_default())?;
-    let budget = budgets.budget(
-        protocol.name(),
-        &variable,
-        &credential_for_budget,
-        limits,
-        config.budget.is_some(),
-    )?;
-    Ok(Arc::new(HostedBackend::new(
-        &model.id, config, protocol, circuit, budget,
-    )?))
+            )?),
+        };
+        let circuit = circuits.circuit(protocol.name());
+        let budget = budgets.budget(
+            protocol.name(),
+            &self.credential_env,
+            &self.credential,
+            self.limits,
+            config.budget.is_some(),
+        )?;
+        Ok(Arc::new(HostedBackend::new(
+            self, protocol, circuit, budget, parts,
+        )?))
+    }
 }
 
 /// A generation's job at its provider: where it is, its id, and when its
@@ -1207,20 +1219,6 @@ impl From<JobFailure> for HostedFailure {
             provider_has_no_job: false,
         }
     }
-}
-
-/// A part the node attaches after building its backends (the storage, the
-/// store), or a job failure when it never was.
-fn attached<T: Clone>(slot: &Mutex<Option<T>>, what: &str) -> Result<T, JobFailure> {
-    slot.lock()
-        .unwrap_or_else(|poison| poison.into_inner())
-        .clone()
-        .ok_or_else(|| {
-            failure(
-                "upstream_error",
-                format!("the hosted backend has no {what} attached"),
-            )
-        })
 }
 
 fn failure(code: &str, message: String) -> JobFailure {

@@ -1,14 +1,14 @@
 //! The embedded local engine as a backend: a procedural renderer (see the
 //! `vidgate-engine` crate) that needs no GPU and no outside service.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use vidgate_engine::{RenderError, RenderRequest};
-use vidgate_media::{FetchSettings, Fetcher};
+use vidgate_media::Fetcher;
 
 use super::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
 use crate::media::{RenderMedia, fetch_render_media};
@@ -18,29 +18,17 @@ pub struct LocalEngineBackend {
     /// job so tests can exercise failures and long runs. Off in production,
     /// where the markers are plain prompt text.
     simulation: bool,
-    /// Fetches the images and audio a job renders with; attached at server
-    /// start. A backend used without a server gets the strict defaults.
-    media_fetcher: OnceLock<Fetcher>,
+    /// Fetches the images and audio a job renders with, with the node's
+    /// settings (whether private networks may be reached).
+    media_fetcher: Fetcher,
 }
 
 impl LocalEngineBackend {
-    pub fn new(simulation: bool) -> LocalEngineBackend {
+    pub fn new(simulation: bool, media_fetcher: Fetcher) -> LocalEngineBackend {
         LocalEngineBackend {
             simulation,
-            media_fetcher: OnceLock::new(),
+            media_fetcher,
         }
-    }
-
-    fn media_fetcher(&self) -> Result<&Fetcher, JobFailure> {
-        if let Some(fetcher) = self.media_fetcher.get() {
-            return Ok(fetcher);
-        }
-        let fetcher =
-            Fetcher::new(FetchSettings::default()).map_err(|error| JobFailure::Failed {
-                code: "media_unavailable".into(),
-                message: format!("the media client could not start: {error}"),
-            })?;
-        Ok(self.media_fetcher.get_or_init(|| fetcher))
     }
 
     /// Fetches the job's media, giving up when the job is interrupted.
@@ -49,9 +37,8 @@ impl LocalEngineBackend {
         job: &Job,
         cancel: &CancellationToken,
     ) -> Result<RenderMedia, JobFailure> {
-        let fetcher = self.media_fetcher()?;
         tokio::select! {
-            fetched = fetch_render_media(fetcher, &job.media_input) => fetched.map_err(|error| JobFailure::Failed {
+            fetched = fetch_render_media(&self.media_fetcher, &job.media_input) => fetched.map_err(|error| JobFailure::Failed {
                 code: "media_unavailable".into(),
                 message: format!("the request's media could not be fetched when the job ran: {error}"),
             }),
@@ -87,12 +74,6 @@ impl Backend for LocalEngineBackend {
     async fn admit(&self, _admission: &Admission<'_>) -> Result<(), Rejection> {
         // The local engine renders every frame size the catalog offers.
         Ok(())
-    }
-
-    fn attach_media_fetcher(&self, fetcher: &Fetcher) {
-        // The first server to start decides; a backend is not shared by
-        // servers with different settings.
-        let _ = self.media_fetcher.set(fetcher.clone());
     }
 
     async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {

@@ -31,9 +31,10 @@ use budget::ProviderBudgets;
 pub use budget::{BudgetLimits, BudgetReport, ClassLimit};
 use circuit::ProviderCircuits;
 pub use cog::{CogBackend, CogCallbacks};
+use config::SharedByBackends;
 pub use config::{
-    BackendsFile, BackendsFileError, CogModelConfig, CogTimeouts, ConfiguredBudget, FailoverConfig,
-    HostedProviderConfig, ModelBackendConfig, apply_backends_file,
+    BackendsConfig, BackendsFile, BackendsFileError, CogModelConfig, CogTimeouts, ConfiguredBudget,
+    FailoverConfig, HostedProviderConfig, ModelBackendConfig, apply_backends_file,
     apply_backends_file_with_credentials, budgets_in_backends_file,
 };
 pub use hosted::{HostedBackend, ProviderKind};
@@ -155,21 +156,6 @@ pub trait Backend: Send + Sync + 'static {
     /// Runs the job to completion. Must return `Interrupted` promptly when
     /// `cancel` fires.
     async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure>;
-    /// Hands over, at server start, the fetcher for the request's media (its
-    /// settings, such as whether private networks may be reached, are only
-    /// known then). Backends that pass URLs on to a model server ignore it.
-    fn attach_media_fetcher(&self, _fetcher: &vidgate_media::Fetcher) {}
-    /// Hands over, at server start, the store, for backends that record
-    /// their remote jobs there (hosted providers); others ignore it.
-    fn attach_store(&self, _store: &Arc<crate::store::Store>) {}
-    /// Hands over, at server start, the storage, whose incoming directory
-    /// takes the outputs that backends download; backends whose clips are
-    /// made in memory ignore it.
-    fn attach_storage(&self, _storage: &Arc<crate::storage::Storage>) {}
-    /// Hands over, at server start, the public base URL at which providers
-    /// reach this server's webhook route; hosted backends register their
-    /// webhooks there, others ignore it.
-    fn attach_webhook_base(&self, _base_url: &str) {}
     /// Takes a provider's webhook about the job of `generation_id`. Only
     /// hosted backends have provider jobs.
     async fn receive_provider_webhook(
@@ -260,6 +246,40 @@ pub enum StartedJobCancel {
     Unreachable(String),
 }
 
+/// The live parts of a node that backends are built with: they exist only
+/// once start-up has opened the store and the storage and made the
+/// metrics, so every backend is built after them, whole.
+pub struct BackendParts {
+    /// Where hosted backends record their provider jobs and circuits save
+    /// their views.
+    pub store: Arc<crate::store::Store>,
+    /// Whose incoming directory takes the outputs that backends download.
+    pub storage: Arc<crate::storage::Storage>,
+    /// Fetches the media the local engine renders with, with the node's
+    /// settings (such as whether private networks may be reached).
+    pub media_fetcher: vidgate_media::Fetcher,
+    /// The node's rate limiter, whose buckets (in Redis when configured,
+    /// so that every node shares each budget) hold the providers' request
+    /// budgets, as they hold the API rate limit.
+    pub rate_limiter: Arc<crate::rate_limit::CallerRateLimiter>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// The public base URL at which providers reach this node's webhook
+    /// route; without one, hosted jobs are followed by polling alone.
+    pub provider_webhook_base: Option<String>,
+    /// The base URL at which Cog servers send their completion webhooks;
+    /// without one (a node with no listener) Cog predictions are dispatched
+    /// synchronously.
+    pub cog_callback_base: Option<String>,
+}
+
+/// Why the backends of a checked configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("the backend of {model_id} could not be built: {reason}")]
+pub struct BackendBuildError {
+    pub model_id: String,
+    pub reason: String,
+}
+
 /// Which backend runs which model. The catalog names a backend per model; an
 /// operator (or a test) can override it for single models.
 #[derive(Clone)]
@@ -269,47 +289,50 @@ pub struct Backends {
     /// Predictions of Cog backends waiting for their completion webhooks,
     /// shared with the HTTP route that receives them.
     cog_callbacks: Arc<CogCallbacks>,
-    /// The circuit of each hosted provider, shared by its backends.
-    provider_circuits: Arc<ProviderCircuits>,
     /// The request budget of each hosted provider and credential, shared
     /// by its backends.
     provider_budgets: Arc<ProviderBudgets>,
 }
 
 impl Backends {
-    /// The backends built into the binary.
-    pub fn builtin(simulation: bool) -> Backends {
+    /// Builds every backend that `config` describes, each with the parts it
+    /// needs, so that no job can find one missing.
+    pub fn build(
+        config: &BackendsConfig,
+        parts: &BackendParts,
+    ) -> Result<Backends, BackendBuildError> {
         let mut by_name: HashMap<String, Arc<dyn Backend>> = HashMap::new();
         by_name.insert(
             "local".into(),
-            Arc::new(LocalEngineBackend::new(simulation)),
+            Arc::new(LocalEngineBackend::new(
+                config.simulation(),
+                parts.media_fetcher.clone(),
+            )),
         );
-        Backends {
-            by_name,
-            by_model: HashMap::new(),
-            cog_callbacks: Arc::default(),
-            provider_circuits: Arc::default(),
-            provider_budgets: Arc::default(),
+        let shared = SharedByBackends {
+            cog_callbacks: Arc::new(CogCallbacks::new(parts.cog_callback_base.as_deref())),
+            provider_circuits: ProviderCircuits::new(parts.store.clone()),
+            provider_budgets: Arc::new(ProviderBudgets::new(
+                parts.rate_limiter.clone(),
+                parts.metrics.clone(),
+            )),
+        };
+        let mut by_model = HashMap::new();
+        for (model_id, plan) in config.models() {
+            let backend =
+                plan.build(model_id, parts, &shared)
+                    .map_err(|reason| BackendBuildError {
+                        model_id: model_id.to_owned(),
+                        reason,
+                    })?;
+            by_model.insert(model_id.to_owned(), backend);
         }
-    }
-
-    pub(crate) fn provider_circuits(&self) -> &ProviderCircuits {
-        &self.provider_circuits
-    }
-
-    pub(crate) fn provider_budgets(&self) -> &ProviderBudgets {
-        &self.provider_budgets
-    }
-
-    /// Hands the providers' budgets, at server start, the node's rate
-    /// limiter (whose buckets are in Redis when one is configured, so that
-    /// every node shares each budget) and the metrics they report to.
-    pub fn attach_provider_budgets(
-        &self,
-        limiter: Arc<crate::rate_limit::CallerRateLimiter>,
-        metrics: Arc<crate::metrics::Metrics>,
-    ) {
-        self.provider_budgets.attach(limiter, metrics);
+        Ok(Backends {
+            by_name,
+            by_model,
+            cog_callbacks: shared.cog_callbacks,
+            provider_budgets: shared.provider_budgets,
+        })
     }
 
     /// Each provider credential's budget: its limits and what this node
@@ -345,41 +368,6 @@ impl Backends {
 
     pub fn cog_callbacks(&self) -> &Arc<CogCallbacks> {
         &self.cog_callbacks
-    }
-
-    /// Runs `model_id` on `backend` instead of the backend the catalog names.
-    pub fn set_for_model(&mut self, model_id: &str, backend: Arc<dyn Backend>) {
-        self.by_model.insert(model_id.to_owned(), backend);
-    }
-
-    /// Gives every backend the fetcher for request media.
-    pub fn attach_media_fetcher(&self, fetcher: &vidgate_media::Fetcher) {
-        for backend in self.by_name.values().chain(self.by_model.values()) {
-            backend.attach_media_fetcher(fetcher);
-        }
-    }
-
-    /// Gives every backend the base URL of provider webhooks.
-    pub fn attach_webhook_base(&self, base_url: &str) {
-        for backend in self.by_name.values().chain(self.by_model.values()) {
-            backend.attach_webhook_base(base_url);
-        }
-    }
-
-    /// Gives every backend the storage that downloaded outputs are
-    /// received into.
-    pub fn attach_storage(&self, storage: &Arc<crate::storage::Storage>) {
-        for backend in self.by_name.values().chain(self.by_model.values()) {
-            backend.attach_storage(storage);
-        }
-    }
-
-    /// Gives every backend, and the providers' circuits, the store.
-    pub fn attach_store(&self, store: &Arc<crate::store::Store>) {
-        self.provider_circuits.attach_store(store);
-        for backend in self.by_name.values().chain(self.by_model.values()) {
-            backend.attach_store(store);
-        }
     }
 
     /// Wakes this process's follower of `generation_id`'s provider job,

@@ -21,26 +21,6 @@ use crate::metrics::RateLimit;
 use crate::rate_limit::{AddressBucket, RateStatus};
 use crate::state::AppState;
 
-/// Requests per second and the burst one client address may make to the
-/// public endpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PublicRateLimit {
-    pub per_second: u32,
-    pub burst: u32,
-}
-
-impl Default for PublicRateLimit {
-    /// Enough for a person, a dashboard playground re-pricing as its form
-    /// changes, or a client that reads the catalog at start; far too little
-    /// to keep the media fetches of a node busy.
-    fn default() -> PublicRateLimit {
-        PublicRateLimit {
-            per_second: 5,
-            burst: 20,
-        }
-    }
-}
-
 /// The fair-use limit as a route layer: takes one request from the client
 /// address's public bucket, or answers 429 with `Retry-After`.
 ///

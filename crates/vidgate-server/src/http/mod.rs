@@ -36,9 +36,8 @@ use vidgate_core::Catalog;
 pub use crate::representation::{generation_json, rfc3339};
 pub use account::account_json;
 pub use error::ApiError;
-pub use fair_use::PublicRateLimit;
 pub use metrics::metrics_router;
-pub use serve::{HttpLimits, HttpService, serve};
+pub use serve::{HttpService, serve};
 pub use webhooks::webhook_secret_json;
 
 use crate::callers::{self, CallerRefusal};

@@ -30,34 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt};
 use tower_http::timeout::DeadlineBody;
 
-/// The bounds every HTTP connection is held to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HttpLimits {
-    /// From the moment a connection is ready for a request (just opened, or
-    /// its previous response sent) until the request's whole head has
-    /// arrived; so also how long a kept-alive connection may wait unused.
-    pub header_read_timeout: Duration,
-    /// How long a request's whole body may take to arrive (a 100 MiB upload
-    /// needs about 350 KB/s to make the default).
-    pub body_timeout: Duration,
-    /// How long a connection may move no bytes in either direction before it
-    /// is asked to close (a request in progress still gets its answer), and
-    /// after as long again with no bytes, dropped.
-    pub idle_timeout: Duration,
-    /// Connections open at once; more wait in the listen backlog.
-    pub max_connections: usize,
-}
-
-impl Default for HttpLimits {
-    fn default() -> HttpLimits {
-        HttpLimits {
-            header_read_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(300),
-            idle_timeout: Duration::from_secs(60),
-            max_connections: 1024,
-        }
-    }
-}
+use crate::limits::HttpLimits;
 
 /// What `serve` answers requests with: a router, or a router inside layers
 /// that wrap it whole.

@@ -240,31 +240,39 @@ impl Store {
         Ok(claimed)
     }
 
-    /// Extends, in one statement, the lease of every running job whose
-    /// lease owner starts with `owner_prefix` (a hosted pool gives each
-    /// claim its own owner under one prefix); the owners whose leases were
-    /// extended. A claim whose owner is missing lost its lease.
-    pub async fn extend_leases_by_prefix(
+    /// Extends the leases of the running jobs held by `owners` (a hosted
+    /// pool's claims in flight, each its own owner), a few hundred to a
+    /// statement; the owners whose leases were extended. A claim whose owner
+    /// is missing lost its lease. Only the listed claims are kept: a lease
+    /// whose job's task ended without recording an outcome (its database
+    /// write failed) runs out and is rescued, where extending every lease
+    /// of the pool kept such a job `running` for ever.
+    pub async fn extend_leases(
         &self,
-        owner_prefix: &str,
+        owners: &[String],
         lease: Duration,
     ) -> Result<Vec<String>, StoreError> {
-        // A prefix compared as a substring rather than with LIKE,
-        // whose `_` and `%` node ids may contain.
-        let owners: Vec<(String,)> = on_writer!(self, |writer| {
-            sqlx::query_as(
-                "UPDATE generations SET lease_expires_at = $1 \
-                 WHERE status = 'running' \
-                 AND substr(lease_owner, 1, CAST($2 AS INTEGER)) = $3 \
-                 RETURNING lease_owner",
-            )
-            .bind(now_millis() + lease.as_millis() as i64)
-            .bind(owner_prefix.chars().count() as i64)
-            .bind(owner_prefix)
-            .fetch_all(writer)
-            .await
-        })?;
-        Ok(owners.into_iter().map(|(owner,)| owner).collect())
+        /// Well under SQLite's and PostgreSQL's limits on bound values.
+        const OWNERS_PER_STATEMENT: usize = 500;
+        let expires_at = now_millis() + lease.as_millis() as i64;
+        let mut extended = Vec::with_capacity(owners.len());
+        for chunk in owners.chunks(OWNERS_PER_STATEMENT) {
+            let rows: Vec<(String,)> = on_writer!(self, |writer| {
+                let mut query =
+                    sqlx::QueryBuilder::new("UPDATE generations SET lease_expires_at = ");
+                query
+                    .push_bind(expires_at)
+                    .push(" WHERE status = 'running' AND lease_owner IN (");
+                let mut separated = query.separated(", ");
+                for owner in chunk {
+                    separated.push_bind(owner.as_str());
+                }
+                query.push(") RETURNING lease_owner");
+                query.build_query_as().fetch_all(writer).await
+            })?;
+            extended.extend(rows.into_iter().map(|(owner,)| owner));
+        }
+        Ok(extended)
     }
 
     /// The submit times (Unix ms) of the oldest queued job of each of the

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use vidgate_core::ValidatedInput;
 use vidgate_server::backend::{
-    Backend, Backends, ClipBytes, CogBackend, CogCallbacks, CogModelConfig, Job, JobFailure,
+    Backend, BackendsConfig, ClipBytes, CogBackend, CogCallbacks, CogModelConfig, Job, JobFailure,
     RenderedClip, apply_backends_file,
 };
+use vidgate_server::storage::Storage;
 
 use common::{
     M1_T2V, StoreKind, TestApp, TestSettings, assert_error, free_port, on_both_stores,
@@ -157,7 +158,7 @@ async fn spawn_app_on_cog_with(
         }
     });
     std::fs::write(&overlay_path, overlay.to_string()).unwrap();
-    let mut backends = Backends::builtin(true);
+    let mut backends = BackendsConfig::builtin(true);
     apply_backends_file(
         &mut backends,
         &overlay_path,
@@ -381,7 +382,12 @@ fn backend_alone(
         "timeouts": { "request_seconds": 5, "prediction_seconds": 60, "poll_seconds": 0.5, "health_seconds": 0.5 }
     }))
     .unwrap();
-    CogBackend::new("vendor_1/model_1", config, callbacks).unwrap()
+    // Outputs it downloads are removed when their clips are dropped, so a
+    // shared directory stays empty.
+    let storage = Arc::new(Storage::local(
+        std::env::temp_dir().join("vidgate-cog-backend-alone"),
+    ));
+    CogBackend::new("vendor_1/model_1", config, callbacks, storage).unwrap()
 }
 
 fn job(generation_id: &str, prompt: &str) -> Job {
@@ -431,8 +437,10 @@ async fn a_missed_webhook_is_noticed_and_the_job_still_finishes() {
     };
     let cog = CogServer::start(&python).await;
     // Webhooks go to a port nobody listens on, so every one is lost.
-    let callbacks: Arc<CogCallbacks> = Arc::default();
-    callbacks.set_base_url(&format!("http://127.0.0.1:{}", free_port()));
+    let callbacks = Arc::new(CogCallbacks::new(Some(&format!(
+        "http://127.0.0.1:{}",
+        free_port()
+    ))));
     let backend = backend_alone(&cog, 1, callbacks);
     let result = tokio::time::timeout(
         Duration::from_secs(45),
@@ -472,8 +480,10 @@ async fn an_interrupted_job_cancels_its_prediction_on_the_server() {
         return;
     };
     let cog = CogServer::start(&python).await;
-    let callbacks: Arc<CogCallbacks> = Arc::default();
-    callbacks.set_base_url(&format!("http://127.0.0.1:{}", free_port()));
+    let callbacks = Arc::new(CogCallbacks::new(Some(&format!(
+        "http://127.0.0.1:{}",
+        free_port()
+    ))));
     let backend = backend_alone(&cog, 1, callbacks);
     let cancel = CancellationToken::new();
     let interrupt = cancel.clone();

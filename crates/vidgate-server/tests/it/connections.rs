@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::{StoreKind, TestApp, TestSettings, spawn_app_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use vidgate_server::http::HttpLimits;
+use vidgate_server::limits::HttpLimits;
 
 const QUOTE_PATH: &str = "/api/v1/quote/vendor_1/model_1/text-to-video";
 const QUOTE_BODY: &str = r#"{"prompt": "a red kite", "duration": 3}"#;

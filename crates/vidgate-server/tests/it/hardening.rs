@@ -337,7 +337,7 @@ async fn a_database_outage_is_refused_at_once_and_logged_once(store: StoreKind) 
 #[tokio::test]
 async fn a_forged_forwarded_header_changes_no_client_address() {
     let app = spawn_app_with(TestSettings {
-        public_rate_limit: vidgate_server::http::PublicRateLimit {
+        public_rate_limit: vidgate_server::limits::PublicRateLimit {
             per_second: 1,
             burst: 5,
         },

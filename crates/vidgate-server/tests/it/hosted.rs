@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use vidgate_core::{Catalog, ValidatedInput};
-use vidgate_server::backend::{Backends, Job};
+use vidgate_server::backend::{BackendsConfig, Job};
 use vidgate_server::store::ProviderHealth;
 
 use common::{StoreKind, TestApp, TestSettings, free_port, on_both_stores, spawn_app_with};
@@ -28,7 +28,7 @@ fn backends_for(
     provider: Provider,
     request_seconds: f64,
     retry_seconds: f64,
-) -> Backends {
+) -> BackendsConfig {
     backends_with(
         fake,
         provider,
@@ -50,14 +50,14 @@ fn backends_with(
     provider: Provider,
     timeouts: Value,
     costs: Value,
-) -> Backends {
+) -> BackendsConfig {
     example_backends(fake, provider, |model| {
         model["timeouts"] = timeouts.clone();
         model["costs"] = costs.clone();
     })
 }
 
-async fn app_at(store: StoreKind, backends: Backends, workers: usize) -> TestApp {
+async fn app_at(store: StoreKind, backends: BackendsConfig, workers: usize) -> TestApp {
     let mut settings = TestSettings::new(store);
     settings.backends = backends;
     settings.workers = workers;
@@ -318,10 +318,9 @@ async fn a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resu
     for provider in [Provider::Fal, Provider::Replicate] {
         let fake = FakeProviders::start().await;
         fake.switches(|switches| switches.queue_for = Duration::from_secs(2));
-        let backends = backends_for(&fake, provider, 5.0, 20.0);
         // No workers nor hosted pool: the test plays the claimer that dies.
         let mut settings = TestSettings::new(store.clone());
-        settings.backends = backends.clone();
+        settings.backends = backends_for(&fake, provider, 5.0, 20.0);
         settings.workers = 0;
         settings.hosted_jobs = 0;
         settings.lease = Duration::from_secs(2);
@@ -343,7 +342,8 @@ async fn a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resu
             .model("vendor_6/model_6")
             .unwrap()
             .clone();
-        let backend = backends.for_model(&model).unwrap();
+        // The server's own backend of the model, built with its store.
+        let backend = app.server.backends.for_model(&model).unwrap();
         let job = Job {
             generation_id: claimed.id.clone(),
             model: claimed.model.clone(),
@@ -456,7 +456,7 @@ fn slow_polling() -> Value {
 
 /// An app with a configured public URL (its own address), so that hosted
 /// jobs register their provider webhooks.
-async fn app_with_webhooks(store: StoreKind, backends: Backends) -> TestApp {
+async fn app_with_webhooks(store: StoreKind, backends: BackendsConfig) -> TestApp {
     let port = free_port();
     let mut settings = TestSettings::new(store);
     settings.backends = backends;
@@ -822,7 +822,7 @@ async fn cancel_once_the_provider_started_the_job_is_refused(store: StoreKind) {
 
 /// A backends file running M1 at fal, then at Replicate, each with the
 /// credential `fal_key` and `replicate_token`.
-fn failover_backends(fake: &FakeProviders, fal_key: &str, replicate_token: &str) -> Backends {
+fn failover_backends(fake: &FakeProviders, fal_key: &str, replicate_token: &str) -> BackendsConfig {
     let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
         "poll_seconds": 0.1, "retry_seconds": 5 });
     failover_backends_with(fake, fal_key, replicate_token, timeouts)
@@ -834,7 +834,7 @@ fn failover_backends_with(
     fal_key: &str,
     replicate_token: &str,
     timeouts: Value,
-) -> Backends {
+) -> BackendsConfig {
     fake_providers::failover_backends(
         fake,
         "vendor_1/model_1",

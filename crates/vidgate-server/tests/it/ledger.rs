@@ -475,18 +475,18 @@ async fn claimed_among(store: &Store, models: ClaimableModels<'_>) -> Option<Str
         .map(|generation| generation.id)
 }
 
-async fn one_statement_extends_every_lease_of_an_owner_prefix(store_kind: StoreKind) {
+async fn a_pools_heartbeat_extends_only_the_claims_in_flight(store_kind: StoreKind) {
     let test_store = open_test_store(&store_kind).await;
     let store = test_store.store.as_ref();
     create_account(store, Micros(100_000_000)).await;
-    // Owners that share a longer or a shorter prefix, or would match it as
-    // a LIKE pattern, are not the pool's.
+    // `node_a/hosted/2` is a claim of the pool whose task ended without
+    // recording its outcome, and `node_a/w0` a CPU worker's: neither is in
+    // flight in the pool, so neither lease is kept.
     let owners = [
         "node_a/hosted/0",
         "node_a/hosted/1",
+        "node_a/hosted/2",
         "node_a/w0",
-        "node_ab/hosted/0",
-        "nodexa/hosted/0",
     ];
     for (index, owner) in owners.iter().enumerate() {
         submit_of(store, "acct", &format!("gen_{index}"), "m").await;
@@ -497,16 +497,21 @@ async fn one_statement_extends_every_lease_of_an_owner_prefix(store_kind: StoreK
             .unwrap();
     }
     tokio::time::sleep(Duration::from_millis(5)).await;
+    // Many claims in flight, more than one statement takes; one of them
+    // (`node_a/hosted/9`) lost its job to the rescuer already.
+    let mut in_flight: Vec<String> = (10..1200)
+        .map(|claim| format!("node_a/hosted/{claim}"))
+        .collect();
+    in_flight.extend(["node_a/hosted/0", "node_a/hosted/9", "node_a/hosted/1"].map(String::from));
     let mut extended = store
-        .extend_leases_by_prefix("node_a/hosted/", Duration::from_secs(60))
+        .extend_leases(&in_flight, Duration::from_secs(60))
         .await
         .unwrap();
     extended.sort();
     assert_eq!(extended, ["node_a/hosted/0", "node_a/hosted/1"]);
-    // The others' leases ran out and are rescued; the pool's are kept.
     let mut rescued = store.rescue_expired_leases().await.unwrap().requeued;
     rescued.sort();
-    assert_eq!(rescued, ["gen_2", "gen_3", "gen_4"]);
+    assert_eq!(rescued, ["gen_2", "gen_3"]);
 }
 
 async fn concurrent_submits_respect_the_cap_and_the_balance(store_kind: StoreKind) {
@@ -535,7 +540,7 @@ on_both_stores!(
     concurrent_submits_respect_the_cap_and_the_balance,
     accounts_take_turns_so_a_backlog_does_not_hold_back_another_account,
     a_claim_takes_only_the_models_it_is_given,
-    one_statement_extends_every_lease_of_an_owner_prefix,
+    a_pools_heartbeat_extends_only_the_claims_in_flight,
 );
 
 /// A job submitted through one node's store wakes a worker waiting on

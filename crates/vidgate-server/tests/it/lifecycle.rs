@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use vidgate_server::backend::{
-    Admission, Backend, Backends, Job, JobFailure, Rejection, RenderedClip,
+    Admission, Backend, BackendsConfig, Job, JobFailure, Rejection, RenderedClip,
 };
 
 async fn a_submitted_generation_is_held_rendered_and_captured(store: StoreKind) {
@@ -423,8 +423,8 @@ impl Backend for RefusingBackend {
 }
 
 async fn a_backend_refusal_at_admission_is_502_and_charges_nothing(store: StoreKind) {
-    let mut backends = Backends::builtin(true);
-    backends.set_for_model("vendor_1/model_1", Arc::new(RefusingBackend));
+    let mut backends = BackendsConfig::builtin(true);
+    backends.set_for_model("vendor_1/model_1", |_parts| Arc::new(RefusingBackend));
     // Workers run: admission happens before anything is queued, so none can
     // claim the refused job.
     let app = spawn_app_with(TestSettings {

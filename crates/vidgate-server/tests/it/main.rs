@@ -13,6 +13,7 @@ mod foundation;
 mod group_commit;
 mod hardening;
 mod hosted;
+mod layers;
 mod ledger;
 mod lifecycle;
 mod live_status;

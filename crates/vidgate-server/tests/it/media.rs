@@ -582,7 +582,7 @@ async fn a_redirect_to_a_private_address_is_refused_naming_the_field(store: Stor
 /// a fair-use rate, then 429 with Retry-After; keys are not counted.
 async fn the_public_endpoints_have_a_fair_use_limit_per_address(store: StoreKind) {
     let app = spawn_app_with(TestSettings {
-        public_rate_limit: vidgate_server::http::PublicRateLimit {
+        public_rate_limit: vidgate_server::limits::PublicRateLimit {
             per_second: 1,
             burst: 3,
         },
@@ -628,7 +628,7 @@ async fn with_redis_nodes_share_an_addresss_fair_use_bucket() {
         return;
     };
     let settings = || TestSettings {
-        public_rate_limit: vidgate_server::http::PublicRateLimit {
+        public_rate_limit: vidgate_server::limits::PublicRateLimit {
             per_second: 1,
             burst: 3,
         },

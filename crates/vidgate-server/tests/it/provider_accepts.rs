@@ -9,7 +9,7 @@ use crate::common;
 use crate::fake_providers;
 
 use serde_json::{Value, json};
-use vidgate_server::backend::Backends;
+use vidgate_server::backend::BackendsConfig;
 
 use common::{StoreKind, TestApp, TestSettings, on_both_stores, spawn_app_with};
 use fake_providers::{FAL_KEY, FakeProviders, Provider, REPLICATE_TOKEN, example_backends};
@@ -19,7 +19,7 @@ fn fast_timeouts() -> Value {
             "poll_seconds": 0.1, "retry_seconds": 5 })
 }
 
-async fn app_with(store: StoreKind, backends: Backends) -> TestApp {
+async fn app_with(store: StoreKind, backends: BackendsConfig) -> TestApp {
     let mut settings = TestSettings::new(store);
     settings.backends = backends;
     settings.workers = 2;
@@ -100,7 +100,7 @@ async fn a_value_no_provider_of_the_model_serves_is_refused_naming_it_with_nothi
 }
 
 /// A backends file running M4 at fal, then at Replicate.
-fn seedance_failover(fake: &FakeProviders) -> Backends {
+fn seedance_failover(fake: &FakeProviders) -> BackendsConfig {
     fake_providers::failover_backends(
         fake,
         "vendor_4/model_4",

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use vidgate_core::Micros;
-use vidgate_server::backend::Backends;
+use vidgate_server::backend::BackendsConfig;
 use vidgate_server::store::AccountLimits;
 use vidgate_server::{RunningServer, ServerOptions, accounts};
 
@@ -27,7 +27,7 @@ async fn start(workers: usize) -> TestServer {
     );
     options.queue.workers = workers;
     options.queue.idle_poll = Duration::from_millis(100);
-    options.backends = Backends::builtin(true);
+    options.backends = BackendsConfig::builtin(true);
     let server = vidgate_server::start(options).await.unwrap();
     let created = accounts::create_account(server.store.as_ref(), "client", Micros(50_000_000))
         .await

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use vidgate_core::Micros;
 use vidgate_server::accounts::{self, CreatedAccount};
-use vidgate_server::backend::Backends;
+use vidgate_server::backend::BackendsConfig;
 use vidgate_server::storage::StorageConfig;
 use vidgate_server::store::{self, Account, Store};
 use vidgate_server::webhooks::WebhookSettings;
@@ -129,7 +129,7 @@ pub struct TestSettings {
     /// The hosted pool's bound (`--hosted-jobs`); 0 runs no pool.
     pub hosted_jobs: usize,
     pub lease: Duration,
-    pub backends: Backends,
+    pub backends: BackendsConfig,
     /// On by default: test media and webhook receivers listen on 127.0.0.1.
     pub allow_private_network: bool,
     pub webhooks: WebhookSettings,
@@ -144,9 +144,9 @@ pub struct TestSettings {
     pub cog_callback_url: Option<String>,
     /// Generous by default, so suites that call the public endpoints often
     /// are not limited; the fair-use tests set their own.
-    pub public_rate_limit: vidgate_server::http::PublicRateLimit,
+    pub public_rate_limit: vidgate_server::limits::PublicRateLimit,
     /// The listener's timeouts and connection cap (the defaults of `serve`).
-    pub http: vidgate_server::http::HttpLimits,
+    pub http: vidgate_server::limits::HttpLimits,
     /// Peers whose forwarded client addresses are believed.
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The operator API's token; off by default, as in `vidgate serve`.
@@ -171,7 +171,7 @@ impl TestSettings {
             workers: 2,
             hosted_jobs: 5_000,
             lease: Duration::from_secs(30),
-            backends: Backends::builtin(true),
+            backends: BackendsConfig::builtin(true),
             allow_private_network: true,
             webhooks: fast_webhook_settings(),
             storage: StorageConfig::Local,
@@ -179,11 +179,11 @@ impl TestSettings {
             listen: "127.0.0.1:0".parse().unwrap(),
             public_url: None,
             cog_callback_url: None,
-            public_rate_limit: vidgate_server::http::PublicRateLimit {
+            public_rate_limit: vidgate_server::limits::PublicRateLimit {
                 per_second: 10_000,
                 burst: 10_000,
             },
-            http: vidgate_server::http::HttpLimits::default(),
+            http: vidgate_server::limits::HttpLimits::default(),
             trusted_proxies: Vec::new(),
             operator_token: None,
             metrics_listen: None,

@@ -77,7 +77,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use vidgate_core::Catalog;
-use vidgate_server::backend::{Backends, apply_backends_file_with_credentials};
+use vidgate_server::backend::{BackendsConfig, apply_backends_file_with_credentials};
 
 /// Which provider a job was submitted to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -941,7 +941,7 @@ pub fn example_backends(
     fake: &FakeProviders,
     provider: Provider,
     adjust: impl Fn(&mut Value),
-) -> Backends {
+) -> BackendsConfig {
     let name = match provider {
         Provider::Fal => "fal.json",
         Provider::Replicate => "replicate.json",
@@ -964,7 +964,7 @@ pub fn example_backends(
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join(name);
     std::fs::write(&path, file.to_string()).unwrap();
-    let mut backends = Backends::builtin(true);
+    let mut backends = BackendsConfig::builtin(true);
     let credentials = |name: &str| match name {
         "FAL_KEY" => Some(FAL_KEY.to_owned()),
         "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
@@ -985,7 +985,7 @@ pub fn failover_backends(
     fal_key: &str,
     replicate_token: &str,
     timeouts: &Value,
-) -> Backends {
+) -> BackendsConfig {
     let entry = |name: &str| -> Value {
         let example = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../examples/hosted")
@@ -1008,7 +1008,7 @@ pub fn failover_backends(
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("failover.json");
     std::fs::write(&path, file.to_string()).unwrap();
-    let mut backends = Backends::builtin(true);
+    let mut backends = BackendsConfig::builtin(true);
     let (fal_key, replicate_token) = (fal_key.to_owned(), replicate_token.to_owned());
     let credentials = move |name: &str| match name {
         "TEST_FAL_KEY" => Some(fal_key.clone()),
