@@ -9,6 +9,7 @@ use super::accounts::{Account, AccountRow, account_columns};
 use super::database::WriteTransaction;
 use super::generations::{Generation, GenerationRow, ListFilter, generation_columns};
 use super::ledger::Movement;
+use super::retention::record_expired_file;
 use super::retention::stored_path_of_output;
 use super::{Store, StoreError, now_millis};
 
@@ -476,18 +477,7 @@ impl Store {
         })?;
         files.extend(uploads);
         for relative_path in &files {
-            on_transaction!(&mut transaction, |connection| {
-                sqlx::query(
-                    "INSERT INTO expired_files (relative_path, account_id, expired_at) \
-                     VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
-                )
-                .bind(relative_path)
-                .bind(account_id)
-                .bind(now)
-                .execute(connection)
-                .await
-                .map(|done| done.rows_affected())
-            })?;
+            record_expired_file(&mut transaction, relative_path, account_id, now).await?;
         }
         // What people wrote about the account (names, emails,
         // reasons, failure messages) goes; which event happened,

@@ -10,7 +10,7 @@
 use serde_json::Value;
 use sqlx::AssertSqlSafe;
 
-use super::database::RowLocking;
+use super::database::{RowLocking, WriteTransaction};
 use super::{Store, StoreError, rfc3339};
 
 /// An expired file whose object a sweeper claimed the deletion of.
@@ -37,6 +37,30 @@ fn expired_output(mut output: Value, now: i64) -> Value {
         fields.insert("expired_at".into(), Value::String(rfc3339(now)));
     }
     output
+}
+
+/// Adds a file to the expired files that the retention sweep deletes, in
+/// the transaction that retires what named it; a file already there keeps
+/// its first entry.
+pub(super) async fn record_expired_file(
+    transaction: &mut WriteTransaction,
+    relative_path: &str,
+    account_id: &str,
+    expired_at: i64,
+) -> Result<(), StoreError> {
+    on_transaction!(transaction, |connection| {
+        sqlx::query(
+            "INSERT INTO expired_files (relative_path, account_id, expired_at) \
+             VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
+        )
+        .bind(relative_path)
+        .bind(account_id)
+        .bind(expired_at)
+        .execute(connection)
+        .await
+        .map(|_| ())
+    })?;
+    Ok(())
 }
 
 impl Store {
@@ -88,18 +112,7 @@ impl Store {
                 .map(|done| done.rows_affected())
             })?;
             if let Some(relative_path) = relative_path {
-                on_transaction!(&mut transaction, |connection| {
-                    sqlx::query(
-                        "INSERT INTO expired_files (relative_path, account_id, expired_at) \
-                         VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
-                    )
-                    .bind(relative_path)
-                    .bind(account_id)
-                    .bind(now)
-                    .execute(connection)
-                    .await
-                    .map(|done| done.rows_affected())
-                })?;
+                record_expired_file(&mut transaction, &relative_path, account_id, now).await?;
             }
         }
         transaction.commit().await?;
@@ -169,18 +182,7 @@ impl Store {
                     .await
                     .map(|done| done.rows_affected())
             })?;
-            on_transaction!(&mut transaction, |connection| {
-                sqlx::query(
-                    "INSERT INTO expired_files (relative_path, account_id, expired_at) \
-                     VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
-                )
-                .bind(relative_path)
-                .bind(account_id)
-                .bind(now)
-                .execute(connection)
-                .await
-                .map(|done| done.rows_affected())
-            })?;
+            record_expired_file(&mut transaction, relative_path, account_id, now).await?;
         }
         transaction.commit().await?;
         Ok(expiring.len())
