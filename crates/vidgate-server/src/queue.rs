@@ -506,19 +506,8 @@ async fn run_claimed(
     ) {
         Ok(job) => job,
         Err(message) => {
-            let outcome = finish_failed(
-                context,
-                &generation_id,
-                worker_id,
-                fail("invalid_job", message),
-            )
-            .await;
-            context
-                .metrics
-                .record_job_refused(&generation.model, outcome);
-            if outcome.is_final() {
-                binding.release(&context.storage).await;
-            }
+            let refusal = fail("invalid_job", message);
+            refuse_claimed(context, worker_id, &generation, &binding, refusal).await;
             return;
         }
     };
@@ -527,20 +516,11 @@ async fn run_claimed(
         .model(&job.model)
         .and_then(|model| context.backends.for_model(model));
     let Some(backend) = backend else {
-        let message = format!("no backend runs {}", job.model);
-        let outcome = finish_failed(
-            context,
-            &generation_id,
-            worker_id,
-            fail("model_unavailable", message),
-        )
-        .await;
-        context
-            .metrics
-            .record_job_refused(&generation.model, outcome);
-        if outcome.is_final() {
-            binding.release(&context.storage).await;
-        }
+        let refusal = fail(
+            "model_unavailable",
+            format!("no backend runs {}", job.model),
+        );
+        refuse_claimed(context, worker_id, &generation, &binding, refusal).await;
         return;
     };
     let backend_kind = backend.kind();
@@ -692,6 +672,25 @@ async fn record_success(
             tracing::error!(generation = %generation_id, error = %error, "recording the result failed");
             JobOutcome::NotRecorded
         }
+    }
+}
+
+/// Fails a claimed job that cannot run at all (its stored request no
+/// longer makes a job, or no backend runs its model), counts the refusal,
+/// and lets its media go once the failure is recorded.
+async fn refuse_claimed(
+    context: &WorkerContext,
+    worker_id: &str,
+    generation: &Generation,
+    binding: &MediaBinding,
+    refusal: FailureDetail,
+) {
+    let outcome = finish_failed(context, &generation.id, worker_id, refusal).await;
+    context
+        .metrics
+        .record_job_refused(&generation.model, outcome);
+    if outcome.is_final() {
+        binding.release(&context.storage).await;
     }
 }
 

@@ -412,13 +412,7 @@ impl Storage {
                 Ok(body)
             }
             Backend::S3 { store, prefix } => {
-                let result = store
-                    .get(&Storage::object_path(prefix, relative_path))
-                    .await
-                    .map_err(read_error)?;
-                if result.meta.size > max_bytes {
-                    return Err(ReadError::TooLarge { limit: max_bytes });
-                }
+                let result = get_object_within(store, prefix, relative_path, max_bytes).await?;
                 Ok(result.bytes().await.map_err(read_error)?.to_vec())
             }
         }
@@ -444,13 +438,7 @@ impl Storage {
                 Ok(Box::pin(file))
             }
             Backend::S3 { store, prefix } => {
-                let result = store
-                    .get(&Storage::object_path(prefix, relative_path))
-                    .await
-                    .map_err(read_error)?;
-                if result.meta.size > max_bytes {
-                    return Err(ReadError::TooLarge { limit: max_bytes });
-                }
+                let result = get_object_within(store, prefix, relative_path, max_bytes).await?;
                 Ok(Box::pin(tokio_util::io::StreamReader::new(
                     result.into_stream(),
                 )))
@@ -661,6 +649,24 @@ async fn put_file(
         .await
         .map(drop)
         .map_err(std::io::Error::other)
+}
+
+/// Starts reading an object, refusing one whose stored size is over
+/// `max_bytes` before any of its body is read.
+async fn get_object_within(
+    store: &AmazonS3,
+    prefix: &str,
+    relative_path: &str,
+    max_bytes: u64,
+) -> Result<object_store::GetResult, ReadError> {
+    let result = store
+        .get(&Storage::object_path(prefix, relative_path))
+        .await
+        .map_err(read_error)?;
+    if result.meta.size > max_bytes {
+        return Err(ReadError::TooLarge { limit: max_bytes });
+    }
+    Ok(result)
 }
 
 fn read_error(error: object_store::Error) -> ReadError {

@@ -42,16 +42,16 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
+use serde::Deserialize;
 use serde_json::Value;
 use sha2::Digest;
 use tokio::sync::{Notify, oneshot};
 
 use super::provider::{
-    CancelOutcome, JobDeadlines, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
+    CancelOutcome, JobToCreate, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
     VerifiedWebhook, WebhookError,
 };
 
-use super::hosted_config::BudgetConfig;
 use crate::metrics::Metrics;
 use crate::rate_limit::CallerRateLimiter;
 
@@ -126,6 +126,38 @@ impl ClassLimit {
         let refilled_per_minute = (self.per_minute / nodes).saturating_sub(burst).max(1);
         (Duration::from_secs(60) / refilled_per_minute, burst)
     }
+}
+
+/// Overrides of a provider credential's request budget; each one left out
+/// keeps its documented default (this module's comment).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Calls that create jobs, per minute (default 600, Replicate's
+    /// documented limit).
+    #[serde(default)]
+    pub creates_per_minute: Option<u32>,
+    /// Every other call (reads, lists, cancels, downloads), per minute
+    /// (default 3000, Replicate's documented limit).
+    #[serde(default)]
+    pub others_per_minute: Option<u32>,
+    /// How many of a minute's creates may go at once (default a twentieth).
+    #[serde(default)]
+    pub creates_burst: Option<u32>,
+    /// How many of a minute's other calls may go at once (default a
+    /// twentieth).
+    #[serde(default)]
+    pub others_burst: Option<u32>,
+    /// Jobs of this credential one node runs at the provider at once
+    /// (default: no ceiling); for fal, the account's concurrency divided
+    /// by the nodes, so that jobs beyond it wait in vidgate's queue.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    /// How many nodes share the budget when there is no Redis: each takes
+    /// an equal share of the limits (default 1). Ignored with Redis, where
+    /// every node takes from one shared budget.
+    #[serde(default)]
+    pub nodes: Option<u32>,
 }
 
 /// A provider credential's limits, resolved from the provider's defaults
@@ -246,11 +278,6 @@ impl ProviderBudgets {
         budget.report_limits();
         by_key.insert(key, budget.clone());
         Ok(budget)
-    }
-
-    /// Every budget, for reports.
-    pub fn all(&self) -> Vec<Arc<ProviderBudget>> {
-        lock(&self.by_key).values().cloned().collect()
     }
 }
 
@@ -392,19 +419,6 @@ impl Ord for Waiter {
     }
 }
 
-/// What `vidgate admin providers` and the metrics show of a budget.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BudgetReport {
-    pub provider: &'static str,
-    pub credential_env: String,
-    pub limits: BudgetLimits,
-    pub creates_remaining: Option<u32>,
-    pub others_remaining: Option<u32>,
-    pub creates_waiting: usize,
-    pub others_waiting: usize,
-    pub jobs_in_flight: u64,
-}
-
 impl ProviderBudget {
     fn queue(&self, class: CallClass) -> &ClassQueue {
         match class {
@@ -536,27 +550,6 @@ impl ProviderBudget {
     pub fn record_poll_interval(&self, with_webhooks: bool, interval: Duration) {
         let metrics = self.metrics();
         metrics.record_provider_poll_interval(self.provider, with_webhooks, interval);
-    }
-
-    pub fn report(&self) -> BudgetReport {
-        let (creates_remaining, creates_waiting) = {
-            let state = lock(&self.creates.state);
-            (state.remaining, state.waiting.len())
-        };
-        let (others_remaining, others_waiting) = {
-            let state = lock(&self.others.state);
-            (state.remaining, state.waiting.len())
-        };
-        BudgetReport {
-            provider: self.provider,
-            credential_env: self.credential_env.clone(),
-            limits: self.limits(),
-            creates_remaining,
-            others_remaining,
-            creates_waiting,
-            others_waiting,
-            jobs_in_flight: self.in_flight.load(Ordering::SeqCst),
-        }
     }
 
     fn report_limits(&self) {
@@ -791,20 +784,11 @@ impl ProviderProtocol for BudgetedProtocol {
         self.inner.name()
     }
 
-    async fn submit(
-        &self,
-        target: &ProviderTarget,
-        input: &Value,
-        webhook_url: Option<&str>,
-        deadlines: JobDeadlines,
-    ) -> Result<String, ProviderError> {
+    async fn submit(&self, job: &JobToCreate<'_>) -> Result<String, ProviderError> {
         self.budget
             .acquire(CallClass::Creates, CallPriority::now())
             .await;
-        let submitted = self
-            .inner
-            .submit(target, input, webhook_url, deadlines)
-            .await;
+        let submitted = self.inner.submit(job).await;
         self.noting_rate_limits(CallClass::Creates, submitted)
     }
 
@@ -1014,13 +998,7 @@ mod tests {
         fn name(&self) -> &'static str {
             "replicate"
         }
-        async fn submit(
-            &self,
-            _target: &ProviderTarget,
-            _input: &Value,
-            _webhook_url: Option<&str>,
-            _deadlines: JobDeadlines,
-        ) -> Result<String, ProviderError> {
+        async fn submit(&self, _job: &JobToCreate<'_>) -> Result<String, ProviderError> {
             unreachable!("the test only reads")
         }
         async fn state(

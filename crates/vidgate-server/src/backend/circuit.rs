@@ -27,7 +27,7 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::provider::{
-    CancelOutcome, JobDeadlines, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
+    CancelOutcome, JobToCreate, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
     VerifiedWebhook, WebhookError,
 };
 use crate::store::{ProviderHealth, Store};
@@ -248,18 +248,9 @@ impl ProviderProtocol for ObservedProtocol {
         self.inner.name()
     }
 
-    async fn submit(
-        &self,
-        target: &ProviderTarget,
-        input: &Value,
-        webhook_url: Option<&str>,
-        deadlines: JobDeadlines,
-    ) -> Result<String, ProviderError> {
+    async fn submit(&self, job: &JobToCreate<'_>) -> Result<String, ProviderError> {
         let started = Instant::now();
-        let result = self
-            .inner
-            .submit(target, input, webhook_url, deadlines)
-            .await;
+        let result = self.inner.submit(job).await;
         observe(&self.circuit.creates, started, result)
     }
 

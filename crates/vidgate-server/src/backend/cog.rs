@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::config::CogModelConfig;
+use super::cog_config::CogModelConfig;
 use super::output::{self, DownloadError, upstream_failure};
 use super::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
 use crate::bound_media::MEDIA_URL_MARGIN;

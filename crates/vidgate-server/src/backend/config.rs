@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
 use vidgate_core::Catalog;
 
 use std::sync::Arc;
@@ -21,6 +20,7 @@ use std::sync::Arc;
 use super::budget::{BudgetsInFile, ProviderBudgets};
 use super::circuit::ProviderCircuits;
 use super::cog::{CogBackend, CogCallbacks};
+use super::cog_config::CogModelConfig;
 use super::failover::{self, FailoverBackend};
 use super::hosted::{HostedPlan, ProviderKind};
 use super::hosted_config::HostedModelConfig;
@@ -167,76 +167,6 @@ impl HostedProviderConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CogModelConfig {
-    /// Where the Cog server listens, e.g. `http://10.0.0.5:5000`.
-    pub base_url: String,
-    /// How many predictions vidgate sends this server at once; more would
-    /// only be refused with 409 while its slots are busy.
-    #[serde(default = "default_concurrency")]
-    pub concurrency: usize,
-    /// Our parameter name → the predictor's input name. Besides the
-    /// request's parameters, `seed`, `width`, `height` and `mode` name the
-    /// values the job was given.
-    #[serde(default = "default_inputs")]
-    pub inputs: BTreeMap<String, String>,
-    /// Predictor inputs sent with every prediction, e.g. `{"fps": 24}`.
-    #[serde(default)]
-    pub constants: Map<String, Value>,
-    #[serde(default)]
-    pub timeouts: CogTimeouts,
-    /// Largest output accepted, in bytes, from a data URI or a download.
-    #[serde(default = "default_max_output_bytes")]
-    pub max_output_bytes: u64,
-}
-
-/// Timeouts and intervals, in seconds.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CogTimeouts {
-    /// One HTTP request to the server (dispatch, state read, cancel, health).
-    pub request_seconds: f64,
-    /// A whole prediction, from dispatch to result; then it is canceled and
-    /// the generation fails.
-    pub prediction_seconds: f64,
-    /// How often the state of a dispatched prediction is read while its
-    /// webhook has not arrived.
-    pub poll_seconds: f64,
-    /// How often `GET /health-check` is called.
-    pub health_seconds: f64,
-    /// How long the server may stay unreachable during a job before the
-    /// generation fails.
-    pub unreachable_seconds: f64,
-}
-
-impl Default for CogTimeouts {
-    fn default() -> CogTimeouts {
-        CogTimeouts {
-            request_seconds: 30.0,
-            prediction_seconds: 1800.0,
-            poll_seconds: 5.0,
-            health_seconds: 5.0,
-            unreachable_seconds: 60.0,
-        }
-    }
-}
-
-fn default_concurrency() -> usize {
-    1
-}
-
-fn default_inputs() -> BTreeMap<String, String> {
-    ["prompt", "duration", "seed"]
-        .into_iter()
-        .map(|name| (name.to_owned(), name.to_owned()))
-        .collect()
-}
-
-fn default_max_output_bytes() -> u64 {
-    256 * 1024 * 1024
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum BackendsFileError {
     #[error("could not read the backends file {path}")]
@@ -271,17 +201,11 @@ pub fn apply_backends_file_with_credentials(
     catalog: &Catalog,
     credentials: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), BackendsFileError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| BackendsFileError::Read {
-        path: shown.clone(),
-        source,
-    })?;
+    let file = read_backends_file(path)?;
     let invalid = |reason: String| BackendsFileError::Invalid {
-        path: shown.clone(),
+        path: path.display().to_string(),
         reason,
     };
-    let file: BackendsFile =
-        serde_json::from_str(&text).map_err(|error| invalid(error.to_string()))?;
     let mut budgets = BudgetsInFile::default();
     for (model_id, config) in file.models {
         let Some(model) = catalog.model(&model_id) else {
@@ -334,6 +258,19 @@ pub fn apply_backends_file_with_credentials(
     Ok(())
 }
 
+/// Reads and parses a backends file; what is in it is checked by its users.
+fn read_backends_file(path: &Path) -> Result<BackendsFile, BackendsFileError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| BackendsFileError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|error| BackendsFileError::Invalid {
+        path: shown,
+        reason: error.to_string(),
+    })
+}
+
 /// A provider credential's request budget as a backends file sets it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfiguredBudget {
@@ -350,17 +287,11 @@ pub struct ConfiguredBudget {
 /// providers`, which runs beside the database rather than in a server.
 /// Models of one provider and credential variable share one entry.
 pub fn budgets_in_backends_file(path: &Path) -> Result<Vec<ConfiguredBudget>, BackendsFileError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| BackendsFileError::Read {
-        path: shown.clone(),
-        source,
-    })?;
+    let file = read_backends_file(path)?;
     let invalid = |reason: String| BackendsFileError::Invalid {
-        path: shown.clone(),
+        path: path.display().to_string(),
         reason,
     };
-    let file: BackendsFile =
-        serde_json::from_str(&text).map_err(|error| invalid(error.to_string()))?;
     let mut budgets: Vec<ConfiguredBudget> = Vec::new();
     for (model_id, config) in file.models {
         let hosted: Vec<(HostedModelConfig, ProviderKind)> = match config {
@@ -401,7 +332,7 @@ pub fn budgets_in_backends_file(path: &Path) -> Result<Vec<ConfiguredBudget>, Ba
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::provider::{
-    CachedKeys, CancelOutcome, FailureKind, JobDeadlines, MAX_ANSWER_BYTES, ProviderError,
+    CachedKeys, CancelOutcome, FailureKind, JobToCreate, MAX_ANSWER_BYTES, ProviderError,
     ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook,
     WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection, classify_status, iso8601, json_body,
     limited_body, sent_fields_match, shortened, transport_error, unreadable,
@@ -134,22 +134,16 @@ impl ProviderProtocol for FalClient {
         "fal"
     }
 
-    async fn submit(
-        &self,
-        target: &ProviderTarget,
-        input: &Value,
-        webhook_url: Option<&str>,
-        deadlines: JobDeadlines,
-    ) -> Result<String, ProviderError> {
-        let mut url = self
-            .queue_url
-            .join(&target.0)
-            .map_err(|error| ProviderError::Refused {
-                status: 0,
-                kind: FailureKind::Failed,
-                message: format!("the endpoint id is not a path: {error}"),
-            })?;
-        if let Some(webhook_url) = webhook_url {
+    async fn submit(&self, job: &JobToCreate<'_>) -> Result<String, ProviderError> {
+        let mut url =
+            self.queue_url
+                .join(&job.target.0)
+                .map_err(|error| ProviderError::Refused {
+                    status: 0,
+                    kind: FailureKind::Failed,
+                    message: format!("the endpoint id is not a path: {error}"),
+                })?;
+        if let Some(webhook_url) = job.webhook_url {
             url.query_pairs_mut()
                 .append_pair("fal_webhook", webhook_url);
         }
@@ -161,8 +155,11 @@ impl ProviderProtocol for FalClient {
                     // runner begins processing, the timeout stops"), so the
                     // start deadline goes here and fal ends a request that
                     // never started, for free.
-                    .header("X-Fal-Request-Timeout", deadlines.start.as_secs().max(1))
-                    .json(input),
+                    .header(
+                        "X-Fal-Request-Timeout",
+                        job.deadlines.start.as_secs().max(1),
+                    )
+                    .json(job.input),
             )
             .await?;
         queued["request_id"]

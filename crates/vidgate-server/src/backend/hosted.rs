@@ -38,8 +38,8 @@ use super::fal::{self, FalClient};
 use super::hosted_config::{HostedModelConfig, HostedTimeouts, seconds};
 use super::output::{self, DownloadError};
 use super::provider::{
-    self, CancelOutcome, CancelResult, FailureKind, JobDeadlines, ProviderError, ProviderJobState,
-    ProviderProtocol, ProviderTarget, WebhookError,
+    self, CancelOutcome, CancelResult, FailureKind, JobDeadlines, JobToCreate, ProviderError,
+    ProviderJobState, ProviderProtocol, ProviderTarget, WebhookError,
 };
 use super::replicate::{self, ReplicateClient};
 use super::{
@@ -472,15 +472,15 @@ impl HostedBackend {
             let webhook_url = self.webhook_url(&job.generation_id);
             let submitted = self
                 .protocol
-                .submit(
-                    &target,
-                    &input,
-                    webhook_url.as_deref(),
-                    JobDeadlines {
+                .submit(&JobToCreate {
+                    target: &target,
+                    input: &input,
+                    webhook_url: webhook_url.as_deref(),
+                    deadlines: JobDeadlines {
                         start: seconds(self.timeouts().start_seconds),
                         lifetime: seconds(self.timeouts().job_seconds),
                     },
-                )
+                })
                 .await;
             match submitted {
                 Ok(job_id) => {

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use vidgate_core::Mode;
 
+use super::budget::{BudgetConfig, BudgetLimits};
 use super::provider::ProviderTarget;
 use super::{Job, Rejection};
 use crate::bound_media::MEDIA_URL_MARGIN;
@@ -255,38 +256,6 @@ pub struct HostedModelConfig {
     pub budget: Option<BudgetConfig>,
 }
 
-/// Overrides of a provider credential's request budget; each one left out
-/// keeps its default (`budget.rs`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct BudgetConfig {
-    /// Calls that create jobs, per minute (default 600, Replicate's
-    /// documented limit).
-    #[serde(default)]
-    pub creates_per_minute: Option<u32>,
-    /// Every other call (reads, lists, cancels, downloads), per minute
-    /// (default 3000, Replicate's documented limit).
-    #[serde(default)]
-    pub others_per_minute: Option<u32>,
-    /// How many of a minute's creates may go at once (default a twentieth).
-    #[serde(default)]
-    pub creates_burst: Option<u32>,
-    /// How many of a minute's other calls may go at once (default a
-    /// twentieth).
-    #[serde(default)]
-    pub others_burst: Option<u32>,
-    /// Jobs of this credential one node runs at the provider at once
-    /// (default: no ceiling); for fal, the account's concurrency divided
-    /// by the nodes, so that jobs beyond it wait in vidgate's queue.
-    #[serde(default)]
-    pub max_in_flight: Option<u32>,
-    /// How many nodes share the budget when there is no Redis: each takes
-    /// an equal share of the limits (default 1). Ignored with Redis, where
-    /// every node takes from one shared budget.
-    #[serde(default)]
-    pub nodes: Option<u32>,
-}
-
 /// One line of a provider's price list, valid from `from` (a UTC date,
 /// `YYYY-MM-DD`) until a later line of the same target replaces it.
 #[derive(Debug, Clone, Deserialize)]
@@ -375,7 +344,7 @@ impl HostedModelConfig {
             return Err("timeouts: usual_run_seconds must be a positive number of seconds".into());
         }
         if let Some(budget) = &self.budget {
-            super::budget::BudgetLimits::resolve(budget)?;
+            BudgetLimits::resolve(budget)?;
         }
         for line in &self.costs {
             if !is_calendar_date(&line.from) {

@@ -6,6 +6,7 @@
 mod budget;
 mod circuit;
 mod cog;
+mod cog_config;
 mod config;
 mod failover;
 pub mod fal;
@@ -28,19 +29,20 @@ use vidgate_core::Mode;
 
 use crate::bound_media::JobMedia;
 use budget::ProviderBudgets;
-pub use budget::{BudgetLimits, BudgetReport, ClassLimit};
+pub use budget::{BudgetConfig, BudgetLimits, ClassLimit};
 use circuit::ProviderCircuits;
 pub use cog::{CogBackend, CogCallbacks};
+pub use cog_config::{CogModelConfig, CogTimeouts};
 use config::SharedByBackends;
 pub use config::{
-    BackendsConfig, BackendsFile, BackendsFileError, CogModelConfig, CogTimeouts, ConfiguredBudget,
-    FailoverConfig, HostedProviderConfig, ModelBackendConfig, apply_backends_file,
+    BackendsConfig, BackendsFile, BackendsFileError, ConfiguredBudget, FailoverConfig,
+    HostedProviderConfig, ModelBackendConfig, apply_backends_file,
     apply_backends_file_with_credentials, budgets_in_backends_file,
 };
 pub use hosted::{HostedBackend, ProviderKind};
 pub use hosted_config::{
-    BudgetConfig, FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts, PlannedInput,
-    PlannedInputs, RefusedInput, Unserved,
+    FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts, PlannedInput, PlannedInputs,
+    RefusedInput, Unserved,
 };
 pub use local::LocalEngineBackend;
 pub use schema_check::{DEFAULT_FAL_SCHEMA_URL, TargetCheck, check_provider_schemas};
@@ -289,9 +291,6 @@ pub struct Backends {
     /// Predictions of Cog backends waiting for their completion webhooks,
     /// shared with the HTTP route that receives them.
     cog_callbacks: Arc<CogCallbacks>,
-    /// The request budget of each hosted provider and credential, shared
-    /// by its backends.
-    provider_budgets: Arc<ProviderBudgets>,
 }
 
 impl Backends {
@@ -331,22 +330,7 @@ impl Backends {
             by_name,
             by_model,
             cog_callbacks: shared.cog_callbacks,
-            provider_budgets: shared.provider_budgets,
         })
-    }
-
-    /// Each provider credential's budget: its limits and what this node
-    /// saw of its use.
-    pub fn provider_budget_reports(&self) -> Vec<BudgetReport> {
-        let mut reports: Vec<BudgetReport> = self
-            .provider_budgets
-            .all()
-            .iter()
-            .map(|budget| budget.report())
-            .collect();
-        reports
-            .sort_by(|a, b| (a.provider, &a.credential_env).cmp(&(b.provider, &b.credential_env)));
-        reports
     }
 
     /// Whether a queued job of `model` could be sent on now (see

@@ -19,6 +19,18 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderTarget(pub String);
 
+/// What one create call sends: a job's target, its input in the
+/// provider's schema, where its completion webhook goes, and its deadlines.
+#[derive(Debug, Clone, Copy)]
+pub struct JobToCreate<'a> {
+    pub target: &'a ProviderTarget,
+    pub input: &'a Value,
+    /// Receives the job's completion, when vidgate has a public URL.
+    pub webhook_url: Option<&'a str>,
+    /// Each protocol sends the one deadline its provider takes.
+    pub deadlines: JobDeadlines,
+}
+
 /// The deadlines of one provider job, both counted from its creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobDeadlines {
@@ -180,18 +192,10 @@ pub trait ProviderProtocol: Send + Sync + 'static {
     /// `replicate`).
     fn name(&self) -> &'static str;
 
-    /// Creates one job. `deadlines` are the job's start deadline and its
-    /// whole lifetime, each protocol sending the one its provider takes;
-    /// `webhook_url` receives its completion.
+    /// Creates one job.
     /// `Err(Unavailable)` means the outcome is unknown: reconcile with
     /// `find_submitted`, never submit again blindly.
-    async fn submit(
-        &self,
-        target: &ProviderTarget,
-        input: &Value,
-        webhook_url: Option<&str>,
-        deadlines: JobDeadlines,
-    ) -> Result<String, ProviderError>;
+    async fn submit(&self, job: &JobToCreate<'_>) -> Result<String, ProviderError>;
 
     /// Reads the state of job `job_id`.
     async fn state(

@@ -18,7 +18,7 @@ use subtle::ConstantTimeEq;
 use url::Url;
 
 use super::provider::{
-    CachedKeys, CancelOutcome, FailureKind, JobDeadlines, MAX_ANSWER_BYTES, ProviderError,
+    CachedKeys, CancelOutcome, FailureKind, JobToCreate, MAX_ANSWER_BYTES, ProviderError,
     ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook,
     WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection, classify_status, iso8601, json_body,
     sent_fields_match, shortened, transport_error, unreadable,
@@ -111,14 +111,8 @@ impl ProviderProtocol for ReplicateClient {
         "replicate"
     }
 
-    async fn submit(
-        &self,
-        target: &ProviderTarget,
-        input: &Value,
-        webhook_url: Option<&str>,
-        deadlines: JobDeadlines,
-    ) -> Result<String, ProviderError> {
-        let (path, body) = create_request(&target.0, input, webhook_url);
+    async fn submit(&self, job: &JobToCreate<'_>) -> Result<String, ProviderError> {
+        let (path, body) = create_request(&job.target.0, job.input, job.webhook_url);
         let prediction = self
             .call(
                 self.http
@@ -128,7 +122,7 @@ impl ProviderProtocol for ReplicateClient {
                     // lifetime is measured from when the prediction is
                     // created". So the whole job's deadline goes here; the
                     // start deadline is vidgate's to keep.
-                    .header("Cancel-After", cancel_after(deadlines.lifetime))
+                    .header("Cancel-After", cancel_after(job.deadlines.lifetime))
                     .json(&body),
             )
             .await?;

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::session::SignedIn;
+use super::session::{CsrfForm, SignedIn};
 use super::{Layout, Section, display_time, render};
 use crate::accounts;
 use crate::state::AppState;
@@ -120,12 +120,6 @@ pub async fn create(
         }
         Err(error) => super::internal_error(error),
     }
-}
-
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf_token: String,
 }
 
 /// Revokes one of the session's account's keys; another account's key, an

@@ -18,6 +18,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
 
 use crate::sessions::{self, ABSOLUTE_LIFETIME, live_session, tokens_match};
 use crate::state::AppState;
@@ -117,6 +118,14 @@ impl FromRequestParts<AppState> for SignedIn {
             Err(error) => Err(super::internal_error(error)),
         }
     }
+}
+
+/// A form that sends nothing but its CSRF token (sign-out, revoking a key,
+/// rotating the webhook secret).
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    pub csrf_token: String,
 }
 
 impl SignedIn {

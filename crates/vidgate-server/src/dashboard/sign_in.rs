@@ -10,7 +10,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::session::{self, SESSION_COOKIE, SignedIn, cookie, pre_session_csrf_cookie, set_cookie};
+use super::session::{
+    self, CsrfForm, SESSION_COOKIE, SignedIn, cookie, pre_session_csrf_cookie, set_cookie,
+};
 use super::users::{self, UserError};
 use super::{Layout, passwords, render};
 use crate::client_address::client_address_of;
@@ -246,18 +248,12 @@ pub async fn sign_up(
     }
 }
 
-#[derive(Deserialize)]
-pub struct CsrfOnly {
-    #[serde(default)]
-    csrf_token: String,
-}
-
 /// Revokes the session in the database (the cookie is refused from now on,
 /// wherever a copy of it is) and deletes the cookie.
 pub async fn sign_out(
     State(state): State<AppState>,
     signed_in: SignedIn,
-    Form(form): Form<CsrfOnly>,
+    Form(form): Form<CsrfForm>,
 ) -> Response {
     if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
         return refused;

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::session::{CSRF_HEADER, SignedIn};
+use super::session::{CSRF_HEADER, CsrfForm, SignedIn};
 use super::{Layout, Section, display_time, render};
 use crate::accounts;
 use crate::state::AppState;
@@ -131,12 +131,6 @@ pub async fn secret(
         Ok(None) => super::not_found(Some(&signed_in.0)),
         Err(error) => super::internal_error(error),
     }
-}
-
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    #[serde(default)]
-    csrf_token: String,
 }
 
 /// Issues a new secret; the replaced one keeps signing beside it for a day,

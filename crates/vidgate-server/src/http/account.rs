@@ -70,12 +70,21 @@ pub async fn show(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, ApiError> {
-    let account = state
+    let account = caller_account(&state, &caller).await?;
+    Ok(Json(AccountRecord::new(&account)).into_response())
+}
+
+/// The caller's account. An API key outlives its account only for the
+/// moment an account deletion takes, and is then refused as unknown.
+pub(super) async fn caller_account(state: &AppState, caller: &Caller) -> Result<Account, ApiError> {
+    state
         .store
         .account(&caller.account_id)
         .await?
-        .ok_or_else(|| {
-            ApiError::Unauthorized("The account of this API key no longer exists.".into())
-        })?;
-    Ok(Json(AccountRecord::new(&account)).into_response())
+        .ok_or_else(account_gone)
+}
+
+/// What a key whose account no longer exists is answered.
+pub(super) fn account_gone() -> ApiError {
+    ApiError::Unauthorized("The account of this API key no longer exists.".into())
 }

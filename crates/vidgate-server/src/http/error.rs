@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use axum::extract::rejection::QueryRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -186,6 +187,18 @@ impl From<vidgate_media::InspectError> for ApiError {
                 ),
                 retry_after,
             },
+        }
+    }
+}
+
+/// A query string that does not fit its handler's parameters (a number
+/// where text is expected, an unknown value): the whole query is named,
+/// since the rejection does not say which field.
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        ApiError::InvalidRequest {
+            message: format!("The query string could not be read: {rejection}"),
+            param: None,
         }
     }
 }

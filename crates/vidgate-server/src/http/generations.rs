@@ -2,6 +2,7 @@
 //! and the Generation record of SPEC.md section 2.
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -164,7 +165,21 @@ pub(super) struct ListParameters {
     model: Option<String>,
 }
 
-pub(super) fn encode_cursor(generation: &Generation) -> String {
+/// A page of `page_size` generations out of a list read with one row more
+/// than the page, and the cursor of the next page when that row was there.
+pub(super) fn one_page(
+    mut generations: Vec<Generation>,
+    page_size: usize,
+) -> (Vec<Generation>, Option<String>) {
+    let has_more = generations.len() > page_size;
+    generations.truncate(page_size);
+    let next_cursor = has_more
+        .then(|| generations.last().map(encode_cursor))
+        .flatten();
+    (generations, next_cursor)
+}
+
+fn encode_cursor(generation: &Generation) -> String {
     URL_SAFE_NO_PAD.encode(format!("{}:{}", generation.created_at, generation.id))
 }
 
@@ -225,33 +240,24 @@ pub(super) fn parse_list_filter(parameters: ListParameters) -> Result<ListFilter
 pub async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    parameters: Result<Query<ListParameters>, axum::extract::rejection::QueryRejection>,
+    parameters: Result<Query<ListParameters>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(parameters) = parameters.map_err(|rejection| ApiError::InvalidRequest {
-        message: format!("The query string could not be read: {rejection}"),
-        param: None,
-    })?;
+    let Query(parameters) = parameters?;
     let mut filter = parse_list_filter(parameters)?;
     let page_size = filter.limit as usize;
     // One extra row tells whether another page exists.
     filter.limit += 1;
-    let mut generations = state
+    let generations = state
         .store
         .list_generations(&caller.account_id, &filter)
         .await?;
-    let has_more = generations.len() > page_size;
-    generations.truncate(page_size);
-    let next_cursor = if has_more {
-        generations.last().map(encode_cursor)
-    } else {
-        None
-    };
+    let (generations, next_cursor) = one_page(generations, page_size);
     Ok(Json(ListPage {
         data: generations
             .iter()
             .map(|generation| GenerationRecord::new(generation, &state.api_base))
             .collect(),
-        has_more,
+        has_more: next_cursor.is_some(),
         next_cursor,
         object: ListKind::List,
     })

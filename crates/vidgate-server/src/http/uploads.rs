@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use utoipa::ToSchema;
 
+use super::account::caller_account;
 use super::{ApiError, AppState, body_bytes, rfc3339};
 use crate::ids::random_token;
 use crate::media::{ACCEPTED_FORMATS, UploadMedia, content_type};
@@ -338,13 +339,7 @@ async fn check_upload_quota(
     caller: &Caller,
     adding_bytes: u64,
 ) -> Result<(), ApiError> {
-    let account = state
-        .store
-        .account(&caller.account_id)
-        .await?
-        .ok_or_else(|| {
-            ApiError::Unauthorized("The account of this API key no longer exists.".into())
-        })?;
+    let account = caller_account(state, caller).await?;
     let quota = if account.credited.0 > 0 {
         UPLOAD_QUOTA_WITH_CREDIT
     } else {

@@ -12,6 +12,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use vidgate_core::GenerationStatus;
 
+use super::account::account_gone;
 use super::{ApiError, AppState, rfc3339};
 use crate::accounts;
 use crate::representation::{ListKind, nullable_time_schema, object_kind, one_of_strings};
@@ -58,9 +59,7 @@ pub async fn rotate_secret(
 ) -> Result<Response, ApiError> {
     let account = accounts::rotate_webhook_secret(state.store.as_ref(), &caller.account_id)
         .await?
-        .ok_or_else(|| {
-            ApiError::Unauthorized("The account of this API key no longer exists.".into())
-        })?;
+        .ok_or_else(account_gone)?;
     tracing::info!(account = %account.id, "webhook secret rotated");
     Ok(Json(WebhookSecretRecord::new(&account)).into_response())
 }

@@ -13,8 +13,8 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 use vidgate_server::backend::fal::{self, FalClient};
 use vidgate_server::backend::provider::{
-    CancelResult, FailureKind, JobDeadlines, ProviderError, ProviderFailure, ProviderJobState,
-    ProviderProtocol, ProviderTarget, cancel_if_queued,
+    CancelResult, FailureKind, JobDeadlines, JobToCreate, ProviderError, ProviderFailure,
+    ProviderJobState, ProviderProtocol, ProviderTarget, cancel_if_queued,
 };
 use vidgate_server::backend::replicate::{self, ReplicateClient};
 
@@ -52,6 +52,16 @@ fn deadlines(seconds: u64) -> JobDeadlines {
     JobDeadlines {
         start: Duration::from_secs(seconds),
         lifetime: Duration::from_secs(seconds),
+    }
+}
+
+/// A job sent without a webhook, with a minute for each deadline.
+fn plain_job<'a>(target: &'a ProviderTarget, input: &'a Value) -> JobToCreate<'a> {
+    JobToCreate {
+        target,
+        input,
+        webhook_url: None,
+        deadlines: deadlines(60),
     }
 }
 
@@ -112,10 +122,7 @@ async fn both_providers_run_a_job_to_a_real_mp4() {
         (&replicate as &dyn ProviderProtocol, REPLICATE_KLING),
     ] {
         let target = ProviderTarget(target.into());
-        let id = client
-            .submit(&target, &input, None, deadlines(60))
-            .await
-            .unwrap();
+        let id = client.submit(&plain_job(&target, &input)).await.unwrap();
         let ProviderJobState::Succeeded { video_url } = final_state(client, &target, &id).await
         else {
             panic!("{} did not succeed", client.name());
@@ -147,10 +154,7 @@ async fn failures_are_classified_by_kind() {
             ("[fake:moderate]", FailureKind::Moderated),
         ] {
             let input = json!({ "prompt": format!("a kite {marker}"), "duration": 1 });
-            let id = client
-                .submit(&target, &input, None, deadlines(60))
-                .await
-                .unwrap();
+            let id = client.submit(&plain_job(&target, &input)).await.unwrap();
             let state = final_state(client, &target, &id).await;
             assert!(
                 matches!(&state, ProviderJobState::Failed(ProviderFailure { kind: found, .. }) if *found == kind),
@@ -162,16 +166,16 @@ async fn failures_are_classified_by_kind() {
         // start deadline, Replicate's lifetime.
         let input = json!({ "prompt": "a kite [fake:never-start]" });
         let id = client
-            .submit(
-                &target,
-                &input,
-                None,
-                JobDeadlines {
+            .submit(&JobToCreate {
+                target: &target,
+                input: &input,
+                webhook_url: None,
+                deadlines: JobDeadlines {
                     start: Duration::from_secs(1),
                     // Replicate's shortest `Cancel-After`.
                     lifetime: Duration::from_secs(5),
                 },
-            )
+            })
             .await
             .unwrap();
         let state = final_state(client, &target, &id).await;
@@ -204,10 +208,7 @@ async fn cancel_removes_a_queued_job_and_leaves_a_running_one_alone() {
     ] {
         let target = ProviderTarget(target.into());
         let input = json!({ "prompt": "a queued kite", "duration": 1 });
-        let queued = client
-            .submit(&target, &input, None, deadlines(60))
-            .await
-            .unwrap();
+        let queued = client.submit(&plain_job(&target, &input)).await.unwrap();
         // Replicate's answer says the prediction ended (and, as recorded,
         // that it ran a moment first); fal's state confirms it.
         let carried = cancel_if_queued(client, &target, &queued).await.unwrap();
@@ -216,10 +217,7 @@ async fn cancel_removes_a_queued_job_and_leaves_a_running_one_alone() {
             "{}: {carried:?}",
             client.name()
         );
-        let running = client
-            .submit(&target, &input, None, deadlines(60))
-            .await
-            .unwrap();
+        let running = client.submit(&plain_job(&target, &input)).await.unwrap();
         while client.state(&target, &running).await.unwrap() != ProviderJobState::Running {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -259,10 +257,7 @@ async fn a_submit_whose_answer_is_lost_is_found_again_by_listing() {
         let since = unix_now() - 1;
         // Another job with a different input is not taken for ours.
         let other = json!({ "prompt": "another kite", "duration": 1 });
-        client
-            .submit(&target, &other, None, deadlines(60))
-            .await
-            .unwrap();
+        client.submit(&plain_job(&target, &other)).await.unwrap();
         let input = json!({ "prompt": "a lost kite", "duration": 1, "seed": 5 });
         assert!(
             client
@@ -273,7 +268,7 @@ async fn a_submit_whose_answer_is_lost_is_found_again_by_listing() {
         );
         fake.switches(|switches| switches.lose_submit_answers = 1);
         let lost = client
-            .submit(&target, &input, None, deadlines(60))
+            .submit(&plain_job(&target, &input))
             .await
             .unwrap_err();
         assert!(lost.is_transient(), "{lost:?}");
@@ -311,7 +306,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
         let target = ProviderTarget(target.into());
         fake.switches(|switches| switches.rate_limit_next = 1);
         let limited = client
-            .submit(&target, &input, None, deadlines(60))
+            .submit(&plain_job(&target, &input))
             .await
             .unwrap_err();
         assert!(
@@ -321,7 +316,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
         );
         fake.switches(|switches| switches.down = true);
         let down = client
-            .submit(&target, &input, None, deadlines(60))
+            .submit(&plain_job(&target, &input))
             .await
             .unwrap_err();
         assert!(
@@ -330,7 +325,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
         );
         fake.switches(|switches| switches.down = false);
         let invalid = client
-            .submit(&target, &json!({ "duration": 5 }), None, deadlines(60))
+            .submit(&plain_job(&target, &json!({ "duration": 5 })))
             .await
             .unwrap_err();
         assert!(
@@ -350,7 +345,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
     .unwrap();
     assert!(matches!(
         stranger
-            .submit(&ProviderTarget(FAL_T2V.into()), &input, None, deadlines(60))
+            .submit(&plain_job(&ProviderTarget(FAL_T2V.into()), &input))
             .await,
         Err(ProviderError::Unauthorized { .. })
     ));
@@ -410,12 +405,12 @@ async fn signed_webhooks_verify_with_the_published_keys_and_secret() {
     let fal_client = fal_client(&fake, Duration::from_secs(5));
     let input = json!({ "prompt": "a signed kite", "duration": 1 });
     let id = fal_client
-        .submit(
-            &ProviderTarget(FAL_T2V.into()),
-            &input,
-            Some(&hook),
-            deadlines(60),
-        )
+        .submit(&JobToCreate {
+            target: &ProviderTarget(FAL_T2V.into()),
+            input: &input,
+            webhook_url: Some(&hook),
+            deadlines: deadlines(60),
+        })
         .await
         .unwrap();
     let jwks = reqwest::get(fake.fal_jwks_url())
@@ -440,12 +435,12 @@ async fn signed_webhooks_verify_with_the_published_keys_and_secret() {
     let replicate_client = replicate_client(&fake, Duration::from_secs(5));
     let secret = replicate_client.webhook_secret().await.unwrap();
     let id = replicate_client
-        .submit(
-            &ProviderTarget(REPLICATE_KLING.into()),
-            &input,
-            Some(&hook),
-            deadlines(60),
-        )
+        .submit(&JobToCreate {
+            target: &ProviderTarget(REPLICATE_KLING.into()),
+            input: &input,
+            webhook_url: Some(&hook),
+            deadlines: deadlines(60),
+        })
         .await
         .unwrap();
     // `start` and `completed`, as the client asked.
@@ -538,12 +533,10 @@ async fn the_fake_replicate_answers_as_replicates_openapi_document_describes() {
     // requests test what the document describes: bodies, headers, queries
     // and the answers to them.
     let existing = replicate_client(&fake, Duration::from_secs(10))
-        .submit(
+        .submit(&plain_job(
             &ProviderTarget(REPLICATE_KLING.into()),
             &json!({ "prompt": "a kite for schemathesis", "duration": 1 }),
-            None,
-            deadlines(60),
-        )
+        ))
         .await
         .expect("the fake creates a prediction");
     let (owner, name) = REPLICATE_KLING.split_once('/').unwrap();
@@ -682,7 +675,7 @@ async fn the_fake_refuses_inputs_the_published_schemas_do_not_take() {
         ),
     ] {
         let refused = client
-            .submit(&ProviderTarget(target.into()), &input, None, deadlines(60))
+            .submit(&plain_job(&ProviderTarget(target.into()), &input))
             .await
             .unwrap_err();
         assert!(

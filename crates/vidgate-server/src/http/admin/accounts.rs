@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use vidgate_core::Micros;
 
-use super::Operator;
+use super::{Operator, page_limit};
 use crate::accounts;
 use crate::http::{ApiError, account_json, rfc3339};
 use crate::state::AppState;
@@ -24,8 +24,6 @@ use crate::store::{
 };
 use crate::submit::IDEMPOTENCY_KEY;
 
-const DEFAULT_LIMIT: u32 = 50;
-const MAX_LIMIT: u32 = 500;
 const MAX_NAME_LENGTH: usize = 200;
 const MAX_REASON_LENGTH: usize = 500;
 const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
@@ -79,13 +77,7 @@ pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::invalid(
-            "limit",
-            format!("limit must be between 1 and {MAX_LIMIT}."),
-        ));
-    }
+    let limit = page_limit(query.limit)?;
     let accounts = state
         .store
         .list_accounts(query.after.as_deref(), limit)

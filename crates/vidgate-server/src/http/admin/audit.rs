@@ -6,11 +6,9 @@ use axum::extract::{Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::page_limit;
 use crate::http::{ApiError, rfc3339};
 use crate::state::AppState;
-
-const DEFAULT_LIMIT: u32 = 50;
-const MAX_LIMIT: u32 = 500;
 
 #[derive(Deserialize)]
 pub struct AuditQuery {
@@ -22,13 +20,7 @@ pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<AuditQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::invalid(
-            "limit",
-            format!("limit must be between 1 and {MAX_LIMIT}."),
-        ));
-    }
+    let limit = page_limit(query.limit)?;
     let entries = state.store.audit_log(query.before, limit).await?;
     let data: Vec<Value> = entries
         .iter()

@@ -4,13 +4,14 @@
 //! inclusive, `created_until` exclusive, RFC 3339).
 
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::http::generations::{ListParameters, encode_cursor, parse_list_filter};
+use crate::http::generations::{ListParameters, one_page, parse_list_filter};
 use crate::http::{ApiError, generation_json};
 use crate::state::AppState;
 use crate::store::OperatorGenerationFilter;
@@ -40,12 +41,9 @@ fn unix_millis(param: &str, text: Option<String>) -> Result<Option<i64>, ApiErro
 
 pub async fn list(
     State(state): State<AppState>,
-    query: Result<Query<GenerationsQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<GenerationsQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(query) = query.map_err(|rejection| ApiError::InvalidRequest {
-        message: format!("The query string could not be read: {rejection}"),
-        param: None,
-    })?;
+    let Query(query) = query?;
     let mut filter = OperatorGenerationFilter {
         account_id: query.account_id.filter(|account_id| !account_id.is_empty()),
         created_from: unix_millis("created_from", query.created_from)?,
@@ -55,17 +53,11 @@ pub async fn list(
     let page_size = filter.list.limit as usize;
     // One extra row tells whether another page exists.
     filter.list.limit += 1;
-    let mut generations = state
+    let generations = state
         .store
         .list_generations_across_accounts(&filter)
         .await?;
-    let has_more = generations.len() > page_size;
-    generations.truncate(page_size);
-    let next_cursor = if has_more {
-        generations.last().map(encode_cursor)
-    } else {
-        None
-    };
+    let (generations, next_cursor) = one_page(generations, page_size);
     let data: Vec<Value> = generations
         .iter()
         .map(|generation| {
@@ -77,7 +69,7 @@ pub async fn list(
     Ok(Json(json!({
         "object": "list",
         "data": data,
-        "has_more": has_more,
+        "has_more": next_cursor.is_some(),
         "next_cursor": next_cursor,
     })))
 }

@@ -79,6 +79,21 @@ async fn authenticate_operator(
     Ok(next.run(request).await)
 }
 
+/// The page size of the operator's lists (accounts, the audit log): 50
+/// unless `limit` asks for 1 to 500.
+fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
+    const DEFAULT_LIMIT: u32 = 50;
+    const MAX_LIMIT: u32 = 500;
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("limit must be between 1 and {MAX_LIMIT}."),
+        ));
+    }
+    Ok(limit)
+}
+
 /// The operator's name for the audit log, from `X-Operator`.
 pub struct Operator(pub String);
 
