@@ -101,6 +101,9 @@ pub struct ApiKeyRecord {
     pub revoked_at: Option<i64>,
 }
 
+/// An API key row: id, name, prefix, creation, last use, revocation.
+type ApiKeyRow = (String, String, String, i64, Option<i64>, Option<i64>);
+
 /// How often a key's or a session's last use is written: at most once per
 /// this interval, so authenticated reads stay reads.
 pub const KEY_USE_RESOLUTION: Duration = Duration::from_secs(60);
@@ -192,7 +195,8 @@ impl Store {
         account: &NewAccount,
     ) -> Result<Account, StoreError> {
         let defaults = AccountLimits::default();
-        on_transaction!(transaction, |connection| {
+        execute_in_transaction!(
+            transaction,
             sqlx::query(
                 "INSERT INTO accounts (id, name, rate_per_second, rate_burst, max_concurrent, \
                  webhook_secret, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -204,10 +208,7 @@ impl Store {
             .bind(defaults.max_concurrent as i64)
             .bind(&account.webhook_secret)
             .bind(now_millis())
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Self::move_money(
             transaction,
             &account.id,
@@ -236,12 +237,11 @@ impl Store {
             ),
             locking = transaction.row_locking(RowLocking::ForUpdate),
         );
-        let row: Option<AccountRow> = on_transaction!(transaction, |connection| {
-            sqlx::query_as(AssertSqlSafe(statement))
-                .bind(account_id)
-                .fetch_optional(connection)
-                .await
-        })?;
+        let row: Option<AccountRow> = fetch_in_transaction!(
+            transaction,
+            fetch_optional,
+            sqlx::query_as(AssertSqlSafe(statement)).bind(account_id)
+        )?;
         Ok(row.map(Account::from))
     }
 }
@@ -255,25 +255,25 @@ impl Store {
     }
 
     pub async fn account(&self, account_id: &str) -> Result<Option<Account>, StoreError> {
-        let row: Option<AccountRow> = on_reader!(self, |reader| {
+        let row: Option<AccountRow> = fetch_on_reader!(
+            self,
+            fetch_optional,
             sqlx::query_as(concat!(
                 "SELECT ",
                 account_columns!(),
                 " FROM accounts WHERE id = $1"
             ))
             .bind(account_id)
-            .fetch_optional(reader)
-            .await
-        })?;
+        )?;
         Ok(row.map(Account::from))
     }
 
     pub async fn count_accounts(&self) -> Result<i64, StoreError> {
-        Ok(on_reader!(self, |reader| {
+        Ok(fetch_on_reader!(
+            self,
+            fetch_one,
             sqlx::query_scalar("SELECT COUNT(*) FROM accounts")
-                .fetch_one(reader)
-                .await
-        })?)
+        )?)
     }
 
     pub async fn set_account_limits(
@@ -282,7 +282,8 @@ impl Store {
         limits: AccountLimits,
     ) -> Result<Option<Account>, StoreError> {
         let mut transaction = self.begin_write().await?;
-        on_transaction!(&mut transaction, |connection| {
+        execute_in_transaction!(
+            &mut transaction,
             sqlx::query(
                 "UPDATE accounts SET rate_per_second = $1, rate_burst = $2, \
                  max_concurrent = $3 WHERE id = $4",
@@ -291,10 +292,7 @@ impl Store {
             .bind(limits.burst as i64)
             .bind(limits.max_concurrent as i64)
             .bind(account_id)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         let account = Self::account_in(&mut transaction, account_id).await?;
         transaction.commit().await?;
         // Remembered callers carry their account's limits.
@@ -303,7 +301,8 @@ impl Store {
     }
 
     pub async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError> {
-        on_writer!(self, |writer| {
+        execute_on_writer!(
+            self,
             sqlx::query(
                 "INSERT INTO api_keys (id, account_id, name, prefix, secret_sha256, \
                  created_at) VALUES ($1, $2, $3, $4, $5, $6)",
@@ -314,24 +313,19 @@ impl Store {
             .bind(&key.prefix)
             .bind(&key.secret_sha256)
             .bind(now_millis())
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 
     /// Revokes a key; false when no unrevoked key has that id. Takes effect
     /// at once in this process and within `CALLER_CACHE_TTL` in others.
     pub async fn revoke_api_key(&self, key_id: &str) -> Result<bool, StoreError> {
-        let changed = on_writer!(self, |writer| {
+        let changed = execute_on_writer!(
+            self,
             sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                 .bind(now_millis())
                 .bind(key_id)
-                .execute(writer)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
+        )?;
         self.callers().forget_all();
         Ok(changed == 1)
     }
@@ -353,14 +347,12 @@ impl Store {
                 .last_used_at
                 .is_none_or(|last| now - last >= KEY_USE_RESOLUTION.as_millis() as i64)
         {
-            on_writer!(self, |writer| {
+            execute_on_writer!(
+                self,
                 sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
                     .bind(now)
                     .bind(&owner.key_id)
-                    .execute(writer)
-                    .await
-                    .map(|done| done.rows_affected())
-            })?;
+            )?;
         }
         let caller = row.map(|owner| Caller {
             limits: caller_limits(
@@ -379,17 +371,15 @@ impl Store {
 
     /// The account's keys, newest first.
     pub async fn api_keys(&self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError> {
-        #[allow(clippy::type_complexity)]
-        let rows: Vec<(String, String, String, i64, Option<i64>, Option<i64>)> =
-            on_reader!(self, |reader| {
-                sqlx::query_as(
-                    "SELECT id, name, prefix, created_at, last_used_at, revoked_at \
-                     FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC",
-                )
-                .bind(account_id)
-                .fetch_all(reader)
-                .await
-            })?;
+        let rows: Vec<ApiKeyRow> = fetch_on_reader!(
+            self,
+            fetch_all,
+            sqlx::query_as(
+                "SELECT id, name, prefix, created_at, last_used_at, revoked_at \
+                 FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC",
+            )
+            .bind(account_id)
+        )?;
         Ok(rows
             .into_iter()
             .map(
@@ -412,7 +402,8 @@ impl Store {
         account_id: &str,
         key_id: &str,
     ) -> Result<bool, StoreError> {
-        let changed = on_writer!(self, |writer| {
+        let changed = execute_on_writer!(
+            self,
             sqlx::query(
                 "UPDATE api_keys SET revoked_at = $1 \
                  WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL",
@@ -420,16 +411,14 @@ impl Store {
             .bind(now_millis())
             .bind(key_id)
             .bind(account_id)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         self.callers().forget_all();
         Ok(changed == 1)
     }
 
     pub async fn set_model_paused(&self, model_id: &str, paused: bool) -> Result<(), StoreError> {
-        on_writer!(self, |writer| {
+        execute_on_writer!(
+            self,
             sqlx::query(
                 "INSERT INTO model_states (model_id, paused, updated_at) VALUES ($1, $2, $3) \
                  ON CONFLICT (model_id) DO UPDATE SET paused = excluded.paused, \
@@ -438,20 +427,17 @@ impl Store {
             .bind(model_id)
             .bind(paused)
             .bind(now_millis())
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 
     pub async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError> {
-        let paused: Option<bool> = on_reader!(self, |reader| {
+        let paused: Option<bool> = fetch_on_reader!(
+            self,
+            fetch_optional,
             sqlx::query_scalar("SELECT paused FROM model_states WHERE model_id = $1")
                 .bind(model_id)
-                .fetch_optional(reader)
-                .await
-        })?;
+        )?;
         Ok(paused.unwrap_or(false))
     }
 }

@@ -8,8 +8,18 @@
 //! expression is type-checked for both databases and a compile error points
 //! at the statement itself. Both arms must answer one type, so an
 //! `execute` ends in `.map(|done| done.rows_affected())` (each driver has
-//! its own result type). Everything that differs between the databases is
-//! a method here that dispatches to `sqlite.rs` or `postgres.rs`.
+//! its own result type).
+//!
+//! Nearly every statement is one query run one way, so five forms take the
+//! query and add that tail themselves: `execute_on_writer!` and
+//! `execute_in_transaction!` answer the rows affected, and
+//! `fetch_on_reader!`, `fetch_on_writer!` and `fetch_in_transaction!` run
+//! the fetch they are named (`fetch_one`, `fetch_optional` or `fetch_all`).
+//! The query stays at the call site, so it is still checked for both
+//! databases there; the closure forms remain for the few statements that
+//! are more than one query expression (a `QueryBuilder`). Everything that
+//! differs between the databases is a method here that dispatches to
+//! `sqlite.rs` or `postgres.rs`.
 
 use std::time::Duration;
 
@@ -104,6 +114,53 @@ macro_rules! on_transaction {
     };
 }
 
+/// Runs `$query` on the store's pool for writes and answers how many rows
+/// it changed.
+macro_rules! execute_on_writer {
+    ($store:expr, $query:expr) => {
+        on_writer!($store, |writer| $query
+            .execute(writer)
+            .await
+            .map(|done| done.rows_affected()))
+    };
+}
+
+/// Runs `$query` on the connection of `$transaction` and answers how many
+/// rows it changed.
+macro_rules! execute_in_transaction {
+    ($transaction:expr, $query:expr) => {
+        on_transaction!($transaction, |connection| $query
+            .execute(connection)
+            .await
+            .map(|done| done.rows_affected()))
+    };
+}
+
+/// Fetches the rows of `$query` from the store's pool for reads, with the
+/// query's method `$fetch` (`fetch_one`, `fetch_optional` or `fetch_all`).
+macro_rules! fetch_on_reader {
+    ($store:expr, $fetch:ident, $query:expr) => {
+        on_reader!($store, |reader| $query.$fetch(reader).await)
+    };
+}
+
+/// Fetches the rows of `$query` from the store's pool for writes (a
+/// statement that changes rows and returns them, or a read that must see
+/// the latest write), with the query's method `$fetch`.
+macro_rules! fetch_on_writer {
+    ($store:expr, $fetch:ident, $query:expr) => {
+        on_writer!($store, |writer| $query.$fetch(writer).await)
+    };
+}
+
+/// Fetches the rows of `$query` inside `$transaction`, with the query's
+/// method `$fetch`.
+macro_rules! fetch_in_transaction {
+    ($transaction:expr, $fetch:ident, $query:expr) => {
+        on_transaction!($transaction, |connection| $query.$fetch(connection).await)
+    };
+}
+
 impl WriteTransaction {
     pub(super) async fn commit(self) -> Result<(), StoreError> {
         match self {
@@ -132,6 +189,29 @@ impl WriteTransaction {
     }
 }
 
+/// Reads at most one row of `statement` on `pool`, binding `parameters` in
+/// order: every point read on PostgreSQL, and SQLite's when its inline
+/// reader would have to wait. It is generic over the database because the
+/// two are the same statement on a different pool.
+pub(super) async fn point_read_on_pool<DB, R>(
+    pool: &sqlx::Pool<DB>,
+    statement: &'static str,
+    parameters: &[&str],
+) -> Result<Option<R>, StoreError>
+where
+    DB: sqlx::Database,
+    for<'connection> &'connection mut DB::Connection: sqlx::Executor<'connection, Database = DB>,
+    for<'value> &'value str: sqlx::Encode<'value, DB> + sqlx::Type<DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    R: for<'row> sqlx::FromRow<'row, DB::Row> + Send + Unpin,
+{
+    let mut query = sqlx::query_as::<DB, R>(statement);
+    for parameter in parameters {
+        query = query.bind(*parameter);
+    }
+    Ok(query.fetch_optional(pool).await?)
+}
+
 /// What the aggregates need of the database beyond running a statement,
 /// each done the way its database does it (`sqlite.rs`, `postgres.rs`).
 impl Store {
@@ -154,7 +234,8 @@ impl Store {
     }
 
     /// Reads at most one row of a `database_row!` type by key: inline on
-    /// SQLite (see `inline_reads.rs`), one statement on PostgreSQL.
+    /// SQLite (see `inline_reads.rs`), one statement on PostgreSQL
+    /// (`point_read_on_pool`).
     pub(super) async fn point_read<R>(
         &self,
         statement: &'static str,
@@ -169,7 +250,9 @@ impl Store {
     {
         match &self.database {
             Database::Sqlite(database) => database.point_read(statement, parameters).await,
-            Database::Postgres(database) => database.point_read(statement, parameters).await,
+            Database::Postgres(database) => {
+                point_read_on_pool(database.reader(), statement, parameters).await
+            }
         }
     }
 

@@ -99,6 +99,48 @@ pub struct ListFilter {
     pub limit: u32,
 }
 
+/// Adds to a `SELECT` of generations, whose `WHERE` clause `query` has
+/// begun, the filters of `filter` and the creation range from
+/// `created_from` until `created_until`, then the cursor, the order and the
+/// page size. Only the filters given are written into the statement (see
+/// `Store::list_generations` for why). It is generic over the database
+/// because it only builds the statement, which the account's list and the
+/// operator's list each run on either pool.
+pub(super) fn push_list_filter<DB>(
+    query: &mut sqlx::QueryBuilder<DB>,
+    filter: &ListFilter,
+    created_from: Option<i64>,
+    created_until: Option<i64>,
+) where
+    DB: sqlx::Database,
+    for<'value> &'value str: sqlx::Encode<'value, DB> + sqlx::Type<DB>,
+    for<'value> i64: sqlx::Encode<'value, DB> + sqlx::Type<DB>,
+{
+    if let Some(status) = filter.status {
+        query.push(" AND status = ").push_bind(status.as_str());
+    }
+    if let Some(model) = &filter.model {
+        query.push(" AND model = ").push_bind(model.as_str());
+    }
+    if let Some(created_from) = created_from {
+        query.push(" AND created_at >= ").push_bind(created_from);
+    }
+    if let Some(created_until) = created_until {
+        query.push(" AND created_at < ").push_bind(created_until);
+    }
+    if let Some((created_at, id)) = &filter.before {
+        query
+            .push(" AND (created_at, id) < (")
+            .push_bind(*created_at)
+            .push(", ")
+            .push_bind(id.as_str())
+            .push(")");
+    }
+    query
+        .push(" ORDER BY created_at DESC, id DESC LIMIT ")
+        .push_bind(filter.limit as i64);
+}
+
 /// The columns of a generation, in the order `GenerationRow` expects.
 macro_rules! generation_columns {
     () => {
@@ -184,12 +226,11 @@ impl Store {
         transaction: &mut WriteTransaction,
         generation_id: &str,
     ) -> Result<Option<Generation>, StoreError> {
-        let row: Option<GenerationRow> = on_transaction!(transaction, |connection| {
-            sqlx::query_as(GENERATION_BY_ID)
-                .bind(generation_id)
-                .fetch_optional(connection)
-                .await
-        })?;
+        let row: Option<GenerationRow> = fetch_in_transaction!(
+            transaction,
+            fetch_optional,
+            sqlx::query_as(GENERATION_BY_ID).bind(generation_id)
+        )?;
         row.map(Generation::try_from).transpose()
     }
 
@@ -208,7 +249,9 @@ impl Store {
         // and the job is reported as it now is instead of being
         // refunded. Clearing the lease makes the worker of a running
         // one fail its heartbeat and its finish, and stop.
-        let canceled: Option<i64> = on_transaction!(&mut transaction, |connection| {
+        let canceled: Option<i64> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_optional,
             sqlx::query_scalar(
                 "UPDATE generations SET status = 'canceled', completed_at = $1, \
                  lease_owner = NULL, lease_expires_at = NULL, \
@@ -223,9 +266,7 @@ impl Store {
             .bind(from.as_str())
             .bind(provider_run.map(|run| run.provider.as_str()))
             .bind(provider_run.and_then(|run| run.cost).map(|cost| cost.0))
-            .fetch_optional(connection)
-            .await
-        })?;
+        )?;
         let current = Self::generation_in(&mut transaction, generation_id).await?;
         let Some(current) = current.filter(|found| found.account_id == account_id) else {
             return Ok(CancelOutcome::NotFound);
@@ -292,23 +333,7 @@ impl Store {
                 " FROM generations WHERE account_id = "
             ));
             query.push_bind(account_id);
-            if let Some(status) = filter.status {
-                query.push(" AND status = ").push_bind(status.as_str());
-            }
-            if let Some(model) = &filter.model {
-                query.push(" AND model = ").push_bind(model.as_str());
-            }
-            if let Some((created_at, id)) = &filter.before {
-                query
-                    .push(" AND (created_at, id) < (")
-                    .push_bind(*created_at)
-                    .push(", ")
-                    .push_bind(id.as_str())
-                    .push(")");
-            }
-            query
-                .push(" ORDER BY created_at DESC, id DESC LIMIT ")
-                .push_bind(filter.limit as i64);
+            push_list_filter(&mut query, filter, None, None);
             query.build_query_as().fetch_all(reader).await
         })?;
         rows.into_iter().map(Generation::try_from).collect()
@@ -316,12 +341,12 @@ impl Store {
 
     /// The request media a generation is bound to, as submit recorded it.
     pub async fn generation_media(&self, generation_id: &str) -> Result<Option<Value>, StoreError> {
-        let binding: Option<String> = on_reader!(self, |reader| {
+        let binding: Option<String> = fetch_on_reader!(
+            self,
+            fetch_optional,
             sqlx::query_scalar("SELECT binding FROM generation_media WHERE generation_id = $1")
                 .bind(generation_id)
-                .fetch_optional(reader)
-                .await
-        })?;
+        )?;
         Ok(binding.and_then(|text| serde_json::from_str(&text).ok()))
     }
 

@@ -111,15 +111,12 @@ impl Store {
             return Ok(());
         }
         let (kind, update) = movement.statements();
-        on_transaction!(transaction, |connection| {
-            sqlx::query(update)
-                .bind(amount.0)
-                .bind(account_id)
-                .execute(connection)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
-        on_transaction!(transaction, |connection| {
+        execute_in_transaction!(
+            transaction,
+            sqlx::query(update).bind(amount.0).bind(account_id)
+        )?;
+        execute_in_transaction!(
+            transaction,
             sqlx::query(
                 "INSERT INTO ledger_entries \
                  (account_id, generation_id, kind, amount_micros, created_at) \
@@ -130,10 +127,7 @@ impl Store {
             .bind(kind)
             .bind(amount.0)
             .bind(now_millis())
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 }
@@ -159,15 +153,15 @@ impl Store {
     }
 
     pub async fn ledger_entries(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
-        let rows: Vec<LedgerRow> = on_reader!(self, |reader| {
+        let rows: Vec<LedgerRow> = fetch_on_reader!(
+            self,
+            fetch_all,
             sqlx::query_as(
                 "SELECT id, generation_id, kind, amount_micros, created_at \
                  FROM ledger_entries WHERE account_id = $1 ORDER BY id",
             )
             .bind(account_id)
-            .fetch_all(reader)
-            .await
-        })?;
+        )?;
         Ok(rows.into_iter().map(ledger_entry_from_row).collect())
     }
 
@@ -177,16 +171,16 @@ impl Store {
         account_id: &str,
         limit: u32,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
-        let rows: Vec<LedgerRow> = on_reader!(self, |reader| {
+        let rows: Vec<LedgerRow> = fetch_on_reader!(
+            self,
+            fetch_all,
             sqlx::query_as(
                 "SELECT id, generation_id, kind, amount_micros, created_at \
                  FROM ledger_entries WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
             )
             .bind(account_id)
             .bind(limit as i64)
-            .fetch_all(reader)
-            .await
-        })?;
+        )?;
         Ok(rows.into_iter().map(ledger_entry_from_row).collect())
     }
 
@@ -199,7 +193,9 @@ impl Store {
     ) -> Result<Vec<DailySpend>, StoreError> {
         // Integer division of non-negative milliseconds is the UTC
         // day in both databases.
-        let rows: Vec<(i64, i64)> = on_reader!(self, |reader| {
+        let rows: Vec<(i64, i64)> = fetch_on_reader!(
+            self,
+            fetch_all,
             sqlx::query_as(
                 "SELECT created_at / 86400000 AS day, CAST(SUM(amount_micros) AS BIGINT) \
                  FROM ledger_entries \
@@ -208,9 +204,7 @@ impl Store {
             )
             .bind(account_id)
             .bind(since)
-            .fetch_all(reader)
-            .await
-        })?;
+        )?;
         Ok(rows
             .into_iter()
             .map(|(day, captured)| DailySpend {
@@ -223,7 +217,9 @@ impl Store {
     /// Each model's succeeded generations per UTC day completed at or
     /// after `since` (Unix ms): revenue and provider cost.
     pub async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
-        let rows: Vec<(i64, String, i64, i64, i64, i64)> = on_reader!(self, |reader| {
+        let rows: Vec<(i64, String, i64, i64, i64, i64)> = fetch_on_reader!(
+            self,
+            fetch_all,
             sqlx::query_as(
                 // A generation canceled at its provider after its job
                 // slipped into running earns nothing but may cost the
@@ -240,9 +236,7 @@ impl Store {
                  GROUP BY completed_at / 86400000, model ORDER BY day, model",
             )
             .bind(since)
-            .fetch_all(reader)
-            .await
-        })?;
+        )?;
         Ok(rows
             .into_iter()
             .map(

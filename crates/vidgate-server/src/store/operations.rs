@@ -27,11 +27,11 @@ impl SchemaState {
 impl Store {
     /// Runs one cheap query, so it fails when the database is unreachable.
     pub async fn schema_state(&self) -> Result<SchemaState, StoreError> {
-        let applied_version: i64 = on_reader!(self, |reader| {
+        let applied_version: i64 = fetch_on_reader!(
+            self,
+            fetch_one,
             sqlx::query_scalar(NEWEST_APPLIED_MIGRATION)
-                .fetch_one(reader)
-                .await
-        })?;
+        )?;
         let migrator = match &self.database {
             Database::Sqlite(_) => schema::sqlite_migrator(),
             Database::Postgres(_) => schema::postgres_migrator(),

@@ -7,7 +7,9 @@ use vidgate_core::Micros;
 
 use super::accounts::{Account, AccountRow, account_columns};
 use super::database::WriteTransaction;
-use super::generations::{Generation, GenerationRow, ListFilter, generation_columns};
+use super::generations::{
+    Generation, GenerationRow, ListFilter, generation_columns, push_list_filter,
+};
 use super::ledger::Movement;
 use super::retention::record_expired_file;
 use super::retention::stored_path_of_output;
@@ -212,7 +214,8 @@ impl Store {
         transaction: &mut WriteTransaction,
         entry: &NewAuditEntry,
     ) -> Result<(), StoreError> {
-        on_transaction!(transaction, |connection| {
+        execute_in_transaction!(
+            transaction,
             sqlx::query(
                 "INSERT INTO audit_log (actor, action, target, detail, created_at) \
                  VALUES ($1, $2, $3, $4, $5)",
@@ -222,10 +225,7 @@ impl Store {
             .bind(&entry.target)
             .bind(entry.detail.to_string())
             .bind(now_millis())
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 }
@@ -263,29 +263,12 @@ impl Store {
                     query.push(" AND created_at >= 0");
                 }
             }
-            if let Some(status) = filter.list.status {
-                query.push(" AND status = ").push_bind(status.as_str());
-            }
-            if let Some(model) = &filter.list.model {
-                query.push(" AND model = ").push_bind(model.as_str());
-            }
-            if let Some(created_from) = filter.created_from {
-                query.push(" AND created_at >= ").push_bind(created_from);
-            }
-            if let Some(created_until) = filter.created_until {
-                query.push(" AND created_at < ").push_bind(created_until);
-            }
-            if let Some((created_at, id)) = &filter.list.before {
-                query
-                    .push(" AND (created_at, id) < (")
-                    .push_bind(*created_at)
-                    .push(", ")
-                    .push_bind(id.as_str())
-                    .push(")");
-            }
-            query
-                .push(" ORDER BY created_at DESC, id DESC LIMIT ")
-                .push_bind(filter.list.limit as i64);
+            push_list_filter(
+                &mut query,
+                &filter.list,
+                filter.created_from,
+                filter.created_until,
+            );
             query.build_query_as().fetch_all(reader).await
         })?;
         rows.into_iter().map(Generation::try_from).collect()
@@ -297,17 +280,15 @@ impl Store {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Account>, StoreError> {
-        let rows: Vec<AccountRow> = on_reader!(self, |reader| {
-            sqlx::query_as(concat!(
+        let rows: Vec<AccountRow> =
+            fetch_on_reader!(self, fetch_all, sqlx::query_as(concat!(
                 "SELECT ",
                 account_columns!(),
                 " FROM accounts WHERE (CAST($1 AS TEXT) IS NULL OR id > $1) ORDER BY id LIMIT $2"
             ))
             .bind(after)
             .bind(limit as i64)
-            .fetch_all(reader)
-            .await
-        })?;
+)?;
         Ok(rows.into_iter().map(Account::from).collect())
     }
 
@@ -324,15 +305,15 @@ impl Store {
         else {
             return Ok(AdjustmentOutcome::AccountNotFound);
         };
-        let earlier: Option<AdjustmentRow> = on_transaction!(&mut transaction, |connection| {
+        let earlier: Option<AdjustmentRow> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_optional,
             sqlx::query_as(
                 "SELECT idempotency_key, account_id, kind, amount_micros, reason, actor, \
                  created_at FROM credit_adjustments WHERE idempotency_key = $1",
             )
             .bind(&adjustment.idempotency_key)
-            .fetch_optional(connection)
-            .await
-        })?;
+        )?;
         if let Some(earlier) = earlier.map(adjustment_from_row).transpose()? {
             if earlier.account_id != adjustment.account_id
                 || earlier.kind != adjustment.kind
@@ -354,7 +335,8 @@ impl Store {
         // A key used at once for another account (whose row this
         // transaction did not lock) fails here on the primary key,
         // and the whole adjustment rolls back.
-        on_transaction!(&mut transaction, |connection| {
+        execute_in_transaction!(
+            &mut transaction,
             sqlx::query(
                 "INSERT INTO credit_adjustments \
                  (idempotency_key, account_id, kind, amount_micros, reason, actor, created_at) \
@@ -367,10 +349,7 @@ impl Store {
             .bind(&adjustment.reason)
             .bind(&adjustment.actor)
             .bind(created_at)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Self::move_money(
             &mut transaction,
             &adjustment.account_id,
@@ -437,28 +416,28 @@ impl Store {
         if account.deleted_at.is_some() {
             return Ok(AccountDeletion::AlreadyDeleted(account));
         }
-        let generations: i64 = on_transaction!(&mut transaction, |connection| {
+        let generations: i64 = fetch_in_transaction!(
+            &mut transaction,
+            fetch_one,
             sqlx::query_scalar(
                 "SELECT COUNT(*) FROM generations \
                  WHERE account_id = $1 AND status IN ('queued', 'running')",
             )
             .bind(account_id)
-            .fetch_one(connection)
-            .await
-        })?;
+        )?;
         if generations > 0 {
             return Ok(AccountDeletion::Active { generations });
         }
         let now = now_millis();
-        let outputs: Vec<(String, String)> = on_transaction!(&mut transaction, |connection| {
+        let outputs: Vec<(String, String)> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_all,
             sqlx::query_as(
                 "SELECT id, output FROM generations WHERE account_id = $1 \
                  AND output IS NOT NULL AND output_expired_at IS NULL",
             )
             .bind(account_id)
-            .fetch_all(connection)
-            .await
-        })?;
+        )?;
         let mut files = Vec::new();
         for (generation_id, output) in outputs {
             let output: serde_json::Value = serde_json::from_str(&output).map_err(|error| {
@@ -466,15 +445,15 @@ impl Store {
             })?;
             files.extend(stored_path_of_output(&output));
         }
-        let uploads: Vec<String> = on_transaction!(&mut transaction, |connection| {
+        let uploads: Vec<String> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_all,
             sqlx::query_scalar(
                 "SELECT relative_path FROM uploads WHERE account_id = $1 \
                  UNION SELECT relative_path FROM direct_uploads WHERE account_id = $1",
             )
             .bind(account_id)
-            .fetch_all(connection)
-            .await
-        })?;
+        )?;
         files.extend(uploads);
         for relative_path in &files {
             record_expired_file(&mut transaction, relative_path, account_id, now).await?;
@@ -482,7 +461,9 @@ impl Store {
         // What people wrote about the account (names, emails,
         // reasons, failure messages) goes; which event happened,
         // when, by whom and for how much stays.
-        let audit_rows: Vec<(i64, String)> = on_transaction!(&mut transaction, |connection| {
+        let audit_rows: Vec<(i64, String)> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_all,
             sqlx::query_as(
                 "SELECT id, detail FROM audit_log WHERE target = $1 \
                  OR target IN (SELECT id FROM users WHERE account_id = $1) \
@@ -491,46 +472,38 @@ impl Store {
                                WHERE account_id = $1)",
             )
             .bind(account_id)
-            .fetch_all(connection)
-            .await
-        })?;
+        )?;
         for (id, detail) in audit_rows {
             if let Some(redacted) = redacted_audit_detail(&detail) {
-                on_transaction!(&mut transaction, |connection| {
+                execute_in_transaction!(
+                    &mut transaction,
                     sqlx::query("UPDATE audit_log SET detail = $1 WHERE id = $2")
                         .bind(redacted)
                         .bind(id)
-                        .execute(connection)
-                        .await
-                        .map(|done| done.rows_affected())
-                })?;
+                )?;
             }
         }
-        on_transaction!(&mut transaction, |connection| {
+        execute_in_transaction!(
+            &mut transaction,
             sqlx::query("UPDATE credit_adjustments SET reason = $2 WHERE account_id = $1")
                 .bind(account_id)
                 .bind(REDACTED)
-                .execute(connection)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
-        let failures: Vec<(String, String)> = on_transaction!(&mut transaction, |connection| {
+        )?;
+        let failures: Vec<(String, String)> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_all,
             sqlx::query_as(
                 "SELECT id, error FROM generations WHERE account_id = $1 AND error IS NOT NULL",
             )
             .bind(account_id)
-            .fetch_all(connection)
-            .await
-        })?;
+        )?;
         for (generation_id, error) in failures {
-            on_transaction!(&mut transaction, |connection| {
+            execute_in_transaction!(
+                &mut transaction,
                 sqlx::query("UPDATE generations SET error = $1 WHERE id = $2")
                     .bind(redacted_failure(&error))
                     .bind(generation_id)
-                    .execute(connection)
-                    .await
-                    .map(|done| done.rows_affected())
-            })?;
+            )?;
         }
         // Children before parents, for the foreign keys.
         for statement in [
@@ -547,16 +520,11 @@ impl Store {
             "DELETE FROM users WHERE account_id = $1",
             "DELETE FROM api_keys WHERE account_id = $1",
         ] {
-            on_transaction!(&mut transaction, |connection| {
-                sqlx::query(statement)
-                    .bind(account_id)
-                    .execute(connection)
-                    .await
-                    .map(|done| done.rows_affected())
-            })?;
+            execute_in_transaction!(&mut transaction, sqlx::query(statement).bind(account_id))?;
         }
         // Prices, statuses and times stay: they are the books.
-        on_transaction!(&mut transaction, |connection| {
+        execute_in_transaction!(
+            &mut transaction,
             sqlx::query(
                 "UPDATE generations SET input = '{}', output = NULL, webhook_url = NULL, \
                  idempotency_key = NULL, request_sha256 = NULL, \
@@ -564,11 +532,9 @@ impl Store {
             )
             .bind(account_id)
             .bind(now)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
-        on_transaction!(&mut transaction, |connection| {
+        )?;
+        execute_in_transaction!(
+            &mut transaction,
             sqlx::query(
                 "UPDATE accounts SET name = '', webhook_secret = '', \
                  previous_webhook_secret = NULL, previous_webhook_secret_expires_at = NULL, \
@@ -576,10 +542,7 @@ impl Store {
             )
             .bind(account_id)
             .bind(now)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Self::record_audit_in(
             &mut transaction,
             &NewAuditEntry {
@@ -621,16 +584,16 @@ impl Store {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        let rows: Vec<AuditRow> = on_reader!(self, |reader| {
+        let rows: Vec<AuditRow> = fetch_on_reader!(
+            self,
+            fetch_all,
             sqlx::query_as(
                 "SELECT id, actor, action, target, detail, created_at FROM audit_log \
                  WHERE (CAST($1 AS BIGINT) IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
             )
             .bind(before)
             .bind(limit as i64)
-            .fetch_all(reader)
-            .await
-        })?;
+        )?;
         Ok(rows.into_iter().map(audit_entry_from_row).collect())
     }
 }

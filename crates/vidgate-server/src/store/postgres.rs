@@ -103,22 +103,6 @@ impl PgStore {
         Ok(self.pool.begin().await?)
     }
 
-    /// Reads at most one row by key: one statement on the pool.
-    pub(super) async fn point_read<R>(
-        &self,
-        statement: &'static str,
-        parameters: &[&str],
-    ) -> Result<Option<R>, StoreError>
-    where
-        R: for<'row> sqlx::FromRow<'row, sqlx::postgres::PgRow> + Send + Unpin,
-    {
-        let mut query = sqlx::query_as::<_, R>(statement);
-        for parameter in parameters {
-            query = query.bind(*parameter);
-        }
-        Ok(query.fetch_optional(&self.pool).await?)
-    }
-
     pub(super) fn reader(&self) -> &PgPool {
         &self.pool
     }

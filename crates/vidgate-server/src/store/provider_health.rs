@@ -7,8 +7,9 @@
 
 use super::{Store, StoreError};
 
-/// One provider's circuit as a node saw it.
-#[derive(Debug, Clone, PartialEq)]
+/// One provider's circuit as a node saw it. Its fields are the columns of
+/// its row, so it is read from the table by name, as it is.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct ProviderHealth {
     /// `fal` or `replicate`.
     pub provider: String,
@@ -25,21 +26,11 @@ pub struct ProviderHealth {
     pub updated_at: i64,
 }
 
-type ProviderHealthRow = (
-    String,
-    bool,
-    i64,
-    Option<String>,
-    Option<i64>,
-    Option<i64>,
-    String,
-    i64,
-);
-
 impl Store {
     /// Saves a node's view of a provider, replacing the previous one.
     pub async fn save_provider_health(&self, health: &ProviderHealth) -> Result<(), StoreError> {
-        on_writer!(self, |writer| {
+        execute_on_writer!(
+            self,
             sqlx::query(
                 "INSERT INTO provider_health (provider, open, consecutive_failures, \
                  last_error, last_error_at, latency_ms, node_id, updated_at) \
@@ -58,46 +49,19 @@ impl Store {
             .bind(health.latency_ms)
             .bind(&health.node_id)
             .bind(health.updated_at)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 
     /// Every provider's latest saved view, by provider name.
     pub async fn provider_health(&self) -> Result<Vec<ProviderHealth>, StoreError> {
-        let rows: Vec<ProviderHealthRow> = on_reader!(self, |reader| {
+        Ok(fetch_on_reader!(
+            self,
+            fetch_all,
             sqlx::query_as(
                 "SELECT provider, open, consecutive_failures, last_error, last_error_at, \
                  latency_ms, node_id, updated_at FROM provider_health ORDER BY provider",
             )
-            .fetch_all(reader)
-            .await
-        })?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(
-                    provider,
-                    open,
-                    consecutive_failures,
-                    last_error,
-                    last_error_at,
-                    latency_ms,
-                    node_id,
-                    updated_at,
-                )| ProviderHealth {
-                    provider,
-                    open,
-                    consecutive_failures,
-                    last_error,
-                    last_error_at,
-                    latency_ms,
-                    node_id,
-                    updated_at,
-                },
-            )
-            .collect())
+        )?)
     }
 }

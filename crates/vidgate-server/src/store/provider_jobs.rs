@@ -69,17 +69,17 @@ impl Store {
         &self,
         generation_id: &str,
     ) -> Result<Option<ProviderJob>, StoreError> {
-        let row: Option<ProviderJobRow> = on_writer!(self, |writer| {
+        // Read from the writer: a worker must see the intent an earlier
+        // attempt committed a moment ago.
+        let row: Option<ProviderJobRow> = fetch_on_writer!(
+            self,
+            fetch_optional,
             sqlx::query_as(
                 "SELECT generation_id, provider, target, input, intent_at, job_id, \
                  submitted_at FROM provider_jobs WHERE generation_id = $1",
             )
             .bind(generation_id)
-            // Read from the writer: a worker must see the intent an
-            // earlier attempt committed a moment ago.
-            .fetch_optional(writer)
-            .await
-        })?;
+        )?;
         row.map(provider_job_from_row).transpose()
     }
 
@@ -90,7 +90,8 @@ impl Store {
         &self,
         intent: &NewProviderJob,
     ) -> Result<bool, StoreError> {
-        let inserted = on_writer!(self, |writer| {
+        let inserted = execute_on_writer!(
+            self,
             sqlx::query(
                 "INSERT INTO provider_jobs (generation_id, provider, target, input, intent_at) \
                  SELECT $1, $2, $3, $4, $5 WHERE EXISTS \
@@ -102,10 +103,7 @@ impl Store {
             .bind(&intent.target)
             .bind(intent.input.to_string())
             .bind(intent.intent_at)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(inserted == 1)
     }
 
@@ -116,7 +114,8 @@ impl Store {
         generation_id: &str,
         job_id: &str,
     ) -> Result<bool, StoreError> {
-        let updated = on_writer!(self, |writer| {
+        let updated = execute_on_writer!(
+            self,
             sqlx::query(
                 "UPDATE provider_jobs SET job_id = $1, submitted_at = $2 \
                  WHERE generation_id = $3 AND job_id IS NULL",
@@ -124,10 +123,7 @@ impl Store {
             .bind(job_id)
             .bind(now_millis())
             .bind(generation_id)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(updated == 1)
     }
 
@@ -139,28 +135,26 @@ impl Store {
         provider: &str,
         job_id: &str,
     ) -> Result<Option<String>, StoreError> {
-        Ok(on_writer!(self, |writer| {
+        Ok(fetch_on_writer!(
+            self,
+            fetch_optional,
             sqlx::query_scalar(
                 "SELECT generation_id FROM provider_jobs WHERE provider = $1 AND job_id = $2",
             )
             .bind(provider)
             .bind(job_id)
-            .fetch_optional(writer)
-            .await
-        })?)
+        )?)
     }
 
     /// Forgets an intent the provider is known not to have acted on (it
     /// refused the submit, or a reconcile did not find the job), so that a
     /// later submit is allowed. An intent with a job id is never forgotten.
     pub async fn forget_provider_intent(&self, generation_id: &str) -> Result<(), StoreError> {
-        on_writer!(self, |writer| {
+        execute_on_writer!(
+            self,
             sqlx::query("DELETE FROM provider_jobs WHERE generation_id = $1 AND job_id IS NULL")
                 .bind(generation_id)
-                .execute(writer)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 
@@ -171,7 +165,8 @@ impl Store {
         generation_id: &str,
         delivery_id: &str,
     ) -> Result<bool, StoreError> {
-        let inserted = on_writer!(self, |writer| {
+        let inserted = execute_on_writer!(
+            self,
             sqlx::query(
                 "INSERT INTO provider_webhook_deliveries \
                  (generation_id, delivery_id, received_at) VALUES ($1, $2, $3) \
@@ -180,10 +175,7 @@ impl Store {
             .bind(generation_id)
             .bind(delivery_id)
             .bind(now_millis())
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(inserted == 1)
     }
 

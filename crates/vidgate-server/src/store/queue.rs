@@ -163,15 +163,15 @@ impl Store {
              lease_owner = NULL, lease_expires_at = NULL \
              WHERE id = $3 AND status = 'running' AND lease_owner = $4 \
              RETURNING account_id, price_micros";
-        let finished: Option<(String, i64)> = on_transaction!(transaction, |connection| {
+        let finished: Option<(String, i64)> = fetch_in_transaction!(
+            transaction,
+            fetch_optional,
             sqlx::query_as(guard_sql)
                 .bind(error.to_string())
                 .bind(now_millis())
                 .bind(generation_id)
                 .bind(worker)
-                .fetch_optional(connection)
-                .await
-        })?;
+        )?;
         let Some((account_id, price)) = finished else {
             return Ok(false);
         };
@@ -223,16 +223,16 @@ impl Store {
         let now = now_millis();
         // One statement: the row whose turn it is is locked (rows
         // other claimers hold are skipped) and taken in the same step.
-        let row: Option<GenerationRow> = on_writer!(self, |writer| {
+        let row: Option<GenerationRow> = fetch_on_writer!(
+            self,
+            fetch_optional,
             sqlx::query_as(claim)
                 .bind(worker)
                 .bind(now + lease.as_millis() as i64)
                 .bind(now)
                 .bind(serde_json::json!(listed).to_string())
                 .bind(only_listed)
-                .fetch_optional(writer)
-                .await
-        })?;
+        )?;
         let claimed = row.map(Generation::try_from).transpose()?;
         if let Some(generation) = &claimed {
             self.announce_generation_change(&generation.id).await;
@@ -278,16 +278,16 @@ impl Store {
     /// The submit times (Unix ms) of the oldest queued job of each of the
     /// `accounts` accounts that have waited longest, oldest first.
     pub async fn longest_waiting_accounts(&self, accounts: usize) -> Result<Vec<i64>, StoreError> {
-        let oldest: Vec<(i64,)> = on_reader!(self, |reader| {
+        let oldest: Vec<(i64,)> = fetch_on_reader!(
+            self,
+            fetch_all,
             sqlx::query_as(
                 "SELECT MIN(created_at) AS oldest FROM generations \
                  WHERE status = 'queued' GROUP BY account_id \
                  ORDER BY oldest LIMIT $1",
             )
             .bind(accounts as i64)
-            .fetch_all(reader)
-            .await
-        })?;
+        )?;
         Ok(oldest.into_iter().map(|(created_at,)| created_at).collect())
     }
 
@@ -298,7 +298,8 @@ impl Store {
         worker: &str,
         lease: Duration,
     ) -> Result<bool, StoreError> {
-        let changed = on_writer!(self, |writer| {
+        let changed = execute_on_writer!(
+            self,
             sqlx::query(
                 "UPDATE generations SET lease_expires_at = $1 \
                  WHERE id = $2 AND status = 'running' AND lease_owner = $3",
@@ -306,10 +307,7 @@ impl Store {
             .bind(now_millis() + lease.as_millis() as i64)
             .bind(generation_id)
             .bind(worker)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(changed == 1)
     }
 
@@ -324,7 +322,9 @@ impl Store {
         provider_run: Option<&ProviderRun>,
     ) -> Result<bool, StoreError> {
         let mut transaction = self.begin_write().await?;
-        let finished: Option<(String, i64)> = on_transaction!(&mut transaction, |connection| {
+        let finished: Option<(String, i64)> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_optional,
             sqlx::query_as(
                 "UPDATE generations SET status = 'succeeded', output = $1, completed_at = $2, \
                  lease_owner = NULL, lease_expires_at = NULL, provider = $5, \
@@ -338,9 +338,7 @@ impl Store {
             .bind(worker)
             .bind(provider_run.map(|run| run.provider.as_str()))
             .bind(provider_run.and_then(|run| run.cost).map(|cost| cost.0))
-            .fetch_optional(connection)
-            .await
-        })?;
+        )?;
         let Some((account_id, price)) = finished else {
             return Ok(false);
         };
@@ -383,7 +381,8 @@ impl Store {
         worker: &str,
     ) -> Result<bool, StoreError> {
         let mut transaction = self.begin_write().await?;
-        let changed = on_transaction!(&mut transaction, |connection| {
+        let changed = execute_in_transaction!(
+            &mut transaction,
             sqlx::query(
                 "UPDATE generations SET status = 'queued', attempts = attempts - 1, \
                  lease_owner = NULL, lease_expires_at = NULL, started_at = NULL \
@@ -391,10 +390,7 @@ impl Store {
             )
             .bind(generation_id)
             .bind(worker)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         let released = changed == 1;
         if released {
             Self::announce_work(&mut transaction, generation_id).await?;
@@ -422,17 +418,16 @@ impl Store {
             ),
             locking = transaction.row_locking(RowLocking::SkipLocked),
         );
-        let expired: Vec<(String, String, i64, i64)> =
-            on_transaction!(&mut transaction, |connection| {
-                sqlx::query_as(AssertSqlSafe(statement))
-                    .bind(now)
-                    .fetch_all(connection)
-                    .await
-            })?;
+        let expired: Vec<(String, String, i64, i64)> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_all,
+            sqlx::query_as(AssertSqlSafe(statement)).bind(now)
+        )?;
         let mut report = RescueReport::default();
         for (generation_id, owner, attempts, max_attempts) in expired {
             if attempts < max_attempts {
-                let requeued = on_transaction!(&mut transaction, |connection| {
+                let requeued = execute_in_transaction!(
+                    &mut transaction,
                     sqlx::query(
                         "UPDATE generations SET status = 'queued', lease_owner = NULL, \
                          lease_expires_at = NULL, started_at = NULL \
@@ -440,10 +435,7 @@ impl Store {
                     )
                     .bind(&generation_id)
                     .bind(&owner)
-                    .execute(connection)
-                    .await
-                    .map(|done| done.rows_affected())
-                })?;
+                )?;
                 if requeued == 1 {
                     Self::announce_work(&mut transaction, &generation_id).await?;
                     report.requeued.push(generation_id);
@@ -480,14 +472,14 @@ impl Store {
     /// one statement over the rows the queue's partial indexes cover.
     pub async fn queue_depth(&self) -> Result<QueueDepth, StoreError> {
         // PostgreSQL sums BIGINT as NUMERIC; the cast brings it back.
-        let rows: Vec<(String, i64, i64)> = on_reader!(self, |reader| {
+        let rows: Vec<(String, i64, i64)> = fetch_on_reader!(
+            self,
+            fetch_all,
             sqlx::query_as(
                 "SELECT status, COUNT(*), CAST(COALESCE(SUM(price_micros), 0) AS BIGINT) \
                  FROM generations WHERE status IN ('queued', 'running') GROUP BY status",
             )
-            .fetch_all(reader)
-            .await
-        })?;
+        )?;
         let mut depth = QueueDepth::default();
         for (status, count, held) in rows {
             match status.as_str() {

@@ -9,6 +9,8 @@
 
 use serde_json::Value;
 use sqlx::AssertSqlSafe;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
 
 use super::database::{RowLocking, WriteTransaction};
 use super::{Store, StoreError, rfc3339};
@@ -48,7 +50,8 @@ pub(super) async fn record_expired_file(
     account_id: &str,
     expired_at: i64,
 ) -> Result<(), StoreError> {
-    on_transaction!(transaction, |connection| {
+    execute_in_transaction!(
+        transaction,
         sqlx::query(
             "INSERT INTO expired_files (relative_path, account_id, expired_at) \
              VALUES ($1, $2, $3) ON CONFLICT (relative_path) DO NOTHING",
@@ -56,11 +59,39 @@ pub(super) async fn record_expired_file(
         .bind(relative_path)
         .bind(account_id)
         .bind(expired_at)
-        .execute(connection)
-        .await
-        .map(|_| ())
-    })?;
+    )?;
     Ok(())
+}
+
+/// Selects inside `transaction` up to `limit` rows of `selection` that
+/// expire at `cutoff`, locking them with `SKIP LOCKED` on PostgreSQL so
+/// that nodes sweeping at once take different rows. `selection` binds the
+/// cutoff as `$1` and the limit as `$2`, and ends where the locking clause
+/// goes. It is generic over the row, as `Store::point_read` is, because the
+/// three selections of the sweep read different columns.
+async fn select_expiring<Row>(
+    transaction: &mut WriteTransaction,
+    selection: &'static str,
+    cutoff: i64,
+    limit: u32,
+) -> Result<Vec<Row>, StoreError>
+where
+    Row: for<'row> sqlx::FromRow<'row, SqliteRow>
+        + for<'row> sqlx::FromRow<'row, PgRow>
+        + Send
+        + Unpin,
+{
+    let statement = format!(
+        "{selection}{locking}",
+        locking = transaction.row_locking(RowLocking::SkipLocked),
+    );
+    Ok(fetch_in_transaction!(
+        transaction,
+        fetch_all,
+        sqlx::query_as(AssertSqlSafe(statement))
+            .bind(cutoff)
+            .bind(i64::from(limit))
+    )?)
 }
 
 impl Store {
@@ -74,23 +105,15 @@ impl Store {
         limit: u32,
     ) -> Result<usize, StoreError> {
         let mut transaction = self.begin_write().await?;
-        let statement = format!(
-            concat!(
-                "SELECT id, account_id, output FROM generations \
-                 WHERE status = 'succeeded' AND output_expired_at IS NULL \
-                 AND completed_at <= $1 ORDER BY completed_at LIMIT $2 ",
-                "{locking}"
-            ),
-            locking = transaction.row_locking(RowLocking::SkipLocked),
-        );
-        let expiring: Vec<(String, String, Option<String>)> =
-            on_transaction!(&mut transaction, |connection| {
-                sqlx::query_as(AssertSqlSafe(statement))
-                    .bind(cutoff)
-                    .bind(i64::from(limit))
-                    .fetch_all(connection)
-                    .await
-            })?;
+        let expiring: Vec<(String, String, Option<String>)> = select_expiring(
+            &mut transaction,
+            "SELECT id, account_id, output FROM generations \
+             WHERE status = 'succeeded' AND output_expired_at IS NULL \
+             AND completed_at <= $1 ORDER BY completed_at LIMIT $2 ",
+            cutoff,
+            limit,
+        )
+        .await?;
         for (generation_id, account_id, output) in &expiring {
             let output = output
                 .as_deref()
@@ -100,17 +123,15 @@ impl Store {
                     StoreError::Corrupt(format!("generation {generation_id}: {error}"))
                 })?;
             let relative_path = output.as_ref().and_then(stored_path_of_output);
-            on_transaction!(&mut transaction, |connection| {
+            execute_in_transaction!(
+                &mut transaction,
                 sqlx::query(
                     "UPDATE generations SET output = $1, output_expired_at = $2 WHERE id = $3",
                 )
                 .bind(output.map(|output| expired_output(output, now).to_string()))
                 .bind(now)
                 .bind(generation_id)
-                .execute(connection)
-                .await
-                .map(|done| done.rows_affected())
-            })?;
+            )?;
             if let Some(relative_path) = relative_path {
                 record_expired_file(&mut transaction, &relative_path, account_id, now).await?;
             }
@@ -130,58 +151,36 @@ impl Store {
         limit: u32,
     ) -> Result<usize, StoreError> {
         let mut transaction = self.begin_write().await?;
-        let statement = format!(
-            concat!(
-                "SELECT id, account_id, relative_path FROM uploads \
-                 WHERE created_at <= $1 ORDER BY created_at LIMIT $2 ",
-                "{locking}"
-            ),
-            locking = transaction.row_locking(RowLocking::SkipLocked),
-        );
-        let mut expiring: Vec<(String, String, String)> =
-            on_transaction!(&mut transaction, |connection| {
-                sqlx::query_as(AssertSqlSafe(statement))
-                    .bind(cutoff)
-                    .bind(i64::from(limit))
-                    .fetch_all(connection)
-                    .await
-            })?;
+        let mut expiring: Vec<(String, String, String)> = select_expiring(
+            &mut transaction,
+            "SELECT id, account_id, relative_path FROM uploads \
+             WHERE created_at <= $1 ORDER BY created_at LIMIT $2 ",
+            cutoff,
+            limit,
+        )
+        .await?;
         // A direct upload never used has no uploads row: its object
         // (if the client ever PUT one) expires all the same.
-        let statement = format!(
-            concat!(
-                "SELECT id, account_id, relative_path FROM direct_uploads AS pending \
-                 WHERE created_at <= $1 \
-                 AND NOT EXISTS (SELECT 1 FROM uploads WHERE uploads.id = pending.id) \
-                 ORDER BY created_at LIMIT $2 ",
-                "{locking}"
-            ),
-            locking = transaction.row_locking(RowLocking::SkipLocked),
-        );
-        let never_used: Vec<(String, String, String)> =
-            on_transaction!(&mut transaction, |connection| {
-                sqlx::query_as(AssertSqlSafe(statement))
-                    .bind(cutoff)
-                    .bind(i64::from(limit))
-                    .fetch_all(connection)
-                    .await
-            })?;
+        let never_used: Vec<(String, String, String)> = select_expiring(
+            &mut transaction,
+            "SELECT id, account_id, relative_path FROM direct_uploads AS pending \
+             WHERE created_at <= $1 \
+             AND NOT EXISTS (SELECT 1 FROM uploads WHERE uploads.id = pending.id) \
+             ORDER BY created_at LIMIT $2 ",
+            cutoff,
+            limit,
+        )
+        .await?;
         expiring.extend(never_used);
         for (upload_id, account_id, relative_path) in &expiring {
-            on_transaction!(&mut transaction, |connection| {
-                sqlx::query("DELETE FROM uploads WHERE id = $1")
-                    .bind(upload_id)
-                    .execute(connection)
-                    .await
-                    .map(|done| done.rows_affected())
-            })?;
-            on_transaction!(&mut transaction, |connection| {
-                sqlx::query("DELETE FROM direct_uploads WHERE id = $1")
-                    .bind(upload_id)
-                    .execute(connection)
-                    .await
-                    .map(|done| done.rows_affected())
-            })?;
+            execute_in_transaction!(
+                &mut transaction,
+                sqlx::query("DELETE FROM uploads WHERE id = $1").bind(upload_id)
+            )?;
+            execute_in_transaction!(
+                &mut transaction,
+                sqlx::query("DELETE FROM direct_uploads WHERE id = $1").bind(upload_id)
+            )?;
             record_expired_file(&mut transaction, relative_path, account_id, now).await?;
         }
         transaction.commit().await?;
@@ -207,14 +206,14 @@ impl Store {
             ),
             locking = self.row_locking(RowLocking::SkipLocked),
         );
-        let claimed: Vec<(String, String)> = on_writer!(self, |writer| {
+        let claimed: Vec<(String, String)> = fetch_on_writer!(
+            self,
+            fetch_all,
             sqlx::query_as(AssertSqlSafe(statement))
                 .bind(claimed_until)
                 .bind(now)
                 .bind(i64::from(limit))
-                .fetch_all(writer)
-                .await
-        })?;
+        )?;
         Ok(claimed
             .into_iter()
             .map(|(relative_path, account_id)| ExpiredFile {
@@ -230,28 +229,26 @@ impl Store {
         relative_path: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        on_writer!(self, |writer| {
+        execute_on_writer!(
+            self,
             sqlx::query(
                 "UPDATE expired_files SET deleted_at = $1, claimed_until = NULL \
                  WHERE relative_path = $2",
             )
             .bind(now)
             .bind(relative_path)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 
     /// When the file at `relative_path` expired, if it did.
     pub async fn file_expired_at(&self, relative_path: &str) -> Result<Option<i64>, StoreError> {
-        Ok(on_reader!(self, |reader| {
+        Ok(fetch_on_reader!(
+            self,
+            fetch_optional,
             sqlx::query_scalar("SELECT expired_at FROM expired_files WHERE relative_path = $1")
                 .bind(relative_path)
-                .fetch_optional(reader)
-                .await
-        })?)
+        )?)
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{Connection, PgConnection, SqliteConnection};
+use sqlx::{Connection, PgConnection, Postgres, Sqlite, SqliteConnection};
 
 use super::StoreError;
 
@@ -91,18 +91,12 @@ const APPLIED_VERSIONS: &str =
 pub(super) async fn sqlite_applied_versions(
     connection: &mut SqliteConnection,
 ) -> Result<Vec<i64>, StoreError> {
-    let has_table: bool = sqlx::query_scalar(
+    applied_versions::<Sqlite>(
+        connection,
         "SELECT EXISTS (SELECT 1 FROM sqlite_master \
          WHERE type = 'table' AND name = '_sqlx_migrations')",
     )
-    .fetch_one(&mut *connection)
-    .await?;
-    if !has_table {
-        return Ok(Vec::new());
-    }
-    Ok(sqlx::query_scalar(APPLIED_VERSIONS)
-        .fetch_all(connection)
-        .await?)
+    .await
 }
 
 /// The versions of the migrations a PostgreSQL database has applied (none
@@ -110,7 +104,29 @@ pub(super) async fn sqlite_applied_versions(
 pub(super) async fn postgres_applied_versions(
     connection: &mut PgConnection,
 ) -> Result<Vec<i64>, StoreError> {
-    let has_table: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+    applied_versions::<Postgres>(
+        connection,
+        "SELECT to_regclass('_sqlx_migrations') IS NOT NULL",
+    )
+    .await
+}
+
+/// The versions of the migrations a database has applied, or none when
+/// `has_table`, the dialect's question whether the migrations table
+/// exists, answers that it does not. It is generic over the database
+/// because only that question differs between the two.
+async fn applied_versions<DB>(
+    connection: &mut DB::Connection,
+    has_table: &'static str,
+) -> Result<Vec<i64>, StoreError>
+where
+    DB: sqlx::Database,
+    for<'connection> &'connection mut DB::Connection: sqlx::Executor<'connection, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    (bool,): for<'row> sqlx::FromRow<'row, DB::Row>,
+    (i64,): for<'row> sqlx::FromRow<'row, DB::Row>,
+{
+    let has_table: bool = sqlx::query_scalar(has_table)
         .fetch_one(&mut *connection)
         .await?;
     if !has_table {

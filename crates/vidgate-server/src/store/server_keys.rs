@@ -10,7 +10,8 @@ impl Store {
     /// stored yet. Of several nodes storing their own at once, the first
     /// wins and every node gets that one.
     pub async fn server_key(&self, purpose: &str, generated: &str) -> Result<String, StoreError> {
-        on_writer!(self, |writer| {
+        execute_on_writer!(
+            self,
             sqlx::query(
                 "INSERT INTO server_keys (purpose, secret, created_at) VALUES ($1, $2, $3) \
                  ON CONFLICT (purpose) DO NOTHING",
@@ -18,18 +19,14 @@ impl Store {
             .bind(purpose)
             .bind(generated)
             .bind(now_millis())
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         // Read on the writer, which has just seen the row whoever
         // stored it.
-        let secret: String = on_writer!(self, |writer| {
-            sqlx::query_scalar("SELECT secret FROM server_keys WHERE purpose = $1")
-                .bind(purpose)
-                .fetch_one(writer)
-                .await
-        })?;
+        let secret: String = fetch_on_writer!(
+            self,
+            fetch_one,
+            sqlx::query_scalar("SELECT secret FROM server_keys WHERE purpose = $1").bind(purpose)
+        )?;
         Ok(secret)
     }
 }

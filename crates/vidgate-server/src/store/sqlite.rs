@@ -29,6 +29,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use super::StoreError;
 use super::caller_cache::CallerCache;
 use super::changes::{GenerationChanges, GenerationWatch};
+use super::database::point_read_on_pool;
 use super::group_commit::SubmitQueue;
 use super::inline_reads::{self, InlineReader, InlineRow};
 use super::schema::{self, Migrations};
@@ -142,11 +143,7 @@ impl SqliteStore {
     {
         match self.inline_reader.read_optional(statement, parameters) {
             Err(error) if inline_reads::is_busy(&error) => {
-                let mut query = sqlx::query_as::<_, R>(statement);
-                for parameter in parameters {
-                    query = query.bind(*parameter);
-                }
-                Ok(query.fetch_optional(&self.reader).await?)
+                point_read_on_pool(&self.reader, statement, parameters).await
             }
             read => Ok(read?),
         }

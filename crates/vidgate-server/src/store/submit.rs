@@ -71,6 +71,34 @@ fn idempotency_columns(generation: &NewGeneration) -> (Option<&str>, Option<&str
     }
 }
 
+/// Binds what a submit stores of `$generation`, and `$now` as its creation
+/// time, in the order both submits take them: `$1` to `$14` of SQLite's
+/// INSERT and the first fourteen parameters of PostgreSQL's
+/// `vidgate_submit_generation`. It is a macro because the two are different
+/// query types (a `Query` of SQLite, a `QueryAs` of PostgreSQL) with no
+/// common `bind` to be generic over.
+macro_rules! bind_submitted_generation {
+    ($query:expr, $generation:expr, $now:expr) => {{
+        let generation: &NewGeneration = $generation;
+        let (idempotency_key, request_sha256) = idempotency_columns(generation);
+        $query
+            .bind(&generation.id)
+            .bind(&generation.account_id)
+            .bind(&generation.api_key_id)
+            .bind(&generation.model)
+            .bind(&generation.endpoint)
+            .bind(&generation.mode)
+            .bind(generation.input.to_string())
+            .bind(generation.price.0)
+            .bind(generation.official_price.0)
+            .bind(&generation.webhook_url)
+            .bind(idempotency_key)
+            .bind(request_sha256)
+            .bind(generation.max_attempts)
+            .bind($now)
+    }};
+}
+
 impl SqliteStore {
     pub(super) async fn submit(
         &self,
@@ -97,7 +125,8 @@ async fn submit_in(
     if let Some(idempotency) = &generation.idempotency {
         // A key older than the window is forgotten so that it can
         // be used again, as the Idempotency-Key convention expects.
-        on_transaction!(transaction, |connection| {
+        execute_in_transaction!(
+            transaction,
             sqlx::query(
                 "UPDATE generations SET idempotency_key = NULL \
                  WHERE account_id = $1 AND idempotency_key = $2 AND created_at < $3",
@@ -105,21 +134,17 @@ async fn submit_in(
             .bind(&generation.account_id)
             .bind(&idempotency.key)
             .bind(now - IDEMPOTENCY_WINDOW.as_millis() as i64)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
-        let earlier: Option<(String, Option<String>)> =
-            on_transaction!(transaction, |connection| {
-                sqlx::query_as(
-                    "SELECT id, request_sha256 FROM generations \
-                     WHERE account_id = $1 AND idempotency_key = $2",
-                )
-                .bind(&generation.account_id)
-                .bind(&idempotency.key)
-                .fetch_optional(connection)
-                .await
-            })?;
+        )?;
+        let earlier: Option<(String, Option<String>)> = fetch_in_transaction!(
+            transaction,
+            fetch_optional,
+            sqlx::query_as(
+                "SELECT id, request_sha256 FROM generations \
+                 WHERE account_id = $1 AND idempotency_key = $2",
+            )
+            .bind(&generation.account_id)
+            .bind(&idempotency.key)
+        )?;
         if let Some((earlier_id, earlier_digest)) = earlier {
             if earlier_digest.as_deref() != Some(idempotency.request_sha256.as_str()) {
                 return Ok(Err(SubmitRefusal::IdempotencyMismatch));
@@ -131,15 +156,15 @@ async fn submit_in(
         }
     }
 
-    let active: i64 = on_transaction!(transaction, |connection| {
+    let active: i64 = fetch_in_transaction!(
+        transaction,
+        fetch_one,
         sqlx::query_scalar(
             "SELECT COUNT(*) FROM generations \
              WHERE account_id = $1 AND status IN ('queued', 'running')",
         )
         .bind(&generation.account_id)
-        .fetch_one(connection)
-        .await
-    })?;
+    )?;
     let limit = account.limits.max_concurrent as i64;
     if active >= limit {
         return Ok(Err(SubmitRefusal::ConcurrencyLimit { limit }));
@@ -150,42 +175,27 @@ async fn submit_in(
             price: generation.price,
         }));
     }
-    let (idempotency_key, request_sha256) = idempotency_columns(generation);
-    on_transaction!(transaction, |connection| {
-        sqlx::query(
-            "INSERT INTO generations (id, account_id, api_key_id, model, endpoint, mode, \
-             status, input, price_micros, official_micros, source, webhook_url, \
-             idempotency_key, request_sha256, max_attempts, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, 'api', $10, $11, \
-             $12, $13, $14)",
+    execute_in_transaction!(
+        transaction,
+        bind_submitted_generation!(
+            sqlx::query(
+                "INSERT INTO generations (id, account_id, api_key_id, model, endpoint, mode, \
+                 status, input, price_micros, official_micros, source, webhook_url, \
+                 idempotency_key, request_sha256, max_attempts, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, 'api', $10, $11, \
+                 $12, $13, $14)",
+            ),
+            generation,
+            now
         )
-        .bind(&generation.id)
-        .bind(&generation.account_id)
-        .bind(&generation.api_key_id)
-        .bind(&generation.model)
-        .bind(&generation.endpoint)
-        .bind(&generation.mode)
-        .bind(generation.input.to_string())
-        .bind(generation.price.0)
-        .bind(generation.official_price.0)
-        .bind(&generation.webhook_url)
-        .bind(idempotency_key)
-        .bind(request_sha256)
-        .bind(generation.max_attempts)
-        .bind(now)
-        .execute(connection)
-        .await
-        .map(|done| done.rows_affected())
-    })?;
+    )?;
     if let Some(binding) = &generation.media_binding {
-        on_transaction!(transaction, |connection| {
+        execute_in_transaction!(
+            transaction,
             sqlx::query("INSERT INTO generation_media (generation_id, binding) VALUES ($1, $2)")
                 .bind(&generation.id)
                 .bind(binding.to_string())
-                .execute(connection)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
+        )?;
     }
     Store::move_money(
         transaction,
@@ -306,26 +316,15 @@ impl PgSubmitter {
 impl BatchSubmitter for PgSubmitter {
     async fn submit_alone(&self, generation: &NewGeneration) -> SubmitAnswer {
         let now = now_millis();
-        let (idempotency_key, request_sha256) = idempotency_columns(generation);
         // One statement outside an explicit transaction is its own
         // transaction: the function's writes commit together or not at all.
-        let row: SubmittedRow = sqlx::query_as(
-            "SELECT outcome, generation_id, balance, concurrency_limit FROM vidgate_submit_generation($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        let row: SubmittedRow = bind_submitted_generation!(
+            sqlx::query_as(
+                "SELECT outcome, generation_id, balance, concurrency_limit FROM vidgate_submit_generation($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+            ),
+            generation,
+            now
         )
-        .bind(&generation.id)
-        .bind(&generation.account_id)
-        .bind(&generation.api_key_id)
-        .bind(&generation.model)
-        .bind(&generation.endpoint)
-        .bind(&generation.mode)
-        .bind(generation.input.to_string())
-        .bind(generation.price.0)
-        .bind(generation.official_price.0)
-        .bind(&generation.webhook_url)
-        .bind(idempotency_key)
-        .bind(request_sha256)
-        .bind(generation.max_attempts)
-        .bind(now)
         .bind(IDEMPOTENCY_WINDOW.as_millis() as i64)
         .bind(WORK_CHANNEL)
         .bind(generation.media_binding.as_ref().map(|binding| binding.to_string()))

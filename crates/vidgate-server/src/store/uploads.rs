@@ -43,7 +43,9 @@ pub struct UploadUsage {
 impl Store {
     /// How many uploads the account holds and their recorded bytes.
     pub async fn upload_usage(&self, account_id: &str) -> Result<UploadUsage, StoreError> {
-        let (count, bytes): (i64, i64) = on_reader!(self, |reader| {
+        let (count, bytes): (i64, i64) = fetch_on_reader!(
+            self,
+            fetch_one,
             sqlx::query_as(
                 "SELECT \
                  (SELECT COUNT(*) FROM uploads WHERE account_id = $1) + \
@@ -53,46 +55,56 @@ impl Store {
                   WHERE account_id = $1) AS BIGINT)",
             )
             .bind(account_id)
-            .fetch_one(reader)
-            .await
-        })?;
+        )?;
         Ok(UploadUsage { count, bytes })
     }
 
     /// Records a file an account uploaded (already written to storage).
     pub async fn create_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
-        on_writer!(self, |writer| {
-            sqlx::query(
-                "INSERT INTO uploads (id, account_id, relative_path, content_type, \
-                 size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(&upload.id)
-            .bind(&upload.account_id)
-            .bind(&upload.relative_path)
-            .bind(&upload.content_type)
-            .bind(upload.size_bytes)
-            .bind(upload.media.to_string())
-            .bind(upload.created_at)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        self.insert_upload(
+            "INSERT INTO uploads (id, account_id, relative_path, content_type, \
+             size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            upload,
+        )
+        .await
+    }
+
+    /// Runs `statement`, an insert into `uploads` with or without a
+    /// conflict clause, for `upload`: the two ways an upload is recorded
+    /// bind the same columns in the same order.
+    async fn insert_upload(
+        &self,
+        statement: &'static str,
+        upload: &NewUpload,
+    ) -> Result<(), StoreError> {
+        execute_on_writer!(
+            self,
+            sqlx::query(statement)
+                .bind(&upload.id)
+                .bind(&upload.account_id)
+                .bind(&upload.relative_path)
+                .bind(&upload.content_type)
+                .bind(upload.size_bytes)
+                .bind(upload.media.to_string())
+                .bind(upload.created_at)
+        )?;
         Ok(())
     }
 
     /// The account that uploaded the file stored at `relative_path`.
     pub async fn upload_owner(&self, relative_path: &str) -> Result<Option<String>, StoreError> {
-        Ok(on_reader!(self, |reader| {
+        Ok(fetch_on_reader!(
+            self,
+            fetch_optional,
             sqlx::query_scalar("SELECT account_id FROM uploads WHERE relative_path = $1")
                 .bind(relative_path)
-                .fetch_optional(reader)
-                .await
-        })?)
+        )?)
     }
 
     /// Records a presigned direct upload before its object exists.
     pub async fn create_direct_upload(&self, upload: &NewDirectUpload) -> Result<(), StoreError> {
-        on_writer!(self, |writer| {
+        execute_on_writer!(
+            self,
             sqlx::query(
                 "INSERT INTO direct_uploads (id, account_id, relative_path, created_at) \
                  VALUES ($1, $2, $3, $4)",
@@ -101,10 +113,7 @@ impl Store {
             .bind(&upload.account_id)
             .bind(&upload.relative_path)
             .bind(upload.created_at)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 
@@ -113,36 +122,25 @@ impl Store {
         &self,
         relative_path: &str,
     ) -> Result<Option<DirectUpload>, StoreError> {
-        let row: Option<(String, String)> = on_reader!(self, |reader| {
+        let row: Option<(String, String)> = fetch_on_reader!(
+            self,
+            fetch_optional,
             sqlx::query_as("SELECT id, account_id FROM direct_uploads WHERE relative_path = $1")
                 .bind(relative_path)
-                .fetch_optional(reader)
-                .await
-        })?;
+        )?;
         Ok(row.map(|(id, account_id)| DirectUpload { id, account_id }))
     }
 
     /// Records a direct upload's probed object as an upload; a second
     /// recording of the same upload (two first uses at once) is a no-op.
     pub async fn record_direct_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
-        on_writer!(self, |writer| {
-            sqlx::query(
-                "INSERT INTO uploads (id, account_id, relative_path, content_type, \
-                 size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                 ON CONFLICT (id) DO NOTHING",
-            )
-            .bind(&upload.id)
-            .bind(&upload.account_id)
-            .bind(&upload.relative_path)
-            .bind(&upload.content_type)
-            .bind(upload.size_bytes)
-            .bind(upload.media.to_string())
-            .bind(upload.created_at)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
-        Ok(())
+        self.insert_upload(
+            "INSERT INTO uploads (id, account_id, relative_path, content_type, \
+             size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (id) DO NOTHING",
+            upload,
+        )
+        .await
     }
 
     /// The probed media type of the upload stored at `relative_path`.
@@ -150,11 +148,11 @@ impl Store {
         &self,
         relative_path: &str,
     ) -> Result<Option<String>, StoreError> {
-        Ok(on_reader!(self, |reader| {
+        Ok(fetch_on_reader!(
+            self,
+            fetch_optional,
             sqlx::query_scalar("SELECT content_type FROM uploads WHERE relative_path = $1")
                 .bind(relative_path)
-                .fetch_optional(reader)
-                .await
-        })?)
+        )?)
     }
 }

@@ -39,6 +39,10 @@ pub struct Session {
     pub limits: AccountLimits,
 }
 
+/// A session row with its user's email and its account's limits: id, user,
+/// email, account, CSRF token, last use, rate per second, burst, concurrency.
+type SessionRow = (String, String, String, String, String, i64, i64, i64, i64);
+
 impl Store {
     /// Inserts a user unless the email is taken, inside the caller's
     /// transaction.
@@ -46,7 +50,8 @@ impl Store {
         transaction: &mut WriteTransaction,
         user: &User,
     ) -> Result<bool, StoreError> {
-        let inserted = on_transaction!(transaction, |connection| {
+        let inserted = execute_in_transaction!(
+            transaction,
             sqlx::query(
                 "INSERT INTO users (id, account_id, email, password_hash, created_at) \
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (email) DO NOTHING",
@@ -56,10 +61,7 @@ impl Store {
             .bind(&user.email)
             .bind(&user.password_hash)
             .bind(user.created_at)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(inserted == 1)
     }
 }
@@ -94,15 +96,15 @@ impl Store {
     }
 
     pub async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError> {
-        let row: Option<(String, String, String, String, i64)> = on_reader!(self, |reader| {
+        let row: Option<(String, String, String, String, i64)> = fetch_on_reader!(
+            self,
+            fetch_optional,
             sqlx::query_as(
                 "SELECT id, account_id, email, password_hash, created_at \
                  FROM users WHERE email = $1",
             )
             .bind(email)
-            .fetch_optional(reader)
-            .await
-        })?;
+        )?;
         Ok(
             row.map(|(id, account_id, email, password_hash, created_at)| User {
                 id,
@@ -120,7 +122,8 @@ impl Store {
         // ago or more) go, so the table grows with active sessions
         // only. Sessions ended by idleness stay until their
         // absolute expiry (30 days after sign-in at most).
-        on_writer!(self, |writer| {
+        execute_on_writer!(
+            self,
             sqlx::query(
                 "DELETE FROM sessions WHERE user_id = $1 \
                  AND (expires_at <= $2 OR revoked_at <= $3)",
@@ -128,11 +131,9 @@ impl Store {
             .bind(&session.user_id)
             .bind(now)
             .bind(now - 24 * 60 * 60 * 1000)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
-        on_writer!(self, |writer| {
+        )?;
+        execute_on_writer!(
+            self,
             sqlx::query(
                 "INSERT INTO sessions (id, token_sha256, user_id, account_id, csrf_token, \
                  created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $6, $7)",
@@ -144,10 +145,7 @@ impl Store {
             .bind(&session.csrf_token)
             .bind(now)
             .bind(session.expires_at)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 
@@ -159,23 +157,21 @@ impl Store {
         idle_timeout: Duration,
     ) -> Result<Option<Session>, StoreError> {
         let now = now_millis();
-        #[allow(clippy::type_complexity)]
-        let row: Option<(String, String, String, String, String, i64, i64, i64, i64)> =
-            on_reader!(self, |reader| {
-                sqlx::query_as(
-                    "SELECT s.id, s.user_id, u.email, s.account_id, s.csrf_token, \
-                     s.last_seen_at, a.rate_per_second, a.rate_burst, a.max_concurrent \
-                     FROM sessions s JOIN users u ON u.id = s.user_id \
-                     JOIN accounts a ON a.id = s.account_id \
-                     WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL \
-                     AND s.expires_at > $2 AND s.last_seen_at > $3",
-                )
-                .bind(token_sha256)
-                .bind(now)
-                .bind(now - idle_timeout.as_millis() as i64)
-                .fetch_optional(reader)
-                .await
-            })?;
+        let row: Option<SessionRow> = fetch_on_reader!(
+            self,
+            fetch_optional,
+            sqlx::query_as(
+                "SELECT s.id, s.user_id, u.email, s.account_id, s.csrf_token, \
+                 s.last_seen_at, a.rate_per_second, a.rate_burst, a.max_concurrent \
+                 FROM sessions s JOIN users u ON u.id = s.user_id \
+                 JOIN accounts a ON a.id = s.account_id \
+                 WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL \
+                 AND s.expires_at > $2 AND s.last_seen_at > $3",
+            )
+            .bind(token_sha256)
+            .bind(now)
+            .bind(now - idle_timeout.as_millis() as i64)
+        )?;
         let Some((
             id,
             user_id,
@@ -193,14 +189,12 @@ impl Store {
         // As for keys, the idle clock is moved on at most once per
         // resolution, so a busy session does not write on every call.
         if now - last_seen_at >= KEY_USE_RESOLUTION.as_millis() as i64 {
-            on_writer!(self, |writer| {
+            execute_on_writer!(
+                self,
                 sqlx::query("UPDATE sessions SET last_seen_at = $1 WHERE id = $2")
                     .bind(now)
                     .bind(&id)
-                    .execute(writer)
-                    .await
-                    .map(|done| done.rows_affected())
-            })?;
+            )?;
         }
         Ok(Some(Session {
             id,
@@ -214,30 +208,26 @@ impl Store {
 
     /// Revokes a session; false when it was already revoked or unknown.
     pub async fn revoke_session(&self, session_id: &str) -> Result<bool, StoreError> {
-        let changed = on_writer!(self, |writer| {
+        let changed = execute_on_writer!(
+            self,
             sqlx::query("UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                 .bind(now_millis())
                 .bind(session_id)
-                .execute(writer)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(changed == 1)
     }
 
     /// Revokes every live session of a user (wherever its cookies are);
     /// how many were live.
     pub async fn revoke_user_sessions(&self, user_id: &str) -> Result<u64, StoreError> {
-        let changed = on_writer!(self, |writer| {
+        let changed = execute_on_writer!(
+            self,
             sqlx::query(
                 "UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
             )
             .bind(now_millis())
             .bind(user_id)
-            .execute(writer)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(changed)
     }
 
@@ -246,20 +236,14 @@ impl Store {
     pub async fn remove_user(&self, user_id: &str) -> Result<bool, StoreError> {
         let mut transaction = self.begin_write().await?;
         // Sessions refer to their user, so they go first.
-        on_transaction!(&mut transaction, |connection| {
-            sqlx::query("DELETE FROM sessions WHERE user_id = $1")
-                .bind(user_id)
-                .execute(connection)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
-        let removed = on_transaction!(&mut transaction, |connection| {
-            sqlx::query("DELETE FROM users WHERE id = $1")
-                .bind(user_id)
-                .execute(connection)
-                .await
-                .map(|done| done.rows_affected())
-        })?;
+        execute_in_transaction!(
+            &mut transaction,
+            sqlx::query("DELETE FROM sessions WHERE user_id = $1").bind(user_id)
+        )?;
+        let removed = execute_in_transaction!(
+            &mut transaction,
+            sqlx::query("DELETE FROM users WHERE id = $1").bind(user_id)
+        )?;
         transaction.commit().await?;
         Ok(removed == 1)
     }

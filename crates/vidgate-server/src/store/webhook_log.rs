@@ -1,6 +1,8 @@
 //! The webhook delivery log: an account's deliveries with their attempts,
 //! and a delivery sent again on request.
 
+use sqlx::{Postgres, Sqlite};
+
 use super::webhooks::{AttemptRecord, DeliveryRow, DeliveryStatus, delivery_columns};
 use super::{Store, StoreError, now_millis};
 
@@ -79,6 +81,14 @@ impl From<AttemptRow> for WebhookAttempt {
     }
 }
 
+/// The columns of an `AttemptRow`, read from `webhook_attempts` as `a`.
+macro_rules! attempt_columns {
+    () => {
+        "a.delivery_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, \
+         a.response_body, a.next_attempt_at"
+    };
+}
+
 impl Store {
     /// The deliveries of one generation of the account, oldest first, each
     /// with its attempts.
@@ -87,44 +97,28 @@ impl Store {
         account_id: &str,
         generation_id: &str,
     ) -> Result<Vec<WebhookDelivery>, StoreError> {
-        let now = now_millis();
-        let rows: Vec<DeliveryRow> = on_reader!(self, |reader| {
-            sqlx::query_as(concat!(
-                "SELECT ",
-                delivery_columns!(),
-                " FROM webhook_deliveries WHERE generation_id = $1 AND account_id = $2 \
-                  ORDER BY created_at, id"
-            ))
-            .bind(generation_id)
-            .bind(account_id)
-            .fetch_all(reader)
-            .await
-        })?;
-        let attempts: Vec<AttemptRow> = on_reader!(self, |reader| {
-            sqlx::query_as(
-                "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
-                 a.status_code, a.error, a.response_body, a.next_attempt_at \
-                 FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
-                 WHERE d.generation_id = $1 AND d.account_id = $2 ORDER BY a.id",
+        let deliveries = self
+            .deliveries_with_attempts(
+                concat!(
+                    "SELECT ",
+                    delivery_columns!(),
+                    " FROM webhook_deliveries WHERE generation_id = $1 AND account_id = $2 \
+                      ORDER BY created_at, id"
+                ),
+                concat!(
+                    "SELECT ",
+                    attempt_columns!(),
+                    " FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
+                      WHERE d.generation_id = $1 AND d.account_id = $2 ORDER BY a.id"
+                ),
+                generation_id,
+                account_id,
             )
-            .bind(generation_id)
-            .bind(account_id)
-            .fetch_all(reader)
-            .await
-        })?;
-        let mut deliveries = rows
+            .await?;
+        Ok(deliveries
             .into_iter()
-            .map(|row| row.into_delivery(now))
-            .collect::<Result<Vec<_>, _>>()?;
-        for attempt in attempts {
-            if let Some(delivery) = deliveries
-                .iter_mut()
-                .find(|delivery| delivery.id == attempt.delivery_id)
-            {
-                delivery.attempt_log.push(WebhookAttempt::from(attempt));
-            }
-        }
-        Ok(deliveries)
+            .map(|account_delivery| account_delivery.delivery)
+            .collect())
     }
 
     /// Makes a delivery pending and due now, whatever its status.
@@ -139,7 +133,8 @@ impl Store {
         // A delivery a live sender holds is left alone: the attempt
         // under way is the re-send asked for. A lease that ran out
         // (its sender died) is cleared.
-        let scheduled = on_transaction!(&mut transaction, |connection| {
+        let scheduled = execute_in_transaction!(
+            &mut transaction,
             sqlx::query(
                 "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $1, \
                  completed_at = NULL, lease_owner = NULL, \
@@ -154,15 +149,14 @@ impl Store {
             .bind(generation_id)
             .bind(account_id)
             .bind(MAX_MANUAL_RETRIES)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         if scheduled == 1 {
             transaction.commit().await?;
             return Ok(DeliveryRetryOutcome::Scheduled);
         }
-        let exists: Option<i64> = on_transaction!(&mut transaction, |connection| {
+        let exists: Option<i64> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_optional,
             sqlx::query_scalar(
                 "SELECT manual_retries FROM webhook_deliveries \
                  WHERE id = $1 AND generation_id = $2 AND account_id = $3",
@@ -170,9 +164,7 @@ impl Store {
             .bind(delivery_id)
             .bind(generation_id)
             .bind(account_id)
-            .fetch_optional(connection)
-            .await
-        })?;
+        )?;
         Ok(match exists {
             Some(retries) if retries >= MAX_MANUAL_RETRIES => {
                 DeliveryRetryOutcome::RetriesExhausted
@@ -189,33 +181,61 @@ impl Store {
         account_id: &str,
         limit: u32,
     ) -> Result<Vec<AccountDelivery>, StoreError> {
-        let now = now_millis();
-        let rows: Vec<DeliveryRow> = on_reader!(self, |reader| {
-            sqlx::query_as(concat!(
+        self.deliveries_with_attempts(
+            concat!(
                 "SELECT ",
                 delivery_columns!(),
                 " FROM webhook_deliveries WHERE account_id = $1 \
                   ORDER BY created_at DESC, id DESC LIMIT $2"
-            ))
-            .bind(account_id)
-            .bind(limit as i64)
-            .fetch_all(reader)
-            .await
-        })?;
-        let attempts: Vec<AttemptRow> = on_reader!(self, |reader| {
-            sqlx::query_as(
-                "SELECT a.delivery_id, a.attempt, a.started_at, a.duration_ms, \
-                 a.status_code, a.error, a.response_body, a.next_attempt_at \
-                 FROM webhook_attempts a WHERE a.delivery_id IN \
-                   (SELECT id FROM webhook_deliveries WHERE account_id = $1 \
-                    ORDER BY created_at DESC, id DESC LIMIT $2) \
-                 ORDER BY a.id",
-            )
-            .bind(account_id)
-            .bind(limit as i64)
-            .fetch_all(reader)
-            .await
-        })?;
+            ),
+            concat!(
+                "SELECT ",
+                attempt_columns!(),
+                " FROM webhook_attempts a WHERE a.delivery_id IN \
+                  (SELECT id FROM webhook_deliveries WHERE account_id = $1 \
+                   ORDER BY created_at DESC, id DESC LIMIT $2) \
+                  ORDER BY a.id"
+            ),
+            account_id,
+            limit as i64,
+        )
+        .await
+    }
+
+    /// The deliveries `deliveries_statement` selects, in its order, each
+    /// with the attempts among those `attempts_statement` selects that
+    /// belong to it, in the order they were made. Both statements take the
+    /// same two parameters, so that they select the same deliveries; the
+    /// second is generic because the two logs bind an account id or a page
+    /// size there.
+    async fn deliveries_with_attempts<Second>(
+        &self,
+        deliveries_statement: &'static str,
+        attempts_statement: &'static str,
+        first: &str,
+        second: Second,
+    ) -> Result<Vec<AccountDelivery>, StoreError>
+    where
+        Second: for<'value> sqlx::Encode<'value, Sqlite>
+            + sqlx::Type<Sqlite>
+            + for<'value> sqlx::Encode<'value, Postgres>
+            + sqlx::Type<Postgres>
+            + Copy
+            + Send,
+    {
+        let now = now_millis();
+        let rows: Vec<DeliveryRow> = fetch_on_reader!(
+            self,
+            fetch_all,
+            sqlx::query_as(deliveries_statement)
+                .bind(first)
+                .bind(second)
+        )?;
+        let attempts: Vec<AttemptRow> = fetch_on_reader!(
+            self,
+            fetch_all,
+            sqlx::query_as(attempts_statement).bind(first).bind(second)
+        )?;
         let mut deliveries = rows
             .into_iter()
             .map(|row| {

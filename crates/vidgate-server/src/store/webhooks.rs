@@ -170,7 +170,8 @@ impl Store {
         transaction: &mut WriteTransaction,
         generation_id: &str,
     ) -> Result<(), StoreError> {
-        on_transaction!(transaction, |connection| {
+        execute_in_transaction!(
+            transaction,
             sqlx::query(
                 "INSERT INTO webhook_deliveries (id, generation_id, account_id, event_type, \
                  url, status, next_attempt_at, created_at) \
@@ -180,10 +181,7 @@ impl Store {
             .bind(crate::ids::new_webhook_message_id())
             .bind(now_millis())
             .bind(generation_id)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         Ok(())
     }
 }
@@ -229,7 +227,9 @@ impl Store {
             ),
             locking = self.row_locking(RowLocking::SkipLocked),
         );
-        let claimed: Option<DeliveryRow> = on_writer!(self, |writer| {
+        let claimed: Option<DeliveryRow> = fetch_on_writer!(
+            self,
+            fetch_optional,
             sqlx::query_as(AssertSqlSafe(statement))
                 .bind(sender)
                 .bind(now + lease.as_millis() as i64)
@@ -237,34 +237,32 @@ impl Store {
                 .bind(fairness.sender_group.chars().count() as i32)
                 .bind(&fairness.sender_group)
                 .bind(i64::from(fairness.max_in_flight_per_account))
-                .fetch_optional(writer)
-                .await
-        })?;
+        )?;
         let Some(claimed) = claimed else {
             return Ok(None);
         };
         // A final generation no longer changes, so reading it after
         // the claim reads what the event is about.
-        let generation: GenerationRow = on_reader!(self, |reader| {
+        let generation: GenerationRow = fetch_on_reader!(
+            self,
+            fetch_one,
             sqlx::query_as(concat!(
                 "SELECT ",
                 generation_columns!(),
                 " FROM generations WHERE id = $1"
             ))
             .bind(&claimed.generation_id)
-            .fetch_one(reader)
-            .await
-        })?;
-        let account: AccountRow = on_reader!(self, |reader| {
+        )?;
+        let account: AccountRow = fetch_on_reader!(
+            self,
+            fetch_one,
             sqlx::query_as(concat!(
                 "SELECT ",
                 account_columns!(),
                 " FROM accounts WHERE id = $1"
             ))
             .bind(&claimed.account_id)
-            .fetch_one(reader)
-            .await
-        })?;
+        )?;
         let signing_secrets = Account::from(account).signing_secrets(now);
         Ok(Some(claimed.into_claimed(
             Generation::try_from(generation)?,
@@ -290,7 +288,9 @@ impl Store {
         // Guarded by the lease: a sender that took longer than its
         // lease, while another sender took the delivery over, records
         // nothing.
-        let attempt_number: Option<i64> = on_transaction!(&mut transaction, |connection| {
+        let attempt_number: Option<i64> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_optional,
             sqlx::query_scalar(
                 "UPDATE webhook_deliveries SET attempts = attempts + 1, status = $1, \
                  next_attempt_at = $2, completed_at = $3, lease_owner = NULL \
@@ -302,13 +302,12 @@ impl Store {
             .bind(completed_at)
             .bind(delivery_id)
             .bind(sender)
-            .fetch_optional(connection)
-            .await
-        })?;
+        )?;
         let Some(attempt_number) = attempt_number else {
             return Ok(false);
         };
-        on_transaction!(&mut transaction, |connection| {
+        execute_in_transaction!(
+            &mut transaction,
             sqlx::query(
                 "INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, \
                  status_code, error, response_body, next_attempt_at) \
@@ -322,10 +321,7 @@ impl Store {
             .bind(&attempt.error)
             .bind(&attempt.response_body)
             .bind(next_attempt_at)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         transaction.commit().await?;
         Ok(true)
     }
@@ -342,7 +338,8 @@ impl Store {
         let mut transaction = self.begin_write().await?;
         // The right-hand sides read the row as it was, so the
         // current secret becomes the previous one.
-        on_transaction!(&mut transaction, |connection| {
+        execute_in_transaction!(
+            &mut transaction,
             sqlx::query(
                 "UPDATE accounts SET previous_webhook_secret = webhook_secret, \
                  previous_webhook_secret_expires_at = $1, webhook_secret = $2 \
@@ -351,10 +348,7 @@ impl Store {
             .bind(now_millis() + previous_valid_for.as_millis() as i64)
             .bind(new_secret)
             .bind(account_id)
-            .execute(connection)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
+        )?;
         let account = Self::account_in(&mut transaction, account_id).await?;
         transaction.commit().await?;
         Ok(account)
@@ -363,10 +357,10 @@ impl Store {
     /// Deliveries still waiting for an attempt (due, scheduled or leased),
     /// for the metrics.
     pub async fn pending_webhook_deliveries(&self) -> Result<i64, StoreError> {
-        Ok(on_reader!(self, |reader| {
+        Ok(fetch_on_reader!(
+            self,
+            fetch_one,
             sqlx::query_scalar("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'")
-                .fetch_one(reader)
-                .await
-        })?)
+        )?)
     }
 }
