@@ -22,7 +22,7 @@ use vidgate_server::backend::{
 use vidgate_server::storage::Storage;
 
 use common::{
-    M1_T2V, StoreKind, TestApp, TestSettings, assert_error, free_port, on_both_stores,
+    M1_T2V, StoreKind, TestApp, TestSettings, assert_model_unavailable, free_port, on_both_stores,
     spawn_app_with,
 };
 
@@ -336,13 +336,7 @@ async fn a_cog_server_that_dies_mid_job_fails_it_refunded_and_submits_wait_for_i
 
     // While it is down, submits are refused and nothing is held.
     let refused = app.submit(M1_T2V, body("while it is down")).await;
-    assert_error(
-        refused,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "model_unavailable",
-        None,
-    )
-    .await;
+    assert_model_unavailable(refused).await;
     let account = app.account_state(&account_id).await;
     assert_eq!((account.balance, account.held.0), (account.credited, 0));
 

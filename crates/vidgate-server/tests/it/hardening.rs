@@ -222,13 +222,7 @@ async fn timed_submit(app: &TestApp, prompt: &str) -> (reqwest::Response, Durati
 async fn assert_refused_for_the_database(response: reqwest::Response, took: Duration) {
     assert!(took < Duration::from_secs(7), "answered after {took:?}");
     let retry_after = response.headers().get("retry-after").cloned();
-    let body = assert_error(
-        response,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "model_unavailable",
-        None,
-    )
-    .await;
+    let body = assert_model_unavailable(response).await;
     assert_eq!(
         retry_after.as_ref().map(|value| value.to_str().unwrap()),
         Some("2"),

@@ -78,13 +78,7 @@ async fn a_submitted_generation_is_held_rendered_and_captured(store: StoreKind) 
     let bytes = whole.bytes().await.unwrap();
     assert_eq!(bytes.len() as u64, output["size_bytes"].as_u64().unwrap());
     assert_eq!(&bytes[4..8], b"ftyp");
-    let part = app
-        .client
-        .get(video_url)
-        .header("range", "bytes=0-99")
-        .send()
-        .await
-        .unwrap();
+    let part = app.get_range(video_url, "bytes=0-99").await;
     assert_eq!(part.status(), StatusCode::PARTIAL_CONTENT);
     assert_eq!(part.bytes().await.unwrap().len(), 100);
 
@@ -257,10 +251,7 @@ async fn the_21st_concurrent_generation_is_refused_and_a_finished_one_frees_a_sl
         )
         .await;
     let body = assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
-    assert!(
-        body["error"]["message"].as_str().unwrap().contains("20"),
-        "{body}"
-    );
+    assert_error_message_contains(&body, "20");
     let account = app.account_state(&app.account.account.id).await;
     assert_eq!(account.held.0, 20 * 100_000);
 
@@ -380,13 +371,7 @@ async fn a_paused_model_answers_503_and_holds_nothing(store: StoreKind) {
         .await
         .unwrap();
     let response = app.submit(M1_T2V, quick_body("x")).await;
-    assert_error(
-        response,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "model_unavailable",
-        None,
-    )
-    .await;
+    assert_model_unavailable(response).await;
     assert_eq!(app.account_state(&app.account.account.id).await.held.0, 0);
     // Other models are unaffected; resuming accepts again.
     let other = app

@@ -16,8 +16,8 @@ use axum::http::StatusCode as AxumStatus;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use common::{
-    StoreKind, TestApp, TestSettings, assert_error, on_both_stores, spawn_app, spawn_app_with,
-    spawn_app_without_workers,
+    StoreKind, TestApp, TestSettings, assert_error, assert_image_url_refused, on_both_stores,
+    spawn_app, spawn_app_with, spawn_app_without_workers,
 };
 
 use reqwest::StatusCode;
@@ -267,13 +267,8 @@ async fn refused_media_is_a_400_naming_the_field_and_charges_nothing(store: Stor
     .await;
     // A missing opening image fails the submit, not the job.
     let missing = json!({"prompt": "p", "image_url": host.url("gone.png"), "duration": 2, "resolution": "480p"});
-    let body = assert_error(
-        app.submit("vendor_1/model_1/image-to-video", missing).await,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("image_url"),
-    )
-    .await;
+    let refused = app.submit("vendor_1/model_1/image-to-video", missing).await;
+    let body = assert_image_url_refused(refused).await;
     assert_eq!(body["error"]["message"], "image_url answered HTTP 404");
     // An image is not a reference video.
     let wrong_kind = json!({"prompt": "p", "reference_video_urls": [host.url("a.png")]});
@@ -328,21 +323,9 @@ async fn without_the_flag_loopback_media_is_refused(store: StoreKind) {
 
 /// Submits, waits for success and downloads the clip.
 async fn render(app: &TestApp, endpoint: &str, body: Value) -> Vec<u8> {
-    let generation = app.submit_ok(endpoint, body).await;
-    let finished = app
-        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-        .await;
-    assert_eq!(finished["status"], "succeeded", "{finished}");
-    let video_url = finished["output"]["video_url"].as_str().unwrap();
-    app.client
-        .get(video_url)
-        .send()
+    let finished = app.run_to_success(endpoint, body).await;
+    app.download(finished["output"]["video_url"].as_str().unwrap())
         .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap()
-        .to_vec()
 }
 
 async fn image_to_video_renders_with_the_fetched_png(store: StoreKind) {

@@ -268,13 +268,7 @@ async fn model_pauses_and_every_change_are_audited(store: StoreKind) {
             json!({ "prompt": "a kite", "duration": 3 }),
         )
         .await;
-    assert_error(
-        refused,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "model_unavailable",
-        None,
-    )
-    .await;
+    assert_model_unavailable(refused).await;
     let resume = as_operator(
         app.client
             .post(admin_url(&app, "/models/vendor_1/model_1/resume")),

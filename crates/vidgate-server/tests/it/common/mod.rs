@@ -308,25 +308,12 @@ impl TestApp {
     /// Stops the server as `vidgate serve` does on SIGTERM and starts a new
     /// one on the same database and data directory (on a new port).
     pub async fn restart(self) -> TestApp {
-        let TestApp {
-            server,
-            client,
-            account,
-            data_dir,
-            database,
-            settings,
-            ..
-        } = self;
-        server.shutdown().await;
-        let server = start_server(&settings, &data_dir, &database).await;
+        self.server.shutdown().await;
+        let server = start_server(&self.settings, &self.data_dir, &self.database).await;
         TestApp {
             api_base: server.api_base.clone(),
             server,
-            client,
-            account,
-            data_dir,
-            database,
-            settings,
+            ..self
         }
     }
 
@@ -372,6 +359,16 @@ impl TestApp {
         self.client
             .get(self.url(path))
             .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// GETs `url` (one of our `/files/` URLs) with a `Range` header.
+    pub async fn get_range(&self, url: &str, range: &str) -> Response {
+        self.client
+            .get(url)
+            .header(reqwest::header::RANGE, range)
             .send()
             .await
             .unwrap()
@@ -435,6 +432,24 @@ impl TestApp {
         }
     }
 
+    /// Submits with the test account's key, waits until the generation is
+    /// final and asserts that it succeeded; the final record.
+    pub async fn run_to_success(&self, endpoint: &str, body: Value) -> Value {
+        let submitted = self.submit_ok(endpoint, body).await;
+        let done = self
+            .wait_for_status(submitted["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "succeeded", "{done}");
+        done
+    }
+
+    /// The bytes that `url` serves, fetched without a key (our `/files/`
+    /// URLs are signed, and media hosts are public).
+    pub async fn download(&self, url: &str) -> Vec<u8> {
+        let response = self.client.get(url).send().await.unwrap();
+        response.bytes().await.unwrap().to_vec()
+    }
+
     /// Uploads a small PNG with the test account's key; its upload record.
     pub async fn upload_png(&self) -> Value {
         let mut bytes = std::io::Cursor::new(Vec::new());
@@ -478,13 +493,7 @@ impl TestApp {
         assert_eq!(response.status(), StatusCode::GONE, "{url}");
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], "gone", "{body}");
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("expired"),
-            "{body}"
-        );
+        assert_error_message_contains(&body, "expired");
     }
 
     /// The file on local disk behind one of our `/files/` URLs.
@@ -541,6 +550,41 @@ pub async fn assert_error(
         None => assert!(body["error"].get("param").is_none(), "{body}"),
     }
     body
+}
+
+/// Asserts that a request was refused with 400 `invalid_request` naming
+/// `image_url`, and returns the error body.
+pub async fn assert_image_url_refused(response: Response) -> Value {
+    assert_error(
+        response,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("image_url"),
+    )
+    .await
+}
+
+/// Asserts that a submit was refused with 503 `model_unavailable`, and
+/// returns the error body.
+pub async fn assert_model_unavailable(response: Response) -> Value {
+    assert_error(
+        response,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "model_unavailable",
+        None,
+    )
+    .await
+}
+
+/// Asserts that an error body's message says `fragment`.
+pub fn assert_error_message_contains(body: &Value, fragment: &str) {
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(fragment),
+        "{body}"
+    );
 }
 
 /// A quick, valid text-to-video body for M1.
