@@ -97,13 +97,7 @@ async fn quotes_price_requests_without_a_key_or_a_charge(store: StoreKind) {
         .send()
         .await
         .unwrap();
-    assert_error(
-        invalid,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("duration"),
-    )
-    .await;
+    assert_invalid_request(invalid, "duration").await;
     let unknown = app
         .client
         .post(app.url("/quote/vendor_2/model_2/reference-to-video"))
@@ -292,13 +286,7 @@ async fn submit_validation_errors_name_the_parameter_and_charge_nothing(store: S
     ];
     for (endpoint, body, param) in cases {
         let response = app.submit(endpoint, body.clone()).await;
-        assert_error(
-            response,
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            Some(param),
-        )
-        .await;
+        assert_invalid_request(response, param).await;
     }
     let array_body = app
         .post_json(&format!("/run/{M1_T2V}"), app.key(), &json!(["prompt"]))

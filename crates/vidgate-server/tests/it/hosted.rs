@@ -1171,7 +1171,7 @@ async fn a_media_url_is_refused_after_it_expires_or_when_tampered_with(store: St
                         "duration": 2, "resolution": "480p" }),
             )
             .await;
-        common::assert_image_url_refused(refused).await;
+        common::assert_invalid_request(refused, "image_url").await;
     }
     assert_eq!(
         app.account_state(&app.account.account.id).await.held,

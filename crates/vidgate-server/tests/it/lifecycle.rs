@@ -198,13 +198,7 @@ async fn insufficient_balance_is_402_and_holds_nothing(store: StoreKind) {
     let response = app
         .post_json(&format!("/run/{M1_T2V}"), &poor.api_key, &quick_body("x"))
         .await;
-    assert_error(
-        response,
-        StatusCode::PAYMENT_REQUIRED,
-        "insufficient_balance",
-        None,
-    )
-    .await;
+    assert_insufficient_balance(response).await;
     let account = app.account_state(&poor.account.id).await;
     assert_eq!((account.balance.0, account.held.0), (0, 0));
     assert!(
@@ -315,13 +309,7 @@ async fn a_burst_of_25_requests_lets_20_through(store: StoreKind) {
         app.get("/account", &other.api_key).await.status(),
         StatusCode::OK
     );
-    let public = app
-        .client
-        .get(app.url("/models"))
-        .bearer_auth(app.key())
-        .send()
-        .await
-        .unwrap();
+    let public = app.get("/models", app.key()).await;
     assert_eq!(public.status(), StatusCode::OK);
 }
 
@@ -434,12 +422,7 @@ async fn a_backend_refusal_at_admission_is_502_and_charges_nothing(store: StoreK
         entries.iter().all(|entry| entry.kind == "credit"),
         "{entries:?}"
     );
-    let listed: Value = app
-        .get("/generations", app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let listed = app.get_json("/generations", app.key()).await;
     assert!(listed["data"].as_array().unwrap().is_empty(), "{listed}");
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
@@ -472,12 +455,7 @@ async fn the_list_pages_newest_first_and_filters(store: StoreKind) {
     )
     .await;
 
-    let first: Value = app
-        .get("/generations?limit=2", app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let first = app.get_json("/generations?limit=2", app.key()).await;
     assert_eq!(first["object"], "list");
     assert_eq!(first["has_more"], true);
     let page_ids = |page: &Value| -> Vec<String> {
@@ -492,12 +470,9 @@ async fn the_list_pages_newest_first_and_filters(store: StoreKind) {
     let cursor = first["next_cursor"].as_str().unwrap();
     // A generation created meanwhile does not shift the next page.
     app.submit_ok(M1_T2V, quick_body("late")).await;
-    let second: Value = app
-        .get(&format!("/generations?limit=2&cursor={cursor}"), app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let second = app
+        .get_json(&format!("/generations?limit=2&cursor={cursor}"), app.key())
+        .await;
     assert_eq!(page_ids(&second), vec![ids[2].clone(), ids[1].clone()]);
     let third: Value = app
         .get(
@@ -515,28 +490,17 @@ async fn the_list_pages_newest_first_and_filters(store: StoreKind) {
     assert_eq!(third["has_more"], false);
     assert!(third["next_cursor"].is_null());
 
-    let canceled: Value = app
-        .get("/generations?status=canceled", app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let canceled = app
+        .get_json("/generations?status=canceled", app.key())
+        .await;
     assert_eq!(page_ids(&canceled), vec![ids[1].clone()]);
-    let m2: Value = app
-        .get("/generations?model=vendor_2/model_2", app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let m2 = app
+        .get_json("/generations?model=vendor_2/model_2", app.key())
+        .await;
     assert_eq!(page_ids(&m2), vec![ids[4].clone()]);
 
     let other = app.new_account(1).await;
-    let foreign: Value = app
-        .get("/generations", &other.api_key)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let foreign = app.get_json("/generations", &other.api_key).await;
     assert!(foreign["data"].as_array().unwrap().is_empty());
 
     for (query, param) in [
@@ -546,13 +510,7 @@ async fn the_list_pages_newest_first_and_filters(store: StoreKind) {
         ("cursor=@@", "cursor"),
     ] {
         let response = app.get(&format!("/generations?{query}"), app.key()).await;
-        assert_error(
-            response,
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            Some(param),
-        )
-        .await;
+        assert_invalid_request(response, param).await;
     }
 }
 

@@ -158,23 +158,11 @@ async fn a_malformed_wait_is_refused_naming_the_header_and_charges_nothing(store
     let id = submitted["id"].as_str().unwrap();
     for malformed in ["wait=abc", "wait=0", "wait=61", "wait"] {
         let response = get_waiting(&app, id, malformed).await;
-        assert_error(
-            response,
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            Some("Prefer"),
-        )
-        .await;
+        assert_invalid_request(response, "Prefer").await;
     }
     let before = app.account_state(&app.account.account.id).await;
     let response = submit_waiting(&app, &quick_body("refused"), "wait=1000", None).await;
-    assert_error(
-        response,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("Prefer"),
-    )
-    .await;
+    assert_invalid_request(response, "Prefer").await;
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(before.held, after.held);
     assert_eq!(before.balance, after.balance);

@@ -483,7 +483,7 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
             &json!({ "prompt": "too late", "image_url": upload_url, "duration": 2, "resolution": "480p" }),
         )
         .await;
-    let body = assert_image_url_refused(response).await;
+    let body = assert_invalid_request(response, "image_url").await;
     assert_error_message_contains(&body, "expired");
     // A second pass, on this node or another, finds nothing left to do.
     let report = retention::sweep(app.server.store.as_ref(), &storage, keep_for, later)

@@ -255,7 +255,7 @@ async fn a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket(store
             &image_to_video(url),
         )
         .await;
-    assert_image_url_refused(refused).await;
+    assert_invalid_request(refused, "image_url").await;
     assert_eq!(app.account_state(&other.account.id).await.held.0, 0);
 }
 
@@ -357,7 +357,7 @@ async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
     let refused = app
         .submit("vendor_1/model_1/image-to-video", image_to_video(url))
         .await;
-    let body = assert_image_url_refused(refused).await;
+    let body = assert_invalid_request(refused, "image_url").await;
     assert_error_message_contains(&body, "has not been uploaded");
 
     // Not media: refused with the field named; after a real image is PUT
@@ -366,7 +366,7 @@ async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
     let not_media = app
         .submit("vendor_1/model_1/image-to-video", image_to_video(url))
         .await;
-    assert_image_url_refused(not_media).await;
+    assert_invalid_request(not_media, "image_url").await;
     put_presigned(&app, &record, common::png([40, 120, 200])).await;
     app.submit_ok("vendor_1/model_1/image-to-video", image_to_video(url))
         .await;
@@ -383,7 +383,7 @@ async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
             image_to_video(declared_video["url"].as_str().unwrap()),
         )
         .await;
-    assert_image_url_refused(mismatch).await;
+    assert_invalid_request(mismatch, "image_url").await;
 
     // Bad initiate bodies name their field.
     for (body, param) in [

@@ -73,7 +73,7 @@ async fn an_uploaded_image_is_probed_served_and_usable(store: StoreKind) {
             &json!({ "prompt": "borrowed", "image_url": url }),
         )
         .await;
-    assert_image_url_refused(refused).await;
+    assert_invalid_request(refused, "image_url").await;
     assert_eq!(app.account_state(&other.account.id).await.held.0, 0);
 }
 
@@ -108,13 +108,7 @@ async fn unsupported_or_missing_files_are_refused(store: StoreKind) {
         "image/png",
     )
     .await;
-    assert_error(
-        text,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("file"),
-    )
-    .await;
+    assert_invalid_request(text, "file").await;
     let wrong_field = upload(
         &app,
         app.key(),
@@ -123,23 +117,11 @@ async fn unsupported_or_missing_files_are_refused(store: StoreKind) {
         "image/png",
     )
     .await;
-    assert_error(
-        wrong_field,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("file"),
-    )
-    .await;
+    assert_invalid_request(wrong_field, "file").await;
     let not_multipart = app
         .post_json("/uploads", app.key(), &json!({ "file": "x" }))
         .await;
-    assert_error(
-        not_multipart,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("file"),
-    )
-    .await;
+    assert_invalid_request(not_multipart, "file").await;
     let no_key = app.client.post(app.url("/uploads")).send().await.unwrap();
     assert_error(no_key, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
@@ -172,7 +154,7 @@ async fn no_spelling_of_an_upload_url_lets_another_account_use_it(store: StoreKi
                 &json!({ "prompt": "borrowed", "image_url": spelling, "duration": 2, "resolution": "480p" }),
             )
             .await;
-        assert_image_url_refused(refused).await;
+        assert_invalid_request(refused, "image_url").await;
     }
     assert_eq!(app.account_state(&other.account.id).await.held.0, 0);
     // The owner may use another spelling of its own upload.

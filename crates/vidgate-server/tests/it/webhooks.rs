@@ -568,7 +568,7 @@ async fn the_delivery_log_shows_every_attempt_and_a_retry_resends_now(store: Sto
     let path = format!("/generations/{id}/webhook-deliveries");
     wait_for_delivery_status(&app, id, "failed").await;
 
-    let log: Value = app.get(&path, app.key()).await.json().await.unwrap();
+    let log = app.get_json(&path, app.key()).await;
     assert_eq!(log["object"], "list");
     let delivery = &log["data"][0];
     let delivery_id = delivery["id"].as_str().unwrap().to_owned();
@@ -644,7 +644,7 @@ async fn manual_re_sends_are_bounded_per_delivery_and_per_account(store: StoreKi
     let id = submitted["id"].as_str().unwrap();
     let path = format!("/generations/{id}/webhook-deliveries");
     wait_for_delivery_status(&app, id, "delivered").await;
-    let log: Value = app.get(&path, app.key()).await.json().await.unwrap();
+    let log = app.get_json(&path, app.key()).await;
     let retry_path = format!("{path}/{}/retry", log["data"][0]["id"].as_str().unwrap());
 
     // Five re-sends on request are sent, each once it is delivered again.

@@ -374,6 +374,12 @@ impl TestApp {
             .unwrap()
     }
 
+    /// GETs `path` with `key` and reads the answer as JSON, whatever its
+    /// status.
+    pub async fn get_json(&self, path: &str, key: &str) -> Value {
+        self.get(path, key).await.json().await.unwrap()
+    }
+
     pub async fn post_json(&self, path: &str, key: &str, body: &Value) -> Response {
         self.client
             .post(self.url(path))
@@ -553,13 +559,13 @@ pub async fn assert_error(
 }
 
 /// Asserts that a request was refused with 400 `invalid_request` naming
-/// `image_url`, and returns the error body.
-pub async fn assert_image_url_refused(response: Response) -> Value {
+/// `param`, and returns the error body.
+pub async fn assert_invalid_request(response: Response, param: &str) -> Value {
     assert_error(
         response,
         StatusCode::BAD_REQUEST,
         "invalid_request",
-        Some("image_url"),
+        Some(param),
     )
     .await
 }
@@ -571,6 +577,18 @@ pub async fn assert_model_unavailable(response: Response) -> Value {
         response,
         StatusCode::SERVICE_UNAVAILABLE,
         "model_unavailable",
+        None,
+    )
+    .await
+}
+
+/// Asserts that a request was refused with 402 `insufficient_balance`, and
+/// returns the error body.
+pub async fn assert_insufficient_balance(response: Response) -> Value {
+    assert_error(
+        response,
+        StatusCode::PAYMENT_REQUIRED,
+        "insufficient_balance",
         None,
     )
     .await
