@@ -187,11 +187,8 @@ async fn another_accounts_generation_cannot_be_waited_on_or_streamed(store: Stor
         .await;
     assert_error(response, StatusCode::NOT_FOUND, "not_found", None).await;
     let response = app
-        .client
-        .get(app.url(&format!("/generations/{id}/events")))
-        .send()
-        .await
-        .unwrap();
+        .get_without_key(&format!("/generations/{id}/events"))
+        .await;
     assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 

@@ -239,11 +239,8 @@ async fn a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket(store
     );
 
     let missing = app
-        .client
-        .get(app.url("/files/outputs/nothing/gen_none.mp4"))
-        .send()
-        .await
-        .unwrap();
+        .get_without_key("/files/outputs/nothing/gen_none.mp4")
+        .await;
     assert_error(missing, StatusCode::NOT_FOUND, "not_found", None).await;
 
     // Another account cannot use the upload in its requests.
@@ -397,12 +394,7 @@ async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
         let response = app.post_json("/uploads/initiate", app.key(), &body).await;
         assert_error(response, StatusCode::BAD_REQUEST, "invalid_request", param).await;
     }
-    let no_key = app
-        .client
-        .post(app.url("/uploads/initiate"))
-        .send()
-        .await
-        .unwrap();
+    let no_key = app.post_without_key("/uploads/initiate").await;
     assert_error(no_key, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 

@@ -122,7 +122,7 @@ async fn unsupported_or_missing_files_are_refused(store: StoreKind) {
         .post_json("/uploads", app.key(), &json!({ "file": "x" }))
         .await;
     assert_invalid_request(not_multipart, "file").await;
-    let no_key = app.client.post(app.url("/uploads")).send().await.unwrap();
+    let no_key = app.post_without_key("/uploads").await;
     assert_error(no_key, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 

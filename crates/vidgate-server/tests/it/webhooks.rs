@@ -515,12 +515,7 @@ async fn a_rotated_secret_signs_beside_the_previous_one_for_a_day(store: StoreKi
     let receiver = Receiver::start().await;
     let app = spawn_app(store).await;
     let previous = app.account.account.webhook_secret.clone();
-    let unauthenticated = app
-        .client
-        .post(app.url("/account/webhook-secret/rotate"))
-        .send()
-        .await
-        .unwrap();
+    let unauthenticated = app.post_without_key("/account/webhook-secret/rotate").await;
     assert_eq!(unauthenticated.status(), reqwest::StatusCode::UNAUTHORIZED);
 
     let rotated = app

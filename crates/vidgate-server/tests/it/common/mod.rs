@@ -364,6 +364,16 @@ impl TestApp {
             .unwrap()
     }
 
+    /// GETs `path` with no key, as anyone on the internet may.
+    pub async fn get_without_key(&self, path: &str) -> Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// POSTs to `path` with no key and no body.
+    pub async fn post_without_key(&self, path: &str) -> Response {
+        self.client.post(self.url(path)).send().await.unwrap()
+    }
+
     /// GETs `url` (one of our `/files/` URLs) with a `Range` header.
     pub async fn get_range(&self, url: &str, range: &str) -> Response {
         self.client
