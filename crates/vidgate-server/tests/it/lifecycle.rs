@@ -195,9 +195,7 @@ async fn a_running_generation_cannot_be_canceled(store: StoreKind) {
 async fn insufficient_balance_is_402_and_holds_nothing(store: StoreKind) {
     let app = spawn_app(store).await;
     let poor = app.new_account(0).await;
-    let response = app
-        .post_json(&format!("/run/{M1_T2V}"), &poor.api_key, &quick_body("x"))
-        .await;
+    let response = app.submit_quick_with_key(&poor.api_key, "x").await;
     assert_insufficient_balance(response).await;
     let account = app.account_state(&poor.account.id).await;
     assert_eq!((account.balance.0, account.held.0), (0, 0));
@@ -230,20 +228,12 @@ async fn the_21st_concurrent_generation_is_refused_and_a_finished_one_frees_a_sl
         } else {
             second_key.api_key.clone()
         };
-        let response = app
-            .post_json(&format!("/run/{M1_T2V}"), &key, &quick_body("x"))
-            .await;
+        let response = app.submit_quick_with_key(&key, "x").await;
         assert_eq!(response.status(), StatusCode::ACCEPTED);
         let body: Value = response.json().await.unwrap();
         ids.push(body["id"].as_str().unwrap().to_owned());
     }
-    let refused = app
-        .post_json(
-            &format!("/run/{M1_T2V}"),
-            &second_key.api_key,
-            &quick_body("x"),
-        )
-        .await;
+    let refused = app.submit_quick_with_key(&second_key.api_key, "x").await;
     let body = assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
     assert_error_message_contains(&body, "20");
     let account = app.account_state(&app.account.account.id).await;

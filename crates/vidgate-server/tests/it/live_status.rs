@@ -382,11 +382,7 @@ async fn waits_and_streams_past_a_cap_are_refused_with_429(store: StoreKind) {
     // Another key has room, until the node's cap.
     let other = app.new_account(10).await;
     let theirs = app
-        .post_json(
-            &format!("/run/{M1_T2V}"),
-            &other.api_key,
-            &quick_body("theirs"),
-        )
+        .submit_quick_with_key(&other.api_key, "theirs")
         .await
         .json::<Value>()
         .await

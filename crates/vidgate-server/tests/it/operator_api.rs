@@ -668,13 +668,7 @@ async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
     for prompt in ["first", "second"] {
         ids.push(app.submit_ok(M1_T2V, quick_body(prompt)).await["id"].clone());
     }
-    let response = app
-        .post_json(
-            &format!("/run/{M1_T2V}"),
-            &other.api_key,
-            &quick_body("theirs"),
-        )
-        .await;
+    let response = app.submit_quick_with_key(&other.api_key, "theirs").await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let theirs: Value = response.json().await.unwrap();
     for id in ids.iter().chain([&theirs["id"]]) {

@@ -416,6 +416,13 @@ impl TestApp {
             .await
     }
 
+    /// Submits a quick M1 text-to-video request with `key` (another
+    /// account's), whatever the answer.
+    pub async fn submit_quick_with_key(&self, key: &str, prompt: &str) -> Response {
+        self.post_json(&format!("/run/{M1_T2V}"), key, &quick_body(prompt))
+            .await
+    }
+
     /// Submits and asserts acceptance, returning the generation record.
     pub async fn submit_ok(&self, endpoint: &str, body: Value) -> Value {
         let response = self.submit(endpoint, body).await;
