@@ -1569,16 +1569,7 @@ async fn cpu_workers_leave_hosted_jobs_to_the_hosted_pool(store: StoreKind) {
 /// The value of the sample of `series` (with its labels, as a scrape
 /// writes them), or `None` when the scrape has none.
 async fn scraped(app: &TestApp, series: &str) -> Option<f64> {
-    let metrics_addr = app.server.metrics_addr.expect("a metrics listener");
-    let text = app
-        .client
-        .get(format!("http://{metrics_addr}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics_text().await;
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
 }

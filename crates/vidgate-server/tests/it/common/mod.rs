@@ -364,6 +364,14 @@ impl TestApp {
             .unwrap()
     }
 
+    /// What the node's metrics listener serves (the app must have one).
+    pub async fn metrics_text(&self) -> String {
+        let metrics_addr = self.server.metrics_addr.expect("a metrics listener");
+        let url = format!("http://{metrics_addr}/metrics");
+        let response = self.client.get(url).send().await.unwrap();
+        response.text().await.unwrap()
+    }
+
     /// GETs `path` with no key, as anyone on the internet may.
     pub async fn get_without_key(&self, path: &str) -> Response {
         self.client.get(self.url(path)).send().await.unwrap()
