@@ -287,8 +287,7 @@ async fn a_multipart_upload_is_stored_in_the_bucket(store: StoreKind) {
     assert_eq!(served.headers()[CONTENT_TYPE], "image/png");
     assert_eq!(served.bytes().await.unwrap().as_ref(), image.as_slice());
 
-    let done = app
-        .run_to_success("vendor_1/model_1/image-to-video", image_to_video(url))
+    app.run_to_success("vendor_1/model_1/image-to-video", image_to_video(url))
         .await;
 }
 

@@ -61,8 +61,11 @@ async fn an_uploaded_image_is_probed_served_and_usable(store: StoreKind) {
     assert_eq!(served.status(), StatusCode::OK);
     assert_eq!(served.bytes().await.unwrap().as_ref(), image.as_slice());
 
-    let done = app.run_to_success("vendor_1/model_1/image-to-video",
-            json!({ "prompt": "the red card", "image_url": url, "duration": 2, "resolution": "480p", "generate_audio": false }),).await;
+    app.run_to_success(
+        "vendor_1/model_1/image-to-video",
+        json!({ "prompt": "the red card", "image_url": url, "duration": 2, "resolution": "480p", "generate_audio": false }),
+    )
+    .await;
 
     // Another account cannot use the upload in its requests.
     let other = app.new_account(10).await;
