@@ -1,6 +1,6 @@
 // Each spec error code the server can be made to answer, as its class.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
+import { test } from "node:test";
 import {
   AuthenticationError,
   DirectUploadUnavailableError,
@@ -12,16 +12,10 @@ import {
   RateLimitedError,
   Vidgate,
 } from "../src/index.js";
-import { ENDPOINT, SMALL, sharedWorld, stopSharedWorld, type World } from "./harness.js";
+import { ENDPOINT, SMALL, joinSharedWorld, type World } from "./harness.js";
 
 let world: World;
-before(async () => {
-  world = await sharedWorld();
-});
-after(async () => {
-  await stopSharedWorld();
-});
-beforeEach(() => world.proxy.clear());
+joinSharedWorld((started) => (world = started));
 
 test("invalid_request names the parameter", async () => {
   const client = world.client(world.account());

@@ -1,17 +1,11 @@
 // Every generation, catalog and account method against a real server.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
+import { test } from "node:test";
 import { ConflictError, GenerationFailedError, Vidgate, WaitTimeoutError } from "../src/index.js";
-import { ENDPOINT, SMALL, sharedWorld, stopSharedWorld, type World } from "./harness.js";
+import { ENDPOINT, SMALL, joinSharedWorld, type World } from "./harness.js";
 
 let world: World;
-before(async () => {
-  world = await sharedWorld();
-});
-after(async () => {
-  await stopSharedWorld();
-});
-beforeEach(() => world.proxy.clear());
+joinSharedWorld((started) => (world = started));
 
 test("run submits, waits and resolves to the clip", async () => {
   const client = world.client(world.account());

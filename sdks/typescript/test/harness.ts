@@ -11,6 +11,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { after, before, beforeEach } from "node:test";
 import { deflateSync, crc32 } from "node:zlib";
 import { Vidgate, type ClientOptions } from "../src/index.js";
 
@@ -386,6 +387,24 @@ export async function stopSharedWorld(): Promise<void> {
   const world = shared;
   shared = undefined;
   if (world !== undefined) await (await world).stop();
+}
+
+/**
+ * The hooks every test file that talks to the server registers: it joins the
+ * shared world before its tests (handing it to `onReady`), stops it after
+ * them, and clears the proxy's faults and records before each test so that
+ * no test sees what another injected or sent.
+ */
+export function joinSharedWorld(onReady: (world: World) => void): void {
+  let joined: World | undefined;
+  before(async () => {
+    joined = await sharedWorld();
+    onReady(joined);
+  });
+  after(async () => {
+    await stopSharedWorld();
+  });
+  beforeEach(() => joined?.proxy.clear());
 }
 
 /** A valid PNG of one colour, made here so the tests ship no files. */

@@ -2,20 +2,14 @@
 // stream follows the event stream, and both fall back to polling a server
 // without them.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
+import { test } from "node:test";
 import { NotFoundError, type Generation } from "../src/index.js";
-import { ENDPOINT, SMALL, sharedWorld, stopSharedWorld, type World } from "./harness.js";
+import { ENDPOINT, SMALL, joinSharedWorld, type World } from "./harness.js";
 
 const SLOW = { prompt: "[sim:sleep=2500] a slow paper boat", ...SMALL };
 
 let world: World;
-before(async () => {
-  world = await sharedWorld();
-});
-after(async () => {
-  await stopSharedWorld();
-});
-beforeEach(() => world.proxy.clear());
+joinSharedWorld((started) => (world = started));
 
 /** The Prefer header of each read of the generation ("" when none). */
 function readsOf(id: string): string[] {

@@ -1,6 +1,6 @@
 // SPEC.md section 7 against injected 429/500/502/503 answers.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, test } from "node:test";
+import { test } from "node:test";
 import {
   APIConnectionError,
   ConflictError,
@@ -14,16 +14,10 @@ import {
   backoffDelay,
   parseRetryAfter,
 } from "../src/index.js";
-import { ENDPOINT, SMALL, sharedWorld, stopSharedWorld, type World } from "./harness.js";
+import { ENDPOINT, SMALL, joinSharedWorld, type World } from "./harness.js";
 
 let world: World;
-before(async () => {
-  world = await sharedWorld();
-});
-after(async () => {
-  await stopSharedWorld();
-});
-beforeEach(() => world.proxy.clear());
+joinSharedWorld((started) => (world = started));
 
 test("backoff doubles from one second, caps at thirty, never undercuts Retry-After", () => {
   const settings = { retryInitialDelay: 1000, retryMaxDelay: 30_000 };

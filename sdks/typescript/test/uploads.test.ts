@@ -3,18 +3,12 @@ import assert from "node:assert/strict";
 import { writeFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, beforeEach, test } from "node:test";
+import { test } from "node:test";
 import { DirectUploadUnavailableError, InvalidRequestError, Vidgate } from "../src/index.js";
-import { Moto, Server, sharedWorld, stopSharedWorld, type World, pngBytes } from "./harness.js";
+import { Moto, Server, joinSharedWorld, type World, pngBytes } from "./harness.js";
 
 let world: World;
-before(async () => {
-  world = await sharedWorld();
-});
-after(async () => {
-  await stopSharedWorld();
-});
-beforeEach(() => world.proxy.clear());
+joinSharedWorld((started) => (world = started));
 
 test("upload a path and use it in a request", async () => {
   const client = world.client(world.account());

@@ -1,9 +1,9 @@
 // A webhook from the real server, received locally and verified; and the
 // Standard Webhooks test vector.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { Vidgate, WebhookVerificationError, webhooks } from "../src/index.js";
-import { ENDPOINT, SMALL, sharedWorld, stopSharedWorld, type World } from "./harness.js";
+import { ENDPOINT, SMALL, joinSharedWorld, type World } from "./harness.js";
 
 const SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const SPEC_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek";
@@ -12,12 +12,7 @@ const SPEC_PAYLOAD = '{"test": 2432232314}';
 const SPEC_SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
 
 let world: World;
-before(async () => {
-  world = await sharedWorld();
-});
-after(async () => {
-  await stopSharedWorld();
-});
+joinSharedWorld((started) => (world = started));
 
 test("the signature matches the Standard Webhooks vector", async () => {
   assert.equal(await webhooks.sign(SPEC_PAYLOAD, SPEC_SECRET, SPEC_ID, SPEC_TIMESTAMP), SPEC_SIGNATURE);

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use common::{MediaServer, image, mp3, mp4, wav};
 use image::ImageFormat;
 use serde_json::{Value, json};
-use vidgate_core::{Catalog, InvalidRequest, MediaFacts, Purpose};
+use vidgate_core::{Catalog, Endpoint, InvalidRequest, MediaFacts, Purpose, ValidatedInput};
 use vidgate_media::{
-    FetchLimit, FetchSettings, Fetcher, InspectError, MediaInspector, ProbeCache, Requester, Scope,
-    hex,
+    FetchLimit, FetchSettings, Fetcher, InspectError, Inspection, MediaInspector, ProbeCache,
+    Requester, Scope, hex,
 };
 
 struct Fixture {
@@ -89,50 +89,30 @@ async fn reference_video_seconds_at_and_past_each_bound() {
     ])
     .await;
     let body = |names: &[&str], duration: u32| json!({"prompt": "p", "duration": duration, "reference_video_urls": fixture.urls(names)});
-    let facts = fixture
-        .inspect(M1_REFERENCE, body(&["1s.mp4"], 5), Scope::Everything)
-        .await
-        .unwrap();
+    let check = |names: &'static [&'static str], duration: u32| {
+        fixture.inspect(M1_REFERENCE, body(names, duration), Scope::Everything)
+    };
+    let facts = check(&["1s.mp4"], 5).await.unwrap();
     assert_eq!(facts.reference_video_durations_ms, vec![1000]);
     // 15 s of reference plus 15 s of output is exactly the 30 s cap.
-    let facts = fixture
-        .inspect(M1_REFERENCE, body(&["15s.mp4"], 15), Scope::Everything)
-        .await
-        .unwrap();
+    let facts = check(&["15s.mp4"], 15).await.unwrap();
     assert_eq!(facts.reference_video_durations_ms, vec![15_000]);
     assert_eq!(
         refused(
-            fixture
-                .inspect(
-                    M1_REFERENCE,
-                    body(&["1s.mp4", "16s.mp4"], 5),
-                    Scope::Everything
-                )
-                .await,
+            check(&["1s.mp4", "16s.mp4"], 5).await,
             "reference_video_urls"
         ),
         "reference_video_urls[1] is 16 s long; each reference video must be 1 to 15 s"
     );
     assert_eq!(
         refused(
-            fixture
-                .inspect(
-                    M1_REFERENCE,
-                    body(&["15s.mp4", "1s.mp4"], 5),
-                    Scope::Everything
-                )
-                .await,
+            check(&["15s.mp4", "1s.mp4"], 5).await,
             "reference_video_urls"
         ),
         "reference_video_urls add up to 16 s; reference videos may last at most 15 s in total"
     );
     assert_eq!(
-        refused(
-            fixture
-                .inspect(M1_REFERENCE, body(&["15s.mp4"], 16), Scope::Everything)
-                .await,
-            "reference_video_urls"
-        ),
+        refused(check(&["15s.mp4"], 16).await, "reference_video_urls"),
         "reference_video_urls add up to 15 s and the output is 16 s, 31 s in all; reference plus output seconds may be at most 30"
     );
     // M4 needs at least 2 s per reference video.
@@ -158,46 +138,22 @@ async fn reference_video_frame_rate_and_format() {
     ])
     .await;
     let body = |name: &str| json!({"prompt": "p", "reference_video_urls": fixture.urls(&[name])});
-    assert!(
-        fixture
-            .inspect(M1_REFERENCE, body("16fps.mp4"), Scope::Everything)
-            .await
-            .is_ok()
-    );
+    let check = |name: &'static str| fixture.inspect(M1_REFERENCE, body(name), Scope::Everything);
+    assert!(check("16fps.mp4").await.is_ok());
     assert_eq!(
-        refused(
-            fixture
-                .inspect(M1_REFERENCE, body("15fps.mp4"), Scope::Everything)
-                .await,
-            "reference_video_urls"
-        ),
+        refused(check("15fps.mp4").await, "reference_video_urls"),
         "reference_video_urls[0] runs at 15.00 fps; each reference video must have at least 16 fps"
     );
     assert_eq!(
-        refused(
-            fixture
-                .inspect(M1_REFERENCE, body("still.png"), Scope::Everything)
-                .await,
-            "reference_video_urls"
-        ),
+        refused(check("still.png").await, "reference_video_urls"),
         "reference_video_urls[0] is a PNG file; each reference video must be MP4 or MOV"
     );
-    let unreadable = refused(
-        fixture
-            .inspect(M1_REFERENCE, body("broken.mp4"), Scope::Everything)
-            .await,
-        "reference_video_urls",
-    );
+    let unreadable = refused(check("broken.mp4").await, "reference_video_urls");
     assert!(
         unreadable.starts_with("reference_video_urls[0] is not a readable MP4 file"),
         "{unreadable}"
     );
-    let missing = refused(
-        fixture
-            .inspect(M1_REFERENCE, body("missing.mp4"), Scope::Everything)
-            .await,
-        "reference_video_urls",
-    );
+    let missing = refused(check("missing.mp4").await, "reference_video_urls");
     assert_eq!(missing, "reference_video_urls[0] answered HTTP 404");
 }
 
@@ -255,31 +211,16 @@ async fn images_must_be_jpg_png_or_webp() {
     ])
     .await;
     let opening = |name: &str| json!({"prompt": "p", "image_url": fixture.server.url(name)});
+    let check = |name: &'static str| fixture.inspect(M1_IMAGE, opening(name), Scope::Everything);
     for name in ["a.png", "a.jpg", "a.webp"] {
-        assert!(
-            fixture
-                .inspect(M1_IMAGE, opening(name), Scope::Everything)
-                .await
-                .is_ok(),
-            "{name}"
-        );
+        assert!(check(name).await.is_ok(), "{name}");
     }
     assert_eq!(
-        refused(
-            fixture
-                .inspect(M1_IMAGE, opening("a.wav"), Scope::Everything)
-                .await,
-            "image_url"
-        ),
+        refused(check("a.wav").await, "image_url"),
         "image_url is a WAV file; image_url must be JPG, PNG or WebP"
     );
     assert_eq!(
-        refused(
-            fixture
-                .inspect(M1_IMAGE, opening("a.gif"), Scope::Everything)
-                .await,
-            "image_url"
-        ),
+        refused(check("a.gif").await, "image_url"),
         "image_url is not a JPG, PNG, WebP, MP4, MOV, MP3 or WAV file"
     );
     let closing = json!({
@@ -397,25 +338,78 @@ async fn hold_a_slot(
     holder
 }
 
+/// Asserts that an inspection was turned away for want of a fetch slot.
+fn assert_busy<T: std::fmt::Debug>(result: &Result<T, InspectError>) {
+    assert!(
+        matches!(result, Err(InspectError::Busy { .. })),
+        "{result:?}"
+    );
+}
+
+/// An M1 reference-to-video request naming the one clip (1 s) on its own
+/// media server; the catalog is kept for the endpoint to borrow.
+struct OneClipRequest {
+    server: MediaServer,
+    catalog: Catalog,
+    input: ValidatedInput,
+}
+
+impl OneClipRequest {
+    async fn start() -> OneClipRequest {
+        let server =
+            MediaServer::start(HashMap::from([("a.mp4".to_owned(), mp4(320, 240, 1, 24))])).await;
+        let catalog = Catalog::embedded();
+        let body = json!({"prompt": "p", "reference_video_urls": [server.url("a.mp4")]});
+        let input = catalog
+            .endpoint(M1_REFERENCE)
+            .unwrap()
+            .validate_value(&body, Purpose::Submit)
+            .unwrap();
+        OneClipRequest {
+            server,
+            catalog,
+            input,
+        }
+    }
+
+    fn endpoint(&self) -> Endpoint<'_> {
+        self.catalog.endpoint(M1_REFERENCE).unwrap()
+    }
+
+    /// This request inspected for `requester` by `inspector`.
+    async fn inspect(
+        &self,
+        inspector: &MediaInspector,
+        requester: &Requester,
+        scope: Scope,
+    ) -> Result<MediaFacts, InspectError> {
+        inspector
+            .inspect(requester, self.endpoint(), &self.input, scope)
+            .await
+    }
+
+    /// This request inspected for `requester` by `inspector`, its media kept
+    /// as a submit keeps them.
+    async fn inspect_and_keep(
+        &self,
+        inspector: &MediaInspector,
+        requester: &Requester,
+    ) -> Result<Inspection, InspectError> {
+        inspector
+            .inspect_and_keep(requester, self.endpoint(), &self.input)
+            .await
+    }
+}
+
 #[tokio::test]
 async fn over_the_fetch_limit_a_request_waits_then_is_told_to_come_back() {
-    let server =
-        MediaServer::start(HashMap::from([("a.mp4".to_owned(), mp4(320, 240, 1, 24))])).await;
+    let request = OneClipRequest::start().await;
     let inspector = two_slot_inspector();
     // Both slots are taken by downloads that answer after five seconds.
-    let first = hold_a_slot(&inspector, &server, account("acct_slow")).await;
-    let second = hold_a_slot(&inspector, &server, account("acct_slow")).await;
-    let catalog = Catalog::embedded();
-    let endpoint = catalog.endpoint(M1_REFERENCE).unwrap();
-    let body = json!({"prompt": "p", "reference_video_urls": [server.url("a.mp4")]});
-    let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
-    let refused = inspector
-        .inspect(
-            &account("acct_other"),
-            endpoint,
-            &input,
-            Scope::PriceAffecting,
-        )
+    let first = hold_a_slot(&inspector, &request.server, account("acct_slow")).await;
+    let second = hold_a_slot(&inspector, &request.server, account("acct_slow")).await;
+    let refused = request
+        .inspect(&inspector, &account("acct_other"), Scope::PriceAffecting)
         .await;
     assert!(
         matches!(refused, Err(InspectError::Busy { retry_after }) if retry_after.as_secs() >= 1),
@@ -425,13 +419,8 @@ async fn over_the_fetch_limit_a_request_waits_then_is_told_to_come_back() {
     let _ = first.await;
     // With a slot free again, the same request is answered.
     assert!(
-        inspector
-            .inspect(
-                &account("acct_other"),
-                endpoint,
-                &input,
-                Scope::PriceAffecting
-            )
+        request
+            .inspect(&inspector, &account("acct_other"), Scope::PriceAffecting)
             .await
             .is_ok()
     );
@@ -440,30 +429,17 @@ async fn over_the_fetch_limit_a_request_waits_then_is_told_to_come_back() {
 
 #[tokio::test]
 async fn anonymous_fetches_never_take_the_slots_kept_for_accounts() {
-    let server =
-        MediaServer::start(HashMap::from([("a.mp4".to_owned(), mp4(320, 240, 1, 24))])).await;
+    let request = OneClipRequest::start().await;
     let inspector = two_slot_inspector();
     // A stranger holds the one slot anyone may take.
-    let stranger = hold_a_slot(&inspector, &server, anonymous("198.51.100.1")).await;
-    let catalog = Catalog::embedded();
-    let endpoint = catalog.endpoint(M1_REFERENCE).unwrap();
-    let body = json!({"prompt": "p", "reference_video_urls": [server.url("a.mp4")]});
-    let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
+    let stranger = hold_a_slot(&inspector, &request.server, anonymous("198.51.100.1")).await;
     // Another stranger finds no slot; an account takes the kept one.
-    let refused = inspector
-        .inspect(
-            &anonymous("198.51.100.2"),
-            endpoint,
-            &input,
-            Scope::Everything,
-        )
+    let refused = request
+        .inspect(&inspector, &anonymous("198.51.100.2"), Scope::Everything)
         .await;
-    assert!(
-        matches!(refused, Err(InspectError::Busy { .. })),
-        "{refused:?}"
-    );
-    let kept = inspector
-        .inspect_and_keep(&account("acct_paying"), endpoint, &input)
+    assert_busy(&refused);
+    let kept = request
+        .inspect_and_keep(&inspector, &account("acct_paying"))
         .await;
     assert!(kept.is_ok(), "{kept:?}");
     stranger.abort();
@@ -471,8 +447,7 @@ async fn anonymous_fetches_never_take_the_slots_kept_for_accounts() {
 
 #[tokio::test]
 async fn one_client_runs_only_its_share_of_fetches_at_once() {
-    let server =
-        MediaServer::start(HashMap::from([("a.mp4".to_owned(), mp4(320, 240, 1, 24))])).await;
+    let request = OneClipRequest::start().await;
     let inspector = std::sync::Arc::new(MediaInspector::with_fetch_limit(
         private_fetcher(),
         ProbeCache::new(16, std::time::Duration::from_secs(60)),
@@ -483,23 +458,14 @@ async fn one_client_runs_only_its_share_of_fetches_at_once() {
             per_account: 1,
         },
     ));
-    let catalog = Catalog::embedded();
-    let endpoint = catalog.endpoint(M1_REFERENCE).unwrap();
-    let body = json!({"prompt": "p", "reference_video_urls": [server.url("a.mp4")]});
-    let input = endpoint.validate_value(&body, Purpose::Submit).unwrap();
     for requester in [anonymous("198.51.100.1"), account("acct_busy")] {
-        let holder = hold_a_slot(&inspector, &server, requester.clone()).await;
+        let holder = hold_a_slot(&inspector, &request.server, requester.clone()).await;
         // Free slots remain, but not for this requester; others get them.
         assert!(inspector.available_fetch_slots() > 0);
-        let refused = inspector
-            .inspect_and_keep(&requester, endpoint, &input)
-            .await;
-        assert!(
-            matches!(refused, Err(InspectError::Busy { .. })),
-            "{refused:?}"
-        );
-        let other = inspector
-            .inspect_and_keep(&anonymous("198.51.100.9"), endpoint, &input)
+        let refused = request.inspect_and_keep(&inspector, &requester).await;
+        assert_busy(&refused);
+        let other = request
+            .inspect_and_keep(&inspector, &anonymous("198.51.100.9"))
             .await;
         assert!(other.is_ok(), "{other:?}");
         holder.abort();

@@ -22,7 +22,7 @@ use vidgate_server::backend::{
 use vidgate_server::storage::Storage;
 
 use common::{
-    M1_T2V, StoreKind, TestApp, TestSettings, assert_error, free_port, on_both_stores,
+    M1_T2V, StoreKind, TestApp, TestSettings, assert_model_unavailable, free_port, on_both_stores,
     spawn_app_with,
 };
 
@@ -51,6 +51,13 @@ struct CogServer {
 }
 
 impl CogServer {
+    /// The server, or `None` when `VIDGATE_TEST_COG_PYTHON` is not set: the
+    /// caller skips `test_name`, which this reports.
+    async fn start_for(test_name: &str) -> Option<CogServer> {
+        let python = cog_python(test_name)?;
+        Some(CogServer::start(&python).await)
+    }
+
     async fn start(python: &Path) -> CogServer {
         let mut server = CogServer {
             python: python.to_path_buf(),
@@ -184,10 +191,9 @@ on_both_stores!(
 );
 
 async fn generations_run_on_a_cog_server_and_finish_through_its_webhook(store: StoreKind) {
-    let Some(python) = cog_python("generations_run_on_a_cog_server") else {
+    let Some(cog) = CogServer::start_for("generations_run_on_a_cog_server").await else {
         return;
     };
-    let cog = CogServer::start(&python).await;
     // A state read only every 60 s: finishing sooner proves the webhook.
     let app = spawn_app_on_cog(store, &cog, 60.0).await;
     let account_id = app.account.account.id.clone();
@@ -244,10 +250,9 @@ async fn generations_run_on_a_cog_server_and_finish_through_its_webhook(store: S
 async fn behind_a_load_balancer_the_cog_webhook_comes_back_to_the_dispatching_node(
     store: StoreKind,
 ) {
-    let Some(python) = cog_python("behind_a_load_balancer") else {
+    let Some(cog) = CogServer::start_for("behind_a_load_balancer").await else {
         return;
     };
-    let cog = CogServer::start(&python).await;
     // The public URL names a load balancer that would not bring the webhook
     // back to this node (here nothing listens there at all); only the
     // callback URL reaches the node that dispatched the prediction.
@@ -282,10 +287,9 @@ async fn behind_a_load_balancer_the_cog_webhook_comes_back_to_the_dispatching_no
 }
 
 async fn a_failing_prediction_fails_the_generation_and_refunds_it(store: StoreKind) {
-    let Some(python) = cog_python("a_failing_prediction_fails_the_generation") else {
+    let Some(cog) = CogServer::start_for("a_failing_prediction_fails_the_generation").await else {
         return;
     };
-    let cog = CogServer::start(&python).await;
     let app = spawn_app_on_cog(store, &cog, 1.0).await;
     let account_id = app.account.account.id.clone();
 
@@ -313,10 +317,9 @@ async fn a_failing_prediction_fails_the_generation_and_refunds_it(store: StoreKi
 async fn a_cog_server_that_dies_mid_job_fails_it_refunded_and_submits_wait_for_its_return(
     store: StoreKind,
 ) {
-    let Some(python) = cog_python("a_cog_server_that_dies_mid_job") else {
+    let Some(mut cog) = CogServer::start_for("a_cog_server_that_dies_mid_job").await else {
         return;
     };
-    let mut cog = CogServer::start(&python).await;
     let app = spawn_app_on_cog(store, &cog, 0.5).await;
     let account_id = app.account.account.id.clone();
 
@@ -336,13 +339,7 @@ async fn a_cog_server_that_dies_mid_job_fails_it_refunded_and_submits_wait_for_i
 
     // While it is down, submits are refused and nothing is held.
     let refused = app.submit(M1_T2V, body("while it is down")).await;
-    assert_error(
-        refused,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "model_unavailable",
-        None,
-    )
-    .await;
+    assert_model_unavailable(refused).await;
     let account = app.account_state(&account_id).await;
     assert_eq!((account.balance, account.held.0), (account.credited, 0));
 
@@ -404,6 +401,13 @@ fn job(generation_id: &str, prompt: &str) -> Job {
     }
 }
 
+/// Callbacks whose webhooks go to a port nobody listens on, so every one is
+/// lost.
+fn callbacks_that_are_lost() -> Arc<CogCallbacks> {
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    Arc::new(CogCallbacks::new(Some(&nobody)))
+}
+
 fn assert_one_second_clip(result: Result<RenderedClip, JobFailure>) {
     let clip = result.expect("the job succeeds");
     // Cog returns the clip inline, as a data URI, without an upload target.
@@ -418,10 +422,9 @@ fn assert_one_second_clip(result: Result<RenderedClip, JobFailure>) {
 
 #[tokio::test]
 async fn without_a_webhook_route_the_backend_waits_on_a_synchronous_prediction() {
-    let Some(python) = cog_python("without_a_webhook_route") else {
+    let Some(cog) = CogServer::start_for("without_a_webhook_route").await else {
         return;
     };
-    let cog = CogServer::start(&python).await;
     // No base URL is set, as on a node without an HTTP listener.
     let backend = backend_alone(&cog, 1, Arc::default());
     let result = backend
@@ -432,16 +435,10 @@ async fn without_a_webhook_route_the_backend_waits_on_a_synchronous_prediction()
 
 #[tokio::test]
 async fn a_missed_webhook_is_noticed_and_the_job_still_finishes() {
-    let Some(python) = cog_python("a_missed_webhook_is_noticed") else {
+    let Some(cog) = CogServer::start_for("a_missed_webhook_is_noticed").await else {
         return;
     };
-    let cog = CogServer::start(&python).await;
-    // Webhooks go to a port nobody listens on, so every one is lost.
-    let callbacks = Arc::new(CogCallbacks::new(Some(&format!(
-        "http://127.0.0.1:{}",
-        free_port()
-    ))));
-    let backend = backend_alone(&cog, 1, callbacks);
+    let backend = backend_alone(&cog, 1, callbacks_that_are_lost());
     let result = tokio::time::timeout(
         Duration::from_secs(45),
         backend.run(
@@ -456,10 +453,9 @@ async fn a_missed_webhook_is_noticed_and_the_job_still_finishes() {
 
 #[tokio::test]
 async fn more_jobs_than_the_servers_slots_wait_through_its_409s() {
-    let Some(python) = cog_python("more_jobs_than_the_servers_slots") else {
+    let Some(cog) = CogServer::start_for("more_jobs_than_the_servers_slots").await else {
         return;
     };
-    let cog = CogServer::start(&python).await;
     // Two at once from vidgate against a server with one slot: the second
     // dispatch is answered 409 until the first prediction is done.
     let backend = backend_alone(&cog, 2, Arc::default());
@@ -476,15 +472,10 @@ async fn more_jobs_than_the_servers_slots_wait_through_its_409s() {
 
 #[tokio::test]
 async fn an_interrupted_job_cancels_its_prediction_on_the_server() {
-    let Some(python) = cog_python("an_interrupted_job_cancels_its_prediction") else {
+    let Some(cog) = CogServer::start_for("an_interrupted_job_cancels_its_prediction").await else {
         return;
     };
-    let cog = CogServer::start(&python).await;
-    let callbacks = Arc::new(CogCallbacks::new(Some(&format!(
-        "http://127.0.0.1:{}",
-        free_port()
-    ))));
-    let backend = backend_alone(&cog, 1, callbacks);
+    let backend = backend_alone(&cog, 1, callbacks_that_are_lost());
     let cancel = CancellationToken::new();
     let interrupt = cancel.clone();
     tokio::spawn(async move {

@@ -46,6 +46,20 @@ impl CapturedLogs {
     fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
+
+    /// Asserts that exactly `count` lines contain `text`.
+    fn assert_lines_containing(&self, text: &str, count: usize) {
+        assert_eq!(self.lines_containing(text), count, "{}", self.text());
+    }
+
+    /// Waits up to `within` for a line that contains `text`.
+    async fn wait_for_line_containing(&self, text: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.lines_containing(text) == 0 {
+            assert!(Instant::now() < deadline, "{}", self.text());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 impl std::io::Write for CapturedLogs {
@@ -222,13 +236,7 @@ async fn timed_submit(app: &TestApp, prompt: &str) -> (reqwest::Response, Durati
 async fn assert_refused_for_the_database(response: reqwest::Response, took: Duration) {
     assert!(took < Duration::from_secs(7), "answered after {took:?}");
     let retry_after = response.headers().get("retry-after").cloned();
-    let body = assert_error(
-        response,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "model_unavailable",
-        None,
-    )
-    .await;
+    let body = assert_model_unavailable(response).await;
     assert_eq!(
         retry_after.as_ref().map(|value| value.to_str().unwrap()),
         Some("2"),
@@ -303,31 +311,13 @@ async fn a_database_outage_is_refused_at_once_and_logged_once(store: StoreKind) 
         assert!(Instant::now() < deadline, "the database never came back");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while logs.lines_containing("the database is reachable again") == 0 {
-        assert!(Instant::now() < deadline, "{}", logs.text());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    logs.wait_for_line_containing("the database is reachable again", Duration::from_secs(5))
+        .await;
     // One error for the outage and one line for its end, however many
     // requests it refused.
-    assert_eq!(
-        logs.lines_containing("the database is unreachable"),
-        1,
-        "{}",
-        logs.text()
-    );
-    assert_eq!(
-        logs.lines_containing("response failed"),
-        0,
-        "{}",
-        logs.text()
-    );
-    assert_eq!(
-        logs.lines_containing("the database is reachable again"),
-        1,
-        "{}",
-        logs.text()
-    );
+    logs.assert_lines_containing("the database is unreachable", 1);
+    logs.assert_lines_containing("response failed", 0);
+    logs.assert_lines_containing("the database is reachable again", 1);
     app.server.shutdown().await;
 }
 
@@ -413,17 +403,9 @@ async fn a_redis_outage_is_retried_in_the_background_not_on_every_request() {
     );
 
     relay.restore().await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while logs.lines_containing("Redis answers again") == 0 {
-        assert!(Instant::now() < deadline, "{}", logs.text());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(
-        logs.lines_containing("Redis is unreachable"),
-        1,
-        "{}",
-        logs.text()
-    );
+    logs.wait_for_line_containing("Redis answers again", Duration::from_secs(10))
+        .await;
+    logs.assert_lines_containing("Redis is unreachable", 1);
     assert_eq!(
         app.get("/account", app.key()).await.status(),
         StatusCode::OK
@@ -602,7 +584,7 @@ async fn request_logs_never_show_a_files_capability() {
         "{}",
         logs.text()
     );
-    assert_eq!(logs.lines_containing(secret), 0, "{}", logs.text());
+    logs.assert_lines_containing(secret, 0);
     app.server.shutdown().await;
 }
 
@@ -638,26 +620,12 @@ async fn behind_https_a_planted_sign_in_csrf_cookie_is_refused() {
         .unwrap()
         .trim_start_matches("__Host-vg_csrf=")
         .to_owned();
-    let sign_in = |cookie: String, token: String| {
-        app.client
-            .post(format!("{base}/dashboard/sign-in"))
-            .header("cookie", cookie)
-            .header("content-type", "application/x-www-form-urlencoded")
-            // Tokens are base64url, which needs no escaping in a form.
-            .body(format!(
-                "email=nobody%40example.com&password=wrong&csrf_token={token}"
-            ))
-            .send()
-    };
-    let planted = sign_in("vg_csrf=planted".into(), "planted".into())
-        .await
-        .unwrap();
+    let planted = sign_in_with_a_wrong_password(&app, "vg_csrf=planted", "planted").await;
     assert_eq!(planted.status(), StatusCode::FORBIDDEN);
     // The cookie this host set passes the check (and the wrong password is
     // then refused as such).
-    let genuine = sign_in(format!("__Host-vg_csrf={issued}"), issued)
-        .await
-        .unwrap();
+    let genuine =
+        sign_in_with_a_wrong_password(&app, &format!("__Host-vg_csrf={issued}"), &issued).await;
     assert_ne!(genuine.status(), StatusCode::FORBIDDEN);
     app.server.shutdown().await;
 }
@@ -669,18 +637,9 @@ async fn behind_https_a_planted_sign_in_csrf_cookie_is_refused() {
 async fn a_sign_in_csrf_token_the_service_did_not_issue_is_refused() {
     let app = spawn_app(StoreKind::Sqlite).await;
     let base = format!("http://{}", app.server.local_addr.unwrap());
-    let sign_in = |token: &str| {
-        app.client
-            .post(format!("{base}/dashboard/sign-in"))
-            .header("cookie", format!("vg_csrf={token}"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!(
-                "email=nobody%40example.com&password=wrong&csrf_token={token}"
-            ))
-            .send()
-    };
     for planted in ["planted", "a.4102444800000.signature"] {
-        let response = sign_in(planted).await.unwrap();
+        let response =
+            sign_in_with_a_wrong_password(&app, &format!("vg_csrf={planted}"), planted).await;
         assert_eq!(response.status(), StatusCode::FORBIDDEN, "{planted}");
     }
     let page = app
@@ -697,9 +656,30 @@ async fn a_sign_in_csrf_token_the_service_did_not_issue_is_refused() {
         .unwrap()
         .trim_start_matches("vg_csrf=")
         .to_owned();
-    let genuine = sign_in(&issued).await.unwrap();
+    let genuine = sign_in_with_a_wrong_password(&app, &format!("vg_csrf={issued}"), &issued).await;
     assert_ne!(genuine.status(), StatusCode::FORBIDDEN);
     app.server.shutdown().await;
+}
+
+/// Posts the dashboard's sign-in form for an unknown user with the CSRF
+/// `cookie` and form `token` given; the answer.
+async fn sign_in_with_a_wrong_password(
+    app: &TestApp,
+    cookie: &str,
+    token: &str,
+) -> reqwest::Response {
+    let base = format!("http://{}", app.server.local_addr.unwrap());
+    app.client
+        .post(format!("{base}/dashboard/sign-in"))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        // Tokens are base64url, which needs no escaping in a form.
+        .body(format!(
+            "email=nobody%40example.com&password=wrong&csrf_token={token}"
+        ))
+        .send()
+        .await
+        .unwrap()
 }
 
 /// The reasons of an account's credit adjustments, read from the database

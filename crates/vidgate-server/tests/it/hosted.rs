@@ -120,15 +120,7 @@ async fn every_model_succeeds_through_each_provider_with_the_video_in_our_storag
             assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
             let video_url = done["output"]["video_url"].as_str().unwrap();
             assert!(video_url.starts_with(&app.api_base), "{video_url}");
-            let stored = app
-                .client
-                .get(video_url)
-                .send()
-                .await
-                .unwrap()
-                .bytes()
-                .await
-                .unwrap();
+            let stored = app.download(video_url).await;
             assert_eq!(done["output"]["size_bytes"], json!(stored.len()));
             assert_eq!(done["output"]["width"], 320);
         }
@@ -1041,15 +1033,7 @@ async fn a_provider_fetches_the_kept_media_through_a_signed_url(store: StoreKind
         let app = app_at(store.clone(), backends_for(&fake, provider, 5.0, 20.0), 2).await;
         let upload = app.upload_png().await;
         let upload_url = upload["url"].as_str().unwrap();
-        let uploaded = app
-            .client
-            .get(upload_url)
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        let uploaded = app.download(upload_url).await;
         let generation = app
             .submit_ok(
                 M1_IMAGE_TO_VIDEO,
@@ -1187,13 +1171,7 @@ async fn a_media_url_is_refused_after_it_expires_or_when_tampered_with(store: St
                         "duration": 2, "resolution": "480p" }),
             )
             .await;
-        common::assert_error(
-            refused,
-            reqwest::StatusCode::BAD_REQUEST,
-            "invalid_request",
-            Some("image_url"),
-        )
-        .await;
+        common::assert_invalid_request(refused, "image_url").await;
     }
     assert_eq!(
         app.account_state(&app.account.account.id).await.held,
@@ -1591,16 +1569,7 @@ async fn cpu_workers_leave_hosted_jobs_to_the_hosted_pool(store: StoreKind) {
 /// The value of the sample of `series` (with its labels, as a scrape
 /// writes them), or `None` when the scrape has none.
 async fn scraped(app: &TestApp, series: &str) -> Option<f64> {
-    let metrics_addr = app.server.metrics_addr.expect("a metrics listener");
-    let text = app
-        .client
-        .get(format!("http://{metrics_addr}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics_text().await;
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
 }

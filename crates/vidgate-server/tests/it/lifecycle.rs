@@ -78,13 +78,7 @@ async fn a_submitted_generation_is_held_rendered_and_captured(store: StoreKind) 
     let bytes = whole.bytes().await.unwrap();
     assert_eq!(bytes.len() as u64, output["size_bytes"].as_u64().unwrap());
     assert_eq!(&bytes[4..8], b"ftyp");
-    let part = app
-        .client
-        .get(video_url)
-        .header("range", "bytes=0-99")
-        .send()
-        .await
-        .unwrap();
+    let part = app.get_range(video_url, "bytes=0-99").await;
     assert_eq!(part.status(), StatusCode::PARTIAL_CONTENT);
     assert_eq!(part.bytes().await.unwrap().len(), 100);
 
@@ -201,16 +195,8 @@ async fn a_running_generation_cannot_be_canceled(store: StoreKind) {
 async fn insufficient_balance_is_402_and_holds_nothing(store: StoreKind) {
     let app = spawn_app(store).await;
     let poor = app.new_account(0).await;
-    let response = app
-        .post_json(&format!("/run/{M1_T2V}"), &poor.api_key, &quick_body("x"))
-        .await;
-    assert_error(
-        response,
-        StatusCode::PAYMENT_REQUIRED,
-        "insufficient_balance",
-        None,
-    )
-    .await;
+    let response = app.submit_quick_with_key(&poor.api_key, "x").await;
+    assert_insufficient_balance(response).await;
     let account = app.account_state(&poor.account.id).await;
     assert_eq!((account.balance.0, account.held.0), (0, 0));
     assert!(
@@ -242,25 +228,14 @@ async fn the_21st_concurrent_generation_is_refused_and_a_finished_one_frees_a_sl
         } else {
             second_key.api_key.clone()
         };
-        let response = app
-            .post_json(&format!("/run/{M1_T2V}"), &key, &quick_body("x"))
-            .await;
+        let response = app.submit_quick_with_key(&key, "x").await;
         assert_eq!(response.status(), StatusCode::ACCEPTED);
         let body: Value = response.json().await.unwrap();
         ids.push(body["id"].as_str().unwrap().to_owned());
     }
-    let refused = app
-        .post_json(
-            &format!("/run/{M1_T2V}"),
-            &second_key.api_key,
-            &quick_body("x"),
-        )
-        .await;
+    let refused = app.submit_quick_with_key(&second_key.api_key, "x").await;
     let body = assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
-    assert!(
-        body["error"]["message"].as_str().unwrap().contains("20"),
-        "{body}"
-    );
+    assert_error_message_contains(&body, "20");
     let account = app.account_state(&app.account.account.id).await;
     assert_eq!(account.held.0, 20 * 100_000);
 
@@ -324,13 +299,7 @@ async fn a_burst_of_25_requests_lets_20_through(store: StoreKind) {
         app.get("/account", &other.api_key).await.status(),
         StatusCode::OK
     );
-    let public = app
-        .client
-        .get(app.url("/models"))
-        .bearer_auth(app.key())
-        .send()
-        .await
-        .unwrap();
+    let public = app.get("/models", app.key()).await;
     assert_eq!(public.status(), StatusCode::OK);
 }
 
@@ -380,13 +349,7 @@ async fn a_paused_model_answers_503_and_holds_nothing(store: StoreKind) {
         .await
         .unwrap();
     let response = app.submit(M1_T2V, quick_body("x")).await;
-    assert_error(
-        response,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "model_unavailable",
-        None,
-    )
-    .await;
+    assert_model_unavailable(response).await;
     assert_eq!(app.account_state(&app.account.account.id).await.held.0, 0);
     // Other models are unaffected; resuming accepts again.
     let other = app
@@ -449,12 +412,7 @@ async fn a_backend_refusal_at_admission_is_502_and_charges_nothing(store: StoreK
         entries.iter().all(|entry| entry.kind == "credit"),
         "{entries:?}"
     );
-    let listed: Value = app
-        .get("/generations", app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let listed = app.get_json("/generations", app.key()).await;
     assert!(listed["data"].as_array().unwrap().is_empty(), "{listed}");
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
@@ -487,12 +445,7 @@ async fn the_list_pages_newest_first_and_filters(store: StoreKind) {
     )
     .await;
 
-    let first: Value = app
-        .get("/generations?limit=2", app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let first = app.get_json("/generations?limit=2", app.key()).await;
     assert_eq!(first["object"], "list");
     assert_eq!(first["has_more"], true);
     let page_ids = |page: &Value| -> Vec<String> {
@@ -507,12 +460,9 @@ async fn the_list_pages_newest_first_and_filters(store: StoreKind) {
     let cursor = first["next_cursor"].as_str().unwrap();
     // A generation created meanwhile does not shift the next page.
     app.submit_ok(M1_T2V, quick_body("late")).await;
-    let second: Value = app
-        .get(&format!("/generations?limit=2&cursor={cursor}"), app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let second = app
+        .get_json(&format!("/generations?limit=2&cursor={cursor}"), app.key())
+        .await;
     assert_eq!(page_ids(&second), vec![ids[2].clone(), ids[1].clone()]);
     let third: Value = app
         .get(
@@ -530,28 +480,17 @@ async fn the_list_pages_newest_first_and_filters(store: StoreKind) {
     assert_eq!(third["has_more"], false);
     assert!(third["next_cursor"].is_null());
 
-    let canceled: Value = app
-        .get("/generations?status=canceled", app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let canceled = app
+        .get_json("/generations?status=canceled", app.key())
+        .await;
     assert_eq!(page_ids(&canceled), vec![ids[1].clone()]);
-    let m2: Value = app
-        .get("/generations?model=vendor_2/model_2", app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let m2 = app
+        .get_json("/generations?model=vendor_2/model_2", app.key())
+        .await;
     assert_eq!(page_ids(&m2), vec![ids[4].clone()]);
 
     let other = app.new_account(1).await;
-    let foreign: Value = app
-        .get("/generations", &other.api_key)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let foreign = app.get_json("/generations", &other.api_key).await;
     assert!(foreign["data"].as_array().unwrap().is_empty());
 
     for (query, param) in [
@@ -561,13 +500,7 @@ async fn the_list_pages_newest_first_and_filters(store: StoreKind) {
         ("cursor=@@", "cursor"),
     ] {
         let response = app.get(&format!("/generations?{query}"), app.key()).await;
-        assert_error(
-            response,
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            Some(param),
-        )
-        .await;
+        assert_invalid_request(response, param).await;
     }
 }
 

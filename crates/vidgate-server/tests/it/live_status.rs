@@ -10,7 +10,7 @@ use common::*;
 use reqwest::StatusCode;
 use serde_json::Value;
 use vidgate_server::live_status::LiveStatusLimits;
-use vidgate_server::store::FailureDetail;
+use vidgate_server::store::{FailureDetail, Generation, Store};
 
 /// Longest any test here waits for something that should come at once:
 /// far above the announcement path and the one-second re-read, far below
@@ -158,23 +158,11 @@ async fn a_malformed_wait_is_refused_naming_the_header_and_charges_nothing(store
     let id = submitted["id"].as_str().unwrap();
     for malformed in ["wait=abc", "wait=0", "wait=61", "wait"] {
         let response = get_waiting(&app, id, malformed).await;
-        assert_error(
-            response,
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            Some("Prefer"),
-        )
-        .await;
+        assert_invalid_request(response, "Prefer").await;
     }
     let before = app.account_state(&app.account.account.id).await;
     let response = submit_waiting(&app, &quick_body("refused"), "wait=1000", None).await;
-    assert_error(
-        response,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("Prefer"),
-    )
-    .await;
+    assert_invalid_request(response, "Prefer").await;
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(before.held, after.held);
     assert_eq!(before.balance, after.balance);
@@ -199,11 +187,8 @@ async fn another_accounts_generation_cannot_be_waited_on_or_streamed(store: Stor
         .await;
     assert_error(response, StatusCode::NOT_FOUND, "not_found", None).await;
     let response = app
-        .client
-        .get(app.url(&format!("/generations/{id}/events")))
-        .send()
-        .await
-        .unwrap();
+        .get_without_key(&format!("/generations/{id}/events"))
+        .await;
     assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 
@@ -291,24 +276,11 @@ async fn the_event_stream_sends_each_change_and_closes_after_the_final_one(store
     // The store's own steps, as a worker takes them: each change is an
     // event with the whole record, as GET returns it.
     let store = app.server.store.clone();
-    store
-        .claim_next("test-worker", Duration::from_secs(30))
-        .await
-        .unwrap()
-        .unwrap();
+    claim_as_the_test_worker(&store).await;
     let running = events.next().await.unwrap();
     assert_eq!(running.id, "running-1");
     assert_eq!(running.record, app.generation(id).await);
-    let failure = FailureDetail {
-        code: "test".into(),
-        message: "failed on purpose".into(),
-    };
-    assert!(
-        store
-            .finish_failed(id, "test-worker", failure)
-            .await
-            .unwrap()
-    );
+    fail_as_the_test_worker(&store, id).await;
     let failed = events.next().await.unwrap();
     assert_eq!(failed.id, "failed-1");
     assert_eq!(failed.record["status"], "failed");
@@ -397,11 +369,7 @@ async fn waits_and_streams_past_a_cap_are_refused_with_429(store: StoreKind) {
     // Another key has room, until the node's cap.
     let other = app.new_account(10).await;
     let theirs = app
-        .post_json(
-            &format!("/run/{M1_T2V}"),
-            &other.api_key,
-            &quick_body("theirs"),
-        )
+        .submit_quick_with_key(&other.api_key, "theirs")
         .await
         .json::<Value>()
         .await
@@ -432,16 +400,7 @@ async fn waits_and_streams_past_a_cap_are_refused_with_429(store: StoreKind) {
     }
     drop(third);
 
-    let metrics_addr = app.server.metrics_addr.unwrap();
-    let scraped = app
-        .client
-        .get(format!("http://{metrics_addr}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let scraped = app.metrics_text().await;
     let refusals = scraped
         .lines()
         .find(|line| line.contains("limit=\"live_status\""))
@@ -485,6 +444,29 @@ async fn shutdown_answers_open_waits_and_closes_open_streams(store: StoreKind) {
     assert!(stream.next().await.is_none());
 }
 
+/// Claims the next queued job as the worker "test-worker" would.
+async fn claim_as_the_test_worker(store: &Store) -> Generation {
+    store
+        .claim_next("test-worker", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("a queued job to claim")
+}
+
+/// Fails the generation "test-worker" runs, as that worker would.
+async fn fail_as_the_test_worker(store: &Store, id: &str) {
+    let failure = FailureDetail {
+        code: "test".into(),
+        message: "failed on purpose".into(),
+    };
+    assert!(
+        store
+            .finish_failed(id, "test-worker", failure)
+            .await
+            .unwrap()
+    );
+}
+
 async fn every_committed_status_change_wakes_a_watcher(store: StoreKind) {
     let app = spawn_app_without_workers(store).await;
     let store = app.server.store.clone();
@@ -498,24 +480,11 @@ async fn every_committed_status_change_wakes_a_watcher(store: StoreKind) {
     let first = app.submit_ok(M1_T2V, quick_body("first")).await;
     let first_id = first["id"].as_str().unwrap();
     let watch = store.watch_generation(first_id).await;
-    let claimed = store
-        .claim_next("test-worker", Duration::from_secs(30))
-        .await
-        .unwrap()
-        .unwrap();
+    let claimed = claim_as_the_test_worker(&store).await;
     assert_eq!(claimed.id, first_id);
     assert!(woken(watch).await, "the claim");
     let watch = store.watch_generation(first_id).await;
-    let failure = FailureDetail {
-        code: "test".into(),
-        message: "failed on purpose".into(),
-    };
-    assert!(
-        store
-            .finish_failed(first_id, "test-worker", failure)
-            .await
-            .unwrap()
-    );
+    fail_as_the_test_worker(&store, first_id).await;
     assert!(woken(watch).await, "the finish");
 
     // A cancel.

@@ -16,8 +16,8 @@ use axum::http::StatusCode as AxumStatus;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use common::{
-    StoreKind, TestApp, TestSettings, assert_error, on_both_stores, spawn_app, spawn_app_with,
-    spawn_app_without_workers,
+    StoreKind, TestApp, TestSettings, assert_error, assert_invalid_request, on_both_stores,
+    spawn_app, spawn_app_with, spawn_app_without_workers,
 };
 
 use reqwest::StatusCode;
@@ -226,13 +226,7 @@ async fn a_quote_may_not_name_kept_media(store: StoreKind) {
         app.url(&format!("/files/./{relative}")),
     ] {
         let refused = quote(&app, endpoint, &body(url.clone())).await;
-        assert_error(
-            refused,
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            Some("reference_video_urls"),
-        )
-        .await;
+        assert_invalid_request(refused, "reference_video_urls").await;
     }
 }
 
@@ -246,52 +240,36 @@ async fn refused_media_is_a_400_naming_the_field_and_charges_nothing(store: Stor
     let before = balance(&app).await;
     // M4 reference videos must last at least 2 s.
     let too_short = json!({"prompt": "p", "reference_video_urls": [host.url("short.mp4")]});
-    let body = assert_error(
+    let body = assert_invalid_request(
         app.submit("vendor_4/model_4/reference-to-video", too_short.clone())
             .await,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("reference_video_urls"),
+        "reference_video_urls",
     )
     .await;
     assert_eq!(
         body["error"]["message"],
         "reference_video_urls[0] is 1 s long; each reference video must be 2 to 15 s"
     );
-    assert_error(
+    assert_invalid_request(
         quote(&app, "vendor_4/model_4/reference-to-video", &too_short).await,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("reference_video_urls"),
+        "reference_video_urls",
     )
     .await;
     // A missing opening image fails the submit, not the job.
     let missing = json!({"prompt": "p", "image_url": host.url("gone.png"), "duration": 2, "resolution": "480p"});
-    let body = assert_error(
-        app.submit("vendor_1/model_1/image-to-video", missing).await,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("image_url"),
-    )
-    .await;
+    let refused = app.submit("vendor_1/model_1/image-to-video", missing).await;
+    let body = assert_invalid_request(refused, "image_url").await;
     assert_eq!(body["error"]["message"], "image_url answered HTTP 404");
     // An image is not a reference video.
     let wrong_kind = json!({"prompt": "p", "reference_video_urls": [host.url("a.png")]});
-    assert_error(
+    assert_invalid_request(
         app.submit("vendor_1/model_1/reference-to-video", wrong_kind)
             .await,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("reference_video_urls"),
+        "reference_video_urls",
     )
     .await;
     assert_eq!(balance(&app).await, before);
-    let listed: Value = app
-        .get("/generations", app.key())
-        .await
-        .json()
-        .await
-        .unwrap();
+    let listed = app.get_json("/generations", app.key()).await;
     assert_eq!(listed["data"], json!([]));
 }
 
@@ -303,11 +281,9 @@ async fn without_the_flag_loopback_media_is_refused(store: StoreKind) {
     })
     .await;
     let body = json!({"prompt": "p", "reference_video_urls": [host.url("ref.mp4")]});
-    let refused = assert_error(
+    let refused = assert_invalid_request(
         quote(&app, "vendor_1/model_1/reference-to-video", &body).await,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("reference_video_urls"),
+        "reference_video_urls",
     )
     .await;
     let message = refused["error"]["message"].as_str().unwrap();
@@ -316,33 +292,19 @@ async fn without_the_flag_loopback_media_is_refused(store: StoreKind) {
         message,
         "reference_video_urls[0] is not a public address, which the service does not fetch from"
     );
-    assert_error(
+    assert_invalid_request(
         app.submit("vendor_1/model_1/reference-to-video", body)
             .await,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("reference_video_urls"),
+        "reference_video_urls",
     )
     .await;
 }
 
 /// Submits, waits for success and downloads the clip.
 async fn render(app: &TestApp, endpoint: &str, body: Value) -> Vec<u8> {
-    let generation = app.submit_ok(endpoint, body).await;
-    let finished = app
-        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
-        .await;
-    assert_eq!(finished["status"], "succeeded", "{finished}");
-    let video_url = finished["output"]["video_url"].as_str().unwrap();
-    app.client
-        .get(video_url)
-        .send()
+    let finished = app.run_to_success(endpoint, body).await;
+    app.download(finished["output"]["video_url"].as_str().unwrap())
         .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap()
-        .to_vec()
 }
 
 async fn image_to_video_renders_with_the_fetched_png(store: StoreKind) {
@@ -558,12 +520,10 @@ async fn a_redirect_to_a_private_address_is_refused_naming_the_field(store: Stor
         .await;
     assert_eq!(direct.status(), StatusCode::ACCEPTED);
     let before = balance(&app).await;
-    let refused = assert_error(
+    let refused = assert_invalid_request(
         app.submit("vendor_1/model_1/image-to-video", request(&away))
             .await,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("image_url"),
+        "image_url",
     )
     .await;
     // Refused for the redirect's private target, which the message does

@@ -15,7 +15,7 @@ use vidgate_server::accounts;
 use vidgate_server::health::{CheckOutcome, QueueLiveness};
 use vidgate_server::retention::{self, RetentionSettings, SweepReport};
 use vidgate_server::storage::Storage;
-use vidgate_server::store::{self, StoreError};
+use vidgate_server::store::{self, ProviderHealth, StoreError};
 
 fn root_url(app: &TestApp, path: &str) -> String {
     format!("{}{path}", app.api_base.trim_end_matches("/api/v1"))
@@ -217,13 +217,7 @@ async fn metrics_follow_requests_submits_jobs_and_webhooks(store: StoreKind) {
     body["webhook_url"] = json!("http://127.0.0.1:1/hook");
     let generation = app.submit_ok(M1_T2V, body).await;
     let broke = app.new_account(0).await;
-    let refused = app
-        .post_json(
-            &format!("/run/{M1_T2V}"),
-            &broke.api_key,
-            &quick_body("unpaid"),
-        )
-        .await;
+    let refused = app.submit_quick_with_key(&broke.api_key, "unpaid").await;
     assert_eq!(refused.status(), StatusCode::PAYMENT_REQUIRED);
     app.wait_for_status(generation["id"].as_str().unwrap(), &["succeeded"])
         .await;
@@ -291,46 +285,51 @@ async fn metrics_follow_requests_submits_jobs_and_webhooks(store: StoreKind) {
     app.server.shutdown().await;
 }
 
+/// Asserts the number of queued jobs and the micro-dollars held in one
+/// scrape.
+fn assert_queued_and_held(text: &str, queued: u32, held_micros: i64) {
+    assert_eq!(
+        sample(text, r#"vidgate_queue_depth{status="queued"}"#),
+        Some(f64::from(queued)),
+        "{text}"
+    );
+    assert_eq!(
+        sample(text, "vidgate_money_held_micros"),
+        Some(held_micros as f64),
+        "{text}"
+    );
+}
+
+/// Saves a provider's health as a node would, then scrapes the metrics.
+async fn scrape_after_saving(app: &TestApp, health: &ProviderHealth) -> String {
+    app.server.store.save_provider_health(health).await.unwrap();
+    scrape(app).await
+}
+
 async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
     let app = spawn_app_with_metrics(TestSettings {
         workers: 0,
         ..TestSettings::new(store)
     })
     .await;
-    let text = scrape(&app).await;
-    assert_eq!(
-        sample(&text, r#"vidgate_queue_depth{status="queued"}"#),
-        Some(0.0)
-    );
-    assert_eq!(sample(&text, "vidgate_money_held_micros"), Some(0.0));
+    assert_queued_and_held(&scrape(&app).await, 0, 0);
 
     app.submit_ok(M1_T2V, quick_body("first")).await;
     let second = app.submit_ok(M1_T2V, quick_body("second")).await;
     let held = app.account_state(&app.account.account.id).await.held;
     assert!(held.0 > 0);
     let text = scrape(&app).await;
-    assert_eq!(
-        sample(&text, r#"vidgate_queue_depth{status="queued"}"#),
-        Some(2.0)
-    );
+    assert_queued_and_held(&text, 2, held.0);
     assert_eq!(
         sample(&text, r#"vidgate_queue_depth{status="running"}"#),
         Some(0.0)
-    );
-    assert_eq!(
-        sample(&text, "vidgate_money_held_micros"),
-        Some(held.0 as f64)
     );
 
     // The wait of each account waiting, longest first, without its id:
     // another account's job, submitted later, ranks second.
     let other = app.new_account(10).await;
     let response = app
-        .post_json(
-            &format!("/run/{M1_T2V}"),
-            &other.api_key,
-            &quick_body("another account's"),
-        )
+        .submit_quick_with_key(&other.api_key, "another account's")
         .await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let others: Value = response.json().await.unwrap();
@@ -352,7 +351,7 @@ async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
     );
 
     // A provider's circuit, as a node saved it, is a gauge per provider.
-    let mut health = vidgate_server::store::ProviderHealth {
+    let mut health = ProviderHealth {
         provider: "fal".to_owned(),
         open: true,
         consecutive_failures: 5,
@@ -362,12 +361,7 @@ async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
         node_id: "node-a".to_owned(),
         updated_at: vidgate_server::store::now_millis(),
     };
-    app.server
-        .store
-        .save_provider_health(&health)
-        .await
-        .unwrap();
-    let text = scrape(&app).await;
+    let text = scrape_after_saving(&app, &health).await;
     assert_eq!(
         sample(&text, r#"vidgate_provider_circuit_open{provider="fal"}"#),
         Some(1.0)
@@ -381,12 +375,7 @@ async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
     );
     health.open = false;
     health.consecutive_failures = 0;
-    app.server
-        .store
-        .save_provider_health(&health)
-        .await
-        .unwrap();
-    let text = scrape(&app).await;
+    let text = scrape_after_saving(&app, &health).await;
     assert_eq!(
         sample(&text, r#"vidgate_provider_circuit_open{provider="fal"}"#),
         Some(0.0)
@@ -397,15 +386,7 @@ async fn metrics_show_queued_work_and_the_money_it_holds(store: StoreKind) {
         StatusCode::OK
     );
     let held = app.account_state(&app.account.account.id).await.held;
-    let text = scrape(&app).await;
-    assert_eq!(
-        sample(&text, r#"vidgate_queue_depth{status="queued"}"#),
-        Some(1.0)
-    );
-    assert_eq!(
-        sample(&text, "vidgate_money_held_micros"),
-        Some(held.0 as f64)
-    );
+    assert_queued_and_held(&scrape(&app).await, 1, held.0);
     app.server.shutdown().await;
 }
 
@@ -483,20 +464,8 @@ async fn the_sweep_deletes_clips_and_uploads_past_retention(store: StoreKind) {
             &json!({ "prompt": "too late", "image_url": upload_url, "duration": 2, "resolution": "480p" }),
         )
         .await;
-    let body = assert_error(
-        response,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("image_url"),
-    )
-    .await;
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("expired"),
-        "{body}"
-    );
+    let body = assert_invalid_request(response, "image_url").await;
+    assert_error_message_contains(&body, "expired");
     // A second pass, on this node or another, finds nothing left to do.
     let report = retention::sweep(app.server.store.as_ref(), &storage, keep_for, later)
         .await

@@ -139,13 +139,7 @@ async fn accounts_are_created_listed_and_shown(store: StoreKind) {
         .send()
         .await
         .unwrap();
-    assert_error(
-        unnamed,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("name"),
-    )
-    .await;
+    assert_invalid_request(unnamed, "name").await;
     app.server.shutdown().await;
 }
 
@@ -193,13 +187,7 @@ async fn a_top_up_is_applied_exactly_once(store: StoreKind) {
     .send()
     .await
     .unwrap();
-    assert_error(
-        unkeyed,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("Idempotency-Key"),
-    )
-    .await;
+    assert_invalid_request(unkeyed, "Idempotency-Key").await;
     for (body, param) in [
         (
             json!({ "amount_micros": 0, "reason": "zero" }),
@@ -212,13 +200,7 @@ async fn a_top_up_is_applied_exactly_once(store: StoreKind) {
         (json!({ "amount_micros": 5, "reason": "" }), "reason"),
     ] {
         let refused = credit(&app, &account_id, "refused", body).await;
-        assert_error(
-            refused,
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            Some(param),
-        )
-        .await;
+        assert_invalid_request(refused, param).await;
     }
     let unknown = credit(
         &app,
@@ -268,13 +250,7 @@ async fn model_pauses_and_every_change_are_audited(store: StoreKind) {
             json!({ "prompt": "a kite", "duration": 3 }),
         )
         .await;
-    assert_error(
-        refused,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "model_unavailable",
-        None,
-    )
-    .await;
+    assert_model_unavailable(refused).await;
     let resume = as_operator(
         app.client
             .post(admin_url(&app, "/models/vendor_1/model_1/resume")),
@@ -404,13 +380,7 @@ async fn keys_limits_users_and_usage(store: StoreKind) {
     )
     .await
     .unwrap();
-    assert_error(
-        refused,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("burst"),
-    )
-    .await;
+    assert_invalid_request(refused, "burst").await;
 
     let user = post(
         format!("/accounts/{account_id}/users"),
@@ -659,13 +629,7 @@ async fn debits_take_money_back_once_and_never_below_zero(store: StoreKind) {
     .await;
     // More than the balance is refused whole.
     let response = debit("chargeback-2", after.balance.0 + 1).await.unwrap();
-    assert_error(
-        response,
-        StatusCode::PAYMENT_REQUIRED,
-        "insufficient_balance",
-        None,
-    )
-    .await;
+    assert_insufficient_balance(response).await;
     assert_eq!(app.account_state(&account_id).await.balance, after.balance);
     // The whole balance may go.
     let response = debit("chargeback-3", after.balance.0).await.unwrap();
@@ -704,13 +668,7 @@ async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
     for prompt in ["first", "second"] {
         ids.push(app.submit_ok(M1_T2V, quick_body(prompt)).await["id"].clone());
     }
-    let response = app
-        .post_json(
-            &format!("/run/{M1_T2V}"),
-            &other.api_key,
-            &quick_body("theirs"),
-        )
-        .await;
+    let response = app.submit_quick_with_key(&other.api_key, "theirs").await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let theirs: Value = response.json().await.unwrap();
     for id in ids.iter().chain([&theirs["id"]]) {
@@ -801,13 +759,7 @@ async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
     .send()
     .await
     .unwrap();
-    assert_error(
-        response,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("created_from"),
-    )
-    .await;
+    assert_invalid_request(response, "created_from").await;
     app.server.shutdown().await;
 }
 

@@ -65,6 +65,23 @@ fn plain_job<'a>(target: &'a ProviderTarget, input: &'a Value) -> JobToCreate<'a
     }
 }
 
+/// Submits `input` to the model `target` with a minute for each deadline,
+/// the completion posted to `webhook_url` when one is given.
+async fn submit_for_a_minute(
+    client: &dyn ProviderProtocol,
+    target: &str,
+    input: &Value,
+    webhook_url: Option<&str>,
+) -> Result<String, ProviderError> {
+    let target = ProviderTarget(target.into());
+    client
+        .submit(&JobToCreate {
+            webhook_url,
+            ..plain_job(&target, input)
+        })
+        .await
+}
+
 fn unix_now() -> i64 {
     fake_providers::now_seconds() as i64
 }
@@ -344,9 +361,7 @@ async fn rate_limits_outages_and_bad_credentials_are_told_apart() {
     )
     .unwrap();
     assert!(matches!(
-        stranger
-            .submit(&plain_job(&ProviderTarget(FAL_T2V.into()), &input))
-            .await,
+        submit_for_a_minute(&stranger, FAL_T2V, &input, None).await,
         Err(ProviderError::Unauthorized { .. })
     ));
     let stranger = ReplicateClient::new(
@@ -404,13 +419,7 @@ async fn signed_webhooks_verify_with_the_published_keys_and_secret() {
     let (hook, received) = webhook_receiver().await;
     let fal_client = fal_client(&fake, Duration::from_secs(5));
     let input = json!({ "prompt": "a signed kite", "duration": 1 });
-    let id = fal_client
-        .submit(&JobToCreate {
-            target: &ProviderTarget(FAL_T2V.into()),
-            input: &input,
-            webhook_url: Some(&hook),
-            deadlines: deadlines(60),
-        })
+    let id = submit_for_a_minute(&fal_client, FAL_T2V, &input, Some(&hook))
         .await
         .unwrap();
     let jwks = reqwest::get(fake.fal_jwks_url())
@@ -434,13 +443,7 @@ async fn signed_webhooks_verify_with_the_published_keys_and_secret() {
     received.lock().unwrap().clear();
     let replicate_client = replicate_client(&fake, Duration::from_secs(5));
     let secret = replicate_client.webhook_secret().await.unwrap();
-    let id = replicate_client
-        .submit(&JobToCreate {
-            target: &ProviderTarget(REPLICATE_KLING.into()),
-            input: &input,
-            webhook_url: Some(&hook),
-            deadlines: deadlines(60),
-        })
+    let id = submit_for_a_minute(&replicate_client, REPLICATE_KLING, &input, Some(&hook))
         .await
         .unwrap();
     // `start` and `completed`, as the client asked.
@@ -490,6 +493,35 @@ async fn replicate_prefer_wait_answers_with_the_finished_prediction() {
     assert_eq!(fake.jobs()[0].deadline, Some(JobDeadline::Lifetime(90.0)));
 }
 
+/// The program that `variable` names, or `None` when it is not set: the
+/// caller skips its test, and this says so and what the program is for.
+fn program_named_by(variable: &str, program_for: &str) -> Option<std::ffi::OsString> {
+    let program = std::env::var_os(variable);
+    if program.is_none() {
+        eprintln!("skipped: set {variable} to {program_for}");
+    }
+    program
+}
+
+/// Runs `command` to its end on a blocking thread (`runs` is the message if
+/// it cannot start); its exit status and all it printed, standard output
+/// first.
+async fn run_program(
+    mut command: std::process::Command,
+    runs: &str,
+) -> (std::process::ExitStatus, String) {
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect(runs);
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status, printed)
+}
+
 /// The Replicate operations the fake implements, by their operation ids in
 /// Replicate's OpenAPI document: create a prediction of an official model,
 /// get, list and cancel predictions, and the default webhook secret.
@@ -510,10 +542,10 @@ const FAKE_REPLICATE_OPERATIONS: [&str; 5] = [
 /// this test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_fake_replicate_answers_as_replicates_openapi_document_describes() {
-    let Some(schemathesis) = std::env::var_os("VIDGATE_TEST_SCHEMATHESIS") else {
-        eprintln!(
-            "skipped: set VIDGATE_TEST_SCHEMATHESIS to a schemathesis program to check the fake Replicate against its OpenAPI document"
-        );
+    let Some(schemathesis) = program_named_by(
+        "VIDGATE_TEST_SCHEMATHESIS",
+        "a schemathesis program to check the fake Replicate against its OpenAPI document",
+    ) else {
         return;
     };
     let fake = protocol_fake().await;
@@ -532,13 +564,14 @@ async fn the_fake_replicate_answers_as_replicates_openapi_document_describes() {
     // a hosted model and a prediction that exists, and the generated
     // requests test what the document describes: bodies, headers, queries
     // and the answers to them.
-    let existing = replicate_client(&fake, Duration::from_secs(10))
-        .submit(&plain_job(
-            &ProviderTarget(REPLICATE_KLING.into()),
-            &json!({ "prompt": "a kite for schemathesis", "duration": 1 }),
-        ))
-        .await
-        .expect("the fake creates a prediction");
+    let existing = submit_for_a_minute(
+        &replicate_client(&fake, Duration::from_secs(10)),
+        REPLICATE_KLING,
+        &json!({ "prompt": "a kite for schemathesis", "duration": 1 }),
+        None,
+    )
+    .await
+    .expect("the fake creates a prediction");
     let (owner, name) = REPLICATE_KLING.split_once('/').unwrap();
     let working_directory = tempfile::tempdir().unwrap();
     let config = working_directory.path().join("schemathesis.toml");
@@ -589,17 +622,9 @@ async fn the_fake_replicate_answers_as_replicates_openapi_document_describes() {
     for operation in FAKE_REPLICATE_OPERATIONS {
         command.args(["--include-operation-id", operation]);
     }
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("schemathesis runs");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (status, report) = run_program(command, "schemathesis runs").await;
     assert!(
-        output.status.success(),
+        status.success(),
         "schemathesis found the fake Replicate unlike its OpenAPI document:\n{report}"
     );
 }
@@ -613,10 +638,10 @@ async fn the_fake_replicate_answers_as_replicates_openapi_document_describes() {
 /// providers, and not as their own code reads them, fails here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_providers_own_clients_work_against_the_fake() {
-    let Some(python) = std::env::var_os("VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON") else {
-        eprintln!(
-            "skipped: set VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON to a Python with replicate and fal-client to check the fake with the providers' own clients"
-        );
+    let Some(python) = program_named_by(
+        "VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON",
+        "a Python with replicate and fal-client to check the fake with the providers' own clients",
+    ) else {
         return;
     };
     let fake = protocol_fake().await;
@@ -625,23 +650,14 @@ async fn the_providers_own_clients_work_against_the_fake() {
     fake.switches(|switches| switches.queue_for = Duration::from_millis(800));
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/provider_clients.py");
     let base_url = fake.base_url();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(script)
-            .arg(base_url)
-            .arg(FAL_KEY)
-            .arg(REPLICATE_TOKEN)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("the Python runs");
-    let printed = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "{printed}");
+    let mut command = std::process::Command::new(python);
+    command
+        .arg(script)
+        .arg(base_url)
+        .arg(FAL_KEY)
+        .arg(REPLICATE_TOKEN);
+    let (status, printed) = run_program(command, "the Python runs").await;
+    assert!(status.success(), "{printed}");
     assert!(
         printed.contains("replicate: create, wait, cancel, list: ok"),
         "{printed}"
@@ -674,8 +690,7 @@ async fn the_fake_refuses_inputs_the_published_schemas_do_not_take() {
             json!({ "prompt": "a kite", "duration": 5, "generate_audio": true }),
         ),
     ] {
-        let refused = client
-            .submit(&plain_job(&ProviderTarget(target.into()), &input))
+        let refused = submit_for_a_minute(client, target, &input, None)
             .await
             .unwrap_err();
         assert!(

@@ -17,7 +17,7 @@ use common::*;
 use fake_providers::{FakeProviders, PADDED_OUTPUT_FREE_BYTES, Provider, example_backends};
 use image::{Rgb, RgbImage};
 use reqwest::StatusCode;
-use reqwest::header::{ACCEPT_RANGES, CONTENT_RANGE, CONTENT_TYPE, RANGE};
+use reqwest::header::{ACCEPT_RANGES, CONTENT_RANGE, CONTENT_TYPE};
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 use vidgate_server::storage::{AmazonS3Builder, ReadError, Storage, StorageConfig};
@@ -120,12 +120,17 @@ impl Drop for Moto {
     }
 }
 
-async fn spawn_s3_app(store: StoreKind, moto: &Moto) -> TestApp {
-    spawn_app_with(TestSettings {
+/// A moto server and an app that keeps its files in its bucket; `None`
+/// (the caller skips its test) when no moto server is configured.
+async fn moto_and_s3_app(store: StoreKind, test_name: &str) -> Option<(Moto, TestApp)> {
+    let program = moto_program(test_name)?;
+    let moto = Moto::start(&program).await;
+    let app = spawn_app_with(TestSettings {
         storage: moto.storage(),
         ..TestSettings::new(store)
     })
-    .await
+    .await;
+    Some((moto, app))
 }
 
 /// `POST /uploads/initiate`, asserting the presigned upload's shape.
@@ -167,11 +172,9 @@ fn image_to_video(image_url: &str) -> Value {
 }
 
 async fn a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket(store: StoreKind) {
-    let Some(program) = moto_program("a_presigned_upload_renders") else {
+    let Some((moto, app)) = moto_and_s3_app(store, "a_presigned_upload_renders").await else {
         return;
     };
-    let moto = Moto::start(&program).await;
-    let app = spawn_s3_app(store, &moto).await;
     let image = common::png([40, 120, 200]);
     let record = initiate(
         &app,
@@ -182,13 +185,9 @@ async fn a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket(store
     put_presigned(&app, &record, image.clone()).await;
     let url = record["url"].as_str().unwrap();
 
-    let submitted = app
-        .submit_ok("vendor_1/model_1/image-to-video", image_to_video(url))
-        .await;
     let done = app
-        .wait_for_status(submitted["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .run_to_success("vendor_1/model_1/image-to-video", image_to_video(url))
         .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
 
     // The upload is served back through vidgate with its probed type.
     let served = app.client.get(url).send().await.unwrap();
@@ -214,13 +213,7 @@ async fn a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket(store
     assert_eq!(whole.headers()[ACCEPT_RANGES], "bytes");
     assert_eq!(whole.bytes().await.unwrap().as_ref(), clip.as_slice());
 
-    let part = app
-        .client
-        .get(video_url)
-        .header(RANGE, "bytes=100-1099")
-        .send()
-        .await
-        .unwrap();
+    let part = app.get_range(video_url, "bytes=100-1099").await;
     assert_eq!(part.status(), StatusCode::PARTIAL_CONTENT);
     assert_eq!(
         part.headers()[CONTENT_RANGE],
@@ -229,13 +222,7 @@ async fn a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket(store
     assert_eq!(part.headers()[CONTENT_TYPE], "video/mp4");
     assert_eq!(part.bytes().await.unwrap().as_ref(), &clip[100..1100]);
 
-    let tail = app
-        .client
-        .get(video_url)
-        .header(RANGE, "bytes=-10")
-        .send()
-        .await
-        .unwrap();
+    let tail = app.get_range(video_url, "bytes=-10").await;
     assert_eq!(tail.status(), StatusCode::PARTIAL_CONTENT);
     assert_eq!(
         tail.bytes().await.unwrap().as_ref(),
@@ -243,12 +230,8 @@ async fn a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket(store
     );
 
     let beyond = app
-        .client
-        .get(video_url)
-        .header(RANGE, format!("bytes={}-", clip.len()))
-        .send()
-        .await
-        .unwrap();
+        .get_range(video_url, &format!("bytes={}-", clip.len()))
+        .await;
     assert_eq!(beyond.status(), StatusCode::RANGE_NOT_SATISFIABLE);
     assert_eq!(
         beyond.headers()[CONTENT_RANGE],
@@ -256,11 +239,8 @@ async fn a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket(store
     );
 
     let missing = app
-        .client
-        .get(app.url("/files/outputs/nothing/gen_none.mp4"))
-        .send()
-        .await
-        .unwrap();
+        .get_without_key("/files/outputs/nothing/gen_none.mp4")
+        .await;
     assert_error(missing, StatusCode::NOT_FOUND, "not_found", None).await;
 
     // Another account cannot use the upload in its requests.
@@ -272,22 +252,16 @@ async fn a_presigned_upload_renders_and_the_clip_is_served_from_the_bucket(store
             &image_to_video(url),
         )
         .await;
-    assert_error(
-        refused,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("image_url"),
-    )
-    .await;
+    assert_invalid_request(refused, "image_url").await;
     assert_eq!(app.account_state(&other.account.id).await.held.0, 0);
 }
 
 async fn a_multipart_upload_is_stored_in_the_bucket(store: StoreKind) {
-    let Some(program) = moto_program("a_multipart_upload_is_stored_in_the_bucket") else {
+    let Some((moto, app)) =
+        moto_and_s3_app(store, "a_multipart_upload_is_stored_in_the_bucket").await
+    else {
         return;
     };
-    let moto = Moto::start(&program).await;
-    let app = spawn_s3_app(store, &moto).await;
     let image = common::png([40, 120, 200]);
     let part = Part::bytes(image.clone()).file_name("card.png");
     let response = app
@@ -313,13 +287,8 @@ async fn a_multipart_upload_is_stored_in_the_bucket(store: StoreKind) {
     assert_eq!(served.headers()[CONTENT_TYPE], "image/png");
     assert_eq!(served.bytes().await.unwrap().as_ref(), image.as_slice());
 
-    let submitted = app
-        .submit_ok("vendor_1/model_1/image-to-video", image_to_video(url))
+    app.run_to_success("vendor_1/model_1/image-to-video", image_to_video(url))
         .await;
-    let done = app
-        .wait_for_status(submitted["id"].as_str().unwrap(), &["succeeded", "failed"])
-        .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
 }
 
 async fn a_hosted_providers_output_is_streamed_into_the_bucket(store: StoreKind) {
@@ -339,16 +308,12 @@ async fn a_hosted_providers_output_is_streamed_into_the_bucket(store: StoreKind)
     })
     .await;
     // Tens of megabytes, so the clip goes to the bucket in several parts.
-    let submitted = app
-        .submit_ok(
+    let done = app
+        .run_to_success(
             "vendor_1/model_1/text-to-video",
             json!({ "prompt": "a kite over the sea [fake:padded-output]", "duration": 2 }),
         )
         .await;
-    let done = app
-        .wait_for_status(submitted["id"].as_str().unwrap(), &["succeeded", "failed"])
-        .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
     let job = &fake.jobs_at(Provider::Fal)[0];
     let produced = fake
         .state
@@ -375,11 +340,11 @@ async fn a_hosted_providers_output_is_streamed_into_the_bucket(store: StoreKind)
 }
 
 async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
-    let Some(program) = moto_program("direct_uploads_are_checked_on_first_use") else {
+    let Some((_moto, app)) =
+        moto_and_s3_app(store, "direct_uploads_are_checked_on_first_use").await
+    else {
         return;
     };
-    let moto = Moto::start(&program).await;
-    let app = spawn_s3_app(store, &moto).await;
 
     // Initiated but never PUT: the request names the field, nothing held.
     let record = initiate(&app, json!({})).await;
@@ -388,20 +353,8 @@ async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
     let refused = app
         .submit("vendor_1/model_1/image-to-video", image_to_video(url))
         .await;
-    let body = assert_error(
-        refused,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("image_url"),
-    )
-    .await;
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("has not been uploaded"),
-        "{body}"
-    );
+    let body = assert_invalid_request(refused, "image_url").await;
+    assert_error_message_contains(&body, "has not been uploaded");
 
     // Not media: refused with the field named; after a real image is PUT
     // to the same URL, the upload works.
@@ -409,13 +362,7 @@ async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
     let not_media = app
         .submit("vendor_1/model_1/image-to-video", image_to_video(url))
         .await;
-    assert_error(
-        not_media,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("image_url"),
-    )
-    .await;
+    assert_invalid_request(not_media, "image_url").await;
     put_presigned(&app, &record, common::png([40, 120, 200])).await;
     app.submit_ok("vendor_1/model_1/image-to-video", image_to_video(url))
         .await;
@@ -432,13 +379,7 @@ async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
             image_to_video(declared_video["url"].as_str().unwrap()),
         )
         .await;
-    assert_error(
-        mismatch,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("image_url"),
-    )
-    .await;
+    assert_invalid_request(mismatch, "image_url").await;
 
     // Bad initiate bodies name their field.
     for (body, param) in [
@@ -452,12 +393,7 @@ async fn direct_uploads_are_checked_on_first_use(store: StoreKind) {
         let response = app.post_json("/uploads/initiate", app.key(), &body).await;
         assert_error(response, StatusCode::BAD_REQUEST, "invalid_request", param).await;
     }
-    let no_key = app
-        .client
-        .post(app.url("/uploads/initiate"))
-        .send()
-        .await
-        .unwrap();
+    let no_key = app.post_without_key("/uploads/initiate").await;
     assert_error(no_key, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 
@@ -499,11 +435,11 @@ async fn render_seeded(
 /// checked and priced with; the next request uses the new bytes. The
 /// presigned URL is short-lived.
 async fn a_direct_upload_overwritten_after_its_first_use_does_not_change_the_job(store: StoreKind) {
-    let Some(program) = moto_program("a_direct_upload_overwritten_after_its_first_use") else {
+    let Some((_moto, app)) =
+        moto_and_s3_app(store, "a_direct_upload_overwritten_after_its_first_use").await
+    else {
         return;
     };
-    let moto = Moto::start(&program).await;
-    let app = spawn_s3_app(store, &moto).await;
     let red = png_of([220, 30, 30]);
     let blue = png_of([30, 30, 220]);
 

@@ -29,6 +29,11 @@ async fn upload(
         .unwrap()
 }
 
+/// Uploads a small PNG in the `file` field with its true type.
+async fn upload_a_png(app: &TestApp, key: &str) -> reqwest::Response {
+    upload(app, key, "file", common::png([200, 40, 40]), "image/png").await
+}
+
 async fn an_uploaded_image_is_probed_served_and_usable(store: StoreKind) {
     let app = spawn_app(store).await;
     let image = common::png([200, 40, 40]);
@@ -56,16 +61,11 @@ async fn an_uploaded_image_is_probed_served_and_usable(store: StoreKind) {
     assert_eq!(served.status(), StatusCode::OK);
     assert_eq!(served.bytes().await.unwrap().as_ref(), image.as_slice());
 
-    let submitted = app
-        .submit_ok(
-            "vendor_1/model_1/image-to-video",
-            json!({ "prompt": "the red card", "image_url": url, "duration": 2, "resolution": "480p", "generate_audio": false }),
-        )
-        .await;
-    let done = app
-        .wait_for_status(submitted["id"].as_str().unwrap(), &["succeeded", "failed"])
-        .await;
-    assert_eq!(done["status"], "succeeded", "{done}");
+    app.run_to_success(
+        "vendor_1/model_1/image-to-video",
+        json!({ "prompt": "the red card", "image_url": url, "duration": 2, "resolution": "480p", "generate_audio": false }),
+    )
+    .await;
 
     // Another account cannot use the upload in its requests.
     let other = app.new_account(10).await;
@@ -76,13 +76,7 @@ async fn an_uploaded_image_is_probed_served_and_usable(store: StoreKind) {
             &json!({ "prompt": "borrowed", "image_url": url }),
         )
         .await;
-    assert_error(
-        refused,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("image_url"),
-    )
-    .await;
+    assert_invalid_request(refused, "image_url").await;
     assert_eq!(app.account_state(&other.account.id).await.held.0, 0);
 }
 
@@ -117,13 +111,7 @@ async fn unsupported_or_missing_files_are_refused(store: StoreKind) {
         "image/png",
     )
     .await;
-    assert_error(
-        text,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("file"),
-    )
-    .await;
+    assert_invalid_request(text, "file").await;
     let wrong_field = upload(
         &app,
         app.key(),
@@ -132,24 +120,12 @@ async fn unsupported_or_missing_files_are_refused(store: StoreKind) {
         "image/png",
     )
     .await;
-    assert_error(
-        wrong_field,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("file"),
-    )
-    .await;
+    assert_invalid_request(wrong_field, "file").await;
     let not_multipart = app
         .post_json("/uploads", app.key(), &json!({ "file": "x" }))
         .await;
-    assert_error(
-        not_multipart,
-        StatusCode::BAD_REQUEST,
-        "invalid_request",
-        Some("file"),
-    )
-    .await;
-    let no_key = app.client.post(app.url("/uploads")).send().await.unwrap();
+    assert_invalid_request(not_multipart, "file").await;
+    let no_key = app.post_without_key("/uploads").await;
     assert_error(no_key, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 
@@ -157,14 +133,7 @@ async fn unsupported_or_missing_files_are_refused(store: StoreKind) {
 /// so another spelling of the same URL let another account use the upload.
 async fn no_spelling_of_an_upload_url_lets_another_account_use_it(store: StoreKind) {
     let app = spawn_app(store).await;
-    let response = upload(
-        &app,
-        app.key(),
-        "file",
-        common::png([200, 40, 40]),
-        "image/png",
-    )
-    .await;
+    let response = upload_a_png(&app, app.key()).await;
     assert_eq!(response.status(), StatusCode::CREATED);
     let record: Value = response.json().await.unwrap();
     let url = record["url"].as_str().unwrap().to_owned();
@@ -188,13 +157,7 @@ async fn no_spelling_of_an_upload_url_lets_another_account_use_it(store: StoreKi
                 &json!({ "prompt": "borrowed", "image_url": spelling, "duration": 2, "resolution": "480p" }),
             )
             .await;
-        assert_error(
-            refused,
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            Some("image_url"),
-        )
-        .await;
+        assert_invalid_request(refused, "image_url").await;
     }
     assert_eq!(app.account_state(&other.account.id).await.held.0, 0);
     // The owner may use another spelling of its own upload.
@@ -211,34 +174,13 @@ async fn an_account_without_credit_has_a_small_upload_quota(store: StoreKind) {
     let app = spawn_app(store).await;
     let free = app.new_account(0).await;
     for _ in 0..10 {
-        let response = upload(
-            &app,
-            &free.api_key,
-            "file",
-            common::png([200, 40, 40]),
-            "image/png",
-        )
-        .await;
+        let response = upload_a_png(&app, &free.api_key).await;
         assert_eq!(response.status(), StatusCode::CREATED);
     }
-    let refused = upload(
-        &app,
-        &free.api_key,
-        "file",
-        common::png([200, 40, 40]),
-        "image/png",
-    )
-    .await;
+    let refused = upload_a_png(&app, &free.api_key).await;
     assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
     for _ in 0..11 {
-        let response = upload(
-            &app,
-            app.key(),
-            "file",
-            common::png([200, 40, 40]),
-            "image/png",
-        )
-        .await;
+        let response = upload_a_png(&app, app.key()).await;
         assert_eq!(response.status(), StatusCode::CREATED);
     }
 }

@@ -156,6 +156,14 @@ fn body_with_webhook(prompt: &str, webhook_url: &str) -> Value {
     body
 }
 
+/// Submits a quick job whose webhook goes to `receiver`; its id.
+async fn submit_with_webhook_to(app: &TestApp, receiver: &Receiver, prompt: &str) -> String {
+    let submitted = app
+        .submit_ok(M1_T2V, body_with_webhook(prompt, &receiver.url()))
+        .await;
+    submitted["id"].as_str().unwrap().to_owned()
+}
+
 /// Polls the store's delivery log until the generation's only delivery
 /// reaches `status`, and returns it.
 async fn wait_for_delivery_status(
@@ -187,10 +195,7 @@ async fn wait_for_delivery_status(
 async fn a_succeeded_generation_is_delivered_signed_with_its_record(store: StoreKind) {
     let receiver = Receiver::start().await;
     let app = spawn_app(store).await;
-    let submitted = app
-        .submit_ok(M1_T2V, body_with_webhook("a kite", &receiver.url()))
-        .await;
-    let id = submitted["id"].as_str().unwrap();
+    let id = submit_with_webhook_to(&app, &receiver, "a kite").await;
 
     let delivery = &receiver.wait_for(1).await[0];
     delivery
@@ -215,12 +220,12 @@ async fn a_succeeded_generation_is_delivered_signed_with_its_record(store: Store
 
     let event = delivery.json();
     assert_eq!(event["type"], "generation.succeeded");
-    let record = app.generation(id).await;
+    let record = app.generation(&id).await;
     assert_eq!(event["data"], record, "the event carries GET's record");
     assert_eq!(event["timestamp"], record["completed_at"]);
     assert_eq!(event["data"]["status"], "succeeded");
 
-    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    let logged = wait_for_delivery_status(&app, &id, "delivered").await;
     assert_eq!(logged.attempts, 1);
     assert_eq!(logged.id, delivery.header("webhook-id"));
     assert_eq!(logged.attempt_log[0].record.status_code, Some(204));
@@ -233,10 +238,7 @@ async fn failed_attempts_are_retried_with_the_same_message(store: StoreKind) {
     let receiver = Receiver::start().await;
     receiver.answer_next([(500, vec![]), (502, vec![])]);
     let app = spawn_app(store).await;
-    let submitted = app
-        .submit_ok(M1_T2V, body_with_webhook("retried", &receiver.url()))
-        .await;
-    let id = submitted["id"].as_str().unwrap();
+    let id = submit_with_webhook_to(&app, &receiver, "retried").await;
 
     let attempts = receiver.wait_for(3).await;
     for attempt in &attempts {
@@ -258,7 +260,7 @@ async fn failed_attempts_are_retried_with_the_same_message(store: StoreKind) {
     assert!(first_gap >= Duration::from_millis(90), "{first_gap:?}");
     assert!(second_gap >= Duration::from_millis(180), "{second_gap:?}");
 
-    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    let logged = wait_for_delivery_status(&app, &id, "delivered").await;
     assert_eq!(logged.attempts, 3);
     let codes: Vec<_> = logged
         .attempt_log
@@ -282,13 +284,10 @@ async fn a_delivery_fails_after_its_last_attempt(store: StoreKind) {
     let receiver = Receiver::start().await;
     receiver.answer_next((0..10).map(|_| (500, vec![])));
     let app = spawn_app(store).await;
-    let submitted = app
-        .submit_ok(M1_T2V, body_with_webhook("never accepted", &receiver.url()))
-        .await;
-    let id = submitted["id"].as_str().unwrap();
+    let id = submit_with_webhook_to(&app, &receiver, "never accepted").await;
 
     // One attempt, then one per entry of the four-step test schedule.
-    let logged = wait_for_delivery_status(&app, id, "failed").await;
+    let logged = wait_for_delivery_status(&app, &id, "failed").await;
     assert_eq!(logged.attempts, 5);
     assert_eq!(logged.next_attempt_at, None);
     assert!(logged.completed_at.is_some());
@@ -316,12 +315,9 @@ async fn redirects_are_not_followed_and_count_as_failures(store: StoreKind) {
     let elsewhere = format!("{}/elsewhere", receiver.base);
     receiver.answer_next([(307, vec![("location", elsewhere)])]);
     let app = spawn_app(store).await;
-    let submitted = app
-        .submit_ok(M1_T2V, body_with_webhook("moved", &receiver.url()))
-        .await;
-    let id = submitted["id"].as_str().unwrap();
+    let id = submit_with_webhook_to(&app, &receiver, "moved").await;
 
-    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    let logged = wait_for_delivery_status(&app, &id, "delivered").await;
     assert_eq!(logged.attempts, 2);
     assert_eq!(logged.attempt_log[0].record.status_code, Some(307));
     assert!(
@@ -346,10 +342,7 @@ async fn a_delivery_written_before_a_restart_is_sent_after_it(store: StoreKind) 
     // No senders: the delivery can only wait in the outbox.
     settings.webhooks.senders = 0;
     let mut app = spawn_app_with(settings).await;
-    let submitted = app
-        .submit_ok(M1_T2V, body_with_webhook("outboxed", &receiver.url()))
-        .await;
-    let id = submitted["id"].as_str().unwrap().to_owned();
+    let id = submit_with_webhook_to(&app, &receiver, "outboxed").await;
     app.wait_for_status(&id, &["succeeded"]).await;
     let waiting = wait_for_delivery_status(&app, &id, "pending").await;
     assert_eq!(waiting.attempts, 0);
@@ -372,10 +365,7 @@ async fn retries_continue_after_a_restart(store: StoreKind) {
     let mut settings = TestSettings::new(store);
     settings.webhooks.retry_schedule = vec![Duration::from_millis(300); 6];
     let app = spawn_app_with(settings).await;
-    let submitted = app
-        .submit_ok(M1_T2V, body_with_webhook("flaky receiver", &receiver.url()))
-        .await;
-    let id = submitted["id"].as_str().unwrap().to_owned();
+    let id = submit_with_webhook_to(&app, &receiver, "flaky receiver").await;
     receiver.wait_for(2).await;
 
     let restarted_at = Instant::now();
@@ -401,10 +391,7 @@ async fn retries_continue_after_a_restart(store: StoreKind) {
 async fn a_canceled_generation_is_delivered(store: StoreKind) {
     let receiver = Receiver::start().await;
     let app = spawn_app_without_workers(store).await;
-    let submitted = app
-        .submit_ok(M1_T2V, body_with_webhook("never mind", &receiver.url()))
-        .await;
-    let id = submitted["id"].as_str().unwrap();
+    let id = submit_with_webhook_to(&app, &receiver, "never mind").await;
     let canceled = app
         .post_json(&format!("/generations/{id}/cancel"), app.key(), &json!({}))
         .await;
@@ -412,7 +399,7 @@ async fn a_canceled_generation_is_delivered(store: StoreKind) {
 
     let event = receiver.wait_for(1).await[0].json();
     assert_eq!(event["type"], "generation.canceled");
-    assert_eq!(event["data"], app.generation(id).await);
+    assert_eq!(event["data"], app.generation(&id).await);
     assert_eq!(event["data"]["status"], "canceled");
     assert_eq!(event["data"]["cost"]["amount_usd"], 0.0);
 }
@@ -515,12 +502,7 @@ async fn a_rotated_secret_signs_beside_the_previous_one_for_a_day(store: StoreKi
     let receiver = Receiver::start().await;
     let app = spawn_app(store).await;
     let previous = app.account.account.webhook_secret.clone();
-    let unauthenticated = app
-        .client
-        .post(app.url("/account/webhook-secret/rotate"))
-        .send()
-        .await
-        .unwrap();
+    let unauthenticated = app.post_without_key("/account/webhook-secret/rotate").await;
     assert_eq!(unauthenticated.status(), reqwest::StatusCode::UNAUTHORIZED);
 
     let rotated = app
@@ -561,14 +543,11 @@ async fn the_delivery_log_shows_every_attempt_and_a_retry_resends_now(store: Sto
     let receiver = Receiver::start().await;
     receiver.answer_next((0..5).map(|_| (500, vec![])));
     let app = spawn_app(store).await;
-    let submitted = app
-        .submit_ok(M1_T2V, body_with_webhook("logged", &receiver.url()))
-        .await;
-    let id = submitted["id"].as_str().unwrap();
+    let id = submit_with_webhook_to(&app, &receiver, "logged").await;
     let path = format!("/generations/{id}/webhook-deliveries");
-    wait_for_delivery_status(&app, id, "failed").await;
+    wait_for_delivery_status(&app, &id, "failed").await;
 
-    let log: Value = app.get(&path, app.key()).await.json().await.unwrap();
+    let log = app.get_json(&path, app.key()).await;
     assert_eq!(log["object"], "list");
     let delivery = &log["data"][0];
     let delivery_id = delivery["id"].as_str().unwrap().to_owned();
@@ -604,7 +583,7 @@ async fn the_delivery_log_shows_every_attempt_and_a_retry_resends_now(store: Sto
     received[5]
         .verify_with(&app.account.account.webhook_secret)
         .unwrap();
-    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    let logged = wait_for_delivery_status(&app, &id, "delivered").await;
     assert_eq!(logged.attempts, 6);
 
     // Nothing about other accounts' generations or unknown deliveries.
@@ -638,13 +617,10 @@ async fn the_delivery_log_shows_every_attempt_and_a_retry_resends_now(store: Sto
 async fn manual_re_sends_are_bounded_per_delivery_and_per_account(store: StoreKind) {
     let receiver = Receiver::start().await;
     let app = spawn_app(store).await;
-    let submitted = app
-        .submit_ok(M1_T2V, body_with_webhook("bounded", &receiver.url()))
-        .await;
-    let id = submitted["id"].as_str().unwrap();
+    let id = submit_with_webhook_to(&app, &receiver, "bounded").await;
     let path = format!("/generations/{id}/webhook-deliveries");
-    wait_for_delivery_status(&app, id, "delivered").await;
-    let log: Value = app.get(&path, app.key()).await.json().await.unwrap();
+    wait_for_delivery_status(&app, &id, "delivered").await;
+    let log = app.get_json(&path, app.key()).await;
     let retry_path = format!("{path}/{}/retry", log["data"][0]["id"].as_str().unwrap());
 
     // Five re-sends on request are sent, each once it is delivered again.
@@ -655,7 +631,7 @@ async fn manual_re_sends_are_bounded_per_delivery_and_per_account(store: StoreKi
             reqwest::StatusCode::ACCEPTED,
             "re-send {resend}"
         );
-        let logged = wait_for_delivery_status(&app, id, "delivered").await;
+        let logged = wait_for_delivery_status(&app, &id, "delivered").await;
         assert_eq!(logged.attempts, 1 + resend);
     }
     // The sixth is refused, and sends nothing.
@@ -677,7 +653,7 @@ async fn manual_re_sends_are_bounded_per_delivery_and_per_account(store: StoreKi
     )
     .await;
     assert_eq!(receiver.wait_for(6).await.len(), 6);
-    let logged = wait_for_delivery_status(&app, id, "delivered").await;
+    let logged = wait_for_delivery_status(&app, &id, "delivered").await;
     assert_eq!(logged.attempts, 6);
 }
 

@@ -100,25 +100,46 @@ async fn overview_status(api_base: &str, session: &str) -> StatusCode {
         .status()
 }
 
+/// The arguments of `vidgate admin user create` for `email` in `account_id`.
+fn user_create<'a>(account_id: &'a str, email: &'a str) -> [&'a str; 6] {
+    ["user", "create", "--account", account_id, "--email", email]
+}
+
+/// A fresh data directory with one account, "team", that the admin CLI
+/// made.
+struct TeamAccount {
+    data_dir: tempfile::TempDir,
+    account_id: String,
+}
+
+impl TeamAccount {
+    fn create() -> TeamAccount {
+        let mut team = TeamAccount {
+            data_dir: tempfile::tempdir().unwrap(),
+            account_id: String::new(),
+        };
+        let account = admin(
+            &team.environment(),
+            &["account", "create", "--name", "team"],
+        );
+        team.account_id = account["account_id"].as_str().unwrap().to_owned();
+        team
+    }
+
+    /// The environment that points the CLI and the server at the data
+    /// directory.
+    fn environment(&self) -> [(&'static str, &str); 1] {
+        [("VIDGATE_DATA_DIR", self.data_dir.path().to_str().unwrap())]
+    }
+}
+
 #[tokio::test]
 async fn created_users_sign_in_with_their_password() {
-    let data_dir = tempfile::tempdir().unwrap();
-    let data_dir_text = data_dir.path().to_str().unwrap();
-    let environment = [("VIDGATE_DATA_DIR", data_dir_text)];
-    let account = admin(&environment, &["account", "create", "--name", "team"]);
-    let account_id = account["account_id"].as_str().unwrap();
+    let team = TeamAccount::create();
+    let environment = team.environment();
+    let account_id = team.account_id.as_str();
 
-    let created = admin(
-        &environment,
-        &[
-            "user",
-            "create",
-            "--account",
-            account_id,
-            "--email",
-            "Ada@Example.com",
-        ],
-    );
+    let created = admin(&environment, &user_create(account_id, "Ada@Example.com"));
     assert!(created["id"].as_str().unwrap().starts_with("usr_"));
     assert_eq!(created["account_id"], account_id);
     assert_eq!(created["email"], "ada@example.com");
@@ -126,29 +147,9 @@ async fn created_users_sign_in_with_their_password() {
     assert!(one_time.len() >= 20, "{one_time}");
 
     // The same email in other letters is the same user.
-    let duplicate = admin_output(
-        &environment,
-        &[
-            "user",
-            "create",
-            "--account",
-            account_id,
-            "--email",
-            "ADA@example.com",
-        ],
-    );
+    let duplicate = admin_output(&environment, &user_create(account_id, "ADA@example.com"));
     assert!(!duplicate.status.success());
-    let missing = admin_output(
-        &environment,
-        &[
-            "user",
-            "create",
-            "--account",
-            "acct_missing",
-            "--email",
-            "x@example.com",
-        ],
-    );
+    let missing = admin_output(&environment, &user_create("acct_missing", "x@example.com"));
     assert!(!missing.status.success());
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_vidgate"))
@@ -184,22 +185,10 @@ async fn created_users_sign_in_with_their_password() {
 
 #[tokio::test]
 async fn users_are_signed_out_everywhere_and_removed() {
-    let data_dir = tempfile::tempdir().unwrap();
-    let data_dir_text = data_dir.path().to_str().unwrap();
-    let environment = [("VIDGATE_DATA_DIR", data_dir_text)];
-    let account = admin(&environment, &["account", "create", "--name", "team"]);
-    let account_id = account["account_id"].as_str().unwrap();
-    let created = admin(
-        &environment,
-        &[
-            "user",
-            "create",
-            "--account",
-            account_id,
-            "--email",
-            "ada@example.com",
-        ],
-    );
+    let team = TeamAccount::create();
+    let environment = team.environment();
+    let account_id = team.account_id.as_str();
+    let created = admin(&environment, &user_create(account_id, "ada@example.com"));
     let password = created["password"].as_str().unwrap().to_owned();
     let node = start_node(&environment, &[]);
     let api_base = node.api_base();

@@ -10,7 +10,7 @@ use crate::test_database;
 use crate::support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -59,17 +59,6 @@ fn create_account(database_url: &str, rps: &str, burst: &str) -> (String, String
         ],
     );
     (account_id, created["api_key"].as_str().unwrap().to_owned())
-}
-
-async fn get_json(client: &reqwest::Client, api_base: &str, path: &str, api_key: &str) -> Value {
-    let response = client
-        .get(format!("{api_base}{path}"))
-        .bearer_auth(api_key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    response.json().await.unwrap()
 }
 
 #[tokio::test]
@@ -129,42 +118,28 @@ async fn nodes_on_one_postgres_database_cap_charge_and_rescue_exactly() {
 
     // Kill the worker node while it runs jobs: with more jobs running than
     // the full node's two workers, some are the worker node's.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let running_path = "/generations?status=running&limit=100";
-        let running = get_json(&client, full_node.api_base(), running_path, &api_key).await;
-        if running["data"].as_array().unwrap().len() >= 3 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the worker node never took a job"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    support::wait_until_running(
+        &client,
+        full_node.api_base(),
+        &api_key,
+        3,
+        Duration::from_secs(30),
+        "the worker node never took a job",
+    )
+    .await;
     worker_node.child.kill().unwrap();
     worker_node.child.wait().unwrap();
 
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for id in &accepted {
-        loop {
-            let path = format!("/generations/{id}");
-            let generation = get_json(&client, api_node.api_base(), &path, &api_key).await;
-            let status = generation["status"].as_str().unwrap();
-            if status == "succeeded" {
-                break;
-            }
-            assert!(
-                status == "queued" || status == "running",
-                "{id} ended {status}: {generation}"
-            );
-            assert!(
-                Instant::now() < deadline,
-                "{id} never finished after the worker node died"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
+    support::wait_until_all_succeeded(
+        &client,
+        api_node.api_base(),
+        &api_key,
+        &accepted,
+        Duration::from_secs(120),
+        Duration::from_millis(250),
+        "the worker node died",
+    )
+    .await;
 
     let account = admin(&database.url, &["account", "show", &account_id]);
     assert_eq!(

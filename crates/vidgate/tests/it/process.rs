@@ -5,7 +5,7 @@
 use crate::support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::Node;
@@ -237,23 +237,15 @@ async fn a_killed_server_loses_no_job_and_no_cent() {
         );
     }
     // Wait until both workers hold a job, then kill the process outright.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let list: Value = client
-            .get(format!("{}/generations?status=running", first.api_base()))
-            .bearer_auth(&api_key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if list["data"].as_array().unwrap().len() == 2 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "jobs never started");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    support::wait_until_running(
+        &client,
+        first.api_base(),
+        &api_key,
+        2,
+        Duration::from_secs(20),
+        "jobs never started",
+    )
+    .await;
     first.child.kill().unwrap();
     first.child.wait().unwrap();
 
@@ -265,33 +257,16 @@ async fn a_killed_server_loses_no_job_and_no_cent() {
     );
 
     let second = start_server(data_dir.path());
-    let deadline = Instant::now() + Duration::from_secs(90);
-    for id in &ids {
-        loop {
-            let generation: Value = client
-                .get(format!("{}/generations/{id}", second.api_base()))
-                .bearer_auth(&api_key)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let status = generation["status"].as_str().unwrap().to_owned();
-            if status == "succeeded" {
-                break;
-            }
-            assert!(
-                status == "queued" || status == "running",
-                "{id} ended {status}: {generation}"
-            );
-            assert!(
-                Instant::now() < deadline,
-                "{id} never finished after the restart"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
+    support::wait_until_all_succeeded(
+        &client,
+        second.api_base(),
+        &api_key,
+        &ids,
+        Duration::from_secs(90),
+        Duration::from_millis(200),
+        "the restart",
+    )
+    .await;
     let settled = admin(data_dir.path(), &["account", "show", &account_id]);
     assert_ledger_balanced(&settled);
     assert_eq!(settled["held_usd"], 0.0);

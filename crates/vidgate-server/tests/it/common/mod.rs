@@ -308,25 +308,12 @@ impl TestApp {
     /// Stops the server as `vidgate serve` does on SIGTERM and starts a new
     /// one on the same database and data directory (on a new port).
     pub async fn restart(self) -> TestApp {
-        let TestApp {
-            server,
-            client,
-            account,
-            data_dir,
-            database,
-            settings,
-            ..
-        } = self;
-        server.shutdown().await;
-        let server = start_server(&settings, &data_dir, &database).await;
+        self.server.shutdown().await;
+        let server = start_server(&self.settings, &self.data_dir, &self.database).await;
         TestApp {
             api_base: server.api_base.clone(),
             server,
-            client,
-            account,
-            data_dir,
-            database,
-            settings,
+            ..self
         }
     }
 
@@ -377,6 +364,40 @@ impl TestApp {
             .unwrap()
     }
 
+    /// What the node's metrics listener serves (the app must have one).
+    pub async fn metrics_text(&self) -> String {
+        let metrics_addr = self.server.metrics_addr.expect("a metrics listener");
+        let url = format!("http://{metrics_addr}/metrics");
+        let response = self.client.get(url).send().await.unwrap();
+        response.text().await.unwrap()
+    }
+
+    /// GETs `path` with no key, as anyone on the internet may.
+    pub async fn get_without_key(&self, path: &str) -> Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// POSTs to `path` with no key and no body.
+    pub async fn post_without_key(&self, path: &str) -> Response {
+        self.client.post(self.url(path)).send().await.unwrap()
+    }
+
+    /// GETs `url` (one of our `/files/` URLs) with a `Range` header.
+    pub async fn get_range(&self, url: &str, range: &str) -> Response {
+        self.client
+            .get(url)
+            .header(reqwest::header::RANGE, range)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// GETs `path` with `key` and reads the answer as JSON, whatever its
+    /// status.
+    pub async fn get_json(&self, path: &str, key: &str) -> Value {
+        self.get(path, key).await.json().await.unwrap()
+    }
+
     pub async fn post_json(&self, path: &str, key: &str, body: &Value) -> Response {
         self.client
             .post(self.url(path))
@@ -400,6 +421,13 @@ impl TestApp {
 
     pub async fn submit(&self, endpoint: &str, body: Value) -> Response {
         self.post_json(&format!("/run/{endpoint}"), self.key(), &body)
+            .await
+    }
+
+    /// Submits a quick M1 text-to-video request with `key` (another
+    /// account's), whatever the answer.
+    pub async fn submit_quick_with_key(&self, key: &str, prompt: &str) -> Response {
+        self.post_json(&format!("/run/{M1_T2V}"), key, &quick_body(prompt))
             .await
     }
 
@@ -433,6 +461,24 @@ impl TestApp {
             // trips the rate limit the tests also exercise.
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
+    }
+
+    /// Submits with the test account's key, waits until the generation is
+    /// final and asserts that it succeeded; the final record.
+    pub async fn run_to_success(&self, endpoint: &str, body: Value) -> Value {
+        let submitted = self.submit_ok(endpoint, body).await;
+        let done = self
+            .wait_for_status(submitted["id"].as_str().unwrap(), &["succeeded", "failed"])
+            .await;
+        assert_eq!(done["status"], "succeeded", "{done}");
+        done
+    }
+
+    /// The bytes that `url` serves, fetched without a key (our `/files/`
+    /// URLs are signed, and media hosts are public).
+    pub async fn download(&self, url: &str) -> Vec<u8> {
+        let response = self.client.get(url).send().await.unwrap();
+        response.bytes().await.unwrap().to_vec()
     }
 
     /// Uploads a small PNG with the test account's key; its upload record.
@@ -478,13 +524,7 @@ impl TestApp {
         assert_eq!(response.status(), StatusCode::GONE, "{url}");
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], "gone", "{body}");
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("expired"),
-            "{body}"
-        );
+        assert_error_message_contains(&body, "expired");
     }
 
     /// The file on local disk behind one of our `/files/` URLs.
@@ -541,6 +581,53 @@ pub async fn assert_error(
         None => assert!(body["error"].get("param").is_none(), "{body}"),
     }
     body
+}
+
+/// Asserts that a request was refused with 400 `invalid_request` naming
+/// `param`, and returns the error body.
+pub async fn assert_invalid_request(response: Response, param: &str) -> Value {
+    assert_error(
+        response,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some(param),
+    )
+    .await
+}
+
+/// Asserts that a submit was refused with 503 `model_unavailable`, and
+/// returns the error body.
+pub async fn assert_model_unavailable(response: Response) -> Value {
+    assert_error(
+        response,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "model_unavailable",
+        None,
+    )
+    .await
+}
+
+/// Asserts that a request was refused with 402 `insufficient_balance`, and
+/// returns the error body.
+pub async fn assert_insufficient_balance(response: Response) -> Value {
+    assert_error(
+        response,
+        StatusCode::PAYMENT_REQUIRED,
+        "insufficient_balance",
+        None,
+    )
+    .await
+}
+
+/// Asserts that an error body's message says `fragment`.
+pub fn assert_error_message_contains(body: &Value, fragment: &str) {
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(fragment),
+        "{body}"
+    );
 }
 
 /// A quick, valid text-to-video body for M1.

@@ -189,3 +189,76 @@ pub fn sqlite_admin_json(data_dir: &std::path::Path, arguments: &[&str]) -> Valu
     );
     serde_json::from_slice(&output.stdout).expect("admin prints JSON")
 }
+
+/// GETs `path` under `api_base` with `api_key`, asserting 200; the JSON body.
+pub async fn get_json(
+    client: &reqwest::Client,
+    api_base: &str,
+    path: &str,
+    api_key: &str,
+) -> Value {
+    let response = client
+        .get(format!("{api_base}{path}"))
+        .bearer_auth(api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    response.json().await.unwrap()
+}
+
+/// Polls each generation in `ids` on `api_base` until it succeeds, every
+/// `poll`; fails if one ends any other way or is still unfinished `within`
+/// from now (`since` says after what, in the failure message).
+pub async fn wait_until_all_succeeded(
+    client: &reqwest::Client,
+    api_base: &str,
+    api_key: &str,
+    ids: &[String],
+    within: Duration,
+    poll: Duration,
+    since: &str,
+) {
+    let deadline = Instant::now() + within;
+    for id in ids {
+        loop {
+            let path = format!("/generations/{id}");
+            let generation = get_json(client, api_base, &path, api_key).await;
+            let status = generation["status"].as_str().unwrap();
+            if status == "succeeded" {
+                break;
+            }
+            assert!(
+                status == "queued" || status == "running",
+                "{id} ended {status}: {generation}"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "{id} never finished after {since}"
+            );
+            tokio::time::sleep(poll).await;
+        }
+    }
+}
+
+/// Polls `api_base` every 50 ms until at least `count` generations run
+/// there, failing with `never` if that takes longer than `within`.
+pub async fn wait_until_running(
+    client: &reqwest::Client,
+    api_base: &str,
+    api_key: &str,
+    count: usize,
+    within: Duration,
+    never: &str,
+) {
+    let deadline = Instant::now() + within;
+    loop {
+        let running_path = "/generations?status=running&limit=100";
+        let running = get_json(client, api_base, running_path, api_key).await;
+        if running["data"].as_array().unwrap().len() >= count {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{never}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
