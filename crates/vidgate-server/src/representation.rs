@@ -218,6 +218,31 @@ pub fn generation_json(generation: &Generation, api_base: &str) -> Value {
         .expect("a generation record is plain JSON")
 }
 
+/// A generation as the store answers it, for the unit tests of the
+/// modules that present one (here and `http/openapi.rs`).
+#[cfg(test)]
+pub(crate) fn sample_generation(status: GenerationStatus) -> Generation {
+    Generation {
+        id: "gen_1".into(),
+        account_id: "acct_1".into(),
+        model: "vendor_1/model_1".into(),
+        endpoint: "vendor_1/model_1/text-to-video".into(),
+        mode: "text-to-video".into(),
+        status,
+        input: serde_json::json!({ "prompt": "a fox", "duration": 5 }),
+        output: Some(serde_json::json!({ "video_url": "https://x/y.mp4" })),
+        error: None,
+        price: vidgate_core::Micros(500_000),
+        official_price: vidgate_core::Micros(600_000),
+        source: "api".into(),
+        webhook_url: None,
+        attempts: 1,
+        created_at: 1_795_000_000_000,
+        started_at: Some(1_795_000_001_000),
+        completed_at: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,35 +253,13 @@ mod tests {
         assert_eq!(rfc3339(1_795_000_000_123), "2026-11-18T11:06:40.123Z");
     }
 
-    fn generation(status: GenerationStatus) -> Generation {
-        Generation {
-            id: "gen_1".into(),
-            account_id: "acct_1".into(),
-            model: "vendor_1/model_1".into(),
-            endpoint: "vendor_1/model_1/text-to-video".into(),
-            mode: "text-to-video".into(),
-            status,
-            input: serde_json::json!({ "prompt": "a fox", "duration": 5 }),
-            output: Some(serde_json::json!({ "video_url": "https://x/y.mp4" })),
-            error: None,
-            price: vidgate_core::Micros(500_000),
-            official_price: vidgate_core::Micros(600_000),
-            source: "api".into(),
-            webhook_url: None,
-            attempts: 1,
-            created_at: 1_795_000_000_000,
-            started_at: Some(1_795_000_001_000),
-            completed_at: None,
-        }
-    }
-
     /// The hot reads write the record directly and webhooks send it as a
     /// value: both must be the same bytes, so a field added out of
     /// alphabetical order fails here.
     #[test]
     fn the_record_writes_the_bytes_of_its_value() {
         for status in [GenerationStatus::Running, GenerationStatus::Succeeded] {
-            let generation = generation(status);
+            let generation = sample_generation(status);
             let record = GenerationRecord::new(&generation, "https://api.example/api/v1");
             let direct = serde_json::to_string(&record).unwrap();
             let value = generation_json(&generation, "https://api.example/api/v1");

@@ -499,7 +499,7 @@ mod tests {
 
     use super::*;
     use crate::http::ApiError;
-    use crate::representation::{GenerationOutput, rfc3339};
+    use crate::representation::{GenerationOutput, rfc3339, sample_generation};
     use crate::store::{Account, AccountLimits, Generation};
 
     /// What `value` has that its schema does not list, and what the schema
@@ -576,23 +576,10 @@ mod tests {
         error: Option<Value>,
     ) -> Generation {
         Generation {
-            id: "gen_1".into(),
-            account_id: "acct_1".into(),
-            model: "vendor_1/model_1".into(),
-            endpoint: "vendor_1/model_1/text-to-video".into(),
-            mode: "text-to-video".into(),
-            status,
-            input: json!({ "prompt": "a fox", "duration": 5 }),
             output,
             error,
-            price: Micros(500_000),
-            official_price: Micros(600_000),
-            source: "api".into(),
-            webhook_url: None,
-            attempts: 1,
-            created_at: 1_795_000_000_000,
-            started_at: Some(1_795_000_001_000),
             completed_at: Some(1_795_000_002_000),
+            ..sample_generation(status)
         }
     }
 
