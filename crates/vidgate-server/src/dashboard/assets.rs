@@ -12,12 +12,14 @@ use crate::ids::sha256_hex;
 
 const STYLESHEET: &str = include_str!("assets/app.css");
 const SCRIPT: &str = include_str!("assets/app.js");
+const ICON: &str = include_str!("assets/icon.svg");
 
-/// The digest of both files: one version for both keeps the paths simple.
+/// The digest of the three files: one version for all keeps the paths simple.
 fn version() -> &'static str {
     static VERSION: OnceLock<String> = OnceLock::new();
-    VERSION
-        .get_or_init(|| sha256_hex(format!("{STYLESHEET}\0{SCRIPT}").as_bytes())[..16].to_owned())
+    VERSION.get_or_init(|| {
+        sha256_hex(format!("{STYLESHEET}\0{SCRIPT}\0{ICON}").as_bytes())[..16].to_owned()
+    })
 }
 
 pub fn stylesheet_path() -> &'static str {
@@ -30,10 +32,16 @@ pub fn script_path() -> &'static str {
     PATH.get_or_init(|| format!("/dashboard/assets/{}/app.js", version()))
 }
 
+pub fn icon_path() -> &'static str {
+    static PATH: OnceLock<String> = OnceLock::new();
+    PATH.get_or_init(|| format!("/dashboard/assets/{}/icon.svg", version()))
+}
+
 pub async fn serve(Path((requested_version, name)): Path<(String, String)>) -> Response {
     let (body, content_type) = match name.as_str() {
         "app.css" => (STYLESHEET, "text/css; charset=utf-8"),
         "app.js" => (SCRIPT, "text/javascript; charset=utf-8"),
+        "icon.svg" => (ICON, "image/svg+xml"),
         _ => return super::not_found(None),
     };
     // An old version's path is not served the new content under a year-long

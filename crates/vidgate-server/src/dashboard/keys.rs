@@ -2,13 +2,13 @@
 
 use askama::Template;
 use axum::Form;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::{CsrfForm, SignedIn};
-use super::{Layout, Section, display_time, render};
+use super::{Confirmation, Layout, Section, confirm_page, display_time, render};
 use crate::accounts;
 use crate::state::AppState;
 use crate::store::ApiKeyRecord;
@@ -49,32 +49,72 @@ struct KeysPage {
     /// The secret of the key just created: shown this once, never stored.
     new_key_secret: Option<String>,
     alert: Option<String>,
+    /// What the last action did ("The key … was revoked").
+    notice: Option<String>,
+}
+
+/// What the keys page shows besides the list.
+#[derive(Default)]
+struct KeysPageExtras {
+    new_key_secret: Option<String>,
+    alert: Option<String>,
+    /// The key a revocation just revoked, named in a notice.
+    revoked_key_id: Option<String>,
 }
 
 async fn keys_page(
     state: &AppState,
     signed_in: &SignedIn,
     status: StatusCode,
-    new_key_secret: Option<String>,
-    alert: Option<String>,
+    extras: KeysPageExtras,
 ) -> Response {
     let session = &signed_in.0;
     match state.store.api_keys(&session.account_id).await {
-        Ok(keys) => render(
-            status,
-            &KeysPage {
-                layout: Layout::signed_in(session, "API keys", Section::Keys),
-                keys: keys.into_iter().map(KeyRow::from).collect(),
-                new_key_secret,
-                alert,
-            },
-        ),
+        Ok(keys) => {
+            let keys: Vec<KeyRow> = keys.into_iter().map(KeyRow::from).collect();
+            // Only a key of this account that is revoked is named, so the
+            // query cannot make the page say anything else.
+            let notice = extras.revoked_key_id.and_then(|revoked_id| {
+                keys.iter()
+                    .find(|key| key.id == revoked_id && key.revoked)
+                    .map(|key| {
+                        format!(
+                            "The key \u{201c}{}\u{201d} was revoked: every request with it is refused.",
+                            key.name
+                        )
+                    })
+            });
+            render(
+                status,
+                &KeysPage {
+                    layout: Layout::signed_in(session, "API keys", Section::Keys),
+                    keys,
+                    new_key_secret: extras.new_key_secret,
+                    alert: extras.alert,
+                    notice,
+                },
+            )
+        }
         Err(error) => super::internal_error(error),
     }
 }
 
-pub async fn list(State(state): State<AppState>, signed_in: SignedIn) -> Response {
-    keys_page(&state, &signed_in, StatusCode::OK, None, None).await
+#[derive(Deserialize)]
+pub struct KeysQuery {
+    #[serde(default)]
+    revoked: Option<String>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Query(query): Query<KeysQuery>,
+) -> Response {
+    let extras = KeysPageExtras {
+        revoked_key_id: query.revoked,
+        ..KeysPageExtras::default()
+    };
+    keys_page(&state, &signed_in, StatusCode::OK, extras).await
 }
 
 #[derive(Deserialize)]
@@ -98,32 +138,66 @@ pub async fn create(
     let name = form.name.trim();
     if name.is_empty() || name.chars().count() > MAX_KEY_NAME_CHARS {
         let alert = format!("Give the key a name of 1 to {MAX_KEY_NAME_CHARS} characters.");
-        return keys_page(
-            &state,
-            &signed_in,
-            StatusCode::BAD_REQUEST,
-            None,
-            Some(alert),
-        )
-        .await;
+        let extras = KeysPageExtras {
+            alert: Some(alert),
+            ..KeysPageExtras::default()
+        };
+        return keys_page(&state, &signed_in, StatusCode::BAD_REQUEST, extras).await;
     }
     match accounts::create_api_key(state.store.as_ref(), &signed_in.0.account_id, name).await {
         Ok(created) => {
-            keys_page(
-                &state,
-                &signed_in,
-                StatusCode::OK,
-                Some(created.api_key),
-                None,
-            )
-            .await
+            let extras = KeysPageExtras {
+                new_key_secret: Some(created.api_key),
+                ..KeysPageExtras::default()
+            };
+            keys_page(&state, &signed_in, StatusCode::OK, extras).await
         }
         Err(error) => super::internal_error(error),
     }
 }
 
-/// Revokes one of the session's account's keys; another account's key, an
+/// Asks before a key is revoked: revoking cannot be undone, and every
+/// program that uses the key stops working. Another account's key, an
 /// unknown one or one already revoked is not found.
+pub async fn confirm_revoke(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(key_id): Path<String>,
+) -> Response {
+    let session = &signed_in.0;
+    let keys = match state.store.api_keys(&session.account_id).await {
+        Ok(keys) => keys,
+        Err(error) => return super::internal_error(error),
+    };
+    let Some(key) = keys
+        .into_iter()
+        .find(|key| key.id == key_id && key.revoked_at.is_none())
+    else {
+        return super::not_found(Some(session));
+    };
+    let question = format!("Revoke the key \u{201c}{}\u{201d}?", key.name);
+    let consequence = format!(
+        "Every request with the key {}\u{2026} is refused within a second, and it cannot be \
+         used again. Programs that use it need another key first.",
+        key.prefix
+    );
+    let action = format!("/dashboard/keys/{}/revoke", key.id);
+    confirm_page(
+        session,
+        Section::Keys,
+        Confirmation {
+            question: &question,
+            consequence: &consequence,
+            action: &action,
+            confirm_label: "Revoke key",
+            cancel_href: "/dashboard/keys",
+        },
+    )
+}
+
+/// Revokes one of the session's account's keys (the confirmation page's
+/// form); another account's key, an unknown one or one already revoked is
+/// not found.
 pub async fn revoke(
     State(state): State<AppState>,
     signed_in: SignedIn,
@@ -138,7 +212,9 @@ pub async fn revoke(
         .revoke_account_api_key(&signed_in.0.account_id, &key_id)
         .await
     {
-        Ok(true) => Redirect::to("/dashboard/keys").into_response(),
+        Ok(true) => {
+            Redirect::to(&format!("/dashboard/keys?revoked={key_id}")).into_response()
+        }
         Ok(false) => super::not_found(Some(&signed_in.0)),
         Err(error) => super::internal_error(error),
     }

@@ -29,8 +29,8 @@ mod webhooks;
 
 use askama::Template;
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -63,7 +63,10 @@ pub fn router() -> Router<AppState> {
         )
         .route("/sign-out", post(sign_in::sign_out))
         .route("/keys", get(keys::list).post(keys::create))
-        .route("/keys/{key_id}/revoke", post(keys::revoke))
+        .route(
+            "/keys/{key_id}/revoke",
+            get(keys::confirm_revoke).post(keys::revoke),
+        )
         .route("/generations", get(generations::list))
         .route("/generations/{generation_id}", get(generations::show))
         .route(
@@ -71,10 +74,13 @@ pub fn router() -> Router<AppState> {
             get(playground::show).post(playground::submit),
         )
         .route("/webhooks", get(webhooks::show))
-        .route("/webhooks/rotate", post(webhooks::rotate))
+        .route(
+            "/webhooks/rotate",
+            get(webhooks::confirm_rotate).post(webhooks::rotate),
+        )
         .route("/webhooks/secret", get(webhooks::secret))
         .route("/assets/{version}/{name}", get(assets::serve))
-        .fallback(|| async { not_found(None) })
+        .fallback(unknown_page)
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
         .layer(middleware::from_fn(security_headers));
     Router::new()
@@ -140,6 +146,7 @@ pub struct Layout {
     pub section: Section,
     pub stylesheet: &'static str,
     pub script: &'static str,
+    pub icon: &'static str,
 }
 
 impl Layout {
@@ -151,6 +158,7 @@ impl Layout {
             section,
             stylesheet: assets::stylesheet_path(),
             script: assets::script_path(),
+            icon: assets::icon_path(),
         }
     }
 
@@ -162,6 +170,7 @@ impl Layout {
             section: Section::None,
             stylesheet: assets::stylesheet_path(),
             script: assets::script_path(),
+            icon: assets::icon_path(),
         }
     }
 
@@ -214,6 +223,53 @@ pub fn error_page(
         &ErrorPage {
             layout,
             message: message.to_owned(),
+        },
+    )
+}
+
+/// A path under `/dashboard` that is no page: not found, inside the
+/// navigation when someone is signed in, so that they do not look signed
+/// out.
+async fn unknown_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    match session::current_session(state.store.as_ref(), &headers).await {
+        Ok(session) => not_found(session.as_ref()),
+        Err(error) => internal_error(error),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "confirm.html")]
+struct ConfirmPage<'a> {
+    layout: Layout,
+    question: &'a str,
+    /// What the action does, in words, so that nobody takes it by a slip.
+    consequence: &'a str,
+    /// Where the confirmation posts (with the session's CSRF token).
+    action: &'a str,
+    confirm_label: &'a str,
+    cancel_href: &'a str,
+}
+
+/// What a destructive action asks before it is taken: a page of its own
+/// (no script needed), whose one button posts the action's form.
+pub struct Confirmation<'a> {
+    pub question: &'a str,
+    pub consequence: &'a str,
+    pub action: &'a str,
+    pub confirm_label: &'a str,
+    pub cancel_href: &'a str,
+}
+
+pub fn confirm_page(session: &Session, section: Section, confirmation: Confirmation<'_>) -> Response {
+    render(
+        StatusCode::OK,
+        &ConfirmPage {
+            layout: Layout::signed_in(session, "Confirm", section),
+            question: confirmation.question,
+            consequence: confirmation.consequence,
+            action: confirmation.action,
+            confirm_label: confirmation.confirm_label,
+            cancel_href: confirmation.cancel_href,
         },
     )
 }

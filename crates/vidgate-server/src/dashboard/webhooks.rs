@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::{CSRF_HEADER, CsrfForm, SignedIn};
-use super::{Layout, Section, display_time, render};
+use super::{Confirmation, Layout, Section, confirm_page, display_time, render};
 use crate::accounts;
 use crate::state::AppState;
 use crate::store::{AccountDelivery, now_millis};
@@ -68,18 +68,22 @@ struct WebhooksPage {
     /// Until when the replaced secret still signs deliveries.
     previous_valid_until: Option<String>,
     deliveries: Vec<DeliveryRow>,
+    /// Right after a rotation: the page says so.
+    rotated: bool,
 }
 
 #[derive(Deserialize)]
-pub struct Reveal {
+pub struct WebhooksQuery {
     #[serde(default)]
     reveal: Option<String>,
+    #[serde(default)]
+    rotated: Option<String>,
 }
 
 pub async fn show(
     State(state): State<AppState>,
     signed_in: SignedIn,
-    Query(reveal): Query<Reveal>,
+    Query(query): Query<WebhooksQuery>,
 ) -> Response {
     let session = &signed_in.0;
     let store = state.store.as_ref();
@@ -104,8 +108,9 @@ pub async fn show(
                 .previous_webhook_secret_expires_at
                 .filter(|expires_at| *expires_at > now)
                 .map(display_time),
-            secret: reveal.reveal.is_some().then_some(account.webhook_secret),
+            secret: query.reveal.is_some().then_some(account.webhook_secret),
             deliveries: deliveries.into_iter().map(DeliveryRow::from).collect(),
+            rotated: query.rotated.is_some(),
         },
     )
 }
@@ -133,8 +138,27 @@ pub async fn secret(
     }
 }
 
-/// Issues a new secret; the replaced one keeps signing beside it for a day,
-/// as `POST /account/webhook-secret/rotate` does.
+/// Asks before the secret is rotated: receivers that check signatures must
+/// be given the new secret within the day the old one keeps signing.
+pub async fn confirm_rotate(signed_in: SignedIn) -> Response {
+    confirm_page(
+        &signed_in.0,
+        Section::Webhooks,
+        Confirmation {
+            question: "Rotate the signing secret?",
+            consequence: "A new secret signs every delivery from now on. The current one keeps \
+                          signing beside it for 24 hours only: put the new secret in your \
+                          receiver before then, or it will refuse the deliveries.",
+            action: "/dashboard/webhooks/rotate",
+            confirm_label: "Rotate secret",
+            cancel_href: "/dashboard/webhooks",
+        },
+    )
+}
+
+/// Issues a new secret (the confirmation page's form); the replaced one
+/// keeps signing beside it for a day, as `POST /account/webhook-secret/rotate`
+/// does.
 pub async fn rotate(
     State(state): State<AppState>,
     signed_in: SignedIn,
@@ -144,7 +168,7 @@ pub async fn rotate(
         return refused;
     }
     match accounts::rotate_webhook_secret(state.store.as_ref(), &signed_in.0.account_id).await {
-        Ok(Some(_)) => Redirect::to("/dashboard/webhooks").into_response(),
+        Ok(Some(_)) => Redirect::to("/dashboard/webhooks?rotated=1").into_response(),
         Ok(None) => super::not_found(Some(&signed_in.0)),
         Err(error) => super::internal_error(error),
     }

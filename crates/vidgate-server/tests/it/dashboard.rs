@@ -504,18 +504,93 @@ async fn a_key_is_created_shown_once_used_and_revoked(store: StoreKind) {
         "the API call was recorded as a use"
     );
 
+    // The list's Revoke leads to a page that asks; asking changes nothing.
+    let revoke_path = format!("/dashboard/keys/{}/revoke", key.id);
+    assert!(
+        listed
+            .body
+            .contains(&format!("<a class=\"button danger revoke-key\" href=\"{revoke_path}\"")),
+        "{}",
+        listed.body
+    );
+    let asked = browser.get(&revoke_path).await;
+    assert_eq!(asked.status, StatusCode::OK);
+    assert!(asked.body.contains("Revoke the key"), "{}", asked.body);
+    assert!(asked.body.contains(&format!("{}\u{2026}", key.prefix)));
+    assert!(asked.body.contains(&format!(
+        "<form id=\"confirm-action\" method=\"post\" action=\"{revoke_path}\""
+    )));
+    assert!(asked.body.contains("href=\"/dashboard/keys\">Cancel</a>"));
+    assert_eq!(app.get("/account", &secret).await.status(), StatusCode::OK);
+
     let revoked = browser
-        .post(
-            &format!("/dashboard/keys/{}/revoke", key.id),
-            &[("csrf_token", &csrf)],
-        )
+        .post(&revoke_path, &[("csrf_token", &csrf)])
         .await;
     assert_eq!(revoked.status, StatusCode::SEE_OTHER);
-    assert_eq!(revoked.location(), "/dashboard/keys");
+    assert_eq!(
+        revoked.location(),
+        format!("/dashboard/keys?revoked={}", key.id)
+    );
     let refused = app.get("/account", &secret).await;
     common::assert_error(refused, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
-    let listed = browser.get("/dashboard/keys").await;
+    // The page the revocation leads to says what happened.
+    let listed = browser.get(&revoked.location()).await;
     assert!(listed.body.contains("revoked"));
+    assert!(
+        listed
+            .body
+            .contains("<p class=\"notice\" id=\"notice\" role=\"status\">The key"),
+        "{}",
+        listed.body
+    );
+    // A revoked key is not asked about again.
+    assert_eq!(browser.get(&revoke_path).await.status, StatusCode::NOT_FOUND);
+}
+
+async fn a_revocation_notice_names_only_a_revoked_key_of_the_account(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let (mut browser, _) = signed_in_browser(&app).await;
+    // The account's own key is active: the query cannot make the page claim
+    // that it was revoked, nor put words of its own in the page.
+    for query in [app.account.key_id.as_str(), "<b>anything</b>"] {
+        let page = browser
+            .get(&format!("/dashboard/keys?{}", form_body(&[("revoked", query)])))
+            .await;
+        assert_eq!(page.status, StatusCode::OK);
+        assert!(!page.body.contains("id=\"notice\""), "{query}: {}", page.body);
+        assert!(!page.body.contains("<b>anything</b>"));
+    }
+}
+
+async fn an_unknown_dashboard_page_keeps_the_navigation(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let (mut browser, _) = signed_in_browser(&app).await;
+    let page = browser.get("/dashboard/no-such-page").await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(page.body.contains("<nav aria-label=\"Dashboard\">"), "{}", page.body);
+    assert!(page.body.contains("id=\"sign-out\""));
+    let mut anonymous = Browser::new(&app);
+    let signed_out = anonymous.get("/dashboard/no-such-page").await;
+    assert_eq!(signed_out.status, StatusCode::NOT_FOUND);
+    assert!(!signed_out.body.contains("<nav aria-label=\"Dashboard\">"));
+}
+
+async fn pages_name_an_icon_that_is_served(store: StoreKind) {
+    let app = spawn_app(store).await;
+    let (mut browser, _) = signed_in_browser(&app).await;
+    let page = browser.get("/dashboard").await;
+    let marker = "<link rel=\"icon\" type=\"image/svg+xml\" href=\"";
+    let start = page.body.find(marker).expect("the page names an icon") + marker.len();
+    let path = &page.body[start..start + page.body[start..].find('"').unwrap()];
+    let icon = browser
+        .client
+        .get(format!("{}{path}", browser.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(icon.status(), StatusCode::OK);
+    assert_eq!(icon.headers()["content-type"], "image/svg+xml");
+    assert!(icon.text().await.unwrap().starts_with("<svg"));
 }
 
 async fn another_account_sees_nothing_of_the_first(store: StoreKind) {
@@ -861,12 +936,43 @@ async fn the_webhook_secret_is_revealed_and_rotated(store: StoreKind) {
             .body
             .contains(&format!("<code id=\"webhook-secret\">{secret}</code>"))
     );
+    assert!(
+        revealed
+            .body
+            .contains("<button type=\"button\" id=\"copy-secret\" data-copy=\"webhook-secret\">")
+    );
+
+    // Rotate leads to a page that asks; asking changes nothing.
+    assert!(
+        page.body
+            .contains("<a class=\"button danger\" href=\"/dashboard/webhooks/rotate\">")
+    );
+    let asked = browser.get("/dashboard/webhooks/rotate").await;
+    assert_eq!(asked.status, StatusCode::OK);
+    assert!(asked.body.contains("Rotate the signing secret?"));
+    assert!(asked.body.contains("24 hours"));
+    assert!(asked.body.contains(
+        "<form id=\"confirm-action\" method=\"post\" action=\"/dashboard/webhooks/rotate\""
+    ));
+    assert_eq!(
+        app.account_state(&app.account.account.id)
+            .await
+            .webhook_secret,
+        secret
+    );
 
     let rotated = browser
         .post("/dashboard/webhooks/rotate", &[("csrf_token", &csrf)])
         .await;
     assert_eq!(rotated.status, StatusCode::SEE_OTHER);
-    assert_eq!(rotated.location(), "/dashboard/webhooks");
+    assert_eq!(rotated.location(), "/dashboard/webhooks?rotated=1");
+    let told = browser.get(&rotated.location()).await;
+    assert!(
+        told.body.contains("The signing secret was rotated"),
+        "{}",
+        told.body
+    );
+    assert!(told.body.contains("keeps signing beside it until"));
     let account = app.account_state(&app.account.account.id).await;
     assert_ne!(account.webhook_secret, secret);
     assert_eq!(
@@ -978,6 +1084,9 @@ on_both_stores!(
     a_session_is_an_api_caller_with_its_own_bucket,
     sign_out_revokes_the_session_on_the_server,
     a_key_is_created_shown_once_used_and_revoked,
+    a_revocation_notice_names_only_a_revoked_key_of_the_account,
+    an_unknown_dashboard_page_keeps_the_navigation,
+    pages_name_an_icon_that_is_served,
     another_account_sees_nothing_of_the_first,
     sign_in_attempts_are_rate_limited,
     a_wrong_password_elsewhere_does_not_lock_the_owner_out,

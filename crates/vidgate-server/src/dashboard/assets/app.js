@@ -55,6 +55,10 @@
         }
       }
       target.hidden = !target.hidden;
+      // What goes with the revealed element (its copy button) shows with it.
+      for (const companion of document.querySelectorAll(`[data-shown-with="${target.id}"]`)) {
+        companion.hidden = target.hidden;
+      }
       button.setAttribute("aria-expanded", String(!target.hidden));
       button.textContent = target.hidden ? "Reveal secret" : "Hide secret";
     });
