@@ -313,7 +313,7 @@ test('keys: create a key in the UI, its secret is shown once with a copy button'
   let shownPrefix = 0;
   while (shownPrefix < secret.length && rowText.includes(secret.slice(0, shownPrefix + 1))) shownPrefix += 1;
   assert.ok(shownPrefix >= 'vg_live_'.length + 4, `the row shows the key's prefix (${secret.slice(0, shownPrefix)})`);
-  assert.equal(await row.locator('form.revoke-key').count(), 1, 'an active key can be revoked');
+  assert.equal(await row.locator('a.revoke-key').count(), 1, 'an active key can be revoked');
 
   await page.click('button#copy-key');
   await page.waitForFunction((expected) => navigator.clipboard.readText().then((t) => t === expected), secret, { timeout: 5_000 });
@@ -518,10 +518,33 @@ test('webhooks: reveal and rotate the secret, see a delivery', async () => {
     assert.equal((await page.locator('#webhook-secret').textContent()).trim(), a.webhookSecret);
     await screenshot(page, 'webhooks');
 
+    // The revealed secret has a copy button.
+    await page.click('button#copy-secret');
+    await page.waitForFunction((expected) => navigator.clipboard.readText().then((t) => t === expected), a.webhookSecret, { timeout: 5_000 });
+
+    // Rotate asks first; Cancel leaves the secret as it was.
+    await Promise.all([
+      page.waitForURL(`${base}/dashboard/webhooks/rotate`, { waitUntil: 'load' }),
+      page.locator('#rotate-secret a.button').click(),
+    ]);
+    assert.match(await page.locator('#confirm-heading').textContent(), /Rotate the signing secret\?/);
+    await screenshot(page, 'webhooks-rotate-confirm');
     await Promise.all([
       page.waitForURL(`${base}/dashboard/webhooks`, { waitUntil: 'load' }),
-      page.locator('form#rotate-secret').locator('button, [type=submit]').first().click(),
+      page.click('a#confirm-cancel'),
     ]);
+    await page.click('button#reveal-secret');
+    await page.locator('#webhook-secret').waitFor({ state: 'visible' });
+    assert.equal((await page.locator('#webhook-secret').textContent()).trim(), a.webhookSecret, 'Cancel rotates nothing');
+    await Promise.all([
+      page.waitForURL(`${base}/dashboard/webhooks/rotate`, { waitUntil: 'load' }),
+      page.locator('#rotate-secret a.button').click(),
+    ]);
+    await Promise.all([
+      page.waitForURL(`${base}/dashboard/webhooks?rotated=1`, { waitUntil: 'load' }),
+      page.locator('form#confirm-action button[type=submit]').click(),
+    ]);
+    assert.match(await page.locator('#notice').textContent(), /signing secret was rotated/, 'the page says what happened');
     await page.click('button#reveal-secret');
     await page.locator('#webhook-secret').waitFor({ state: 'visible' });
     const rotated = (await page.locator('#webhook-secret').textContent()).trim();
@@ -533,19 +556,40 @@ test('webhooks: reveal and rotate the secret, see a delivery', async () => {
   assertNoPageProblems();
 });
 
+test('an unknown page keeps the navigation, and every page has an icon', async () => {
+  const page = state.pageA;
+  const response = await goto(page, '/dashboard/no-such-page');
+  assert.equal(response.status(), 404);
+  await assertPageFrame(page, response);
+  const icon = await page.locator('link[rel=icon]').getAttribute('href');
+  const served = await page.request.get(new URL(icon, base).href);
+  assert.equal(served.status(), 200, 'the icon is served');
+  assert.equal(served.headers()['content-type'], 'image/svg+xml');
+  assertNoPageProblems();
+});
+
 test('revoke the key in the UI and the API refuses it', async (t) => {
   if (!state.newKeyId) return t.skip('no key was created');
   const page = state.pageA;
   await goto(page, '/dashboard/keys');
   const row = () => page.locator(`table#keys tbody tr[data-key-id="${state.newKeyId}"]`);
+  // Revoke asks on a page of its own before anything happens.
+  await Promise.all([
+    page.waitForURL(`${base}/dashboard/keys/${state.newKeyId}/revoke`, { waitUntil: 'load' }),
+    row().locator('a.revoke-key').click(),
+  ]);
+  assert.match(await page.locator('#confirm-heading').textContent(), /Revoke the key/);
+  await screenshot(page, 'keys-revoke-confirm');
+  assert.equal((await apiJson('GET', '/account', { key: state.secret })).status, 200, 'asking revokes nothing');
   const [revoked] = await Promise.all([
     page.waitForResponse((r) => r.request().method() === 'POST' && r.request().isNavigationRequest()),
-    row().locator('form.revoke-key').locator('button, [type=submit]').first().click(),
+    page.locator('form#confirm-action button[type=submit]').click(),
   ]);
   assert.equal(revoked.status(), 303, 'revoking redirects');
-  await page.waitForURL(`${base}/dashboard/keys`);
+  await page.waitForURL(`${base}/dashboard/keys?revoked=${state.newKeyId}`);
+  assert.match(await page.locator('#notice').textContent(), /was revoked/, 'the page says what happened');
   assert.match(await row().textContent(), /revoked/i, 'the row says revoked');
-  assert.equal(await row().locator('form.revoke-key').count(), 0, 'a revoked key has no revoke form');
+  assert.equal(await row().locator('a.revoke-key').count(), 0, 'a revoked key has no revoke action');
   const refused = await apiJson('GET', '/account', { key: state.secret });
   assert.equal(refused.status, 401, 'the API refuses the revoked key');
   const other = await apiJson('GET', '/account', { key: a.apiKey });
@@ -603,8 +647,9 @@ test("a second account cannot see the first one's generation, keys or deliveries
     // and token of the second account must not revoke it.
     const revokeAction = await state.pageA
       .goto(`${base}/dashboard/keys`)
-      .then(() => state.pageA.locator(`tr[data-key-id="${a.keyId}"] form.revoke-key`).getAttribute('action'));
-    assert.ok(revokeAction, "the first account's key has a revoke form");
+      .then(() => state.pageA.locator(`tr[data-key-id="${a.keyId}"] a.revoke-key`).getAttribute('href'));
+    assert.ok(revokeAction, "the first account's key has a revoke action");
+    assert.equal((await context.request.get(new URL(revokeAction, base).href)).status(), 404, "another account's key is not asked about");
     const attempt = await context.request.post(new URL(revokeAction, base).href, {
       form: { csrf_token: csrf },
       maxRedirects: 0,
