@@ -477,9 +477,14 @@ test('overview: the balance, the spend chart and the ledger match the account', 
   assert.ok(rows.some((row) => /credit/i.test(row.text)), 'the ledger shows the credit');
   if (state.generationId) {
     const ofRun = rows.filter((row) => row.html.includes(state.generationId));
-    assert.ok(ofRun.some((row) => /hold/i.test(row.text)), "the ledger shows the run's hold");
-    assert.ok(ofRun.some((row) => /capture/i.test(row.text)), "the ledger shows the run's capture");
+    assert.ok(ofRun.some((row) => /hold/i.test(row.text) && /-\$/.test(row.text)), "the ledger shows the run's hold as money out");
+    assert.ok(ofRun.some((row) => /charge/i.test(row.text) && /held → spent/.test(row.text)), "the ledger shows the run's capture");
   }
+  // The newest row's balance after it is the balance shown above it.
+  const newestBalance = await page.locator('table#ledger tbody tr td.balance-after').first().textContent();
+  assert.equal(newestBalance.trim(), money(account.balance_usd), 'the running balance ends at the balance');
+  // Each time shows its full value on hover.
+  assert.match(await page.locator('table#ledger tbody tr td.time span').first().getAttribute('title'), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
   await screenshot(page, 'overview');
   assertNoPageProblems();
 });

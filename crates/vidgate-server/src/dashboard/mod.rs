@@ -314,6 +314,15 @@ pub fn display_time(unix_millis: i64) -> String {
     time.format(&format).unwrap_or_default()
 }
 
+/// A time to the second, for hover titles: `2026-11-21 22:50:07 UTC`.
+pub fn display_time_to_the_second(unix_millis: i64) -> String {
+    let time = time::OffsetDateTime::from_unix_timestamp_nanos(unix_millis as i128 * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let format =
+        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
+    time.format(&format).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

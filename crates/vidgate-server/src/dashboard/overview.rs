@@ -7,7 +7,7 @@ use axum::response::Response;
 use vidgate_core::Micros;
 
 use super::session::SignedIn;
-use super::{Layout, Section, display_time, render, usd};
+use super::{Layout, Section, display_time, display_time_to_the_second, render, usd};
 use crate::state::AppState;
 use crate::store::{DailySpend, LedgerEntry, now_millis};
 
@@ -34,20 +34,72 @@ struct Bar {
 
 struct LedgerRow {
     time: String,
-    kind: String,
-    amount: String,
+    /// The time to the second, shown on hover.
+    full_time: String,
+    /// The kind in words ("Refund", "Charge").
+    kind: &'static str,
+    /// The change of the available balance, signed ("+$5.00", "-$0.10"), or
+    /// for a capture, which moves held money to spent, the amount and what
+    /// it did.
+    change: String,
+    /// `in`, `out` or `held`: how the row is coloured.
+    direction: &'static str,
+    /// The available balance after this entry.
+    balance_after: String,
     generation_id: Option<String>,
 }
 
-impl From<LedgerEntry> for LedgerRow {
-    fn from(entry: LedgerEntry) -> LedgerRow {
-        LedgerRow {
-            time: display_time(entry.created_at),
-            kind: entry.kind,
-            amount: usd(entry.amount),
-            generation_id: entry.generation_id,
-        }
+/// How a ledger entry changes the money the account can still spend
+/// (`balance`): a hold takes it aside and a release gives it back, while a
+/// capture only turns held money into spent money.
+fn available_balance_change(kind: &str, amount: Micros) -> Micros {
+    match kind {
+        "credit" | "release" => amount,
+        "hold" | "debit" => Micros::ZERO - amount,
+        _ => Micros::ZERO,
     }
+}
+
+fn kind_in_words(kind: &str) -> &'static str {
+    match kind {
+        "credit" => "Credit",
+        "debit" => "Debit",
+        "hold" => "Hold",
+        "capture" => "Charge",
+        "release" => "Refund",
+        _ => "Other",
+    }
+}
+
+/// The rows of the ledger, newest first, each with the balance after it:
+/// the newest's is the account's balance read with the entries, and each
+/// older one's is the next newer's less that entry's change.
+fn ledger_rows(entries: Vec<LedgerEntry>, balance_after_newest: Micros) -> Vec<LedgerRow> {
+    let mut balance_after = balance_after_newest;
+    entries
+        .into_iter()
+        .map(|entry| {
+            let change = available_balance_change(&entry.kind, entry.amount);
+            let (shown_change, direction) = if entry.kind == "capture" {
+                (format!("{} held \u{2192} spent", usd(entry.amount)), "held")
+            } else if change.is_negative() {
+                (format!("-{}", usd(Micros::ZERO - change)), "out")
+            } else {
+                (format!("+{}", usd(change)), "in")
+            };
+            let row = LedgerRow {
+                time: display_time(entry.created_at),
+                full_time: display_time_to_the_second(entry.created_at),
+                kind: kind_in_words(&entry.kind),
+                change: shown_change,
+                direction,
+                balance_after: usd(balance_after),
+                generation_id: entry.generation_id,
+            };
+            balance_after = balance_after - change;
+            row
+        })
+        .collect()
 }
 
 #[derive(Template)]
@@ -111,7 +163,7 @@ pub async fn show(State(state): State<AppState>, signed_in: SignedIn) -> Respons
             .await?;
         Ok::<_, crate::store::StoreError>((account, spend, ledger))
     };
-    let (account, spend, ledger) = match loaded.await {
+    let (account, spend, recent) = match loaded.await {
         Ok((Some(account), spend, ledger)) => (account, spend, ledger),
         Ok((None, _, _)) => return super::not_found(Some(session)),
         Err(error) => return super::internal_error(error),
@@ -133,7 +185,10 @@ pub async fn show(State(state): State<AppState>, signed_in: SignedIn) -> Respons
             bars: bars(&spend, today),
             first_day: day_label(today - CHART_DAYS + 1),
             last_day: day_label(today),
-            ledger: ledger.into_iter().map(LedgerRow::from).collect(),
+            ledger: ledger_rows(
+                recent.entries,
+                recent.balance_after_newest.unwrap_or(account.balance),
+            ),
         },
     )
 }
@@ -162,5 +217,52 @@ mod tests {
         assert_eq!(bars[29].y, 0);
         assert_eq!(bars[15].height, 0);
         assert!(bars[29].label.ends_with("$4.00"), "{}", bars[29].label);
+    }
+
+    fn entry(kind: &str, usd_cents: i64) -> LedgerEntry {
+        LedgerEntry {
+            id: 0,
+            generation_id: None,
+            kind: kind.to_owned(),
+            amount: Micros::from_usd_cents(usd_cents),
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn ledger_rows_are_signed_and_carry_the_balance_after_each() {
+        // Oldest first: $25 credit, a $1 hold released, a $2 hold captured,
+        // $3 debited. Balance now: 25 - 2 - 3 = $20.
+        let newest_first = vec![
+            entry("debit", 300),
+            entry("capture", 200),
+            entry("hold", 200),
+            entry("release", 100),
+            entry("hold", 100),
+            entry("credit", 2500),
+        ];
+        let rows = ledger_rows(newest_first, Micros::from_usd_cents(2000));
+        let shown: Vec<(&str, &str, &str, &str)> = rows
+            .iter()
+            .map(|row| {
+                (
+                    row.kind,
+                    row.change.as_str(),
+                    row.direction,
+                    row.balance_after.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("Debit", "-$3.00", "out", "$20.00"),
+                ("Charge", "$2.00 held \u{2192} spent", "held", "$23.00"),
+                ("Hold", "-$2.00", "out", "$23.00"),
+                ("Refund", "+$1.00", "in", "$25.00"),
+                ("Hold", "-$1.00", "out", "$24.00"),
+                ("Credit", "+$25.00", "in", "$25.00"),
+            ]
+        );
     }
 }

@@ -16,6 +16,15 @@ pub struct LedgerEntry {
     pub created_at: i64,
 }
 
+/// The latest ledger entries of an account, newest first, and its
+/// available balance as it stood after the newest of them (none without
+/// entries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecentLedger {
+    pub entries: Vec<LedgerEntry>,
+    pub balance_after_newest: Option<Micros>,
+}
+
 /// The money captured on one UTC day.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DailySpend {
@@ -165,23 +174,38 @@ impl Store {
         Ok(rows.into_iter().map(ledger_entry_from_row).collect())
     }
 
-    /// The account's latest ledger entries, newest first.
+    /// The account's latest ledger entries, newest first, with the
+    /// account's available balance read by the same statement (so in the
+    /// same snapshot): the balance after the newest entry listed, from which
+    /// the balance after each older one follows.
     pub async fn recent_ledger_entries(
         &self,
         account_id: &str,
         limit: u32,
-    ) -> Result<Vec<LedgerEntry>, StoreError> {
-        let rows: Vec<LedgerRow> = fetch_on_reader!(
+    ) -> Result<RecentLedger, StoreError> {
+        let rows: Vec<(i64, Option<String>, String, i64, i64, i64)> = fetch_on_reader!(
             self,
             fetch_all,
             sqlx::query_as(
-                "SELECT id, generation_id, kind, amount_micros, created_at \
-                 FROM ledger_entries WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
+                "SELECT l.id, l.generation_id, l.kind, l.amount_micros, l.created_at, \
+                 a.balance_micros \
+                 FROM ledger_entries l JOIN accounts a ON a.id = l.account_id \
+                 WHERE l.account_id = $1 ORDER BY l.id DESC LIMIT $2",
             )
             .bind(account_id)
             .bind(limit as i64)
         )?;
-        Ok(rows.into_iter().map(ledger_entry_from_row).collect())
+        let balance_after_newest = rows.first().map(|row| Micros(row.5));
+        let entries = rows
+            .into_iter()
+            .map(|(id, generation_id, kind, amount, created_at, _)| {
+                ledger_entry_from_row((id, generation_id, kind, amount, created_at))
+            })
+            .collect();
+        Ok(RecentLedger {
+            entries,
+            balance_after_newest,
+        })
     }
 
     /// Money captured per UTC day since `since` (Unix ms), days without any

@@ -809,7 +809,7 @@ async fn generations_and_the_overview_show_the_account(store: StoreKind) {
         "<p id=\"balance\" class=\"amount\">{}</p>",
         vidgate_server::dashboard::usd(account.balance)
     )));
-    for kind in ["credit", "hold", "capture", "release"] {
+    for kind in ["Credit", "Hold", "Charge", "Refund"] {
         assert!(
             overview
                 .body
@@ -817,6 +817,26 @@ async fn generations_and_the_overview_show_the_account(store: StoreKind) {
             "{kind}"
         );
     }
+    // The newest entry's balance after it is the account's balance now, and
+    // the oldest (the first credit) leaves the balance at the credit.
+    let balances_after: Vec<&str> = overview
+        .body
+        .split("<td class=\"number balance-after\">")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('<').unwrap()])
+        .collect();
+    assert_eq!(
+        balances_after.first().copied(),
+        Some(vidgate_server::dashboard::usd(account.balance).as_str())
+    );
+    assert_eq!(
+        balances_after.last().copied(),
+        Some(vidgate_server::dashboard::usd(account.credited).as_str()),
+        "{}",
+        overview.body
+    );
+    assert!(overview.body.contains("<td class=\"number change\">-$"));
+    assert!(overview.body.contains("<td class=\"number change\">+$"));
     assert!(overview.body.contains("<svg id=\"spend-chart\""));
     // Today's bar is the only one with height, labelled with the capture.
     let captured = vidgate_server::dashboard::usd(account.captured);
