@@ -69,8 +69,9 @@ after(async () => {
   await browser?.close();
 });
 
-async function newContext() {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+// A laptop by default; a phone (390 × 844, the size issue 44 names) on asking.
+async function newContext(viewport = { width: 1280, height: 900 }) {
+  const context = await browser.newContext({ viewport });
   context.setDefaultTimeout(15_000);
   context.on('page', watchPage);
   return context;
@@ -570,6 +571,38 @@ test('an unknown page keeps the navigation, and every page has an icon', async (
   const served = await page.request.get(new URL(icon, base).href);
   assert.equal(served.status(), 200, 'the icon is served');
   assert.equal(served.headers()['content-type'], 'image/svg+xml');
+  assertNoPageProblems();
+});
+
+test('on a phone (390 px) no page scrolls sideways', async () => {
+  const context = await newContext({ width: 390, height: 844 });
+  try {
+    const page = await context.newPage();
+    const widthOf = () => page.evaluate(() => document.documentElement.scrollWidth);
+    await goto(page, '/dashboard/sign-in');
+    assert.ok((await widthOf()) <= 390, `the sign-in page is ${await widthOf()} px wide`);
+    await signIn(page, a.email, a.password);
+    const paths = ['/dashboard', '/dashboard/keys', '/dashboard/generations', '/dashboard/playground', '/dashboard/webhooks', '/dashboard/webhooks/rotate', '/dashboard/no-such-page'];
+    if (state.generationId) paths.push(`/dashboard/generations/${state.generationId}`);
+    const tooWide = [];
+    for (const urlPath of paths) {
+      await goto(page, urlPath);
+      const width = await widthOf();
+      if (width > 390) tooWide.push(`${urlPath}: ${width} px`);
+      await screenshot(page, `phone-${urlPath.split('/').slice(2).join('-') || 'overview'}`);
+    }
+    assert.deepEqual(tooWide, [], 'pages wider than the phone');
+    // The ledger is wider than a phone: it scrolls in its own box, which says so.
+    await goto(page, '/dashboard');
+    const ledgerBox = page.locator('.table-wrap', { has: page.locator('table#ledger') });
+    assert.ok(await ledgerBox.evaluate((box) => box.scrollWidth > box.clientWidth), 'the ledger scrolls inside its box');
+    assert.equal(await page.locator('.scroll-hint:visible').count() >= 1, true, 'a hint says the table scrolls');
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await goto(page, '/dashboard/keys');
+    assert.equal(await page.locator('.scroll-hint:visible').count(), 0, 'no hint where the table fits');
+  } finally {
+    await context.close();
+  }
   assertNoPageProblems();
 });
 

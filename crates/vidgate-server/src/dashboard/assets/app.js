@@ -64,6 +64,19 @@
     });
   }
 
+  // A table wider than its box scrolls inside it (never the page); say so
+  // above it, or a phone shows half a table with nothing to tell that the
+  // rest is there.
+  for (const wrap of document.querySelectorAll(".table-wrap")) {
+    const hint = document.createElement("p");
+    hint.className = "scroll-hint";
+    hint.textContent = "Scroll the table sideways to see all of it \u2192";
+    wrap.before(hint);
+    const mark = () => { hint.hidden = wrap.scrollWidth <= wrap.clientWidth + 1; };
+    mark();
+    window.addEventListener("resize", mark);
+  }
+
   // Selects that stand for a whole GET form.
   for (const select of document.querySelectorAll("select[data-autosubmit]")) {
     select.addEventListener("change", () => select.form.submit());
