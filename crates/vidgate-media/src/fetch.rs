@@ -89,7 +89,11 @@ pub enum FetchError {
         address: IpAddr,
         reason: &'static str,
     },
-    #[error("names a host that does not resolve: {0}")]
+    /// Said in the same words as `ForbiddenAddress`: were the two told
+    /// apart, the public quote would tell a stranger which names exist
+    /// inside the operator's network (those that resolve to a private
+    /// address). The host and the resolver's error are kept for the log.
+    #[error("is not a public address, which the service does not fetch from")]
     Unresolvable(String),
     #[error("redirected more than {0} times")]
     TooManyRedirects(usize),

@@ -15,6 +15,19 @@ pub fn new_generation_id() -> String {
     format!("gen_{}", uuid::Uuid::now_v7().simple())
 }
 
+/// Whether `text` has the shape of a generation id (`gen_` and 32
+/// lowercase hex digits): what an unauthenticated route checks before it
+/// looks a generation up or logs the text, which a URL's path may have
+/// decoded to anything, line breaks included.
+pub fn is_generation_id(text: &str) -> bool {
+    text.strip_prefix("gen_").is_some_and(|hex| {
+        hex.len() == 32
+            && hex
+                .bytes()
+                .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+    })
+}
+
 /// A webhook delivery's id, sent as `webhook-id` on every attempt so that
 /// receivers can recognise a retry of a message they already handled.
 pub fn new_webhook_message_id() -> String {
@@ -107,5 +120,15 @@ mod tests {
     fn generation_ids_have_their_prefix() {
         let id = new_generation_id();
         assert!(id.starts_with("gen_") && id.len() == 36, "{id}");
+        assert!(is_generation_id(&id), "{id}");
+        for not_one in [
+            "gen_",
+            "gen_someone_else",
+            "acct_0192f3b4c5d6e7f8a9b0c1d2e3f4a5b6",
+            "gen_0192f3b4c5d6e7f8a9b0c1d2e3f4a5b\n",
+            "gen_0192F3B4C5D6E7F8A9B0C1D2E3F4A5B6",
+        ] {
+            assert!(!is_generation_id(not_one), "{not_one:?}");
+        }
     }
 }

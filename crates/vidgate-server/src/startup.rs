@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use vidgate_media::FetchSettings;
 
 use crate::accounts::{self, CreatedAccount};
-use crate::backend::{BackendBuildError, BackendParts, Backends};
+use crate::backend::{BackendBuildError, BackendParts, Backends, ProviderWebhookUrls};
 use crate::bound_media::MediaUrlSigner;
 use crate::checks::{self, CheckFailure};
 use crate::client_address::TrustedProxies;
@@ -259,6 +259,10 @@ impl Components {
         )
         .map_err(ServerError::MediaClient)?;
         let metrics = Arc::new(Metrics::new());
+        // Provider webhooks need an address the provider can reach: only an
+        // operator-configured public URL is one.
+        let provider_webhooks =
+            ProviderWebhookUrls::shared(store.as_ref(), options.public_url.as_deref()).await?;
         let backends = Backends::build(
             &options.backends,
             &BackendParts {
@@ -270,9 +274,7 @@ impl Components {
                 // every node, when it is configured.
                 rate_limiter: rate_limiter.clone(),
                 metrics: metrics.clone(),
-                // Provider webhooks need an address the provider can reach:
-                // only an operator-configured public URL is one.
-                provider_webhook_base: options.public_url.clone(),
+                provider_webhooks,
                 // Cog webhooks can only come back to a node that listens.
                 cog_callback_base: addresses.local_addr.map(|_| {
                     options

@@ -393,6 +393,83 @@ mod tests {
         }
     }
 
+    /// Issue 38, item 7: a backends file can send only a provider
+    /// credential, and only over https (plain http to loopback aside).
+    #[tokio::test]
+    async fn a_provider_credential_goes_only_to_a_provider_over_https() {
+        let example: Value =
+            serde_json::from_str(include_str!("../../../../examples/hosted/fal.json")).unwrap();
+        let fal = |extra: Value| {
+            let mut model = example["models"]["vendor_1/model_1"].clone();
+            model
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            json!({ "models": { "vendor_1/model_1": model } })
+        };
+        let apply_with_every_variable = |file: &Value| {
+            let directory = tempfile::tempdir().unwrap();
+            let path = directory.path().join("backends.json");
+            std::fs::write(&path, file.to_string()).unwrap();
+            let mut backends = BackendsConfig::builtin(false);
+            let credentials = |_: &str| Some("a-set-value".to_owned());
+            apply_backends_file_with_credentials(
+                &mut backends,
+                &path,
+                &Catalog::embedded(),
+                &credentials,
+            )
+        };
+        for (extra, expected) in [
+            (
+                json!({ "credential_env": "VIDGATE_DATABASE_URL" }),
+                "not a provider credential variable",
+            ),
+            (
+                json!({ "credential_env": "AWS_SECRET_ACCESS_KEY" }),
+                "not a provider credential variable",
+            ),
+            (
+                json!({ "credential_env": "HOME" }),
+                "must end in _KEY or _TOKEN",
+            ),
+            (
+                json!({ "credential_env": "fal_key" }),
+                "not a provider credential variable",
+            ),
+            (
+                json!({ "api_url": "http://fal.example/queue" }),
+                "plain http to another machine",
+            ),
+            (
+                json!({ "api_url": "https://fal.example/queue",
+                        "platform_url": "http://10.0.0.7/api" }),
+                "plain http to another machine",
+            ),
+            (
+                json!({ "jwks_url": "ftp://fal.example/jwks.json" }),
+                "not an http(s) URL",
+            ),
+        ] {
+            let error = apply_with_every_variable(&fal(extra.clone()))
+                .err()
+                .expect("the file is refused")
+                .to_string();
+            assert!(error.contains(expected), "{extra}: {error}");
+        }
+        for accepted in [
+            json!({}),
+            json!({ "credential_env": "TEAM_FAL_KEY" }),
+            json!({ "credential_env": "FAL_API_TOKEN",
+                    "api_url": "http://127.0.0.1:9/queue", "platform_url": "http://[::1]:9",
+                    "jwks_url": "http://localhost:9/jwks.json" }),
+            json!({ "api_url": "https://fal.example/queue" }),
+        ] {
+            apply_with_every_variable(&fal(accepted.clone()))
+                .unwrap_or_else(|error| panic!("{accepted}: {error}"));
+        }
+    }
+
     #[tokio::test]
     async fn a_backends_file_must_name_catalog_models_and_known_fields() {
         let cog = |extra: Value| {

@@ -23,7 +23,8 @@ use super::provider::{
     CachedKeys, CancelOutcome, FailureKind, JobToCreate, MAX_ANSWER_BYTES, ProviderError,
     ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook,
     WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection, classify_status, iso8601, json_body,
-    limited_body, sent_fields_match, shortened, transport_error, unreadable,
+    limited_body, require_signature_headers, sent_fields_match, shortened, transport_error,
+    unreadable,
 };
 
 /// fal's queue, unless configured otherwise (tests use a fake).
@@ -32,6 +33,14 @@ pub const DEFAULT_QUEUE_URL: &str = "https://queue.fal.run";
 pub const DEFAULT_API_URL: &str = "https://api.fal.ai";
 /// Where fal publishes the keys its webhooks are signed with.
 pub const DEFAULT_JWKS_URL: &str = "https://rest.alpha.fal.ai/.well-known/jwks.json";
+
+/// The headers of fal's webhook signature.
+const SIGNATURE_HEADERS: [&str; 4] = [
+    "x-fal-webhook-request-id",
+    "x-fal-webhook-user-id",
+    "x-fal-webhook-timestamp",
+    "x-fal-webhook-signature",
+];
 
 /// How many pages of an endpoint's request list a reconcile reads at most.
 const MAX_LIST_PAGES: usize = 20;
@@ -46,6 +55,9 @@ pub struct FalClient {
     jwks_url: Url,
     /// fal's webhook keys, read from `jwks_url`.
     webhook_keys: CachedKeys<Vec<[u8; 32]>>,
+    /// The operator's fal user id, when the backends file gives it
+    /// (`webhook_user_id`): webhooks signed for another account are refused.
+    webhook_user_id: Option<String>,
 }
 
 impl FalClient {
@@ -77,7 +89,15 @@ impl FalClient {
             jwks_url: Url::parse(jwks_url)
                 .map_err(|error| format!("the fal JWKS URL is not valid: {error}"))?,
             webhook_keys: CachedKeys::default(),
+            webhook_user_id: None,
         })
+    }
+
+    /// Refuses webhooks that fal signed for another account than
+    /// `user_id`'s, when one is given.
+    pub fn with_webhook_user_id(mut self, user_id: Option<String>) -> FalClient {
+        self.webhook_user_id = user_id;
+        self
     }
 
     /// fal's published webhook keys. Read without our key: the JWKS is
@@ -226,6 +246,7 @@ impl ProviderProtocol for FalClient {
         headers: &HeaderMap,
         body: &[u8],
     ) -> Result<VerifiedWebhook, WebhookError> {
+        require_signature_headers(headers, &SIGNATURE_HEADERS)?;
         let keys = self
             .webhook_keys
             .get(|| self.fetch_jwks())
@@ -233,6 +254,15 @@ impl ProviderProtocol for FalClient {
             .map_err(WebhookError::KeysUnavailable)?;
         let now = crate::store::now_millis() / 1000;
         let verified = verify_webhook(headers, body, &keys, now)?;
+        // fal signs every customer's webhooks with the same keys: only the
+        // user id it signed says whose request it is.
+        if self
+            .webhook_user_id
+            .as_deref()
+            .is_some_and(|ours| ours != verified.user_id)
+        {
+            return Err(WebhookRejection::OtherAccount.into());
+        }
         // fal sends one webhook per request: its retries carry the same
         // request id.
         Ok(VerifiedWebhook {
@@ -537,6 +567,8 @@ pub fn signed_message(request_id: &str, user_id: &str, timestamp: &str, body: &[
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FalWebhook {
     pub request_id: String,
+    /// The fal account whose request it is.
+    pub user_id: String,
     pub state: ProviderJobState,
 }
 
@@ -585,6 +617,7 @@ pub fn verify_webhook(
     }
     Ok(FalWebhook {
         request_id: request_id.to_owned(),
+        user_id: user_id.to_owned(),
         state: webhook_state(&payload),
     })
 }
@@ -882,6 +915,7 @@ mod tests {
             verified,
             FalWebhook {
                 request_id: "req-1".into(),
+                user_id: "user-1".into(),
                 state: ProviderJobState::Succeeded {
                     video_url: "https://v3b.fal.media/files/a.mp4".into()
                 }

@@ -66,10 +66,10 @@ pub struct HostedBackend {
     /// Outputs are downloaded into its incoming directory.
     storage: Arc<Storage>,
     output_client: reqwest::Client,
-    /// The public base URL of our webhook route when the operator
+    /// Our webhook URLs, with the generation's secret, when the operator
     /// configured a public URL; without it jobs are followed by polling
     /// alone.
-    webhook_base: Option<String>,
+    webhook_urls: super::ProviderWebhookUrls,
     /// The jobs this process follows, by generation: a verified webhook
     /// wakes the follower to read the job's state at once.
     following: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
@@ -101,22 +101,14 @@ impl HostedBackend {
             store: parts.store.clone(),
             storage: parts.storage.clone(),
             output_client,
-            webhook_base: parts
-                .provider_webhook_base
-                .as_deref()
-                .map(|base_url| base_url.trim_end_matches('/').to_owned()),
+            webhook_urls: parts.provider_webhooks.clone(),
             following: Arc::default(),
         })
     }
 
     /// Where the provider sends this job's webhooks, if anywhere.
     fn webhook_url(&self, generation_id: &str) -> Option<String> {
-        self.webhook_base.as_ref().map(|base| {
-            format!(
-                "{base}/internal/providers/{}/{generation_id}",
-                self.model_id
-            )
-        })
+        self.webhook_urls.url(&self.model_id, generation_id)
     }
 
     /// Registers this process as the follower of a generation's job, until
@@ -207,6 +199,8 @@ impl HostedBackend {
         if input_differs || taken_elsewhere {
             return Err(WebhookRefusal::UnknownJob);
         }
+        self.confirm_with_our_credential(recorded, &verified.job_id)
+            .await?;
         if !store
             .record_provider_job_id(&recorded.generation_id, &verified.job_id)
             .await?
@@ -222,6 +216,30 @@ impl HostedBackend {
             tracing::warn!(generation = %recorded.generation_id, provider = self.protocol.name(), provider_job = %verified.job_id, "a provider webhook proved the job of a submit whose answer was lost");
         }
         Ok(())
+    }
+
+    /// Refuses to adopt a job that a webhook names unless our own
+    /// credential reads it under the intent's target: a webhook alone is
+    /// never proof. fal signs every customer's webhooks with the same keys,
+    /// so a request in another fal account is signed as well as ours, but
+    /// our key cannot read it.
+    async fn confirm_with_our_credential(
+        &self,
+        recorded: &ProviderJob,
+        job_id: &str,
+    ) -> Result<(), WebhookRefusal> {
+        let target = ProviderTarget(recorded.target.clone());
+        match self.protocol.state(&target, job_id).await {
+            Ok(_) => Ok(()),
+            Err(
+                ProviderError::NotFound { .. }
+                | ProviderError::Unauthorized { .. }
+                | ProviderError::Refused { .. },
+            ) => Err(WebhookRefusal::UnknownJob),
+            // The provider retries the webhook, and the reconcile goes on
+            // meanwhile.
+            Err(error) => Err(WebhookRefusal::Unavailable(error.to_string())),
+        }
     }
 
     /// Wakes this process's follower of the generation's job, if any.
@@ -609,15 +627,23 @@ impl HostedBackend {
                         if owner.is_some_and(|owner| owner != recorded.generation_id) {
                             continue;
                         }
-                        store
+                        let recorded_now = store
                             .record_provider_job_id(&recorded.generation_id, &candidate)
                             .await
                             .map_err(store_failure)?;
-                        tracing::warn!(generation = %recorded.generation_id, provider_job = %candidate, "a submit with an unknown outcome had created the provider job; following it");
-                        return Ok(self
-                            .recorded_job_id(store, &recorded.generation_id)
-                            .await?
-                            .or(Some(candidate)));
+                        if recorded_now {
+                            tracing::warn!(generation = %recorded.generation_id, provider_job = %candidate, "a submit with an unknown outcome had created the provider job; following it");
+                        }
+                        // Whatever is recorded now is followed: this
+                        // candidate, or the job a webhook proved meanwhile.
+                        // Another generation that took the candidate first
+                        // (the unique index) leaves none, and the next
+                        // candidate is tried.
+                        if let Some(job_id) =
+                            self.recorded_job_id(store, &recorded.generation_id).await?
+                        {
+                            return Ok(Some(job_id));
+                        }
                     }
                     if listed_at >= absent_after {
                         return Ok(None);
@@ -1042,6 +1068,7 @@ impl HostedPlan {
             .credential_env
             .clone()
             .unwrap_or_else(|| kind.default_credential_env().to_owned());
+        check_credential_env(&credential_env)?;
         let credential = credentials(&credential_env)
             .filter(|value| !value.trim().is_empty())
             .ok_or_else(|| format!("the credential variable {credential_env} is not set"))?;
@@ -1054,25 +1081,31 @@ impl HostedPlan {
         .into_iter()
         .flatten()
         {
-            if url::Url::parse(url)
-                .ok()
-                .is_none_or(|url| !matches!(url.scheme(), "http" | "https"))
-            {
-                return Err(format!("{url:?} is not an http(s) URL"));
-            }
+            check_provider_url(url)?;
         }
         match kind {
             ProviderKind::Fal => {
                 if config.platform_url.is_some() && config.api_url.is_none() {
                     return Err("platform_url needs api_url too".into());
                 }
+                if config
+                    .webhook_user_id
+                    .as_deref()
+                    .is_some_and(|user_id| user_id.trim().is_empty())
+                {
+                    return Err("webhook_user_id is empty".into());
+                }
             }
             ProviderKind::Replicate => {
                 if config.platform_url.is_some()
                     || config.jwks_url.is_some()
                     || config.schema_url.is_some()
+                    || config.webhook_user_id.is_some()
                 {
-                    return Err("platform_url, jwks_url and schema_url are for fal only".into());
+                    return Err(
+                        "platform_url, jwks_url, schema_url and webhook_user_id are for fal only"
+                            .into(),
+                    );
                 }
             }
         }
@@ -1114,16 +1147,19 @@ impl HostedPlan {
         let config = &self.config;
         let request_timeout = seconds(config.timeouts.request_seconds);
         let protocol: Arc<dyn ProviderProtocol> = match self.kind {
-            ProviderKind::Fal => Arc::new(FalClient::new(
-                config.api_url.as_deref().unwrap_or(fal::DEFAULT_QUEUE_URL),
-                config
-                    .platform_url
-                    .as_deref()
-                    .unwrap_or(fal::DEFAULT_API_URL),
-                config.jwks_url.as_deref().unwrap_or(fal::DEFAULT_JWKS_URL),
-                self.credential.clone(),
-                request_timeout,
-            )?),
+            ProviderKind::Fal => Arc::new(
+                FalClient::new(
+                    config.api_url.as_deref().unwrap_or(fal::DEFAULT_QUEUE_URL),
+                    config
+                        .platform_url
+                        .as_deref()
+                        .unwrap_or(fal::DEFAULT_API_URL),
+                    config.jwks_url.as_deref().unwrap_or(fal::DEFAULT_JWKS_URL),
+                    self.credential.clone(),
+                    request_timeout,
+                )?
+                .with_webhook_user_id(config.webhook_user_id.clone()),
+            ),
             ProviderKind::Replicate => Arc::new(ReplicateClient::new(
                 config
                     .api_url
@@ -1144,6 +1180,52 @@ impl HostedPlan {
         Ok(Arc::new(HostedBackend::new(
             self, protocol, circuit, budget, parts,
         )?))
+    }
+}
+
+/// Refuses a `credential_env` that could name anything but a provider
+/// credential: the variable's value is sent to the file's `api_url`, so a
+/// file that named `VIDGATE_DATABASE_URL` or a bucket's secret would send
+/// it there. A provider credential is a variable of capitals, digits and
+/// underscores that ends in `_KEY` or `_TOKEN` (`FAL_KEY`,
+/// `REPLICATE_API_TOKEN`, `TEAM_FAL_KEY`), and none of vidgate's own
+/// (`VIDGATE_…`) or the object store's (`AWS_…`).
+fn check_credential_env(name: &str) -> Result<(), String> {
+    let shaped = !name.is_empty()
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_uppercase() || byte.is_ascii_digit() || byte == b'_')
+        && (name.ends_with("_KEY") || name.ends_with("_TOKEN"));
+    let reserved = ["VIDGATE_", "AWS_"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix));
+    if !shaped || reserved {
+        return Err(format!(
+            "credential_env {name:?} is not a provider credential variable: it must end in _KEY \
+             or _TOKEN (FAL_KEY, REPLICATE_API_TOKEN, …) and not start with VIDGATE_ or AWS_"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a provider URL of the backends file that would carry the
+/// credential in the clear: https, or plain http to this machine only (a
+/// local proxy, a test's fake).
+fn check_provider_url(text: &str) -> Result<(), String> {
+    let url = url::Url::parse(text).map_err(|_| format!("{text:?} is not an http(s) URL"))?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(address)) => address.is_loopback(),
+        Some(url::Host::Ipv6(address)) => address.is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        "http" => Err(format!(
+            "{text:?} is plain http to another machine: use https (plain http only to loopback)"
+        )),
+        _ => Err(format!("{text:?} is not an http(s) URL")),
     }
 }
 

@@ -239,6 +239,12 @@ pub struct HostedModelConfig {
     /// live schema check (`?endpoint_id=` is added).
     #[serde(default)]
     pub schema_url: Option<String>,
+    /// fal only: the operator's fal user id. fal signs every customer's
+    /// webhooks with the same keys, naming the account in
+    /// `X-Fal-Webhook-User-Id`; when this is set, a webhook naming another
+    /// account is refused before anything else is read.
+    #[serde(default)]
+    pub webhook_user_id: Option<String>,
     #[serde(default)]
     pub timeouts: HostedTimeouts,
     /// Largest output copied, in bytes.

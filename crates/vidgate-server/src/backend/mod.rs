@@ -18,6 +18,9 @@ pub mod provider;
 pub mod provider_schema;
 pub mod replicate;
 mod schema_check;
+mod webhook_urls;
+
+pub use webhook_urls::{ProviderWebhookUrls, loggable_path as loggable_provider_webhook_path};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -265,9 +268,10 @@ pub struct BackendParts {
     /// budgets, as they hold the API rate limit.
     pub rate_limiter: Arc<crate::rate_limit::CallerRateLimiter>,
     pub metrics: Arc<crate::metrics::Metrics>,
-    /// The public base URL at which providers reach this node's webhook
-    /// route; without one, hosted jobs are followed by polling alone.
-    pub provider_webhook_base: Option<String>,
+    /// The webhook URLs of provider jobs, under the public base URL at
+    /// which providers reach this node's webhook route; without one, hosted
+    /// jobs are followed by polling alone.
+    pub provider_webhooks: ProviderWebhookUrls,
     /// The base URL at which Cog servers send their completion webhooks;
     /// without one (a node with no listener) Cog predictions are dispatched
     /// synchronously.
@@ -291,6 +295,8 @@ pub struct Backends {
     /// Predictions of Cog backends waiting for their completion webhooks,
     /// shared with the HTTP route that receives them.
     cog_callbacks: Arc<CogCallbacks>,
+    /// The provider webhook URLs, whose tokens the HTTP route checks.
+    provider_webhooks: ProviderWebhookUrls,
 }
 
 impl Backends {
@@ -330,6 +336,7 @@ impl Backends {
             by_name,
             by_model,
             cog_callbacks: shared.cog_callbacks,
+            provider_webhooks: parts.provider_webhooks.clone(),
         })
     }
 
@@ -352,6 +359,10 @@ impl Backends {
 
     pub fn cog_callbacks(&self) -> &Arc<CogCallbacks> {
         &self.cog_callbacks
+    }
+
+    pub fn provider_webhooks(&self) -> &ProviderWebhookUrls {
+        &self.provider_webhooks
     }
 
     /// Wakes this process's follower of `generation_id`'s provider job,

@@ -384,6 +384,28 @@ pub enum WebhookRejection {
     BadSignature,
     #[error("the webhook's body is not valid: {0}")]
     InvalidBody(String),
+    /// Signed by the provider, but for another account than the
+    /// operator's.
+    #[error("the webhook is signed for another account")]
+    OtherAccount,
+}
+
+/// Refuses a webhook that lacks one of the provider's signature headers
+/// before the provider's keys are read: an unsigned request costs neither
+/// a read of the keys nor a line of the provider's error.
+pub fn require_signature_headers(
+    headers: &HeaderMap,
+    names: &[&str],
+) -> Result<(), WebhookRejection> {
+    match names.iter().find(|name| {
+        headers
+            .get(**name)
+            .and_then(|value| value.to_str().ok())
+            .is_none_or(|value| value.trim().is_empty())
+    }) {
+        Some(missing) => Err(WebhookRejection::Malformed((*missing).to_owned())),
+        None => Ok(()),
+    }
 }
 
 /// How far a webhook's timestamp may be from our clock, both ways.

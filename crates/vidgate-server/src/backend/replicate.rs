@@ -21,7 +21,7 @@ use super::provider::{
     CachedKeys, CancelOutcome, FailureKind, JobToCreate, MAX_ANSWER_BYTES, ProviderError,
     ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook,
     WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection, classify_status, iso8601, json_body,
-    sent_fields_match, shortened, transport_error, unreadable,
+    require_signature_headers, sent_fields_match, shortened, transport_error, unreadable,
 };
 
 /// Replicate's API root, unless configured otherwise (tests use a fake).
@@ -164,6 +164,10 @@ impl ProviderProtocol for ReplicateClient {
         headers: &HeaderMap,
         body: &[u8],
     ) -> Result<VerifiedWebhook, WebhookError> {
+        require_signature_headers(
+            headers,
+            &["webhook-id", "webhook-timestamp", "webhook-signature"],
+        )?;
         let secret = self
             .signing_secret
             .get(|| self.webhook_secret())

@@ -1,9 +1,11 @@
 //! Sessions and CSRF.
 //!
 //! A session (`crate::sessions`: its token, lifetimes and CSRF token) is
-//! carried in the `vg_session` cookie (HttpOnly, SameSite=Lax, Path=/,
-//! Secure behind https). Sign-out revokes it in the database so the cookie
-//! is refused from then on.
+//! carried in the `vg_session` cookie (HttpOnly, SameSite=Lax, Path=/);
+//! behind https it is `__Host-vg_session` (Secure, no Domain), which no
+//! sibling subdomain or plain-HTTP answer can set, so nobody can plant a
+//! session of their own in a browser (login CSRF). Sign-out revokes it in
+//! the database so the cookie is refused from then on.
 //!
 //! Every session has its own random CSRF token. Each dashboard form sends it
 //! as `csrf_token`, and the dashboard's API calls as `X-CSRF-Token`; it is
@@ -25,6 +27,20 @@ use crate::state::AppState;
 use crate::store::{Session, Store, StoreError, User};
 
 pub const SESSION_COOKIE: &str = "vg_session";
+/// The session cookie's name behind https, `__Host-` prefixed for the same
+/// reason as the pre-session CSRF cookie's.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-vg_session";
+
+/// The session cookie's name: `__Host-` prefixed when the cookies are
+/// `Secure` (the public URL is https). Only that name is read then: a plain
+/// `vg_session` cookie is someone else's.
+pub fn session_cookie(secure: bool) -> &'static str {
+    if secure {
+        SECURE_SESSION_COOKIE
+    } else {
+        SESSION_COOKIE
+    }
+}
 pub const PRE_SESSION_CSRF_COOKIE: &str = "vg_csrf";
 /// The pre-session CSRF cookie's name behind https: a browser takes a
 /// `__Host-` cookie only from this very host over https, with `Path=/` and
@@ -72,17 +88,18 @@ pub fn set_cookie(name: &str, value: &str, max_age: Duration, secure: bool) -> H
     HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(""))
 }
 
-/// The session token the request's `vg_session` cookie carries, if any.
-pub fn session_token(headers: &HeaderMap) -> Option<&str> {
-    cookie(headers, SESSION_COOKIE)
+/// The session token the request's session cookie carries, if any.
+pub fn session_token(headers: &HeaderMap, secure: bool) -> Option<&str> {
+    cookie(headers, session_cookie(secure))
 }
 
 /// The live session the request's cookie names, if any.
 pub async fn current_session(
     store: &Store,
     headers: &HeaderMap,
+    secure: bool,
 ) -> Result<Option<Session>, StoreError> {
-    match session_token(headers) {
+    match session_token(headers, secure) {
         Some(token) => live_session(store, token).await,
         None => Ok(None),
     }
@@ -97,7 +114,7 @@ pub async fn start_session(
 ) -> Result<HeaderValue, StoreError> {
     let token = sessions::start_session(store, user).await?;
     Ok(set_cookie(
-        SESSION_COOKIE,
+        session_cookie(secure),
         &token,
         ABSOLUTE_LIFETIME,
         secure,
@@ -112,7 +129,13 @@ impl FromRequestParts<AppState> for SignedIn {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        match current_session(state.store.as_ref(), &parts.headers).await {
+        match current_session(
+            state.store.as_ref(),
+            &parts.headers,
+            state.dashboard.secure_cookies,
+        )
+        .await
+        {
             Ok(Some(session)) => Ok(SignedIn(session)),
             Ok(None) => Err(Redirect::to("/dashboard/sign-in").into_response()),
             Err(error) => Err(super::internal_error(error)),

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::{
-    self, CsrfForm, SESSION_COOKIE, SignedIn, cookie, pre_session_csrf_cookie, set_cookie,
+    self, CsrfForm, SignedIn, cookie, pre_session_csrf_cookie, session_cookie, set_cookie,
 };
 use super::users::{self, UserError};
 use super::{Layout, passwords, render};
@@ -94,7 +94,12 @@ fn sign_in_page(
 /// A session already signed in goes straight to the overview.
 async fn already_signed_in(state: &AppState, headers: &HeaderMap) -> bool {
     matches!(
-        session::current_session(state.store.as_ref(), headers).await,
+        session::current_session(
+            state.store.as_ref(),
+            headers,
+            state.dashboard.secure_cookies
+        )
+        .await,
         Ok(Some(_))
     )
 }
@@ -265,7 +270,7 @@ pub async fn sign_out(
     response.headers_mut().append(
         header::SET_COOKIE,
         set_cookie(
-            SESSION_COOKIE,
+            session_cookie(state.dashboard.secure_cookies),
             "",
             Duration::ZERO,
             state.dashboard.secure_cookies,

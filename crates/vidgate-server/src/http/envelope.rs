@@ -18,9 +18,10 @@ use tracing::Instrument;
 
 use super::cog_callbacks::loggable_path;
 use super::ensure_error_shape;
-use super::error::DatabaseUnreachable;
+use super::error::{DatabaseUnreachable, LoggedByHandler};
 use super::files;
 use super::health::NotReady;
+use crate::backend::loggable_provider_webhook_path;
 use crate::health::Health;
 use crate::metrics::{Metrics, UNMATCHED_ROUTE};
 
@@ -41,11 +42,16 @@ pub(super) async fn envelope(
         .get(&REQUEST_ID)
         .cloned()
         .unwrap_or_else(new_request_id);
-    // Capability segments (a Cog callback's token, a file's name) never
-    // reach the log.
+    // Capability segments (a Cog callback's or a provider webhook's token,
+    // a file's name) never reach the log.
     let path = request.uri().path();
-    let path =
-        files::loggable_path(path).map_or_else(|| loggable_path(path), std::borrow::Cow::Owned);
+    let path = match files::loggable_path(path) {
+        Some(path) => std::borrow::Cow::Owned(path),
+        None => match loggable_path(path) {
+            std::borrow::Cow::Borrowed(path) => loggable_provider_webhook_path(path),
+            redacted => redacted,
+        },
+    };
     let span = tracing::info_span!(
         "request",
         method = %method,
@@ -66,7 +72,10 @@ pub(super) async fn envelope(
         // One error for the whole outage, from `Health`, rather than one
         // per request it refused.
         health.database_unreachable();
-    } else if status.is_server_error() && response.extensions().get::<NotReady>().is_none() {
+    } else if status.is_server_error()
+        && response.extensions().get::<NotReady>().is_none()
+        && response.extensions().get::<LoggedByHandler>().is_none()
+    {
         span.in_scope(|| tracing::error!(status = status.as_u16(), latency_ms, "response failed"));
     } else if tracing::enabled!(tracing::Level::DEBUG) {
         span.in_scope(|| {

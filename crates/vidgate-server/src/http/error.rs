@@ -83,6 +83,13 @@ pub enum ApiError {
 #[derive(Debug, Clone, Copy)]
 pub struct DatabaseUnreachable;
 
+/// Marks a server error whose cause its handler logged itself, throttled
+/// (a provider webhook refused while the provider's keys cannot be read,
+/// which anyone can provoke with a request), so the envelope does not log
+/// each one.
+#[derive(Debug, Clone, Copy)]
+pub struct LoggedByHandler;
+
 impl ApiError {
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
         ApiError::InvalidRequest {
@@ -287,10 +294,15 @@ impl From<WebhookRefusal> for ApiError {
                 message,
                 param: None,
             },
-            WebhookRefusal::Rejected(WebhookRejection::Stale | WebhookRejection::BadSignature) => {
-                ApiError::Unauthorized(message)
-            }
-            WebhookRefusal::Unavailable(_) => ApiError::Upstream(message),
+            WebhookRefusal::Rejected(
+                WebhookRejection::Stale
+                | WebhookRejection::BadSignature
+                | WebhookRejection::OtherAccount,
+            ) => ApiError::Unauthorized(message),
+            // The provider's own error text stays in the log.
+            WebhookRefusal::Unavailable(_) => ApiError::Upstream(
+                "The webhook could not be verified now; nothing was taken. Retry later.".into(),
+            ),
             WebhookRefusal::Store(error) => error.into(),
         }
     }

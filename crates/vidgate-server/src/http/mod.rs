@@ -139,7 +139,7 @@ pub fn router(state: AppState) -> impl HttpService {
             post(cog_callbacks::receive),
         )
         .route(
-            "/internal/providers/{vendor}/{model}/{generation_id}",
+            "/internal/providers/{vendor}/{model}/{generation_id}/{token}",
             post(provider_webhooks::receive),
         );
 
@@ -197,7 +197,7 @@ async fn authenticate(
     let session = if request.headers().contains_key(header::AUTHORIZATION) {
         None
     } else {
-        session_token(request.headers())
+        session_token(request.headers(), state.dashboard.secure_cookies)
     };
     let caller = match session {
         Some(token) => {

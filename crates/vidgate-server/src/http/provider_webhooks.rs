@@ -1,11 +1,14 @@
 //! Completion webhooks from hosted providers (fal, Replicate), at
-//! `/internal/providers/{vendor}/{model}/{generation_id}`: the URL a hosted
-//! backend registers with each job when a public URL is configured. The
-//! model's backend verifies the provider's signature, checks that the
-//! webhook is about the generation's provider job, drops a delivery it
-//! took before, and wakes the job's follower, which reads the job's state
-//! from the provider: a webhook hastens a job, never decides it. The route
-//! sits outside the public API and its key authentication.
+//! `/internal/providers/{vendor}/{model}/{generation_id}/{token}`: the URL
+//! a hosted backend registers with each job when a public URL is
+//! configured, its last segment a secret of the generation
+//! (`backend/webhook_urls.rs`). The route checks the id's shape and the
+//! secret before it reads the body; the model's backend then verifies the
+//! provider's signature, checks that the webhook is about the generation's
+//! provider job, drops a delivery it took before, and wakes the job's
+//! follower, which reads the job's state from the provider: a webhook
+//! hastens a job, never decides it. The route sits outside the public API
+//! and its key authentication.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -14,10 +17,13 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use serde_json::json;
 
+use super::error::LoggedByHandler;
 use super::{ApiError, AppState};
 use crate::backend::{WebhookReceipt, WebhookRefusal};
+use crate::ids::is_generation_id;
 
 /// Largest webhook body read: a prediction or a fal result with its
 /// output links is a few KB; Replicate's include the input and logs.
@@ -41,7 +47,7 @@ fn log_refusal(generation_id: &str, refusal: &WebhookRefusal) {
         return;
     }
     tracing::warn!(
-        generation = %generation_id,
+        generation = ?generation_id,
         %refusal,
         refused_without_a_line = *unlogged,
         "a provider webhook was refused"
@@ -60,17 +66,25 @@ fn declared_too_large(headers: &HeaderMap) -> bool {
         .is_some_and(|length| length > MAX_PROVIDER_WEBHOOK_BYTES as u64)
 }
 
+#[derive(Deserialize)]
+pub struct WebhookPath {
+    vendor: String,
+    model: String,
+    generation_id: String,
+    token: String,
+}
+
 pub async fn receive(
     State(state): State<AppState>,
-    Path((vendor, model, generation_id)): Path<(String, String, String)>,
+    Path(WebhookPath {
+        vendor,
+        model,
+        generation_id,
+        token,
+    }): Path<WebhookPath>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let backend = state
-        .catalog
-        .model(&format!("{vendor}/{model}"))
-        .and_then(|model| state.backends.for_model(model))
-        .ok_or_else(|| ApiError::from(WebhookRefusal::UnknownJob))?;
     if declared_too_large(&headers) {
         let mut response = ApiError::PayloadTooLarge(format!(
             "A provider webhook body may be at most {MAX_PROVIDER_WEBHOOK_BYTES} bytes."
@@ -81,16 +95,54 @@ pub async fn receive(
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
         return Ok(response);
     }
+    // A path segment may decode to any text, line breaks included: nothing
+    // else is looked up or logged for an id of the wrong shape.
+    if !is_generation_id(&generation_id) {
+        return Err(WebhookRefusal::UnknownJob.into());
+    }
+    let backend = state
+        .catalog
+        .model(&format!("{vendor}/{model}"))
+        .and_then(|model| state.backends.for_model(model))
+        .ok_or_else(|| ApiError::from(WebhookRefusal::UnknownJob))?;
+    // The secret is checked before the body is read: only the provider
+    // that vidgate sent the generation's job to knows it, so a webhook that
+    // someone else registered for a request of theirs is refused whoever
+    // signed it.
+    if !state
+        .backends
+        .provider_webhooks()
+        .expects(&generation_id, &token)
+    {
+        let refusal = WebhookRefusal::UnknownJob;
+        log_refusal(&generation_id, &refusal);
+        return Err(refusal.into());
+    }
     let body = axum::body::to_bytes(body, MAX_PROVIDER_WEBHOOK_BYTES)
         .await
         .map_err(|error| ApiError::InvalidRequest {
             message: format!("The webhook body could not be read: {error}"),
             param: None,
         })?;
-    let receipt = backend
+    match backend
         .receive_provider_webhook(&generation_id, &headers, &body)
         .await
-        .inspect_err(|refusal| log_refusal(&generation_id, refusal))?;
-    // A duplicate is acknowledged too, so the provider stops retrying it.
-    Ok(axum::Json(json!({ "duplicate": receipt == WebhookReceipt::Duplicate })).into_response())
+    {
+        // A duplicate is acknowledged too, so the provider stops retrying it.
+        Ok(receipt) => Ok(
+            axum::Json(json!({ "duplicate": receipt == WebhookReceipt::Duplicate }))
+                .into_response(),
+        ),
+        Err(refusal) => {
+            log_refusal(&generation_id, &refusal);
+            let logged = matches!(refusal, WebhookRefusal::Unavailable(_));
+            let mut response = ApiError::from(refusal).into_response();
+            if logged {
+                // Anyone can provoke this answer while the provider's keys
+                // cannot be read: the throttled line above stands for all.
+                response.extensions_mut().insert(LoggedByHandler);
+            }
+            Ok(response)
+        }
+    }
 }

@@ -182,7 +182,14 @@ const REDACTED: &str = "[deleted]";
 /// The fields of audit details that people wrote about an account or its
 /// users: an account's or key's name, a user's email, an adjustment's
 /// reason.
-const PERSONAL_AUDIT_FIELDS: [&str; 3] = ["name", "email", "reason"];
+const PERSONAL_AUDIT_FIELDS: [&str; 4] = ["name", "email", "reason", "idempotency_key"];
+
+/// Whether an audit entry's detail names `account_id` as its account (the
+/// entries about a user do).
+fn audit_detail_names_account(detail: &str, account_id: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(detail)
+        .is_ok_and(|detail| detail["account_id"].as_str() == Some(account_id))
+}
 
 /// An audit entry's detail with its personal fields replaced, or `None`
 /// when it has none (the entry stays as it is).
@@ -210,6 +217,39 @@ fn redacted_failure(error: &str) -> String {
 }
 
 impl Store {
+    /// Replaces the operator's idempotency keys of an account's credit
+    /// adjustments, which an operator may have written from what they
+    /// knew of the customer, by their digests, in the adjustments and in
+    /// the audit entries that name them. A replay of a key after the
+    /// deletion then finds no adjustment and is refused with the deleted
+    /// account.
+    async fn redact_idempotency_keys_in(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+    ) -> Result<(), StoreError> {
+        let keys: Vec<String> = fetch_in_transaction!(
+            &mut *transaction,
+            fetch_all,
+            sqlx::query_scalar(
+                "SELECT idempotency_key FROM credit_adjustments WHERE account_id = $1",
+            )
+            .bind(account_id)
+        )?;
+        for key in keys {
+            let redacted = format!("{REDACTED}:{}", crate::ids::sha256_hex(key.as_bytes()));
+            for statement in [
+                "UPDATE credit_adjustments SET idempotency_key = $1 WHERE idempotency_key = $2",
+                "UPDATE audit_log SET target = $1 WHERE target = $2",
+            ] {
+                execute_in_transaction!(
+                    &mut *transaction,
+                    sqlx::query(statement).bind(&redacted).bind(&key)
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     async fn record_audit_in(
         transaction: &mut WriteTransaction,
         entry: &NewAuditEntry,
@@ -473,6 +513,19 @@ impl Store {
             )
             .bind(account_id)
         )?;
+        // A user removed before the account is no longer in `users`, but
+        // the entries about it name the account in their detail.
+        let naming_the_account: Vec<(i64, String)> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_all,
+            sqlx::query_as("SELECT id, detail FROM audit_log WHERE detail LIKE $1")
+                .bind(format!("%{account_id}%"))
+        )?;
+        let audit_rows = audit_rows.into_iter().chain(
+            naming_the_account
+                .into_iter()
+                .filter(|(_, detail)| audit_detail_names_account(detail, account_id)),
+        );
         for (id, detail) in audit_rows {
             if let Some(redacted) = redacted_audit_detail(&detail) {
                 execute_in_transaction!(
@@ -489,6 +542,7 @@ impl Store {
                 .bind(account_id)
                 .bind(REDACTED)
         )?;
+        Self::redact_idempotency_keys_in(&mut transaction, account_id).await?;
         let failures: Vec<(String, String)> = fetch_in_transaction!(
             &mut transaction,
             fetch_all,

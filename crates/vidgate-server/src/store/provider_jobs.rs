@@ -108,7 +108,10 @@ impl Store {
     }
 
     /// Records the provider's id for the recorded intent; false when there
-    /// is no intent without an id.
+    /// is no intent without an id, or when another generation has that job
+    /// at the same provider: the unique index on (`provider`, `job_id`)
+    /// settles two adoptions of one job at once, and the second is refused
+    /// here rather than failing.
     pub async fn record_provider_job_id(
         &self,
         generation_id: &str,
@@ -123,8 +126,12 @@ impl Store {
             .bind(job_id)
             .bind(now_millis())
             .bind(generation_id)
-        )?;
-        Ok(updated == 1)
+        );
+        match updated {
+            Ok(updated) => Ok(updated == 1),
+            Err(sqlx::Error::Database(error)) if error.is_unique_violation() => Ok(false),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// The generation whose recorded job at `provider` is `job_id`, if any:

@@ -1098,6 +1098,47 @@ async fn the_development_account_has_a_dashboard_user(store: StoreKind) {
     server.shutdown().await;
 }
 
+/// Issue 38, item 7: behind https the session cookie is
+/// `__Host-vg_session` (Secure, Path=/, no Domain), which only this host
+/// can set over https; a `vg_session` cookie, which a sibling subdomain
+/// could plant to sign a browser in to the planter's account (login CSRF),
+/// names no session there, even one that is live.
+#[tokio::test]
+async fn behind_https_the_session_cookie_is_one_no_other_host_can_set() {
+    let app = spawn_app_with(TestSettings {
+        public_url: Some("https://vidgate.example".into()),
+        ..TestSettings::new(StoreKind::Sqlite)
+    })
+    .await;
+    add_user(&app, &app.account, "ada@example.com").await;
+    let local = format!("http://{}", app.server.local_addr.unwrap());
+    let mut browser = Browser::at(&local);
+    let signed_in = browser.sign_in_attempt("ada@example.com", PASSWORD).await;
+    assert_eq!(
+        signed_in.status,
+        StatusCode::SEE_OTHER,
+        "{}",
+        signed_in.body
+    );
+    assert!(signed_in.set_cookie("vg_session").is_none());
+    let cookie = signed_in.set_cookie("__Host-vg_session").unwrap();
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/", "Secure"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    assert!(!cookie.contains("Domain"), "{cookie}");
+    assert_eq!(browser.get("/dashboard").await.status, StatusCode::OK);
+
+    let token = browser.cookies["__Host-vg_session"].clone();
+    let mut planted = Browser::at(&local);
+    planted.cookies.insert("vg_session".into(), token);
+    let page = planted.get("/dashboard").await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.location(), "/dashboard/sign-in");
+    let api = planted.api(reqwest::Method::GET, "/account", None).await;
+    assert_eq!(api.status(), StatusCode::UNAUTHORIZED);
+    app.server.shutdown().await;
+}
+
 on_both_stores!(
     sign_in_succeeds_and_fails_with_401,
     every_form_needs_its_csrf_token,

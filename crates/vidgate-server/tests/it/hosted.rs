@@ -517,9 +517,18 @@ fn provider_webhook(
     }
 }
 
-fn webhook_url(app: &TestApp, model: &str, generation_id: &str) -> String {
+/// The webhook route of a generation's job without its secret: the URL as
+/// it was before the secret was added, which anyone could build.
+fn bare_webhook_url(app: &TestApp, model: &str, generation_id: &str) -> String {
     let base = app.api_base.trim_end_matches("/api/v1");
     format!("{base}/internal/providers/{model}/{generation_id}")
+}
+
+/// The webhook URL vidgate registered with the provider for `job`.
+fn registered_webhook_url(job: &FakeJob) -> String {
+    job.webhook_url
+        .clone()
+        .expect("a webhook URL was registered")
 }
 
 async fn a_signed_provider_webhook_finishes_the_job_without_waiting_for_polling(store: StoreKind) {
@@ -596,8 +605,8 @@ async fn a_forged_stale_or_duplicate_provider_webhook_changes_nothing(store: Sto
         )
         .await;
         let id = generation["id"].as_str().unwrap();
-        let url = webhook_url(&app, "vendor_1/model_1", id);
         let mut job = recorded_job(&app, &fake, id).await;
+        let url = registered_webhook_url(&job);
         while !job.status.is_final() {
             tokio::time::sleep(Duration::from_millis(50)).await;
             job = fake.state.job(&job.id).unwrap();
@@ -623,7 +632,7 @@ async fn a_forged_stale_or_duplicate_provider_webhook_changes_nothing(store: Sto
         let elsewhere = provider_webhook(
             &fake,
             &job,
-            &webhook_url(&app, "vendor_1/model_1", "gen_someone_else"),
+            &bare_webhook_url(&app, "vendor_1/model_1", "gen_someone_else"),
             now,
             None,
         )
@@ -982,29 +991,303 @@ async fn a_succeeded_generation_records_its_provider_cost_for_the_usage_report(s
 /// Issue 17: a failed read of the provider's webhook keys (fal's JWKS,
 /// Replicate's webhook secret) is remembered for a while, so a flood of
 /// webhooks during an outage, forged ones included, costs the provider one
-/// read rather than one each.
+/// read rather than one each. Issue 38, item 7: an unsigned request is
+/// refused (400) before the keys are read, and a signed one that cannot be
+/// verified is answered without the provider's own error text.
 async fn a_failed_key_fetch_is_remembered_so_a_webhook_flood_reads_the_keys_once(store: StoreKind) {
     for provider in [Provider::Fal, Provider::Replicate] {
         let fake = FakeProviders::start().await;
+        fake.switches(|switches| switches.drop_webhooks = true);
         let app = app_with_webhooks(
             store.clone(),
             backends_with(&fake, provider, slow_polling(), json!([])),
         )
         .await;
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite [fake:never-start]"),
+        )
+        .await;
+        let job = recorded_job(&app, &fake, generation["id"].as_str().unwrap()).await;
+        let url = registered_webhook_url(&job);
         fake.switches(|switches| switches.down = true);
-        let url = webhook_url(&app, "vendor_1/model_1", "gen_forged");
         let client = reqwest::Client::new();
-        for _ in 0..20 {
+        for _ in 0..5 {
             let answer = client.post(&url).body("{}").send().await.unwrap();
+            assert_eq!(answer.status(), 400, "{provider:?}: unsigned");
+        }
+        assert_eq!(
+            fake.key_fetches_at(provider),
+            0,
+            "{provider:?}: an unsigned request reads no keys"
+        );
+        let now = fake_providers::now_seconds() as i64;
+        for _ in 0..20 {
+            let answer = provider_webhook(&fake, &job, &url, now, Some("{}"))
+                .send()
+                .await
+                .unwrap();
             assert_eq!(answer.status(), 502, "{provider:?}: keys unavailable");
+            let body: Value = answer.json().await.unwrap();
+            assert_eq!(
+                body["error"]["message"],
+                "The webhook could not be verified now; nothing was taken. Retry later.",
+                "{provider:?}: no text of the provider's"
+            );
         }
         assert_eq!(fake.key_fetches_at(provider), 1, "{provider:?}");
         // Once the provider is back, the remembered failure still holds
         // for its 30 s: nothing is read again.
         fake.switches(|switches| switches.down = false);
-        let answer = client.post(&url).body("{}").send().await.unwrap();
+        let answer = provider_webhook(&fake, &job, &url, now, Some("{}"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(answer.status(), 502, "{provider:?}");
         assert_eq!(fake.key_fetches_at(provider), 1, "{provider:?}");
+    }
+}
+
+/// Issue 38, item 1: a webhook reaches a generation only through the URL
+/// vidgate registered, whose last segment is a secret of the generation. A
+/// genuine, signed webhook sent to the route without it, or with another
+/// secret, is refused and wakes nothing.
+async fn a_provider_webhook_without_the_generations_url_secret_is_refused(store: StoreKind) {
+    for provider in [Provider::Fal, Provider::Replicate] {
+        let fake = FakeProviders::start().await;
+        fake.switches(|switches| {
+            switches.drop_webhooks = true;
+            switches.queue_for = Duration::from_secs(1);
+        });
+        let app = app_with_webhooks(
+            store.clone(),
+            backends_with(&fake, provider, slow_polling(), json!([])),
+        )
+        .await;
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite behind a secret"),
+        )
+        .await;
+        let id = generation["id"].as_str().unwrap();
+        let mut job = recorded_job(&app, &fake, id).await;
+        let registered = registered_webhook_url(&job);
+        let bare = bare_webhook_url(&app, "vendor_1/model_1", id);
+        assert!(
+            registered.starts_with(&format!("{bare}/")) && registered.len() > bare.len() + 40,
+            "{provider:?}: the registered URL carries a secret: {registered}"
+        );
+        while !job.status.is_final() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            job = fake.state.job(&job.id).unwrap();
+        }
+        let now = fake_providers::now_seconds() as i64;
+        let wrong_secret = format!("{bare}/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+        for url in [&bare, &wrong_secret] {
+            let refused = provider_webhook(&fake, &job, url, now, None)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(refused.status(), 404, "{provider:?}: {url}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            app.generation(id).await["status"],
+            "running",
+            "{provider:?}: nothing woke the job"
+        );
+        let taken = provider_webhook(&fake, &job, &registered, now, None)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(taken.status(), 200, "{provider:?}");
+        let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
+        assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
+    }
+}
+
+/// Issue 38, item 1: fal signs every customer's webhooks with the same
+/// keys. A stranger's fal request that registered the generation's
+/// webhook URL, while the generation's submit answer was lost, is never
+/// adopted: our key cannot read it (and, with `webhook_user_id` set, its
+/// user id is refused first). The generation follows its own request, and
+/// ends with exactly one.
+async fn a_fal_webhook_for_a_request_in_another_account_adopts_nothing(store: StoreKind) {
+    for (webhook_user_id, refused_with) in [(None, 404), (Some(fake_providers::fal::USER_ID), 401)]
+    {
+        let fake = FakeProviders::start().await;
+        fake.switches(|switches| switches.lose_submit_answers = 1);
+        let timeouts = json!({ "request_seconds": 1, "start_seconds": 30, "job_seconds": 120,
+            "poll_seconds": 0.1, "retry_seconds": 60 });
+        let backends = example_backends(&fake, Provider::Fal, |model| {
+            model["timeouts"] = timeouts.clone();
+            if let Some(user_id) = webhook_user_id {
+                model["webhook_user_id"] = json!(user_id);
+            }
+        });
+        let app = app_with_webhooks(store.clone(), backends).await;
+        // Our own request starts late, so the stranger's webhook comes
+        // first, while the submit's outcome is unknown.
+        let generation = submit(
+            &app,
+            "vendor_1/model_1",
+            text_to_video("vendor_1/model_1", "a kite of ours [fake:slow-start]"),
+        )
+        .await;
+        let id = generation["id"].as_str().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let ours = loop {
+            if let Some(job) = fake.jobs_at(Provider::Fal).pop() {
+                break job;
+            }
+            assert!(Instant::now() < deadline, "our request was never sent");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // The stranger registers our URL, secret and all, as the webhook of
+        // a request of their own account.
+        let mut strangers_input = ours.input.clone();
+        strangers_input["prompt"] = json!("a kite of the stranger's");
+        let mut submit_url =
+            url::Url::parse(&format!("{}/{}", fake.fal_queue_url(), ours.target)).unwrap();
+        submit_url
+            .query_pairs_mut()
+            .append_pair("fal_webhook", &registered_webhook_url(&ours));
+        let strangers: Value = reqwest::Client::new()
+            .post(submit_url)
+            .header(
+                "authorization",
+                format!("Key {}", fake_providers::fal::OTHER_KEY),
+            )
+            .json(&strangers_input)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let strangers_id = strangers["request_id"].as_str().unwrap().to_owned();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !fake
+            .state
+            .webhooks_sent
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(job_id, _)| job_id == &strangers_id)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the stranger's webhook was not sent"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            app.server
+                .store
+                .provider_job(id)
+                .await
+                .unwrap()
+                .and_then(|recorded| recorded.job_id)
+                .is_none_or(|job_id| job_id == ours.id),
+            "{webhook_user_id:?}: the stranger's request was not adopted"
+        );
+
+        let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
+        assert_eq!(done["status"], "succeeded", "{webhook_user_id:?}: {done}");
+        let recorded = app.server.store.provider_job(id).await.unwrap().unwrap();
+        assert_eq!(recorded.job_id.as_deref(), Some(ours.id.as_str()));
+        let answers: Vec<u16> = fake
+            .state
+            .webhooks_sent
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(job_id, _)| job_id == &strangers_id)
+            .map(|(_, status)| *status)
+            .collect();
+        assert!(
+            !answers.is_empty() && answers.iter().all(|status| *status == refused_with),
+            "{webhook_user_id:?}: the stranger's webhook was refused: {answers:?}"
+        );
+        let ours_at_fal: Vec<FakeJob> = fake
+            .jobs_at(Provider::Fal)
+            .into_iter()
+            .filter(|job| job.account == FAL_KEY)
+            .collect();
+        assert_eq!(
+            ours_at_fal.len(),
+            1,
+            "{webhook_user_id:?}: one request of ours"
+        );
+        app.assert_ledger_invariant(&app.account.account.id).await;
+    }
+}
+
+/// Issue 38, item 1: one provider job belongs to one generation. Two
+/// generations whose submits have unknown outcomes, each adopting the same
+/// job at once (two webhooks, or a webhook and a reconcile), end with one
+/// owner: the other adoption is refused cleanly, without an error.
+async fn two_adoptions_of_one_provider_job_at_once_give_it_to_one_generation(store: StoreKind) {
+    let app = common::spawn_app_without_workers(store).await;
+    let store = app.server.store.clone();
+    for round in 0..10 {
+        let mut generation_ids = Vec::new();
+        for _ in 0..2 {
+            let generation = submit(
+                &app,
+                "vendor_1/model_1",
+                text_to_video("vendor_1/model_1", "two kites, one job"),
+            )
+            .await;
+            let claimed = store
+                .claim_next("a-node/hosted/0", Duration::from_secs(600))
+                .await
+                .unwrap()
+                .expect("the job is claimed");
+            assert_eq!(claimed.id, generation["id"]);
+            let intent = vidgate_server::store::NewProviderJob {
+                generation_id: claimed.id.clone(),
+                provider: "fal".into(),
+                target: "fal-ai/kite/text-to-video".into(),
+                input: json!({ "prompt": "two kites, one job" }),
+                intent_at: unix_now() * 1000,
+            };
+            assert!(store.record_provider_intent(&intent).await.unwrap());
+            generation_ids.push(claimed.id);
+        }
+        let job_id = format!("00000000-0000-4000-8000-{round:012}");
+        let (first, second) = tokio::join!(
+            store.record_provider_job_id(&generation_ids[0], &job_id),
+            store.record_provider_job_id(&generation_ids[1], &job_id),
+        );
+        let (first, second) = (first.unwrap(), second.unwrap());
+        assert!(
+            first != second,
+            "round {round}: exactly one adopts: {first} {second}"
+        );
+        let owner = store
+            .generation_of_provider_job("fal", &job_id)
+            .await
+            .unwrap()
+            .expect("the job has an owner");
+        let winner = if first {
+            &generation_ids[0]
+        } else {
+            &generation_ids[1]
+        };
+        assert_eq!(&owner, winner, "round {round}");
+        let loser = if first {
+            &generation_ids[1]
+        } else {
+            &generation_ids[0]
+        };
+        let lost = store.provider_job(loser).await.unwrap().unwrap();
+        assert_eq!(
+            lost.job_id, None,
+            "round {round}: the other keeps its intent open"
+        );
     }
 }
 
@@ -1712,6 +1995,9 @@ on_both_stores!(
     a_replicate_prediction_still_starting_at_the_start_deadline_is_canceled_and_refunded,
     a_submit_outage_at_the_first_provider_moves_new_jobs_to_the_next,
     a_failed_key_fetch_is_remembered_so_a_webhook_flood_reads_the_keys_once,
+    a_provider_webhook_without_the_generations_url_secret_is_refused,
+    a_fal_webhook_for_a_request_in_another_account_adopts_nothing,
+    two_adoptions_of_one_provider_job_at_once_give_it_to_one_generation,
     a_provider_fetches_the_kept_media_through_a_signed_url,
     a_media_url_is_refused_after_it_expires_or_when_tampered_with,
     every_model_succeeds_through_each_provider_with_the_video_in_our_storage,

@@ -633,6 +633,31 @@ async fn with_redis_nodes_share_an_addresss_fair_use_bucket() {
     assert_error(refusal, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
 }
 
+/// Issue 38, item 7: the anonymous quote answers a host name that does not
+/// resolve exactly as one that resolves to a private address, so a
+/// stranger cannot learn which names exist inside the operator's network.
+#[tokio::test]
+async fn the_public_quote_tells_an_unresolvable_name_from_a_private_one_in_no_way() {
+    let app = spawn_app_with(TestSettings {
+        allow_private_network: false,
+        ..TestSettings::new(StoreKind::Sqlite)
+    })
+    .await;
+    let mut answers = Vec::new();
+    for url in [
+        "http://localhost/ref.mp4",
+        "http://no-such-host.vidgate-test.invalid/ref.mp4",
+    ] {
+        let body = json!({"prompt": "p", "reference_video_urls": [url]});
+        let answer = quote(&app, "vendor_1/model_1/reference-to-video", &body).await;
+        let status = answer.status();
+        let body: Value = answer.json().await.unwrap();
+        answers.push((status, body));
+    }
+    assert_eq!(answers[0].0, StatusCode::BAD_REQUEST, "{answers:?}");
+    assert_eq!(answers[0], answers[1]);
+}
+
 on_both_stores!(
     the_public_endpoints_have_a_fair_use_limit_per_address,
     m1_quote_with_a_reference_video_equals_the_charge,

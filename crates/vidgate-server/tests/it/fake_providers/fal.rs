@@ -19,9 +19,28 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{FakeJob, FakeState, FakeStatus, JobDeadline, Provider, listed_input, now_seconds};
+use super::{
+    FAL_KEY, FakeJob, FakeState, FakeStatus, JobDeadline, Provider, listed_input, now_seconds,
+};
 
 pub const USER_ID: &str = "fake-fal-user";
+
+/// A second fal account, a stranger's, with its own key and user id: fal
+/// signs its webhooks with the same keys as the operator's.
+pub const OTHER_KEY: &str = "fal-other-key:secret";
+pub const OTHER_USER_ID: &str = "fake-fal-other-user";
+
+/// The fake's fal accounts: each key and the user id fal names in its
+/// webhooks.
+const ACCOUNTS: [(&str, &str); 2] = [(FAL_KEY, USER_ID), (OTHER_KEY, OTHER_USER_ID)];
+
+/// The user id of the account whose key is `account`.
+fn user_id_of(account: &str) -> &'static str {
+    ACCOUNTS
+        .iter()
+        .find(|(key, _)| *key == account)
+        .map_or(USER_ID, |(_, user_id)| user_id)
+}
 
 pub fn routes() -> Router<Arc<FakeState>> {
     Router::new()
@@ -38,14 +57,21 @@ fn error(status: StatusCode, body: Value) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// The account whose key a call carries, if any.
+fn caller_account(headers: &HeaderMap) -> Option<&'static str> {
+    let presented = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())?;
+    ACCOUNTS
+        .iter()
+        .map(|(key, _)| *key)
+        .find(|key| presented == format!("Key {key}"))
+}
+
 /// The checks every fal API call passes first: the key, an outage, and the
 /// rate-limit switch.
 fn gate(state: &FakeState, headers: &HeaderMap) -> Option<Response> {
-    let authorized = headers
-        .get("authorization")
-        .and_then(|value| value.to_str().ok())
-        == Some(&format!("Key {}", state.fal_key));
-    if !authorized {
+    if caller_account(headers).is_none() {
         return Some(error(
             StatusCode::UNAUTHORIZED,
             json!({ "detail": "Authentication is required to access this application." }),
@@ -217,7 +243,8 @@ async fn submit(
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<f64>().ok())
         .map(JobDeadline::Start);
-    let job = state.create_job(
+    let job = state.create_job_in(
+        caller_account(&headers).unwrap_or(FAL_KEY),
         Provider::Fal,
         &endpoint_id,
         input,
@@ -247,10 +274,19 @@ fn parse_request_path(path: &str) -> Option<(String, String, &'static str)> {
 }
 
 /// The job a request path names, if its prefix is the job's app (or its
-/// full endpoint id, which the per-endpoint OpenAPI documents use).
-fn job_for_path(state: &FakeState, path: &str) -> Option<(FakeJob, &'static str)> {
+/// full endpoint id, which the per-endpoint OpenAPI documents use) and it
+/// is in the caller's account: another account's request is not found
+/// (GUESS fal-foreign-request).
+fn job_for_path(
+    state: &FakeState,
+    headers: &HeaderMap,
+    path: &str,
+) -> Option<(FakeJob, &'static str)> {
     let (prefix, id, action) = parse_request_path(path)?;
-    let job = state.job(&id).filter(|job| job.provider == Provider::Fal)?;
+    let job = state
+        .job(&id)
+        .filter(|job| job.provider == Provider::Fal)
+        .filter(|job| Some(job.account) == caller_account(headers))?;
     let app = job
         .target
         .splitn(3, '/')
@@ -268,7 +304,7 @@ async fn queue_get(
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
-    let Some((job, action)) = job_for_path(&state, &path) else {
+    let Some((job, action)) = job_for_path(&state, &headers, &path) else {
         return error(
             StatusCode::NOT_FOUND,
             json!({ "detail": "Request not found" }),
@@ -325,7 +361,7 @@ async fn cancel(
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
-    let Some((job, "cancel")) = job_for_path(&state, &path) else {
+    let Some((job, "cancel")) = job_for_path(&state, &headers, &path) else {
         return error(StatusCode::NOT_FOUND, json!({ "status": "NOT_FOUND" }));
     };
     if job.status.is_final() {
@@ -404,6 +440,7 @@ async fn list(
         .unwrap()
         .iter()
         .filter(|job| job.provider == Provider::Fal && &job.target == endpoint_id)
+        .filter(|job| Some(job.account) == caller_account(&headers))
         .filter(|job| job.status.is_final())
         .filter(|job| job.completed_at.unwrap_or(job.created_at) >= start)
         .cloned()
@@ -486,13 +523,14 @@ pub fn webhook_request(state: &FakeState, job: &FakeJob, url: &str) -> reqwest::
     }
     .to_string();
     let timestamp = (now_seconds() as i64).to_string();
-    let signature = sign(state, &job.id, &timestamp, body.as_bytes());
+    let user_id = user_id_of(job.account);
+    let signature = sign_for(state, user_id, &job.id, &timestamp, body.as_bytes());
     state
         .http
         .post(url)
         .header("content-type", "application/json")
         .header("x-fal-webhook-request-id", &job.id)
-        .header("x-fal-webhook-user-id", USER_ID)
+        .header("x-fal-webhook-user-id", user_id)
         .header("x-fal-webhook-timestamp", timestamp)
         .header("x-fal-webhook-signature", signature)
         .body(body)
@@ -501,11 +539,23 @@ pub fn webhook_request(state: &FakeState, job: &FakeJob, url: &str) -> reqwest::
 /// fal's webhook signature: hex Ed25519 over `request_id`, user id,
 /// timestamp and the body's SHA-256 (hex), one per line.
 pub fn sign(state: &FakeState, request_id: &str, timestamp: &str, body: &[u8]) -> String {
+    sign_for(state, USER_ID, request_id, timestamp, body)
+}
+
+/// fal's webhook signature of a request of the account `user_id`: fal
+/// signs every account's webhooks with the same keys.
+pub fn sign_for(
+    state: &FakeState,
+    user_id: &str,
+    request_id: &str,
+    timestamp: &str,
+    body: &[u8],
+) -> String {
     let body_digest: String = Sha256::digest(body)
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect();
-    let message = format!("{request_id}\n{USER_ID}\n{timestamp}\n{body_digest}");
+    let message = format!("{request_id}\n{user_id}\n{timestamp}\n{body_digest}");
     signing_key(state)
         .sign(message.as_bytes())
         .as_ref()

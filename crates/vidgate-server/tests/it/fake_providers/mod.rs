@@ -23,6 +23,11 @@
 //!   tests run both.
 //! - GUESS fal-canceled-status: a canceled request's status is `COMPLETED`
 //!   with `error_type: request_cancelled`.
+//! - GUESS fal-foreign-request: fal answers a read of another account's
+//!   request (status, result, cancel) as it answers an unknown one, 404,
+//!   and lists only the caller's own requests; the documents say only that
+//!   the list is of "requests … owned by the authenticated user" or of the
+//!   caller's endpoints. vidgate refuses the job on any 401, 403 or 404.
 //! - GUESS fal-list-time: the list's `start` filters by the time a request
 //!   ended (the list is sorted by end time); vidgate's `start` is before
 //!   the request was sent, so either reading finds the same requests.
@@ -128,6 +133,10 @@ pub struct FakeJob {
     pub deadline: Option<JobDeadline>,
     /// Whether a cancel arrived while it ran (vidgate must never do that).
     pub canceled_while_running: bool,
+    /// The fal account whose key created it (`fal::ACCOUNTS`): another
+    /// account's key can neither read nor list it. Replicate's jobs are all
+    /// in its one account.
+    pub account: &'static str,
 }
 
 impl FakeJob {
@@ -300,7 +309,6 @@ pub struct FakeState {
     outputs: Mutex<HashMap<String, Bytes>>,
     /// The one clip of `Switches::reuse_outputs`, once rendered.
     reused_output: Mutex<Option<Bytes>>,
-    pub fal_key: String,
     pub fal_signing_seed: [u8; 32],
     pub replicate_token: String,
     pub replicate_webhook_secret: String,
@@ -343,7 +351,6 @@ impl FakeProviders {
             switches: Mutex::new(Switches::default()),
             outputs: Mutex::new(HashMap::new()),
             reused_output: Mutex::new(None),
-            fal_key: FAL_KEY.into(),
             fal_signing_seed: [42u8; 32],
             replicate_token: REPLICATE_TOKEN.into(),
             replicate_webhook_secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
@@ -596,7 +603,32 @@ impl FakeState {
         webhook_events: Vec<String>,
         deadline: Option<JobDeadline>,
     ) -> FakeJob {
+        self.create_job_in(
+            FAL_KEY,
+            provider,
+            target,
+            input,
+            webhook_url,
+            webhook_events,
+            deadline,
+        )
+    }
+
+    /// Creates a job in the account of `account` (a fal key) and starts its
+    /// state machine.
+    #[allow(clippy::too_many_arguments)]
+    fn create_job_in(
+        self: &Arc<Self>,
+        account: &'static str,
+        provider: Provider,
+        target: &str,
+        input: Value,
+        webhook_url: Option<String>,
+        webhook_events: Vec<String>,
+        deadline: Option<JobDeadline>,
+    ) -> FakeJob {
         let job = FakeJob {
+            account,
             id: self.new_id(provider),
             provider,
             target: target.to_owned(),
