@@ -23,8 +23,8 @@
 //! that when thousands of jobs are followed without webhooks each job's
 //! poll interval grows with the number in flight instead of overrunning
 //! the provider. A 429 from the provider pauses the class for the time the
-//! provider asked (`Retry-After`, `ratelimit-reset`; `DEFAULT_PAUSE`
-//! otherwise) and halves its rate for `SLOWED_FOR`.
+//! provider asked (`Retry-After`, `ratelimit-reset`, Replicate's body;
+//! `DEFAULT_PAUSE` otherwise) and halves its rate for `SLOWED_FOR`.
 //!
 //! The tokens are the node rate limiter's buckets (`rate_limit.rs`): with
 //! Redis one bucket per provider, credential and class shared by every
@@ -49,7 +49,7 @@ use tokio::sync::{Notify, oneshot};
 
 use super::provider::{
     CancelOutcome, JobToCreate, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
-    VerifiedWebhook, WebhookError,
+    SubmittedSearch, VerifiedWebhook, WebhookError,
 };
 
 use crate::metrics::Metrics;
@@ -95,8 +95,10 @@ pub const DOCUMENTED_CREATES_PER_MINUTE: u32 = 600;
 pub const DOCUMENTED_OTHERS_PER_MINUTE: u32 = 3000;
 
 /// How long a class pauses after a 429 that did not say how long. GUESS:
-/// vidgate's choice; Replicate's recorded 429 carries `ratelimit-reset`,
-/// and fal documents no 429 headers.
+/// vidgate's choice, for fal, which documents no 429 headers nor body.
+/// Replicate's 429 always says: its protocol reads the wait from the
+/// headers, or from the documented body ("resets in ~30s"), or takes the
+/// 30 s the body documents.
 pub const DEFAULT_PAUSE: Duration = Duration::from_secs(5);
 /// The longest pause a 429 can ask for: a provider's wait beyond it is
 /// taken as this, and the call asks again.
@@ -476,7 +478,7 @@ impl ProviderBudget {
     /// `SLOWED_FOR`. It never fails a job: the call that got it waits and
     /// asks again.
     pub fn rate_limited(&self, class: CallClass, asked: Option<Duration>) {
-        let pause = asked.unwrap_or(DEFAULT_PAUSE).min(LONGEST_PAUSE);
+        let pause = pause_after_rate_limit(asked);
         let now = Instant::now();
         {
             let mut state = lock(&self.queue(class).state);
@@ -716,6 +718,11 @@ async fn dispatch(budget: Arc<ProviderBudget>, class: CallClass) {
     }
 }
 
+/// How long a class pauses after a 429 whose provider asked for `asked`.
+fn pause_after_rate_limit(asked: Option<Duration>) -> Duration {
+    asked.unwrap_or(DEFAULT_PAUSE).min(LONGEST_PAUSE)
+}
+
 /// A provider's protocol whose every call takes its budget's token first,
 /// and whose 429s pause the call's class.
 pub struct BudgetedProtocol {
@@ -835,7 +842,7 @@ impl ProviderProtocol for BudgetedProtocol {
         target: &ProviderTarget,
         input: &Value,
         since: i64,
-    ) -> Result<Vec<String>, ProviderError> {
+    ) -> Result<SubmittedSearch, ProviderError> {
         self.budget
             .acquire(CallClass::Others, CallPriority::now())
             .await;
@@ -1028,7 +1035,7 @@ mod tests {
             _target: &ProviderTarget,
             _input: &Value,
             _since: i64,
-        ) -> Result<Vec<String>, ProviderError> {
+        ) -> Result<SubmittedSearch, ProviderError> {
             unreachable!("the test only reads")
         }
         fn lists_unfinished_jobs(&self) -> bool {
@@ -1131,6 +1138,49 @@ mod tests {
         budget.acquire(CallClass::Others, CallPriority::now()).await;
         assert!(started.elapsed() < Duration::from_millis(200));
         assert!(budget.create_ready());
+    }
+
+    /// Issue 37: a Replicate 429 with no header pauses as its documented
+    /// body says (about 30 s), not for vidgate's default; one asking for
+    /// more than the longest pause waits that long and asks again.
+    #[test]
+    fn a_replicate_429_without_headers_pauses_as_its_body_says() {
+        let pause_of_429 = |headers: &HeaderMap, body: &[u8]| {
+            let error = crate::backend::replicate::classify_error(
+                429,
+                headers,
+                body,
+                std::time::SystemTime::now(),
+            );
+            pause_after_rate_limit(error.retry_after())
+        };
+        let no_headers = HeaderMap::new();
+        assert_eq!(
+            pause_of_429(
+                &no_headers,
+                br#"{"detail":"Request was throttled. Your rate limit resets in ~30s."}"#
+            ),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            pause_of_429(&no_headers, br#"{"detail":"Request was throttled."}"#),
+            Duration::from_secs(30)
+        );
+        // Where Replicate does send `ratelimit-reset`, it wins.
+        let mut with_reset = HeaderMap::new();
+        with_reset.insert("ratelimit-reset", "4".parse().unwrap());
+        assert_eq!(
+            pause_of_429(
+                &with_reset,
+                br#"{"detail":"Request was throttled. Your rate limit resets in ~30s."}"#
+            ),
+            Duration::from_secs(4)
+        );
+        assert_eq!(
+            pause_after_rate_limit(Some(Duration::from_secs(600))),
+            LONGEST_PAUSE
+        );
+        assert_eq!(pause_after_rate_limit(None), DEFAULT_PAUSE);
     }
 
     #[tokio::test]

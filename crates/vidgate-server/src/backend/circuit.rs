@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use super::provider::{
     CancelOutcome, JobToCreate, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
-    VerifiedWebhook, WebhookError,
+    SubmittedSearch, VerifiedWebhook, WebhookError,
 };
 use crate::store::{ProviderHealth, Store};
 
@@ -279,7 +279,7 @@ impl ProviderProtocol for ObservedProtocol {
         target: &ProviderTarget,
         input: &Value,
         since: i64,
-    ) -> Result<Vec<String>, ProviderError> {
+    ) -> Result<SubmittedSearch, ProviderError> {
         let started = Instant::now();
         let result = self.inner.find_submitted(target, input, since).await;
         observe(&self.circuit.reads, started, result)

@@ -20,12 +20,24 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::provider::{
-    CachedKeys, CancelOutcome, FailureKind, JobToCreate, MAX_ANSWER_BYTES, ProviderError,
-    ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook,
-    WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection, classify_status, iso8601, json_body,
-    limited_body, require_signature_headers, sent_fields_match, shortened, transport_error,
-    unreadable,
+    CachedKeys, CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, MAX_ANSWER_BYTES,
+    ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget,
+    SubmittedSearch, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection,
+    classify_status, iso8601, json_body, limited_body, listed_input_is_known, require_signature_headers, sent_fields_match,
+    shortened, transport_error, unix_seconds, unreadable,
 };
+
+/// The headers that turn fal's model fallbacks off for one request, sent
+/// with `true` on every submit. By default fal may reroute a request that
+/// failed five retries "to equivalent alternative endpoints" (fal's
+/// *Reliability* page, "Model fallbacks"): the customer who paid for one
+/// model could get another's video. fal spells the switch two ways: its
+/// *Platform Headers* page `x-app-fal-disable-fallback`, its *Reliability*
+/// page `x-fal-disable-fallbacks` (with no value given); fal's own clients
+/// (fal-js, fal_client) set neither. Both are sent, as a header fal does
+/// not know is ignored, so whichever fal reads takes effect.
+pub const DISABLE_FALLBACK_HEADERS: [&str; 2] =
+    ["x-app-fal-disable-fallback", "x-fal-disable-fallbacks"];
 
 /// fal's queue, unless configured otherwise (tests use a fake).
 pub const DEFAULT_QUEUE_URL: &str = "https://queue.fal.run";
@@ -179,6 +191,8 @@ impl ProviderProtocol for FalClient {
                         "X-Fal-Request-Timeout",
                         job.deadlines.start.as_secs().max(1),
                     )
+                    .header(DISABLE_FALLBACK_HEADERS[0], "true")
+                    .header(DISABLE_FALLBACK_HEADERS[1], "true")
                     .json(job.input),
             )
             .await?;
@@ -281,9 +295,10 @@ impl ProviderProtocol for FalClient {
         target: &ProviderTarget,
         input: &Value,
         since: i64,
-    ) -> Result<Vec<String>, ProviderError> {
+    ) -> Result<SubmittedSearch, ProviderError> {
         let mut cursor: Option<String> = None;
         let mut found = Vec::new();
+        let mut input_unknown = Vec::new();
         for _ in 0..MAX_LIST_PAGES {
             let mut url = self
                 .api_url
@@ -302,13 +317,17 @@ impl ProviderProtocol for FalClient {
             }
             let (_, page) = self.send(self.http.get(url)).await?;
             found.extend(matching_requests(&page, &target.0, input, since));
+            input_unknown.extend(input_unknown_requests(&page, &target.0, since));
             match (page["has_more"].as_bool(), page["next_cursor"].as_str()) {
                 (Some(true), Some(next)) => cursor = Some(next.to_owned()),
                 _ => break,
             }
         }
         found.sort();
-        Ok(found.into_iter().map(|(_, id)| id).collect())
+        Ok(SubmittedSearch {
+            matching: found.into_iter().map(|(_, id)| id).collect(),
+            input_unknown,
+        })
     }
 
     fn lists_unfinished_jobs(&self) -> bool {
@@ -326,13 +345,6 @@ fn is_ingress_error(status: u16, headers: &HeaderMap, body: &[u8]) -> bool {
     matches!(status, 502..=504)
         && !headers.contains_key("x-fal-request-id")
         && String::from_utf8_lossy(body).contains("nginx")
-}
-
-/// An RFC 3339 time as unix seconds.
-fn unix_seconds(text: &str) -> Option<i64> {
-    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .ok()
-        .map(time::OffsetDateTime::unix_timestamp)
 }
 
 /// `owner/app` of an endpoint id `owner/app[/path]`.
@@ -531,6 +543,36 @@ fn matching_requests(
                 return None;
             }
             Some((sent_at.unwrap_or(i64::MAX), id))
+        })
+        .collect()
+}
+
+/// The requests on a list page of `endpoint_id` sent at or after `since`
+/// (unix seconds) that are listed without their input (fal stores no
+/// payload for a request sent with `X-Fal-Store-IO: 0`): they can be
+/// neither matched nor ruled out.
+fn input_unknown_requests(page: &Value, endpoint_id: &str, since: i64) -> Vec<InputUnknownJob> {
+    page["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| {
+            item["endpoint_id"]
+                .as_str()
+                .is_none_or(|listed| listed == endpoint_id)
+        })
+        .filter(|item| !listed_input_is_known(&item["json_input"]))
+        .filter_map(|item| {
+            let created_at = item["sent_at"].as_str().and_then(unix_seconds);
+            if created_at.is_some_and(|sent_at| sent_at < since) {
+                return None;
+            }
+            Some(InputUnknownJob {
+                job_id: item["request_id"].as_str()?.to_owned(),
+                created_at,
+                // fal's list gives no run time.
+                ran_seconds: None,
+            })
         })
         .collect()
 }
@@ -853,6 +895,25 @@ mod tests {
         let ids: Vec<&str> = found.iter().map(|(_, id)| id.as_str()).collect();
         assert_eq!(ids, ["first", "later"]);
         assert!(matching_requests(&page, endpoint, &json!({ "prompt": "y" }), since).is_empty());
+        assert!(input_unknown_requests(&page, endpoint, since).is_empty());
+    }
+
+    #[test]
+    fn a_request_listed_without_its_input_is_neither_matched_nor_ruled_out() {
+        let endpoint = "fal-ai/kite/text-to-video";
+        let page = json!({ "has_more": false, "next_cursor": null, "items": [
+            { "request_id": "no_payload", "endpoint_id": endpoint, "sent_at": "2026-11-23T12:00:01Z" },
+            { "request_id": "empty_payload", "endpoint_id": endpoint, "sent_at": "2026-11-23T12:00:02Z", "json_input": {} },
+            { "request_id": "before", "endpoint_id": endpoint, "sent_at": "2026-11-23T11:00:00Z" },
+        ]});
+        let since = unix_seconds("2026-11-23T12:00:00Z").unwrap();
+        let input = json!({ "prompt": "a kite" });
+        assert!(matching_requests(&page, endpoint, &input, since).is_empty());
+        let unknown: Vec<String> = input_unknown_requests(&page, endpoint, since)
+            .into_iter()
+            .map(|job| job.job_id)
+            .collect();
+        assert_eq!(unknown, ["no_payload", "empty_payload"]);
     }
 
     fn key_pair() -> Ed25519KeyPair {

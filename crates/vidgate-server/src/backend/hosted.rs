@@ -38,8 +38,8 @@ use super::fal::{self, FalClient};
 use super::hosted_config::{HostedModelConfig, HostedTimeouts, seconds};
 use super::output::{self, DownloadError};
 use super::provider::{
-    self, CancelOutcome, CancelResult, FailureKind, JobDeadlines, JobToCreate, ProviderError,
-    ProviderJobState, ProviderProtocol, ProviderTarget, WebhookError,
+    self, CancelOutcome, CancelResult, FailureKind, InputUnknownJob, JobDeadlines, JobToCreate,
+    ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget, WebhookError,
 };
 use super::replicate::{self, ReplicateClient};
 use super::{
@@ -432,7 +432,7 @@ impl HostedBackend {
                         created_at: recorded.intent_at,
                     });
                 }
-                if let Some(job_id) = self.reconcile(store, &recorded, wakeup).await? {
+                if let Some(job_id) = self.reconcile(store, job, &recorded, wakeup).await? {
                     return Ok(SubmittedJob {
                         target,
                         job_id,
@@ -570,9 +570,17 @@ impl HostedBackend {
     /// is read again at a growing interval (and at once when a webhook
     /// arrives) until then; a provider that cannot be asked leaves the
     /// question open, and the generation waits.
+    ///
+    /// A listed job of the same target, created while the submit's call was
+    /// under way, whose input the provider no longer shows (Replicate
+    /// removes it after an hour) may be this submit's job: absence is then
+    /// never proved, so the job is never submitted again. Only a webhook
+    /// can still prove it; at the job's deadline the generation fails,
+    /// refunded, with the cost of the job it may have made recorded.
     async fn reconcile(
         &self,
         store: &Arc<Store>,
+        job: &Job,
         recorded: &ProviderJob,
         wakeup: &Notify,
     ) -> Result<Option<String>, HostedFailure> {
@@ -595,9 +603,15 @@ impl HostedBackend {
         // to another provider, and a job it did create runs with no
         // customer to bill.
         let give_up_at = absent_after.max(settled_at + millis(timeouts.retry_seconds));
+        // The job a submit with an unknown outcome made, if any, is
+        // gone by then: vidgate would have given up on it.
+        let job_deadline = recorded.intent_at + millis(timeouts.job_seconds);
         let since = recorded.intent_at / 1000 - CLOCK_SKEW_SECONDS;
+        // A job created after the submit's call ended is not its job.
+        let created_by = settled_at / 1000 + CLOCK_SKEW_SECONDS;
         let target = ProviderTarget(recorded.target.clone());
         let mut interval = RECONCILE_FIRST_INTERVAL;
+        let mut cannot_tell = Vec::new();
         loop {
             let now = crate::store::now_millis();
             if now < settled_at {
@@ -616,8 +630,8 @@ impl HostedBackend {
                 .find_submitted(&target, &recorded.input, since)
                 .await
             {
-                Ok(candidates) => {
-                    for candidate in candidates {
+                Ok(listed) => {
+                    for candidate in listed.matching {
                         let owner = store
                             .generation_of_provider_job(&recorded.provider, &candidate)
                             .await
@@ -645,7 +659,16 @@ impl HostedBackend {
                             return Ok(Some(job_id));
                         }
                     }
-                    if listed_at >= absent_after {
+                    cannot_tell = self
+                        .jobs_that_may_be_ours(store, recorded, listed.input_unknown, created_by)
+                        .await?;
+                    if !cannot_tell.is_empty() {
+                        if listed_at >= job_deadline {
+                            return Err(self
+                                .give_up_undecided(store, job, recorded, &cannot_tell)
+                                .await);
+                        }
+                    } else if listed_at >= absent_after {
                         return Ok(None);
                     }
                 }
@@ -668,7 +691,12 @@ impl HostedBackend {
             }
             // The next read comes no later than the moment the job can be
             // proved absent or given up on.
-            let next_milestone = [absent_after, give_up_at]
+            let undecided_until = if cannot_tell.is_empty() {
+                absent_after
+            } else {
+                job_deadline
+            };
+            let next_milestone = [undecided_until, give_up_at]
                 .into_iter()
                 .filter(|milestone| *milestone > listed_at)
                 .min()
@@ -681,6 +709,78 @@ impl HostedBackend {
             }
             interval = (interval * 2).min(RECONCILE_LONGEST_INTERVAL);
         }
+    }
+
+    /// Of the listed jobs whose input is gone, those that may be the
+    /// submit's: created by `created_by` (unix seconds; a job without a
+    /// readable time is kept) and not another generation's.
+    async fn jobs_that_may_be_ours(
+        &self,
+        store: &Arc<Store>,
+        recorded: &ProviderJob,
+        input_unknown: Vec<InputUnknownJob>,
+        created_by: i64,
+    ) -> Result<Vec<InputUnknownJob>, HostedFailure> {
+        let mut may_be_ours = Vec::new();
+        for listed in input_unknown {
+            if listed
+                .created_at
+                .is_some_and(|created_at| created_at > created_by)
+            {
+                continue;
+            }
+            let owner = store
+                .generation_of_provider_job(&recorded.provider, &listed.job_id)
+                .await
+                .map_err(store_failure)?;
+            if owner.is_none_or(|owner| owner == recorded.generation_id) {
+                may_be_ours.push(listed);
+            }
+        }
+        Ok(may_be_ours)
+    }
+
+    /// Fails a generation whose submit's outcome the provider can no
+    /// longer tell, at its job's deadline: refunded, never submitted again
+    /// (that could make a second paid job), and with the cost of the one
+    /// job it may have made recorded as its provider cost, so that
+    /// `vidgate admin usage` counts what the operator may have paid.
+    async fn give_up_undecided(
+        &self,
+        store: &Arc<Store>,
+        job: &Job,
+        recorded: &ProviderJob,
+        cannot_tell: &[InputUnknownJob],
+    ) -> HostedFailure {
+        let today = time::OffsetDateTime::now_utc().date().to_string();
+        let possible_run = ProviderRun {
+            provider: recorded.provider.clone(),
+            cost: self.config.cost_of(
+                &job.input.to_json(),
+                &recorded.target,
+                &today,
+                f64::from(job.input.duration_s()),
+            ),
+        };
+        let provider_jobs: Vec<&str> = cannot_tell
+            .iter()
+            .map(|listed| listed.job_id.as_str())
+            .collect();
+        tracing::warn!(generation = %job.generation_id, provider = %recorded.provider, ?provider_jobs, possible_cost_micros = ?possible_run.cost.map(|cost| cost.0), "the provider's list cannot tell whether a submit with an unknown outcome created one of these jobs (their input was removed); failing the generation, refunded, without submitting again");
+        if let Err(error) = store
+            .record_possible_provider_cost(&job.generation_id, &possible_run)
+            .await
+        {
+            tracing::warn!(generation = %job.generation_id, %error, "could not record the possible provider cost");
+        }
+        failure(
+            "upstream_error",
+            format!(
+                "{} can no longer tell whether the job was created; it was not submitted again",
+                recorded.provider
+            ),
+        )
+        .into()
     }
 
     async fn recorded_job_id(

@@ -155,6 +155,34 @@ impl ProviderError {
     }
 }
 
+/// What a provider's list of recent jobs says about a submit whose outcome
+/// is unknown.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SubmittedSearch {
+    /// The jobs whose listed input has every field sent, oldest first.
+    pub matching: Vec<String>,
+    /// The jobs of the same target whose listed input is gone (removed by
+    /// the provider, or not listed): any of them may be the submit's job.
+    pub input_unknown: Vec<InputUnknownJob>,
+}
+
+/// A listed job whose input cannot be compared with what was sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputUnknownJob {
+    pub job_id: String,
+    /// When the provider created it (unix seconds), where the list says.
+    pub created_at: Option<i64>,
+    /// How long it ran, where the list says (Replicate's `predict_time`):
+    /// what the operator may have paid for it.
+    pub ran_seconds: Option<f64>,
+}
+
+/// Whether a listed input can be compared with what was sent: a provider
+/// that removed a job's data lists no input, or an empty one.
+pub fn listed_input_is_known(listed: &Value) -> bool {
+    listed.as_object().is_some_and(|fields| !fields.is_empty())
+}
+
 /// What a provider answered to a cancel.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CancelOutcome {
@@ -231,13 +259,15 @@ pub trait ProviderProtocol: Send + Sync + 'static {
     /// `target` at or after `since` (unix seconds) whose listed input has
     /// every field of `input` with the value sent (a provider may list its
     /// defaults too): the ids of the jobs a submit with an unknown outcome
-    /// may have created, oldest first.
+    /// may have created, oldest first. Jobs of `target` whose input the
+    /// list no longer shows (Replicate removes it after an hour) can be
+    /// neither matched nor ruled out, and are returned apart.
     async fn find_submitted(
         &self,
         target: &ProviderTarget,
         input: &Value,
         since: i64,
-    ) -> Result<Vec<String>, ProviderError>;
+    ) -> Result<SubmittedSearch, ProviderError>;
 
     /// Whether the provider's list shows jobs that have not finished. Where
     /// it does (Replicate lists every prediction by creation time), a list
@@ -617,6 +647,13 @@ pub(super) fn iso8601(unix_seconds: i64) -> String {
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+/// An RFC 3339 time, as both providers' lists give it, as unix seconds.
+pub(super) fn unix_seconds(text: &str) -> Option<i64> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(time::OffsetDateTime::unix_timestamp)
 }
 
 /// The error for an answer of the provider's that this protocol cannot

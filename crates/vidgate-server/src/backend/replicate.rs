@@ -18,10 +18,11 @@ use subtle::ConstantTimeEq;
 use url::Url;
 
 use super::provider::{
-    CachedKeys, CancelOutcome, FailureKind, JobToCreate, MAX_ANSWER_BYTES, ProviderError,
-    ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, VerifiedWebhook,
-    WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection, classify_status, iso8601, json_body,
-    require_signature_headers, sent_fields_match, shortened, transport_error, unreadable,
+    CachedKeys, CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, MAX_ANSWER_BYTES,
+    ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget,
+    SubmittedSearch, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection,
+    classify_status, iso8601, json_body, listed_input_is_known, require_signature_headers, sent_fields_match, shortened,
+    transport_error, unix_seconds, unreadable,
 };
 
 /// Replicate's API root, unless configured otherwise (tests use a fake).
@@ -198,15 +199,17 @@ impl ProviderProtocol for ReplicateClient {
         target: &ProviderTarget,
         input: &Value,
         since: i64,
-    ) -> Result<Vec<String>, ProviderError> {
+    ) -> Result<SubmittedSearch, ProviderError> {
         let model = target.0.split(':').next().unwrap_or_default();
         let mut page = self.url("predictions");
         page.query_pairs_mut()
             .append_pair("created_after", &iso8601(since));
-        let mut found = Vec::new();
+        let mut found = SubmittedSearch::default();
         for _ in 0..MAX_LIST_PAGES {
             let answer = self.call(self.http.get(page.clone())).await?;
-            found.extend(matching_predictions(&answer, model, input));
+            let on_page = search_page(&answer, model, input);
+            found.matching.extend(on_page.matching);
+            found.input_unknown.extend(on_page.input_unknown);
             match answer["next"]
                 .as_str()
                 .and_then(|next| Url::parse(next).ok())
@@ -218,7 +221,8 @@ impl ProviderProtocol for ReplicateClient {
             }
         }
         // Each page is newest first, and so is the list: oldest first now.
-        found.reverse();
+        found.matching.reverse();
+        found.input_unknown.reverse();
         Ok(found)
     }
 
@@ -352,17 +356,29 @@ fn first_output(output: &Value) -> Option<&str> {
     }
 }
 
-/// The ids of the predictions on a list page created for `model` whose
-/// listed input has every field of `input`, newest first as listed.
-fn matching_predictions(page: &Value, model: &str, input: &Value) -> Vec<String> {
-    page["results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|prediction| prediction["model"] == model)
-        .filter(|prediction| sent_fields_match(input, &prediction["input"]))
-        .filter_map(|prediction| prediction["id"].as_str().map(str::to_owned))
-        .collect()
+/// The predictions on a list page created for `model`, newest first as
+/// listed: those whose listed input has every field of `input`, and those
+/// whose input is gone. Replicate removes a prediction's input and output
+/// "after an hour" (`data_removed: true`, its OpenAPI document), so a list
+/// read that late cannot tell whether such a prediction was sent `input`.
+fn search_page(page: &Value, model: &str, input: &Value) -> SubmittedSearch {
+    let mut found = SubmittedSearch::default();
+    let predictions = page["results"].as_array().into_iter().flatten();
+    for prediction in predictions.filter(|prediction| prediction["model"] == model) {
+        let Some(id) = prediction["id"].as_str() else {
+            continue;
+        };
+        if prediction["data_removed"] == true || !listed_input_is_known(&prediction["input"]) {
+            found.input_unknown.push(InputUnknownJob {
+                job_id: id.to_owned(),
+                created_at: prediction["created_at"].as_str().and_then(unix_seconds),
+                ran_seconds: prediction["metrics"]["predict_time"].as_f64(),
+            });
+        } else if sent_fields_match(input, &prediction["input"]) {
+            found.matching.push(id.to_owned());
+        }
+    }
+    found
 }
 
 /// What a cancel's answer, the prediction, says happened. `canceled` and
@@ -396,20 +412,57 @@ async fn error_from_response(response: reqwest::Response) -> ProviderError {
     classify_error(status, &headers, &body, SystemTime::now())
 }
 
-fn classify_error(status: u16, headers: &HeaderMap, body: &[u8], now: SystemTime) -> ProviderError {
+pub(super) fn classify_error(
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: SystemTime,
+) -> ProviderError {
     let problem: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let message = problem["detail"]
         .as_str()
         .or_else(|| problem["title"].as_str())
         .map(shortened)
         .unwrap_or_else(|| shortened(&String::from_utf8_lossy(body)));
-    classify_status(
+    let mut error = classify_status(
         status,
         headers,
         message,
         failure_kind_of_body(&problem),
         now,
-    )
+    );
+    // Replicate documents its 429 by its body alone; that the answer also
+    // carries `ratelimit-reset` was never recorded (a guess). Without a
+    // wait in the headers, the body's is taken, or the 30 s it documents.
+    if let ProviderError::RateLimited {
+        retry_after: retry_after @ None,
+        ..
+    } = &mut error
+    {
+        *retry_after = Some(
+            problem["detail"]
+                .as_str()
+                .and_then(reset_in_body)
+                .unwrap_or(DOCUMENTED_RATE_LIMIT_RESET),
+        );
+    }
+    error
+}
+
+/// The wait Replicate's documented 429 body gives: "Request was throttled.
+/// Your rate limit resets in ~30s." (its rate-limits page).
+const DOCUMENTED_RATE_LIMIT_RESET: Duration = Duration::from_secs(30);
+
+/// The seconds of "resets in ~Ns" in a 429's `detail`, if it says so.
+fn reset_in_body(detail: &str) -> Option<Duration> {
+    let after = detail.split_once("resets in ~")?.1;
+    let digits = after
+        .find(|character: char| !character.is_ascii_digit())
+        .unwrap_or(after.len());
+    if !after[digits..].starts_with('s') {
+        return None;
+    }
+    after[..digits].parse().ok().map(Duration::from_secs)
 }
 
 fn failure_kind_of_body(problem: &Value) -> FailureKind {
@@ -589,6 +642,31 @@ mod tests {
         assert!(error.is_transient());
     }
 
+    /// Issue 37: Replicate documents its 429 by the body alone ("resets in
+    /// ~30s"); with no header the wait is the body's, else the 30 s it
+    /// documents, not a default of vidgate's.
+    #[test]
+    fn a_throttled_call_without_headers_waits_as_the_body_says() {
+        let no_headers = HeaderMap::new();
+        let wait_of =
+            |body: &[u8]| classify_error(429, &no_headers, body, SystemTime::now()).retry_after();
+        assert_eq!(
+            wait_of(br#"{"detail":"Request was throttled. Your rate limit resets in ~30s."}"#),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            wait_of(br#"{"detail":"Request was throttled. Your rate limit resets in ~7s.","status":429}"#),
+            Some(Duration::from_secs(7))
+        );
+        for unclear in [
+            &br#"{"detail":"Request was throttled."}"#[..],
+            br#"{"detail":"Your rate limit resets in ~soon."}"#,
+            b"Too Many Requests",
+        ] {
+            assert_eq!(wait_of(unclear), Some(Duration::from_secs(30)));
+        }
+    }
+
     #[test]
     fn final_statuses_map_to_failures_of_their_kind() {
         let state = |prediction: Value| prediction_state(&prediction).unwrap();
@@ -653,10 +731,44 @@ mod tests {
             { "id": "other_model", "model": "a/c", "input": input },
         ]});
         assert_eq!(
-            matching_predictions(&page, "a/b", &input),
+            search_page(&page, "a/b", &input).matching,
             ["newer", "oldest"]
         );
-        assert!(matching_predictions(&page, "x/y", &input).is_empty());
+        assert!(search_page(&page, "a/b", &input).input_unknown.is_empty());
+        assert_eq!(
+            search_page(&page, "x/y", &input),
+            SubmittedSearch::default()
+        );
+    }
+
+    #[test]
+    fn a_prediction_whose_data_was_removed_is_neither_matched_nor_ruled_out() {
+        let input = json!({ "prompt": "a kite", "duration": 5 });
+        // As Replicate lists a prediction an hour after it ran: its input
+        // and output removed, its times and metrics kept.
+        let page = json!({ "next": null, "results": [
+            { "id": "removed", "model": "a/b", "input": {}, "output": null, "data_removed": true,
+              "created_at": "2026-11-23T12:00:01.5Z", "metrics": { "predict_time": 41.5 } },
+            { "id": "no_input", "model": "a/b", "created_at": "2026-11-23T12:00:02Z" },
+            { "id": "other_model", "model": "a/c", "input": {}, "data_removed": true },
+        ]});
+        let found = search_page(&page, "a/b", &input);
+        assert!(found.matching.is_empty());
+        assert_eq!(
+            found.input_unknown,
+            [
+                InputUnknownJob {
+                    job_id: "removed".into(),
+                    created_at: unix_seconds("2026-11-23T12:00:01Z"),
+                    ran_seconds: Some(41.5),
+                },
+                InputUnknownJob {
+                    job_id: "no_input".into(),
+                    created_at: unix_seconds("2026-11-23T12:00:02Z"),
+                    ran_seconds: None,
+                },
+            ]
+        );
     }
 
     #[test]

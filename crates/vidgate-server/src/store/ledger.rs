@@ -247,8 +247,10 @@ impl Store {
             sqlx::query_as(
                 // A generation canceled at its provider after its job
                 // slipped into running earns nothing but may cost the
-                // operator the seconds it ran: its cost counts, and it
-                // does not count as a generation.
+                // operator the seconds it ran, and one failed because its
+                // provider could no longer tell whether its submit made a
+                // job may cost the operator that job: their costs count,
+                // and they do not count as generations.
                 "SELECT completed_at / 86400000 AS day, model, \
                  CAST(SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) AS BIGINT), \
                  CAST(SUM(CASE WHEN status = 'succeeded' THEN price_micros ELSE 0 END) AS BIGINT), \
@@ -256,7 +258,8 @@ impl Store {
                  CAST(SUM(CASE WHEN status = 'succeeded' AND provider_cost_micros IS NULL \
                  THEN 1 ELSE 0 END) AS BIGINT) \
                  FROM generations WHERE (status = 'succeeded' \
-                 OR (status = 'canceled' AND provider_cost_micros > 0)) AND completed_at >= $1 \
+                 OR (status IN ('canceled', 'failed') AND provider_cost_micros > 0)) \
+                 AND completed_at >= $1 \
                  GROUP BY completed_at / 86400000, model ORDER BY day, model",
             )
             .bind(since)

@@ -373,6 +373,29 @@ impl Store {
         Ok(failed)
     }
 
+    /// Records on a running generation a provider job it may have made
+    /// without a result (a submit whose outcome its provider can no longer
+    /// tell): the provider, and what such a job costs the operator, which
+    /// the generation keeps when it then fails. False when it is no longer
+    /// running.
+    pub async fn record_possible_provider_cost(
+        &self,
+        generation_id: &str,
+        provider_run: &ProviderRun,
+    ) -> Result<bool, StoreError> {
+        let changed = execute_on_writer!(
+            self,
+            sqlx::query(
+                "UPDATE generations SET provider = $1, provider_cost_micros = $2 \
+                 WHERE id = $3 AND status = 'running'",
+            )
+            .bind(provider_run.provider.as_str())
+            .bind(provider_run.cost.map(|cost| cost.0))
+            .bind(generation_id)
+        )?;
+        Ok(changed == 1)
+    }
+
     /// Puts a running job back in the queue without counting the attempt
     /// (used at shutdown); false when the worker no longer holds it.
     pub async fn release_to_queue(

@@ -382,10 +382,20 @@ async fn a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resu
     }
 }
 
+/// Replicate's 429 is run both ways (GUESS replicate-429-headers): with
+/// `ratelimit-reset`, and with the documented body alone, whose "resets in
+/// ~1s" sets the pause.
 async fn a_rate_limit_storm_delays_jobs_but_does_not_fail_them(store: StoreKind) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for (provider, with_headers) in [
+        (Provider::Fal, true),
+        (Provider::Replicate, true),
+        (Provider::Replicate, false),
+    ] {
         let fake = FakeProviders::start().await;
-        fake.switches(|switches| switches.rate_limit_next = 6);
+        fake.switches(|switches| {
+            switches.rate_limit_next = 6;
+            switches.replicate_429_headers = with_headers;
+        });
         let app = app_at(store.clone(), backends_for(&fake, provider, 5.0, 20.0), 2).await;
         let mut ids = Vec::new();
         for prompt in ["a throttled kite", "another throttled kite"] {
@@ -1483,20 +1493,35 @@ async fn a_media_url_is_refused_after_it_expires_or_when_tampered_with(store: St
 
 /// Issue 28: fal lists finished requests only, so a request whose submit
 /// answer was lost is not in the list while it is queued or running. It
-/// must not be submitted again then: it is found once it ends.
+/// must not be submitted again then: it is found once it ends. Issue 37:
+/// that the list shows finished requests only is a guess (GUESS
+/// fal-list-finished-only), so the other reading runs too: a list that
+/// shows the running request gives it at once, and still one job.
 async fn a_lost_fal_submit_of_a_long_job_is_found_when_it_ends_never_submitted_twice(
     store: StoreKind,
 ) {
-    let fake = FakeProviders::start().await;
-    fake.switches(|switches| {
-        switches.lose_submit_answers = 1;
-        switches.run_for = Duration::from_secs(4);
-    });
-    let app = app_at(store, backends_for(&fake, Provider::Fal, 1.0, 20.0), 2).await;
-    let done = run_m1(&app, "a long kite whose submit is lost").await;
-    assert_eq!(done["status"], "succeeded", "{done}");
-    assert_eq!(fake.jobs_at(Provider::Fal).len(), 1, "one fal request");
-    app.assert_ledger_invariant(&app.account.account.id).await;
+    for shows_unfinished in [false, true] {
+        let fake = FakeProviders::start().await;
+        fake.switches(|switches| {
+            switches.lose_submit_answers = 1;
+            switches.run_for = Duration::from_secs(4);
+            switches.fal_list_shows_unfinished = shows_unfinished;
+        });
+        let app = app_at(
+            store.clone(),
+            backends_for(&fake, Provider::Fal, 1.0, 20.0),
+            2,
+        )
+        .await;
+        let done = run_m1(&app, "a long kite whose submit is lost").await;
+        assert_eq!(done["status"], "succeeded", "{shows_unfinished}: {done}");
+        assert_eq!(
+            fake.jobs_at(Provider::Fal).len(),
+            1,
+            "{shows_unfinished}: one fal request"
+        );
+        app.assert_ledger_invariant(&app.account.account.id).await;
+    }
 }
 
 /// Issue 28: a verified provider webhook for the generation proves the job
@@ -1521,6 +1546,54 @@ async fn a_webhook_proves_the_job_of_a_submit_whose_answer_was_lost(store: Store
         assert_eq!(fake.jobs_at(provider).len(), 1, "{provider:?}: one job");
         app.assert_ledger_invariant(&app.account.account.id).await;
     }
+}
+
+/// Issue 37: Replicate removes a prediction's input and output an hour
+/// after it ran (`data_removed`), so a list read that late cannot tell
+/// whether it is the job of a submit whose answer was lost. It is never
+/// taken for absence: nothing is submitted again, the generation fails at
+/// its job's deadline, refunded, and the cost of the job it may have made
+/// is recorded for the usage report.
+async fn a_listed_prediction_whose_data_was_removed_is_never_submitted_again(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.lose_submit_answers = 1;
+        // The list is read (2 s after the intent) after the prediction
+        // ended: its data is gone by then, as an hour later at Replicate.
+        switches.replicate_removes_data_after = Some(Duration::ZERO);
+    });
+    let timeouts = json!({ "request_seconds": 1, "start_seconds": 2, "job_seconds": 4,
+        "poll_seconds": 0.1, "retry_seconds": 20 });
+    let costs = json!([{ "from": "2020-01-01", "usd_per_second": "0.10" }]);
+    let app = app_at(
+        store,
+        backends_with(&fake, Provider::Replicate, timeouts, costs),
+        2,
+    )
+    .await;
+    let before = app.account_state(&app.account.account.id).await;
+    let submitted_at = Instant::now();
+    let done = run_m1(&app, "a kite whose prediction's data was removed").await;
+    let predictions = fake.jobs_at(Provider::Replicate);
+    assert_eq!(
+        predictions.len(),
+        1,
+        "never submitted again: {predictions:?}"
+    );
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], "upstream_error", "{done}");
+    assert!(
+        submitted_at.elapsed() >= Duration::from_secs(3),
+        "it waited for the job's deadline (4 s from the intent) for a webhook"
+    );
+    let after = app.account_state(&app.account.account.id).await;
+    assert_eq!(after.balance, before.balance, "refunded");
+    app.assert_ledger_invariant(&app.account.account.id).await;
+    // M1's 2 s at $0.10 a second: what the operator may have paid.
+    let usage = app.server.store.model_usage(0).await.unwrap();
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    assert_eq!(usage[0].generations, 0);
+    assert_eq!(usage[0].provider_cost.0, 200_000);
 }
 
 /// Issue 28: Replicate's `Cancel-After` bounds the whole prediction from
@@ -1982,6 +2055,7 @@ async fn jobs_beyond_the_create_budget_wait_queued(store: StoreKind) {
 }
 
 on_both_stores!(
+    a_listed_prediction_whose_data_was_removed_is_never_submitted_again,
     jobs_beyond_the_create_budget_wait_queued,
     hosted_jobs_are_at_the_provider_together_beyond_the_cpu_workers,
     cpu_workers_leave_hosted_jobs_to_the_hosted_pool,

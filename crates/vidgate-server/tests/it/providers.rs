@@ -156,6 +156,29 @@ async fn both_providers_run_a_job_to_a_real_mp4() {
     assert_eq!(reqwest::get(&url).await.unwrap().status(), 401);
 }
 
+/// Issue 37: fal reroutes a request "to equivalent alternative endpoints"
+/// by default (model fallbacks), so a customer who paid for one model could
+/// get another's video. Every fal submit turns that off, by both spellings
+/// of fal's pages, each with `true`.
+#[tokio::test]
+async fn every_fal_submit_turns_model_fallbacks_off() {
+    let fake = protocol_fake().await;
+    let fal = fal_client(&fake, Duration::from_secs(5));
+    let target = ProviderTarget(FAL_T2V.into());
+    for prompt in ["a kite", "another kite"] {
+        let input = json!({ "prompt": prompt, "duration": 1 });
+        let id = fal.submit(&plain_job(&target, &input)).await.unwrap();
+        let headers = fake.submit_headers_of(&id);
+        for name in ["x-app-fal-disable-fallback", "x-fal-disable-fallbacks"] {
+            assert_eq!(
+                headers.get(name).map(String::as_str),
+                Some("true"),
+                "{name}: {headers:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn failures_are_classified_by_kind() {
     let fake = protocol_fake().await;
@@ -281,6 +304,7 @@ async fn a_submit_whose_answer_is_lost_is_found_again_by_listing() {
                 .find_submitted(&target, &input, since)
                 .await
                 .unwrap()
+                .matching
                 .is_empty()
         );
         fake.switches(|switches| switches.lose_submit_answers = 1);
@@ -301,6 +325,7 @@ async fn a_submit_whose_answer_is_lost_is_found_again_by_listing() {
             .find_submitted(&target, &input, since)
             .await
             .unwrap()
+            .matching
             .pop()
             .expect("the job the lost submit created is found");
         let created = fake.jobs_at(provider);

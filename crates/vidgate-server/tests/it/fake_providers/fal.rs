@@ -252,6 +252,9 @@ async fn submit(
         Vec::new(),
         deadline,
     );
+    // Kept for the tests: fal's model fallbacks are turned off per request
+    // by a header (fal's *Platform Headers* and *Reliability* pages).
+    state.record_submit_headers(&job.id, &headers);
     if state.take(|switches| &mut switches.lose_submit_answers) {
         // The job exists; the answer never arrives before the client gives
         // up.
@@ -432,8 +435,10 @@ async fn list(
         .is_some_and(|expand| expand.contains("payloads"));
     // fal's list is of finished requests: "Status (success, error,
     // user_error)" filters, "sorted by end time (default)" (fal's
-    // "List requests by endpoint(s)" page). The `start` bound is read as
-    // the end time (GUESS fal-list-time).
+    // "List requests by endpoint(s)" page), unless GUESS
+    // fal-list-finished-only is played the other way. The `start` bound is
+    // read as the end time (GUESS fal-list-time).
+    let shows_unfinished = state.switches.lock().unwrap().fal_list_shows_unfinished;
     let mut matching: Vec<FakeJob> = state
         .jobs
         .lock()
@@ -441,7 +446,7 @@ async fn list(
         .iter()
         .filter(|job| job.provider == Provider::Fal && &job.target == endpoint_id)
         .filter(|job| Some(job.account) == caller_account(&headers))
-        .filter(|job| job.status.is_final())
+        .filter(|job| shows_unfinished || job.status.is_final())
         .filter(|job| job.completed_at.unwrap_or(job.created_at) >= start)
         .cloned()
         .collect();
@@ -463,7 +468,11 @@ async fn list(
                 "ended_at": job.completed_at.map(iso),
                 // GUESS fal-list-status-code: the page's example shows 200
                 // for a success; a failure's code is not shown.
-                "status_code": if job.status == FakeStatus::Succeeded { 200 } else { 500 },
+                "status_code": match &job.status {
+                    FakeStatus::Succeeded => json!(200),
+                    FakeStatus::Queued | FakeStatus::Running => Value::Null,
+                    _ => json!(500),
+                },
             });
             if payloads {
                 item["json_input"] = listed_input(&job.input);

@@ -53,10 +53,26 @@
 //! - GUESS replicate-rate-window: Replicate counts its documented limits
 //!   ("600 requests per minute" for creates, "3000/min" for every other
 //!   endpoint, "short bursts allowed") in fixed windows of one minute, and
-//!   answers a call over them with a 429 whose `ratelimit-reset` is the
-//!   seconds until the window ends (the headers and the body's "resets in
-//!   ~30s" are recorded in UPSTREAMS.md; how the minute is counted is not).
+//!   answers a call over them with a 429 whose wait is the seconds until
+//!   the window ends (how the minute is counted is not documented).
 //!   Switch: `Switches::replicate_limits`, off by default.
+//! - GUESS replicate-429-headers: Replicate's 429 carries
+//!   `ratelimit-remaining` and `ratelimit-reset` beside its body. Only the
+//!   body, "Your rate limit resets in ~30s.", is documented (its
+//!   rate-limits page); no 429 was ever recorded. Switch:
+//!   `Switches::replicate_429_headers`; tests run both readings.
+//! - GUESS fal-list-finished-only: fal's request list shows finished
+//!   requests only. Its page gives a status filter of `success`, `error`
+//!   and `user_error` and a sort by end time, but never says so. Switch:
+//!   `Switches::fal_list_shows_unfinished`; tests run both readings.
+//!
+//! - GUESS replicate-data-removed: Replicate documents that "all input
+//!   parameters, output values, and logs are automatically removed after
+//!   an hour" and that `data_removed` is then true and `output` null; the
+//!   fake counts the hour from the prediction's end and lists the removed
+//!   input as `{}`. vidgate reads a removed, missing or empty input alike:
+//!   as one it cannot compare. Switch:
+//!   `Switches::replicate_removes_data_after`.
 //!
 //! Switches make it misbehave: markers in the job's input (`[fake:fail]`,
 //! `[fake:moderate]`, `[fake:never-start]`, `[fake:drop-webhook]`,
@@ -239,6 +255,18 @@ pub struct Switches {
     /// replicate-rate-window): calls beyond them in a minute answer 429.
     /// Numbers, so tests can scale them down.
     pub replicate_limits: Option<RateLimits>,
+    /// How long after a prediction ends Replicate removes its input and
+    /// output ("after an hour", GUESS replicate-data-removed); never when
+    /// unset, as no test lasts an hour. Tests set it short to play a list
+    /// read late.
+    pub replicate_removes_data_after: Option<Duration>,
+    /// Whether Replicate's 429s carry `ratelimit-remaining` and
+    /// `ratelimit-reset` beside the documented body (GUESS
+    /// replicate-429-headers); on by default.
+    pub replicate_429_headers: bool,
+    /// Whether fal's request list also shows requests still queued or
+    /// running (GUESS fal-list-finished-only); off by default.
+    pub fal_list_shows_unfinished: bool,
 }
 
 /// Calls per minute a provider takes, by class.
@@ -286,6 +314,9 @@ impl Default for Switches {
             run_for: Duration::from_millis(100),
             reuse_outputs: false,
             replicate_limits: None,
+            replicate_removes_data_after: None,
+            replicate_429_headers: true,
+            fal_list_shows_unfinished: false,
         }
     }
 }
@@ -331,6 +362,9 @@ pub struct FakeState {
     completion_webhooks_taken: Mutex<HashMap<String, f64>>,
     /// When each job's output was last served (Unix seconds), by job id.
     output_fetches: Mutex<HashMap<String, f64>>,
+    /// The headers of each job's submit (names in lower case, without the
+    /// credential), by job id: what the provider was asked beyond the input.
+    submit_headers: Mutex<HashMap<String, HashMap<String, String>>>,
     next_id: Mutex<u64>,
     http: reqwest::Client,
 }
@@ -362,6 +396,7 @@ impl FakeProviders {
             state_reads: Mutex::default(),
             completion_webhooks_taken: Mutex::default(),
             output_fetches: Mutex::default(),
+            submit_headers: Mutex::default(),
             next_id: Mutex::new(0),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -443,6 +478,18 @@ impl FakeProviders {
             .copied()
     }
 
+    /// The headers job `job_id` was submitted with (names in lower case,
+    /// without the credential).
+    pub fn submit_headers_of(&self, job_id: &str) -> HashMap<String, String> {
+        self.state
+            .submit_headers
+            .lock()
+            .unwrap()
+            .get(job_id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// How many times `provider`'s webhook keys were read.
     pub fn key_fetches_at(&self, provider: Provider) -> usize {
         self.state
@@ -480,6 +527,21 @@ impl FakeState {
             Provider::Fal => format!("00000000-0000-4000-8000-{:012x}", *next),
             Provider::Replicate => format!("fakepred{:018}", *next),
         }
+    }
+
+    /// Keeps the headers of job `job_id`'s submit, the credential left out.
+    fn record_submit_headers(&self, job_id: &str, headers: &axum::http::HeaderMap) {
+        let kept = headers
+            .iter()
+            .filter(|(name, _)| *name != "authorization")
+            .filter_map(|(name, value)| {
+                Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+            })
+            .collect();
+        self.submit_headers
+            .lock()
+            .unwrap()
+            .insert(job_id.to_owned(), kept);
     }
 
     pub fn job(&self, id: &str) -> Option<FakeJob> {

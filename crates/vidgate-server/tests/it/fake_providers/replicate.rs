@@ -84,41 +84,33 @@ fn gate(state: &FakeState, headers: &HeaderMap, class: CallClass) -> Option<Resp
             "Replicate is temporarily unavailable",
         ));
     }
+    let with_headers = state.switches.lock().unwrap().replicate_429_headers;
     if let Some(reset) = state.count_call(Provider::Replicate, class) {
-        return Some(throttled(reset));
+        return Some(throttled(reset, with_headers));
     }
     if state.take(|switches| &mut switches.rate_limit_next) {
-        return Some(
-            (
-                StatusCode::TOO_MANY_REQUESTS,
-                [
-                    ("content-type", "application/problem+json"),
-                    ("ratelimit-remaining", "0"),
-                    ("ratelimit-reset", "1"),
-                ],
-                json!({ "detail": "Request was throttled. Your rate limit resets in ~1s.", "status": 429 })
-                    .to_string(),
-            )
-                .into_response(),
-        );
+        return Some(throttled(1, with_headers));
     }
     None
 }
 
-/// Replicate's 429: `ratelimit-remaining`, `ratelimit-reset` and the body
-/// as recorded (UPSTREAMS.md, "Rate limits"); no `Retry-After`.
-fn throttled(reset_seconds: u64) -> Response {
-    (
+/// Replicate's 429: the body its rate-limits page documents, and, as GUESS
+/// replicate-429-headers has it, `ratelimit-remaining` and
+/// `ratelimit-reset`; no `Retry-After`.
+fn throttled(reset_seconds: u64, with_headers: bool) -> Response {
+    let mut response = (
         StatusCode::TOO_MANY_REQUESTS,
-        [
-            ("content-type", "application/problem+json".to_owned()),
-            ("ratelimit-remaining", "0".to_owned()),
-            ("ratelimit-reset", reset_seconds.to_string()),
-        ],
+        [("content-type", "application/problem+json")],
         json!({ "detail": format!("Request was throttled. Your rate limit resets in ~{reset_seconds}s."), "status": 429 })
             .to_string(),
     )
-        .into_response()
+        .into_response();
+    if with_headers {
+        let headers = response.headers_mut();
+        headers.insert("ratelimit-remaining", "0".parse().unwrap());
+        headers.insert("ratelimit-reset", reset_seconds.into());
+    }
+    response
 }
 
 fn iso(seconds: f64) -> String {
@@ -174,6 +166,18 @@ pub fn prediction(state: &FakeState, job: &FakeJob) -> Value {
             _ => json!({}),
         },
     });
+    let removes_after = state.switches.lock().unwrap().replicate_removes_data_after;
+    let data_removed =
+        job.completed_at
+            .zip(removes_after)
+            .is_some_and(|(completed_at, removes_after)| {
+                now_seconds() >= completed_at + removes_after.as_secs_f64()
+            });
+    if data_removed {
+        prediction["input"] = json!({});
+        prediction["output"] = Value::Null;
+        prediction["data_removed"] = json!(true);
+    }
     // Replicate leaves the times out until they happen (the recorded
     // `starting` prediction has neither), never null.
     for (name, time) in [
