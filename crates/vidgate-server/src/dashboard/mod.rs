@@ -231,7 +231,8 @@ pub fn error_page(
 /// navigation when someone is signed in, so that they do not look signed
 /// out.
 async fn unknown_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    match session::current_session(state.store.as_ref(), &headers).await {
+    let secure = state.dashboard.secure_cookies;
+    match session::current_session(state.store.as_ref(), &headers, secure).await {
         Ok(session) => not_found(session.as_ref()),
         Err(error) => internal_error(error),
     }
