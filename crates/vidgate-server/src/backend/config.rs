@@ -451,10 +451,10 @@ mod tests {
                 "not an http(s) URL",
             ),
         ] {
-            let error = apply_with_every_variable(&fal(extra.clone()))
-                .err()
-                .expect("the file is refused")
-                .to_string();
+            let Err(error) = apply_with_every_variable(&fal(extra.clone())) else {
+                panic!("{extra}: the file is refused");
+            };
+            let error = error.to_string();
             assert!(error.contains(expected), "{extra}: {error}");
         }
         for accepted in [

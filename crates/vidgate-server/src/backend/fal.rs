@@ -23,8 +23,9 @@ use super::provider::{
     CachedKeys, CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, MAX_ANSWER_BYTES,
     ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget,
     SubmittedSearch, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection,
-    classify_status, iso8601, json_body, limited_body, listed_input_is_known, require_signature_headers, sent_fields_match,
-    shortened, transport_error, unix_seconds, unreadable,
+    classify_status, iso8601, json_body, limited_body, listed_input_is_known,
+    require_signature_headers, sent_fields_match, shortened, transport_error, unix_seconds,
+    unreadable,
 };
 
 /// The headers that turn fal's model fallbacks off for one request, sent

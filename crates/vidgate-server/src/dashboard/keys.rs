@@ -212,9 +212,7 @@ pub async fn revoke(
         .revoke_account_api_key(&signed_in.0.account_id, &key_id)
         .await
     {
-        Ok(true) => {
-            Redirect::to(&format!("/dashboard/keys?revoked={key_id}")).into_response()
-        }
+        Ok(true) => Redirect::to(&format!("/dashboard/keys?revoked={key_id}")).into_response(),
         Ok(false) => super::not_found(Some(&signed_in.0)),
         Err(error) => super::internal_error(error),
     }

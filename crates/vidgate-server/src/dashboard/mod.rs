@@ -261,7 +261,11 @@ pub struct Confirmation<'a> {
     pub cancel_href: &'a str,
 }
 
-pub fn confirm_page(session: &Session, section: Section, confirmation: Confirmation<'_>) -> Response {
+pub fn confirm_page(
+    session: &Session,
+    section: Section,
+    confirmation: Confirmation<'_>,
+) -> Response {
     render(
         StatusCode::OK,
         &ConfirmPage {

@@ -507,9 +507,9 @@ async fn a_key_is_created_shown_once_used_and_revoked(store: StoreKind) {
     // The list's Revoke leads to a page that asks; asking changes nothing.
     let revoke_path = format!("/dashboard/keys/{}/revoke", key.id);
     assert!(
-        listed
-            .body
-            .contains(&format!("<a class=\"button danger revoke-key\" href=\"{revoke_path}\"")),
+        listed.body.contains(&format!(
+            "<a class=\"button danger revoke-key\" href=\"{revoke_path}\""
+        )),
         "{}",
         listed.body
     );
@@ -523,9 +523,7 @@ async fn a_key_is_created_shown_once_used_and_revoked(store: StoreKind) {
     assert!(asked.body.contains("href=\"/dashboard/keys\">Cancel</a>"));
     assert_eq!(app.get("/account", &secret).await.status(), StatusCode::OK);
 
-    let revoked = browser
-        .post(&revoke_path, &[("csrf_token", &csrf)])
-        .await;
+    let revoked = browser.post(&revoke_path, &[("csrf_token", &csrf)]).await;
     assert_eq!(revoked.status, StatusCode::SEE_OTHER);
     assert_eq!(
         revoked.location(),
@@ -534,7 +532,7 @@ async fn a_key_is_created_shown_once_used_and_revoked(store: StoreKind) {
     let refused = app.get("/account", &secret).await;
     common::assert_error(refused, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
     // The page the revocation leads to says what happened.
-    let listed = browser.get(&revoked.location()).await;
+    let listed = browser.get(revoked.location()).await;
     assert!(listed.body.contains("revoked"));
     assert!(
         listed
@@ -544,7 +542,10 @@ async fn a_key_is_created_shown_once_used_and_revoked(store: StoreKind) {
         listed.body
     );
     // A revoked key is not asked about again.
-    assert_eq!(browser.get(&revoke_path).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        browser.get(&revoke_path).await.status,
+        StatusCode::NOT_FOUND
+    );
 }
 
 async fn a_revocation_notice_names_only_a_revoked_key_of_the_account(store: StoreKind) {
@@ -554,10 +555,17 @@ async fn a_revocation_notice_names_only_a_revoked_key_of_the_account(store: Stor
     // that it was revoked, nor put words of its own in the page.
     for query in [app.account.key_id.as_str(), "<b>anything</b>"] {
         let page = browser
-            .get(&format!("/dashboard/keys?{}", form_body(&[("revoked", query)])))
+            .get(&format!(
+                "/dashboard/keys?{}",
+                form_body(&[("revoked", query)])
+            ))
             .await;
         assert_eq!(page.status, StatusCode::OK);
-        assert!(!page.body.contains("id=\"notice\""), "{query}: {}", page.body);
+        assert!(
+            !page.body.contains("id=\"notice\""),
+            "{query}: {}",
+            page.body
+        );
         assert!(!page.body.contains("<b>anything</b>"));
     }
 }
@@ -567,7 +575,11 @@ async fn an_unknown_dashboard_page_keeps_the_navigation(store: StoreKind) {
     let (mut browser, _) = signed_in_browser(&app).await;
     let page = browser.get("/dashboard/no-such-page").await;
     assert_eq!(page.status, StatusCode::NOT_FOUND);
-    assert!(page.body.contains("<nav aria-label=\"Dashboard\">"), "{}", page.body);
+    assert!(
+        page.body.contains("<nav aria-label=\"Dashboard\">"),
+        "{}",
+        page.body
+    );
     assert!(page.body.contains("id=\"sign-out\""));
     let mut anonymous = Browser::new(&app);
     let signed_out = anonymous.get("/dashboard/no-such-page").await;
@@ -986,7 +998,7 @@ async fn the_webhook_secret_is_revealed_and_rotated(store: StoreKind) {
         .await;
     assert_eq!(rotated.status, StatusCode::SEE_OTHER);
     assert_eq!(rotated.location(), "/dashboard/webhooks?rotated=1");
-    let told = browser.get(&rotated.location()).await;
+    let told = browser.get(rotated.location()).await;
     assert!(
         told.body.contains("The signing secret was rotated"),
         "{}",
