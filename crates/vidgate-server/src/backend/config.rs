@@ -452,8 +452,7 @@ mod tests {
             ),
         ] {
             let error = apply_with_every_variable(&fal(extra.clone()))
-                .err()
-                .expect("the file is refused")
+                .expect_err("the file is refused")
                 .to_string();
             assert!(error.contains(expected), "{extra}: {error}");
         }
