@@ -99,7 +99,7 @@ impl FetchLimit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Requester {
     /// A request without credentials (a quote), by its client: an address,
-    /// or an IPv6 /64, as the server keys its per-client limits.
+    /// or an IPv6 network, as the server groups its clients for fetches.
     Anonymous { client: String },
     /// A request of an authenticated account (a submit).
     Account { id: String },

@@ -118,7 +118,8 @@ impl TrustedProxies {
         }
     }
 
-    fn trusts(&self, address: IpAddr) -> bool {
+    /// Whether `address` is one of the trusted proxies.
+    pub fn trusts(&self, address: IpAddr) -> bool {
         let address = address.to_canonical();
         self.networks
             .iter()

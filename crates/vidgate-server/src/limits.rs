@@ -21,6 +21,19 @@ pub struct HttpLimits {
     pub idle_timeout: Duration,
     /// Connections open at once; more wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections one client address (an IPv6 /64) may hold open at once;
+    /// one more is closed as soon as it is accepted, so that one address
+    /// cannot take every connection. The trusted proxies are exempt: every
+    /// client behind them shares their addresses.
+    pub max_connections_per_address: usize,
+}
+
+impl HttpLimits {
+    /// The share of `max_connections` one address may hold by default.
+    pub const fn default_connections_per_address(max_connections: usize) -> usize {
+        let share = max_connections / 8;
+        if share == 0 { 1 } else { share }
+    }
 }
 
 impl Default for HttpLimits {
@@ -30,6 +43,7 @@ impl Default for HttpLimits {
             body_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_connections_per_address: HttpLimits::default_connections_per_address(1024),
         }
     }
 }

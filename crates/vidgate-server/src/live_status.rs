@@ -10,17 +10,22 @@
 //! database connection.
 //!
 //! `LiveStatus` bounds how many waits and streams are open at once, per API
-//! key (or dashboard session) and per node, and closes them all at shutdown
-//! so that a draining node does not wait on them.
+//! key (or dashboard session), per account and per node, and closes them
+//! all at shutdown so that a draining node does not wait on them. The cap
+//! per account is below the node's, so one account with many keys cannot
+//! take every slot and the rest stay for other accounts. A caller's waits
+//! and streams also end once its key or session is revoked or its account
+//! deleted (`end_revoked_callers`), within the second the caller cache
+//! trusts a key for, on every node.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Generation, GenerationWatch, Store, StoreError};
+use crate::store::{CALLER_CACHE_TTL, Caller, Generation, GenerationWatch, Store, StoreError};
 
 /// The longest wait a client may ask for, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 60;
@@ -41,6 +46,10 @@ pub const CAP_RETRY_AFTER: Duration = Duration::from_secs(2);
 pub struct LiveStatusLimits {
     /// Open at once on this node for one API key or dashboard session.
     pub per_key: u32,
+    /// Open at once on this node for one account, all its keys and sessions
+    /// together; below `per_node`, so that however many keys an account
+    /// makes, the rest of the node's slots stay for other accounts.
+    pub per_account: u32,
     /// Open at once on this node for everyone; below the HTTP connection
     /// cap, so that other requests still find connections.
     pub per_node: u32,
@@ -50,6 +59,7 @@ impl Default for LiveStatusLimits {
     fn default() -> LiveStatusLimits {
         LiveStatusLimits {
             per_key: 100,
+            per_account: 256,
             per_node: 768,
         }
     }
@@ -62,6 +72,10 @@ pub enum LiveStatusRefusal {
         "Too many waits and event streams open for this key: at most {limit} at once. Retry later, or poll."
     )]
     Key { limit: u32 },
+    #[error(
+        "Too many waits and event streams open for this account: at most {limit} at once. Retry later, or poll."
+    )]
+    Account { limit: u32 },
     #[error("This server holds as many waits and event streams as it can. Retry later, or poll.")]
     Node { limit: u32 },
 }
@@ -79,7 +93,16 @@ pub struct LiveStatus {
 #[derive(Default)]
 struct OpenCounts {
     total: usize,
-    per_key: HashMap<Box<str>, usize>,
+    per_account: HashMap<Box<str>, usize>,
+    /// Keyed by the caller's key id (`session:<id>` for a session).
+    per_caller: HashMap<Box<str>, OpenOfCaller>,
+}
+
+/// One caller's open waits and streams, and the signal that ends them
+/// when its credentials end.
+struct OpenOfCaller {
+    open: usize,
+    revoked: CancellationToken,
 }
 
 impl LiveStatus {
@@ -97,26 +120,51 @@ impl LiveStatus {
         Duration::from_secs(seconds).min(self.max_wait)
     }
 
-    /// Takes a slot for one wait or stream of `key_id`, given back when the
-    /// slot is dropped; refused past either cap.
-    pub fn admit(self: &Arc<Self>, key_id: &str) -> Result<LiveSlot, LiveStatusRefusal> {
+    /// Takes a slot for one wait or stream of `caller`, given back when the
+    /// slot is dropped; refused past any of the caps.
+    pub fn admit(self: &Arc<Self>, caller: &Caller) -> Result<LiveSlot, LiveStatusRefusal> {
         let mut open = self.open.lock().expect("the counts are never poisoned");
         if open.total >= self.limits.per_node as usize {
             return Err(LiveStatusRefusal::Node {
                 limit: self.limits.per_node,
             });
         }
-        let of_key = open.per_key.get(key_id).copied().unwrap_or(0);
+        let of_account = open
+            .per_account
+            .get(caller.account_id.as_str())
+            .copied()
+            .unwrap_or(0);
+        if of_account >= self.limits.per_account as usize {
+            return Err(LiveStatusRefusal::Account {
+                limit: self.limits.per_account,
+            });
+        }
+        let of_key = open
+            .per_caller
+            .get(caller.key_id.as_str())
+            .map_or(0, |of_caller| of_caller.open);
         if of_key >= self.limits.per_key as usize {
             return Err(LiveStatusRefusal::Key {
                 limit: self.limits.per_key,
             });
         }
+        let of_caller = open
+            .per_caller
+            .entry(caller.key_id.as_str().into())
+            .or_insert_with(|| OpenOfCaller {
+                open: 0,
+                revoked: CancellationToken::new(),
+            });
+        of_caller.open += 1;
+        let revoked = of_caller.revoked.clone();
         open.total += 1;
-        open.per_key.insert(key_id.into(), of_key + 1);
+        open.per_account
+            .insert(caller.account_id.as_str().into(), of_account + 1);
         Ok(LiveSlot {
             live_status: self.clone(),
-            key_id: key_id.into(),
+            key_id: caller.key_id.as_str().into(),
+            account_id: caller.account_id.as_str().into(),
+            revoked,
         })
     }
 
@@ -138,12 +186,81 @@ impl LiveStatus {
     pub fn closing(&self) -> &CancellationToken {
         &self.closing
     }
+
+    /// The callers holding waits or streams open now.
+    fn open_callers(&self) -> Vec<String> {
+        let open = self.open.lock().expect("the counts are never poisoned");
+        open.per_caller
+            .keys()
+            .map(|key_id| key_id.to_string())
+            .collect()
+    }
+
+    /// Ends the waits and streams of each of `callers` not in `live`.
+    fn end_callers_not_in(&self, callers: &[String], live: &HashSet<String>) {
+        let open = self.open.lock().expect("the counts are never poisoned");
+        for ended in callers.iter().filter(|caller| !live.contains(*caller)) {
+            if let Some(of_caller) = open.per_caller.get(ended.as_str()) {
+                of_caller.revoked.cancel();
+            }
+        }
+    }
+
+    /// Until `shutdown`: every `CALLER_CACHE_TTL`, and at once after a
+    /// revocation on this node, asks the store which of the callers with
+    /// waits or streams open are still live, and ends the waits and streams
+    /// of the others. A revoked key is refused by a new request within the
+    /// same second (the caller cache's), so what it already had open ends
+    /// with it; one statement a second serves every open stream.
+    pub async fn end_revoked_callers(
+        self: Arc<Self>,
+        store: Arc<Store>,
+        shutdown: CancellationToken,
+    ) {
+        let mut revocations = store.revocations();
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(CALLER_CACHE_TTL) => {}
+                changed = revocations.changed() => {
+                    // The store, and so the sender, outlives this task;
+                    // should it not, the timer alone paces the loop.
+                    if changed.is_err() {
+                        tokio::select! {
+                            () = shutdown.cancelled() => return,
+                            () = tokio::time::sleep(CALLER_CACHE_TTL) => {}
+                        }
+                    }
+                }
+            }
+            let callers = self.open_callers();
+            if callers.is_empty() {
+                continue;
+            }
+            match store.live_callers(&callers).await {
+                Ok(live) => self.end_callers_not_in(&callers, &live),
+                Err(error) => {
+                    tracing::warn!(error = %error, "could not check the callers of open waits and streams; trying again in a second");
+                }
+            }
+        }
+    }
 }
 
 /// One open wait or stream, counted until dropped.
 pub struct LiveSlot {
     live_status: Arc<LiveStatus>,
     key_id: Box<str>,
+    account_id: Box<str>,
+    revoked: CancellationToken,
+}
+
+impl LiveSlot {
+    /// Cancelled once the caller's key or session is revoked or its
+    /// account deleted: the wait or stream must end without saying more.
+    pub fn revoked(&self) -> &CancellationToken {
+        &self.revoked
+    }
 }
 
 impl Drop for LiveSlot {
@@ -154,10 +271,16 @@ impl Drop for LiveSlot {
             .lock()
             .expect("the counts are never poisoned");
         open.total -= 1;
-        if let Some(of_key) = open.per_key.get_mut(&self.key_id) {
-            *of_key -= 1;
-            if *of_key == 0 {
-                open.per_key.remove(&self.key_id);
+        if let Some(of_account) = open.per_account.get_mut(&self.account_id) {
+            *of_account -= 1;
+            if *of_account == 0 {
+                open.per_account.remove(&self.account_id);
+            }
+        }
+        if let Some(of_caller) = open.per_caller.get_mut(&self.key_id) {
+            of_caller.open -= 1;
+            if of_caller.open == 0 {
+                open.per_caller.remove(&self.key_id);
             }
         }
     }
@@ -252,41 +375,84 @@ impl GenerationFollower {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::AccountLimits;
 
-    fn live_status(per_key: u32, per_node: u32) -> Arc<LiveStatus> {
+    fn live_status(per_key: u32, per_account: u32, per_node: u32) -> Arc<LiveStatus> {
         Arc::new(LiveStatus::new(
-            LiveStatusLimits { per_key, per_node },
+            LiveStatusLimits {
+                per_key,
+                per_account,
+                per_node,
+            },
             Duration::from_secs(60),
         ))
     }
 
+    fn caller(key_id: &str, account_id: &str) -> Caller {
+        Caller {
+            key_id: key_id.into(),
+            account_id: account_id.into(),
+            limits: AccountLimits::default(),
+        }
+    }
+
     #[test]
     fn a_key_past_its_cap_is_refused_and_its_slots_come_back_when_dropped() {
-        let live_status = live_status(2, 10);
-        let first = live_status.admit("key_a").unwrap();
-        let _second = live_status.admit("key_a").unwrap();
+        let live_status = live_status(2, 10, 10);
+        let first = live_status.admit(&caller("key_a", "acct_a")).unwrap();
+        let _second = live_status.admit(&caller("key_a", "acct_a")).unwrap();
         assert_eq!(
-            live_status.admit("key_a").err(),
+            live_status.admit(&caller("key_a", "acct_a")).err(),
             Some(LiveStatusRefusal::Key { limit: 2 })
         );
         // Another key has slots of its own.
-        let _other = live_status.admit("key_b").unwrap();
+        let _other = live_status.admit(&caller("key_b", "acct_b")).unwrap();
         assert_eq!(live_status.open(), 3);
         drop(first);
-        assert!(live_status.admit("key_a").is_ok());
+        assert!(live_status.admit(&caller("key_a", "acct_a")).is_ok());
+    }
+
+    #[test]
+    fn an_account_past_its_cap_is_refused_whatever_key_it_uses() {
+        let live_status = live_status(2, 3, 10);
+        let mut held = Vec::new();
+        for key in ["key_1", "key_2", "key_3"] {
+            held.push(live_status.admit(&caller(key, "acct_a")).unwrap());
+        }
+        assert_eq!(
+            live_status.admit(&caller("key_4", "acct_a")).err(),
+            Some(LiveStatusRefusal::Account { limit: 3 })
+        );
+        // Another account still finds the node's remaining slots.
+        assert!(live_status.admit(&caller("key_b", "acct_b")).is_ok());
+        held.pop();
+        assert!(live_status.admit(&caller("key_4", "acct_a")).is_ok());
     }
 
     #[test]
     fn the_node_past_its_cap_refuses_every_key() {
-        let live_status = live_status(5, 2);
-        let _first = live_status.admit("key_a").unwrap();
-        let second = live_status.admit("key_b").unwrap();
+        let live_status = live_status(5, 5, 2);
+        let _first = live_status.admit(&caller("key_a", "acct_a")).unwrap();
+        let second = live_status.admit(&caller("key_b", "acct_b")).unwrap();
         assert_eq!(
-            live_status.admit("key_c").err(),
+            live_status.admit(&caller("key_c", "acct_c")).err(),
             Some(LiveStatusRefusal::Node { limit: 2 })
         );
         drop(second);
-        assert!(live_status.admit("key_c").is_ok());
+        assert!(live_status.admit(&caller("key_c", "acct_c")).is_ok());
+    }
+
+    #[test]
+    fn ending_a_caller_signals_its_slots_only() {
+        let live_status = live_status(5, 5, 10);
+        let revoked = live_status.admit(&caller("key_a", "acct_a")).unwrap();
+        let kept = live_status.admit(&caller("key_b", "acct_a")).unwrap();
+        let mut callers = live_status.open_callers();
+        callers.sort();
+        assert_eq!(callers, ["key_a", "key_b"]);
+        live_status.end_callers_not_in(&callers, &HashSet::from(["key_b".to_owned()]));
+        assert!(revoked.revoked().is_cancelled());
+        assert!(!kept.revoked().is_cancelled());
     }
 
     #[test]

@@ -16,8 +16,8 @@
 //! asks Redis every `REDIS_RECHECK_INTERVAL` until it answers again.
 //!
 //! The dashboard's sign-in attempts are limited here too (`SignInLimits`),
-//! per client address, per (email, address) pair and per email, in the same
-//! buckets (so in Redis when there is one).
+//! per client address and per (email, address) pair, and paced per email,
+//! in the same buckets (so in Redis when there is one).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -378,26 +378,65 @@ impl std::fmt::Display for AddressBucket {
     }
 }
 
+/// A client address as the anonymous media-fetch cap groups it: an IPv4
+/// address, or an IPv6 /48, wider than the /64 of `AddressBucket`. A /64 is
+/// one network, but a single site is commonly handed a /48 (65,536 /64s),
+/// so grouping fetches by /64 let one client hold the slots of many.
+pub struct NetworkBucket(pub IpAddr);
+
+impl std::fmt::Display for NetworkBucket {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.to_canonical() {
+            IpAddr::V4(v4) => write!(formatter, "{v4}"),
+            IpAddr::V6(v6) => {
+                let segments = v6.segments();
+                write!(
+                    formatter,
+                    "{:x}:{:x}:{:x}::/48",
+                    segments[0], segments[1], segments[2]
+                )
+            }
+        }
+    }
+}
+
 /// Sign-in attempts allowed at once per email and client address, then one
 /// more every 10 s: a wrong password from one place slows that place only.
 const ATTEMPTS_PER_PAIR_BURST: u32 = 5;
 const PAIR_REFILL: Duration = Duration::from_secs(10);
 /// Sign-in attempts allowed at once per email from all addresses, then one
-/// more every 5 s. Its refill is faster than one address's, so a single
-/// address cannot drain it and lock the email's owner out from elsewhere;
-/// only many addresses together can, and then for 5 s per attempt they make.
+/// more every 5 s. Past it an attempt is not refused, only slowed by
+/// `EMAIL_PACE_DELAY`: many addresses together guessing one email's
+/// password must not lock its owner out, and each of them is still held to
+/// its own address's and pair's buckets.
 const ATTEMPTS_PER_EMAIL_BURST: u32 = 20;
 const EMAIL_REFILL: Duration = Duration::from_secs(5);
+/// How long an attempt waits before its password is checked while its
+/// email's bucket is empty.
+pub const EMAIL_PACE_DELAY: Duration = Duration::from_secs(2);
 /// Sign-in attempts allowed at once per client address, then one more
 /// every 2 s: room for a team behind one address, none for a password spray.
 const ATTEMPTS_PER_ADDRESS_BURST: u32 = 30;
 const ADDRESS_REFILL: Duration = Duration::from_secs(2);
 
-/// Sign-in attempts limited per client address, per (email, address) pair
-/// and per email, in the node's rate limiter (so in Redis when it has one).
-/// Every attempt counts, right or wrong, so that guessing is slow whatever
-/// the outcome; an attempt refused by one bucket takes nothing from those
-/// checked after it.
+/// When an attempt the sign-in limits let through has its password checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignInPace {
+    /// At once.
+    Now,
+    /// After this delay: the email's attempts from all addresses together
+    /// ran out, so guesses at it are slowed, the right password included,
+    /// which still gets in.
+    After(Duration),
+}
+
+/// Sign-in attempts limited per client address and per (email, address)
+/// pair, and paced per email, in the node's rate limiter (so in Redis when
+/// it has one). Every attempt counts, right or wrong, so that guessing is
+/// slow whatever the outcome; an attempt refused by one bucket takes
+/// nothing from those checked after it. The email's own bucket never
+/// refuses: a bucket that wrong guesses from anywhere could empty would let
+/// strangers lock the owner out, so past it attempts are delayed instead.
 pub struct SignInLimits {
     limiter: std::sync::Arc<CallerRateLimiter>,
 }
@@ -408,8 +447,14 @@ impl SignInLimits {
     }
 
     /// Takes one attempt from the address's, the pair's and the email's
-    /// buckets; the wait before the next attempt when one is empty.
-    pub async fn check(&self, email: &str, address: Option<IpAddr>) -> Result<(), Duration> {
+    /// buckets: when the attempt's password may be checked, or the wait
+    /// before the next attempt when the address's or the pair's bucket is
+    /// empty.
+    pub async fn check(
+        &self,
+        email: &str,
+        address: Option<IpAddr>,
+    ) -> Result<SignInPace, Duration> {
         // Keys of their own namespace, never an API key id. An IPv6 client
         // counts by its /64, as in the public endpoints' limit: whoever holds
         // one holds every address in it.
@@ -428,11 +473,6 @@ impl SignInLimits {
                 PAIR_REFILL,
                 ATTEMPTS_PER_PAIR_BURST,
             ),
-            (
-                format!("sign-in:email:{email}"),
-                EMAIL_REFILL,
-                ATTEMPTS_PER_EMAIL_BURST,
-            ),
         ];
         for (key, refill, burst) in buckets {
             let status = self.limiter.check_every(&key, refill, burst).await;
@@ -440,7 +480,19 @@ impl SignInLimits {
                 return Err(status.reset);
             }
         }
-        Ok(())
+        let email_status = self
+            .limiter
+            .check_every(
+                &format!("sign-in:email:{email}"),
+                EMAIL_REFILL,
+                ATTEMPTS_PER_EMAIL_BURST,
+            )
+            .await;
+        Ok(if email_status.allowed {
+            SignInPace::Now
+        } else {
+            SignInPace::After(EMAIL_PACE_DELAY)
+        })
     }
 }
 
@@ -503,6 +555,37 @@ mod tests {
         assert_eq!(bucket("::ffff:203.0.113.9"), "203.0.113.9");
         assert_eq!(bucket("2001:db8:1:2::1"), bucket("2001:db8:1:2:ffff::9"));
         assert_ne!(bucket("2001:db8:1:2::1"), bucket("2001:db8:1:3::1"));
+    }
+    #[test]
+    fn a_network_bucket_is_an_ipv4_address_or_an_ipv6_48() {
+        let bucket = |text: &str| NetworkBucket(text.parse().unwrap()).to_string();
+        assert_eq!(bucket("198.51.100.7"), "198.51.100.7");
+        assert_eq!(bucket("::ffff:198.51.100.7"), "198.51.100.7");
+        assert_eq!(bucket("2001:db8:1:2::1"), "2001:db8:1::/48");
+        assert_eq!(bucket("2001:db8:1:ffff:1:2:3:4"), "2001:db8:1::/48");
+        assert_ne!(bucket("2001:db8:2::1"), bucket("2001:db8:1::1"));
+    }
+
+    #[tokio::test]
+    async fn an_email_guessed_at_from_many_addresses_is_paced_never_refused() {
+        let limits = SignInLimits::new(std::sync::Arc::new(CallerRateLimiter::local()));
+        for attempt in 0..ATTEMPTS_PER_EMAIL_BURST {
+            let address: IpAddr = format!("198.51.100.{}", attempt + 1).parse().unwrap();
+            assert_eq!(
+                limits.check("ada@example.com", Some(address)).await,
+                Ok(SignInPace::Now)
+            );
+        }
+        let owner: IpAddr = "203.0.113.9".parse().unwrap();
+        assert_eq!(
+            limits.check("ada@example.com", Some(owner)).await,
+            Ok(SignInPace::After(EMAIL_PACE_DELAY))
+        );
+        // Another email is not slowed.
+        assert_eq!(
+            limits.check("bob@example.com", Some(owner)).await,
+            Ok(SignInPace::Now)
+        );
     }
 
     #[tokio::test]

@@ -10,7 +10,9 @@ use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 use crate::ids::{random_secret, random_token, sha256_hex};
-use crate::store::{Caller, NewSession, Session, Store, StoreError, User, now_millis};
+use crate::store::{
+    Caller, NewSession, SESSION_CALLER_PREFIX, Session, Store, StoreError, User, now_millis,
+};
 
 /// A session unused for this long has ended.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -116,7 +118,7 @@ pub async fn start_session(store: &Store, user: &User) -> Result<String, StoreEr
 /// bucket of its own, so the dashboard's calls count without sharing a key's.
 pub fn api_caller(session: &Session) -> Caller {
     Caller {
-        key_id: format!("session:{}", session.id),
+        key_id: format!("{SESSION_CALLER_PREFIX}{}", session.id),
         account_id: session.account_id.clone(),
         limits: session.limits,
     }

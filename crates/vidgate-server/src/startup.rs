@@ -84,6 +84,10 @@ pub enum ServerError {
         "the metrics listener {0} is the public listener: metrics are served on their own address only"
     )]
     MetricsOnPublicListener(SocketAddr),
+    #[error(
+        "--max-waits-per-account ({per_account}) must be below --max-waits-per-node ({per_node}), so that one account cannot take every wait and event stream of the node"
+    )]
+    LiveStatusLimits { per_account: u32, per_node: u32 },
     #[error(transparent)]
     Backends(#[from] BackendBuildError),
     #[error("could not prepare the data directory {path}")]
@@ -126,6 +130,13 @@ impl Configuration {
             && metrics_listen.port() != 0
         {
             return Err(ServerError::MetricsOnPublicListener(metrics_listen));
+        }
+        let live_status = options.live_status;
+        if live_status.per_account >= live_status.per_node {
+            return Err(ServerError::LiveStatusLimits {
+                per_account: live_status.per_account,
+                per_node: live_status.per_node,
+            });
         }
         let files_dir = options.data_dir.join("files");
         create_private_directory(&files_dir).map_err(|source| ServerError::DataDirectory {
@@ -424,6 +435,7 @@ impl Components {
                 listener,
                 router,
                 self.http_limits,
+                TrustedProxies::default(),
                 shutdown.clone(),
             ));
             HttpServer { shutdown, task }
@@ -432,6 +444,16 @@ impl Components {
             tracing::info!(%metrics_addr, "vidgate is serving metrics");
         }
         let api_state = addresses.listener.is_some().then(|| self.state.clone());
+        // The waits and streams of a revoked key end on the node that holds
+        // them, whichever node or process revoked it.
+        if api_state.is_some() {
+            background.push(tokio::spawn(
+                self.state
+                    .live_status
+                    .clone()
+                    .end_revoked_callers(self.store.clone(), background_shutdown.clone()),
+            ));
+        }
         let http = addresses
             .listener
             .map(|listener| serve_http(listener, self.state, self.http_limits));
@@ -486,9 +508,16 @@ struct HttpServer {
 }
 
 fn serve_http(listener: TcpListener, state: AppState, limits: HttpLimits) -> HttpServer {
+    let proxies = TrustedProxies::clone(&state.trusted_proxies);
     let router = http::router(state);
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(http::serve(listener, router, limits, shutdown.clone()));
+    let task = tokio::spawn(http::serve(
+        listener,
+        router,
+        limits,
+        proxies,
+        shutdown.clone(),
+    ));
     HttpServer { shutdown, task }
 }
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use vidgate_core::{Endpoint, InvalidRequest, Micros, Purpose, ValidatedInput};
+use vidgate_core::{Endpoint, InvalidRequest, MediaFacts, Micros, Purpose, ValidatedInput};
 use vidgate_media::InspectError;
 
 use crate::backend::{Admission, Rejection};
@@ -223,6 +223,8 @@ async fn queue_generation(
             model.id
         )));
     }
+    refuse_what_the_account_cannot_pay(state, caller, endpoint, &input, idempotency.as_ref())
+        .await?;
     // Media is fetched and checked only once the cheap checks passed; its
     // probed durations price reference videos, exactly as a quote does. The
     // bytes are fetched afresh (never from the probe cache) and kept, so the
@@ -304,6 +306,53 @@ async fn queue_generation(
         state.queue_wakeup.job_queued(backend.runs_at_provider());
     }
     Ok((generation, replayed))
+}
+
+/// Refuses, before any of its media is fetched, a request with media whose
+/// account cannot pay the least it may cost: the price with every reference
+/// video zero seconds long, since probing can only add billed seconds (for
+/// most requests it is the whole price). Fetch slots are kept for accounts,
+/// and an account without the money must not hold them while its fetches
+/// run, only to be refused after. The submit's transaction still checks the
+/// whole price against the balance then; this is a read, and is skipped for
+/// a request without media, whose refusal costs no fetch. A submit that
+/// repeats an earlier one's idempotency key goes on, to be replayed.
+async fn refuse_what_the_account_cannot_pay(
+    state: &AppState,
+    caller: &Caller,
+    endpoint: Endpoint<'_>,
+    input: &ValidatedInput,
+    idempotency: Option<&IdempotencyKey>,
+) -> Result<(), SubmitError> {
+    let names_media = input.image_url().is_some()
+        || input.end_image_url().is_some()
+        || !input.reference_image_urls().is_empty()
+        || !input.reference_video_urls().is_empty()
+        || !input.reference_audio_urls().is_empty();
+    if !names_media {
+        return Ok(());
+    }
+    let least_price = endpoint.price(input, &MediaFacts::default()).amount;
+    let account = state
+        .store
+        .account(&caller.account_id)
+        .await?
+        .ok_or(SubmitError::AccountNotFound)?;
+    if account.balance >= least_price {
+        return Ok(());
+    }
+    if let Some(idempotency) = idempotency
+        && state
+            .store
+            .idempotency_key_in_use(&caller.account_id, &idempotency.key)
+            .await?
+    {
+        return Ok(());
+    }
+    Err(SubmitError::InsufficientBalance {
+        balance: account.balance,
+        price: least_price,
+    })
 }
 
 /// The media URLs of a request that name one of our own stored files, as

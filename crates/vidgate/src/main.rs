@@ -91,9 +91,15 @@ struct ServeArgs {
     /// Seconds a connection may move no bytes before it is closed (a request in progress still gets its answer).
     #[arg(long, env = "VIDGATE_HTTP_IDLE_TIMEOUT_SECONDS", default_value_t = 60)]
     http_idle_timeout_seconds: u64,
-    /// HTTP connections open at once; more wait to be accepted.
+    /// HTTP connections open at once; more wait to be accepted. From three quarters of it open,
+    /// connections silent for 2 s are asked to close.
     #[arg(long, env = "VIDGATE_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
+    /// HTTP connections one client address (an IPv6 /64) may hold open at once; more are closed
+    /// when accepted. The --trusted-proxy addresses are exempt. Default: an eighth of
+    /// --max-connections.
+    #[arg(long, env = "VIDGATE_MAX_CONNECTIONS_PER_ADDRESS", value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections_per_address: Option<u64>,
     #[command(flatten)]
     storage: StorageArgs,
     /// How the SQLite database syncs its commits: full (every commit survives a power cut) or
@@ -206,6 +212,12 @@ struct ServeArgs {
     #[arg(long, env = "VIDGATE_MAX_WAITS_PER_KEY", default_value_t = vidgate_server::live_status::LiveStatusLimits::default().per_key,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_waits_per_key: u32,
+    /// Waits and event streams one account (all its keys and sessions) may hold open at once on
+    /// this node; more are answered 429. Must be below --max-waits-per-node, so that the rest
+    /// stay for other accounts.
+    #[arg(long, env = "VIDGATE_MAX_WAITS_PER_ACCOUNT", default_value_t = vidgate_server::live_status::LiveStatusLimits::default().per_account,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_waits_per_account: u32,
     /// Waits and event streams this node holds open at once for everyone; keep it below
     /// --max-connections so that other requests still find connections.
     #[arg(long, env = "VIDGATE_MAX_WAITS_PER_NODE", default_value_t = vidgate_server::live_status::LiveStatusLimits::default().per_node,
@@ -281,6 +293,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         body_timeout: Duration::from_secs(args.http_body_timeout_seconds.max(1)),
         idle_timeout: Duration::from_secs(args.http_idle_timeout_seconds.max(1)),
         max_connections: args.max_connections.max(1),
+        max_connections_per_address: args.max_connections_per_address.map_or_else(
+            || {
+                vidgate_server::limits::HttpLimits::default_connections_per_address(
+                    args.max_connections.max(1),
+                )
+            },
+            |per_address| per_address as usize,
+        ),
     };
     let database_url = args.storage.database_url()?;
     // Only the embedded single-node database gets a development account:
@@ -327,6 +347,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     options.retention.keep_for = Duration::from_secs(args.retain_days * 24 * 60 * 60);
     options.live_status = vidgate_server::live_status::LiveStatusLimits {
         per_key: args.max_waits_per_key,
+        per_account: args.max_waits_per_account,
         per_node: args.max_waits_per_node,
     };
     // Like every secret: the variable or the file, and both is refused.

@@ -17,6 +17,7 @@ use super::users::{self, UserError};
 use super::{Layout, passwords, render};
 use crate::client_address::client_address_of;
 use crate::metrics::RateLimit;
+use crate::rate_limit::SignInPace;
 use crate::sessions::{PRE_SESSION_LIFETIME, tokens_match};
 use crate::state::AppState;
 use crate::store::now_millis;
@@ -140,6 +141,37 @@ async fn signed_in(state: &AppState, user: &crate::store::User) -> Response {
     }
 }
 
+/// The sign-in page of an attempt refused by a sign-in limit, with the
+/// wait before the next one.
+fn sign_in_refused(state: &AppState, headers: &HeaderMap, email: &str, wait: Duration) -> Response {
+    state.metrics.record_rate_limit_refusal(RateLimit::SignIn);
+    let mut response = sign_in_page(
+        state,
+        headers,
+        StatusCode::TOO_MANY_REQUESTS,
+        "sign-in",
+        email,
+        Some(format!(
+            "Too many sign-in attempts. Wait {} seconds and try again.",
+            wait.as_secs().max(1)
+        )),
+    );
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(wait.as_secs().max(1)),
+    );
+    response
+}
+
+/// Holds an attempt back as long as its pace asks, before its password is
+/// checked: the email's attempts from everywhere ran out, so every guess at
+/// it is slowed, and the owner's right password still gets in after it.
+async fn wait_for_pace(pace: SignInPace) {
+    if let SignInPace::After(delay) = pace {
+        tokio::time::sleep(delay).await;
+    }
+}
+
 pub async fn submit(
     State(state): State<AppState>,
     parts: Parts,
@@ -151,25 +183,11 @@ pub async fn submit(
     }
     let email = credentials.email.trim().to_lowercase();
     let address = client_address_of(&parts, &state.trusted_proxies);
-    if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address).await {
-        state.metrics.record_rate_limit_refusal(RateLimit::SignIn);
-        let mut response = sign_in_page(
-            &state,
-            headers,
-            StatusCode::TOO_MANY_REQUESTS,
-            "sign-in",
-            &email,
-            Some(format!(
-                "Too many sign-in attempts. Wait {} seconds and try again.",
-                wait.as_secs().max(1)
-            )),
-        );
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(wait.as_secs().max(1)),
-        );
-        return response;
-    }
+    let pace = match state.dashboard.sign_in_limits.check(&email, address).await {
+        Ok(pace) => pace,
+        Err(wait) => return sign_in_refused(&state, headers, &email, wait),
+    };
+    wait_for_pace(pace).await;
     let user = match state.store.user_by_email(&email).await {
         Ok(user) => user,
         Err(error) => return super::internal_error(error),
@@ -213,20 +231,24 @@ pub async fn sign_up(
     // Sign-ups hash a password too, so they share the address limit.
     let address = client_address_of(&parts, &state.trusted_proxies);
     let email = credentials.email.trim().to_lowercase();
-    if let Err(wait) = state.dashboard.sign_in_limits.check(&email, address).await {
-        state.metrics.record_rate_limit_refusal(RateLimit::SignIn);
-        return sign_in_page(
-            &state,
-            headers,
-            StatusCode::TOO_MANY_REQUESTS,
-            "sign-up",
-            &email,
-            Some(format!(
-                "Too many attempts. Wait {} seconds and try again.",
-                wait.as_secs().max(1)
-            )),
-        );
-    }
+    let pace = match state.dashboard.sign_in_limits.check(&email, address).await {
+        Ok(pace) => pace,
+        Err(wait) => {
+            state.metrics.record_rate_limit_refusal(RateLimit::SignIn);
+            return sign_in_page(
+                &state,
+                headers,
+                StatusCode::TOO_MANY_REQUESTS,
+                "sign-up",
+                &email,
+                Some(format!(
+                    "Too many attempts. Wait {} seconds and try again.",
+                    wait.as_secs().max(1)
+                )),
+            );
+        }
+    };
+    wait_for_pace(pace).await;
     match users::sign_up(state.store.as_ref(), &email, credentials.password).await {
         Ok((_, user)) => signed_in(&state, &user).await,
         Err(

@@ -85,7 +85,7 @@ pub(super) fn requested_wait(headers: &HeaderMap) -> Result<Option<u64>, ApiErro
 /// A slot for one wait or stream of the caller, or the 429 of the cap it
 /// would pass (counted with the rate limiter's other refusals).
 pub(super) fn admit(state: &AppState, caller: &Caller) -> Result<LiveSlot, ApiError> {
-    state.live_status.admit(&caller.key_id).map_err(|refusal| {
+    state.live_status.admit(caller).map_err(|refusal| {
         state
             .metrics
             .record_rate_limit_refusal(RateLimit::LiveStatus);
@@ -114,19 +114,26 @@ pub(super) async fn wait_for_final(
     if current.status.is_final() {
         return Ok(Some(current));
     }
-    let _slot = admit(state, caller)?;
+    let slot = admit(state, caller)?;
     let closing = state.live_status.closing();
-    Ok(Some(follower.until_final(current, until, closing).await?))
+    tokio::select! {
+        biased;
+        // The key was revoked while it waited: it learns nothing more.
+        () = slot.revoked().cancelled() => Err(ApiError::Unauthorized(
+            "The API key or session was revoked while the request waited.".into(),
+        )),
+        followed = follower.until_final(current, until, closing) => Ok(Some(followed?)),
+    }
 }
 
 /// Follows a generation just submitted (or replayed) until it is final or
-/// `seconds` pass; the caller holds the wait's slot, taken before the
-/// submit.
+/// `seconds` pass, in the wait's `slot`, taken before the submit.
 pub(super) async fn wait_after_submit(
     state: &AppState,
     caller: &Caller,
     submitted: Generation,
     seconds: u64,
+    slot: LiveSlot,
 ) -> Result<Generation, ApiError> {
     let until = Instant::now() + state.live_status.applied_wait(seconds);
     let Some((mut follower, current)) =
@@ -137,7 +144,14 @@ pub(super) async fn wait_after_submit(
         return Ok(submitted);
     };
     let closing = state.live_status.closing();
-    Ok(follower.until_final(current, until, closing).await?)
+    tokio::select! {
+        biased;
+        // The key was revoked while it waited. The submit was accepted
+        // (and holds its price), so its answer is still 202, with the
+        // state the submit itself returned and nothing learned since.
+        () = slot.revoked().cancelled() => Ok(submitted),
+        followed = follower.until_final(current, until, closing) => Ok(followed?),
+    }
 }
 
 /// Says on `response` that the wait was honoured, with its length.
@@ -199,16 +213,18 @@ pub async fn events(
 
 /// The task behind one event stream: it ends after the final state, when
 /// the client goes away (its body, and so `events`' receiver, dropped),
-/// when the stream has been open `MAX_STREAM_DURATION`, or at shutdown.
+/// when the stream has been open `MAX_STREAM_DURATION`, when the caller's
+/// key or session is revoked, or at shutdown.
 async fn send_events(
     state: AppState,
     mut follower: GenerationFollower,
     mut current: Generation,
     mut seen: Option<String>,
     events: mpsc::Sender<Bytes>,
-    _slot: LiveSlot,
+    slot: LiveSlot,
 ) {
     let closing = state.live_status.closing();
+    let revoked = slot.revoked();
     let stream_ends = Instant::now() + MAX_STREAM_DURATION;
     let mut first = true;
     loop {
@@ -222,6 +238,10 @@ async fn send_events(
         } else {
             None
         };
+        // A stream whose key was revoked ends without another word.
+        if revoked.is_cancelled() {
+            return;
+        }
         if let Some(chunk) = chunk
             && events.send(chunk).await.is_err()
         {
@@ -233,6 +253,8 @@ async fn send_events(
         let until = (Instant::now() + KEEP_ALIVE_INTERVAL).min(stream_ends);
         let seen_id = seen.clone().unwrap_or_default();
         tokio::select! {
+            biased;
+            () = revoked.cancelled() => return,
             next = follower.next_state(&seen_id, until, closing) => match next {
                 Ok(Some(next)) => current = next,
                 Ok(None) => return,

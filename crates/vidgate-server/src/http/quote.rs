@@ -13,7 +13,7 @@ use vidgate_media::{Requester, Scope};
 
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
 use crate::client_address::ClientAddress;
-use crate::rate_limit::AddressBucket;
+use crate::rate_limit::NetworkBucket;
 use crate::representation::{Cost, object_kind};
 
 pub async fn quote(
@@ -37,10 +37,11 @@ pub async fn quote(
     // Only the media that changes the price is fetched: reference videos,
     // whose probed durations are billed. The submit prices them the same way
     // (from the probe cache when it follows soon), so the quote is the charge.
-    // A quote's fetches are anonymous: few per client, and never in the
-    // slots kept for accounts' submits.
+    // A quote's fetches are anonymous: few per client network (an IPv6
+    // /48, not one of its many /64s), and never in the slots kept for
+    // accounts' submits.
     let requester = Requester::Anonymous {
-        client: AddressBucket(client).to_string(),
+        client: NetworkBucket(client).to_string(),
     };
     let media_facts = state
         .media

@@ -32,9 +32,9 @@ pub async fn submit(
     let slot = wait.map(|_| live::admit(&state, &caller)).transpose()?;
     let (mut generation, replayed) =
         submit_generation(&state, &caller, endpoint, &body, idempotency_key).await?;
-    if let (Some(seconds), Some(_slot)) = (wait, slot) {
+    if let (Some(seconds), Some(slot)) = (wait, slot) {
         // A replay waits the same way: for the generation it first created.
-        generation = live::wait_after_submit(&state, &caller, generation, seconds).await?;
+        generation = live::wait_after_submit(&state, &caller, generation, seconds, slot).await?;
     }
 
     let url = format!("{}/generations/{}", state.api_base, generation.id);

@@ -1,18 +1,23 @@
 //! Accepting HTTP/1.1 connections with bounds a stranger cannot stretch:
-//! a cap on open connections, a deadline for each request's head and body,
-//! and an idle timeout, which `axum::serve` does not offer.
+//! a cap on open connections and a share of it per client address, a
+//! deadline for each request's head and body, and an idle timeout, which
+//! `axum::serve` does not offer.
 //!
 //! Each connection is served by hyper's HTTP/1 connection builder with a
 //! timer, so a head trickled byte by byte is cut off; request bodies are
 //! wrapped in a deadline; and the connection's socket records when bytes
 //! last moved, so one that stays silent (a client that neither sends nor
-//! reads) is asked to close and then dropped.
+//! reads) is asked to close and then dropped. While the listener is
+//! crowded (`CROWDED_SHARE` of its connections open) a silent connection
+//! is asked to close after `CROWDED_IDLE_TIMEOUT` instead: idle keep-alive
+//! connections give their slots to clients with requests.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,13 +29,22 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt};
 use tower_http::timeout::DeadlineBody;
 
+use crate::client_address::TrustedProxies;
 use crate::limits::HttpLimits;
+
+/// How long a connection may stay silent before it is asked to close while
+/// the listener is crowded (a request in progress still gets its answer).
+const CROWDED_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The listener is crowded from this share of `max_connections` open, in
+/// quarters: three quarters.
+const CROWDED_SHARE: (usize, usize) = (3, 4);
 
 /// What `serve` answers requests with: a router, or a router inside layers
 /// that wrap it whole.
@@ -54,14 +68,17 @@ impl<S> HttpService for S where
 
 /// Serves `router` on `listener` within `limits` until `shutdown` is
 /// cancelled, then stops accepting, asks every open connection to finish
-/// its request in progress and close, and returns when all have.
+/// its request in progress and close, and returns when all have. The
+/// `proxies` are exempt from the cap per address.
 pub async fn serve(
     listener: TcpListener,
     router: impl HttpService,
     limits: HttpLimits,
+    proxies: TrustedProxies,
     shutdown: CancellationToken,
 ) {
     let connection_slots = Arc::new(Semaphore::new(limits.max_connections));
+    let table = Arc::new(ConnectionTable::new(limits, proxies));
     loop {
         // A slot is taken before accepting, so connections past the cap wait
         // in the kernel's backlog instead of holding memory here.
@@ -85,10 +102,16 @@ pub async fn serve(
             },
             _ = shutdown.cancelled() => break,
         };
+        let Some(place) = table.open(peer.ip()) else {
+            // Closed at once: this address holds its share already.
+            tracing::debug!(%peer, "refused a connection past its address's share");
+            drop(stream);
+            continue;
+        };
         let router = router.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            serve_connection(stream, peer, router, limits, shutdown).await;
+            serve_connection(stream, peer, router, limits, place, shutdown).await;
             drop(slot);
         });
     }
@@ -104,8 +127,10 @@ async fn serve_connection(
     peer: SocketAddr,
     router: impl HttpService,
     limits: HttpLimits,
+    place: ConnectionPlace,
     shutdown: CancellationToken,
 ) {
+    let mut crowded = place.table.crowded.subscribe();
     let _ = stream.set_nodelay(true);
     let activity = Arc::new(LastActivity::new());
     let io = TokioIo::new(TrackedStream {
@@ -134,7 +159,15 @@ async fn serve_connection(
     tokio::pin!(connection);
     let mut closing = false;
     loop {
-        let idle_deadline = activity.last() + limits.idle_timeout;
+        // Once asked to close, a connection is dropped only after the full
+        // idle timeout: a silent wait in progress still gets its answer.
+        let crowded_now = *crowded.borrow();
+        let idle_timeout = if crowded_now && !closing {
+            limits.idle_timeout.min(CROWDED_IDLE_TIMEOUT)
+        } else {
+            limits.idle_timeout
+        };
+        let idle_deadline = activity.last() + idle_timeout;
         tokio::select! {
             finished = connection.as_mut() => {
                 if let Err(error) = finished {
@@ -146,11 +179,17 @@ async fn serve_connection(
                 connection.as_mut().graceful_shutdown();
                 closing = true;
             }
+            // The table outlives its connections, so the sender is never
+            // dropped while this waits.
+            Ok(()) = crowded.changed() => {}
             _ = tokio::time::sleep_until(idle_deadline) => {
-                if activity.last() + limits.idle_timeout > Instant::now() {
+                if activity.last() + idle_timeout > Instant::now() {
                     continue;
                 }
-                if closing {
+                // One that never sent a byte has no request to finish, and
+                // hyper would hold it for its first head until the header
+                // timeout: while crowded it is dropped now.
+                if closing || (crowded_now && !activity.ever_moved()) {
                     tracing::debug!(%peer, "dropping an HTTP connection that stayed idle");
                     return;
                 }
@@ -160,6 +199,97 @@ async fn serve_connection(
                 activity.touch();
             }
         }
+    }
+}
+
+/// The listener's open connections, counted per client address (an IPv6
+/// /64) and in all, and whether it is crowded.
+struct ConnectionTable {
+    per_address_limit: usize,
+    crowded_from: usize,
+    proxies: TrustedProxies,
+    open: Mutex<OpenConnections>,
+    /// True while at least `crowded_from` connections are open.
+    crowded: watch::Sender<bool>,
+}
+
+#[derive(Default)]
+struct OpenConnections {
+    total: usize,
+    per_address: HashMap<IpAddr, usize>,
+}
+
+impl ConnectionTable {
+    fn new(limits: HttpLimits, proxies: TrustedProxies) -> ConnectionTable {
+        let (share, of) = CROWDED_SHARE;
+        ConnectionTable {
+            per_address_limit: limits.max_connections_per_address.max(1),
+            crowded_from: (limits.max_connections * share / of).max(1),
+            proxies,
+            open: Mutex::default(),
+            crowded: watch::Sender::new(false),
+        }
+    }
+
+    /// A place for a connection from `peer`, or `None` when its address
+    /// holds its share of connections already (a trusted proxy never does).
+    fn open(self: &Arc<Self>, peer: IpAddr) -> Option<ConnectionPlace> {
+        let address = address_group(peer);
+        let mut open = self.open.lock().expect("the counts are never poisoned");
+        let of_address = open.per_address.get(&address).copied().unwrap_or(0);
+        if of_address >= self.per_address_limit && !self.proxies.trusts(peer) {
+            return None;
+        }
+        open.per_address.insert(address, of_address + 1);
+        open.total += 1;
+        self.crowded
+            .send_if_modified(|crowded| update(crowded, open.total >= self.crowded_from));
+        Some(ConnectionPlace {
+            table: self.clone(),
+            address,
+        })
+    }
+}
+
+/// Sets `flag` to `value`, saying whether it changed.
+fn update(flag: &mut bool, value: bool) -> bool {
+    let changed = *flag != value;
+    *flag = value;
+    changed
+}
+
+/// The address a connection counts under: an IPv4 address, or an IPv6
+/// address's /64, since whoever holds one address of a /64 holds them all.
+fn address_group(peer: IpAddr) -> IpAddr {
+    match peer.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => {
+            let network = u128::from(v6) & !(u128::from(u64::MAX));
+            IpAddr::V6(Ipv6Addr::from(network))
+        }
+    }
+}
+
+/// One open connection's place in the table, given back when dropped.
+struct ConnectionPlace {
+    table: Arc<ConnectionTable>,
+    address: IpAddr,
+}
+
+impl Drop for ConnectionPlace {
+    fn drop(&mut self) {
+        let table = &self.table;
+        let mut open = table.open.lock().expect("the counts are never poisoned");
+        open.total -= 1;
+        if let Some(of_address) = open.per_address.get_mut(&self.address) {
+            *of_address -= 1;
+            if *of_address == 0 {
+                open.per_address.remove(&self.address);
+            }
+        }
+        table
+            .crowded
+            .send_if_modified(|crowded| update(crowded, open.total >= table.crowded_from));
     }
 }
 
@@ -178,8 +308,15 @@ impl LastActivity {
     }
 
     fn touch(&self) {
-        let elapsed = self.opened.elapsed().as_millis() as u64;
+        // At least 1, so that zero means bytes never moved.
+        let elapsed = (self.opened.elapsed().as_millis() as u64).max(1);
         self.millis.store(elapsed, Ordering::Relaxed);
+    }
+
+    /// Whether bytes moved since the connection opened (or it was asked to
+    /// close).
+    fn ever_moved(&self) -> bool {
+        self.millis.load(Ordering::Relaxed) != 0
     }
 
     fn last(&self) -> Instant {
@@ -249,5 +386,54 @@ impl AsyncWrite for TrackedStream {
         context: &mut Context<'_>,
     ) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(context)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(max_connections: usize, per_address: usize, proxies: &[&str]) -> Arc<ConnectionTable> {
+        let limits = HttpLimits {
+            max_connections,
+            max_connections_per_address: per_address,
+            ..HttpLimits::default()
+        };
+        let proxies = TrustedProxies::new(proxies.iter().map(|net| net.parse().unwrap()).collect());
+        Arc::new(ConnectionTable::new(limits, proxies))
+    }
+
+    #[test]
+    fn an_address_past_its_share_is_refused_and_others_are_not() {
+        let table = table(8, 2, &["10.0.0.1/32"]);
+        let first = table.open("192.0.2.1".parse().unwrap()).unwrap();
+        let _second = table.open("192.0.2.1".parse().unwrap()).unwrap();
+        assert!(table.open("192.0.2.1".parse().unwrap()).is_none());
+        assert!(table.open("192.0.2.2".parse().unwrap()).is_some());
+        // One /64 is one address.
+        let _v6 = table.open("2001:db8::1".parse().unwrap()).unwrap();
+        let _v6_again = table.open("2001:db8::ffff:2".parse().unwrap()).unwrap();
+        assert!(table.open("2001:db8::3".parse().unwrap()).is_none());
+        // A trusted proxy carries everyone's requests.
+        let proxied: Vec<_> = (0..3)
+            .map(|_| table.open("10.0.0.1".parse().unwrap()).unwrap())
+            .collect();
+        assert_eq!(proxied.len(), 3);
+        drop(first);
+        assert!(table.open("192.0.2.1".parse().unwrap()).is_some());
+    }
+
+    #[test]
+    fn the_table_is_crowded_from_three_quarters_of_the_cap() {
+        let table = table(4, 4, &[]);
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            held.push(table.open("192.0.2.1".parse().unwrap()).unwrap());
+        }
+        assert!(!*table.crowded.borrow());
+        held.push(table.open("192.0.2.1".parse().unwrap()).unwrap());
+        assert!(*table.crowded.borrow());
+        held.pop();
+        assert!(!*table.crowded.borrow());
     }
 }

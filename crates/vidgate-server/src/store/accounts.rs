@@ -1,6 +1,7 @@
 //! Accounts, their limits and API keys, the authentication of a key, and
 //! the pause state of models.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use sqlx::AssertSqlSafe;
@@ -77,6 +78,9 @@ pub struct NewApiKey {
     pub prefix: String,
     pub secret_sha256: String,
 }
+
+/// What a dashboard session's caller id starts with, before the session's id.
+pub const SESSION_CALLER_PREFIX: &str = "session:";
 
 /// The authenticated caller behind an API key or a dashboard session.
 #[derive(Debug, Clone)]
@@ -367,6 +371,63 @@ impl Store {
             self.callers().remember(ticket, secret_sha256, caller);
         }
         Ok(caller)
+    }
+
+    /// Of `caller_ids` (API key ids, and `session:<id>` for dashboard
+    /// sessions), those whose key or session is still live (not revoked,
+    /// a session not expired) in an account not deleted: the callers whose
+    /// open waits and event streams may go on. A few hundred ids to a
+    /// statement.
+    pub async fn live_callers(&self, caller_ids: &[String]) -> Result<HashSet<String>, StoreError> {
+        /// Well under SQLite's and PostgreSQL's limits on bound values.
+        const IDS_PER_STATEMENT: usize = 500;
+        let (sessions, keys): (Vec<&str>, Vec<&str>) = caller_ids
+            .iter()
+            .map(String::as_str)
+            .partition(|caller_id| caller_id.starts_with(SESSION_CALLER_PREFIX));
+        let mut live = HashSet::new();
+        for chunk in keys.chunks(IDS_PER_STATEMENT) {
+            let rows: Vec<(String,)> = on_reader!(self, |reader| {
+                let mut query = sqlx::QueryBuilder::new(
+                    "SELECT k.id FROM api_keys k JOIN accounts a ON a.id = k.account_id \
+                     WHERE k.revoked_at IS NULL AND a.deleted_at IS NULL AND k.id IN (",
+                );
+                let mut separated = query.separated(", ");
+                for key_id in chunk {
+                    separated.push_bind(*key_id);
+                }
+                query.push(")");
+                query.build_query_as().fetch_all(reader).await
+            })?;
+            live.extend(rows.into_iter().map(|(key_id,)| key_id));
+        }
+        let now = now_millis();
+        for chunk in sessions.chunks(IDS_PER_STATEMENT) {
+            let rows: Vec<(String,)> = on_reader!(self, |reader| {
+                let mut query = sqlx::QueryBuilder::new(
+                    "SELECT s.id FROM sessions s JOIN accounts a ON a.id = s.account_id \
+                     WHERE s.revoked_at IS NULL AND a.deleted_at IS NULL AND s.expires_at > ",
+                );
+                query.push_bind(now).push(" AND s.id IN (");
+                let mut separated = query.separated(", ");
+                for caller_id in chunk {
+                    separated.push_bind(&caller_id[SESSION_CALLER_PREFIX.len()..]);
+                }
+                query.push(")");
+                query.build_query_as().fetch_all(reader).await
+            })?;
+            live.extend(
+                rows.into_iter()
+                    .map(|(session_id,)| format!("{SESSION_CALLER_PREFIX}{session_id}")),
+            );
+        }
+        Ok(live)
+    }
+
+    /// Changes after every revocation of a key on this node (an account's
+    /// deletion among them).
+    pub fn revocations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.callers().revocations()
     }
 
     /// The account's keys, newest first.

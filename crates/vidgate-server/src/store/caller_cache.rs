@@ -7,6 +7,8 @@
 //! entry expires, so within one second everywhere. Limits changed with
 //! `vidgate admin account limits` apply within the same second. Only keys
 //! the database accepted are remembered, so unknown keys cannot fill it.
+//! Each revocation on this node is also announced (`revocations`), so that
+//! the waits and event streams a revoked key holds open end at once.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,9 +22,19 @@ pub const CALLER_CACHE_TTL: Duration = Duration::from_secs(1);
 /// Bounds the memory a burst of distinct valid keys can take.
 const MAX_CACHED_CALLERS: usize = 10_000;
 
-#[derive(Default)]
 pub struct CallerCache {
     state: Mutex<CacheState>,
+    /// The count of revocations, announced to whoever watches.
+    announced: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for CallerCache {
+    fn default() -> CallerCache {
+        CallerCache {
+            state: Mutex::default(),
+            announced: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -101,6 +113,12 @@ impl CallerCache {
             .expect("the caller cache lock is never poisoned");
         state.revocations += 1;
         state.callers.clear();
+        self.announced.send_replace(state.revocations);
+    }
+
+    /// Changes after every revocation on this node.
+    pub fn revocations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.announced.subscribe()
     }
 }
 

@@ -300,6 +300,28 @@ impl Store {
         self.submit(generation).await
     }
 
+    /// Whether the account submitted a generation under this idempotency
+    /// key within `IDEMPOTENCY_WINDOW`, so that a submit with it is a
+    /// replay (or a conflict), not a new charge.
+    pub async fn idempotency_key_in_use(
+        &self,
+        account_id: &str,
+        idempotency_key: &str,
+    ) -> Result<bool, StoreError> {
+        let found: Option<String> = fetch_on_reader!(
+            self,
+            fetch_optional,
+            sqlx::query_scalar(
+                "SELECT id FROM generations \
+                 WHERE account_id = $1 AND idempotency_key = $2 AND created_at >= $3",
+            )
+            .bind(account_id)
+            .bind(idempotency_key)
+            .bind(now_millis() - IDEMPOTENCY_WINDOW.as_millis() as i64)
+        )?;
+        Ok(found.is_some())
+    }
+
     pub async fn generation(
         &self,
         account_id: &str,

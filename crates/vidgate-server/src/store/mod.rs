@@ -75,6 +75,7 @@ mod webhooks;
 
 pub use accounts::{
     Account, AccountLimits, ApiKeyRecord, Caller, KEY_USE_RESOLUTION, NewAccount, NewApiKey,
+    SESSION_CALLER_PREFIX,
 };
 pub use caller_cache::CALLER_CACHE_TTL;
 pub use changes::{GenerationChanges, GenerationWatch};

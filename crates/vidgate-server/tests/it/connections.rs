@@ -169,3 +169,82 @@ async fn connections_past_the_cap_wait_until_one_closes() {
         "a third connection was served while two held the cap"
     );
 }
+
+/// Whether the server closed `stream` within `within`, reading whatever it
+/// sent before.
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buffer = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_address_holds_only_its_share_of_the_connections() {
+    let app = app_with_limits(HttpLimits {
+        max_connections: 64,
+        max_connections_per_address: 8,
+        ..HttpLimits::default()
+    })
+    .await;
+    let address = app.server.local_addr.unwrap();
+    // Eight idle connections from 127.0.0.1 hold its share.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        held.push(TcpStream::connect(address).await.unwrap());
+    }
+    // Its ninth is closed at once, before it could send anything.
+    let mut ninth = TcpStream::connect(address).await.unwrap();
+    assert!(closed_within(&mut ninth, Duration::from_secs(3)).await);
+    // Another address is served as usual.
+    let bystander = reqwest::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let response = bystander.get(app.url("/models")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    // A connection given back makes room for the address again.
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let response = reqwest::get(app.url("/models")).await.unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn a_crowded_listener_closes_silent_connections_sooner() {
+    let app = app_with_limits(HttpLimits {
+        header_read_timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(60),
+        max_connections: 8,
+        max_connections_per_address: 8,
+        ..HttpLimits::default()
+    })
+    .await;
+    let address = app.server.local_addr.unwrap();
+    // Silent connections hold every slot; their timeouts allow a minute.
+    let mut silent = Vec::new();
+    for _ in 0..8 {
+        silent.push(TcpStream::connect(address).await.unwrap());
+    }
+    // Crowded, the listener closes silent ones after seconds, until it is
+    // no longer crowded, and a request finds a slot.
+    let response = reqwest::Client::new()
+        .get(app.url("/models"))
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut closed = 0;
+    for stream in &mut silent {
+        if closed_within(stream, Duration::from_millis(100)).await {
+            closed += 1;
+        }
+    }
+    assert!((1..8).contains(&closed), "{closed} of 8 closed");
+}

@@ -748,6 +748,38 @@ async fn a_wrong_password_elsewhere_does_not_lock_the_owner_out(store: StoreKind
     );
 }
 
+async fn wrong_guesses_from_many_addresses_only_slow_the_owners_right_password(store: StoreKind) {
+    let app = spawn_app_with(TestSettings {
+        trusted_proxies: vec!["127.0.0.1/32".parse().unwrap()],
+        ..TestSettings::new(store)
+    })
+    .await;
+    add_user(&app, &app.account, "ada@example.com").await;
+    // One wrong guess from each of 25 addresses: more than the email's own
+    // bucket holds, none past its address's or its pair's.
+    for stranger in 0..25 {
+        let status = sign_in_from(
+            &app,
+            &format!("203.0.113.{stranger}"),
+            "ada@example.com",
+            "guess",
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "guess {stranger}");
+    }
+    // The owner with the right password gets in (after a short delay when
+    // the email's bucket is still empty).
+    assert_eq!(
+        sign_in_from(&app, "198.51.100.9", "ada@example.com", PASSWORD).await,
+        StatusCode::SEE_OTHER
+    );
+    // A guess is still only wrong.
+    assert_eq!(
+        sign_in_from(&app, "203.0.113.200", "ada@example.com", "guess").await,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
 async fn forwarded_addresses_count_only_from_trusted_proxies(store: StoreKind) {
     // No trusted proxy: the forwarded address is the client's own claim,
     // so a new one per attempt does not buy new attempts.
@@ -1163,6 +1195,7 @@ on_both_stores!(
     another_account_sees_nothing_of_the_first,
     sign_in_attempts_are_rate_limited,
     a_wrong_password_elsewhere_does_not_lock_the_owner_out,
+    wrong_guesses_from_many_addresses_only_slow_the_owners_right_password,
     forwarded_addresses_count_only_from_trusted_proxies,
     generations_and_the_overview_show_the_account,
     the_playground_form_runs_without_javascript,

@@ -413,64 +413,13 @@ async fn a_redis_outage_is_retried_in_the_background_not_on_every_request() {
     app.server.shutdown().await;
 }
 
-/// A server that answers every request with headers promising a large body
-/// and then sends one byte a second: each fetch of it holds a fetch slot
-/// until the fetch's own time limit.
-async fn trickling_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut connection, _)) = listener.accept().await else {
-                continue;
-            };
-            tokio::spawn(async move {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                let mut request = [0_u8; 4096];
-                let _ = connection.read(&mut request).await;
-                let head =
-                    "HTTP/1.1 200 OK\r\ncontent-type: video/mp4\r\ncontent-length: 1000000\r\n\r\n";
-                if connection.write_all(head.as_bytes()).await.is_err() {
-                    return;
-                }
-                loop {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    if connection.write_all(b"\0").await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    base
-}
-
-/// A server that answers every request with one PNG picture.
-async fn picture_server() -> String {
-    let mut bytes = std::io::Cursor::new(Vec::new());
-    image::RgbImage::from_pixel(320, 240, image::Rgb([200, 40, 40]))
-        .write_to(&mut bytes, image::ImageFormat::Png)
-        .unwrap();
-    let picture = bytes.into_inner();
-    let router = axum::Router::new().fallback(move || {
-        let picture = picture.clone();
-        async move { ([("content-type", "image/png")], picture) }
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
-    });
-    base
-}
-
 /// Anonymous quotes from many addresses, each naming a server that sends a
 /// byte a second, take every fetch slot anyone may take; a paying
 /// customer's submit with an image still gets one of the slots kept for
 /// accounts, and is accepted at once.
 async fn a_flood_of_anonymous_quotes_leaves_keyed_submits_unaffected(store: StoreKind) {
     let trickle = trickling_server().await;
-    let pictures = picture_server().await;
+    let (pictures, _) = picture_server().await;
     let app = spawn_app_with(TestSettings {
         workers: 0,
         trusted_proxies: vec!["127.0.0.1/32".parse().unwrap()],

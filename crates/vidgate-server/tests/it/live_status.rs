@@ -338,6 +338,7 @@ async fn waits_and_streams_past_a_cap_are_refused_with_429(store: StoreKind) {
         workers: 0,
         live_status: LiveStatusLimits {
             per_key: 2,
+            per_account: 2,
             per_node: 3,
         },
         metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
@@ -407,6 +408,145 @@ async fn waits_and_streams_past_a_cap_are_refused_with_429(store: StoreKind) {
         .unwrap_or_else(|| panic!("no live_status refusals in {scraped}"));
     let count: f64 = refusals.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(count >= 4.0, "{refusals}");
+}
+
+async fn one_account_with_many_keys_leaves_the_node_slots_for_others(store: StoreKind) {
+    let app = spawn_app_with(TestSettings {
+        workers: 0,
+        hosted_jobs: 0,
+        live_status: LiveStatusLimits {
+            per_key: 2,
+            per_account: 4,
+            per_node: 6,
+        },
+        ..TestSettings::new(store)
+    })
+    .await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("queued")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let events_of = |key: String, id: String| {
+        app.client
+            .get(app.url(&format!("/generations/{id}/events")))
+            .bearer_auth(key)
+            .timeout(Duration::from_secs(600))
+            .send()
+    };
+    // Three keys of one account, two streams each: the account's cap
+    // stops it at four, before the node's six.
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for name in ["one", "two", "three"] {
+        let key = vidgate_server::accounts::create_api_key(
+            &app.server.store,
+            &app.account.account.id,
+            name,
+        )
+        .await
+        .unwrap();
+        for _ in 0..2 {
+            let response = events_of(key.api_key.clone(), id.to_owned()).await.unwrap();
+            if response.status() == StatusCode::OK {
+                held.push(response);
+            } else {
+                assert_error(
+                    response,
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    None,
+                )
+                .await;
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((held.len(), refused), (4, 2));
+
+    // Another account still gets a stream and a wait.
+    let other = app.new_account(10).await;
+    let theirs = app
+        .submit_quick_with_key(&other.api_key, "theirs")
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    let theirs_id = theirs["id"].as_str().unwrap();
+    let stream = events_of(other.api_key.clone(), theirs_id.to_owned())
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let waited = app
+        .client
+        .get(app.url(&format!("/generations/{theirs_id}")))
+        .bearer_auth(&other.api_key)
+        .header("prefer", "wait=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(waited.status(), StatusCode::OK);
+    assert_eq!(preference_applied(&waited), Some("wait=1"));
+}
+
+async fn a_revoked_keys_streams_and_waits_end_within_seconds(store: StoreKind) {
+    let app = spawn_app_without_workers(store.clone()).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("followed")).await;
+    let id = submitted["id"].as_str().unwrap().to_owned();
+    let mut events = EventReader::new(EventReader::open(&app, &id, None).await);
+    assert_eq!(events.next().await.unwrap().id, "queued-0");
+
+    // Revoked by another process on the database (as `vidgate admin`
+    // does), which this node hears of only by asking the database.
+    let elsewhere = vidgate_server::store::open(&app.database.url())
+        .await
+        .unwrap();
+    assert!(elsewhere.revoke_api_key(&app.account.key_id).await.unwrap());
+    let revoked_at = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(3), events.next())
+        .await
+        .expect("the stream ends within the caller cache's second");
+    assert!(
+        ended.is_none(),
+        "nothing is sent after the revocation: {ended:?}"
+    );
+    assert!(revoked_at.elapsed() < Duration::from_secs(3));
+
+    // A wait of another account's key, revoked through this node: the
+    // wait answers 401 at once instead of the generation's state.
+    let other = app.new_account(10).await;
+    let theirs = app
+        .submit_quick_with_key(&other.api_key, "theirs")
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    let theirs_id = theirs["id"].as_str().unwrap().to_owned();
+    let waiting = {
+        let client = app.client.clone();
+        let url = app.url(&format!("/generations/{theirs_id}"));
+        let key = other.api_key.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let response = client
+                .get(url)
+                .bearer_auth(key)
+                .header("prefer", "wait=60")
+                .timeout(Duration::from_secs(90))
+                .send()
+                .await
+                .unwrap();
+            (started.elapsed(), response)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        app.server
+            .store
+            .revoke_api_key(&other.key_id)
+            .await
+            .unwrap()
+    );
+    let (waited, response) = waiting.await.unwrap();
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
 }
 
 async fn shutdown_answers_open_waits_and_closes_open_streams(store: StoreKind) {
@@ -521,6 +661,8 @@ on_both_stores!(
     the_event_stream_sends_each_change_and_closes_after_the_final_one,
     the_event_stream_resumes_after_the_last_event_id,
     waits_and_streams_past_a_cap_are_refused_with_429,
+    one_account_with_many_keys_leaves_the_node_slots_for_others,
+    a_revoked_keys_streams_and_waits_end_within_seconds,
     shutdown_answers_open_waits_and_closes_open_streams,
     every_committed_status_change_wakes_a_watcher,
 );

@@ -9,6 +9,7 @@ mod schema_fake;
 mod cog;
 mod connections;
 mod dashboard;
+mod fair_shares;
 mod foundation;
 mod group_commit;
 mod hardening;

@@ -3,6 +3,7 @@
 //! helpers drive it over real HTTP. `on_both_stores!` runs each test against
 //! SQLite and against PostgreSQL.
 
+mod media_servers;
 mod test_database;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use vidgate_server::store::{self, Account, Store};
 use vidgate_server::webhooks::WebhookSettings;
 use vidgate_server::{RunningServer, ServerOptions};
 
+pub use media_servers::{picture_server, trickling_server};
 pub use test_database::PostgresTestDatabase;
 
 /// Which database a test runs against.
