@@ -533,14 +533,13 @@ async fn run_claimed(
         Duration::from_millis(u64::try_from(waited).unwrap_or(0)),
     );
 
-    let seed = job.seed;
     tracing::info!(generation = %generation_id, worker = %worker_id, attempt = generation.attempts, "job started");
     let started = Instant::now();
     let result = backend.run(job, job_cancel.clone()).await;
     let ran = started.elapsed();
 
     let outcome = match result {
-        Ok(clip) => record_success(context, &generation, worker_id, clip, seed).await,
+        Ok(clip) => record_success(context, &generation, worker_id, clip).await,
         Err(JobFailure::Failed { code, message }) => {
             tracing::info!(generation = %generation_id, %code, %message, "job failed");
             finish_failed(
@@ -615,7 +614,6 @@ async fn record_success(
     generation: &Generation,
     worker_id: &str,
     clip: RenderedClip,
-    seed: u64,
 ) -> JobOutcome {
     let generation_id = generation.id.as_str();
     let stored = match clip.mp4 {
@@ -641,7 +639,7 @@ async fn record_success(
         fps: clip.fps,
         has_audio: clip.has_audio,
         height: clip.height,
-        seed,
+        seed: clip.seed,
         size_bytes: stored.size_bytes,
         video_url: format!("{}/files/{}", context.api_base, stored.relative_path),
         width: clip.width,

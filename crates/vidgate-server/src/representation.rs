@@ -132,7 +132,10 @@ pub struct GenerationOutput {
     pub fps: u32,
     pub has_audio: bool,
     pub height: u32,
-    pub seed: u64,
+    /// The seed the clip was made with, as the model was sent it; absent when the model that made it takes no seed (reproduce such a clip by its request alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub seed: Option<u64>,
     pub size_bytes: u64,
     #[schema(format = Uri)]
     pub video_url: String,

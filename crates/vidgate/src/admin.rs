@@ -359,6 +359,8 @@ async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> 
                 "model": check.model,
                 "target": check.target,
                 "inputs_checked": check.inputs,
+                "page": check.page,
+                "unverified": check.unverified,
             });
             match &check.outcome {
                 Ok(differences) => shown["differences"] = json!(differences),

@@ -457,6 +457,22 @@ impl CogBackend {
         Ok(())
     }
 
+    /// The seed the model server was sent: the prediction's listed input
+    /// where it shows it, else the job's, and `None` when the mapping sends
+    /// no seed (the predictor takes none).
+    fn seed_sent(&self, job: &Job, prediction: &Value) -> Option<u64> {
+        let field = self.config.inputs.get("seed")?;
+        Some(
+            prediction
+                .pointer(&format!(
+                    "/input/{}",
+                    field.replace('~', "~0").replace('/', "~1")
+                ))
+                .and_then(Value::as_u64)
+                .unwrap_or(job.seed),
+        )
+    }
+
     /// Turns a final prediction into the job's result.
     async fn finished(&self, job: &Job, prediction: Value) -> Result<RenderedClip, JobFailure> {
         match prediction["status"].as_str() {
@@ -466,7 +482,9 @@ impl CogBackend {
                 })?;
                 let mp4 = self.output_clip(output).await?;
                 tracing::info!(generation = %job.generation_id, "cog prediction succeeded");
-                output::probe_clip(mp4).await
+                let mut clip = output::probe_clip(mp4).await?;
+                clip.seed = self.seed_sent(job, &prediction);
+                Ok(clip)
             }
             Some("canceled") => Err(JobFailure::Failed {
                 code: "generation_failed".into(),

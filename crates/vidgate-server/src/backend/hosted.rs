@@ -387,6 +387,9 @@ impl HostedBackend {
             copied = self.copy_output(&video_url) => copied?,
             _ = cancel.cancelled() => return Err(JobFailure::Interrupted.into()),
         };
+        // Only a seed the provider was sent is reported as the clip's: a
+        // target that takes none (fal's Seedance 2.0) claims none.
+        clip.seed = self.config.seed_sent(&job, &submitted.input);
         let today = time::OffsetDateTime::now_utc().date().to_string();
         clip.provider_run = Some(ProviderRun {
             provider: self.protocol.name().to_owned(),
@@ -430,6 +433,7 @@ impl HostedBackend {
                         target,
                         job_id,
                         created_at: recorded.intent_at,
+                        input: recorded.input,
                     });
                 }
                 if let Some(job_id) = self.reconcile(store, job, &recorded, wakeup).await? {
@@ -437,6 +441,7 @@ impl HostedBackend {
                         target,
                         job_id,
                         created_at: recorded.intent_at,
+                        input: recorded.input,
                     });
                 }
                 store
@@ -833,6 +838,7 @@ impl HostedBackend {
             target,
             job_id,
             created_at,
+            ..
         } = submitted;
         // Counted from the intent to create the job, recorded just before
         // its create call (whose token the pool promised when it claimed
@@ -1335,6 +1341,8 @@ struct SubmittedJob {
     target: ProviderTarget,
     job_id: String,
     created_at: i64,
+    /// The input the provider was sent (the recorded intent's).
+    input: serde_json::Value,
 }
 
 /// The longest wait between two backstop reads of a job whose provider

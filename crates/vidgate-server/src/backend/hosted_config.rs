@@ -18,6 +18,7 @@ use vidgate_core::Mode;
 
 use super::budget::{BudgetConfig, BudgetLimits};
 use super::provider::ProviderTarget;
+use super::references::{ReferenceCounts, ReferenceKind, ReferenceSyntax, rewrite_references};
 use super::{Job, Rejection};
 use crate::bound_media::MEDIA_URL_MARGIN;
 
@@ -35,6 +36,11 @@ pub enum FieldMapping {
         transform: ValueTransform,
         #[serde(default)]
         values: BTreeMap<String, Value>,
+        /// With `transform: item`, the value's position in the list `to`
+        /// (FLUX 3 at Replicate: the opening frame first in `images`, the
+        /// closing frame second).
+        #[serde(default)]
+        index: Option<usize>,
     },
 }
 
@@ -51,6 +57,9 @@ pub enum ValueTransform {
     List,
     /// `["https://…/a.png", …]` → the first item.
     First,
+    /// The value goes at position `index` of the list `to`, which several
+    /// of our parameters fill (`image_url` and `end_image_url` → `images`).
+    Item,
 }
 
 /// Where a mode's jobs go at the provider.
@@ -85,6 +94,138 @@ pub struct HostedModeConfig {
     /// failover model that serves it: never sent, never downgraded.
     #[serde(default)]
     pub accepts: BTreeMap<String, Vec<Value>>,
+    /// How this mode's target names reference media in the prompt, over
+    /// the model's (see `references.rs`).
+    #[serde(default)]
+    pub references: Option<ReferenceSyntax>,
+    /// Limits across fields and lengths of this mode's target, besides
+    /// the model's: a job beyond one is refused at admission like a value
+    /// outside `accepts`.
+    #[serde(default)]
+    pub limits: Vec<Limit>,
+}
+
+/// A limit of a provider target that one value alone does not show: a
+/// text's length, a number of files across lists, or values that are
+/// served only together with others. A job beyond it is refused at
+/// admission (400 `invalid_request` naming `parameter`), or goes to
+/// another provider of a failover model: never cut, never changed.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Limit {
+    /// The parameter a refusal names.
+    pub parameter: String,
+    /// At most this many characters (Unicode scalar values) of its text.
+    #[serde(default)]
+    pub max_length: Option<usize>,
+    /// At most this many items in its list and `counted_with`'s together.
+    #[serde(default)]
+    pub max_items: Option<usize>,
+    #[serde(default)]
+    pub counted_with: Vec<String>,
+    /// Only these values of it, while `when` and `when_given` hold.
+    #[serde(default)]
+    pub accepts: Option<Vec<Value>>,
+    /// The limit holds for jobs whose parameters have one of these values
+    /// (`{"resolution": ["1080p"]}`).
+    #[serde(default)]
+    pub when: BTreeMap<String, Vec<Value>>,
+    /// The limit holds for jobs that give each of these parameters.
+    #[serde(default)]
+    pub when_given: Vec<String>,
+    /// The provider's page that states it.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+impl Limit {
+    /// Every parameter the limit names.
+    fn parameters(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.parameter)
+            .chain(&self.counted_with)
+            .chain(self.when.keys())
+            .chain(&self.when_given)
+    }
+
+    /// Whether the job is one the limit is about.
+    fn applies(&self, input: &vidgate_core::ValidatedInput) -> bool {
+        self.when.iter().all(|(parameter, values)| {
+            input
+                .get(parameter)
+                .is_some_and(|value| is_given(value) && values.contains(value))
+        }) && self
+            .when_given
+            .iter()
+            .all(|parameter| input.get(parameter).is_some_and(is_given))
+    }
+
+    /// The job's first value beyond the limit, if any.
+    fn check(&self, input: &vidgate_core::ValidatedInput) -> Result<(), Unserved> {
+        if !self.applies(input) {
+            return Ok(());
+        }
+        let value = input.get(&self.parameter).cloned().unwrap_or(Value::Null);
+        let refuse = |limit: String| {
+            Err(Unserved {
+                parameter: self.parameter.clone(),
+                value: value.clone(),
+                unsupported: false,
+                limit: Some(limit),
+            })
+        };
+        if let (Some(most), Some(text)) = (self.max_length, value.as_str()) {
+            let length = text.chars().count();
+            if length > most {
+                return refuse(format!(
+                    "{} is {length} characters long; at most {most} are taken",
+                    self.parameter
+                ));
+            }
+        }
+        if let Some(most) = self.max_items {
+            let names: Vec<&String> = std::iter::once(&self.parameter)
+                .chain(&self.counted_with)
+                .collect();
+            let total: usize = names
+                .iter()
+                .filter_map(|name| input.get(name).and_then(Value::as_array))
+                .map(Vec::len)
+                .sum();
+            if total > most {
+                let listed: Vec<&str> = names.iter().map(|name| name.as_str()).collect();
+                let together = match listed.as_slice() {
+                    [one] => format!("{one} holds {total} items"),
+                    [rest @ .., last] => {
+                        format!("{} and {last} hold {total} items together", rest.join(", "))
+                    }
+                    [] => unreachable!("the parameter is always named"),
+                };
+                return refuse(format!("{together}; at most {most} are taken"));
+            }
+        }
+        if let Some(allowed) = &self.accepts
+            && is_given(&value)
+            && !allowed.contains(&value)
+        {
+            let mut conditions: Vec<String> = self
+                .when
+                .keys()
+                .filter_map(|parameter| {
+                    input
+                        .get(parameter)
+                        .map(|given| format!("{parameter} {}", value_key(given)))
+                })
+                .collect();
+            conditions.extend(self.when_given.iter().cloned());
+            return refuse(format!(
+                "{} {} is not available with {}",
+                self.parameter,
+                value_key(&value),
+                conditions.join(" and ")
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The target a mode's job goes to when it has a value for a parameter.
@@ -98,6 +239,9 @@ pub struct PresentVariant {
     /// Provider fields sent with every job of this target, over the mode's.
     #[serde(default)]
     pub fixed: Map<String, Value>,
+    /// How this target names reference media, over the mode's.
+    #[serde(default)]
+    pub references: Option<ReferenceSyntax>,
 }
 
 /// A value of one of our parameters that a provider does not serve.
@@ -107,11 +251,20 @@ pub struct Unserved {
     pub value: Value,
     /// The provider takes no value of the parameter at all.
     pub unsupported: bool,
+    /// The limit across fields or lengths the job is beyond (`Limit`), said
+    /// as the customer is told it.
+    pub limit: Option<String>,
 }
 
 impl Unserved {
     /// What the customer is told: the parameter and the value.
     pub fn message(&self, model_id: &str, mode: Mode) -> String {
+        if let Some(limit) = &self.limit {
+            return format!(
+                "{limit} for {model_id} {} on this deployment.",
+                mode.as_str()
+            );
+        }
         if self.unsupported {
             return format!(
                 "{} is not available for {} {} on this deployment (sent: {}); send the request without it.",
@@ -223,6 +376,21 @@ pub struct HostedModelConfig {
     /// every mode (a mode's own `accepts` replaces an entry here).
     #[serde(default)]
     pub accepts: BTreeMap<String, Vec<Value>>,
+    /// How the model's targets name reference media in the prompt
+    /// (`references.rs`); without it the prompt goes as the customer wrote
+    /// it, `@Image1` and all, as fal takes it.
+    #[serde(default)]
+    pub references: Option<ReferenceSyntax>,
+    /// Limits across fields and lengths of every mode's target (a mode's
+    /// own are checked too).
+    #[serde(default)]
+    pub limits: Vec<Limit>,
+    /// Targets that no first-party page of the provider documents in our
+    /// sources: their schema is a third party's reading, and the live check
+    /// (`--check-config`, `admin providers check`) must confirm that they
+    /// exist before they are used.
+    #[serde(default)]
+    pub unverified: Vec<String>,
     /// The environment variable holding the provider credential.
     #[serde(default)]
     pub credential_env: Option<String>,
@@ -368,6 +536,30 @@ impl HostedModelConfig {
                 return Err(format!("accepts names no parameter {parameter:?}"));
             }
         }
+        for limit in &self.limits {
+            check_limit(limit, &|name| model.parameter(name).is_some())?;
+        }
+        for syntax in self
+            .references
+            .iter()
+            .chain(self.modes.values().flat_map(|mode| {
+                mode.references.iter().chain(
+                    mode.when_present
+                        .values()
+                        .flat_map(|variant| &variant.references),
+                )
+            }))
+        {
+            syntax.check()?;
+        }
+        let targets = self.targets();
+        for target in &self.unverified {
+            if !targets.contains(target) {
+                return Err(format!(
+                    "unverified names {target:?}, which no mode sends jobs to"
+                ));
+            }
+        }
         for (mode_name, mode) in &self.modes {
             let parsed: Mode = mode_name
                 .parse()
@@ -385,6 +577,33 @@ impl HostedModelConfig {
                     return Err(format!(
                         "{mode_name}: accepts names {parameter:?}, which the mode does not take"
                     ));
+                }
+            }
+            for limit in &mode.limits {
+                check_limit(limit, &in_mode).map_err(|error| format!("{mode_name}: {error}"))?;
+            }
+            // A target that names references its own way must have a
+            // syntax for every kind of list the mode sends it.
+            let variants = std::iter::once(None).chain(mode.when_present.values().map(Some));
+            for variant in variants {
+                let Some(syntax) = variant
+                    .and_then(|variant| variant.references.as_ref())
+                    .or(mode.references.as_ref())
+                    .or(self.references.as_ref())
+                else {
+                    continue;
+                };
+                for kind in ReferenceKind::ALL {
+                    let list = kind.list_parameter();
+                    if in_mode(list)
+                        && matches!(self.mapping(mode, variant, list), Some(Some(_)))
+                        && syntax.template(kind).is_none()
+                    {
+                        return Err(format!(
+                            "{mode_name}: references has no {} syntax, but the mode sends {list}",
+                            kind.word().to_lowercase()
+                        ));
+                    }
                 }
             }
             for (parameter, variant) in &mode.when_present {
@@ -469,6 +688,83 @@ impl HostedModelConfig {
             .map(Option::as_ref)
     }
 
+    /// What the file says of one target that its provider's schema can
+    /// show too: how it names references and the lengths it limits, for
+    /// the live check's drift report.
+    pub fn target_settings(&self, target: &str) -> TargetSettings<'_> {
+        let mut settings = TargetSettings::default();
+        for mode in self.modes.values() {
+            let direct = mode.target.as_deref() == Some(target)
+                || mode
+                    .target_by
+                    .as_ref()
+                    .is_some_and(|by| by.targets.values().any(|named| named == target));
+            let variants = mode
+                .when_present
+                .values()
+                .filter(|variant| variant.target == target)
+                .map(Some);
+            let reaching: Vec<Option<&PresentVariant>> = if direct {
+                std::iter::once(None).chain(variants).collect()
+            } else {
+                variants.collect()
+            };
+            for variant in reaching {
+                let references = variant
+                    .and_then(|variant| variant.references.as_ref())
+                    .or(mode.references.as_ref())
+                    .or(self.references.as_ref());
+                if settings.references.is_none() {
+                    settings.references = references;
+                }
+                for limit in mode.limits.iter().chain(&self.limits) {
+                    let Some(most) = limit.max_length else {
+                        continue;
+                    };
+                    if !limit.when.is_empty() || !limit.when_given.is_empty() {
+                        continue;
+                    }
+                    if let Some(Some(mapping)) = self.mapping(mode, variant, &limit.parameter) {
+                        let field = match mapping {
+                            FieldMapping::Rename(to) | FieldMapping::Detailed { to, .. } => {
+                                to.clone()
+                            }
+                        };
+                        settings
+                            .max_lengths
+                            .entry(field)
+                            .and_modify(|known: &mut (String, usize)| known.1 = known.1.min(most))
+                            .or_insert((limit.parameter.clone(), most));
+                    }
+                }
+                if let Some(Some(mapping)) = self.mapping(mode, variant, "prompt") {
+                    let field = match mapping {
+                        FieldMapping::Rename(to) | FieldMapping::Detailed { to, .. } => to.clone(),
+                    };
+                    settings.text_fields.insert(field, "prompt".to_owned());
+                }
+            }
+        }
+        settings
+    }
+
+    /// Every target a job of this model can be sent to.
+    pub fn targets(&self) -> std::collections::BTreeSet<String> {
+        let mut targets = std::collections::BTreeSet::new();
+        for mode in self.modes.values() {
+            targets.extend(mode.target.clone());
+            if let Some(by) = &mode.target_by {
+                targets.extend(by.targets.values().cloned());
+            }
+            targets.extend(
+                mode.when_present
+                    .values()
+                    .map(|variant| variant.target.clone()),
+            );
+        }
+        targets
+    }
+
     pub(super) fn mode(&self, mode: Mode) -> Option<&HostedModeConfig> {
         self.modes.get(mode.as_str())
     }
@@ -507,10 +803,42 @@ impl HostedModelConfig {
                     parameter: parameter.clone(),
                     value: value.clone(),
                     unsupported: allowed.is_empty(),
+                    limit: None,
                 });
             }
         }
+        // Limits across fields and lengths: the mode's, then the model's.
+        for limit in mode_config.limits.iter().chain(&self.limits) {
+            limit.check(input)?;
+        }
         Ok(())
+    }
+
+    /// How the job's target names reference media: its `when_present`
+    /// target's syntax, else the mode's, else the model's.
+    pub fn references_for(&self, job: &Job) -> Option<&ReferenceSyntax> {
+        let mode = self.mode(job.mode)?;
+        Self::variant(mode, &job.input)
+            .and_then(|variant| variant.references.as_ref())
+            .or(mode.references.as_ref())
+            .or(self.references.as_ref())
+    }
+
+    /// The seed the provider was sent for a job, read from the input it
+    /// was sent (`sent`, the recorded intent's): `None` when the job's
+    /// target takes no seed, so that no seed is reported as applied.
+    pub fn seed_sent(&self, job: &Job, sent: &Value) -> Option<u64> {
+        let mode = self.mode(job.mode)?;
+        let variant = Self::variant(mode, &job.input);
+        let field = match self.mapping(mode, variant, "seed")?? {
+            FieldMapping::Rename(to) => to,
+            FieldMapping::Detailed { to, .. } => to,
+        };
+        match sent.get(field)? {
+            Value::Number(number) => number.as_u64(),
+            Value::String(text) => text.parse().ok(),
+            _ => None,
+        }
     }
 
     /// Where a job goes.
@@ -551,6 +879,8 @@ impl HostedModelConfig {
         if let Some(variant) = variant {
             input.extend(variant.fixed.clone());
         }
+        let references = self.references_for(job);
+        let counts = ReferenceCounts::of_input(&job.input);
         let mut names: Vec<&String> = self
             .fields
             .keys()
@@ -575,9 +905,36 @@ impl HostedModelConfig {
                 // priced at submit, never the customer's own URLs.
                 other => media_input.get(other).cloned(),
             };
-            let Some(value) = value.filter(|value| !value.is_null()) else {
+            let Some(mut value) = value.filter(|value| !value.is_null()) else {
                 continue;
             };
+            // The customer's `@Image1` written as the target names it.
+            if name == "prompt"
+                && let (Some(syntax), Some(prompt)) = (references, value.as_str())
+            {
+                let rewritten = rewrite_references(prompt, counts, syntax).into_owned();
+                value = Value::String(rewritten);
+            }
+            if let FieldMapping::Detailed {
+                to,
+                transform: ValueTransform::Item,
+                index,
+                ..
+            } = mapping
+            {
+                let index = index.unwrap_or(0);
+                let list = input
+                    .entry(to.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                let Value::Array(items) = list else {
+                    return Err(format!("{to} is both a list and another value"));
+                };
+                if items.len() <= index {
+                    items.resize(index + 1, Value::Null);
+                }
+                items[index] = value;
+                continue;
+            }
             let (field, value) = apply_mapping(mapping, value)?;
             input.insert(field, value);
         }
@@ -693,6 +1050,18 @@ impl HostedModelConfig {
     }
 }
 
+/// What a backends file entry says of one target (`target_settings`).
+#[derive(Debug, Default)]
+pub struct TargetSettings<'a> {
+    /// How it names reference media; `None`: as the catalog writes them.
+    pub references: Option<&'a ReferenceSyntax>,
+    /// Provider field → (our parameter, the most characters the file lets
+    /// through to it), from `limits`.
+    pub max_lengths: BTreeMap<String, (String, usize)>,
+    /// Provider fields that carry the prompt → our parameter.
+    pub text_fields: BTreeMap<String, String>,
+}
+
 /// What a backends file entry sends a provider, and what it refuses.
 #[derive(Debug, Default)]
 pub struct PlannedInputs {
@@ -717,6 +1086,32 @@ pub struct PlannedInput {
     pub request: Value,
     pub target: String,
     pub input: Value,
+}
+
+/// Checks a limit's parameters (`known` says which the model or mode
+/// has) and that it limits something.
+fn check_limit(limit: &Limit, known: &dyn Fn(&str) -> bool) -> Result<(), String> {
+    for parameter in limit.parameters() {
+        if !known(parameter) {
+            return Err(format!(
+                "limits: {parameter:?} is not a parameter here (limit on {})",
+                limit.parameter
+            ));
+        }
+    }
+    if limit.max_length.is_none() && limit.max_items.is_none() && limit.accepts.is_none() {
+        return Err(format!(
+            "limits: the limit on {} gives none of max_length, max_items, accepts",
+            limit.parameter
+        ));
+    }
+    if !limit.counted_with.is_empty() && limit.max_items.is_none() {
+        return Err(format!(
+            "limits: the limit on {} counts with other lists but gives no max_items",
+            limit.parameter
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a value counts as given: not null, not an empty list.
@@ -810,6 +1205,7 @@ fn apply_mapping(mapping: &FieldMapping, value: Value) -> Result<(String, Value)
             to,
             transform,
             values,
+            ..
         } => {
             if let Some(replacement) = values.get(&value_key(&value)) {
                 return Ok((to.clone(), replacement.clone()));
@@ -826,6 +1222,8 @@ fn apply_mapping(mapping: &FieldMapping, value: Value) -> Result<(String, Value)
                     Value::Array(items) => items.into_iter().next().unwrap_or(Value::Null),
                     other => other,
                 },
+                // Placed into its list by `provider_input`.
+                ValueTransform::Item => value,
             };
             Ok((to.clone(), transformed))
         }
@@ -1070,6 +1468,244 @@ mod tests {
             .check(Catalog::embedded().model("vendor_6/model_6").unwrap())
             .unwrap_err();
         assert!(error.contains("accepts"), "{error}");
+    }
+
+    #[test]
+    fn the_prompt_names_references_as_the_target_does() {
+        let config: HostedModelConfig = serde_json::from_value(json!({
+            "modes": {
+                "text-to-video": { "target": "bytedance/seedance-2.0" },
+                "reference-to-video": { "target": "bytedance/seedance-2.0" }
+            },
+            "fields": {
+                "prompt": "prompt", "resolution": "resolution", "aspect_ratio": "aspect_ratio",
+                "duration": "duration", "generate_audio": "generate_audio", "seed": "seed",
+                "reference_image_urls": "reference_images",
+                "reference_video_urls": "reference_videos",
+                "reference_audio_urls": "reference_audios"
+            },
+            "references": { "image": "[Image{n}]", "video": "[Video{n}]", "audio": "[Audio{n}]" }
+        }))
+        .unwrap();
+        config
+            .check(Catalog::embedded().model("vendor_4/model_4").unwrap())
+            .unwrap();
+        let references = job(
+            "vendor_4/model_4",
+            "reference-to-video",
+            json!({ "prompt": "@Image2 sings @Audio1 to @Image1 (mail a@Image1.com)",
+                    "reference_image_urls": ["https://files/a.png", "https://files/b.png"],
+                    "reference_audio_urls": ["https://files/a.wav"], "duration": 5 }),
+        );
+        let input = config.provider_input(&references).unwrap();
+        assert_eq!(
+            input["prompt"],
+            "[Image2] sings [Audio1] to [Image1] (mail a@Image1.com)"
+        );
+        // The job's own input is the customer's, unchanged.
+        assert_eq!(
+            references.input.get("prompt").unwrap(),
+            "@Image2 sings @Audio1 to @Image1 (mail a@Image1.com)"
+        );
+        // A syntax that leaves out a kind the mode sends is refused at start.
+        let mut partial = config.clone();
+        partial.references.as_mut().unwrap().audio = None;
+        let error = partial
+            .check(Catalog::embedded().model("vendor_4/model_4").unwrap())
+            .unwrap_err();
+        assert!(error.contains("no audio syntax"), "{error}");
+        let mut bad = config.clone();
+        bad.references.as_mut().unwrap().video = Some("[Video]".into());
+        let error = bad
+            .check(Catalog::embedded().model("vendor_4/model_4").unwrap())
+            .unwrap_err();
+        assert!(error.contains("{n}"), "{error}");
+    }
+
+    #[test]
+    fn two_of_our_parameters_can_fill_one_list_in_order() {
+        let config: HostedModelConfig = serde_json::from_value(json!({
+            "modes": { "image-to-video": { "target": "black-forest-labs/flux-3" } },
+            "fields": {
+                "prompt": "prompt", "duration": "duration", "generate_audio": "generate_audio",
+                "image_url": { "to": "images", "transform": "item", "index": 0 },
+                "end_image_url": { "to": "images", "transform": "item", "index": 1 }
+            }
+        }))
+        .unwrap();
+        config
+            .check(Catalog::embedded().model("vendor_3/model_3").unwrap())
+            .unwrap();
+        let both = job(
+            "vendor_3/model_3",
+            "image-to-video",
+            json!({ "prompt": "a kite", "duration": 7, "image_url": "https://files/open.png",
+                    "end_image_url": "https://files/close.png" }),
+        );
+        assert_eq!(
+            config.provider_input(&both).unwrap()["images"],
+            json!(["https://files/open.png", "https://files/close.png"])
+        );
+        let opening_only = job(
+            "vendor_3/model_3",
+            "image-to-video",
+            json!({ "prompt": "a kite", "duration": 7, "image_url": "https://files/open.png" }),
+        );
+        assert_eq!(
+            config.provider_input(&opening_only).unwrap()["images"],
+            json!(["https://files/open.png"])
+        );
+    }
+
+    #[test]
+    fn limits_across_fields_and_lengths_refuse_naming_the_parameter() {
+        let input = |value: Value| vidgate_core::ValidatedInput::from_stored_json(value);
+        let limits: Vec<Limit> = serde_json::from_value(json!([
+            { "parameter": "prompt", "max_length": 10 },
+            { "parameter": "reference_image_urls", "max_items": 3,
+              "counted_with": ["reference_video_urls", "reference_audio_urls"] },
+            { "parameter": "duration", "accepts": [8], "when": { "resolution": ["1080p"] } },
+            { "parameter": "generate_audio", "accepts": [false],
+              "when_given": ["reference_video_urls"] }
+        ]))
+        .unwrap();
+        let first_refusal = |value: Value| {
+            let value = input(value);
+            limits.iter().find_map(|limit| limit.check(&value).err())
+        };
+        let mode: Mode = "reference-to-video".parse().unwrap();
+        // Within every limit.
+        assert_eq!(
+            first_refusal(
+                json!({ "prompt": "ten chars!", "duration": 6, "resolution": "720p",
+                                  "reference_image_urls": ["a", "b", "c"],
+                                  "generate_audio": true })
+            ),
+            None
+        );
+        // Characters, not bytes.
+        assert_eq!(first_refusal(json!({ "prompt": "éééééééééé" })), None);
+        let long = first_refusal(json!({ "prompt": "eleven char" })).unwrap();
+        assert_eq!(long.parameter, "prompt");
+        assert_eq!(
+            long.message("vendor_6/model_6", mode),
+            "prompt is 11 characters long; at most 10 are taken for vendor_6/model_6 reference-to-video on this deployment."
+        );
+        let many = first_refusal(json!({ "reference_image_urls": ["a", "b"],
+                                         "reference_video_urls": ["v"],
+                                         "reference_audio_urls": ["s"] }))
+        .unwrap();
+        assert_eq!(many.parameter, "reference_image_urls");
+        assert!(
+            many.message("vendor_4/model_4", mode).starts_with(
+                "reference_image_urls, reference_video_urls and reference_audio_urls hold 4 items together; at most 3 are taken"
+            ),
+            "{}",
+            many.message("vendor_4/model_4", mode)
+        );
+        let short = first_refusal(json!({ "duration": 6, "resolution": "1080p" })).unwrap();
+        assert_eq!(short.parameter, "duration");
+        assert!(
+            short
+                .message("vendor_2/model_2", mode)
+                .starts_with("duration 6 is not available with resolution 1080p"),
+            "{}",
+            short.message("vendor_2/model_2", mode)
+        );
+        assert_eq!(
+            first_refusal(json!({ "duration": 8, "resolution": "1080p" })),
+            None
+        );
+        let loud = first_refusal(json!({ "generate_audio": true,
+                                         "reference_video_urls": ["v"] }))
+        .unwrap();
+        assert_eq!(loud.parameter, "generate_audio");
+        assert!(
+            loud.message("vendor_6/model_6", mode)
+                .starts_with("generate_audio true is not available with reference_video_urls"),
+            "{}",
+            loud.message("vendor_6/model_6", mode)
+        );
+        // An empty list is not given.
+        assert_eq!(
+            first_refusal(json!({ "generate_audio": true, "reference_video_urls": [] })),
+            None
+        );
+    }
+
+    #[test]
+    fn a_mode_checks_its_limits_and_the_models_and_the_file_check_knows_their_parameters() {
+        let mut config = kling_config();
+        config.fields.insert(
+            "resolution".into(),
+            Some(FieldMapping::Rename("resolution".into())),
+        );
+        config.limits =
+            serde_json::from_value(json!([{ "parameter": "prompt", "max_length": 5 }])).unwrap();
+        let kling = Catalog::embedded()
+            .model("vendor_6/model_6")
+            .unwrap()
+            .clone();
+        config.check(&kling).unwrap();
+        let text: Mode = "text-to-video".parse().unwrap();
+        let input = |value: Value| vidgate_core::ValidatedInput::from_stored_json(value);
+        assert_eq!(
+            config
+                .serves(text, &input(json!({ "prompt": "a long kite" })))
+                .unwrap_err()
+                .parameter,
+            "prompt"
+        );
+        assert_eq!(
+            config.serves(text, &input(json!({ "prompt": "kite" }))),
+            Ok(())
+        );
+        // A parameter the mode does not take cannot be limited there.
+        config.modes.get_mut("text-to-video").unwrap().limits =
+            serde_json::from_value(json!([{ "parameter": "image_url", "max_length": 5 }])).unwrap();
+        let error = config.check(&kling).unwrap_err();
+        assert!(error.contains("image_url"), "{error}");
+        config
+            .modes
+            .get_mut("text-to-video")
+            .unwrap()
+            .limits
+            .clear();
+        // A limit that limits nothing, and an unknown parameter.
+        config.limits = serde_json::from_value(json!([{ "parameter": "prompt" }])).unwrap();
+        assert!(config.check(&kling).unwrap_err().contains("none of"));
+        config.limits =
+            serde_json::from_value(json!([{ "parameter": "prmpt", "max_length": 5 }])).unwrap();
+        assert!(config.check(&kling).unwrap_err().contains("prmpt"));
+        config.limits.clear();
+        // Only configured targets can be marked unverified.
+        config.unverified = vec!["kwaivgi/kling-v9".into()];
+        assert!(config.check(&kling).unwrap_err().contains("unverified"));
+        config.unverified = vec!["fal-ai/kling-video/v3/pro/image-to-video".into()];
+        config.check(&kling).unwrap();
+    }
+
+    #[test]
+    fn the_seed_reported_is_the_one_the_provider_was_sent() {
+        let mut config = kling_config();
+        config.fields.insert("seed".into(), None);
+        let with_seed = job(
+            "vendor_6/model_6",
+            "text-to-video",
+            json!({ "prompt": "a kite" }),
+        );
+        // Mapped to nothing: the target takes no seed, none is claimed.
+        assert_eq!(config.seed_sent(&with_seed, &json!({ "seed": 42 })), None);
+        config.fields.insert(
+            "seed".into(),
+            Some(FieldMapping::Rename("random_seed".into())),
+        );
+        // The seed the recorded input holds, not this attempt's own.
+        assert_eq!(
+            config.seed_sent(&with_seed, &json!({ "random_seed": 7 })),
+            Some(7)
+        );
+        assert_eq!(config.seed_sent(&with_seed, &json!({})), None);
     }
 
     #[test]

@@ -96,6 +96,7 @@ impl Backend for LocalEngineBackend {
         }
 
         let media = self.fetch_media(&job, &cancel).await?;
+        let job_seed = job.seed;
         let request = RenderRequest {
             width: job.width,
             height: job.height,
@@ -137,6 +138,8 @@ impl Backend for LocalEngineBackend {
                 duration_s: video.duration_s,
                 provider_run: None,
                 has_audio: video.has_audio,
+                // The engine renders by the seed: it is applied.
+                seed: Some(job_seed),
             }),
             Ok(Err(RenderError::Canceled)) => Err(JobFailure::Interrupted),
             Ok(Err(error)) => Err(JobFailure::Failed {

@@ -16,6 +16,7 @@ mod local;
 mod output;
 pub mod provider;
 pub mod provider_schema;
+mod references;
 pub mod replicate;
 mod schema_check;
 mod webhook_urls;
@@ -103,6 +104,11 @@ pub struct RenderedClip {
     /// The hosted provider that made it and its cost; `None` for clips
     /// made by the operator's own engine or servers.
     pub provider_run: Option<crate::store::ProviderRun>,
+    /// The seed the clip was made with, as the renderer was sent it:
+    /// reported as `output.seed`. `None` when the model server or provider
+    /// was sent no seed (its target takes none), so that no seed is
+    /// claimed that was not applied.
+    pub seed: Option<u64>,
 }
 
 /// Where a finished clip's bytes are until the worker stores them.

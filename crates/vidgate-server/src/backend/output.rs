@@ -124,6 +124,8 @@ impl ClipFacts {
             duration_s: self.duration_s,
             has_audio: self.has_audio,
             provider_run: None,
+            // Set by the backend, which knows what it sent.
+            seed: None,
         }
     }
 }

@@ -3,7 +3,12 @@
 //! its current input schema read from the provider, and every difference
 //! from what the file will send (`HostedModelConfig::planned_inputs`): a
 //! renamed or removed field, a removed enum value, a new required field, a
-//! type change. fal publishes an OpenAPI document per endpoint
+//! type change; and what the schema's own words show beside the types: a
+//! reference syntax other than the one the file sends (`references`), a
+//! text length other than the file's `limits`. A target the provider does
+//! not have is reported as such, and a target the file marks `unverified`
+//! (no first-party page in our sources) is confirmed to exist. Each
+//! finding names the provider's page of the target to read. fal publishes an OpenAPI document per endpoint
 //! (`schema_url`, `?endpoint_id=` added); Replicate answers
 //! `GET {api_url}/models/{owner}/{name}` with the latest version's schema
 //! (`…/versions/{id}` for a pinned `owner/name:version`). Nothing is
@@ -18,8 +23,9 @@ use vidgate_core::Catalog;
 
 use super::config::{BackendsFile, BackendsFileError, HostedProviderConfig, ModelBackendConfig};
 use super::hosted::ProviderKind;
-use super::hosted_config::{HostedModelConfig, PlannedInput, seconds};
+use super::hosted_config::{HostedModelConfig, PlannedInput, TargetSettings, seconds};
 use super::provider_schema::InputSchema;
+use super::references::ReferenceKind;
 use super::replicate;
 
 /// Where fal publishes each endpoint's queue OpenAPI document.
@@ -36,6 +42,11 @@ pub struct TargetCheck {
     pub target: String,
     /// How many inputs the file sends there were checked.
     pub inputs: usize,
+    /// The provider's page of the target, for the operator to read.
+    pub page: String,
+    /// The file marks the target unverified: no first-party page of it is
+    /// in our sources, so this check is what confirms it exists.
+    pub unverified: bool,
     /// Every difference (each once, with the mode it shows in), or why the
     /// schema could not be read.
     pub outcome: Result<Vec<String>, String>,
@@ -56,13 +67,27 @@ impl fmt::Display for TargetCheck {
             self.provider, self.target, self.model
         )?;
         match &self.outcome {
-            Ok(differences) if differences.is_empty() => write!(
+            Ok(differences) if differences.is_empty() => {
+                write!(
+                    formatter,
+                    "the provider's schema takes all {} inputs the backends file sends",
+                    self.inputs
+                )?;
+                if self.unverified {
+                    write!(
+                        formatter,
+                        " (an unverified target: it exists, and no first-party page of it is in vidgate's sources; read {})",
+                        self.page
+                    )?;
+                }
+                Ok(())
+            }
+            Ok(differences) => write!(formatter, "{}; read {}", differences.join("; "), self.page),
+            Err(reason) => write!(
                 formatter,
-                "the provider's schema takes all {} inputs the backends file sends",
-                self.inputs
+                "the schema could not be checked: {reason}; read {}",
+                self.page
             ),
-            Ok(differences) => write!(formatter, "{}", differences.join("; ")),
-            Err(reason) => write!(formatter, "the schema could not be checked: {reason}"),
         }
     }
 }
@@ -121,6 +146,8 @@ pub async fn check_provider_schemas(
                     provider,
                     target: "(every target)".into(),
                     inputs: 0,
+                    page: "docs/upstreams.md".into(),
+                    unverified: false,
                     outcome: Err(reason),
                 });
                 continue;
@@ -132,12 +159,20 @@ pub async fn check_provider_schemas(
         }
         for (target, inputs) in by_target {
             let outcome = match read_schema(&config, kind, &target, credentials).await {
-                Ok(schema) => Ok(differences(&schema, &inputs)),
+                Ok(schema) => {
+                    let mut found = differences(&schema, &inputs);
+                    let settings = config.target_settings(&target);
+                    found.extend(reference_drift(&schema, &settings, &inputs));
+                    found.extend(length_drift(&schema, &settings));
+                    Ok(found)
+                }
                 Err(reason) => Err(reason),
             };
             checks.push(TargetCheck {
                 model: model_id.clone(),
                 provider,
+                page: page_of(kind, &target),
+                unverified: config.unverified.contains(&target),
                 target,
                 inputs: inputs.len(),
                 outcome,
@@ -152,6 +187,148 @@ fn provider_name(kind: ProviderKind) -> &'static str {
         ProviderKind::Fal => "fal",
         ProviderKind::Replicate => "replicate",
     }
+}
+
+/// The provider's page of a target, where an operator reads its inputs.
+fn page_of(kind: ProviderKind, target: &str) -> String {
+    match kind {
+        ProviderKind::Fal => format!("https://fal.ai/models/{target}/api"),
+        ProviderKind::Replicate => match target.split_once(':') {
+            Some((model, version)) => {
+                format!("https://replicate.com/{model}/versions/{version}/api")
+            }
+            None => format!("https://replicate.com/{target}/api"),
+        },
+    }
+}
+
+/// The words of a schema: every description of the input and its fields.
+fn schema_words(schema: &InputSchema) -> String {
+    let mut words = String::new();
+    let mut add = |value: &Value| {
+        if let Some(text) = value.get("description").and_then(Value::as_str) {
+            words.push_str(text);
+            words.push('\n');
+        }
+    };
+    add(&schema.schema);
+    for property in schema
+        .schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|properties| properties.values())
+    {
+        add(property);
+    }
+    words
+}
+
+/// How providers are known to write a first reference of `kind` in a
+/// prompt.
+fn known_mentions(kind: ReferenceKind) -> [String; 5] {
+    let word = kind.word();
+    let lower = word.to_lowercase();
+    [
+        format!("@{word}1"),
+        format!("[{word}1]"),
+        format!("[{word} 1]"),
+        format!("<<<{lower}_1>>>"),
+        format!("@{lower}_1"),
+    ]
+}
+
+/// A reference syntax the schema's words show that differs from the one
+/// the file sends to the target (for the kinds of reference it is sent).
+fn reference_drift(
+    schema: &InputSchema,
+    settings: &TargetSettings<'_>,
+    inputs: &[PlannedInput],
+) -> Vec<String> {
+    let words = schema_words(schema);
+    let mut found = Vec::new();
+    for kind in ReferenceKind::ALL {
+        let sent = inputs
+            .iter()
+            .any(|input| input.request.get(kind.list_parameter()).is_some());
+        if !sent {
+            continue;
+        }
+        let ours = settings
+            .references
+            .and_then(|syntax| syntax.mention(kind, 1))
+            .unwrap_or_else(|| format!("@{}1", kind.word()));
+        let theirs: Vec<String> = known_mentions(kind)
+            .into_iter()
+            .filter(|mention| words.contains(mention.as_str()))
+            .collect();
+        if !theirs.is_empty() && !words.contains(&ours) {
+            found.push(format!(
+                "the schema names {} references as `{}`, but the backends file writes them `{ours}` (references)",
+                kind.word().to_lowercase(),
+                theirs.join("`, `")
+            ));
+        }
+    }
+    found
+}
+
+/// The most characters a field takes by the schema: its `maxLength`, or
+/// the "Max N characters" of its description (Replicate's models write it
+/// so).
+fn schema_max_length(property: &Value) -> Option<usize> {
+    if let Some(most) = property.get("maxLength").and_then(Value::as_u64) {
+        return usize::try_from(most).ok();
+    }
+    let description = property.get("description")?.as_str()?;
+    let lower = description.to_lowercase();
+    let after = &lower[lower.find("max ")? + 4..];
+    let number = after
+        .bytes()
+        .take_while(|byte| byte.is_ascii_digit() || *byte == b',')
+        .count();
+    if !after[number..].trim_start().starts_with("char") {
+        return None;
+    }
+    after[..number].replace(',', "").parse().ok()
+}
+
+/// A text length the schema states that differs from the file's `limits`
+/// for a field the file sends text to.
+fn length_drift(schema: &InputSchema, settings: &TargetSettings<'_>) -> Vec<String> {
+    let Some(properties) = schema.schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let fields = settings
+        .text_fields
+        .iter()
+        .map(|(field, parameter)| (field, parameter.as_str()))
+        .chain(
+            settings
+                .max_lengths
+                .iter()
+                .map(|(field, (parameter, _))| (field, parameter.as_str())),
+        );
+    let mut seen = BTreeSet::new();
+    for (field, parameter) in fields {
+        if !seen.insert(field) {
+            continue;
+        }
+        let Some(theirs) = properties.get(field).and_then(schema_max_length) else {
+            continue;
+        };
+        match settings.max_lengths.get(field) {
+            Some((_, ours)) if *ours == theirs => {}
+            Some((_, ours)) => found.push(format!(
+                "`{field}` takes at most {theirs} characters by the schema, but the backends file limits {parameter} to {ours} (limits)"
+            )),
+            None => found.push(format!(
+                "`{field}` takes at most {theirs} characters by the schema, but the backends file has no limit on {parameter} (limits)"
+            )),
+        }
+    }
+    found
 }
 
 /// Each difference once, with the modes whose inputs show it.
@@ -198,7 +375,9 @@ async fn read_schema(
             let mut url = url::Url::parse(base).map_err(|error| format!("{base:?}: {error}"))?;
             url.query_pairs_mut().append_pair("endpoint_id", target);
             let document = get_json(client.get(url)).await?;
-            InputSchema::from_fal_openapi(document, target)
+            InputSchema::from_fal_openapi(document, target).map_err(|reason| {
+                format!("the target does not exist at fal (its OpenAPI document: {reason})")
+            })
         }
         ProviderKind::Replicate => {
             let variable = config
@@ -240,6 +419,11 @@ async fn get_json(request: reqwest::RequestBuilder) -> Result<Value, String> {
         .await
         .map_err(|error| format!("the provider could not be reached: {error}"))?;
     let status = response.status();
+    if status == reqwest::StatusCode::NOT_FOUND {
+        return Err(format!(
+            "the target does not exist at the provider (it answered {status})"
+        ));
+    }
     if !status.is_success() {
         return Err(format!("the provider answered {status}"));
     }

@@ -615,7 +615,7 @@ mod tests {
             fps: 24,
             has_audio: false,
             height: 720,
-            seed: 7,
+            seed: Some(7),
             size_bytes: 1000,
             video_url: "https://api.example/api/v1/files/outputs/a/gen_1.mp4".into(),
             width: 1280,

@@ -23,6 +23,7 @@ mod operations;
 mod operator_api;
 mod point_reads;
 mod provider_accepts;
+mod provider_fidelity;
 mod provider_schemas;
 mod providers;
 mod rate_limit;

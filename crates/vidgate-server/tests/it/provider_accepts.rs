@@ -46,7 +46,8 @@ async fn a_value_no_provider_of_the_model_serves_is_refused_naming_it_with_nothi
     });
     let app = app_with(store, backends).await;
     let before = app.account_state(&app.account.account.id).await;
-    // fal's Seedance 2.0 takes no 4k, and its image-to-video no 1080p.
+    // fal's Seedance 2.0 is not sent 4k (its generated types list it, its
+    // model pages do not: the reading that cannot cost the customer).
     assert_refused(
         &app,
         "vendor_4/model_4/text-to-video",
@@ -59,10 +60,10 @@ async fn a_value_no_provider_of_the_model_serves_is_refused_naming_it_with_nothi
     assert_refused(
         &app,
         "vendor_4/model_4/image-to-video",
-        json!({ "prompt": "a kite", "duration": 4, "resolution": "1080p",
+        json!({ "prompt": "a kite", "duration": 4, "resolution": "4k",
                 "image_url": upload["url"] }),
         "resolution",
-        "1080p",
+        "4k",
     )
     .await;
     // fal's Wan 3.0 has no negative prompt: refused rather than dropped.

@@ -251,10 +251,12 @@ fn each_refused_value_is_one_the_provider_cannot_take_and_none_is_sent() {
     }
     // The refusals the transcribed schemas call for, named.
     for expected in [
-        // fal's Seedance 2.0 image-to-video takes 480p and 720p only; no
-        // fal endpoint of it takes 4k.
-        "fal vendor_4/model_4 image-to-video resolution \"1080p\"",
+        // fal's Seedance 2.0: 4k is in its generated types but not on its
+        // model pages (the reading that cannot cost the customer), and no
+        // seed is in its generated types.
         "fal vendor_4/model_4 image-to-video resolution \"4k\"",
+        "fal vendor_4/model_4 image-to-video seed 0",
+        "fal vendor_4/model_4 reference-to-video seed 2147483647",
         "fal vendor_4/model_4 text-to-video resolution \"4k\"",
         "fal vendor_4/model_4 reference-to-video resolution \"4k\"",
         // fal's Wan 3.0 has no negative prompt; Kling O3 reference-to-video
@@ -263,8 +265,6 @@ fn each_refused_value_is_one_the_provider_cannot_take_and_none_is_sent() {
         "fal vendor_5/model_5 image-to-video negative_prompt \"a sample negative_prompt\"",
         "fal vendor_6/model_6 reference-to-video negative_prompt \"a sample negative_prompt\"",
         "replicate vendor_6/model_6 reference-to-video negative_prompt \"a sample negative_prompt\"",
-        // Replicate's FLUX 3 preview takes 5, 10, 15 or 20 s.
-        "replicate vendor_3/model_3 text-to-video duration 6",
         // Replicate's Wan 3 has no audio switch.
         "replicate vendor_1/model_1 text-to-video generate_audio false",
     ] {
@@ -272,6 +272,87 @@ fn each_refused_value_is_one_the_provider_cannot_take_and_none_is_sent() {
             refusals.contains(expected),
             "not refused: {expected}\n{refusals:#?}"
         );
+    }
+    // What the first-party schemas serve is no longer refused: fal's
+    // Seedance 2.0 image-to-video at 1080p, Replicate's FLUX 3 at any
+    // whole number of seconds from 5 to 20.
+    for served in [
+        "fal vendor_4/model_4 image-to-video resolution \"1080p\"",
+        "replicate vendor_3/model_3 text-to-video duration 7",
+    ] {
+        assert!(!refusals.contains(served), "refused: {served}");
+    }
+}
+
+/// Whether a source is the provider's own: fal's pages and generated
+/// endpoint types, Replicate's model pages.
+fn is_first_party(source: &str) -> bool {
+    [
+        "https://fal.ai/",
+        "https://github.com/fal-ai/fal-js/",
+        "https://replicate.com/",
+    ]
+    .iter()
+    .any(|prefix| source.starts_with(prefix))
+}
+
+#[test]
+fn every_field_of_every_transcribed_schema_names_its_source_and_third_party_ones_are_guesses() {
+    let mut unverified_in_files = BTreeSet::new();
+    let mut targets = BTreeSet::new();
+    for entry in example_entries() {
+        for target in &entry.config.unverified {
+            unverified_in_files.insert(format!("{} {target}", entry.provider));
+        }
+        for target in configured_targets(&entry.config) {
+            targets.insert((entry.provider.clone(), target));
+        }
+    }
+    let mut fields_checked = 0;
+    for (provider, target) in &targets {
+        let fixture = fixture(provider, target);
+        let sources = fixture["sources"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{provider} {target}: no sources"));
+        let field_sources = fixture["field_sources"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{provider} {target}: no field_sources"));
+        let guesses = fixture["guesses"].to_string();
+        let unverified = fixture["unverified"] == true;
+        // The backends file marks exactly the targets with no first-party
+        // page as unverified, so the live check confirms them first.
+        assert_eq!(
+            unverified,
+            unverified_in_files.contains(&format!("{provider} {target}")),
+            "{provider} {target}: unverified in the fixture and in the example file"
+        );
+        for field in fixture["schema"]["properties"].as_object().unwrap().keys() {
+            let named = field_sources
+                .get(field)
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("{provider} {target}: no source for {field}"));
+            // The key, before any remark ("types (its description: …)").
+            let key = named.split([' ', ',']).next().unwrap_or_default();
+            let source = sources.get(key).and_then(Value::as_str).unwrap_or_else(|| {
+                panic!("{provider} {target}: {field}'s source {key:?} is not listed")
+            });
+            if !is_first_party(source) {
+                assert!(
+                    unverified || guesses.contains(field),
+                    "{provider} {target}: {field} comes from a third party ({source}) but is not named as a guess"
+                );
+            }
+            fields_checked += 1;
+        }
+    }
+    assert!(fields_checked > 250, "{fields_checked}");
+    // The three Replicate targets without a first-party page.
+    for target in [
+        "replicate alibaba/wan-3",
+        "replicate alibaba/wan-3-prime",
+        "replicate google/veo-3.1-lite",
+    ] {
+        assert!(unverified_in_files.contains(target), "{target}");
     }
 }
 
@@ -344,6 +425,18 @@ async fn the_live_check_reports_each_kind_of_drift_where_it_happened() {
         ("replicate", "kwaivgi/kling-v3-video") => {
             schema["properties"]["duration"] = serde_json::json!({ "type": "string" });
         }
+        // Another reference syntax in the schema's words.
+        ("fal", "bytedance/seedance-2.0/reference-to-video") => {
+            schema["properties"]["image_urls"]["description"] =
+                serde_json::json!("Reference them in your prompt as [Image1], [Image2], etc.");
+        }
+        // Another text length.
+        ("replicate", "kwaivgi/kling-v3-omni-video") => {
+            schema["properties"]["prompt"] = serde_json::json!({ "type": "string",
+                "description": "Text prompt for video generation. Max 2,000 characters." });
+        }
+        // A target the provider no longer has.
+        ("replicate", "google/veo-3.1-lite") => *schema = Value::Null,
         _ => {}
     })
     .await;
@@ -373,13 +466,55 @@ async fn the_live_check_reports_each_kind_of_drift_where_it_happened() {
         retyped.contains("`duration` takes a string, but 3 is sent"),
         "{retyped}"
     );
+    let syntax = differences("fal", "bytedance/seedance-2.0/reference-to-video");
+    assert!(
+        syntax.contains("the schema names image references as `[Image1]`, but the backends file writes them `@Image1` (references)"),
+        "{syntax}"
+    );
+    assert!(
+        syntax.contains("read https://fal.ai/models/bytedance/seedance-2.0/reference-to-video/api"),
+        "{syntax}"
+    );
+    let length = differences("replicate", "kwaivgi/kling-v3-omni-video");
+    assert!(
+        length.contains("`prompt` takes at most 2000 characters by the schema, but the backends file limits prompt to 2500 (limits)"),
+        "{length}"
+    );
+    let gone = differences("replicate", "google/veo-3.1-lite");
+    assert!(
+        gone.contains("the target does not exist at the provider (it answered 404 Not Found)")
+            && gone.contains("read https://replicate.com/google/veo-3.1-lite/api"),
+        "{gone}"
+    );
+    assert!(check_of(&checks, "replicate", "google/veo-3.1-lite").unverified);
     // Only where it drifted.
     let unsound: Vec<String> = checks
         .iter()
         .filter(|check| !check.is_sound())
         .map(|check| format!("{} {}", check.provider, check.target))
         .collect();
-    assert_eq!(unsound.len(), 4, "{unsound:?}");
+    assert_eq!(unsound.len(), 7, "{unsound:?}");
+}
+
+#[tokio::test]
+async fn an_unverified_target_is_confirmed_to_exist_by_the_live_check() {
+    let fake = SchemaFake::start().await;
+    let checks = live_checks(&fake, &replicate_token).await;
+    for target in [
+        "alibaba/wan-3",
+        "alibaba/wan-3-prime",
+        "google/veo-3.1-lite",
+    ] {
+        let check = check_of(&checks, "replicate", target);
+        assert!(check.unverified && check.is_sound(), "{check}");
+        assert!(
+            check
+                .to_string()
+                .contains("an unverified target: it exists"),
+            "{check}"
+        );
+    }
+    assert!(!check_of(&checks, "replicate", "bytedance/seedance-2.0").unverified);
 }
 
 #[tokio::test]

@@ -485,13 +485,67 @@ impl TestApp {
 
     /// Uploads a small PNG with the test account's key; its upload record.
     pub async fn upload_png(&self) -> Value {
-        let mut bytes = std::io::Cursor::new(Vec::new());
-        image::RgbImage::from_pixel(64, 48, image::Rgb([10, 200, 40]))
-            .write_to(&mut bytes, image::ImageFormat::Png)
-            .unwrap();
-        let part = reqwest::multipart::Part::bytes(bytes.into_inner())
-            .file_name("card.png")
-            .mime_str("image/png")
+        self.upload_png_of([10, 200, 40]).await
+    }
+
+    /// Uploads `png_of(color)`; its upload record.
+    pub async fn upload_png_of(&self, color: [u8; 3]) -> Value {
+        self.upload(png_of(color), "card.png", "image/png").await
+    }
+
+    /// Uploads a silent MP4 of `seconds` from the local engine; its upload
+    /// record.
+    pub async fn upload_mp4(&self, seconds: u32) -> Value {
+        let request = vidgate_engine::RenderRequest {
+            width: 320,
+            height: 240,
+            duration_s: seconds,
+            fps: 24,
+            seed: 3,
+            prompt: "reference".to_owned(),
+            ..vidgate_engine::RenderRequest::default()
+        };
+        let mp4 = vidgate_engine::render(
+            &request,
+            &|_| {},
+            &std::sync::atomic::AtomicBool::new(false),
+        )
+        .unwrap()
+        .mp4;
+        self.upload(mp4, "reference.mp4", "video/mp4").await
+    }
+
+    /// Uploads a WAV tone of `seconds`; its upload record.
+    pub async fn upload_wav(&self, seconds: u32) -> Value {
+        const RATE: u32 = 48_000;
+        let samples = seconds * RATE;
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(b"RIFF");
+        bytes.extend_from_slice(&(36 + samples * 2).to_le_bytes());
+        bytes.extend_from_slice(b"WAVEfmt ");
+        bytes.extend_from_slice(&16u32.to_le_bytes());
+        for value in [1u16, 1] {
+            bytes.extend_from_slice(&value.to_le_bytes());
+        }
+        bytes.extend_from_slice(&RATE.to_le_bytes());
+        bytes.extend_from_slice(&(RATE * 2).to_le_bytes());
+        for value in [2u16, 16] {
+            bytes.extend_from_slice(&value.to_le_bytes());
+        }
+        bytes.extend_from_slice(b"data");
+        bytes.extend_from_slice(&(samples * 2).to_le_bytes());
+        for index in 0..samples {
+            let phase = index as f32 * 330.0 * std::f32::consts::TAU / RATE as f32;
+            bytes.extend_from_slice(&((phase.sin() * 8000.0) as i16).to_le_bytes());
+        }
+        self.upload(bytes, "reference.wav", "audio/wav").await
+    }
+
+    /// Uploads `bytes` with the test account's key; its upload record.
+    pub async fn upload(&self, bytes: Vec<u8>, name: &str, mime: &str) -> Value {
+        let part = reqwest::multipart::Part::bytes(bytes)
+            .file_name(name.to_owned())
+            .mime_str(mime)
             .unwrap();
         let response = self
             .client
@@ -643,6 +697,15 @@ pub const M1_T2V: &str = "vendor_1/model_1/text-to-video";
 pub fn png(colour: [u8; 3]) -> Vec<u8> {
     let mut bytes = std::io::Cursor::new(Vec::new());
     image::RgbImage::from_pixel(320, 240, image::Rgb(colour))
+        .write_to(&mut bytes, image::ImageFormat::Png)
+        .unwrap();
+    bytes.into_inner()
+}
+
+/// A small PNG of one color.
+pub fn png_of(color: [u8; 3]) -> Vec<u8> {
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    image::RgbImage::from_pixel(64, 48, image::Rgb(color))
         .write_to(&mut bytes, image::ImageFormat::Png)
         .unwrap();
     bytes.into_inner()

@@ -1080,6 +1080,19 @@ pub fn failover_backends(
     replicate_token: &str,
     timeouts: &Value,
 ) -> BackendsConfig {
+    failover_backends_adjusted(fake, model, fal_key, replicate_token, timeouts, |_, _| {})
+}
+
+/// `failover_backends`, each provider's entry changed by `adjust` (a limit
+/// taken out, say) before it is applied.
+pub fn failover_backends_adjusted(
+    fake: &FakeProviders,
+    model: &str,
+    fal_key: &str,
+    replicate_token: &str,
+    timeouts: &Value,
+    adjust: impl Fn(Provider, &mut Value),
+) -> BackendsConfig {
     let entry = |name: &str| -> Value {
         let example = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../examples/hosted")
@@ -1097,6 +1110,8 @@ pub fn failover_backends(
     replicate["api_url"] = json!(fake.replicate_api_url());
     replicate["credential_env"] = json!("TEST_REPLICATE_TOKEN");
     replicate["timeouts"] = timeouts.clone();
+    adjust(Provider::Fal, &mut fal);
+    adjust(Provider::Replicate, &mut replicate);
     let file = json!({ "models": { model: {
         "backend": "failover", "providers": [fal, replicate] } } });
     let directory = tempfile::tempdir().unwrap();

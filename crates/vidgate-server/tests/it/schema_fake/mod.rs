@@ -118,6 +118,10 @@ async fn fal_document(
         return (StatusCode::NOT_FOUND, "no such endpoint").into_response();
     };
     (served.drift)("fal", endpoint_id, &mut schema);
+    // A drift that leaves nothing: the endpoint is gone.
+    if schema.is_null() {
+        return (StatusCode::NOT_FOUND, "no such endpoint").into_response();
+    }
     axum::Json(json!({
         "openapi": "3.0.4",
         "info": { "title": "Queue OpenAPI for fal.ai endpoint",
@@ -156,6 +160,13 @@ async fn replicate_model(
             .into_response();
     };
     (served.drift)("replicate", &model, &mut schema);
+    if schema.is_null() {
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({ "detail": "Not found." })),
+        )
+            .into_response();
+    }
     // Cog writes each enumeration as its own component.
     let mut components = serde_json::Map::new();
     if let Some(properties) = schema["properties"].as_object_mut() {
