@@ -364,16 +364,24 @@ pub struct AddressBucket(pub IpAddr);
 
 impl std::fmt::Display for AddressBucket {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0.to_canonical() {
-            IpAddr::V4(v4) => write!(formatter, "{v4}"),
-            IpAddr::V6(v6) => {
-                let segments = v6.segments();
-                write!(
-                    formatter,
-                    "{:x}:{:x}:{:x}:{:x}::/64",
-                    segments[0], segments[1], segments[2], segments[3]
-                )
+        write_address_group(formatter, self.0, 4)
+    }
+}
+
+/// An IPv4 address as it is, an IPv6 address as the network of its first
+/// `ipv6_segments` 16-bit segments (`2001:db8:1:2::/64` for four).
+fn write_address_group(
+    formatter: &mut std::fmt::Formatter<'_>,
+    address: IpAddr,
+    ipv6_segments: usize,
+) -> std::fmt::Result {
+    match address.to_canonical() {
+        IpAddr::V4(v4) => write!(formatter, "{v4}"),
+        IpAddr::V6(v6) => {
+            for segment in &v6.segments()[..ipv6_segments] {
+                write!(formatter, "{segment:x}:")?;
             }
+            write!(formatter, ":/{}", ipv6_segments * 16)
         }
     }
 }
@@ -386,17 +394,7 @@ pub struct NetworkBucket(pub IpAddr);
 
 impl std::fmt::Display for NetworkBucket {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0.to_canonical() {
-            IpAddr::V4(v4) => write!(formatter, "{v4}"),
-            IpAddr::V6(v6) => {
-                let segments = v6.segments();
-                write!(
-                    formatter,
-                    "{:x}:{:x}:{:x}::/48",
-                    segments[0], segments[1], segments[2]
-                )
-            }
-        }
+        write_address_group(formatter, self.0, 3)
     }
 }
 

@@ -525,15 +525,7 @@ fn matching_requests(
     input: &Value,
     since: i64,
 ) -> Vec<(i64, String)> {
-    page["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|item| {
-            item["endpoint_id"]
-                .as_str()
-                .is_none_or(|listed| listed == endpoint_id)
-        })
+    items_of_endpoint(page, endpoint_id)
         .filter(|item| sent_fields_match(input, &item["json_input"]))
         .filter_map(|item| {
             let id = item["request_id"].as_str()?.to_owned();
@@ -548,20 +540,26 @@ fn matching_requests(
         .collect()
 }
 
+/// The items of a list page that are requests of `endpoint_id` (an item
+/// that names no endpoint is kept: the page was asked for that endpoint).
+fn items_of_endpoint<'a>(page: &'a Value, endpoint_id: &'a str) -> impl Iterator<Item = &'a Value> {
+    page["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(move |item| {
+            item["endpoint_id"]
+                .as_str()
+                .is_none_or(|listed| listed == endpoint_id)
+        })
+}
+
 /// The requests on a list page of `endpoint_id` sent at or after `since`
 /// (unix seconds) that are listed without their input (fal stores no
 /// payload for a request sent with `X-Fal-Store-IO: 0`): they can be
 /// neither matched nor ruled out.
 fn input_unknown_requests(page: &Value, endpoint_id: &str, since: i64) -> Vec<InputUnknownJob> {
-    page["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|item| {
-            item["endpoint_id"]
-                .as_str()
-                .is_none_or(|listed| listed == endpoint_id)
-        })
+    items_of_endpoint(page, endpoint_id)
         .filter(|item| !listed_input_is_known(&item["json_input"]))
         .filter_map(|item| {
             let created_at = item["sent_at"].as_str().and_then(unix_seconds);

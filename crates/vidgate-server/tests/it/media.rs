@@ -90,32 +90,6 @@ fn mp4(duration_s: u32) -> Vec<u8> {
         .mp4
 }
 
-/// A 16-bit mono PCM WAV of a tone.
-fn wav(seconds: u32) -> Vec<u8> {
-    const RATE: u32 = 48_000;
-    let samples = seconds * RATE;
-    let mut bytes = Vec::new();
-    bytes.extend_from_slice(b"RIFF");
-    bytes.extend_from_slice(&(36 + samples * 2).to_le_bytes());
-    bytes.extend_from_slice(b"WAVEfmt ");
-    bytes.extend_from_slice(&16u32.to_le_bytes());
-    for value in [1u16, 1] {
-        bytes.extend_from_slice(&value.to_le_bytes());
-    }
-    bytes.extend_from_slice(&RATE.to_le_bytes());
-    bytes.extend_from_slice(&(RATE * 2).to_le_bytes());
-    for value in [2u16, 16] {
-        bytes.extend_from_slice(&value.to_le_bytes());
-    }
-    bytes.extend_from_slice(b"data");
-    bytes.extend_from_slice(&(samples * 2).to_le_bytes());
-    for index in 0..samples {
-        let phase = index as f32 * 330.0 * std::f32::consts::TAU / RATE as f32;
-        bytes.extend_from_slice(&((phase.sin() * 8000.0) as i16).to_le_bytes());
-    }
-    bytes
-}
-
 /// `frames` silent MPEG-1 Layer III frames (128 kbit/s, 44.1 kHz): a
 /// header, zeroed side information (nothing coded, which decodes as
 /// silence) and padding to the 417-byte frame; each lasts 1152 samples.
@@ -442,7 +416,7 @@ async fn reference_to_video_composes_the_images_and_mixes_the_audio(store: Store
         ("a.png", common::png([200, 40, 40])),
         ("b.png", common::png([40, 200, 40])),
         ("c.png", common::png([40, 40, 200])),
-        ("tone.wav", wav(2)),
+        ("tone.wav", common::wav_tone(2)),
         ("silence.mp3", silent_mp3(80)),
     ])
     .await;

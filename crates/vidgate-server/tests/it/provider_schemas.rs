@@ -73,28 +73,11 @@ fn transcribed(provider: &str, target: &str) -> InputSchema {
     InputSchema::standalone(fixture(provider, target)["schema"].clone())
 }
 
-/// Every target an entry can send a job to.
-fn configured_targets(config: &HostedModelConfig) -> BTreeSet<String> {
-    let mut targets = BTreeSet::new();
-    for mode in config.modes.values() {
-        targets.extend(mode.target.clone());
-        if let Some(by) = &mode.target_by {
-            targets.extend(by.targets.values().cloned());
-        }
-        targets.extend(
-            mode.when_present
-                .values()
-                .map(|variant| variant.target.clone()),
-        );
-    }
-    targets
-}
-
 #[test]
 fn every_configured_target_has_a_transcribed_schema_naming_its_source() {
     let mut covered = 0;
     for entry in example_entries() {
-        for target in configured_targets(&entry.config) {
+        for target in entry.config.targets() {
             let fixture = fixture(&entry.provider, &target);
             assert_eq!(fixture["provider"], entry.provider.as_str(), "{target}");
             assert_eq!(fixture["target"], target.as_str());
@@ -169,7 +152,7 @@ fn every_input_the_example_backends_files_send_is_taken_by_the_providers_publish
     );
     // Every configured target is reached by some request.
     for entry in example_entries() {
-        for target in configured_targets(&entry.config) {
+        for target in entry.config.targets() {
             assert!(
                 targets_reached.contains_key(&format!("{} {target}", entry.provider)),
                 "no request reaches {} {target}",
@@ -304,7 +287,7 @@ fn every_field_of_every_transcribed_schema_names_its_source_and_third_party_ones
         for target in &entry.config.unverified {
             unverified_in_files.insert(format!("{} {target}", entry.provider));
         }
-        for target in configured_targets(&entry.config) {
+        for target in entry.config.targets() {
             targets.insert((entry.provider.clone(), target));
         }
     }
@@ -388,7 +371,7 @@ async fn the_live_check_finds_nothing_when_the_providers_publish_the_transcribed
     }
     let expected: usize = example_entries()
         .iter()
-        .map(|entry| configured_targets(&entry.config).len())
+        .map(|entry| entry.config.targets().len())
         .sum();
     assert_eq!(checks.len(), expected);
 }

@@ -517,28 +517,8 @@ impl TestApp {
 
     /// Uploads a WAV tone of `seconds`; its upload record.
     pub async fn upload_wav(&self, seconds: u32) -> Value {
-        const RATE: u32 = 48_000;
-        let samples = seconds * RATE;
-        let mut bytes = Vec::new();
-        bytes.extend_from_slice(b"RIFF");
-        bytes.extend_from_slice(&(36 + samples * 2).to_le_bytes());
-        bytes.extend_from_slice(b"WAVEfmt ");
-        bytes.extend_from_slice(&16u32.to_le_bytes());
-        for value in [1u16, 1] {
-            bytes.extend_from_slice(&value.to_le_bytes());
-        }
-        bytes.extend_from_slice(&RATE.to_le_bytes());
-        bytes.extend_from_slice(&(RATE * 2).to_le_bytes());
-        for value in [2u16, 16] {
-            bytes.extend_from_slice(&value.to_le_bytes());
-        }
-        bytes.extend_from_slice(b"data");
-        bytes.extend_from_slice(&(samples * 2).to_le_bytes());
-        for index in 0..samples {
-            let phase = index as f32 * 330.0 * std::f32::consts::TAU / RATE as f32;
-            bytes.extend_from_slice(&((phase.sin() * 8000.0) as i16).to_le_bytes());
-        }
-        self.upload(bytes, "reference.wav", "audio/wav").await
+        self.upload(wav_tone(seconds), "reference.wav", "audio/wav")
+            .await
     }
 
     /// Uploads `bytes` with the test account's key; its upload record.
@@ -709,4 +689,30 @@ pub fn png_of(color: [u8; 3]) -> Vec<u8> {
         .write_to(&mut bytes, image::ImageFormat::Png)
         .unwrap();
     bytes.into_inner()
+}
+
+/// A 16-bit mono PCM WAV of a 330 Hz tone lasting `seconds`.
+pub fn wav_tone(seconds: u32) -> Vec<u8> {
+    const RATE: u32 = 48_000;
+    let samples = seconds * RATE;
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(b"RIFF");
+    bytes.extend_from_slice(&(36 + samples * 2).to_le_bytes());
+    bytes.extend_from_slice(b"WAVEfmt ");
+    bytes.extend_from_slice(&16u32.to_le_bytes());
+    for value in [1u16, 1] {
+        bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    bytes.extend_from_slice(&RATE.to_le_bytes());
+    bytes.extend_from_slice(&(RATE * 2).to_le_bytes());
+    for value in [2u16, 16] {
+        bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    bytes.extend_from_slice(b"data");
+    bytes.extend_from_slice(&(samples * 2).to_le_bytes());
+    for index in 0..samples {
+        let phase = index as f32 * 330.0 * std::f32::consts::TAU / RATE as f32;
+        bytes.extend_from_slice(&((phase.sin() * 8000.0) as i16).to_le_bytes());
+    }
+    bytes
 }
