@@ -22,8 +22,10 @@ use vidgate_server::backend::BackendsConfig;
 
 use common::{StoreKind, TestApp, TestSettings, on_both_stores, spawn_app_with};
 use fake_providers::{
-    FAL_KEY, FakeProviders, Provider, REPLICATE_TOKEN, example_backends, failover_backends_adjusted,
+    FAL_KEY, FakeProviders, Provider, REPLICATE_TOKEN, backends_file_at_fake, example_backends,
+    example_entry, failover_backends_adjusted,
 };
+use vidgate_core::Catalog;
 
 fn fast_timeouts() -> Value {
     json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
@@ -433,7 +435,204 @@ async fn what_the_first_party_schemas_serve_is_served(store: StoreKind) {
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
+/// The embedded catalog, selling more than it does: M2 at 1080p too, and
+/// M6 reference-to-video with one reference video, so that the limits
+/// the embedded catalog cannot reach (Replicate's Veo 3.1 Lite needs 8 s at
+/// 1080p; Kling omni's sound is "mutually exclusive with reference video")
+/// can be shown to hold.
+fn catalog_selling_more() -> Catalog {
+    let mut file: Value =
+        serde_json::from_str(include_str!("../../../vidgate-core/catalog.json")).unwrap();
+    for model in file["models"].as_array_mut().unwrap() {
+        match model["id"].as_str().unwrap() {
+            "vendor_2/model_2" => {
+                for parameter in model["parameters"].as_array_mut().unwrap() {
+                    if parameter["name"] == "resolution" {
+                        parameter["enum"] = json!(["720p", "1080p"]);
+                    }
+                }
+                let frames = model["frames"].as_array_mut().unwrap();
+                frames.push(json!({ "resolution": "1080p", "aspect_ratio": "16:9",
+                                    "width": 1920, "height": 1080 }));
+                frames.push(json!({ "resolution": "1080p", "aspect_ratio": "9:16",
+                                    "width": 1080, "height": 1920 }));
+            }
+            "vendor_6/model_6" => {
+                model["parameters"].as_array_mut().unwrap().push(json!({
+                    "name": "reference_video_urls", "type": "uri-array",
+                    "modes": ["reference-to-video"], "max_items": 1,
+                    "description": "A reference video.",
+                    "media": { "kind": "video", "formats": ["mp4", "mov"],
+                               "min_seconds": 3, "max_seconds": 10, "max_total_seconds": 10 } }));
+            }
+            _ => {}
+        }
+    }
+    Catalog::from_json(&file.to_string()).expect("the wider catalog is consistent")
+}
+
+async fn app_selling_more(store: StoreKind, backends: BackendsConfig) -> TestApp {
+    let mut settings = TestSettings::new(store);
+    settings.backends = backends;
+    settings.workers = 2;
+    settings.catalog = catalog_selling_more();
+    spawn_app_with(settings).await
+}
+
+/// The example entry of `model` at `provider`, with fast timeouts.
+fn entry(provider: Provider, model: &str) -> Value {
+    let mut entry = example_entry(provider, model);
+    entry["timeouts"] = fast_timeouts();
+    entry
+}
+
+/// M6 at Replicate as the example file has it, its reference-to-video
+/// sending the catalog's reference video as Kling omni's.
+fn kling_with_a_reference_video() -> Value {
+    let mut kling = entry(Provider::Replicate, "vendor_6/model_6");
+    let mode = &mut kling["modes"]["reference-to-video"];
+    mode["fields"]["reference_video_urls"] =
+        json!({ "to": "reference_video", "transform": "first" });
+    mode["limits"] = json!([{ "parameter": "generate_audio", "accepts": [false],
+        "when_given": ["reference_video_urls"] }]);
+    kling
+}
+
+async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: StoreKind) {
+    let catalog = catalog_selling_more();
+    // Replicate's Veo 3.1 Lite alone: 1080p at 6 s is refused, at 8 s sent.
+    let fake = FakeProviders::start().await;
+    let veo =
+        json!({ "models": { "vendor_2/model_2": entry(Provider::Replicate, "vendor_2/model_2") } });
+    let app = app_selling_more(store.clone(), backends_file_at_fake(&fake, veo, &catalog)).await;
+    let before = app.account_state(&app.account.account.id).await;
+    assert_refused(
+        &app,
+        "vendor_2/model_2/text-to-video",
+        json!({ "prompt": "a kite", "duration": 6, "resolution": "1080p" }),
+        "duration",
+        "duration 6 is not available with resolution 1080p",
+    )
+    .await;
+    assert_eq!(
+        app.account_state(&app.account.account.id).await.held,
+        before.held
+    );
+    assert!(fake.jobs().is_empty());
+    run(
+        &app,
+        "vendor_2/model_2/text-to-video",
+        json!({ "prompt": "a kite", "duration": 8, "resolution": "1080p" }),
+    )
+    .await;
+    let sent = sent_to(&fake, Provider::Replicate, "google/veo-3.1-lite");
+    assert_eq!(
+        (sent["duration"].clone(), sent["resolution"].clone()),
+        (json!(8), json!("1080p"))
+    );
+
+    // Replicate first, then fal, whose Veo takes 1080p at any length: the
+    // 6 s clip goes to fal, never shortened nor lowered.
+    let fake = FakeProviders::start().await;
+    let mut replicate_first = entry(Provider::Replicate, "vendor_2/model_2");
+    replicate_first["backend"] = json!("replicate");
+    let failover = json!({ "models": { "vendor_2/model_2": { "backend": "failover",
+        "providers": [replicate_first, entry(Provider::Fal, "vendor_2/model_2")] } } });
+    let app = app_selling_more(
+        store.clone(),
+        backends_file_at_fake(&fake, failover, &catalog),
+    )
+    .await;
+    run(
+        &app,
+        "vendor_2/model_2/text-to-video",
+        json!({ "prompt": "a kite", "duration": 6, "resolution": "1080p" }),
+    )
+    .await;
+    let at_fal = sent_to(&fake, Provider::Fal, "fal-ai/veo3.1/lite");
+    assert_eq!(
+        (at_fal["duration"].clone(), at_fal["resolution"].clone()),
+        (json!("6s"), json!("1080p"))
+    );
+    assert!(fake.jobs_at(Provider::Replicate).is_empty());
+
+    // Kling omni takes no sound with a reference video: refused naming
+    // generate_audio; without sound it is sent, the video named as omni
+    // names it.
+    let fake = FakeProviders::start().await;
+    let kling = json!({ "models": { "vendor_6/model_6": kling_with_a_reference_video() } });
+    let app = app_selling_more(store.clone(), backends_file_at_fake(&fake, kling, &catalog)).await;
+    let image = app.upload_png().await["url"].clone();
+    let video = app.upload_mp4(3).await["url"].clone();
+    let before = app.account_state(&app.account.account.id).await;
+    let with_video = |generate_audio: bool| {
+        json!({ "prompt": "@Image1 walks like @Video1", "duration": 3,
+                "reference_image_urls": [image], "reference_video_urls": [video],
+                "generate_audio": generate_audio })
+    };
+    assert_refused(
+        &app,
+        "vendor_6/model_6/reference-to-video",
+        with_video(true),
+        "generate_audio",
+        "generate_audio true is not available with reference_video_urls",
+    )
+    .await;
+    assert_eq!(
+        app.account_state(&app.account.account.id).await.held,
+        before.held
+    );
+    assert!(fake.jobs().is_empty());
+    run(
+        &app,
+        "vendor_6/model_6/reference-to-video",
+        with_video(false),
+    )
+    .await;
+    let sent = sent_to(&fake, Provider::Replicate, "kwaivgi/kling-v3-omni-video");
+    assert_eq!(sent["prompt"], "<<<image_1>>> walks like <<<video_1>>>");
+    assert_eq!(sent["generate_audio"], false);
+    assert!(sent["reference_video"].is_string(), "{sent}");
+
+    // With fal behind it, which has no field for a reference video at all:
+    // nothing serves sound with a video, and the refusal names the
+    // parameter of the first provider's limit; sound without a video runs.
+    let fake = FakeProviders::start().await;
+    let mut fal = entry(Provider::Fal, "vendor_6/model_6");
+    fal["modes"]["reference-to-video"]["fields"]["reference_video_urls"] = Value::Null;
+    fal["modes"]["reference-to-video"]["accepts"]["reference_video_urls"] = json!([]);
+    let failover = json!({ "models": { "vendor_6/model_6": { "backend": "failover",
+        "providers": [kling_with_a_reference_video(), fal] } } });
+    let app = app_selling_more(store, backends_file_at_fake(&fake, failover, &catalog)).await;
+    let image = app.upload_png().await["url"].clone();
+    let video = app.upload_mp4(3).await["url"].clone();
+    assert_refused(
+        &app,
+        "vendor_6/model_6/reference-to-video",
+        json!({ "prompt": "@Image1 walks like @Video1", "duration": 3,
+                "reference_image_urls": [image], "reference_video_urls": [video],
+                "generate_audio": true }),
+        "generate_audio",
+        "not available with reference_video_urls",
+    )
+    .await;
+    assert!(fake.jobs().is_empty());
+    run(
+        &app,
+        "vendor_6/model_6/reference-to-video",
+        json!({ "prompt": "@Image1 sings", "duration": 3, "reference_image_urls": [image],
+                "generate_audio": true }),
+    )
+    .await;
+    assert_eq!(
+        sent_to(&fake, Provider::Replicate, "kwaivgi/kling-v3-omni-video")["prompt"],
+        "<<<image_1>>> sings"
+    );
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
 on_both_stores!(
+    limits_a_catalog_selling_more_would_reach_are_refused_or_routed,
     every_target_that_takes_references_receives_them_in_its_own_syntax,
     a_limit_across_fields_or_lengths_is_refused_at_a_single_provider_with_nothing_held,
     a_failover_model_sends_a_request_beyond_its_first_providers_limit_to_one_that_serves_it,

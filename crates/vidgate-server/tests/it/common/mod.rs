@@ -164,6 +164,9 @@ pub struct TestSettings {
     pub database_proxy: Option<SocketAddr>,
     /// Caps on open waits and event streams (the defaults of `serve`).
     pub live_status: vidgate_server::live_status::LiveStatusLimits,
+    /// The embedded catalog by default; a test of what another catalog
+    /// sells sets its own.
+    pub catalog: vidgate_core::Catalog,
 }
 
 impl TestSettings {
@@ -193,6 +196,7 @@ impl TestSettings {
             redis_url: None,
             database_proxy: None,
             live_status: vidgate_server::live_status::LiveStatusLimits::default(),
+            catalog: vidgate_core::Catalog::embedded(),
         }
     }
 }
@@ -271,6 +275,7 @@ async fn start_server(
     options.queue.idle_poll = Duration::from_millis(100);
     options.queue.rescue_interval = Duration::from_millis(200);
     options.backends = settings.backends.clone();
+    options.catalog = settings.catalog.clone();
     options.allow_private_network = settings.allow_private_network;
     options.webhooks = settings.webhooks.clone();
     options.storage = settings.storage.clone();

@@ -1128,3 +1128,54 @@ pub fn failover_backends_adjusted(
         .expect("the failover backends file applies");
     backends
 }
+
+/// A backends file `file` (models at fal, Replicate or both, in the
+/// example files' form) with every provider's URLs pointed at the fake,
+/// applied against `catalog` with the fake's credentials.
+pub fn backends_file_at_fake(
+    fake: &FakeProviders,
+    mut file: Value,
+    catalog: &Catalog,
+) -> BackendsConfig {
+    let point = |entry: &mut Value| match entry["backend"].as_str() {
+        Some("fal") => {
+            entry["api_url"] = json!(fake.fal_queue_url());
+            entry["platform_url"] = json!(fake.fal_api_url());
+            entry["jwks_url"] = json!(fake.fal_jwks_url());
+        }
+        Some("replicate") => entry["api_url"] = json!(fake.replicate_api_url()),
+        _ => {}
+    };
+    for model in file["models"].as_object_mut().unwrap().values_mut() {
+        point(model);
+        if let Some(providers) = model.get_mut("providers").and_then(Value::as_array_mut) {
+            providers.iter_mut().for_each(point);
+        }
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("backends.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    let mut backends = BackendsConfig::builtin(true);
+    let credentials = |name: &str| match name {
+        "FAL_KEY" => Some(FAL_KEY.to_owned()),
+        "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
+        _ => None,
+    };
+    apply_backends_file_with_credentials(&mut backends, &path, catalog, &credentials)
+        .expect("the backends file applies");
+    backends
+}
+
+/// The entry of `model` in the example backends file of `provider`, with
+/// its `backend`.
+pub fn example_entry(provider: Provider, model: &str) -> Value {
+    let name = match provider {
+        Provider::Fal => "fal.json",
+        Provider::Replicate => "replicate.json",
+    };
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/hosted")
+        .join(name);
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    file["models"][model].clone()
+}
