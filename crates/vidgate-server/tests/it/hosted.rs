@@ -481,6 +481,41 @@ async fn recorded_job(app: &TestApp, fake: &FakeProviders, generation_id: &str) 
     }
 }
 
+/// An M1 generation at `provider` whose provider webhooks are lost (only
+/// the test's own arrive), followed until its provider job is final: the
+/// fake, the app, the generation's id and the finished job. The job waits a
+/// second in the provider's queue, so the follower's first state read finds
+/// it unfinished.
+async fn a_finished_job_whose_webhooks_are_lost(
+    store: &StoreKind,
+    provider: Provider,
+    prompt: &str,
+) -> (FakeProviders, TestApp, String, FakeJob) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.drop_webhooks = true;
+        switches.queue_for = Duration::from_secs(1);
+    });
+    let app = app_with_webhooks(
+        store.clone(),
+        backends_with(&fake, provider, slow_polling(), json!([])),
+    )
+    .await;
+    let generation = submit(
+        &app,
+        "vendor_1/model_1",
+        text_to_video("vendor_1/model_1", prompt),
+    )
+    .await;
+    let id = generation["id"].as_str().unwrap().to_owned();
+    let mut job = recorded_job(&app, &fake, &id).await;
+    while !job.status.is_final() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        job = fake.state.job(&job.id).unwrap();
+    }
+    (fake, app, id, job)
+}
+
 /// A webhook about `job` as its provider signs it, with the signature's
 /// time `sent_at` (Unix seconds), and the body sent swapped for
 /// `tampered_body` when given.
@@ -595,32 +630,11 @@ async fn finishes_by_its_webhook(
 
 async fn a_forged_stale_or_duplicate_provider_webhook_changes_nothing(store: StoreKind) {
     for provider in [Provider::Fal, Provider::Replicate] {
-        let fake = FakeProviders::start().await;
-        // The provider's own webhooks are lost: only the test's arrive. The
-        // job waits a second in the queue, so the follower's first state
-        // read finds it unfinished.
-        fake.switches(|switches| {
-            switches.drop_webhooks = true;
-            switches.queue_for = Duration::from_secs(1);
-        });
-        let app = app_with_webhooks(
-            store.clone(),
-            backends_with(&fake, provider, slow_polling(), json!([])),
-        )
-        .await;
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", "a kite with forged webhooks"),
-        )
-        .await;
-        let id = generation["id"].as_str().unwrap();
-        let mut job = recorded_job(&app, &fake, id).await;
+        let (fake, app, id, job) =
+            a_finished_job_whose_webhooks_are_lost(&store, provider, "a kite with forged webhooks")
+                .await;
+        let id = id.as_str();
         let url = registered_webhook_url(&job);
-        while !job.status.is_final() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            job = fake.state.job(&job.id).unwrap();
-        }
         let now = fake_providers::now_seconds() as i64;
         let forged = provider_webhook(&fake, &job, &url, now, Some(r#"{"status":"ERROR"}"#))
             .send()
@@ -1065,34 +1079,16 @@ async fn a_failed_key_fetch_is_remembered_so_a_webhook_flood_reads_the_keys_once
 /// secret, is refused and wakes nothing.
 async fn a_provider_webhook_without_the_generations_url_secret_is_refused(store: StoreKind) {
     for provider in [Provider::Fal, Provider::Replicate] {
-        let fake = FakeProviders::start().await;
-        fake.switches(|switches| {
-            switches.drop_webhooks = true;
-            switches.queue_for = Duration::from_secs(1);
-        });
-        let app = app_with_webhooks(
-            store.clone(),
-            backends_with(&fake, provider, slow_polling(), json!([])),
-        )
-        .await;
-        let generation = submit(
-            &app,
-            "vendor_1/model_1",
-            text_to_video("vendor_1/model_1", "a kite behind a secret"),
-        )
-        .await;
-        let id = generation["id"].as_str().unwrap();
-        let mut job = recorded_job(&app, &fake, id).await;
+        let (fake, app, id, job) =
+            a_finished_job_whose_webhooks_are_lost(&store, provider, "a kite behind a secret")
+                .await;
+        let id = id.as_str();
         let registered = registered_webhook_url(&job);
         let bare = bare_webhook_url(&app, "vendor_1/model_1", id);
         assert!(
             registered.starts_with(&format!("{bare}/")) && registered.len() > bare.len() + 40,
             "{provider:?}: the registered URL carries a secret: {registered}"
         );
-        while !job.status.is_final() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            job = fake.state.job(&job.id).unwrap();
-        }
         let now = fake_providers::now_seconds() as i64;
         let wrong_secret = format!("{bare}/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
         for url in [&bare, &wrong_secret] {

@@ -23,6 +23,29 @@ fn slow_body() -> Value {
     quick_body("slow [sim:sleep=1500]")
 }
 
+/// A `GET /generations/{id}` with `Prefer: wait=60` by `key`, sent from a
+/// task of its own: how long it waited, and its answer.
+fn spawn_waited_get(
+    app: &TestApp,
+    id: &str,
+    key: &str,
+) -> tokio::task::JoinHandle<(Duration, reqwest::Response)> {
+    let client = app.client.clone();
+    let url = app.url(&format!("/generations/{id}"));
+    let key = key.to_owned();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let response = client
+            .get(url)
+            .bearer_auth(key)
+            .header("prefer", "wait=60")
+            .timeout(Duration::from_secs(90))
+            .send()
+            .await
+            .unwrap();
+        (started.elapsed(), response)
+    })
+}
 async fn get_waiting(app: &TestApp, id: &str, prefer: &str) -> reqwest::Response {
     app.client
         .get(app.url(&format!("/generations/{id}")))
@@ -98,20 +121,10 @@ async fn a_wait_is_answered_at_a_cancel(store: StoreKind) {
     let submitted = app.submit_ok(M1_T2V, quick_body("to cancel")).await;
     let id = submitted["id"].as_str().unwrap().to_owned();
     let waiting = {
-        let client = app.client.clone();
-        let url = app.url(&format!("/generations/{id}"));
-        let key = app.key().to_owned();
+        let waited_get = spawn_waited_get(&app, &id, app.key());
         tokio::spawn(async move {
-            let started = Instant::now();
-            let response = client
-                .get(url)
-                .bearer_auth(key)
-                .header("prefer", "wait=60")
-                .timeout(Duration::from_secs(90))
-                .send()
-                .await
-                .unwrap();
-            (started.elapsed(), response.json::<Value>().await.unwrap())
+            let (waited, response) = waited_get.await.unwrap();
+            (waited, response.json::<Value>().await.unwrap())
         })
     };
     // Let the wait start first.
@@ -519,23 +532,7 @@ async fn a_revoked_keys_streams_and_waits_end_within_seconds(store: StoreKind) {
         .await
         .unwrap();
     let theirs_id = theirs["id"].as_str().unwrap().to_owned();
-    let waiting = {
-        let client = app.client.clone();
-        let url = app.url(&format!("/generations/{theirs_id}"));
-        let key = other.api_key.clone();
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let response = client
-                .get(url)
-                .bearer_auth(key)
-                .header("prefer", "wait=60")
-                .timeout(Duration::from_secs(90))
-                .send()
-                .await
-                .unwrap();
-            (started.elapsed(), response)
-        })
-    };
+    let waiting = spawn_waited_get(&app, &theirs_id, &other.api_key);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         app.server
@@ -556,19 +553,8 @@ async fn shutdown_answers_open_waits_and_closes_open_streams(store: StoreKind) {
     let mut stream = EventReader::new(EventReader::open(&app, &id, None).await);
     assert_eq!(stream.next().await.unwrap().id, "queued-0");
     let waiting = {
-        let client = app.client.clone();
-        let url = app.url(&format!("/generations/{id}"));
-        let key = app.key().to_owned();
-        tokio::spawn(async move {
-            client
-                .get(url)
-                .bearer_auth(key)
-                .header("prefer", "wait=60")
-                .timeout(Duration::from_secs(90))
-                .send()
-                .await
-                .unwrap()
-        })
+        let waited_get = spawn_waited_get(&app, &id, app.key());
+        tokio::spawn(async move { waited_get.await.unwrap().1 })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let TestApp { server, .. } = app;

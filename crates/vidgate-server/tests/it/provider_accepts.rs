@@ -14,27 +14,33 @@ use vidgate_server::backend::BackendsConfig;
 use common::{StoreKind, TestApp, TestSettings, on_both_stores, spawn_app_with};
 use fake_providers::{FAL_KEY, FakeProviders, Provider, REPLICATE_TOKEN, example_backends};
 
-fn fast_timeouts() -> Value {
+pub(crate) fn fast_timeouts() -> Value {
     json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
             "poll_seconds": 0.1, "retry_seconds": 5 })
 }
 
-async fn app_with(store: StoreKind, backends: BackendsConfig) -> TestApp {
+pub(crate) async fn app_with(store: StoreKind, backends: BackendsConfig) -> TestApp {
     let mut settings = TestSettings::new(store);
     settings.backends = backends;
     settings.workers = 2;
     spawn_app_with(settings).await
 }
 
-/// A 400 naming `param`, with the value in the message.
-async fn assert_refused(app: &TestApp, endpoint: &str, body: Value, param: &str, value: &str) {
+/// A 400 `invalid_request` naming `param`, with `words` in the message.
+pub(crate) async fn assert_refused(
+    app: &TestApp,
+    endpoint: &str,
+    body: Value,
+    param: &str,
+    words: &str,
+) {
     let response = app.submit(endpoint, body).await;
-    assert_eq!(response.status(), 400);
+    assert_eq!(response.status(), 400, "{endpoint}");
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["error"]["code"], "invalid_request", "{answer}");
     assert_eq!(answer["error"]["param"], param, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
-    assert!(message.contains(value), "{message}");
+    assert!(message.contains(words), "{message}");
 }
 
 async fn a_value_no_provider_of_the_model_serves_is_refused_naming_it_with_nothing_held(

@@ -16,6 +16,7 @@
 
 use crate::common;
 use crate::fake_providers;
+use crate::provider_accepts::{app_with, assert_refused, fast_timeouts};
 
 use serde_json::{Value, json};
 use vidgate_server::backend::BackendsConfig;
@@ -26,18 +27,6 @@ use fake_providers::{
     example_entry, failover_backends_adjusted,
 };
 use vidgate_core::Catalog;
-
-fn fast_timeouts() -> Value {
-    json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
-            "poll_seconds": 0.1, "retry_seconds": 5 })
-}
-
-async fn app_with(store: StoreKind, backends: BackendsConfig) -> TestApp {
-    let mut settings = TestSettings::new(store);
-    settings.backends = backends;
-    settings.workers = 2;
-    spawn_app_with(settings).await
-}
 
 fn at(fake: &FakeProviders, provider: Provider) -> BackendsConfig {
     example_backends(fake, provider, |model| {
@@ -66,15 +55,18 @@ fn sent_to(fake: &FakeProviders, provider: Provider, target: &str) -> Value {
     jobs[0].input.clone()
 }
 
-/// A 400 `invalid_request` naming `param`, with `words` in the message.
-async fn assert_refused(app: &TestApp, endpoint: &str, body: Value, param: &str, words: &str) {
-    let response = app.submit(endpoint, body).await;
-    assert_eq!(response.status(), 400, "{endpoint}");
-    let answer: Value = response.json().await.unwrap();
-    assert_eq!(answer["error"]["code"], "invalid_request", "{answer}");
-    assert_eq!(answer["error"]["param"], param, "{answer}");
-    let message = answer["error"]["message"].as_str().unwrap();
-    assert!(message.contains(words), "{message}");
+/// After a refusal: the account holds what it held `before`, and no
+/// provider was sent a job.
+async fn assert_nothing_held_or_sent(
+    app: &TestApp,
+    before: &vidgate_server::store::Account,
+    fake: &FakeProviders,
+) {
+    assert_eq!(
+        app.account_state(&app.account.account.id).await.held,
+        before.held
+    );
+    assert!(fake.jobs().is_empty(), "nothing sent: {:?}", fake.jobs());
 }
 
 const MENTIONS: &str = "@Image1 meets @Image2 (write to a@Image1.com)";
@@ -312,11 +304,7 @@ async fn a_failover_model_sends_a_request_beyond_its_first_providers_limit_to_on
         "at most 2500",
     )
     .await;
-    assert_eq!(
-        app.account_state(&app.account.account.id).await.held,
-        before.held
-    );
-    assert!(fake.jobs().is_empty());
+    assert_nothing_held_or_sent(&app, &before, &fake).await;
 
     // Seedance: 13 reference files go to Replicate, which takes 9 + 3 + 3;
     // a seed goes there too, as fal takes none.
@@ -514,11 +502,7 @@ async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: 
         "duration 6 is not available with resolution 1080p",
     )
     .await;
-    assert_eq!(
-        app.account_state(&app.account.account.id).await.held,
-        before.held
-    );
-    assert!(fake.jobs().is_empty());
+    assert_nothing_held_or_sent(&app, &before, &fake).await;
     run(
         &app,
         "vendor_2/model_2/text-to-video",
@@ -578,11 +562,7 @@ async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: 
         "generate_audio true is not available with reference_video_urls",
     )
     .await;
-    assert_eq!(
-        app.account_state(&app.account.account.id).await.held,
-        before.held
-    );
-    assert!(fake.jobs().is_empty());
+    assert_nothing_held_or_sent(&app, &before, &fake).await;
     run(
         &app,
         "vendor_6/model_6/reference-to-video",

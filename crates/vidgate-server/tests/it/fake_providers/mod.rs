@@ -1036,14 +1036,7 @@ pub fn example_backends(
     provider: Provider,
     adjust: impl Fn(&mut Value),
 ) -> BackendsConfig {
-    let name = match provider {
-        Provider::Fal => "fal.json",
-        Provider::Replicate => "replicate.json",
-    };
-    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/hosted")
-        .join(name);
-    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    let mut file = example_file(provider);
     for model in file["models"].as_object_mut().unwrap().values_mut() {
         match provider {
             Provider::Fal => {
@@ -1056,7 +1049,7 @@ pub fn example_backends(
         adjust(model);
     }
     let directory = tempfile::tempdir().unwrap();
-    let path = directory.path().join(name);
+    let path = directory.path().join(example_file_name(provider));
     std::fs::write(&path, file.to_string()).unwrap();
     let mut backends = BackendsConfig::builtin(true);
     let credentials = |name: &str| match name {
@@ -1166,16 +1159,25 @@ pub fn backends_file_at_fake(
     backends
 }
 
+/// The name of the example backends file of `provider` in `examples/hosted/`.
+fn example_file_name(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Fal => "fal.json",
+        Provider::Replicate => "replicate.json",
+    }
+}
+
+/// The example backends file of `provider` (`examples/hosted/`), parsed.
+fn example_file(provider: Provider) -> Value {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/hosted")
+        .join(example_file_name(provider));
+    serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap()
+}
+
 /// The entry of `model` in the example backends file of `provider`, with
 /// its `backend`.
 pub fn example_entry(provider: Provider, model: &str) -> Value {
-    let name = match provider {
-        Provider::Fal => "fal.json",
-        Provider::Replicate => "replicate.json",
-    };
-    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/hosted")
-        .join(name);
-    let file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    let file = example_file(provider);
     file["models"][model].clone()
 }
