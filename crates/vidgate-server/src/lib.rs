@@ -24,10 +24,12 @@ pub mod representation;
 pub mod retention;
 pub mod secrets;
 pub mod sessions;
+pub mod spend_limits;
 pub mod startup;
 pub mod state;
 pub mod storage;
 pub mod store;
+pub mod stripe;
 pub mod submit;
 pub mod webhooks;
 

@@ -135,6 +135,8 @@ pub struct ServerOptions {
     pub retention: RetentionSettings,
     /// Caps on open waits (`Prefer: wait`) and event streams.
     pub live_status: crate::live_status::LiveStatusLimits,
+    /// Credit sold through Stripe Checkout; off without the settings.
+    pub stripe: Option<crate::stripe::StripeSettings>,
 }
 
 /// The shortest operator token accepted: the token guards every account's
@@ -183,6 +185,7 @@ impl ServerOptions {
             operator_token: None,
             retention: RetentionSettings::default(),
             live_status: crate::live_status::LiveStatusLimits::default(),
+            stripe: None,
         }
     }
 }

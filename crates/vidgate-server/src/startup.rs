@@ -53,6 +53,7 @@ use crate::retention::{self, RetentionSettings};
 use crate::state::{AppState, AppStateFields, DashboardSettings, OperatorToken};
 use crate::storage::Storage;
 use crate::store::{self, Store, StoreError};
+use crate::stripe::StripeCheckout;
 use crate::webhooks::{self, WebhookClient, WebhookContext, WebhookSettings};
 use crate::{http, ids, media};
 
@@ -90,6 +91,8 @@ pub enum ServerError {
     LiveStatusLimits { per_account: u32, per_node: u32 },
     #[error(transparent)]
     Backends(#[from] BackendBuildError),
+    #[error("the Stripe settings cannot be used")]
+    Stripe(#[from] crate::stripe::StripeSetupError),
     #[error("could not prepare the data directory {path}")]
     DataDirectory {
         path: PathBuf,
@@ -309,6 +312,12 @@ impl Components {
             storage.clone(),
             queue_liveness.clone(),
         ));
+        let stripe_checkout = options
+            .stripe
+            .as_ref()
+            .map(|settings| StripeCheckout::new(settings, &addresses.public_url))
+            .transpose()?
+            .map(Arc::new);
         let state = AppState::new(AppStateFields {
             store: store.clone(),
             catalog: Arc::new(options.catalog),
@@ -348,6 +357,7 @@ impl Components {
                 options.live_status,
                 options.http.idle_timeout,
             )),
+            stripe: stripe_checkout,
         });
         let webhook_client = if options.role.runs_jobs() {
             Some(WebhookClient::new(

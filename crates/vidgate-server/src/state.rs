@@ -81,6 +81,9 @@ pub struct AppStateFields {
     /// The open waits and event streams, their caps, and their closing at
     /// shutdown.
     pub live_status: Arc<crate::live_status::LiveStatus>,
+    /// Credit sold through Stripe Checkout; without the Stripe settings
+    /// `None`, and nothing of Stripe is served.
+    pub stripe: Option<Arc<crate::stripe::StripeCheckout>>,
 }
 
 /// The operator API's token, kept as its SHA-256 digest so that comparing

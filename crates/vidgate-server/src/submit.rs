@@ -18,6 +18,7 @@ use crate::media::{
     probe_stored_file,
 };
 use crate::metrics::RateLimit;
+use crate::spend_limits::{SpendLimit, SpendPeriod};
 use crate::state::AppState;
 use crate::storage::{self, ReadError};
 use crate::store::{
@@ -33,6 +34,33 @@ const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
 /// How long a client refused for its account's concurrency limit should
 /// wait before trying again.
 pub const CONCURRENCY_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// What a submit refused by its key's spend limit is told: the limit, what
+/// the period has used, and when the room comes back.
+fn spend_limit_message(
+    limit: &SpendLimit,
+    spent: Micros,
+    price: Micros,
+    resets_at: Option<i64>,
+) -> String {
+    let period = match limit.period {
+        SpendPeriod::Day => "per UTC day",
+        SpendPeriod::Month => "per UTC month",
+        SpendPeriod::Total => "in total",
+    };
+    let reset = match resets_at {
+        Some(resets_at) => format!("The limit resets at {}.", crate::store::rfc3339(resets_at)),
+        None => {
+            "The limit does not reset; the account's owner or the operator can raise it.".to_owned()
+        }
+    };
+    format!(
+        "This API key may spend {:.2} USD {period}; {:.2} USD is held or spent and the price is {:.2} USD. {reset} Nothing was charged.",
+        limit.amount.to_usd(),
+        spent.to_usd(),
+        price.to_usd()
+    )
+}
 
 /// Why a generation was not submitted. Nothing was charged for any of them.
 /// The message of each is what the customer is told.
@@ -59,6 +87,15 @@ pub enum SubmitError {
         .price.to_usd()
     )]
     InsufficientBalance { balance: Micros, price: Micros },
+    /// The hold would take the API key past its spend limit.
+    #[error("{}", spend_limit_message(.limit, *.spent, *.price, *.resets_at))]
+    SpendLimit {
+        limit: SpendLimit,
+        spent: Micros,
+        price: Micros,
+        /// When the period ends (Unix ms); never for a total limit.
+        resets_at: Option<i64>,
+    },
     #[error("This {IDEMPOTENCY_KEY} was already used with a different request.")]
     IdempotencyKeyReused,
     #[error("The account of this API key no longer exists.")]
@@ -90,7 +127,9 @@ impl SubmitError {
             | SubmitError::DatabaseUnavailable => "model_unavailable",
             SubmitError::RefusedUpstream(_) => "upstream_error",
             SubmitError::ConcurrencyLimit { .. } => "rate_limited",
-            SubmitError::InsufficientBalance { .. } => "insufficient_balance",
+            SubmitError::InsufficientBalance { .. } | SubmitError::SpendLimit { .. } => {
+                "insufficient_balance"
+            }
             SubmitError::IdempotencyKeyReused => "conflict",
             SubmitError::AccountNotFound => "unauthorized",
             SubmitError::Internal(_) => "internal_error",
@@ -293,6 +332,16 @@ async fn queue_generation(
         SubmitRefusal::InsufficientBalance { balance, price } => {
             SubmitError::InsufficientBalance { balance, price }
         }
+        SubmitRefusal::SpendLimit {
+            limit,
+            spent,
+            price,
+        } => SubmitError::SpendLimit {
+            limit,
+            spent,
+            price,
+            resets_at: limit.period.resets_at(now_millis()),
+        },
         SubmitRefusal::IdempotencyMismatch => SubmitError::IdempotencyKeyReused,
         SubmitRefusal::AccountNotFound => SubmitError::AccountNotFound,
         SubmitRefusal::Store(error) => error.into(),

@@ -10,8 +10,9 @@ use vidgate_core::Micros;
 use vidgate_server::accounts;
 use vidgate_server::dashboard::users;
 use vidgate_server::http::{account_json, webhook_secret_json};
-use vidgate_server::representation::rfc3339;
+use vidgate_server::representation::{rfc3339, spend_limit_json};
 use vidgate_server::secrets;
+use vidgate_server::spend_limits;
 use vidgate_server::store::{self, AccountLimits, Store};
 
 use crate::StorageArgs;
@@ -182,6 +183,18 @@ enum KeyCommand {
     },
     /// Revoke an API key; it is refused from then on.
     Revoke { key_id: String },
+    /// Set an API key's spend limit: at most --usd per UTC day, per UTC
+    /// month or in total (--period); --remove takes the limit away.
+    Limit {
+        key_id: String,
+        /// Dollars, e.g. 1.00.
+        #[arg(long, required_unless_present = "remove")]
+        usd: Option<String>,
+        #[arg(long, default_value = "day", value_parser = ["day", "month", "total"])]
+        period: String,
+        #[arg(long, conflicts_with = "usd")]
+        remove: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -561,6 +574,21 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             }
             audit(store, "key.revoke", &key_id, json!({})).await?;
             json!({ "key_id": key_id, "revoked": true })
+        }
+        StoreCommand::Key(KeyCommand::Limit {
+            key_id,
+            usd,
+            period,
+            remove,
+        }) => {
+            let amount = if remove { None } else { usd };
+            let limit = spend_limits::parse_spend_limit(amount.as_deref(), Some(&period))?;
+            if !store.set_spend_limit(&key_id, limit).await? {
+                bail!("no key {key_id}");
+            }
+            let shown = spend_limit_json(&key_id, limit);
+            audit(store, "key.limit", &key_id, shown.clone()).await?;
+            shown
         }
         StoreCommand::User(UserCommand::Create {
             account,

@@ -223,9 +223,64 @@ struct ServeArgs {
     #[arg(long, env = "VIDGATE_MAX_WAITS_PER_NODE", default_value_t = vidgate_server::live_status::LiveStatusLimits::default().per_node,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_waits_per_node: u32,
+    #[command(flatten)]
+    stripe: StripeArgs,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, env = "VIDGATE_LOG_JSON")]
     log_json: bool,
+}
+
+/// Credit sold through Stripe Checkout (docs/stripe.md). It is on when both
+/// VIDGATE_STRIPE_SECRET_KEY and VIDGATE_STRIPE_WEBHOOK_SECRET are set (each
+/// also as a file named by the same variable with _FILE); without them
+/// nothing of Stripe is served.
+#[derive(Args)]
+struct StripeArgs {
+    /// Stripe's API; tests point it at a fake.
+    #[arg(long, env = "VIDGATE_STRIPE_API_URL", default_value = vidgate_server::stripe::DEFAULT_STRIPE_API_URL, value_parser = http_base_url)]
+    stripe_api_url: String,
+    /// The smallest amount one Checkout may buy, in dollars.
+    #[arg(long, env = "VIDGATE_STRIPE_MIN_USD", default_value = "5.00", value_parser = dollars)]
+    stripe_min_usd: vidgate_core::Micros,
+    /// The largest amount one Checkout may buy, in dollars.
+    #[arg(long, env = "VIDGATE_STRIPE_MAX_USD", default_value = "1000.00", value_parser = dollars)]
+    stripe_max_usd: vidgate_core::Micros,
+    /// The amounts the dashboard offers, in dollars, comma-separated.
+    #[arg(long, env = "VIDGATE_STRIPE_AMOUNTS_USD", default_value = "10,20,50,100", value_delimiter = ',', value_parser = dollars)]
+    stripe_amounts_usd: Vec<vidgate_core::Micros>,
+}
+
+/// A dollar amount such as `20` or `20.00`.
+fn dollars(text: &str) -> Result<vidgate_core::Micros, String> {
+    vidgate_core::Micros::parse_usd(text).map_err(|_| format!("{text:?} is not a dollar amount"))
+}
+
+impl StripeArgs {
+    /// The Stripe settings, when both secrets are given; one without the
+    /// other is refused rather than silently leaving Stripe off.
+    fn settings(self) -> anyhow::Result<Option<vidgate_server::stripe::StripeSettings>> {
+        let secret_key = secrets::secret_from_environment("VIDGATE_STRIPE_SECRET_KEY")?;
+        let webhook_secret = secrets::secret_from_environment("VIDGATE_STRIPE_WEBHOOK_SECRET")?;
+        match (secret_key, webhook_secret) {
+            (None, None) => Ok(None),
+            (Some(secret_key), Some(webhook_secret)) => {
+                Ok(Some(vidgate_server::stripe::StripeSettings {
+                    secret_key,
+                    webhook_secret,
+                    api_url: self.stripe_api_url,
+                    amounts: vidgate_server::stripe::CheckoutAmounts {
+                        minimum: self.stripe_min_usd,
+                        maximum: self.stripe_max_usd,
+                        choices: self.stripe_amounts_usd,
+                    },
+                }))
+            }
+            _ => anyhow::bail!(
+                "set both VIDGATE_STRIPE_SECRET_KEY and VIDGATE_STRIPE_WEBHOOK_SECRET \
+                 (or their _FILE forms) to sell credit through Stripe, or neither"
+            ),
+        }
+    }
 }
 
 /// An absolute http(s) URL without a query, as a base other paths are added to.
@@ -350,6 +405,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         per_account: args.max_waits_per_account,
         per_node: args.max_waits_per_node,
     };
+    options.stripe = args.stripe.settings()?;
     // Like every secret: the variable or the file, and both is refused.
     options.operator_token = secrets::secret_setting_with_file(
         std::env::var("VIDGATE_ADMIN_TOKEN")

@@ -8,8 +8,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::{CsrfForm, SignedIn};
-use super::{Confirmation, Layout, Section, confirm_page, display_time, render};
+use super::{Confirmation, Layout, Section, confirm_page, display_time, render, usd};
 use crate::accounts;
+use crate::spend_limits::{SpendPeriod, parse_spend_limit};
 use crate::state::AppState;
 use crate::store::ApiKeyRecord;
 
@@ -23,6 +24,12 @@ struct KeyRow {
     created: String,
     last_used: String,
     revoked: bool,
+    /// The limit in words ("$1.00 per day", "none").
+    spend_limit: String,
+    /// The form's values: the amount as `1.00` (empty without a limit) and
+    /// the period.
+    spend_limit_usd: String,
+    spend_limit_period: &'static str,
 }
 
 impl From<ApiKeyRecord> for KeyRow {
@@ -37,6 +44,18 @@ impl From<ApiKeyRecord> for KeyRow {
                 .map(display_time)
                 .unwrap_or_else(|| "never".to_owned()),
             revoked: key.revoked_at.is_some(),
+            spend_limit: key.spend_limit.map_or_else(
+                || "none".to_owned(),
+                |limit| match limit.period {
+                    SpendPeriod::Total => format!("{} in total", usd(limit.amount)),
+                    period => format!("{} per {}", usd(limit.amount), period.as_str()),
+                },
+            ),
+            spend_limit_usd: key
+                .spend_limit
+                .map(|limit| format!("{:.2}", limit.amount.to_usd()))
+                .unwrap_or_default(),
+            spend_limit_period: key.spend_limit.map_or("day", |limit| limit.period.as_str()),
         }
     }
 }
@@ -213,6 +232,49 @@ pub async fn revoke(
         .await
     {
         Ok(true) => Redirect::to(&format!("/dashboard/keys?revoked={key_id}")).into_response(),
+        Ok(false) => super::not_found(Some(&signed_in.0)),
+        Err(error) => super::internal_error(error),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct LimitForm {
+    #[serde(default)]
+    spend_limit_usd: String,
+    #[serde(default)]
+    spend_limit_period: String,
+    #[serde(default)]
+    csrf_token: String,
+}
+
+/// Sets or (with an empty amount) removes the spend limit of one of the
+/// session's account's keys; another account's key is not found.
+pub async fn set_limit(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(key_id): Path<String>,
+    Form(form): Form<LimitForm>,
+) -> Response {
+    if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
+        return refused;
+    }
+    let limit = match parse_spend_limit(Some(&form.spend_limit_usd), Some(&form.spend_limit_period))
+    {
+        Ok(limit) => limit,
+        Err(error) => {
+            let extras = KeysPageExtras {
+                alert: Some(error.message),
+                ..KeysPageExtras::default()
+            };
+            return keys_page(&state, &signed_in, StatusCode::BAD_REQUEST, extras).await;
+        }
+    };
+    match state
+        .store
+        .set_account_key_spend_limit(&signed_in.0.account_id, &key_id, limit)
+        .await
+    {
+        Ok(true) => Redirect::to("/dashboard/keys").into_response(),
         Ok(false) => super::not_found(Some(&signed_in.0)),
         Err(error) => super::internal_error(error),
     }

@@ -17,6 +17,7 @@
 //! to another account answers 404, as an unknown id does.
 
 mod assets;
+mod credit;
 mod generations;
 mod keys;
 mod overview;
@@ -56,6 +57,7 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
 pub fn router() -> Router<AppState> {
     let pages = Router::new()
         .route("/", get(overview::show))
+        .route("/add-credit", post(credit::add_credit))
         .route("/sign-in", get(sign_in::show).post(sign_in::submit))
         .route(
             "/sign-up",
@@ -67,6 +69,7 @@ pub fn router() -> Router<AppState> {
             "/keys/{key_id}/revoke",
             get(keys::confirm_revoke).post(keys::revoke),
         )
+        .route("/keys/{key_id}/limit", post(keys::set_limit))
         .route("/generations", get(generations::list))
         .route("/generations/{generation_id}", get(generations::show))
         .route(

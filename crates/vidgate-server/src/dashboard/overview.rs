@@ -1,15 +1,18 @@
 //! The overview: balance, spend per day and the ledger.
 
 use askama::Template;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use vidgate_core::Micros;
 
 use super::session::SignedIn;
 use super::{Layout, Section, display_time, display_time_to_the_second, render, usd};
+use serde::Deserialize;
+
 use crate::state::AppState;
 use crate::store::{DailySpend, LedgerEntry, now_millis};
+use crate::stripe::plain_dollars;
 
 const DAY_MILLIS: i64 = 24 * 60 * 60 * 1000;
 /// Days the spend chart covers, today included.
@@ -47,6 +50,8 @@ struct LedgerRow {
     /// The available balance after this entry.
     balance_after: String,
     generation_id: Option<String>,
+    /// Stripe's ids, for money that came in or went back through Stripe.
+    reference: Option<String>,
 }
 
 /// How a ledger entry changes the money the account can still spend
@@ -95,6 +100,7 @@ fn ledger_rows(entries: Vec<LedgerEntry>, balance_after_newest: Micros) -> Vec<L
                 direction,
                 balance_after: usd(balance_after),
                 generation_id: entry.generation_id,
+                reference: entry.reference,
             };
             balance_after = balance_after - change;
             row
@@ -117,6 +123,16 @@ struct OverviewPage {
     first_day: String,
     last_day: String,
     ledger: Vec<LedgerRow>,
+    /// The amounts "Add credit" offers, as `20.00`; empty without Stripe.
+    credit_choices: Vec<String>,
+    /// What the person is told on coming back from Stripe's page.
+    checkout_notice: Option<&'static str>,
+}
+
+#[derive(Deserialize)]
+pub struct OverviewQuery {
+    #[serde(default)]
+    checkout: Option<String>,
 }
 
 fn day_label(day: i64) -> String {
@@ -150,7 +166,11 @@ fn bars(spend: &[DailySpend], today: i64) -> Vec<Bar> {
         .collect()
 }
 
-pub async fn show(State(state): State<AppState>, signed_in: SignedIn) -> Response {
+pub async fn show(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Query(query): Query<OverviewQuery>,
+) -> Response {
     let session = &signed_in.0;
     let today = now_millis() / DAY_MILLIS;
     let since = (today - CHART_DAYS + 1) * DAY_MILLIS;
@@ -175,7 +195,7 @@ pub async fn show(State(state): State<AppState>, signed_in: SignedIn) -> Respons
         StatusCode::OK,
         &OverviewPage {
             layout: Layout::signed_in(session, "Overview", Section::Overview),
-            balance: usd(account.balance),
+            balance: usd(account.shown_balance()),
             held: usd(account.held),
             spent: usd(account.captured),
             spent_in_chart: usd(spent_in_chart),
@@ -187,8 +207,29 @@ pub async fn show(State(state): State<AppState>, signed_in: SignedIn) -> Respons
             last_day: day_label(today),
             ledger: ledger_rows(
                 recent.entries,
-                recent.balance_after_newest.unwrap_or(account.balance),
+                recent
+                    .balance_after_newest
+                    .unwrap_or(account.shown_balance()),
             ),
+            credit_choices: state
+                .stripe
+                .as_deref()
+                .map(|checkout| {
+                    checkout
+                        .amounts
+                        .choices
+                        .iter()
+                        .map(|choice| plain_dollars(*choice))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            checkout_notice: match query.checkout.as_deref() {
+                Some("success") => Some(
+                    "Thank you: the credit shows in the balance once Stripe confirms the payment.",
+                ),
+                Some("canceled") => Some("The payment was canceled; nothing was charged."),
+                _ => None,
+            },
         },
     )
 }
@@ -226,6 +267,7 @@ mod tests {
             kind: kind.to_owned(),
             amount: Micros::from_usd_cents(usd_cents),
             created_at: 0,
+            reference: None,
         }
     }
 

@@ -44,7 +44,7 @@ struct LimitsRecord {
 impl<'a> AccountRecord<'a> {
     pub fn new(account: &'a Account) -> AccountRecord<'a> {
         AccountRecord {
-            balance_usd: account.balance.to_usd(),
+            balance_usd: account.shown_balance().to_usd(),
             credited_usd: account.credited.to_usd(),
             held_usd: account.held.to_usd(),
             id: &account.id,

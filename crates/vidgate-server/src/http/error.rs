@@ -321,6 +321,11 @@ impl From<SubmitError> for ApiError {
                 retry_after: CONCURRENCY_RETRY_AFTER,
             },
             SubmitError::InsufficientBalance { .. } => ApiError::InsufficientBalance(message),
+            // SPEC.md's 402 is money that does not cover the price, retried
+            // after fixing; its 429 is for request rates and generations in
+            // progress, retried with backoff, which a day's limit would not
+            // cure. No request field caused it, so no param.
+            SubmitError::SpendLimit { .. } => ApiError::InsufficientBalance(message),
             SubmitError::IdempotencyKeyReused => ApiError::Conflict {
                 message,
                 param: Some(IDEMPOTENCY_KEY.to_owned()),
@@ -418,6 +423,15 @@ mod tests {
             SubmitError::InsufficientBalance {
                 balance: Micros(0),
                 price: Micros(1),
+            },
+            SubmitError::SpendLimit {
+                limit: crate::spend_limits::SpendLimit {
+                    amount: Micros(1),
+                    period: crate::spend_limits::SpendPeriod::Day,
+                },
+                spent: Micros(1),
+                price: Micros(1),
+                resets_at: Some(0),
             },
             SubmitError::IdempotencyKeyReused,
             SubmitError::AccountNotFound,

@@ -15,6 +15,7 @@ mod live;
 mod metrics;
 mod models;
 mod openapi;
+mod payments;
 mod prepared;
 mod provider_webhooks;
 mod quote;
@@ -101,6 +102,7 @@ pub fn router(state: AppState) -> impl HttpService {
             &api_path("/account/webhook-secret/rotate"),
             post(webhooks::rotate_secret),
         )
+        .route(&api_path("/account/checkout"), post(payments::checkout))
         .route(
             &api_path("/uploads"),
             // Room for the multipart framing around the largest file.
@@ -131,7 +133,7 @@ pub fn router(state: AppState) -> impl HttpService {
         ),
     };
 
-    // Outside /api/v1: model servers and providers call them, not
+    // Outside /api/v1: model servers, providers and Stripe call them, not
     // customers.
     let internal = Router::new()
         .route(
@@ -141,7 +143,8 @@ pub fn router(state: AppState) -> impl HttpService {
         .route(
             "/internal/providers/{vendor}/{model}/{generation_id}/{token}",
             post(provider_webhooks::receive),
-        );
+        )
+        .route("/webhooks/stripe", post(payments::receive_event));
 
     // Outside /api/v1 and unauthenticated: load balancers and orchestrators
     // probe them.

@@ -591,6 +591,7 @@ mod tests {
             held: Micros::ZERO,
             captured: Micros::ZERO,
             credited: Micros(1_000_000),
+            debt: Micros::ZERO,
             limits: AccountLimits::default(),
             webhook_secret: "whsec_1".into(),
             previous_webhook_secret: None,

@@ -7,6 +7,8 @@ use std::time::Duration;
 use sqlx::AssertSqlSafe;
 use vidgate_core::Micros;
 
+use crate::spend_limits::SpendLimit;
+
 use super::database::{RowLocking, WriteTransaction};
 use super::ledger::Movement;
 use super::{Store, StoreError, now_millis};
@@ -37,6 +39,10 @@ pub struct Account {
     pub held: Micros,
     pub captured: Micros,
     pub credited: Micros,
+    /// What a payment system took back after the account had spent it
+    /// (migration 0020); the money that next reaches the balance pays it
+    /// first. The customer sees `balance - debt` as the balance.
+    pub debt: Micros,
     pub limits: AccountLimits,
     pub webhook_secret: String,
     /// The secret before the last rotation, still used to sign deliveries
@@ -49,6 +55,12 @@ pub struct Account {
 }
 
 impl Account {
+    /// The balance the customer sees: what is spendable less the debt,
+    /// negative while a debt is owed.
+    pub fn shown_balance(&self) -> Micros {
+        Micros(self.balance.0 - self.debt.0)
+    }
+
     /// The secrets deliveries are signed with at `now`: the current one, and
     /// the previous one while its grace period after a rotation lasts.
     pub fn signing_secrets(&self, now: i64) -> Vec<String> {
@@ -103,10 +115,22 @@ pub struct ApiKeyRecord {
     /// Accurate to `KEY_USE_RESOLUTION`.
     pub last_used_at: Option<i64>,
     pub revoked_at: Option<i64>,
+    /// At most this much per period (migration 0021).
+    pub spend_limit: Option<SpendLimit>,
 }
 
-/// An API key row: id, name, prefix, creation, last use, revocation.
-type ApiKeyRow = (String, String, String, i64, Option<i64>, Option<i64>);
+/// An API key row: id, name, prefix, creation, last use, revocation, spend
+/// limit amount and period.
+type ApiKeyRow = (
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+);
 
 /// How often a key's or a session's last use is written: at most once per
 /// this interval, so authenticated reads stay reads.
@@ -114,7 +138,7 @@ pub const KEY_USE_RESOLUTION: Duration = Duration::from_secs(60);
 
 macro_rules! account_columns {
     () => {
-        "id, name, balance_micros, held_micros, captured_micros, credited_micros, \
+        "id, name, balance_micros, held_micros, captured_micros, credited_micros, debt_micros, \
          rate_per_second, rate_burst, max_concurrent, webhook_secret, \
          previous_webhook_secret, previous_webhook_secret_expires_at, created_at, deleted_at"
     };
@@ -130,6 +154,7 @@ pub(super) struct AccountRow {
     held_micros: i64,
     captured_micros: i64,
     credited_micros: i64,
+    debt_micros: i64,
     rate_per_second: i64,
     rate_burst: i64,
     max_concurrent: i64,
@@ -149,6 +174,7 @@ impl From<AccountRow> for Account {
             held: Micros(row.held_micros),
             captured: Micros(row.captured_micros),
             credited: Micros(row.credited_micros),
+            debt: Micros(row.debt_micros),
             limits: AccountLimits {
                 requests_per_second: row.rate_per_second as u32,
                 burst: row.rate_burst as u32,
@@ -247,6 +273,77 @@ impl Store {
             sqlx::query_as(AssertSqlSafe(statement)).bind(account_id)
         )?;
         Ok(row.map(Account::from))
+    }
+}
+
+/// A key's spend limit columns: the amount and the period, both or neither.
+pub(super) type SpendLimitRow = (Option<i64>, Option<String>);
+
+/// Reads a key's spend limit columns.
+pub(super) const SPEND_LIMIT_OF_KEY: &str =
+    "SELECT spend_limit_micros, spend_limit_period FROM api_keys WHERE id = $1";
+
+pub(super) fn spend_limit_from_row((amount, period): SpendLimitRow) -> Option<SpendLimit> {
+    Some(SpendLimit {
+        amount: Micros(amount?),
+        period: period?.parse().ok()?,
+    })
+}
+
+impl Store {
+    /// The key's spend limit inside a write transaction (a submit's).
+    pub(super) async fn spend_limit_in(
+        transaction: &mut WriteTransaction,
+        key_id: &str,
+    ) -> Result<Option<SpendLimit>, StoreError> {
+        let row: Option<SpendLimitRow> = fetch_in_transaction!(
+            transaction,
+            fetch_optional,
+            sqlx::query_as(SPEND_LIMIT_OF_KEY).bind(key_id)
+        )?;
+        Ok(row.and_then(spend_limit_from_row))
+    }
+
+    /// Sets or (with `None`) removes a key's spend limit; false when no
+    /// such key exists.
+    pub async fn set_spend_limit(
+        &self,
+        key_id: &str,
+        limit: Option<SpendLimit>,
+    ) -> Result<bool, StoreError> {
+        let changed = execute_on_writer!(
+            self,
+            sqlx::query(
+                "UPDATE api_keys SET spend_limit_micros = $2, spend_limit_period = $3 \
+                 WHERE id = $1",
+            )
+            .bind(key_id)
+            .bind(limit.map(|limit| limit.amount.0))
+            .bind(limit.map(|limit| limit.period.as_str()))
+        )?;
+        Ok(changed == 1)
+    }
+
+    /// As `set_spend_limit`, for a key of `account_id` only (the
+    /// dashboard's); false for another account's key.
+    pub async fn set_account_key_spend_limit(
+        &self,
+        account_id: &str,
+        key_id: &str,
+        limit: Option<SpendLimit>,
+    ) -> Result<bool, StoreError> {
+        let changed = execute_on_writer!(
+            self,
+            sqlx::query(
+                "UPDATE api_keys SET spend_limit_micros = $3, spend_limit_period = $4 \
+                 WHERE id = $1 AND account_id = $2",
+            )
+            .bind(key_id)
+            .bind(account_id)
+            .bind(limit.map(|limit| limit.amount.0))
+            .bind(limit.map(|limit| limit.period.as_str()))
+        )?;
+        Ok(changed == 1)
     }
 }
 
@@ -436,7 +533,8 @@ impl Store {
             self,
             fetch_all,
             sqlx::query_as(
-                "SELECT id, name, prefix, created_at, last_used_at, revoked_at \
+                "SELECT id, name, prefix, created_at, last_used_at, revoked_at, \
+                 spend_limit_micros, spend_limit_period \
                  FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC",
             )
             .bind(account_id)
@@ -444,13 +542,23 @@ impl Store {
         Ok(rows
             .into_iter()
             .map(
-                |(id, name, prefix, created_at, last_used_at, revoked_at)| ApiKeyRecord {
+                |(
                     id,
                     name,
                     prefix,
                     created_at,
                     last_used_at,
                     revoked_at,
+                    limit_amount,
+                    limit_period,
+                )| ApiKeyRecord {
+                    id,
+                    name,
+                    prefix,
+                    created_at,
+                    last_used_at,
+                    revoked_at,
+                    spend_limit: spend_limit_from_row((limit_amount, limit_period)),
                 },
             )
             .collect())

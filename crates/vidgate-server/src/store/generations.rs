@@ -75,6 +75,14 @@ pub enum SubmitRefusal {
     ConcurrencyLimit { limit: i64 },
     #[error("the balance does not cover the price")]
     InsufficientBalance { balance: Micros, price: Micros },
+    /// The hold would take the API key past its spend limit: `spent` is
+    /// what the key's generations of the period hold or were charged.
+    #[error("the API key's spend limit does not cover the price")]
+    SpendLimit {
+        limit: crate::spend_limits::SpendLimit,
+        spent: Micros,
+        price: Micros,
+    },
     #[error("the idempotency key was used with a different request")]
     IdempotencyMismatch,
     #[error("account not found")]

@@ -14,6 +14,9 @@ pub struct LedgerEntry {
     pub kind: String,
     pub amount: Micros,
     pub created_at: i64,
+    /// The outside ids of the movement (Stripe's, for money that came in
+    /// or went back through Stripe).
+    pub reference: Option<String>,
 }
 
 /// The latest ledger entries of an account, newest first, and its
@@ -49,14 +52,24 @@ pub struct ModelDayUsage {
     pub uncosted: i64,
 }
 
-/// The five ways money moves. Each is one ledger entry plus the matching
+/// The six ways money moves. Each is one ledger entry plus the matching
 /// change of the account's running totals, always in the caller's transaction.
+///
+/// Money that reaches the balance (a credit, a released hold) pays the
+/// account's debt first (migration 0020): the part that pays it leaves
+/// `credited` as it leaves the debt, so `credited = balance + held +
+/// captured` holds, and the balance the customer sees, `balance - debt`,
+/// grows by the whole amount.
 #[derive(Clone, Copy)]
 pub(super) enum Movement {
     Credit,
     /// Money an operator takes back: `credited` is the net credit, so the
     /// invariant `credited = balance + held + captured` still holds.
     Debit,
+    /// Money a payment system took back (a refund, a dispute): what the
+    /// balance holds of it is debited, the rest becomes debt. Its ledger
+    /// kind is `debit`, since the customer sees the same thing.
+    TakeBack,
     Hold,
     Capture,
     Release,
@@ -68,13 +81,30 @@ impl Movement {
         match self {
             Movement::Credit => (
                 "credit",
-                "UPDATE accounts SET balance_micros = balance_micros + $1, \
-                 credited_micros = credited_micros + $1 WHERE id = $2",
+                "UPDATE accounts SET \
+                 balance_micros = balance_micros + $1 \
+                 - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END, \
+                 credited_micros = credited_micros + $1 \
+                 - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END, \
+                 debt_micros = debt_micros \
+                 - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END \
+                 WHERE id = $2",
             ),
             Movement::Debit => (
                 "debit",
                 "UPDATE accounts SET balance_micros = balance_micros - $1, \
                  credited_micros = credited_micros - $1 WHERE id = $2",
+            ),
+            Movement::TakeBack => (
+                "debit",
+                "UPDATE accounts SET \
+                 balance_micros = balance_micros \
+                 - CASE WHEN balance_micros < $1 THEN balance_micros ELSE $1 END, \
+                 credited_micros = credited_micros \
+                 - CASE WHEN balance_micros < $1 THEN balance_micros ELSE $1 END, \
+                 debt_micros = debt_micros + $1 \
+                 - CASE WHEN balance_micros < $1 THEN balance_micros ELSE $1 END \
+                 WHERE id = $2",
             ),
             Movement::Hold => (
                 "hold",
@@ -89,22 +119,35 @@ impl Movement {
             Movement::Release => (
                 "release",
                 "UPDATE accounts SET held_micros = held_micros - $1, \
-                 balance_micros = balance_micros + $1 WHERE id = $2",
+                 balance_micros = balance_micros + $1 \
+                 - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END, \
+                 credited_micros = credited_micros \
+                 - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END, \
+                 debt_micros = debt_micros \
+                 - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END \
+                 WHERE id = $2",
             ),
         }
     }
 }
 
-/// A ledger row: id, generation, kind, amount in micro-dollars, time.
-type LedgerRow = (i64, Option<String>, String, i64, i64);
+/// A ledger row: id, generation, kind, amount in micro-dollars, time,
+/// outside reference.
+type LedgerRow = (i64, Option<String>, String, i64, i64, Option<String>);
 
-fn ledger_entry_from_row((id, generation_id, kind, amount, created_at): LedgerRow) -> LedgerEntry {
+/// A ledger row followed by the account's balance less its debt.
+type RecentLedgerRow = (i64, Option<String>, String, i64, i64, Option<String>, i64);
+
+fn ledger_entry_from_row(
+    (id, generation_id, kind, amount, created_at, reference): LedgerRow,
+) -> LedgerEntry {
     LedgerEntry {
         id,
         generation_id,
         kind,
         amount: Micros(amount),
         created_at,
+        reference,
     }
 }
 
@@ -113,6 +156,26 @@ impl Store {
         transaction: &mut WriteTransaction,
         account_id: &str,
         generation_id: Option<&str>,
+        movement: Movement,
+        amount: Micros,
+    ) -> Result<(), StoreError> {
+        Self::move_money_with_reference(
+            transaction,
+            account_id,
+            generation_id,
+            None,
+            movement,
+            amount,
+        )
+        .await
+    }
+
+    /// As `move_money`, with the outside ids the ledger entry carries.
+    pub(super) async fn move_money_with_reference(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+        generation_id: Option<&str>,
+        reference: Option<&str>,
         movement: Movement,
         amount: Micros,
     ) -> Result<(), StoreError> {
@@ -128,14 +191,15 @@ impl Store {
             transaction,
             sqlx::query(
                 "INSERT INTO ledger_entries \
-                 (account_id, generation_id, kind, amount_micros, created_at) \
-                 VALUES ($1, $2, $3, $4, $5)",
+                 (account_id, generation_id, kind, amount_micros, created_at, reference) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind(account_id)
             .bind(generation_id)
             .bind(kind)
             .bind(amount.0)
             .bind(now_millis())
+            .bind(reference)
         )?;
         Ok(())
     }
@@ -166,7 +230,7 @@ impl Store {
             self,
             fetch_all,
             sqlx::query_as(
-                "SELECT id, generation_id, kind, amount_micros, created_at \
+                "SELECT id, generation_id, kind, amount_micros, created_at, reference \
                  FROM ledger_entries WHERE account_id = $1 ORDER BY id",
             )
             .bind(account_id)
@@ -177,30 +241,33 @@ impl Store {
     /// The account's latest ledger entries, newest first, with the
     /// account's available balance read by the same statement (so in the
     /// same snapshot): the balance after the newest entry listed, from which
-    /// the balance after each older one follows.
+    /// the balance after each older one follows. The balance is the one the
+    /// customer sees, less any debt, so every entry moves it by its amount.
     pub async fn recent_ledger_entries(
         &self,
         account_id: &str,
         limit: u32,
     ) -> Result<RecentLedger, StoreError> {
-        let rows: Vec<(i64, Option<String>, String, i64, i64, i64)> = fetch_on_reader!(
+        let rows: Vec<RecentLedgerRow> = fetch_on_reader!(
             self,
             fetch_all,
             sqlx::query_as(
                 "SELECT l.id, l.generation_id, l.kind, l.amount_micros, l.created_at, \
-                 a.balance_micros \
+                 l.reference, a.balance_micros - a.debt_micros \
                  FROM ledger_entries l JOIN accounts a ON a.id = l.account_id \
                  WHERE l.account_id = $1 ORDER BY l.id DESC LIMIT $2",
             )
             .bind(account_id)
             .bind(limit as i64)
         )?;
-        let balance_after_newest = rows.first().map(|row| Micros(row.5));
+        let balance_after_newest = rows.first().map(|row| Micros(row.6));
         let entries = rows
             .into_iter()
-            .map(|(id, generation_id, kind, amount, created_at, _)| {
-                ledger_entry_from_row((id, generation_id, kind, amount, created_at))
-            })
+            .map(
+                |(id, generation_id, kind, amount, created_at, reference, _)| {
+                    ledger_entry_from_row((id, generation_id, kind, amount, created_at, reference))
+                },
+            )
             .collect();
         Ok(RecentLedger {
             entries,

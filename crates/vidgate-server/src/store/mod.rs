@@ -19,8 +19,9 @@
 //! state for readiness, backups), `operator` (what the operator API adds:
 //! listing accounts, idempotent credit adjustments, the audit log),
 //! `retention` (expiring old clips and uploads, and the expired files the
-//! sweep deletes) and `server_keys` (secrets the server makes for itself,
-//! shared by every node). `Store` is all of them. Each statement is written
+//! sweep deletes), `server_keys` (secrets the server makes for itself,
+//! shared by every node) and `stripe_payments` (money in and back through
+//! Stripe, each event once). `Store` is all of them. Each statement is written
 //! once and runs on either database through the dispatch of `database.rs`;
 //! what differs between the two databases is in `sqlite.rs` (with
 //! `inline_reads.rs`, SQLite's hot point reads, and `submit.rs`'s SQLite
@@ -67,6 +68,7 @@ mod retention;
 mod schema;
 mod server_keys;
 mod sqlite;
+mod stripe_payments;
 mod submit;
 mod uploads;
 mod users;
@@ -96,6 +98,9 @@ pub use queue::{ClaimableModels, FailureDetail, ProviderRun, QueueDepth, RescueR
 pub use retention::ExpiredFile;
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
 pub use sqlite::{SqliteDurability, SqliteStore};
+pub use stripe_payments::{
+    StripeCredit, StripeCreditOutcome, StripeTakeBack, StripeTakeBackKind, StripeTakeBackOutcome,
+};
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadUsage};
 pub use users::{NewSession, Session, User};
 pub use webhook_log::{

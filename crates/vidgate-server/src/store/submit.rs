@@ -24,6 +24,7 @@
 use sqlx::{PgPool, SqlitePool};
 use vidgate_core::{GenerationStatus, Micros};
 
+use super::accounts::{SPEND_LIMIT_OF_KEY, SpendLimitRow, spend_limit_from_row};
 use super::database::WriteTransaction;
 use super::generations::{
     GENERATION_BY_ID, Generation, GenerationRow, IDEMPOTENCY_WINDOW, NewGeneration, SubmitOutcome,
@@ -34,6 +35,7 @@ use super::ledger::Movement;
 use super::postgres::WORK_CHANNEL;
 use super::sqlite::begin_immediate;
 use super::{PgStore, SqliteStore, Store, StoreError, now_millis};
+use crate::spend_limits::SpendLimit;
 
 /// The record of a generation just inserted as queued at `now`, as a read
 /// would return it, without reading it back.
@@ -175,6 +177,9 @@ async fn submit_in(
             price: generation.price,
         }));
     }
+    if let Some(refusal) = spend_limit_refusal_in(transaction, generation, now).await? {
+        return Ok(Err(refusal));
+    }
     execute_in_transaction!(
         transaction,
         bind_submitted_generation!(
@@ -209,6 +214,39 @@ async fn submit_in(
     Ok(Ok(SubmitOutcome::Created(queued_generation(
         generation, now,
     ))))
+}
+
+/// The refusal of a submit whose hold would take its API key past the key's
+/// spend limit (migration 0021), decided in the submit's transaction: what
+/// the key's generations of the period hold or were charged, with this
+/// one's price, must stay within the limit.
+async fn spend_limit_refusal_in(
+    transaction: &mut WriteTransaction,
+    generation: &NewGeneration,
+    now: i64,
+) -> Result<Option<SubmitRefusal>, StoreError> {
+    let Some(limit) = Store::spend_limit_in(transaction, &generation.api_key_id).await? else {
+        return Ok(None);
+    };
+    let spent: i64 = fetch_in_transaction!(
+        transaction,
+        fetch_one,
+        sqlx::query_scalar(
+            "SELECT CAST(COALESCE(SUM(price_micros), 0) AS BIGINT) FROM generations \
+             WHERE api_key_id = $1 AND created_at >= $2 \
+             AND status IN ('queued', 'running', 'succeeded')",
+        )
+        .bind(&generation.api_key_id)
+        .bind(limit.period.start(now))
+    )?;
+    if spent + generation.price.0 > limit.amount.0 {
+        return Ok(Some(SubmitRefusal::SpendLimit {
+            limit,
+            spent: Micros(spent),
+            price: generation.price,
+        }));
+    }
+    Ok(None)
 }
 
 /// SQLite's submits: a batch is one write transaction on the single writer
@@ -306,10 +344,35 @@ impl PgSubmitter {
                 price: generation.price,
             }),
             "account_not_found" => Err(SubmitRefusal::AccountNotFound),
+            // The function answers the key's spend as `balance` and its
+            // limit as `concurrency_limit`; the period is the key's.
+            "spend_limit" => {
+                let limit = self
+                    .spend_limit(&generation.api_key_id)
+                    .await?
+                    .ok_or_else(|| corrupt("the key's limit"))?;
+                Err(SubmitRefusal::SpendLimit {
+                    limit,
+                    spent: Micros(balance.ok_or_else(|| corrupt("the key's spend"))?),
+                    price: generation.price,
+                })
+            }
             other => Err(SubmitRefusal::Store(StoreError::Corrupt(format!(
                 "the submit function answered the unknown outcome {other:?}"
             )))),
         }
+    }
+}
+
+impl PgSubmitter {
+    /// The key's spend limit, read after the submit function refused a
+    /// submit for it.
+    async fn spend_limit(&self, key_id: &str) -> Result<Option<SpendLimit>, StoreError> {
+        let row: Option<SpendLimitRow> = sqlx::query_as(SPEND_LIMIT_OF_KEY)
+            .bind(key_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(spend_limit_from_row))
     }
 }
 

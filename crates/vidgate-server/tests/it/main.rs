@@ -4,6 +4,7 @@
 
 mod common;
 mod fake_providers;
+mod fake_stripe;
 mod schema_fake;
 
 mod cog;
@@ -28,5 +29,7 @@ mod provider_schemas;
 mod providers;
 mod rate_limit;
 mod s3;
+mod spend_limits;
+mod stripe;
 mod uploads;
 mod webhooks;

@@ -520,7 +520,7 @@ async fn replicate_prefer_wait_answers_with_the_finished_prediction() {
 
 /// The program that `variable` names, or `None` when it is not set: the
 /// caller skips its test, and this says so and what the program is for.
-fn program_named_by(variable: &str, program_for: &str) -> Option<std::ffi::OsString> {
+pub(crate) fn program_named_by(variable: &str, program_for: &str) -> Option<std::ffi::OsString> {
     let program = std::env::var_os(variable);
     if program.is_none() {
         eprintln!("skipped: set {variable} to {program_for}");
@@ -531,7 +531,7 @@ fn program_named_by(variable: &str, program_for: &str) -> Option<std::ffi::OsStr
 /// Runs `command` to its end on a blocking thread (`runs` is the message if
 /// it cannot start); its exit status and all it printed, standard output
 /// first.
-async fn run_program(
+pub(crate) async fn run_program(
     mut command: std::process::Command,
     runs: &str,
 ) -> (std::process::ExitStatus, String) {

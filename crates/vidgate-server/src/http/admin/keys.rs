@@ -1,5 +1,6 @@
 //! API keys of any account: `POST /admin/v1/accounts/{id}/keys` (create;
-//! the secret is shown once) and `POST /admin/v1/keys/{key_id}/revoke`.
+//! the secret is shown once), `POST /admin/v1/keys/{key_id}/revoke` and
+//! `POST /admin/v1/keys/{key_id}/limits` (its spend limit).
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -10,6 +11,8 @@ use serde_json::{Value, json};
 use super::Operator;
 use crate::accounts;
 use crate::http::ApiError;
+use crate::representation::spend_limit_json;
+use crate::spend_limits::parse_spend_limit;
 use crate::state::AppState;
 use crate::store::NewAuditEntry;
 
@@ -76,4 +79,42 @@ pub async fn revoke(
         })
         .await?;
     Ok(Json(json!({ "key_id": key_id, "revoked": true })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsBody {
+    /// `"1.00"`; `null` removes the limit.
+    spend_limit_usd: Option<String>,
+    spend_limit_period: Option<String>,
+}
+
+/// `POST /keys/{key_id}/limits` `{"spend_limit_usd": "1.00",
+/// "spend_limit_period": "day"}`: sets the key's spend limit, or removes it
+/// with `"spend_limit_usd": null`.
+pub async fn limits(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    Path(key_id): Path<String>,
+    Json(body): Json<LimitsBody>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = parse_spend_limit(
+        body.spend_limit_usd.as_deref(),
+        body.spend_limit_period.as_deref(),
+    )
+    .map_err(|error| ApiError::invalid(error.param, error.message))?;
+    if !state.store.set_spend_limit(&key_id, limit).await? {
+        return Err(ApiError::NotFound(format!("No key {key_id:?} exists.")));
+    }
+    let shown = spend_limit_json(&key_id, limit);
+    state
+        .store
+        .record_audit(NewAuditEntry {
+            actor,
+            action: "key.limit",
+            target: key_id.clone(),
+            detail: shown.clone(),
+        })
+        .await?;
+    Ok(Json(shown))
 }

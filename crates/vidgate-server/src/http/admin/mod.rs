@@ -46,6 +46,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/accounts/{account_id}/users", post(users::create))
         .route("/accounts/{account_id}/usage", get(usage::show))
         .route("/keys/{key_id}/revoke", post(keys::revoke))
+        .route("/keys/{key_id}/limits", post(keys::limits))
         .route("/models/{vendor}/{model}/pause", post(models::pause))
         .route("/models/{vendor}/{model}/resume", post(models::resume))
         .route("/generations", get(generations::list))

@@ -250,6 +250,16 @@ pub fn paths(origin: &str) -> Vec<(String, Value)> {
         .expect("parameters")
         .push(json!({
         "name": "key_id", "in": "path", "required": true, "schema": { "type": "string" } }));
+    let mut key_limits = operation(
+        "operator_set_key_limits",
+        "Set an API key's spend limit per UTC day, per UTC month or in total; a null amount removes it",
+        with_not_found(ok("200", "The key's id and its limit.")),
+    );
+    key_limits["parameters"] = revoke_key["parameters"].clone();
+    key_limits["requestBody"] = body(json!({ "type": "object", "additionalProperties": false,
+        "properties": {
+            "spend_limit_usd": { "type": ["string", "null"], "examples": ["1.00"] },
+            "spend_limit_period": { "type": "string", "enum": ["day", "month", "total"] } } }));
 
     let items: Vec<(&str, Value)> = vec![
         (
@@ -271,6 +281,10 @@ pub fn paths(origin: &str) -> Vec<(String, Value)> {
         (
             "/keys/{key_id}/revoke",
             json!({ "servers": servers, "post": revoke_key }),
+        ),
+        (
+            "/keys/{key_id}/limits",
+            json!({ "servers": servers, "post": key_limits }),
         ),
         (
             "/accounts",

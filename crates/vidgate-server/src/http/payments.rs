@@ -1,0 +1,119 @@
+//! Credit through Stripe: `POST /account/checkout` starts a Checkout for
+//! the caller's account, and `POST /webhooks/stripe` (outside /api/v1)
+//! receives Stripe's events. Both answer 404 on a node without the Stripe
+//! settings, as if they did not exist.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ApiError, AppState, body_bytes};
+use crate::store::{Caller, now_millis};
+use crate::stripe::{self, CheckoutError, StripeCheckout, StripeEventError};
+use crate::submit::IDEMPOTENCY_KEY;
+
+/// The node's Stripe connection, or the 404 of a node without one.
+fn stripe_checkout(state: &AppState) -> Result<&StripeCheckout, ApiError> {
+    state
+        .stripe
+        .as_deref()
+        .ok_or_else(|| ApiError::NotFound("No such endpoint.".into()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckoutRequest {
+    amount_usd: serde_json::Value,
+}
+
+/// `POST /account/checkout` `{"amount_usd": "20.00"}`: 201 with the
+/// session's `id` and the `url` the customer pays at.
+pub async fn checkout(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let checkout = stripe_checkout(&state)?;
+    let body = body_bytes(body)?;
+    let request: CheckoutRequest =
+        serde_json::from_slice(&body).map_err(|error| ApiError::InvalidRequest {
+            message: format!("The body must be {{\"amount_usd\": \"20.00\"}}: {error}"),
+            param: Some("amount_usd".into()),
+        })?;
+    // A number is taken as written; a string is the documented form.
+    let amount_text = match &request.amount_usd {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Number(number) => number.to_string(),
+        _ => String::new(),
+    };
+    let client_key = headers
+        .get(IDEMPOTENCY_KEY)
+        .and_then(|value| value.to_str().ok());
+    let session = stripe::start_checkout(checkout, &caller.account_id, &amount_text, client_key)
+        .await
+        .map_err(|error| match error {
+            CheckoutError::Amount(refusal) => ApiError::InvalidRequest {
+                message: format!("{refusal}."),
+                param: Some("amount_usd".into()),
+            },
+            CheckoutError::Stripe(error) => {
+                tracing::error!(error = %error, "Stripe refused to create a Checkout Session");
+                ApiError::Upstream(
+                    "Stripe could not create the Checkout Session. Retry with backoff.".into(),
+                )
+            }
+        })?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "object": "checkout_session", "id": session.id, "url": session.url })),
+    )
+        .into_response())
+}
+
+/// `POST /webhooks/stripe`: an event from Stripe, verified by its
+/// signature over the raw body before anything is read. A bad or stale
+/// signature and an unreadable event get 400 and change nothing; a failure
+/// to confirm or to record gets an error status, so Stripe sends the event
+/// again later.
+pub async fn receive_event(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let checkout = stripe_checkout(&state)?;
+    let body = body_bytes(body)?;
+    let signature = headers
+        .get("stripe-signature")
+        .and_then(|value| value.to_str().ok());
+    stripe::verify_signature(
+        signature,
+        &body,
+        &checkout.webhook_secret,
+        now_millis() / 1000,
+    )
+    .map_err(|refusal| ApiError::InvalidRequest {
+        message: format!("The Stripe signature is refused: {refusal}."),
+        param: None,
+    })?;
+    let outcome = stripe::handle_event(state.store.as_ref(), &checkout.api, &body)
+        .await
+        .map_err(|error| match error {
+            StripeEventError::Malformed(_) => ApiError::InvalidRequest {
+                message: format!("{error}."),
+                param: None,
+            },
+            StripeEventError::Confirmation(source) => {
+                tracing::warn!(error = %source, "a Stripe event could not be confirmed; Stripe will retry it");
+                ApiError::Upstream("Stripe could not confirm the session; send it again.".into())
+            }
+            StripeEventError::Store(error) => ApiError::from(error),
+        })?;
+    tracing::info!(outcome = ?outcome, "a Stripe event was handled");
+    Ok(Json(json!({ "received": true })).into_response())
+}
