@@ -246,6 +246,19 @@ pub(crate) fn sample_generation(status: GenerationStatus) -> Generation {
     }
 }
 
+/// A key's spend limit as the operator API and `vidgate admin key limit`
+/// answer it: the amount as `"1.00"` and the period, both null without one.
+pub fn spend_limit_json(
+    key_id: &str,
+    limit: Option<crate::spend_limits::SpendLimit>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "key_id": key_id,
+        "spend_limit_usd": limit.map(|limit| format!("{:.2}", limit.amount.to_usd())),
+        "spend_limit_period": limit.map(|limit| limit.period.as_str()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,17 +290,4 @@ mod tests {
             );
         }
     }
-}
-
-/// A key's spend limit as the operator API and `vidgate admin key limit`
-/// answer it: the amount as `"1.00"` and the period, both null without one.
-pub fn spend_limit_json(
-    key_id: &str,
-    limit: Option<crate::spend_limits::SpendLimit>,
-) -> serde_json::Value {
-    serde_json::json!({
-        "key_id": key_id,
-        "spend_limit_usd": limit.map(|limit| format!("{:.2}", limit.amount.to_usd())),
-        "spend_limit_period": limit.map(|limit| limit.period.as_str()),
-    })
 }

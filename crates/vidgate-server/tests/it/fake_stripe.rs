@@ -118,11 +118,20 @@ fn stripe_error(status: StatusCode, kind: &str, code: Option<&str>, message: &st
     (status, Json(json!({ "error": error }))).into_response()
 }
 
-fn authenticated(headers: &HeaderMap) -> bool {
-    headers
+/// Stripe's 401 for a request without the secret key, or `None` when it
+/// has it.
+fn unauthenticated(headers: &HeaderMap) -> Option<Response> {
+    let presented = headers
         .get("authorization")
-        .and_then(|value| value.to_str().ok())
-        == Some(&format!("Bearer {STRIPE_SECRET_KEY}"))
+        .and_then(|value| value.to_str().ok());
+    (presented != Some(&format!("Bearer {STRIPE_SECRET_KEY}"))).then(|| {
+        stripe_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            None,
+            "Invalid API Key provided.",
+        )
+    })
 }
 
 fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -136,13 +145,8 @@ async fn create_session(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    if !authenticated(&headers) {
-        return stripe_error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_request_error",
-            None,
-            "Invalid API Key provided.",
-        );
+    if let Some(refused) = unauthenticated(&headers) {
+        return refused;
     }
     let form: Vec<(String, String)> = url::form_urlencoded::parse(body.as_bytes())
         .into_owned()
@@ -254,13 +258,8 @@ async fn retrieve_session(
     headers: HeaderMap,
     Path(session_id): Path<String>,
 ) -> Response {
-    if !authenticated(&headers) {
-        return stripe_error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_request_error",
-            None,
-            "Invalid API Key provided.",
-        );
+    if let Some(refused) = unauthenticated(&headers) {
+        return refused;
     }
     let state = fake.state.lock().unwrap();
     match state

@@ -40,13 +40,21 @@ const LAYERS: &[(&str, &[&str])] = &[
             "live_status",
             "rate_limit",
             "storage",
+            "stripe",
         ],
     ),
     ("metrics", &["metrics"]),
     ("store", &["store"]),
     (
         "foundations",
-        &["limits", "ids", "secrets", "diagnostics", "allocator"],
+        &[
+            "limits",
+            "ids",
+            "secrets",
+            "diagnostics",
+            "allocator",
+            "spend_limits",
+        ],
     ),
 ];
 

@@ -19,22 +19,6 @@ on_both_stores!(fifty_submits_at_once_never_pass_a_key_limit);
 
 const OPERATOR_TOKEN: &str = "operator-token-for-spend-limits-0123456789";
 
-/// The price of `quick_body` as the quote answers it.
-async fn quick_price(app: &crate::common::TestApp) -> Micros {
-    let quoted: Value = app
-        .client
-        .post(app.url(&format!("/quote/{M1_T2V}")))
-        .json(&quick_body("a quote"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    // Prices are whole cents, so the dollars convert exactly.
-    Micros((quoted["cost"]["amount_usd"].as_f64().unwrap() * 1_000_000.0).round() as i64)
-}
-
 async fn fifty_submits_at_once_never_pass_a_key_limit(store: StoreKind) {
     // No workers: every accepted generation stays queued, its hold counting.
     let app = spawn_app_without_workers(store).await;
@@ -53,7 +37,7 @@ async fn fifty_submits_at_once_never_pass_a_key_limit(store: StoreKind) {
         )
         .await
         .unwrap();
-    let price = quick_price(&app).await;
+    let price = app.quoted_price(M1_T2V, &quick_body("a quote")).await;
     assert!(price > Micros::ZERO);
     let limit = SpendLimit {
         amount: Micros(price.0 * 7 + price.0 / 2),

@@ -101,6 +101,31 @@ fn charge(payment_intent: &str, amount_refunded_cents: i64) -> Value {
     })
 }
 
+/// Delivers `charge.refunded` for `payment_intent` with `refunded_cents`
+/// refunded in total, and asserts the balance it leaves.
+async fn refund_leaves(
+    app: &TestApp,
+    event_id: &str,
+    payment_intent: &str,
+    refunded_cents: i64,
+    (account_id, balance): (&str, Micros),
+) {
+    deliver(
+        app,
+        &stripe_event(
+            event_id,
+            "charge.refunded",
+            charge(payment_intent, refunded_cents),
+        ),
+    )
+    .await;
+    assert_eq!(
+        app.account_state(account_id).await.balance,
+        balance,
+        "{event_id}"
+    );
+}
+
 /// Tops up `key`'s account with `amount_usd` through the whole flow: the
 /// Checkout, the payment, the completed event. The paid session.
 async fn top_up(app: &TestApp, fake: &FakeStripe, key: &str, amount_usd: &str) -> Value {
@@ -391,39 +416,22 @@ async fn a_dispute_and_refunds_never_take_back_more_than_was_paid(store: StoreKi
     let paid = top_up(&app, &fake, key, "20.00").await;
     let payment_intent = paid["payment_intent"].as_str().unwrap();
 
-    // $5 refunded, then $8 in total (Stripe reports the running total).
-    deliver(
-        &app,
-        &stripe_event("evt_r1", "charge.refunded", charge(payment_intent, 500)),
-    )
-    .await;
-    assert_eq!(
-        app.account_state(account_id).await.balance,
-        Micros(15_000_000)
-    );
-    deliver(
-        &app,
-        &stripe_event("evt_r2", "charge.refunded", charge(payment_intent, 800)),
-    )
-    .await;
-    assert_eq!(
-        app.account_state(account_id).await.balance,
-        Micros(12_000_000)
-    );
-    // The older refund event arriving late takes nothing.
-    deliver(
-        &app,
-        &stripe_event(
-            "evt_r1_late",
-            "charge.refunded",
-            charge(payment_intent, 500),
-        ),
-    )
-    .await;
-    assert_eq!(
-        app.account_state(account_id).await.balance,
-        Micros(12_000_000)
-    );
+    // $5 refunded, then $8 in total (Stripe reports the running total);
+    // the older refund event arriving late takes nothing.
+    for (event_id, refunded_cents, balance) in [
+        ("evt_r1", 500, 15_000_000),
+        ("evt_r2", 800, 12_000_000),
+        ("evt_r1_late", 500, 12_000_000),
+    ] {
+        refund_leaves(
+            &app,
+            event_id,
+            payment_intent,
+            refunded_cents,
+            (account_id, Micros(balance)),
+        )
+        .await;
+    }
 
     // A dispute of the whole $20 can take only the $12 not yet refunded.
     let dispute = json!({

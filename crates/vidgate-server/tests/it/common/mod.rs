@@ -578,6 +578,22 @@ impl TestApp {
         self.data_dir.path().join("files").join(relative_path)
     }
 
+    /// The price the quote answers for `body` at `endpoint`.
+    pub async fn quoted_price(&self, endpoint: &str, body: &Value) -> Micros {
+        let quoted: Value = self
+            .client
+            .post(self.url(&format!("/quote/{endpoint}")))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        // Prices are whole cents, so the dollars convert exactly.
+        Micros((quoted["cost"]["amount_usd"].as_f64().unwrap() * 1_000_000.0).round() as i64)
+    }
+
     /// Asserts the ledger invariant for an account: every credited dollar is
     /// exactly spendable, held or captured, and nothing is negative.
     pub async fn assert_ledger_invariant(&self, account_id: &str) {
