@@ -17,6 +17,7 @@ pub mod limits;
 pub mod live_status;
 pub mod media;
 pub mod metrics;
+pub mod operator_actions;
 pub mod options;
 pub mod queue;
 pub mod rate_limit;

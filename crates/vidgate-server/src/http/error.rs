@@ -10,12 +10,12 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::accounts::AccountChangeError;
 use crate::backend::WebhookRefusal;
 use crate::backend::provider::WebhookRejection;
 use crate::callers::CallerRefusal;
 use crate::dashboard::users::UserError;
 use crate::diagnostics::log_cause_chain;
+use crate::operator_actions::OperatorActionError;
 use crate::store::{CONNECTION_WAIT, StoreError};
 use crate::submit::{CONCURRENCY_RETRY_AFTER, IDEMPOTENCY_KEY, SubmitError};
 
@@ -243,18 +243,54 @@ impl From<CallerRefusal> for ApiError {
     }
 }
 
-/// What the operator API answers to a dashboard user it could not create.
-impl From<AccountChangeError> for ApiError {
-    fn from(error: AccountChangeError) -> Self {
+/// What the operator API answers to an action it refused.
+impl From<OperatorActionError> for ApiError {
+    fn from(error: OperatorActionError) -> Self {
+        let deleted = |account_id: String, consequence: &str| ApiError::Conflict {
+            message: format!("The account {account_id:?} was deleted; {consequence}."),
+            param: None,
+        };
         match error {
-            AccountChangeError::NotFound(account_id) => {
+            OperatorActionError::Invalid { param, message } => ApiError::invalid(param, message),
+            OperatorActionError::AccountNotFound(account_id) => {
                 ApiError::NotFound(format!("No account {account_id:?} exists."))
             }
-            AccountChangeError::Deleted(account_id) => ApiError::Conflict {
-                message: format!("The account {account_id:?} was deleted; it cannot be changed."),
+            OperatorActionError::AccountDeleted(account_id) => {
+                deleted(account_id, "it cannot be changed")
+            }
+            OperatorActionError::BooksClosed(account_id) => {
+                deleted(account_id, "its books are closed")
+            }
+            OperatorActionError::IdempotencyKeyReused => ApiError::Conflict {
+                message: format!(
+                    "This {IDEMPOTENCY_KEY} was already used for a different account, kind or amount."
+                ),
+                param: Some(IDEMPOTENCY_KEY.to_owned()),
+            },
+            OperatorActionError::InsufficientBalance { balance } => {
+                ApiError::InsufficientBalance(format!(
+                    "The balance is {} micro-dollars; a debit cannot take it below zero. Nothing was taken.",
+                    balance.0
+                ))
+            }
+            OperatorActionError::AccountBusy { generations, .. } => ApiError::Conflict {
+                message: format!(
+                    "The account has {generations} generations queued or running; cancel them or \
+                     wait until they finish, then delete it."
+                ),
                 param: None,
             },
-            AccountChangeError::Store(error) => error.into(),
+            OperatorActionError::KeyNotFound(key_id) => {
+                ApiError::NotFound(format!("No unrevoked key {key_id:?} exists."))
+            }
+            OperatorActionError::ModelNotFound(model_id) => {
+                ApiError::NotFound(format!("No model {model_id:?} exists."))
+            }
+            OperatorActionError::UserNotFound(email) => {
+                ApiError::NotFound(format!("No user {email:?} exists."))
+            }
+            OperatorActionError::User(error) => error.into(),
+            OperatorActionError::Store(error) => error.into(),
         }
     }
 }

@@ -787,7 +787,7 @@ async fn adjustment_column(
 /// figures stay. Every file answer says `nosniff` and may be kept privately
 /// for an hour at most.
 async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: StoreKind) {
-    use vidgate_server::store::{AdjustmentKind, NewAuditEntry, NewCreditAdjustment};
+    use vidgate_server::store::{AdjustmentKind, AuditAction, NewAuditEntry, NewCreditAdjustment};
     let app = spawn_app(store).await;
     let store = app.server.store.clone();
     let account_id = app.account.account.id.clone();
@@ -805,7 +805,7 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
     store
         .record_audit(NewAuditEntry {
             actor: "operator".into(),
-            action: "account.create",
+            action: AuditAction::AccountCreate,
             target: account_id.clone(),
             detail: serde_json::json!({ "name": "Jane Doe", "key_id": app.account.key_id }),
         })
@@ -814,7 +814,7 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
     store
         .record_audit(NewAuditEntry {
             actor: "operator".into(),
-            action: "key.create",
+            action: AuditAction::KeyCreate,
             target: app.account.key_id.clone(),
             detail: serde_json::json!({ "account_id": account_id, "name": "jane@example.com's key" }),
         })
@@ -834,7 +834,7 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
     store
         .record_audit(NewAuditEntry {
             actor: "operator".into(),
-            action: "user.create",
+            action: AuditAction::UserCreate,
             target: removed.user.id.clone(),
             detail: serde_json::json!({ "account_id": account_id,
                                         "email": "jane.removed@example.com" }),

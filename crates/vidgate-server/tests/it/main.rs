@@ -20,6 +20,7 @@ mod lifecycle;
 mod live_status;
 mod media;
 mod operations;
+mod operator_actions;
 mod operator_api;
 mod point_reads;
 mod provider_accepts;
