@@ -1,5 +1,6 @@
 //! Generations: submit (with its hold), read, list and cancel. What happens
-//! to a generation once a worker claims it is in `queue.rs`.
+//! to a generation once a worker claims it is in `queue.rs` (the claim and
+//! the finish) and in the root `workers.rs` (the workers that run it).
 
 use std::str::FromStr;
 use std::time::Duration;

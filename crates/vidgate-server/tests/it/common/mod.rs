@@ -19,7 +19,7 @@ use vidgate_server::accounts::{self, CreatedAccount};
 use vidgate_server::backend::BackendsConfig;
 use vidgate_server::storage::StorageConfig;
 use vidgate_server::store::{self, Account, Store};
-use vidgate_server::webhooks::WebhookSettings;
+use vidgate_server::webhook_senders::WebhookSettings;
 use vidgate_server::{RunningServer, ServerOptions};
 
 pub use media_servers::{picture_server, trickling_server};
