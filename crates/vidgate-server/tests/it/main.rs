@@ -27,6 +27,7 @@ mod provider_fidelity;
 mod provider_schemas;
 mod providers;
 mod rate_limit;
+mod schema_parity;
 mod s3;
 mod uploads;
 mod webhooks;
