@@ -4,7 +4,6 @@
 //! SQLite and against PostgreSQL.
 
 mod media_servers;
-mod test_database;
 
 use std::sync::Arc;
 
@@ -21,6 +20,7 @@ use vidgate_server::storage::StorageConfig;
 use vidgate_server::store::{self, Account, Store};
 use vidgate_server::webhook_senders::WebhookSettings;
 use vidgate_server::{RunningServer, ServerOptions};
+use vidgate_test_support::test_database;
 
 pub use media_servers::{picture_server, trickling_server};
 pub use test_database::PostgresTestDatabase;
