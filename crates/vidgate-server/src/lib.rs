@@ -19,7 +19,6 @@ pub mod media;
 pub mod metrics;
 pub mod operator_actions;
 pub mod options;
-pub mod queue;
 pub mod rate_limit;
 pub mod representation;
 pub mod retention;
@@ -30,7 +29,8 @@ pub mod state;
 pub mod storage;
 pub mod store;
 pub mod submit;
-pub mod webhooks;
+pub mod webhook_senders;
+pub mod workers;
 
 pub use options::{Role, ServerOptions, create_private_directory, default_database_url};
 pub use startup::{RunningServer, ServerError, start};

@@ -496,7 +496,7 @@ pub fn verify_webhook(
     }
     let text =
         std::str::from_utf8(body).map_err(|_| WebhookRejection::InvalidBody("not UTF-8".into()))?;
-    let expected = crate::webhooks::sign(secret, message_id, timestamp, text)
+    let expected = crate::webhook_senders::sign(secret, message_id, timestamp, text)
         .map_err(|_| WebhookRejection::Malformed("the configured secret".into()))?;
     let expected_mac = STANDARD
         .decode(expected.trim_start_matches("v1,"))

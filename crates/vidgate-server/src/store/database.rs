@@ -27,7 +27,6 @@ use sqlx::{Postgres, Sqlite, Transaction};
 
 use super::caller_cache::CallerCache;
 use super::changes::GenerationWatch;
-use super::generations::{NewGeneration, SubmitOutcome, SubmitRefusal};
 use super::inline_reads::InlineRow;
 use super::{PgStore, SqliteStore, Store, StoreError};
 
@@ -261,17 +260,6 @@ impl Store {
         match &self.database {
             Database::Sqlite(database) => database.callers(),
             Database::Postgres(database) => database.callers(),
-        }
-    }
-
-    /// Submits through the database's group commit (`submit.rs`).
-    pub(super) async fn submit(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal> {
-        match &self.database {
-            Database::Sqlite(database) => database.submit(generation).await,
-            Database::Postgres(database) => database.submit(generation).await,
         }
     }
 

@@ -1,5 +1,7 @@
-//! Generations: submit (with its hold), read, list and cancel. What happens
-//! to a generation once a worker claims it is in `queue.rs`.
+//! Generations: their records, read, list and cancel (a submit with its
+//! hold is in `submit.rs`). What happens to a generation once a worker
+//! claims it is in `queue.rs` (the claim and the finish) and in the root
+//! `workers.rs` (the workers that run it).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -290,16 +292,6 @@ impl Store {
 }
 
 impl Store {
-    /// In one transaction: idempotent replay, the concurrency limit, the
-    /// balance check, the hold and the insert of the queued generation.
-    pub async fn submit_generation(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal> {
-        // Each database submits its own way: see `submit.rs`.
-        self.submit(generation).await
-    }
-
     /// Whether the account submitted a generation under this idempotency
     /// key within `IDEMPOTENCY_WINDOW`, so that a submit with it is a
     /// replay (or a conflict), not a new charge.

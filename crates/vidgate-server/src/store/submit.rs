@@ -24,7 +24,7 @@
 use sqlx::{PgPool, SqlitePool};
 use vidgate_core::{GenerationStatus, Micros};
 
-use super::database::WriteTransaction;
+use super::database::{Database, WriteTransaction};
 use super::generations::{
     GENERATION_BY_ID, Generation, GenerationRow, IDEMPOTENCY_WINDOW, NewGeneration, SubmitOutcome,
     SubmitRefusal,
@@ -33,7 +33,24 @@ use super::group_commit::{BatchSubmitter, SubmitAnswer};
 use super::ledger::Movement;
 use super::postgres::WORK_CHANNEL;
 use super::sqlite::begin_immediate;
-use super::{PgStore, SqliteStore, Store, StoreError, now_millis};
+use super::{Store, StoreError, now_millis};
+
+impl Store {
+    /// In one transaction: idempotent replay, the concurrency limit, the
+    /// balance check, the hold and the insert of the queued generation.
+    /// The submit joins its database's group commit (`group_commit.rs`),
+    /// whose batch task hands it to `SqliteSubmitter` or `PgSubmitter`
+    /// below.
+    pub async fn submit_generation(
+        &self,
+        generation: NewGeneration,
+    ) -> Result<SubmitOutcome, SubmitRefusal> {
+        match &self.database {
+            Database::Sqlite(database) => database.submits().submit(generation).await,
+            Database::Postgres(database) => database.submits().submit(generation).await,
+        }
+    }
+}
 
 /// The record of a generation just inserted as queued at `now`, as a read
 /// would return it, without reading it back.
@@ -97,15 +114,6 @@ macro_rules! bind_submitted_generation {
             .bind(generation.max_attempts)
             .bind($now)
     }};
-}
-
-impl SqliteStore {
-    pub(super) async fn submit(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal> {
-        self.submits().submit(generation).await
-    }
 }
 
 /// Decides one SQLite submit inside `transaction` at `now`. A refusal is an
@@ -240,15 +248,6 @@ impl BatchSubmitter for SqliteSubmitter {
         }
         transaction.commit().await?;
         Ok(answers)
-    }
-}
-
-impl PgStore {
-    pub(super) async fn submit(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal> {
-        self.submits().submit(generation).await
     }
 }
 

@@ -32,9 +32,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "services",
         &[
-            "queue",
+            "workers",
             "health",
-            "webhooks",
+            "webhook_senders",
             "representation",
             "retention",
             "backend",

@@ -4,7 +4,7 @@
 
 mod common;
 mod fake_providers;
-mod schema_fake;
+use vidgate_test_support::schema_fake;
 
 mod cog;
 mod connections;
@@ -29,5 +29,6 @@ mod provider_schemas;
 mod providers;
 mod rate_limit;
 mod s3;
+mod schema_parity;
 mod uploads;
 mod webhooks;

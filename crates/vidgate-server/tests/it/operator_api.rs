@@ -30,6 +30,19 @@ fn as_operator(request: RequestBuilder) -> RequestBuilder {
     request.bearer_auth(TOKEN).header("X-Operator", "ada@ops")
 }
 
+/// A GET of `path` under the operator API, sent as the operator.
+async fn operator_get(app: &TestApp, path: &str) -> reqwest::Response {
+    as_operator(app.client.get(admin_url(app, path)))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The JSON answer to a GET of `path` under the operator API.
+async fn operator_get_json(app: &TestApp, path: &str) -> Value {
+    operator_get(app, path).await.json().await.unwrap()
+}
+
 async fn credit(app: &TestApp, account_id: &str, key: &str, body: Value) -> reqwest::Response {
     as_operator(
         app.client
@@ -44,13 +57,7 @@ async fn credit(app: &TestApp, account_id: &str, key: &str, body: Value) -> reqw
 
 /// The first page of the audit log, newest first.
 async fn audit_log(app: &TestApp) -> Value {
-    as_operator(app.client.get(admin_url(app, "/audit-log")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    operator_get_json(app, "/audit-log").await
 }
 
 /// The action of each entry of an audit log page.
@@ -107,13 +114,7 @@ async fn accounts_are_created_listed_and_shown(store: StoreKind) {
         .await;
     assert_eq!(own.status(), StatusCode::OK);
 
-    let listed: Value = as_operator(app.client.get(admin_url(&app, "/accounts?limit=500")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = operator_get_json(&app, "/accounts?limit=500").await;
     let ids: Vec<&str> = listed["data"]
         .as_array()
         .unwrap()
@@ -122,38 +123,14 @@ async fn accounts_are_created_listed_and_shown(store: StoreKind) {
         .collect();
     assert!(ids.contains(&account_id.as_str()) && ids.contains(&app.account.account.id.as_str()));
     // Paging by id: one account per page, then the next after it.
-    let first: Value = as_operator(app.client.get(admin_url(&app, "/accounts?limit=1")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let first: Value = operator_get_json(&app, "/accounts?limit=1").await;
     let after = first["next_after"].as_str().unwrap();
-    let second: Value = as_operator(
-        app.client
-            .get(admin_url(&app, &format!("/accounts?limit=1&after={after}"))),
-    )
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let second: Value = operator_get_json(&app, &format!("/accounts?limit=1&after={after}")).await;
     assert_ne!(first["data"][0]["id"], second["data"][0]["id"]);
 
-    let shown = as_operator(
-        app.client
-            .get(admin_url(&app, &format!("/accounts/{account_id}"))),
-    )
-    .send()
-    .await
-    .unwrap();
+    let shown = operator_get(&app, &format!("/accounts/{account_id}")).await;
     assert_eq!(shown.status(), StatusCode::OK);
-    let missing = as_operator(app.client.get(admin_url(&app, "/accounts/acct_nope")))
-        .send()
-        .await
-        .unwrap();
+    let missing = operator_get(&app, "/accounts/acct_nope").await;
     assert_error(missing, StatusCode::NOT_FOUND, "not_found", None).await;
     let unnamed = as_operator(app.client.post(admin_url(&app, "/accounts")))
         .json(&json!({ "name": " " }))
@@ -323,16 +300,8 @@ async fn model_pauses_and_every_change_are_audited(store: StoreKind) {
     assert_eq!(entries[2]["target"], "vendor_1/model_1");
     // Paging backwards from an entry.
     let before = entries[0]["id"].as_i64().unwrap();
-    let older: Value = as_operator(app.client.get(admin_url(
-        &app,
-        &format!("/audit-log?before={before}&limit=1"),
-    )))
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let older: Value =
+        operator_get_json(&app, &format!("/audit-log?before={before}&limit=1")).await;
     assert_eq!(older["data"][0]["action"], "model.resume");
     app.server.shutdown().await;
 }
@@ -427,25 +396,14 @@ async fn keys_limits_users_and_usage(store: StoreKind) {
         .await;
     let spent = app.account_state(&account_id).await.captured.0;
     assert!(spent > 0);
-    let usage: Value = as_operator(
-        app.client
-            .get(admin_url(&app, &format!("/accounts/{account_id}/usage"))),
-    )
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let usage: Value = operator_get_json(&app, &format!("/accounts/{account_id}/usage")).await;
     assert_eq!(usage["data"].as_array().unwrap().len(), 1, "{usage}");
     assert_eq!(usage["data"][0]["spent_micros"], spent);
-    let csv = as_operator(app.client.get(admin_url(
+    let csv = operator_get(
         &app,
         &format!("/accounts/{account_id}/usage?format=csv&days=7"),
-    )))
-    .send()
-    .await
-    .unwrap();
+    )
+    .await;
     assert!(
         csv.headers()["content-type"]
             .to_str()
@@ -736,25 +694,13 @@ async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
             .len(),
         3
     );
-    let response = as_operator(
-        app.client
-            .get(admin_url(&app, "/generations?created_from=yesterday")),
-    )
-    .send()
-    .await
-    .unwrap();
+    let response = operator_get(&app, "/generations?created_from=yesterday").await;
     assert_invalid_request(response, "created_from").await;
     app.server.shutdown().await;
 }
 
 async fn list_generations(app: &TestApp, query: &str) -> Value {
-    let response = as_operator(
-        app.client
-            .get(admin_url(app, &format!("/generations{query}"))),
-    )
-    .send()
-    .await
-    .unwrap();
+    let response = operator_get(app, &format!("/generations{query}")).await;
     assert_eq!(response.status(), StatusCode::OK, "{query}");
     response.json().await.unwrap()
 }

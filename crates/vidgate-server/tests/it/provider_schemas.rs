@@ -7,8 +7,8 @@
 //! provider's schema takes; a value no schema takes must be refused at
 //! admission (`accepts`), never sent. The live check of the same inputs
 //! against the providers' current documents runs here against
-//! `schema_fake/`, serving the transcribed schemas as published and
-//! drifted.
+//! `vidgate_test_support::schema_fake`, serving the transcribed schemas as
+//! published and drifted.
 
 use crate::schema_fake;
 

@@ -1,6 +1,6 @@
 //! Fresh PostgreSQL databases for tests: one per test, created on the server
 //! `VIDGATE_TEST_POSTGRES_URL` names and dropped when the test ends. The
-//! `vidgate` crate's process tests include this file too.
+//! server's tests and the `vidgate` crate's process tests both use them.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
