@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use crate::accounts::AccountChangeError;
 use crate::backend::WebhookRefusal;
-use crate::backend::provider::WebhookRejection;
+use crate::backend::WebhookRejection;
 use crate::callers::CallerRefusal;
 use crate::dashboard::users::UserError;
 use crate::diagnostics::log_cause_chain;
