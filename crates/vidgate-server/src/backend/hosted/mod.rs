@@ -20,16 +20,17 @@
 //! into our storage (`output_copy.rs`, never whole in memory) before the
 //! provider's link expires.
 //!
-//! The machinery is split by concern: `plan.rs` checks a model's entry and
-//! builds its backend; `submit.rs` finds or creates a generation's job,
-//! `reconcile.rs` settles a submit whose outcome is unknown, `follow.rs`
-//! reads the job until it ends, `output_copy.rs` copies its video,
-//! `webhooks.rs` takes the providers' webhooks and `cancel.rs` ends a job
-//! that has not started. Around each provider's calls stand its circuits
-//! (`circuit.rs`) and its credential's request budget (`budget/`); what is
-//! sent is the model's entry of the backends file (`model_config/`,
-//! `references.rs`), held against the providers' schemas (`schemas/`).
-//! Each provider owns its own facts and protocol (`providers/`).
+//! The machinery is split by concern: `entry.rs` reads a model's entry of
+//! the backends file and `plan.rs` checks it and builds its backend;
+//! `submit.rs` finds or creates a generation's job, `reconcile.rs` settles
+//! a submit whose outcome is unknown, `follow.rs` reads the job until it
+//! ends, `output_copy.rs` copies its video, `webhooks.rs` takes the
+//! providers' webhooks and `cancel.rs` ends a job that has not started.
+//! Around each provider's calls stand its circuits (`circuit.rs`) and its
+//! credential's request budget (`budget/`); what is sent is the model's
+//! entry (`model_config/`, `references.rs`), held against the providers'
+//! schemas (`schemas.rs`, `schema_check.rs`). Each provider owns its own
+//! facts and protocol (`providers/`), behind `protocol.rs`.
 
 mod cancel;
 mod follow;

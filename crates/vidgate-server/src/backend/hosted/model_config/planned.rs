@@ -1,5 +1,5 @@
 //! Every input a model's entry sends, and what it says of each target:
-//! what the schema tests and the live schema check (`schemas/`) hold
+//! what the schema tests and the live schema check (`schema_check.rs`) hold
 //! against the providers' published schemas.
 
 use std::collections::BTreeMap;

@@ -1,8 +1,12 @@
 //! The model entry's check, the inputs it sends and the ones it plans.
 
+use serde_json::json;
+use vidgate_core::Catalog;
+
 use super::input::apply_mapping;
 use super::*;
-use vidgate_core::Catalog;
+use crate::backend::contract::Job;
+use crate::backend::hosted::protocol::ProviderTarget;
 
 fn job(model: &str, mode: &str, input: Value) -> Job {
     Job {
