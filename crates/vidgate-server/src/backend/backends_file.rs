@@ -98,7 +98,7 @@ pub struct BackendsFile {
 #[derive(Debug)]
 pub enum ModelBackendConfig {
     Cog(CogModelConfig),
-    Hosted(HostedEntry),
+    Hosted(Box<HostedEntry>),
     /// Several hosted providers in order (see `hosted/failover.rs`).
     Failover(FailoverConfig),
 }
@@ -116,7 +116,7 @@ impl ModelBackendConfig {
     pub fn into_hosted_entries(self) -> Vec<HostedEntry> {
         match self {
             ModelBackendConfig::Cog(_) => Vec::new(),
-            ModelBackendConfig::Hosted(entry) => vec![entry],
+            ModelBackendConfig::Hosted(entry) => vec![*entry],
             ModelBackendConfig::Failover(failover) => failover.providers,
         }
     }
@@ -138,7 +138,7 @@ impl<'de> Deserialize<'de> for ModelBackendConfig {
             "cog" => entry::settings::<_, D>(fields).map(ModelBackendConfig::Cog),
             "failover" => entry::settings::<_, D>(fields).map(ModelBackendConfig::Failover),
             name => match HostedEntry::at::<D>(name, fields)? {
-                Some(entry) => Ok(ModelBackendConfig::Hosted(entry)),
+                Some(entry) => Ok(ModelBackendConfig::Hosted(Box::new(entry))),
                 None => Err(D::Error::unknown_variant(name, BACKEND_NAMES.as_slice())),
             },
         }
@@ -210,7 +210,7 @@ pub fn apply_backends_file_with_credentials(
                 }
                 ModelPlan::Cog(config)
             }
-            ModelBackendConfig::Hosted(entry) => ModelPlan::Hosted(Box::new(hosted(entry)?)),
+            ModelBackendConfig::Hosted(entry) => ModelPlan::Hosted(Box::new(hosted(*entry)?)),
             ModelBackendConfig::Failover(config) => {
                 let plans = config
                     .providers
