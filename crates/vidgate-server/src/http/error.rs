@@ -11,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::backend::WebhookRefusal;
-use crate::backend::provider::WebhookRejection;
+use crate::backend::WebhookRejection;
 use crate::callers::CallerRefusal;
 use crate::dashboard::users::UserError;
 use crate::diagnostics::log_cause_chain;

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use vidgate_core::Catalog;
-use vidgate_server::backend::provider_schema::InputSchema;
+use vidgate_server::backend::hosted::schemas::InputSchema;
 use vidgate_server::backend::{HostedModelConfig, TargetCheck, check_provider_schemas};
 
 use schema_fake::{REPLICATE_TOKEN, SchemaFake};

@@ -2,29 +2,31 @@
 //! which remote model server, and how. This module owns the file's format,
 //! its parsing and its checks, which turn it into a `BackendsConfig`: plain
 //! configuration, with no live part, that start-up builds the backends from
-//! once the node's parts exist (`Backends::build`). Each protocol (Cog in
-//! `cog.rs`, the hosted providers in `hosted.rs`) owns only how a job is
-//! run. A model's entry names its protocol in the
-//! `backend` field, so a new protocol adds one variant to
-//! `ModelBackendConfig`, its own settings struct, and its own file beside
-//! `cog.rs`, without changing existing files.
+//! once the node's parts exist (`Backends::build`, in `mod.rs`). Each
+//! protocol (Cog in `cog.rs`, the hosted providers in `hosted/`) owns only
+//! how a job is run. A model's entry names its backend in the `backend`
+//! field: `cog`, `failover`, or a hosted provider's name, which the
+//! provider registers itself (`hosted/providers/`), so a new provider
+//! changes nothing here.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, LazyLock};
 
-use serde::Deserialize;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 use vidgate_core::Catalog;
 
-use std::sync::Arc;
-
-use super::budget::{BudgetsInFile, ProviderBudgets};
-use super::circuit::ProviderCircuits;
-use super::cog::{CogBackend, CogCallbacks};
 use super::cog_config::CogModelConfig;
-use super::failover::{self, FailoverBackend};
-use super::hosted::{HostedPlan, ProviderKind};
-use super::hosted_config::HostedModelConfig;
-use super::{Backend, BackendParts};
+use super::contract::Backend;
+use super::hosted::budget::BudgetLimits;
+use super::hosted::budget::BudgetsInFile;
+use super::hosted::entry::{self, HostedEntry};
+use super::hosted::failover;
+use super::hosted::plan::HostedPlan;
+use super::hosted::providers::{self, PROVIDERS};
+use super::hosted::schema_check::{TargetCheck, check_hosted_entries};
+use super::parts::BackendParts;
 
 /// Which backend runs which model, as the options say: the built-in local
 /// engine (with its test hooks or not) and the models of a backends file,
@@ -36,7 +38,7 @@ pub struct BackendsConfig {
     models: BTreeMap<String, ModelPlan>,
 }
 
-/// How one model's backend is built.
+/// How one model's backend is built (`ModelPlan::build`, in `mod.rs`).
 #[derive(Clone)]
 pub(super) enum ModelPlan {
     Cog(CogModelConfig),
@@ -50,14 +52,6 @@ pub(super) enum ModelPlan {
 
 /// Builds a caller's own backend from the node's parts.
 pub type BuildBackend = Arc<dyn Fn(&BackendParts) -> Arc<dyn Backend> + Send + Sync>;
-
-/// What the backends of one node share while they are built: the Cog
-/// callbacks, each provider's circuit and each credential's budget.
-pub(super) struct SharedByBackends {
-    pub(super) cog_callbacks: Arc<CogCallbacks>,
-    pub(super) provider_circuits: ProviderCircuits,
-    pub(super) provider_budgets: Arc<ProviderBudgets>,
-}
 
 impl BackendsConfig {
     /// The backends built into the binary: the local engine, whose
@@ -91,38 +85,6 @@ impl BackendsConfig {
     }
 }
 
-impl ModelPlan {
-    /// Builds the model's backend with the node's parts. Only what the
-    /// file could not show fails here (an HTTP client that cannot start).
-    pub(super) fn build(
-        &self,
-        model_id: &str,
-        parts: &BackendParts,
-        shared: &SharedByBackends,
-    ) -> Result<Arc<dyn Backend>, String> {
-        let hosted = |plan: &HostedPlan| {
-            plan.build(parts, &shared.provider_circuits, &shared.provider_budgets)
-        };
-        let backend: Arc<dyn Backend> = match self {
-            ModelPlan::Cog(config) => CogBackend::new(
-                model_id,
-                config.clone(),
-                shared.cog_callbacks.clone(),
-                parts.storage.clone(),
-            )
-            .map_err(|error| error.to_string())?,
-            ModelPlan::Hosted(plan) => hosted(plan.as_ref())?,
-            ModelPlan::Failover(plans) => Arc::new(FailoverBackend::new(
-                model_id,
-                plans.iter().map(hosted).collect::<Result<_, _>>()?,
-                parts.store.clone(),
-            )),
-            ModelPlan::Custom(build) => build(parts),
-        };
-        Ok(backend)
-    }
-}
-
 /// The backends file: which models run on which model server.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -130,15 +92,14 @@ pub struct BackendsFile {
     pub models: BTreeMap<String, ModelBackendConfig>,
 }
 
-/// How one model is run: on a Cog-compatible server, or at a hosted
-/// provider (fal, Replicate; see docs/upstreams.md).
-#[derive(Debug, Deserialize)]
-#[serde(tag = "backend", rename_all = "snake_case")]
+/// How one model is run: on a Cog-compatible server, at one hosted
+/// provider (fal, Replicate; see docs/upstreams.md), or at several in
+/// order.
+#[derive(Debug)]
 pub enum ModelBackendConfig {
     Cog(CogModelConfig),
-    Fal(HostedModelConfig),
-    Replicate(HostedModelConfig),
-    /// Several hosted providers in order (see `failover.rs`).
+    Hosted(Box<HostedEntry>),
+    /// Several hosted providers in order (see `hosted/failover.rs`).
     Failover(FailoverConfig),
 }
 
@@ -146,23 +107,40 @@ pub enum ModelBackendConfig {
 #[serde(deny_unknown_fields)]
 pub struct FailoverConfig {
     /// The providers, first choice first, each a different one.
-    pub providers: Vec<HostedProviderConfig>,
+    pub providers: Vec<HostedEntry>,
 }
 
-/// One provider of a failover model: an entry as for a model at that
-/// provider alone.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "backend", rename_all = "snake_case")]
-pub enum HostedProviderConfig {
-    Fal(HostedModelConfig),
-    Replicate(HostedModelConfig),
-}
-
-impl HostedProviderConfig {
-    fn into_parts(self) -> (HostedModelConfig, ProviderKind) {
+impl ModelBackendConfig {
+    /// The model's entries at hosted providers, in the file's order: none
+    /// for a Cog model.
+    pub fn into_hosted_entries(self) -> Vec<HostedEntry> {
         match self {
-            HostedProviderConfig::Fal(config) => (config, ProviderKind::Fal),
-            HostedProviderConfig::Replicate(config) => (config, ProviderKind::Replicate),
+            ModelBackendConfig::Cog(_) => Vec::new(),
+            ModelBackendConfig::Hosted(entry) => vec![*entry],
+            ModelBackendConfig::Failover(failover) => failover.providers,
+        }
+    }
+}
+
+/// Every `backend` a model's entry may name, as serde's message for an
+/// unknown one lists them.
+static BACKEND_NAMES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    std::iter::once("cog")
+        .chain(PROVIDERS.iter().map(|provider| provider.name()))
+        .chain(std::iter::once("failover"))
+        .collect()
+});
+
+impl<'de> Deserialize<'de> for ModelBackendConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (backend, fields) = entry::tagged(deserializer)?;
+        match backend.as_str() {
+            "cog" => entry::settings::<_, D>(fields).map(ModelBackendConfig::Cog),
+            "failover" => entry::settings::<_, D>(fields).map(ModelBackendConfig::Failover),
+            name => match HostedEntry::at::<D>(name, fields)? {
+                Some(entry) => Ok(ModelBackendConfig::Hosted(Box::new(entry))),
+                None => Err(D::Error::unknown_variant(name, BACKEND_NAMES.as_slice())),
+            },
         }
     }
 }
@@ -214,8 +192,8 @@ pub fn apply_backends_file_with_credentials(
             )));
         };
         let in_model = |error: String| invalid(format!("{model_id}: {error}"));
-        let mut hosted = |config: HostedModelConfig, kind: ProviderKind| {
-            let plan = HostedPlan::new(model, config, kind, credentials).map_err(in_model)?;
+        let mut hosted = |HostedEntry { provider, config }: HostedEntry| {
+            let plan = HostedPlan::new(model, config, provider, credentials).map_err(in_model)?;
             plan.add_budget(&mut budgets).map_err(in_model)?;
             Ok::<HostedPlan, BackendsFileError>(plan)
         };
@@ -232,23 +210,15 @@ pub fn apply_backends_file_with_credentials(
                 }
                 ModelPlan::Cog(config)
             }
-            ModelBackendConfig::Fal(config) => {
-                ModelPlan::Hosted(Box::new(hosted(config, ProviderKind::Fal)?))
-            }
-            ModelBackendConfig::Replicate(config) => {
-                ModelPlan::Hosted(Box::new(hosted(config, ProviderKind::Replicate)?))
-            }
+            ModelBackendConfig::Hosted(entry) => ModelPlan::Hosted(Box::new(hosted(*entry)?)),
             ModelBackendConfig::Failover(config) => {
                 let plans = config
                     .providers
                     .into_iter()
-                    .map(|provider| {
-                        let (config, kind) = provider.into_parts();
-                        hosted(config, kind)
-                    })
+                    .map(hosted)
                     .collect::<Result<Vec<HostedPlan>, _>>()?;
                 let names: Vec<&'static str> =
-                    plans.iter().map(|plan| plan.kind().name()).collect();
+                    plans.iter().map(|plan| plan.provider().name()).collect();
                 failover::check_providers(&names).map_err(in_model)?;
                 ModelPlan::Failover(plans)
             }
@@ -271,14 +241,33 @@ fn read_backends_file(path: &Path) -> Result<BackendsFile, BackendsFileError> {
     })
 }
 
+/// Checks every hosted target of the backends file at `path` against its
+/// provider's current schema (`hosted/schema_check.rs`). `credentials`
+/// looks an environment variable up (Replicate's model API needs the token;
+/// fal's documents are public).
+pub async fn check_provider_schemas(
+    path: &Path,
+    catalog: &Catalog,
+    credentials: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<TargetCheck>, BackendsFileError> {
+    let file = read_backends_file(path)?;
+    let hosted = file.models.into_iter().flat_map(|(model_id, entry)| {
+        entry
+            .into_hosted_entries()
+            .into_iter()
+            .map(move |hosted| (model_id.clone(), hosted))
+    });
+    Ok(check_hosted_entries(hosted, catalog, credentials).await)
+}
+
 /// A provider credential's request budget as a backends file sets it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfiguredBudget {
-    /// `fal` or `replicate`.
+    /// The provider's name.
     pub provider: &'static str,
     /// The environment variable that holds the credential.
     pub credential_env: String,
-    pub limits: super::BudgetLimits,
+    pub limits: BudgetLimits,
 }
 
 /// The request budget of each provider credential that a backends file
@@ -294,24 +283,11 @@ pub fn budgets_in_backends_file(path: &Path) -> Result<Vec<ConfiguredBudget>, Ba
     };
     let mut budgets: Vec<ConfiguredBudget> = Vec::new();
     for (model_id, config) in file.models {
-        let hosted: Vec<(HostedModelConfig, ProviderKind)> = match config {
-            ModelBackendConfig::Cog(_) => Vec::new(),
-            ModelBackendConfig::Fal(config) => vec![(config, ProviderKind::Fal)],
-            ModelBackendConfig::Replicate(config) => vec![(config, ProviderKind::Replicate)],
-            ModelBackendConfig::Failover(config) => config
-                .providers
-                .into_iter()
-                .map(HostedProviderConfig::into_parts)
-                .collect(),
-        };
-        for (config, kind) in hosted {
-            let limits = super::BudgetLimits::resolve(&config.budget.clone().unwrap_or_default())
+        for HostedEntry { provider, config } in config.into_hosted_entries() {
+            let limits = BudgetLimits::resolve(&config.budget.clone().unwrap_or_default())
                 .map_err(|error| invalid(format!("{model_id}: {error}")))?;
-            let credential_env = config
-                .credential_env
-                .clone()
-                .unwrap_or_else(|| kind.default_credential_env().to_owned());
-            let provider = kind.name();
+            let credential_env = providers::credential_env(provider, &config);
+            let provider = provider.name();
             match budgets.iter_mut().find(|budget| {
                 budget.provider == provider && budget.credential_env == credential_env
             }) {

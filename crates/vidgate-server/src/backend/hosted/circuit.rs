@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use super::provider::{
+use super::protocol::{
     CancelOutcome, JobToCreate, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
     SubmittedSearch, VerifiedWebhook, WebhookError,
 };

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use url::Url;
 
-use super::provider::{
+use crate::backend::hosted::protocol::{
     CachedKeys, CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, MAX_ANSWER_BYTES,
     ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget,
     SubmittedSearch, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection,
@@ -406,13 +406,13 @@ fn cancel_outcome(prediction: &Value) -> CancelOutcome {
 async fn error_from_response(response: reqwest::Response) -> ProviderError {
     let status = response.status().as_u16();
     let headers = response.headers().clone();
-    let body = super::provider::limited_body(response, 64 * 1024)
+    let body = crate::backend::hosted::protocol::limited_body(response, 64 * 1024)
         .await
         .unwrap_or_default();
     classify_error(status, &headers, &body, SystemTime::now())
 }
 
-pub(super) fn classify_error(
+pub(in crate::backend::hosted) fn classify_error(
     status: u16,
     headers: &HeaderMap,
     body: &[u8],
@@ -521,19 +521,21 @@ mod tests {
     fn recorded(name: &str, index: usize) -> (u16, HeaderMap, Value) {
         let text = match name {
             "models-predictions-create" => {
-                include_str!("../../tests/fixtures/replicate/models-predictions-create.json")
+                include_str!(
+                    "../../../../../tests/fixtures/replicate/models-predictions-create.json"
+                )
             }
             "models-predictions-create-blocking" => include_str!(
-                "../../tests/fixtures/replicate/models-predictions-create-blocking.json"
+                "../../../../../tests/fixtures/replicate/models-predictions-create-blocking.json"
             ),
             "predictions-get" => {
-                include_str!("../../tests/fixtures/replicate/predictions-get.json")
+                include_str!("../../../../../tests/fixtures/replicate/predictions-get.json")
             }
             "predictions-cancel" => {
-                include_str!("../../tests/fixtures/replicate/predictions-cancel.json")
+                include_str!("../../../../../tests/fixtures/replicate/predictions-cancel.json")
             }
             "run__invalid-token" => {
-                include_str!("../../tests/fixtures/replicate/run__invalid-token.json")
+                include_str!("../../../../../tests/fixtures/replicate/run__invalid-token.json")
             }
             other => panic!("no fixture {other}"),
         };

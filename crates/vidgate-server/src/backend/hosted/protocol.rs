@@ -1,5 +1,5 @@
-//! What the hosted providers' protocols (fal in `fal.rs`, Replicate in
-//! `replicate.rs`) have in common, in provider-neutral terms: the state of a
+//! What the hosted providers' protocols (fal in `providers/fal/`, Replicate in
+//! `providers/replicate/`) have in common, in provider-neutral terms: the state of a
 //! job at a provider, a classified failure of a call to a provider, and the
 //! operations the shared remote-job machinery needs from each protocol.
 //!
@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
+
+pub use crate::backend::contract::WebhookRejection;
 
 /// Where one job is sent at a provider: a fal endpoint id
 /// (`owner/app[/path]`) or a Replicate model (`owner/name`).
@@ -402,23 +404,6 @@ pub async fn limited_body(
 /// bodies are a few KB; a list page of 100 predictions with their inputs
 /// stays well under this.
 pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
-
-/// Why a provider webhook was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WebhookRejection {
-    #[error("a signature header is missing or malformed: {0}")]
-    Malformed(String),
-    #[error("the webhook's timestamp is outside the tolerance")]
-    Stale,
-    #[error("no signature matches")]
-    BadSignature,
-    #[error("the webhook's body is not valid: {0}")]
-    InvalidBody(String),
-    /// Signed by the provider, but for another account than the
-    /// operator's.
-    #[error("the webhook is signed for another account")]
-    OtherAccount,
-}
 
 /// Refuses a webhook that lacks one of the provider's signature headers
 /// before the provider's keys are read: an unsigned request costs neither

@@ -8,31 +8,22 @@
 //! text length other than the file's `limits`. A target the provider does
 //! not have is reported as such, and a target the file marks `unverified`
 //! (no first-party page in our sources) is confirmed to exist. Each
-//! finding names the provider's page of the target to read. fal publishes an OpenAPI document per endpoint
-//! (`schema_url`, `?endpoint_id=` added); Replicate answers
-//! `GET {api_url}/models/{owner}/{name}` with the latest version's schema
-//! (`…/versions/{id}` for a pinned `owner/name:version`). Nothing is
-//! submitted, so the check costs nothing.
+//! finding names the provider's page of the target to read. Where and how
+//! a provider publishes its schemas is the provider's own fact
+//! (`HostedProvider::read_schema`). Nothing is submitted, so the check
+//! costs nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::Path;
 
 use serde_json::Value;
 use vidgate_core::Catalog;
 
-use super::config::{BackendsFile, BackendsFileError, HostedProviderConfig, ModelBackendConfig};
-use super::hosted::ProviderKind;
-use super::hosted_config::{HostedModelConfig, PlannedInput, TargetSettings, seconds};
-use super::provider_schema::InputSchema;
+use super::entry::HostedEntry;
+use super::model_config::{HostedModelConfig, PlannedInput, TargetSettings, seconds};
+use super::providers::Provider;
 use super::references::ReferenceKind;
-use super::replicate;
-
-/// Where fal publishes each endpoint's queue OpenAPI document.
-pub const DEFAULT_FAL_SCHEMA_URL: &str = "https://fal.ai/api/openapi/queue/openapi.json";
-
-/// A schema document larger than this is refused (fal's are tens of KB).
-const MAX_SCHEMA_BYTES: usize = 8 * 1024 * 1024;
+use super::schemas::InputSchema;
 
 /// One target's check.
 #[derive(Debug)]
@@ -92,48 +83,17 @@ impl fmt::Display for TargetCheck {
     }
 }
 
-/// Checks every hosted target of the backends file at `path` against the
-/// provider's current schema. `credentials` looks an environment variable
-/// up (Replicate's model API needs the token; fal's documents are public).
-pub async fn check_provider_schemas(
-    path: &Path,
+/// Checks every target of the hosted entries of a backends file (each with
+/// its model's id) against its provider's current schema. `credentials`
+/// looks an environment variable up, for a provider whose schemas need
+/// the credential.
+pub async fn check_hosted_entries(
+    hosted: impl IntoIterator<Item = (String, HostedEntry)>,
     catalog: &Catalog,
     credentials: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<TargetCheck>, BackendsFileError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| BackendsFileError::Read {
-        path: shown.clone(),
-        source,
-    })?;
-    let file: BackendsFile =
-        serde_json::from_str(&text).map_err(|error| BackendsFileError::Invalid {
-            path: shown.clone(),
-            reason: error.to_string(),
-        })?;
-    let mut hosted: Vec<(String, HostedModelConfig, ProviderKind)> = Vec::new();
-    for (model_id, config) in file.models {
-        match config {
-            ModelBackendConfig::Cog(_) => {}
-            ModelBackendConfig::Fal(config) => hosted.push((model_id, config, ProviderKind::Fal)),
-            ModelBackendConfig::Replicate(config) => {
-                hosted.push((model_id, config, ProviderKind::Replicate));
-            }
-            ModelBackendConfig::Failover(failover) => {
-                for provider in failover.providers {
-                    let (config, kind) = match provider {
-                        HostedProviderConfig::Fal(config) => (config, ProviderKind::Fal),
-                        HostedProviderConfig::Replicate(config) => {
-                            (config, ProviderKind::Replicate)
-                        }
-                    };
-                    hosted.push((model_id.clone(), config, kind));
-                }
-            }
-        }
-    }
+) -> Vec<TargetCheck> {
     let mut checks = Vec::new();
-    for (model_id, config, kind) in hosted {
-        let provider = provider_name(kind);
+    for (model_id, HostedEntry { provider, config }) in hosted {
         let planned = catalog
             .model(&model_id)
             .ok_or_else(|| format!("{model_id:?} is not a model in the catalog"))
@@ -143,7 +103,7 @@ pub async fn check_provider_schemas(
             Err(reason) => {
                 checks.push(TargetCheck {
                     model: model_id,
-                    provider,
+                    provider: provider.name(),
                     target: "(every target)".into(),
                     inputs: 0,
                     page: "docs/upstreams.md".into(),
@@ -158,7 +118,7 @@ pub async fn check_provider_schemas(
             by_target.entry(sent.target.clone()).or_default().push(sent);
         }
         for (target, inputs) in by_target {
-            let outcome = match read_schema(&config, kind, &target, credentials).await {
+            let outcome = match read_schema(provider, &config, &target, credentials).await {
                 Ok(schema) => {
                     let mut found = differences(&schema, &inputs);
                     let settings = config.target_settings(&target);
@@ -170,8 +130,8 @@ pub async fn check_provider_schemas(
             };
             checks.push(TargetCheck {
                 model: model_id.clone(),
-                provider,
-                page: page_of(kind, &target),
+                provider: provider.name(),
+                page: provider.page_of(&target),
                 unverified: config.unverified.contains(&target),
                 target,
                 inputs: inputs.len(),
@@ -179,27 +139,7 @@ pub async fn check_provider_schemas(
             });
         }
     }
-    Ok(checks)
-}
-
-fn provider_name(kind: ProviderKind) -> &'static str {
-    match kind {
-        ProviderKind::Fal => "fal",
-        ProviderKind::Replicate => "replicate",
-    }
-}
-
-/// The provider's page of a target, where an operator reads its inputs.
-fn page_of(kind: ProviderKind, target: &str) -> String {
-    match kind {
-        ProviderKind::Fal => format!("https://fal.ai/models/{target}/api"),
-        ProviderKind::Replicate => match target.split_once(':') {
-            Some((model, version)) => {
-                format!("https://replicate.com/{model}/versions/{version}/api")
-            }
-            None => format!("https://replicate.com/{target}/api"),
-        },
-    }
+    checks
 }
 
 /// The words of a schema: every description of the input and its fields.
@@ -351,92 +291,22 @@ fn differences(schema: &InputSchema, inputs: &[PlannedInput]) -> Vec<String> {
         .collect()
 }
 
-/// The target's current input schema, read from the provider.
+/// The target's current input schema, read from its provider.
 async fn read_schema(
+    provider: Provider,
     config: &HostedModelConfig,
-    kind: ProviderKind,
     target: &str,
     credentials: &dyn Fn(&str) -> Option<String>,
 ) -> Result<InputSchema, String> {
-    let client = reqwest::Client::builder()
+    let http = reqwest::Client::builder()
         .timeout(seconds(config.timeouts.request_seconds))
-        // A redirect is never followed: Replicate's request carries the
-        // token, and fal's document is served where it is asked for.
+        // A redirect is never followed: a request may carry the provider's
+        // credential, and a document is served where it is asked for.
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .build()
         .map_err(|error| format!("the HTTP client could not start: {error}"))?;
-    match kind {
-        ProviderKind::Fal => {
-            let base = config
-                .schema_url
-                .as_deref()
-                .unwrap_or(DEFAULT_FAL_SCHEMA_URL);
-            let mut url = url::Url::parse(base).map_err(|error| format!("{base:?}: {error}"))?;
-            url.query_pairs_mut().append_pair("endpoint_id", target);
-            let document = get_json(client.get(url)).await?;
-            InputSchema::from_fal_openapi(document, target).map_err(|reason| {
-                format!("the target does not exist at fal (its OpenAPI document: {reason})")
-            })
-        }
-        ProviderKind::Replicate => {
-            let variable = config
-                .credential_env
-                .clone()
-                .unwrap_or_else(|| "REPLICATE_API_TOKEN".to_owned());
-            let token = credentials(&variable)
-                .filter(|token| !token.trim().is_empty())
-                .ok_or_else(|| format!("the credential variable {variable} is not set"))?;
-            let api = config
-                .api_url
-                .as_deref()
-                .unwrap_or(replicate::DEFAULT_API_URL)
-                .trim_end_matches('/');
-            let (model, version) = match target.split_once(':') {
-                Some((model, version)) => (model, Some(version)),
-                None => (target, None),
-            };
-            let url = match version {
-                Some(version) => format!("{api}/models/{model}/versions/{version}"),
-                None => format!("{api}/models/{model}"),
-            };
-            let answer = get_json(client.get(url).bearer_auth(token)).await?;
-            // A version answers its schema at the top; a model under its
-            // latest version.
-            let model_answer = match version {
-                Some(_) => serde_json::json!({ "latest_version": answer }),
-                None => answer,
-            };
-            InputSchema::from_replicate_model(&model_answer)
-        }
-    }
-}
-
-/// A JSON answer of at most `MAX_SCHEMA_BYTES`.
-async fn get_json(request: reqwest::RequestBuilder) -> Result<Value, String> {
-    let mut response = request
-        .send()
+    provider
+        .read_schema(config, target, &http, credentials)
         .await
-        .map_err(|error| format!("the provider could not be reached: {error}"))?;
-    let status = response.status();
-    if status == reqwest::StatusCode::NOT_FOUND {
-        return Err(format!(
-            "the target does not exist at the provider (it answered {status})"
-        ));
-    }
-    if !status.is_success() {
-        return Err(format!("the provider answered {status}"));
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|error| format!("the answer broke off: {error}"))?
-    {
-        if body.len() + chunk.len() > MAX_SCHEMA_BYTES {
-            return Err(format!("the answer is over {MAX_SCHEMA_BYTES} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    serde_json::from_slice(&body).map_err(|error| format!("the answer is not JSON: {error}"))
 }

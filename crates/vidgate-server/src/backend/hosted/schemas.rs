@@ -416,6 +416,41 @@ fn type_name(expected: &Value) -> String {
     }
 }
 
+/// A schema document larger than this is refused (fal's are tens of KB).
+const MAX_SCHEMA_BYTES: usize = 8 * 1024 * 1024;
+
+/// A provider's schema document read with `request`: its JSON, at most
+/// `MAX_SCHEMA_BYTES`.
+pub(in crate::backend::hosted) async fn get_json(
+    request: reqwest::RequestBuilder,
+) -> Result<Value, String> {
+    let mut response = request
+        .send()
+        .await
+        .map_err(|error| format!("the provider could not be reached: {error}"))?;
+    let status = response.status();
+    if status == reqwest::StatusCode::NOT_FOUND {
+        return Err(format!(
+            "the target does not exist at the provider (it answered {status})"
+        ));
+    }
+    if !status.is_success() {
+        return Err(format!("the provider answered {status}"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| format!("the answer broke off: {error}"))?
+    {
+        if body.len() + chunk.len() > MAX_SCHEMA_BYTES {
+            return Err(format!("the answer is over {MAX_SCHEMA_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|error| format!("the answer is not JSON: {error}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

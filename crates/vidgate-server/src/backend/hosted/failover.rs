@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
-use super::hosted::{HostedBackend, no_healthy_provider};
-use super::{
+use super::{HostedBackend, no_healthy_provider};
+use crate::backend::contract::{
     Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel, WebhookReceipt,
     WebhookRefusal,
 };
@@ -31,7 +31,7 @@ pub struct FailoverBackend {
 
 /// Checks a failover model's providers, named in the operator's order:
 /// at least two, each a different one.
-pub(super) fn check_providers(providers: &[&'static str]) -> Result<(), String> {
+pub(in crate::backend) fn check_providers(providers: &[&'static str]) -> Result<(), String> {
     if providers.len() < 2 {
         return Err("failover needs at least two providers".into());
     }
