@@ -2,13 +2,15 @@
 //!
 //! Seeds 10,000 and then 1,000,000 generations with plain batched inserts
 //! (a million in seconds, not through the API), first all in one account,
-//! then spread over 100 accounts, and times each shape of
+//! then spread over 10 accounts (one database of each size, so that the
+//! two are timed in turn, call by call, and the machine's other work falls
+//! on both alike), and times each shape of
 //! `GET /generations` through the store call the handler makes
 //! (`Store::list_generations`, 20 rows a page): unfiltered, filtered by
 //! status and by model (a common value, and one that matches nothing), and
-//! a cursor 90 % deep into the account, unfiltered and filtered. A shape
-//! is flat when its time at 1M is that at 10k (the ratio 1M / 10k near 1;
-//! the goal is at most 1.2). At 1M it prints each shape's plan
+//! a cursor halfway into the account, unfiltered and filtered. A shape
+//! is flat when its time at 1M is that at 10k (the ratio of the medians,
+//! 1M / 10k, near 1; the goal is at most 1.2). At 1M it prints each shape's plan
 //! (`EXPLAIN QUERY PLAN` on SQLite, `EXPLAIN ANALYZE` on PostgreSQL), which
 //! names the index it uses.
 //!
@@ -18,12 +20,17 @@
 //!     cargo bench -p vidgate-server --bench lists             # PostgreSQL too
 //! ```
 
+#[path = "common/bench_database.rs"]
+mod bench_database;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
 use vidgate_core::GenerationStatus;
 use vidgate_server::store::{ListFilter, Store};
+
+use bench_database::BenchDatabase;
 
 /// Generation `index` was created this many milliseconds after the epoch:
 /// one a millisecond, the highest index the oldest.
@@ -50,8 +57,8 @@ const LAYOUTS: [Layout; 2] = [
         accounts: 1,
     },
     Layout {
-        label: "100 accounts",
-        accounts: 100,
+        label: "10 accounts",
+        accounts: 10,
     },
 ];
 
@@ -65,9 +72,11 @@ fn position(index: i64) -> (i64, String) {
 
 /// The shapes of list measured, for a table of `size` rows in `layout`.
 fn shapes(size: i64, layout: Layout) -> Vec<(&'static str, ListFilter)> {
-    // The measured account holds every `accounts`-th row; its row 90 %
-    // deep is a multiple of `accounts`.
-    let deep = (size / layout.accounts * 9 / 10) * layout.accounts;
+    // The measured account holds every `accounts`-th row; its row halfway
+    // down is a multiple of `accounts`, and leaves full pages of every
+    // filter below it (1,000 rows of the account at 10k rows in 10
+    // accounts: 500 below, 50 of them failed).
+    let deep = (size / layout.accounts / 2) * layout.accounts;
     let page = |status: Option<GenerationStatus>, model: Option<&str>, before| ListFilter {
         status,
         model: model.map(str::to_owned),
@@ -92,46 +101,64 @@ fn shapes(size: i64, layout: Layout) -> Vec<(&'static str, ListFilter)> {
             "model=vendor_6/model_6 (none)",
             page(None, Some("vendor_6/model_6"), None),
         ),
-        ("cursor 90 % deep", page(None, None, Some(position(deep)))),
+        ("cursor halfway", page(None, None, Some(position(deep)))),
         (
-            "status=failed, cursor 90 % deep",
+            "status=failed, cursor halfway",
             page(Some(GenerationStatus::Failed), None, Some(position(deep))),
         ),
         (
-            "model=vendor_2/model_2, cursor 90 % deep",
+            "model=vendor_2/model_2, cursor halfway",
             page(None, Some("vendor_2/model_2"), Some(position(deep))),
         ),
     ]
 }
 
-/// Mean and 99th percentile of `CALLS` calls of one shape.
+/// Median and 99th percentile of `CALLS` calls of one shape.
 #[derive(Clone, Copy)]
 struct Timing {
-    mean: Duration,
+    p50: Duration,
     p99: Duration,
 }
 
-async fn time_shape(store: &Store, filter: &ListFilter) -> Timing {
+impl Timing {
+    fn of(mut latencies: Vec<Duration>) -> Timing {
+        latencies.sort();
+        let at = |fraction: usize| latencies[(latencies.len() * fraction).div_ceil(100) - 1];
+        Timing {
+            p50: at(50),
+            p99: at(99),
+        }
+    }
+}
+
+/// One call of a shape on `store`, timed.
+async fn timed_call(store: &Store, filter: &ListFilter) -> Duration {
+    let started = Instant::now();
+    store
+        .list_generations(MEASURED_ACCOUNT, filter)
+        .await
+        .unwrap();
+    started.elapsed()
+}
+
+/// Times a shape on the small and the large database, one call on each in
+/// turn (after as many untimed), so that whatever else the machine does
+/// falls on both alike.
+async fn time_shape(
+    small: (&Store, &ListFilter),
+    large: (&Store, &ListFilter),
+) -> (Timing, Timing) {
     for _ in 0..CALLS {
-        store
-            .list_generations(MEASURED_ACCOUNT, filter)
-            .await
-            .unwrap();
+        timed_call(small.0, small.1).await;
+        timed_call(large.0, large.1).await;
     }
-    let mut latencies = Vec::with_capacity(CALLS);
+    let mut small_latencies = Vec::with_capacity(CALLS);
+    let mut large_latencies = Vec::with_capacity(CALLS);
     for _ in 0..CALLS {
-        let started = Instant::now();
-        store
-            .list_generations(MEASURED_ACCOUNT, filter)
-            .await
-            .unwrap();
-        latencies.push(started.elapsed());
+        small_latencies.push(timed_call(small.0, small.1).await);
+        large_latencies.push(timed_call(large.0, large.1).await);
     }
-    latencies.sort();
-    Timing {
-        mean: latencies.iter().sum::<Duration>() / CALLS as u32,
-        p99: latencies[(CALLS * 99).div_ceil(100) - 1],
-    }
+    (Timing::of(small_latencies), Timing::of(large_latencies))
 }
 
 /// The statements that seed, for one database.
@@ -140,47 +167,85 @@ struct Seeding {
     generations: &'static str,
 }
 
+/// The parts both databases' seeding statements share: a generation's
+/// columns, and what each holds for row `i` after its id (which each
+/// database formats its own way): account `i % $3`, and by the row's place
+/// in that account (`i / $3`) one of five models and one in ten failed,
+/// created at `$4 - i`; and an account's.
+macro_rules! seeded {
+    (generation_columns) => {
+        "INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, \
+         output, error, price_micros, official_micros, source, attempts, max_attempts, \
+         created_at, started_at, completed_at) "
+    };
+    (generation_values) => {
+        "'acct_bench_' || (i % $3), \
+         'vendor_' || (i / $3 % 5 + 1) || '/model_' || (i / $3 % 5 + 1), \
+         'vendor_' || (i / $3 % 5 + 1) || '/model_' || (i / $3 % 5 + 1) || '/text-to-video', \
+         'text-to-video', CASE WHEN i / $3 % 10 = 3 THEN 'failed' ELSE 'succeeded' END, \
+         '{\"prompt\":\"seeded\",\"duration\":5}', \
+         CASE WHEN i / $3 % 10 = 3 THEN NULL \
+         ELSE '{\"video_url\":\"https://example.com/seeded.mp4\"}' END, \
+         CASE WHEN i / $3 % 10 = 3 \
+         THEN '{\"code\":\"generation_failed\",\"message\":\"seeded\"}' END, \
+         250000, 300000, 'api', 1, 3, $4 - i, $4 - i, $4 - i "
+    };
+    (accounts) => {
+        "INSERT INTO accounts (id, name, balance_micros, credited_micros, max_concurrent, \
+         webhook_secret, created_at) \
+         SELECT 'acct_bench_' || i, 'bench', 0, 0, 20, 'whsec_unused', 0 "
+    };
+}
+
 const SQLITE_SEEDING: Seeding = Seeding {
-    accounts: "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < $1 - 1) \
-               INSERT INTO accounts (id, name, balance_micros, credited_micros, max_concurrent, \
-               webhook_secret, created_at) \
-               SELECT 'acct_bench_' || i, 'bench', 0, 0, 20, 'whsec_unused', 0 FROM n",
-    generations: "WITH RECURSIVE n(i) AS (SELECT $1 UNION ALL SELECT i + 1 FROM n WHERE i < $2) \
-                  INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, \
-                  output, error, price_micros, official_micros, source, attempts, max_attempts, \
-                  created_at, started_at, completed_at) \
-                  SELECT printf('gen_seed_%09d', i), 'acct_bench_' || (i % $3), \
-                  'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1), \
-                  'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1) || '/text-to-video', \
-                  'text-to-video', CASE WHEN i % 10 = 3 THEN 'failed' ELSE 'succeeded' END, \
-                  '{\"prompt\":\"seeded\",\"duration\":5}', \
-                  CASE WHEN i % 10 = 3 THEN NULL \
-                  ELSE '{\"video_url\":\"https://example.com/seeded.mp4\"}' END, \
-                  CASE WHEN i % 10 = 3 \
-                  THEN '{\"code\":\"generation_failed\",\"message\":\"seeded\"}' END, \
-                  250000, 300000, 'api', 1, 3, $4 - i, $4 - i, $4 - i FROM n",
+    accounts: concat!(
+        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < $1 - 1) ",
+        seeded!(accounts),
+        "FROM n"
+    ),
+    generations: concat!(
+        "WITH RECURSIVE n(i) AS (SELECT $1 UNION ALL SELECT i + 1 FROM n WHERE i < $2) ",
+        seeded!(generation_columns),
+        "SELECT printf('gen_seed_%09d', i), ",
+        seeded!(generation_values),
+        "FROM n"
+    ),
 };
 
 const POSTGRES_SEEDING: Seeding = Seeding {
-    accounts: "INSERT INTO accounts (id, name, balance_micros, credited_micros, max_concurrent, \
-               webhook_secret, created_at) \
-               SELECT 'acct_bench_' || i, 'bench', 0, 0, 20, 'whsec_unused', 0 \
-               FROM generate_series(0, $1 - 1) AS i",
-    generations: "INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, \
-                  output, error, price_micros, official_micros, source, attempts, max_attempts, \
-                  created_at, started_at, completed_at) \
-                  SELECT 'gen_seed_' || lpad(i::text, 9, '0'), 'acct_bench_' || (i % $3), \
-                  'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1), \
-                  'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1) || '/text-to-video', \
-                  'text-to-video', CASE WHEN i % 10 = 3 THEN 'failed' ELSE 'succeeded' END, \
-                  '{\"prompt\":\"seeded\",\"duration\":5}', \
-                  CASE WHEN i % 10 = 3 THEN NULL \
-                  ELSE '{\"video_url\":\"https://example.com/seeded.mp4\"}' END, \
-                  CASE WHEN i % 10 = 3 \
-                  THEN '{\"code\":\"generation_failed\",\"message\":\"seeded\"}' END, \
-                  250000, 300000, 'api', 1, 3, $4 - i, $4 - i, $4 - i \
-                  FROM generate_series($1::bigint, $2::bigint) AS i",
+    accounts: concat!(seeded!(accounts), "FROM generate_series(0, $1 - 1) AS i"),
+    generations: concat!(
+        seeded!(generation_columns),
+        "SELECT 'gen_seed_' || lpad(i::text, 9, '0'), ",
+        seeded!(generation_values),
+        "FROM generate_series($1::bigint, $2::bigint) AS i"
+    ),
 };
+
+/// Runs `$seeding`'s statements on `$connection` (either database's: the
+/// statements are typed by it): the accounts when `$accounts` says how
+/// many, then generations `$first..=$last` in batches.
+macro_rules! seed_with {
+    ($connection:ident, $seeding:expr, $accounts:expr, $layout:expr, $first:expr, $last:expr) => {
+        if let Some(accounts) = $accounts {
+            sqlx::query($seeding.accounts)
+                .bind(accounts)
+                .execute(&mut $connection)
+                .await
+                .unwrap();
+        }
+        for (from, until) in batches($first, $last) {
+            sqlx::query($seeding.generations)
+                .bind(from)
+                .bind(until)
+                .bind($layout.accounts)
+                .bind(SEED_EPOCH_MILLIS)
+                .execute(&mut $connection)
+                .await
+                .unwrap();
+        }
+    };
+}
 
 /// One database under measurement: the store the handler would use, and
 /// how to seed it.
@@ -188,17 +253,16 @@ struct Database {
     label: &'static str,
     url: String,
     store: Arc<Store>,
-    /// PostgreSQL's server and the database made for the run, dropped
-    /// after it.
-    postgres: Option<(String, String)>,
+    /// PostgreSQL's database made for the run, dropped after it.
+    postgres: Option<BenchDatabase>,
 }
 
 impl Database {
-    async fn sqlite(directory: &std::path::Path, layout: Layout) -> Database {
+    async fn sqlite(directory: &std::path::Path, layout: Layout, size: i64) -> Database {
         let url = format!(
             "sqlite://{}",
             directory
-                .join(format!("lists-{}.sqlite", layout.accounts))
+                .join(format!("lists-{}-{size}.sqlite", layout.accounts))
                 .display()
         );
         let store = vidgate_server::store::open(&url).await.unwrap();
@@ -210,26 +274,15 @@ impl Database {
         }
     }
 
-    async fn postgres(server_url: &str, layout: Layout) -> Database {
-        let name = format!(
-            "vidgate_bench_lists_{}_{}",
-            std::process::id(),
-            layout.accounts
-        );
-        let mut connection = sqlx::PgConnection::connect(server_url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut connection)
-            .await
-            .unwrap();
-        let mut url = url::Url::parse(server_url).unwrap();
-        url.set_path(&name);
-        let url = url.to_string();
-        let store = vidgate_server::store::open(&url).await.unwrap();
+    async fn postgres(server_url: &str, layout: Layout, size: i64) -> Database {
+        let database =
+            BenchDatabase::create(server_url, &format!("lists_{}_{size}", layout.accounts)).await;
+        let store = vidgate_server::store::open(&database.url).await.unwrap();
         Database {
             label: "PostgreSQL",
-            url,
+            url: database.url.clone(),
             store,
-            postgres: Some((server_url.to_owned(), name)),
+            postgres: Some(database),
         }
     }
 
@@ -242,23 +295,7 @@ impl Database {
         let accounts = (first == 1).then_some(layout.accounts);
         if self.postgres.is_some() {
             let mut connection = sqlx::PgConnection::connect(&self.url).await.unwrap();
-            if let Some(accounts) = accounts {
-                sqlx::query(POSTGRES_SEEDING.accounts)
-                    .bind(accounts)
-                    .execute(&mut connection)
-                    .await
-                    .unwrap();
-            }
-            for (from, until) in batches(first, last) {
-                sqlx::query(POSTGRES_SEEDING.generations)
-                    .bind(from)
-                    .bind(until)
-                    .bind(layout.accounts)
-                    .bind(SEED_EPOCH_MILLIS)
-                    .execute(&mut connection)
-                    .await
-                    .unwrap();
-            }
+            seed_with!(connection, POSTGRES_SEEDING, accounts, layout, first, last);
             for statement in ["VACUUM (ANALYZE) generations", "CHECKPOINT"] {
                 sqlx::query(statement)
                     .execute(&mut connection)
@@ -267,23 +304,7 @@ impl Database {
             }
         } else {
             let mut connection = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
-            if let Some(accounts) = accounts {
-                sqlx::query(SQLITE_SEEDING.accounts)
-                    .bind(accounts)
-                    .execute(&mut connection)
-                    .await
-                    .unwrap();
-            }
-            for (from, until) in batches(first, last) {
-                sqlx::query(SQLITE_SEEDING.generations)
-                    .bind(from)
-                    .bind(until)
-                    .bind(layout.accounts)
-                    .bind(SEED_EPOCH_MILLIS)
-                    .execute(&mut connection)
-                    .await
-                    .unwrap();
-            }
+            seed_with!(connection, SQLITE_SEEDING, accounts, layout, first, last);
         }
         println!(
             "seeded generations {first}..={last} in {:.1} s",
@@ -292,17 +313,10 @@ impl Database {
     }
 
     async fn drop_database(self) {
-        let Some((server_url, name)) = self.postgres else {
-            return;
-        };
         drop(self.store);
-        let mut connection = sqlx::PgConnection::connect(&server_url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-        )))
-        .execute(&mut connection)
-        .await
-        .unwrap();
+        if let Some(database) = self.postgres {
+            database.drop_database().await;
+        }
     }
 }
 
@@ -318,38 +332,38 @@ fn micros(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }
 
-/// Seeds `database` to 10k and then 1M rows in `layout`, timing every
-/// shape at each, and prints the figures, the ratios and the plans.
-async fn measure(database: Database, layout: Layout) {
+/// Seeds `small` with 10k rows and `large` with 1M in `layout`, times
+/// every shape on both in turn, and prints the figures, the ratios and
+/// the plans at 1M.
+async fn measure(small: Database, large: Database, layout: Layout) {
     println!(
-        "== {}, {}: {SMALL} then {LARGE} rows ({CALLS} calls a shape, {PAGE} rows a page)",
-        database.label, layout.label
+        "== {}, {}: {SMALL} against {LARGE} rows ({CALLS} calls a shape on each, in turn; {PAGE} rows a page)",
+        large.label, layout.label
     );
-    database.seed(layout, 1, SMALL).await;
-    let mut small = Vec::new();
-    for (_, filter) in shapes(SMALL, layout) {
-        small.push(time_shape(&database.store, &filter).await);
-    }
-    database.seed(layout, SMALL + 1, LARGE).await;
+    small.seed(layout, 1, SMALL).await;
+    large.seed(layout, 1, LARGE).await;
     println!(
         "{:<42} {:>10} {:>10} {:>10} {:>10} {:>6} {:>6}",
-        "shape", "10k mean", "10k p99", "1M mean", "1M p99", "mean×", "p99×"
+        "shape", "10k p50", "10k p99", "1M p50", "1M p99", "p50×", "p99×"
     );
     let mut plans = Vec::new();
-    for ((label, filter), small) in shapes(LARGE, layout).into_iter().zip(small) {
-        let large = time_shape(&database.store, &filter).await;
+    for ((label, small_filter), (_, large_filter)) in
+        shapes(SMALL, layout).into_iter().zip(shapes(LARGE, layout))
+    {
+        let (at_small, at_large) =
+            time_shape((&small.store, &small_filter), (&large.store, &large_filter)).await;
         println!(
             "{label:<42} {:>8.1}µs {:>8.1}µs {:>8.1}µs {:>8.1}µs {:>6.2} {:>6.2}",
-            micros(small.mean),
-            micros(small.p99),
-            micros(large.mean),
-            micros(large.p99),
-            large.mean.as_secs_f64() / small.mean.as_secs_f64(),
-            large.p99.as_secs_f64() / small.p99.as_secs_f64(),
+            micros(at_small.p50),
+            micros(at_small.p99),
+            micros(at_large.p50),
+            micros(at_large.p99),
+            at_large.p50.as_secs_f64() / at_small.p50.as_secs_f64(),
+            at_large.p99.as_secs_f64() / at_small.p99.as_secs_f64(),
         );
-        let plan = database
+        let plan = large
             .store
-            .explain_list_generations(MEASURED_ACCOUNT, &filter)
+            .explain_list_generations(MEASURED_ACCOUNT, &large_filter)
             .await
             .unwrap();
         plans.push((label, plan));
@@ -361,19 +375,30 @@ async fn measure(database: Database, layout: Layout) {
             println!("    {line}");
         }
     }
-    database.drop_database().await;
+    small.drop_database().await;
+    large.drop_database().await;
 }
 
 #[tokio::main]
 async fn main() {
     let directory = tempfile::tempdir().unwrap();
     for layout in LAYOUTS {
-        measure(Database::sqlite(directory.path(), layout).await, layout).await;
+        measure(
+            Database::sqlite(directory.path(), layout, SMALL).await,
+            Database::sqlite(directory.path(), layout, LARGE).await,
+            layout,
+        )
+        .await;
     }
     match std::env::var("VIDGATE_BENCH_POSTGRES_URL") {
         Ok(server_url) if !server_url.is_empty() => {
             for layout in LAYOUTS {
-                measure(Database::postgres(&server_url, layout).await, layout).await;
+                measure(
+                    Database::postgres(&server_url, layout, SMALL).await,
+                    Database::postgres(&server_url, layout, LARGE).await,
+                    layout,
+                )
+                .await;
             }
         }
         _ => println!("(PostgreSQL skipped: set VIDGATE_BENCH_POSTGRES_URL)"),

@@ -26,6 +26,8 @@
 //! VIDGATE_BENCH_BINARIES=before=/path/a,after=/path/b cargo bench … -- streams   # several, in turns
 //! ```
 
+#[path = "common/bench_database.rs"]
+mod bench_database;
 mod common;
 
 use std::collections::HashMap;
@@ -34,10 +36,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::Connection;
 use vidgate_server::live_status::LiveStatusLimits;
 use vidgate_server::store::{FailureDetail, Store};
 use vidgate_server::{RunningServer, ServerOptions};
+
+use bench_database::BenchDatabase;
 
 /// Generations followed at once in one round of a latency measurement.
 const BATCH: usize = 40;
@@ -337,7 +340,7 @@ async fn latency(postgres_server: Option<&str>) {
         println!("(PostgreSQL skipped: set VIDGATE_BENCH_POSTGRES_URL)");
         return;
     };
-    let database = BenchDatabase::create(server_url).await;
+    let database = BenchDatabase::create(server_url, "live").await;
     let nodes = start_nodes(Some(&database.url)).await;
     report("PostgreSQL, other node, polling", polling(&nodes, 2).await);
     report(
@@ -350,48 +353,6 @@ async fn latency(postgres_server: Option<&str>) {
     );
     nodes.shutdown().await;
     database.drop_database().await;
-}
-
-/// A database created for the run and dropped after it.
-struct BenchDatabase {
-    server_url: String,
-    name: String,
-    url: String,
-}
-
-impl BenchDatabase {
-    async fn create(server_url: &str) -> BenchDatabase {
-        let name = format!("vidgate_bench_live_{}", std::process::id());
-        let mut connection = sqlx::PgConnection::connect(server_url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name}"
-        )))
-        .execute(&mut connection)
-        .await
-        .unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut connection)
-            .await
-            .unwrap();
-        let mut url = url::Url::parse(server_url).unwrap();
-        url.set_path(&name);
-        BenchDatabase {
-            server_url: server_url.to_owned(),
-            url: url.to_string(),
-            name,
-        }
-    }
-
-    async fn drop_database(self) {
-        let mut connection = sqlx::PgConnection::connect(&self.server_url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut connection)
-        .await
-        .unwrap();
-    }
 }
 
 /// The server binaries to measure, each with a label:
@@ -554,6 +515,13 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
             "100000",
         ],
     );
+    // The development account's credit pays for a thousand queued
+    // generations, not for ten thousand.
+    run_admin(
+        binary,
+        &data_dir,
+        &["account", "credit", &account_id, "--usd", "100000"],
+    );
     let client = reqwest::Client::new();
     let submit = |prompt: String| {
         client
@@ -574,7 +542,11 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
             .json()
             .await
             .unwrap();
-        ids.push(record["id"].as_str().unwrap().to_owned());
+        let id = record["id"].as_str();
+        ids.push(
+            id.unwrap_or_else(|| panic!("not submitted: {record}"))
+                .to_owned(),
+        );
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle_kib = resident_kib(pid);

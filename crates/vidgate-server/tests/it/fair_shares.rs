@@ -40,6 +40,13 @@ async fn an_account_that_cannot_pay_is_refused_before_its_media_is_fetched(store
     assert_insufficient_balance(response).await;
     assert_eq!(requests.load(Ordering::SeqCst), 0, "the media was fetched");
 
+    assert_submit_with_a_picture_is_accepted(&app, &pictures).await;
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+}
+
+/// Submits an image-to-video request naming `pictures`' card with the
+/// app's paying account, and asserts it was accepted.
+async fn assert_submit_with_a_picture_is_accepted(app: &TestApp, pictures: &str) {
     let accepted = app
         .submit(
             "vendor_1/model_1/image-to-video",
@@ -47,7 +54,6 @@ async fn an_account_that_cannot_pay_is_refused_before_its_media_is_fetched(store
         )
         .await;
     assert_eq!(accepted.status(), StatusCode::ACCEPTED);
-    assert_eq!(requests.load(Ordering::SeqCst), 1);
 }
 
 /// A submit that repeats an accepted one's idempotency key is replayed, even
@@ -199,13 +205,7 @@ async fn a_flood_of_slow_quotes_from_one_address_is_answered_429_and_submits_go_
     }
     // While the address still holds its fetches, a paying customer's
     // submit fetches its own media and is accepted.
-    let accepted = app
-        .submit(
-            "vendor_1/model_1/image-to-video",
-            image_to_video_body(&format!("{pictures}/card.png")),
-        )
-        .await;
-    assert_eq!(accepted.status(), StatusCode::ACCEPTED);
+    assert_submit_with_a_picture_is_accepted(&app, &pictures).await;
     assert!(answers.try_recv().is_err(), "a held quote was answered");
     for quote in flood {
         quote.abort();
