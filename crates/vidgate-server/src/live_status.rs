@@ -507,10 +507,8 @@ impl GenerationFollower {
             .as_mut()
             .expect("the receiver is taken only on drop");
         loop {
-            let latest = receiver.borrow_and_update().clone();
-            let Some(latest) = latest else {
-                return None;
-            };
+            // `None`: the generation no longer exists.
+            let latest = receiver.borrow_and_update().clone()?;
             if state_id(&latest) != seen || Instant::now() >= until || closing.is_cancelled() {
                 return Some(Generation::clone(&latest));
             }
