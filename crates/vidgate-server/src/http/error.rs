@@ -194,6 +194,18 @@ impl From<vidgate_media::InspectError> for ApiError {
                 ),
                 retry_after,
             },
+            // A limit on this one client, not the node failing to serve:
+            // 429, so that monitoring does not read a flood from one
+            // address as the model being down.
+            vidgate_media::InspectError::RequesterAtLimit { limit, retry_after } => {
+                ApiError::RateLimited {
+                    message: format!(
+                        "Too many requests: this client is already fetching request media {limit} at a time, the most one client may. Retry in {} s; nothing was charged.",
+                        retry_after.as_secs().max(1)
+                    ),
+                    retry_after,
+                }
+            }
         }
     }
 }
@@ -366,6 +378,10 @@ impl From<SubmitError> for ApiError {
                 message,
                 retry_after,
             },
+            SubmitError::MediaFetchLimit { retry_after, .. } => ApiError::RateLimited {
+                message,
+                retry_after,
+            },
             SubmitError::DatabaseUnavailable => ApiError::DatabaseUnavailable,
             SubmitError::Internal(source) => ApiError::Internal(source),
         }
@@ -458,6 +474,10 @@ mod tests {
             SubmitError::IdempotencyKeyReused,
             SubmitError::AccountNotFound,
             SubmitError::MediaBusy {
+                retry_after: Duration::from_secs(1),
+            },
+            SubmitError::MediaFetchLimit {
+                limit: 4,
                 retry_after: Duration::from_secs(1),
             },
             SubmitError::DatabaseUnavailable,

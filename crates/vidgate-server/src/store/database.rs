@@ -304,6 +304,13 @@ impl Store {
         }
     }
 
+    pub(super) fn generation_announcements_heard(&self) -> tokio::sync::watch::Receiver<bool> {
+        match &self.database {
+            Database::Sqlite(database) => database.generation_announcements_heard(),
+            Database::Postgres(database) => database.generation_announcements_heard(),
+        }
+    }
+
     pub(super) async fn announce_to_other_nodes(
         &self,
         generation_id: &str,
