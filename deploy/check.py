@@ -7,7 +7,7 @@ Run by CI (and by hand) with PyYAML and kubernetes-validate installed:
 - Every manifest in deploy/kubernetes/ is valid for the Kubernetes version
   below (kubernetes-validate, strict: an unknown field is an error).
 - Every VIDGATE_* and AWS_* variable the compose file and the manifests set
-  is one the README or docs/deploy.md documents, so a misspelt setting (which
+  is one the README or a page of docs/ documents, so a misspelt setting (which
   vidgate would silently ignore) fails here.
 - Every `*_FILE` variable names a file that the same container mounts.
 - The compose file has the worked example's shape (docs/deploy.md): two api
@@ -34,7 +34,8 @@ def fail(message):
 
 
 def documented_variables():
-    text = (ROOT / "README.md").read_text() + (ROOT / "docs" / "deploy.md").read_text()
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "".join(page.read_text() for page in pages)
     return set(re.findall(r"\b((?:VIDGATE|AWS)_[A-Z0-9_]+)\b", text))
 
 

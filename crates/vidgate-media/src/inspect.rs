@@ -9,13 +9,19 @@
 //! public endpoint at once. Every fetch is made for a [`Requester`]: one
 //! client address or one account holds only a few slots at once, and some
 //! slots are kept for accounts, so anonymous quotes naming slow servers
-//! cannot make a paying customer's submit wait.
+//! cannot make a paying customer's submit wait. A request refused because
+//! its own requester holds all of its slots is told so apart from one
+//! refused because the process is full
+//! ([`InspectError::RequesterAtLimit`]): the first is a limit on one
+//! client, which the API answers 429, the second the node unable to serve,
+//! which it answers 503.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use vidgate_core::{Endpoint, InvalidRequest, MediaFacts, MediaKind, ValidatedInput};
 
 use crate::cache::ProbeCache;
@@ -30,9 +36,13 @@ pub enum MediaError {
     Fetch(#[from] FetchError),
     #[error(transparent)]
     Probe(#[from] ProbeError),
-    /// Every fetch slot stayed taken for the whole wait.
+    /// Every fetch slot of the process stayed taken for the whole wait.
     #[error("could not be fetched now: the service is busy")]
     Busy,
+    /// The requester's own slots stayed taken for the whole wait: it was
+    /// already running as many fetches as one client or account may.
+    #[error("could not be fetched now: too many fetches of this client at once")]
+    RequesterAtLimit { limit: usize },
 }
 
 /// Why a request's media could not be used.
@@ -46,6 +56,11 @@ pub enum InspectError {
     /// request may succeed after `retry_after`.
     #[error("media fetching is at capacity")]
     Busy { retry_after: Duration },
+    /// The requester (one client network, or one account) is already
+    /// running `limit` fetches, the most it may at once; the same request
+    /// may succeed after `retry_after`, once one of them ends.
+    #[error("this client runs as many media fetches as it may at once")]
+    RequesterAtLimit { limit: usize, retry_after: Duration },
 }
 
 impl From<InvalidRequest> for InspectError {
@@ -179,18 +194,24 @@ impl FetchSlots {
     }
 
     /// A slot for `requester`: one of its own first, then one of the
-    /// process's (for an account either kind, the shared first).
-    async fn acquire(&self, requester: &Requester) -> Option<FetchSlot<'_>> {
+    /// process's (for an account either kind, the shared first), waiting
+    /// for both until `deadline`. Which of the two is still missing then
+    /// says whose limit refused it.
+    async fn acquire(
+        &self,
+        requester: &Requester,
+        deadline: Instant,
+    ) -> Result<FetchSlot<'_>, MediaError> {
         let key = requester.key();
+        let cap = match requester {
+            Requester::Anonymous { .. } => self.per_client,
+            Requester::Account { .. } => self.per_account,
+        };
         let semaphore = {
             let mut by_requester = self
                 .by_requester
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let cap = match requester {
-                Requester::Anonymous { .. } => self.per_client,
-                Requester::Account { .. } => self.per_account,
-            };
             by_requester
                 .entry(key.clone())
                 .or_insert_with(|| Arc::new(Semaphore::new(cap)))
@@ -202,16 +223,31 @@ impl FetchSlots {
             semaphore: Some(semaphore.clone()),
             permit: None,
         };
-        hold.permit = Some(semaphore.acquire_owned().await.ok()?);
-        let permit = match requester {
-            Requester::Anonymous { .. } => self.shared.clone().acquire_owned().await.ok()?,
-            Requester::Account { .. } => tokio::select! {
-                biased;
-                permit = self.shared.clone().acquire_owned() => permit.ok()?,
-                permit = self.reserved.clone().acquire_owned() => permit.ok()?,
-            },
+        // The semaphores are never closed, so an acquire fails only by
+        // running out of time.
+        hold.permit = Some(
+            tokio::time::timeout_at(deadline, semaphore.acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .ok_or(MediaError::RequesterAtLimit { limit: cap })?,
+        );
+        let process_slot = async {
+            match requester {
+                Requester::Anonymous { .. } => self.shared.clone().acquire_owned().await,
+                Requester::Account { .. } => tokio::select! {
+                    biased;
+                    permit = self.shared.clone().acquire_owned() => permit,
+                    permit = self.reserved.clone().acquire_owned() => permit,
+                },
+            }
         };
-        Some(FetchSlot {
+        let permit = tokio::time::timeout_at(deadline, process_slot)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or(MediaError::Busy)?;
+        Ok(FetchSlot {
             _permit: permit,
             _requester: hold,
         })
@@ -320,11 +356,10 @@ impl MediaInspector {
         url: &str,
         max_bytes: u64,
     ) -> Result<(MediaInfo, FetchedFile), MediaError> {
-        let _slot =
-            tokio::time::timeout(self.fetch_limit.wait, self.fetch_slots.acquire(requester))
-                .await
-                .map_err(|_| MediaError::Busy)?
-                .ok_or(MediaError::Busy)?;
+        let _slot = self
+            .fetch_slots
+            .acquire(requester, Instant::now() + self.fetch_limit.wait)
+            .await?;
         let file = self.fetcher.fetch_to_file(url, max_bytes).await?;
         let path = file.path().to_owned();
         let info = tokio::task::spawn_blocking(move || probe_file(&path))
@@ -419,10 +454,19 @@ impl MediaInspector {
 }
 
 fn describe_failure(field: &MediaField<'_>, index: usize, error: MediaError) -> InspectError {
-    if error == MediaError::Busy {
-        return InspectError::Busy {
-            retry_after: BUSY_RETRY_AFTER,
-        };
+    match error {
+        MediaError::Busy => {
+            return InspectError::Busy {
+                retry_after: BUSY_RETRY_AFTER,
+            };
+        }
+        MediaError::RequesterAtLimit { limit } => {
+            return InspectError::RequesterAtLimit {
+                limit,
+                retry_after: BUSY_RETRY_AFTER,
+            };
+        }
+        MediaError::Fetch(_) | MediaError::Probe(_) => {}
     }
     let label = field.item_label(index);
     let message = match (&error, field.limits.max_total_bytes) {

@@ -9,19 +9,25 @@
 //! the client's node has no workers and another node's store commits, so
 //! the news crosses nodes by `NOTIFY`.
 //!
-//! `streams`: 1,000 event streams open at once on one `vidgate serve`
-//! process (the binary, so that its memory and CPU are its own): resident
-//! memory before and after, CPU while they idle, the latency of plain reads
-//! by another client with and without them, and how long SIGTERM takes to
-//! close them all.
+//! `streams`: 1,000 and then 10,000 event streams open at once on one
+//! `vidgate serve` process (the binary, so that its memory and CPU are its
+//! own): resident memory before and after, CPU while they idle, the
+//! latency of plain reads by another client with them against the same
+//! reads with none open (the reference, in the same run), and how long
+//! SIGTERM takes to close them all. Given several binaries, each is
+//! measured in turn at each count, so that a before and an after share one
+//! run on one machine.
 //!
 //! ```sh
 //! cargo bench -p vidgate-server --bench live_status                  # SQLite latency, and streams
 //! VIDGATE_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
 //!     cargo bench -p vidgate-server --bench live_status -- latency    # PostgreSQL too
 //! VIDGATE_BENCH_BINARY=target/debug/vidgate cargo bench … -- streams  # the server binary (default: target/{release,debug}/vidgate)
+//! VIDGATE_BENCH_BINARIES=before=/path/a,after=/path/b cargo bench … -- streams   # several, in turns
 //! ```
 
+#[path = "common/bench_database.rs"]
+mod bench_database;
 mod common;
 
 use std::collections::HashMap;
@@ -30,16 +36,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::Connection;
 use vidgate_server::live_status::LiveStatusLimits;
 use vidgate_server::store::{FailureDetail, Store};
 use vidgate_server::{RunningServer, ServerOptions};
+
+use bench_database::BenchDatabase;
 
 /// Generations followed at once in one round of a latency measurement.
 const BATCH: usize = 40;
 /// Between two finishes of a round, so that each is timed on its own.
 const FINISH_SPACING: Duration = Duration::from_millis(25);
-const STREAMS: usize = 1000;
+/// The numbers of streams the `streams` section opens, each in a run of
+/// its own.
+const STREAM_COUNTS: [usize; 2] = [1000, 10_000];
 /// Streams per generation in the `streams` section.
 const STREAMS_PER_GENERATION: usize = 10;
 
@@ -331,7 +340,7 @@ async fn latency(postgres_server: Option<&str>) {
         println!("(PostgreSQL skipped: set VIDGATE_BENCH_POSTGRES_URL)");
         return;
     };
-    let database = BenchDatabase::create(server_url).await;
+    let database = BenchDatabase::create(server_url, "live").await;
     let nodes = start_nodes(Some(&database.url)).await;
     report("PostgreSQL, other node, polling", polling(&nodes, 2).await);
     report(
@@ -346,59 +355,32 @@ async fn latency(postgres_server: Option<&str>) {
     database.drop_database().await;
 }
 
-/// A database created for the run and dropped after it.
-struct BenchDatabase {
-    server_url: String,
-    name: String,
-    url: String,
-}
-
-impl BenchDatabase {
-    async fn create(server_url: &str) -> BenchDatabase {
-        let name = format!("vidgate_bench_live_{}", std::process::id());
-        let mut connection = sqlx::PgConnection::connect(server_url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name}"
-        )))
-        .execute(&mut connection)
-        .await
-        .unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut connection)
-            .await
-            .unwrap();
-        let mut url = url::Url::parse(server_url).unwrap();
-        url.set_path(&name);
-        BenchDatabase {
-            server_url: server_url.to_owned(),
-            url: url.to_string(),
-            name,
-        }
+/// The server binaries to measure, each with a label:
+/// `VIDGATE_BENCH_BINARIES` (`label=path,…`), or `VIDGATE_BENCH_BINARY`,
+/// or the workspace's release build, or its debug build.
+fn server_binaries() -> Vec<(String, PathBuf)> {
+    if let Ok(list) = std::env::var("VIDGATE_BENCH_BINARIES") {
+        return list
+            .split(',')
+            .map(|labelled| {
+                let (label, path) = labelled
+                    .split_once('=')
+                    .expect("VIDGATE_BENCH_BINARIES is a list of label=path");
+                (label.to_owned(), PathBuf::from(path))
+            })
+            .collect();
     }
-
-    async fn drop_database(self) {
-        let mut connection = sqlx::PgConnection::connect(&self.server_url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut connection)
-        .await
-        .unwrap();
-    }
-}
-
-/// The server binary: `VIDGATE_BENCH_BINARY`, or the workspace's release
-/// build, or its debug build.
-fn server_binary() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("VIDGATE_BENCH_BINARY") {
-        return Some(PathBuf::from(path));
+        return vec![("this".to_owned(), PathBuf::from(path))];
     }
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
     ["release", "debug"]
         .into_iter()
         .map(|profile| target.join(profile).join("vidgate"))
         .find(|path| path.exists())
+        .map(|path| ("this".to_owned(), path))
+        .into_iter()
+        .collect()
 }
 
 /// Resident memory of a process, in KiB.
@@ -449,19 +431,30 @@ fn run_admin(binary: &Path, data_dir: &Path, arguments: &[&str]) {
 }
 
 async fn streams() {
-    let Some(binary) = server_binary() else {
+    let binaries = server_binaries();
+    if binaries.is_empty() {
         println!("== streams skipped: no server binary (build it, or set VIDGATE_BENCH_BINARY)");
         return;
-    };
+    }
+    for count in STREAM_COUNTS {
+        for (label, binary) in &binaries {
+            streams_of(label, binary, count).await;
+        }
+    }
+}
+
+/// One server with `count` event streams open.
+async fn streams_of(label: &str, binary: &Path, count: usize) {
     println!(
-        "== {STREAMS} event streams on one node ({}, SQLite)",
+        "== {label}: {count} event streams on one node ({}, SQLite)",
         binary.display()
     );
+    let limit = (count * 2).to_string();
     let directory = tempfile::tempdir().unwrap();
     let log_path = directory.path().join("serve.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let data_dir = directory.path().join("data");
-    let mut server = std::process::Command::new(&binary)
+    let mut server = std::process::Command::new(binary)
         .args([
             "serve",
             "--listen",
@@ -469,11 +462,15 @@ async fn streams() {
             "--workers",
             "1",
             "--max-waits-per-key",
-            "5000",
+            &limit,
+            "--max-waits-per-account",
+            &limit,
             "--max-waits-per-node",
-            "5000",
+            &(count * 3).to_string(),
             "--max-connections",
-            "4096",
+            &(count * 3).to_string(),
+            "--max-connections-per-address",
+            &(count * 3).to_string(),
         ])
         .arg("--data-dir")
         .arg(&data_dir)
@@ -504,7 +501,7 @@ async fn streams() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     run_admin(
-        &binary,
+        binary,
         &data_dir,
         &[
             "account",
@@ -517,6 +514,13 @@ async fn streams() {
             "--concurrency",
             "100000",
         ],
+    );
+    // The development account's credit pays for a thousand queued
+    // generations, not for ten thousand.
+    run_admin(
+        binary,
+        &data_dir,
+        &["account", "credit", &account_id, "--usd", "100000"],
     );
     let client = reqwest::Client::new();
     let submit = |prompt: String| {
@@ -531,14 +535,18 @@ async fn streams() {
         .await
         .unwrap();
     let mut ids = Vec::new();
-    for index in 0..STREAMS / STREAMS_PER_GENERATION {
+    for index in 0..count / STREAMS_PER_GENERATION {
         let record: Value = submit(format!("followed {index}"))
             .await
             .unwrap()
             .json()
             .await
             .unwrap();
-        ids.push(record["id"].as_str().unwrap().to_owned());
+        let id = record["id"].as_str();
+        ids.push(
+            id.unwrap_or_else(|| panic!("not submitted: {record}"))
+                .to_owned(),
+        );
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle_kib = resident_kib(pid);
@@ -548,8 +556,8 @@ async fn streams() {
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();
-    let mut open = Vec::with_capacity(STREAMS);
-    for index in 0..STREAMS {
+    let mut open = Vec::with_capacity(count);
+    for index in 0..count {
         let id = &ids[index % ids.len()];
         let mut response = stream_client
             .get(format!("{api_base}/generations/{id}/events"))
@@ -589,21 +597,28 @@ async fn streams() {
     let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     let during = read_latencies(&api_base, &key, &ids[0], 2000).await;
     println!(
-        "resident memory: {:.1} MiB idle, {:.1} MiB with {STREAMS} streams open: {:.1} KiB per stream",
+        "resident memory: {:.1} MiB idle, {:.1} MiB with {count} streams open: {:.1} KiB per stream",
         idle_kib as f64 / 1024.0,
         open_kib as f64 / 1024.0,
-        (open_kib.saturating_sub(idle_kib)) as f64 / STREAMS as f64
+        (open_kib.saturating_sub(idle_kib)) as f64 / count as f64
     );
     println!(
-        "CPU with {STREAMS} idle streams: {:.2} % of one core over {idle_seconds} s ({} keep-alive comments sent)",
+        "CPU with {count} idle streams: {:.2} % of one core over {idle_seconds} s ({} keep-alive comments sent)",
         ticks as f64 / ticks_per_second / idle_seconds as f64 * 100.0,
         keep_alives.load(std::sync::atomic::Ordering::Relaxed)
     );
+    let p99 = |latencies: &[Duration]| {
+        let mut sorted = latencies.to_vec();
+        sorted.sort();
+        sorted[(sorted.len() * 99).div_ceil(100) - 1]
+    };
+    let p99_ratio = p99(&during).as_secs_f64() / p99(&before).as_secs_f64();
     report("GET /generations/{id}, no streams open", before);
     report(
-        &format!("GET /generations/{{id}}, {STREAMS} streams open"),
+        &format!("GET /generations/{{id}}, {count} streams open"),
         during,
     );
+    println!("GET p99 with {count} streams open / with none (same run): {p99_ratio:.2}");
 
     let started = Instant::now();
     // SAFETY: a signal to the child this function started.
@@ -624,7 +639,7 @@ async fn streams() {
         }
     }
     println!(
-        "SIGTERM with {STREAMS} streams open: the process exited after {:.0} ms; {ended} streams ended",
+        "SIGTERM with {count} streams open: the process exited after {:.0} ms; {ended} streams ended",
         stopped.as_secs_f64() * 1e3
     );
 }

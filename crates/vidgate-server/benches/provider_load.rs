@@ -30,7 +30,7 @@
 //! `VIDGATE_BENCH_BIG_ACCOUNT_JOBS` (4000), `VIDGATE_BENCH_RUN_SECONDS`
 //! (120), `VIDGATE_BENCH_BINARY` (default target/{release,debug}/vidgate).
 
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../tests/it/fake_providers/mod.rs"]
 mod fake_providers;
 

@@ -1,5 +1,5 @@
-//! Account and key administration shared by `vidgate admin` and the first
-//! start of `vidgate serve`.
+//! Accounts and keys as the first start of `vidgate serve`, the dashboard
+//! and the operator's actions (`operator_actions`) make them.
 
 use std::time::Duration;
 
@@ -56,26 +56,51 @@ pub async fn changeable_account(
     Ok(account)
 }
 
+/// A new API key before it is stored: its row, and its secret, which is
+/// shown once and never stored.
+pub struct IssuedKey {
+    pub record: NewApiKey,
+    pub secret: String,
+}
+
+/// Makes a new API key for `account_id`, to be stored by the caller.
+pub fn issue_api_key(account_id: &str, name: &str) -> IssuedKey {
+    let secret = new_api_key();
+    IssuedKey {
+        record: NewApiKey {
+            id: new_key_id(),
+            account_id: account_id.to_owned(),
+            name: name.to_owned(),
+            prefix: secret.display_prefix,
+            secret_sha256: secret.sha256,
+        },
+        secret: secret.secret,
+    }
+}
+
 pub async fn create_api_key(
     store: &Store,
     account_id: &str,
     name: &str,
 ) -> Result<CreatedKey, StoreError> {
-    let secret = new_api_key();
-    let key_id = new_key_id();
-    store
-        .create_api_key(NewApiKey {
-            id: key_id.clone(),
-            account_id: account_id.to_owned(),
-            name: name.to_owned(),
-            prefix: secret.display_prefix,
-            secret_sha256: secret.sha256,
-        })
-        .await?;
+    let issued = issue_api_key(account_id, name);
+    let key_id = issued.record.id.clone();
+    store.create_api_key(issued.record).await?;
     Ok(CreatedKey {
         key_id,
-        api_key: secret.secret,
+        api_key: issued.secret,
     })
+}
+
+/// A new account's row, with fresh ids and webhook secret, to be stored by
+/// the caller.
+pub fn new_account(name: &str, initial_credit: Micros) -> NewAccount {
+    NewAccount {
+        id: new_account_id(),
+        name: name.to_owned(),
+        initial_credit,
+        webhook_secret: new_webhook_secret(),
+    }
 }
 
 /// Creates an account with an initial credit and its first API key.
@@ -85,12 +110,7 @@ pub async fn create_account(
     initial_credit: Micros,
 ) -> Result<CreatedAccount, StoreError> {
     let account = store
-        .create_account(NewAccount {
-            id: new_account_id(),
-            name: name.to_owned(),
-            initial_credit,
-            webhook_secret: new_webhook_secret(),
-        })
+        .create_account(new_account(name, initial_credit))
         .await?;
     let key = create_api_key(store, &account.id, "default").await?;
     Ok(CreatedAccount {

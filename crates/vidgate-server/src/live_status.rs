@@ -2,12 +2,18 @@
 //! that wait (`Prefer: wait=N`) and the event streams
 //! (`GET /generations/{id}/events`).
 //!
-//! A follower watches the generation through the store (`watch_generation`:
-//! an in-process signal on SQLite, `LISTEN`/`NOTIFY` across nodes on
-//! PostgreSQL) and reads it again when woken, and at least every
-//! `REREAD_INTERVAL` whatever it heard, so a missed signal delays it by at
-//! most that and never loses a final state. Between reads it holds no
-//! database connection.
+//! The followers of one generation share one reader
+//! ([`FollowedGenerations`]): a task that watches the generation through the
+//! store (`watch_generation`: an in-process signal on SQLite,
+//! `LISTEN`/`NOTIFY` across nodes on PostgreSQL), reads it again when woken,
+//! and hands each new state to every follower through a `watch` channel. So
+//! a thousand streams of one generation cost one read per change, not a
+//! thousand. While the store cannot vouch for its announcements (a
+//! PostgreSQL listener not connected, or reconnecting), the reader also
+//! reads every `REREAD_INTERVAL`, so a missed signal delays the followers by
+//! at most that and never loses a final state; while it can, an idle
+//! generation costs no read at all. Between reads nothing holds a database
+//! connection.
 //!
 //! `LiveStatus` bounds how many waits and streams are open at once, per API
 //! key (or dashboard session), per account and per node, and closes them
@@ -22,6 +28,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +37,8 @@ use crate::store::{CALLER_CACHE_TTL, Caller, Generation, GenerationWatch, Store,
 /// The longest wait a client may ask for, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 60;
 
-/// How often a follower reads its generation again without being woken.
+/// How often a generation's reader reads it again without being woken,
+/// while the store's announcements may be missed.
 pub const REREAD_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long one event stream stays open before it is closed (a client
@@ -88,6 +96,7 @@ pub struct LiveStatus {
     max_wait: Duration,
     open: Mutex<OpenCounts>,
     closing: CancellationToken,
+    followed: Arc<FollowedGenerations>,
 }
 
 #[derive(Default)]
@@ -112,7 +121,26 @@ impl LiveStatus {
             max_wait: http_idle_timeout.min(Duration::from_secs(MAX_WAIT_SECONDS)),
             open: Mutex::default(),
             closing: CancellationToken::new(),
+            followed: Arc::default(),
         }
+    }
+
+    /// Starts following one generation of one account, and returns it as
+    /// it is now; `None` when the account has no such generation. Joins
+    /// the generation's reader when it has one on this node (then nothing
+    /// is read), or reads it and starts one.
+    pub async fn follow(
+        &self,
+        store: &Arc<Store>,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<Option<(GenerationFollower, Generation)>, StoreError> {
+        self.followed.follow(store, account_id, generation_id).await
+    }
+
+    /// Generations with a reader on this node now.
+    pub fn followed_generations(&self) -> usize {
+        self.followed.len()
     }
 
     /// The wait honoured for a request of `seconds`.
@@ -293,38 +321,178 @@ pub fn state_id(generation: &Generation) -> String {
     format!("{}-{}", generation.status.as_str(), generation.attempts)
 }
 
-/// Follows one generation of one account.
-pub struct GenerationFollower {
-    store: Arc<Store>,
-    account_id: String,
-    generation_id: String,
-    watch: GenerationWatch,
+/// Which generation a reader reads: the account is part of it, since a
+/// generation is read only within its account.
+type FollowKey = (Box<str>, Box<str>);
+
+/// What a reader hands its followers: the generation as last read, `None`
+/// once it no longer exists.
+type Latest = Option<Arc<Generation>>;
+
+/// The generations followed on this node, each with the one channel its
+/// reader publishes on. An entry lives while any follower holds a receiver
+/// of it; the last follower to go removes it, and its reader then ends.
+#[derive(Default)]
+pub struct FollowedGenerations {
+    followed: Mutex<HashMap<FollowKey, Arc<watch::Sender<Latest>>>>,
 }
 
-impl GenerationFollower {
-    /// Starts following, and reads the generation's state as it is now;
-    /// `None` when the account has no such generation. The watch starts
-    /// before the read, so a change committed after the read wakes it.
-    pub async fn start(
-        store: Arc<Store>,
+impl FollowedGenerations {
+    fn len(&self) -> usize {
+        self.followed
+            .lock()
+            .expect("the followed map is never poisoned")
+            .len()
+    }
+
+    /// A receiver of the entry of `key`, if there is one.
+    fn join(&self, key: &FollowKey) -> Option<watch::Receiver<Latest>> {
+        self.followed
+            .lock()
+            .expect("the followed map is never poisoned")
+            .get(key)
+            .map(|sender| sender.subscribe())
+    }
+
+    async fn follow(
+        self: &Arc<Self>,
+        store: &Arc<Store>,
         account_id: &str,
         generation_id: &str,
     ) -> Result<Option<(GenerationFollower, Generation)>, StoreError> {
+        let key: FollowKey = (account_id.into(), generation_id.into());
+        if let Some(receiver) = self.join(&key) {
+            return Ok(self.follower_of(key, receiver));
+        }
+        // The watch starts before the read, so that a change committed
+        // after the read wakes the reader.
         let watch = store.watch_generation(generation_id).await;
         let Some(current) = store.generation(account_id, generation_id).await? else {
             return Ok(None);
         };
-        Ok(Some((
-            GenerationFollower {
-                store,
-                account_id: account_id.to_owned(),
-                generation_id: generation_id.to_owned(),
-                watch,
-            },
-            current,
-        )))
+        let receiver = {
+            let mut followed = self
+                .followed
+                .lock()
+                .expect("the followed map is never poisoned");
+            // Another follower may have started a reader meanwhile: this
+            // one joins it, and its own read and watch are dropped.
+            if let Some(sender) = followed.get(&key) {
+                sender.subscribe()
+            } else {
+                let (sender, receiver) = watch::channel(Some(Arc::new(current)));
+                let sender = Arc::new(sender);
+                followed.insert(key.clone(), sender.clone());
+                tokio::spawn(read_for_followers(
+                    store.clone(),
+                    key.clone(),
+                    watch,
+                    sender,
+                ));
+                receiver
+            }
+        };
+        Ok(self.follower_of(key, receiver))
     }
 
+    fn follower_of(
+        self: &Arc<Self>,
+        key: FollowKey,
+        mut receiver: watch::Receiver<Latest>,
+    ) -> Option<(GenerationFollower, Generation)> {
+        let current = receiver.borrow_and_update().as_deref().cloned();
+        let follower = GenerationFollower {
+            followed: self.clone(),
+            key,
+            receiver: Some(receiver),
+        };
+        // Dropped at once (its entry forgotten if it was the last) when
+        // the generation is gone.
+        current.map(|current| (follower, current))
+    }
+}
+
+/// The reader of one generation for all of its followers on this node: it
+/// reads the generation when the store announces a change of it, and every
+/// `REREAD_INTERVAL` while the store's announcements may be missed, and
+/// publishes what it read, waking the followers only when the state
+/// changed. It ends once the generation is final or gone (the last state
+/// stays with the channel), or once no follower is left.
+async fn read_for_followers(
+    store: Arc<Store>,
+    key: FollowKey,
+    mut watch: GenerationWatch,
+    sender: Arc<watch::Sender<Latest>>,
+) {
+    let (account_id, generation_id) = key;
+    let mut announcements_heard = store.announcements_heard();
+    loop {
+        if sender
+            .borrow()
+            .as_ref()
+            .is_none_or(|generation| generation.status.is_final())
+        {
+            return;
+        }
+        let heard = *announcements_heard.borrow_and_update();
+        let fallback = async {
+            if heard {
+                std::future::pending::<()>().await;
+            } else {
+                tokio::time::sleep(REREAD_INTERVAL).await;
+            }
+        };
+        tokio::select! {
+            () = sender.closed() => return,
+            () = watch.changed() => {}
+            () = fallback => {}
+            changed = announcements_heard.changed() => {
+                // The store keeps the sender for as long as it lives, and
+                // this task holds the store: it cannot close under us.
+                if changed.is_err() {
+                    return;
+                }
+                // Whether to read on a timer is decided again.
+                continue;
+            }
+        }
+        match store.generation(&account_id, &generation_id).await {
+            Ok(found) => {
+                sender.send_if_modified(|latest| {
+                    let changed = match (latest.as_deref(), &found) {
+                        (Some(before), Some(now)) => state_id(before) != state_id(now),
+                        (None, None) => false,
+                        _ => true,
+                    };
+                    // The record is kept fresh either way; only a new
+                    // state wakes the followers.
+                    *latest = found.map(Arc::new);
+                    changed
+                });
+            }
+            Err(error) => {
+                // The followers keep what they had; the next read is a
+                // second away, announced or not.
+                tracing::warn!(generation = %generation_id, error = %error, "could not read a followed generation; trying again in a second");
+                tokio::select! {
+                    () = sender.closed() => return,
+                    () = tokio::time::sleep(REREAD_INTERVAL) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Follows one generation of one account, through the reader it shares
+/// with the generation's other followers on this node.
+pub struct GenerationFollower {
+    followed: Arc<FollowedGenerations>,
+    key: FollowKey,
+    /// `None` only while being dropped.
+    receiver: Option<watch::Receiver<Latest>>,
+}
+
+impl GenerationFollower {
     /// Returns the generation once its state differs from `seen`, or as it
     /// is when `until` passes or `closing` is cancelled, whichever comes
     /// first; `None` if it no longer exists.
@@ -333,23 +501,27 @@ impl GenerationFollower {
         seen: &str,
         until: Instant,
         closing: &CancellationToken,
-    ) -> Result<Option<Generation>, StoreError> {
+    ) -> Option<Generation> {
+        let receiver = self
+            .receiver
+            .as_mut()
+            .expect("the receiver is taken only on drop");
         loop {
-            let reread_at = (Instant::now() + REREAD_INTERVAL).min(until);
-            tokio::select! {
-                () = self.watch.changed() => {}
-                () = tokio::time::sleep_until(reread_at) => {}
-                () = closing.cancelled() => {}
+            // `None`: the generation no longer exists.
+            let latest = receiver.borrow_and_update().clone()?;
+            if state_id(&latest) != seen || Instant::now() >= until || closing.is_cancelled() {
+                return Some(Generation::clone(&latest));
             }
-            let Some(current) = self
-                .store
-                .generation(&self.account_id, &self.generation_id)
-                .await?
-            else {
-                return Ok(None);
-            };
-            if state_id(&current) != seen || Instant::now() >= until || closing.is_cancelled() {
-                return Ok(Some(current));
+            tokio::select! {
+                changed = receiver.changed() => {
+                    // The map keeps the sender while this follower holds
+                    // a receiver, so the channel cannot close under us.
+                    if changed.is_err() {
+                        return Some(Generation::clone(&latest));
+                    }
+                }
+                () = tokio::time::sleep_until(until) => {}
+                () = closing.cancelled() => {}
             }
         }
     }
@@ -361,14 +533,34 @@ impl GenerationFollower {
         mut current: Generation,
         until: Instant,
         closing: &CancellationToken,
-    ) -> Result<Generation, StoreError> {
+    ) -> Generation {
         while !current.status.is_final() && Instant::now() < until && !closing.is_cancelled() {
-            match self.next_state(&state_id(&current), until, closing).await? {
+            match self.next_state(&state_id(&current), until, closing).await {
                 Some(next) => current = next,
                 None => break,
             }
         }
-        Ok(current)
+        current
+    }
+}
+
+impl Drop for GenerationFollower {
+    fn drop(&mut self) {
+        let mut followed = self
+            .followed
+            .followed
+            .lock()
+            .expect("the followed map is never poisoned");
+        drop(self.receiver.take());
+        // The map's lock is held, so no follower can join between this
+        // check and the removal; the reader sees its channel closed and
+        // ends.
+        if followed
+            .get(&self.key)
+            .is_some_and(|sender| sender.receiver_count() == 0)
+        {
+            followed.remove(&self.key);
+        }
     }
 }
 

@@ -140,6 +140,9 @@ pub enum RateLimit {
     /// The open waits (`Prefer: wait`) and event streams of a key or of
     /// the node.
     LiveStatus,
+    /// The media fetches one client network (anonymous quotes) or one
+    /// account (submits) may run at once.
+    MediaFetches,
 }
 
 impl RateLimit {
@@ -150,6 +153,7 @@ impl RateLimit {
             RateLimit::Concurrency => "concurrency",
             RateLimit::SignIn => "sign_in",
             RateLimit::LiveStatus => "live_status",
+            RateLimit::MediaFetches => "media_fetches",
         }
     }
 }

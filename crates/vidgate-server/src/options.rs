@@ -9,11 +9,11 @@ use vidgate_core::Catalog;
 
 use crate::backend::BackendsConfig;
 use crate::limits::{HttpLimits, PublicRateLimit};
-use crate::queue::QueueSettings;
 use crate::retention::RetentionSettings;
 use crate::storage::StorageConfig;
 use crate::store::{Migrations, SqliteDurability};
-use crate::webhooks::WebhookSettings;
+use crate::webhook_senders::WebhookSettings;
+use crate::workers::QueueSettings;
 
 /// What one `vidgate serve` process does, so that API nodes and worker
 /// nodes can be scaled apart on one PostgreSQL database.

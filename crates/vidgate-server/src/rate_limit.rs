@@ -95,7 +95,7 @@ impl CallerRateLimiter {
     }
 
     /// Takes one token from a bucket that several nodes share (a
-    /// provider's request budget, `backend/budget.rs`): in Redis, the
+    /// provider's request budget, `backend/hosted/budget/`): in Redis, the
     /// whole bucket, `whole` (refill interval, capacity); in this node,
     /// without Redis or while it cannot be reached, the node's `share`.
     pub async fn check_budget(

@@ -47,14 +47,14 @@ use crate::metrics::Metrics;
 use crate::options::{
     MIN_OPERATOR_TOKEN_LENGTH, Role, ServerOptions, create_private_directory, default_database_url,
 };
-use crate::queue::{self, QueueSettings, WorkerContext};
 use crate::rate_limit::CallerRateLimiter;
 use crate::retention::{self, RetentionSettings};
 use crate::state::{AppState, AppStateFields, DashboardSettings, OperatorToken};
 use crate::storage::Storage;
 use crate::store::{self, Store, StoreError};
 use crate::stripe::StripeCheckout;
-use crate::webhooks::{self, WebhookClient, WebhookContext, WebhookSettings};
+use crate::webhook_senders::{self, WebhookClient, WebhookContext, WebhookSettings};
+use crate::workers::{self, QueueSettings, WorkerContext};
 use crate::{http, ids, media};
 
 #[derive(Debug, thiserror::Error)]
@@ -393,7 +393,7 @@ impl Components {
             let node_id = format!("node_{}", ids::random_token(10));
             // Webhook senders run beside the workers, so an API-only node
             // never makes outgoing requests to customers' receivers.
-            background.extend(webhooks::spawn(
+            background.extend(webhook_senders::spawn(
                 Arc::new(WebhookContext::new(
                     self.store.clone(),
                     webhook_client,
@@ -412,7 +412,7 @@ impl Components {
                     background_shutdown.clone(),
                 ),
             );
-            background.extend(queue::spawn(
+            background.extend(workers::spawn(
                 Arc::new(WorkerContext {
                     store: self.store.clone(),
                     catalog: self.state.catalog.clone(),

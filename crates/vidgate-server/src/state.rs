@@ -57,7 +57,7 @@ pub struct AppStateFields {
     /// Absolute base of the API, e.g. `http://127.0.0.1:8080/api/v1`.
     pub api_base: String,
     /// Wakes an idle worker or the hosted pool when a job is queued.
-    pub queue_wakeup: Arc<crate::queue::QueueWakeup>,
+    pub queue_wakeup: Arc<crate::workers::QueueWakeup>,
     pub max_attempts: i64,
     /// Fetches, probes and checks request media on submit and quote.
     pub media: Arc<vidgate_media::MediaInspector>,

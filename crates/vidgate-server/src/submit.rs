@@ -106,6 +106,13 @@ pub enum SubmitError {
         .retry_after.as_secs().max(1)
     )]
     MediaBusy { retry_after: Duration },
+    /// The account already runs as many media fetches as one account may
+    /// (a limit on this client: 429, unlike `MediaBusy`).
+    #[error(
+        "Too many requests: this account is already fetching request media {limit} at a time, the most one account may. Retry in {} s; nothing was charged.",
+        .retry_after.as_secs().max(1)
+    )]
+    MediaFetchLimit { limit: usize, retry_after: Duration },
     /// The database could not be reached in time (`StoreError::
     /// is_unavailable`): the same submit may pass once it is back.
     #[error("The service cannot reach its database at the moment. Retry with backoff.")]
@@ -126,7 +133,9 @@ impl SubmitError {
             | SubmitError::MediaBusy { .. }
             | SubmitError::DatabaseUnavailable => "model_unavailable",
             SubmitError::RefusedUpstream(_) => "upstream_error",
-            SubmitError::ConcurrencyLimit { .. } => "rate_limited",
+            SubmitError::ConcurrencyLimit { .. } | SubmitError::MediaFetchLimit { .. } => {
+                "rate_limited"
+            }
             SubmitError::InsufficientBalance { .. } | SubmitError::SpendLimit { .. } => {
                 "insufficient_balance"
             }
@@ -162,6 +171,9 @@ impl From<InspectError> for SubmitError {
         match error {
             InspectError::Invalid(invalid) => invalid.into(),
             InspectError::Busy { retry_after } => SubmitError::MediaBusy { retry_after },
+            InspectError::RequesterAtLimit { limit, retry_after } => {
+                SubmitError::MediaFetchLimit { limit, retry_after }
+            }
         }
     }
 }
@@ -229,10 +241,14 @@ pub async fn submit_generation(
     state
         .metrics
         .record_submit(&endpoint.model.id, endpoint.mode.as_str(), outcome);
-    if let Err(SubmitError::ConcurrencyLimit { .. }) = &submitted {
-        state
+    match &submitted {
+        Err(SubmitError::ConcurrencyLimit { .. }) => state
             .metrics
-            .record_rate_limit_refusal(RateLimit::Concurrency);
+            .record_rate_limit_refusal(RateLimit::Concurrency),
+        Err(SubmitError::MediaFetchLimit { .. }) => state
+            .metrics
+            .record_rate_limit_refusal(RateLimit::MediaFetches),
+        _ => {}
     }
     submitted
 }

@@ -1,5 +1,8 @@
 //! `vidgate admin`: operator commands on the same database as the server.
-//! Every command prints one JSON object on stdout, for scripts.
+//! Every command prints one JSON object on stdout, for scripts. A change is
+//! made by its operator action (`vidgate_server::operator_actions`), the
+//! function the operator API calls too, with its audit row in the same
+//! transaction; this file reads the arguments and prints the answer.
 
 use std::path::PathBuf;
 
@@ -7,13 +10,11 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use vidgate_core::Micros;
-use vidgate_server::accounts;
-use vidgate_server::dashboard::users;
 use vidgate_server::http::{account_json, webhook_secret_json};
+use vidgate_server::operator_actions::{accounts, keys, models, users};
 use vidgate_server::representation::{rfc3339, spend_limit_json};
 use vidgate_server::secrets;
-use vidgate_server::spend_limits;
-use vidgate_server::store::{self, AccountLimits, Store};
+use vidgate_server::store::{self, Account, Store};
 
 use crate::StorageArgs;
 
@@ -214,94 +215,51 @@ fn cli_actor() -> String {
     format!("cli:{user}")
 }
 
-/// Writes a change made with `vidgate admin` to the audit log the operator
-/// API reads, named after the operating-system user who made it.
-async fn audit(
-    store: &Store,
-    action: &'static str,
-    target: &str,
-    detail: serde_json::Value,
-) -> anyhow::Result<()> {
-    store
-        .record_audit(store::NewAuditEntry {
-            actor: cli_actor(),
-            action,
-            target: target.to_owned(),
-            detail,
-        })
-        .await?;
-    Ok(())
-}
-
 /// Applies a credit or debit as the operator API does: once per key, with
 /// its ledger entry and audit row in one transaction.
 async fn adjust(
     store: &Store,
-    account_id: String,
+    actor: &str,
+    account_id: &str,
     arguments: AdjustmentArgs,
     kind: store::AdjustmentKind,
 ) -> anyhow::Result<serde_json::Value> {
-    let amount = parse_usd(&arguments.usd)?;
-    if amount == Micros::ZERO {
-        bail!("the amount must be more than zero");
-    }
-    let outcome = store
-        .adjust_credit(store::NewCreditAdjustment {
-            idempotency_key: arguments
-                .idempotency_key
-                .unwrap_or_else(|| format!("cli-{}", vidgate_server::ids::random_token(20))),
-            account_id: account_id.clone(),
+    let idempotency_key = arguments
+        .idempotency_key
+        .unwrap_or_else(|| format!("cli-{}", vidgate_server::ids::random_token(20)));
+    let adjusted = accounts::adjust_credit(
+        store,
+        actor,
+        accounts::AdjustmentRequest {
+            account_id,
             kind,
-            amount,
-            reason: arguments.reason,
-            actor: cli_actor(),
-        })
-        .await?;
-    match outcome {
-        store::AdjustmentOutcome::Applied(..) | store::AdjustmentOutcome::Replayed(..) => {
-            show_account(store, &account_id).await
-        }
-        store::AdjustmentOutcome::KeyReused => {
-            bail!("the idempotency key was used for another account, kind or amount")
-        }
-        store::AdjustmentOutcome::InsufficientBalance { balance } => bail!(
-            "the balance is ${}; a debit cannot take it below zero",
-            balance.to_usd()
-        ),
-        store::AdjustmentOutcome::AccountDeleted => bail!("account {account_id} was deleted"),
-        store::AdjustmentOutcome::AccountNotFound => bail!("no account {account_id}"),
-    }
+            amount: parse_usd(&arguments.usd)?,
+            reason: &arguments.reason,
+            idempotency_key: &idempotency_key,
+        },
+    )
+    .await?;
+    Ok(shown_account(&adjusted.account))
 }
 
 fn parse_usd(text: &str) -> anyhow::Result<Micros> {
     Micros::parse_usd(text).with_context(|| format!("reading the amount {text:?}"))
 }
 
-async fn show_account(store: &Store, account_id: &str) -> anyhow::Result<serde_json::Value> {
-    let account = store
-        .account(account_id)
-        .await?
-        .with_context(|| format!("no account {account_id}"))?;
-    let mut shown = account_json(&account);
+/// An account as `vidgate admin` prints it: the customer's view and its id.
+fn shown_account(account: &Account) -> serde_json::Value {
+    let mut shown = account_json(account);
     shown["account_id"] = json!(account.id);
-    Ok(shown)
+    shown
 }
 
-/// The dashboard user with this email (emails are kept lowercased).
-async fn user_named(store: &Store, email: &str) -> anyhow::Result<vidgate_server::store::User> {
-    let email = email.trim().to_lowercase();
-    store
-        .user_by_email(&email)
-        .await?
-        .with_context(|| format!("no user {email}"))
-}
-
-/// Pausing a model that does not exist would silently do nothing; say so.
-fn require_catalog_model(model_id: &str) -> anyhow::Result<()> {
-    if vidgate_core::Catalog::embedded().model(model_id).is_none() {
-        bail!("no model {model_id} in the catalog");
-    }
-    Ok(())
+/// Reads a dashboard user's password from the first line of stdin.
+fn password_from_stdin() -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the password from stdin")?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_owned())
 }
 
 /// The providers' circuits as the nodes saved them (a provider no node has
@@ -468,17 +426,11 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
     };
     let store = store::open(&args.storage.database_url()?).await?;
     let store = store.as_ref();
+    let actor = cli_actor();
     let output = match command {
         StoreCommand::Account(AccountCommand::Create { name, credit_usd }) => {
             let credit = parse_usd(&credit_usd)?;
-            let created = accounts::create_account(store, &name, credit).await?;
-            audit(
-                store,
-                "account.create",
-                &created.account.id,
-                json!({ "name": name, "key_id": created.key_id, "credit_micros": credit.0 }),
-            )
-            .await?;
+            let created = accounts::create(store, &actor, &name, credit).await?;
             json!({
                 "account_id": created.account.id,
                 "api_key": created.api_key,
@@ -490,13 +442,31 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         StoreCommand::Account(AccountCommand::Credit {
             account_id,
             adjustment,
-        }) => adjust(store, account_id, adjustment, store::AdjustmentKind::Credit).await?,
+        }) => {
+            adjust(
+                store,
+                &actor,
+                &account_id,
+                adjustment,
+                store::AdjustmentKind::Credit,
+            )
+            .await?
+        }
         StoreCommand::Account(AccountCommand::Debit {
             account_id,
             adjustment,
-        }) => adjust(store, account_id, adjustment, store::AdjustmentKind::Debit).await?,
+        }) => {
+            adjust(
+                store,
+                &actor,
+                &account_id,
+                adjustment,
+                store::AdjustmentKind::Debit,
+            )
+            .await?
+        }
         StoreCommand::Account(AccountCommand::Show { account_id }) => {
-            show_account(store, &account_id).await?
+            shown_account(&accounts::show(store, &account_id).await?)
         }
         StoreCommand::Account(AccountCommand::Limits {
             account_id,
@@ -504,75 +474,37 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             burst,
             concurrency,
         }) => {
-            let current = accounts::changeable_account(store, &account_id)
-                .await?
-                .limits;
-            let limits = AccountLimits {
-                requests_per_second: rps.unwrap_or(current.requests_per_second).max(1),
-                burst: burst.unwrap_or(current.burst).max(1),
-                max_concurrent: concurrency.unwrap_or(current.max_concurrent),
+            let changes = accounts::LimitChanges {
+                requests_per_second: rps,
+                burst,
+                max_concurrent: concurrency,
             };
-            store.set_account_limits(&account_id, limits).await?;
-            audit(
-                store,
-                "account.limits",
-                &account_id,
-                json!({
-                    "requests_per_second": limits.requests_per_second,
-                    "burst": limits.burst,
-                    "max_concurrent_generations": limits.max_concurrent,
-                }),
-            )
-            .await?;
-            show_account(store, &account_id).await?
+            shown_account(&accounts::set_limits(store, &actor, &account_id, changes).await?)
         }
         StoreCommand::Account(AccountCommand::RotateWebhookSecret { account_id }) => {
-            let account = accounts::rotate_webhook_secret(store, &account_id)
-                .await?
-                .with_context(|| format!("no account {account_id}"))?;
-            audit(
-                store,
-                "account.rotate_webhook_secret",
-                &account.id,
-                json!({}),
-            )
-            .await?;
+            let account = accounts::rotate_webhook_secret(store, &actor, &account_id).await?;
             let mut shown = webhook_secret_json(&account);
             shown["account_id"] = json!(account.id);
             shown
         }
         StoreCommand::Account(AccountCommand::Delete { account_id }) => {
-            match store.delete_account(&account_id, &cli_actor()).await? {
-                store::AccountDeletion::Deleted { account, files } => {
-                    json!({ "account_id": account.id, "deleted": true, "files_expired": files })
-                }
-                store::AccountDeletion::AlreadyDeleted(account) => {
-                    json!({ "account_id": account.id, "deleted": true, "files_expired": 0 })
-                }
-                store::AccountDeletion::Active { generations } => bail!(
-                    "account {account_id} has {generations} generations queued or running: \
-                     cancel them or wait until they finish"
-                ),
-                store::AccountDeletion::AccountNotFound => bail!("no account {account_id}"),
-            }
+            let deleted = accounts::delete(store, &actor, &account_id).await?;
+            json!({
+                "account_id": deleted.account.id,
+                "deleted": true,
+                "files_expired": deleted.files_expired,
+            })
         }
         StoreCommand::Key(KeyCommand::Create { account, name }) => {
-            accounts::changeable_account(store, &account).await?;
-            let key = accounts::create_api_key(store, &account, &name).await?;
-            audit(
-                store,
-                "key.create",
-                &key.key_id,
-                json!({ "account_id": account, "name": name }),
-            )
-            .await?;
-            json!({ "key_id": key.key_id, "api_key": key.api_key, "account_id": account })
+            let created = keys::create(store, &actor, &account, Some(&name)).await?;
+            json!({
+                "key_id": created.key.key_id,
+                "api_key": created.key.api_key,
+                "account_id": account,
+            })
         }
         StoreCommand::Key(KeyCommand::Revoke { key_id }) => {
-            if !store.revoke_api_key(&key_id).await? {
-                bail!("no active key {key_id}");
-            }
-            audit(store, "key.revoke", &key_id, json!({})).await?;
+            keys::revoke(store, &actor, &key_id).await?;
             json!({ "key_id": key_id, "revoked": true })
         }
         StoreCommand::Key(KeyCommand::Limit {
@@ -582,36 +514,18 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             remove,
         }) => {
             let amount = if remove { None } else { usd };
-            let limit = spend_limits::parse_spend_limit(amount.as_deref(), Some(&period))?;
-            if !store.set_spend_limit(&key_id, limit).await? {
-                bail!("no key {key_id}");
-            }
-            let shown = spend_limit_json(&key_id, limit);
-            audit(store, "key.limit", &key_id, shown.clone()).await?;
-            shown
+            let limit =
+                keys::set_spend_limit(store, &actor, &key_id, amount.as_deref(), Some(&period))
+                    .await?;
+            spend_limit_json(&key_id, limit)
         }
         StoreCommand::User(UserCommand::Create {
             account,
             email,
             password_stdin,
         }) => {
-            let password = if password_stdin {
-                let mut line = String::new();
-                std::io::stdin()
-                    .read_line(&mut line)
-                    .context("reading the password from stdin")?;
-                Some(line.trim_end_matches(['\r', '\n']).to_owned())
-            } else {
-                None
-            };
-            let created = users::create_user(store, &account, &email, password).await?;
-            audit(
-                store,
-                "user.create",
-                &created.user.id,
-                json!({ "account_id": account, "email": created.user.email }),
-            )
-            .await?;
+            let password = password_stdin.then(password_from_stdin).transpose()?;
+            let created = users::create(store, &actor, &account, &email, password).await?;
             let mut shown = json!({
                 "id": created.user.id,
                 "account_id": created.user.account_id,
@@ -623,29 +537,11 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             shown
         }
         StoreCommand::User(UserCommand::Remove { email }) => {
-            let user = user_named(store, &email).await?;
-            if !store.remove_user(&user.id).await? {
-                bail!("no user {email}");
-            }
-            audit(
-                store,
-                "user.remove",
-                &user.id,
-                json!({ "account_id": user.account_id }),
-            )
-            .await?;
+            let user = users::remove(store, &actor, &email).await?;
             json!({ "id": user.id, "account_id": user.account_id, "email": user.email, "removed": true })
         }
         StoreCommand::User(UserCommand::RevokeSessions { email }) => {
-            let user = user_named(store, &email).await?;
-            let revoked = store.revoke_user_sessions(&user.id).await?;
-            audit(
-                store,
-                "user.revoke_sessions",
-                &user.id,
-                json!({ "account_id": user.account_id, "sessions_revoked": revoked }),
-            )
-            .await?;
+            let (user, revoked) = users::revoke_sessions(store, &actor, &email).await?;
             json!({ "id": user.id, "email": user.email, "sessions_revoked": revoked })
         }
         StoreCommand::Backup { path } => backup(store, &path).await?,
@@ -658,15 +554,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         } => unreachable!("checked before the store"),
         StoreCommand::Usage { days } => usage(store, days).await?,
         StoreCommand::Model(ModelCommand::Pause { model_id }) => {
-            require_catalog_model(&model_id)?;
-            store.set_model_paused(&model_id, true).await?;
-            audit(store, "model.pause", &model_id, json!({})).await?;
+            let catalog = vidgate_core::Catalog::embedded();
+            models::set_paused(store, &catalog, &actor, &model_id, true).await?;
             json!({ "model_id": model_id, "paused": true })
         }
         StoreCommand::Model(ModelCommand::Resume { model_id }) => {
-            require_catalog_model(&model_id)?;
-            store.set_model_paused(&model_id, false).await?;
-            audit(store, "model.resume", &model_id, json!({})).await?;
+            let catalog = vidgate_core::Catalog::embedded();
+            models::set_paused(store, &catalog, &actor, &model_id, false).await?;
             json!({ "model_id": model_id, "paused": false })
         }
     };

@@ -462,8 +462,16 @@ async fn one_client_runs_only_its_share_of_fetches_at_once() {
         let holder = hold_a_slot(&inspector, &request.server, requester.clone()).await;
         // Free slots remain, but not for this requester; others get them.
         assert!(inspector.available_fetch_slots() > 0);
+        // Refused for its own limit, not for the process's: the API tells
+        // the two apart (429 against 503).
         let refused = request.inspect_and_keep(&inspector, &requester).await;
-        assert_busy(&refused);
+        assert!(
+            matches!(
+                refused,
+                Err(InspectError::RequesterAtLimit { limit: 1, retry_after }) if retry_after.as_secs() >= 1
+            ),
+            "{refused:?}"
+        );
         let other = request
             .inspect_and_keep(&inspector, &anonymous("198.51.100.9"))
             .await;

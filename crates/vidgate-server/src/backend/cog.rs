@@ -25,8 +25,8 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::cog_config::CogModelConfig;
+use super::contract::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
 use super::output::{self, DownloadError, upstream_failure};
-use super::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
 use crate::bound_media::MEDIA_URL_MARGIN;
 use crate::ids::{random_token, sha256_hex};
 use crate::storage::Storage;

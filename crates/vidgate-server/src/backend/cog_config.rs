@@ -1,7 +1,7 @@
 //! How a model on a Cog server is described in the backends file
 //! (`"backend": "cog"`): where the server is, how many predictions it takes
 //! at once, the predictor's input names, and the timeouts. `cog.rs` runs
-//! jobs with it; `config.rs` reads it from the file.
+//! jobs with it; `backends_file.rs` reads it from the file.
 
 use std::collections::BTreeMap;
 

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use vidgate_engine::{RenderError, RenderRequest};
 use vidgate_media::Fetcher;
 
-use super::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
+use super::contract::{Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip};
 use crate::media::{RenderMedia, fetch_render_media};
 
 pub struct LocalEngineBackend {

@@ -1,288 +1,55 @@
 //! Backends run jobs. The worker hands a backend a claimed job outside any
-//! database transaction; the backend returns a finished clip or a failure.
-//! The embedded local engine is the reference implementation; adapters for
-//! real model servers implement the same trait.
+//! database transaction; the backend returns a finished clip or a failure
+//! (`contract.rs`). The embedded local engine is the reference
+//! implementation; adapters for real model servers implement the same
+//! trait: Cog servers (`cog.rs`) and hosted providers (`hosted/`). This
+//! file builds them: the one place where the backends file's plain
+//! configuration (`backends_file.rs`) meets the node's live parts
+//! (`parts.rs`).
 
-mod budget;
-mod circuit;
+mod backends_file;
 mod cog;
 mod cog_config;
-mod config;
-mod failover;
-pub mod fal;
-mod hosted;
-mod hosted_config;
+mod contract;
+pub mod hosted;
 mod local;
 mod output;
-pub mod provider;
-pub mod provider_schema;
-mod references;
-pub mod replicate;
-mod schema_check;
-mod webhook_urls;
+mod parts;
 
-pub use webhook_urls::{ProviderWebhookUrls, loggable_path as loggable_provider_webhook_path};
+pub use hosted::webhook_urls::{
+    ProviderWebhookUrls, loggable_path as loggable_provider_webhook_path,
+};
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
-use vidgate_core::Mode;
 
-use crate::bound_media::JobMedia;
-use budget::ProviderBudgets;
-pub use budget::{BudgetConfig, BudgetLimits, ClassLimit};
-use circuit::ProviderCircuits;
+use backends_file::ModelPlan;
+pub use backends_file::{
+    BackendsConfig, BackendsFile, BackendsFileError, ConfiguredBudget, FailoverConfig,
+    ModelBackendConfig, apply_backends_file, apply_backends_file_with_credentials,
+    budgets_in_backends_file, check_provider_schemas,
+};
 pub use cog::{CogBackend, CogCallbacks};
 pub use cog_config::{CogModelConfig, CogTimeouts};
-use config::SharedByBackends;
-pub use config::{
-    BackendsConfig, BackendsFile, BackendsFileError, ConfiguredBudget, FailoverConfig,
-    HostedProviderConfig, ModelBackendConfig, apply_backends_file,
-    apply_backends_file_with_credentials, budgets_in_backends_file,
+pub use contract::{
+    Admission, Backend, ClipBytes, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel,
+    WebhookReceipt, WebhookRefusal, WebhookRejection,
 };
-pub use hosted::{HostedBackend, ProviderKind};
-pub use hosted_config::{
+pub use hosted::HostedBackend;
+use hosted::budget::ProviderBudgets;
+pub use hosted::budget::{BudgetConfig, BudgetLimits, ClassLimit};
+use hosted::circuit::ProviderCircuits;
+use hosted::failover::FailoverBackend;
+pub use hosted::model_config::{
     FieldMapping, HostedModeConfig, HostedModelConfig, HostedTimeouts, PlannedInput, PlannedInputs,
     RefusedInput, Unserved,
 };
+use hosted::plan::{HostedParts, HostedPlan};
+pub use hosted::schema_check::TargetCheck;
 pub use local::LocalEngineBackend;
-pub use schema_check::{DEFAULT_FAL_SCHEMA_URL, TargetCheck, check_provider_schemas};
-
-/// Everything a backend needs to run one generation.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub generation_id: String,
-    pub model: String,
-    pub mode: Mode,
-    /// The input as the customer sent it.
-    pub input: vidgate_core::ValidatedInput,
-    /// The input a backend renders with: every media URL replaced by the
-    /// URL of the copy submit checked, priced and kept (`bound_media.rs`),
-    /// which the local engine reads from storage. Backends use this, never
-    /// the customer's URLs; one that hands URLs to a model server over HTTP
-    /// hands it [`Job::fetchable_media_input`] instead.
-    pub media_input: vidgate_core::ValidatedInput,
-    /// The kept media and the signer of its URLs.
-    pub media: JobMedia,
-    pub width: u32,
-    pub height: u32,
-    /// The seed to render with: the requested one, or one chosen for this job
-    /// and recorded in the output so the result can be reproduced.
-    pub seed: u64,
-}
-
-impl Job {
-    /// `media_input` with each kept copy's URL signed to be served for
-    /// `lifetime` from now and refused after: what a model server or a
-    /// provider gets, long enough for it to fetch the media once the job
-    /// starts.
-    pub fn fetchable_media_input(&self, lifetime: Duration) -> vidgate_core::ValidatedInput {
-        self.media.signed_input(&self.media_input, lifetime)
-    }
-}
-
-/// A request as a backend sees it at submit time, before anything is held:
-/// a refusal here leaves no generation and no ledger entry behind.
-pub struct Admission<'a> {
-    pub model: &'a vidgate_core::Model,
-    pub mode: Mode,
-    pub input: &'a vidgate_core::ValidatedInput,
-}
-
-/// A finished clip, not yet stored.
-#[derive(Debug)]
-pub struct RenderedClip {
-    pub mp4: ClipBytes,
-    pub width: u32,
-    pub height: u32,
-    pub fps: u32,
-    pub duration_s: f64,
-    pub has_audio: bool,
-    /// The hosted provider that made it and its cost; `None` for clips
-    /// made by the operator's own engine or servers.
-    pub provider_run: Option<crate::store::ProviderRun>,
-    /// The seed the clip was made with, as the renderer was sent it:
-    /// reported as `output.seed`. `None` when the model server or provider
-    /// was sent no seed (its target takes none), so that no seed is
-    /// claimed that was not applied.
-    pub seed: Option<u64>,
-}
-
-/// Where a finished clip's bytes are until the worker stores them.
-#[derive(Debug)]
-pub enum ClipBytes {
-    /// In memory: the local engine's render, or an output that arrived
-    /// inline (a Cog data URI).
-    InMemory(Vec<u8>),
-    /// A file in the storage's incoming directory: an output downloaded
-    /// from a model server or a provider (`output.rs`), never whole in
-    /// memory. The file is removed when this is dropped, unless the worker
-    /// stores it (`Storage::put_output_file`) first.
-    File(tempfile::TempPath),
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum JobFailure {
-    /// The job itself failed: the generation fails and its hold is refunded.
-    #[error("{message}")]
-    Failed { code: String, message: String },
-    /// The job was stopped from outside (shutdown): it goes back to the queue.
-    #[error("the job was interrupted")]
-    Interrupted,
-}
-
-/// Why a backend refused a job at admission, before it was queued for work.
-#[derive(Debug, thiserror::Error)]
-pub enum Rejection {
-    /// The model cannot take new work right now (503 `model_unavailable`).
-    #[error("{0}")]
-    Unavailable(String),
-    /// The model server refused the job for good (502 `upstream_error`).
-    #[error("{0}")]
-    Upstream(String),
-    /// No provider of the model serves a value of the request, named by
-    /// `param` (400 `invalid_request`).
-    #[error("{message}")]
-    Unserved { param: String, message: String },
-}
-
-#[async_trait]
-pub trait Backend: Send + Sync + 'static {
-    /// What kind of backend this is (`local`, `cog`, a hosted provider's
-    /// name, or `failover`): the `backend` label of the job metrics, so a
-    /// fixed few values.
-    fn kind(&self) -> &'static str;
-    /// Whether the job runs at a hosted provider, so that following it
-    /// costs this node a few requests and no CPU: such jobs go to the
-    /// node's hosted pool (`queue.rs`), not to its CPU workers.
-    fn runs_at_provider(&self) -> bool {
-        false
-    }
-    /// Checks, at submit time and before the hold, that the backend will
-    /// take this job.
-    async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection>;
-    /// Runs the job to completion. Must return `Interrupted` promptly when
-    /// `cancel` fires.
-    async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure>;
-    /// Takes a provider's webhook about the job of `generation_id`. Only
-    /// hosted backends have provider jobs.
-    async fn receive_provider_webhook(
-        &self,
-        _generation_id: &str,
-        _headers: &reqwest::header::HeaderMap,
-        _body: &[u8],
-    ) -> Result<WebhookReceipt, WebhookRefusal> {
-        Err(WebhookRefusal::UnknownJob)
-    }
-    /// Wakes this process's follower of `generation_id`'s provider job, if
-    /// it has one, to read the job's state now; true when it had one.
-    fn wake_follower(&self, _generation_id: &str) -> bool {
-        false
-    }
-    /// Cancels the job of a running generation where it still waits in a
-    /// provider's queue; a backend whose running jobs have started answers
-    /// `Started`. `input` is the generation's input (defaults filled in),
-    /// which prices the seconds a job that started in the moment before
-    /// the cancel may be billed for.
-    async fn cancel_before_start(
-        &self,
-        _generation_id: &str,
-        _input: &serde_json::Value,
-    ) -> StartedJobCancel {
-        StartedJobCancel::Started
-    }
-    /// Whether a job claimed now could be sent on at once: false while a
-    /// hosted provider's request budget has no create to spare (or its
-    /// jobs in flight are at their ceiling), so that the job waits in
-    /// vidgate's queue as `queued`. Always true for backends that run jobs
-    /// themselves.
-    fn create_ready(&self) -> bool {
-        true
-    }
-    /// Tells the backend that a job was claimed because it was
-    /// `create_ready`, so that the next answer counts that job's create
-    /// as taken until the job asks for it. Nothing for backends that run
-    /// jobs themselves.
-    fn promise_create(&self) {}
-}
-
-/// What became of a provider webhook that verified.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WebhookReceipt {
-    /// The job's follower was woken to read the job's state now.
-    Taken,
-    /// A delivery taken before (a provider's retry): answered, ignored.
-    Duplicate,
-}
-
-/// Why a provider webhook was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum WebhookRefusal {
-    /// No such model, generation or provider job, or the webhook is about
-    /// another job than the generation's.
-    #[error("no provider job of this generation matches the webhook")]
-    UnknownJob,
-    /// Not signed by the provider, or not now.
-    #[error(transparent)]
-    Rejected(#[from] provider::WebhookRejection),
-    /// The provider's keys could not be read; the provider retries, and
-    /// polling finishes the job meanwhile.
-    #[error("{0}")]
-    Unavailable(String),
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-}
-
-/// What canceling the job of a running generation at its provider did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StartedJobCancel {
-    /// The provider ended the job at our cancel: the generation is
-    /// canceled and refunded. A job that started in the moment between our
-    /// state read and the cancel may be billed for the seconds it ran:
-    /// `provider_run` records them as the generation's cost, which the
-    /// operator bears.
-    Canceled {
-        provider_run: crate::store::ProviderRun,
-    },
-    /// It started (or is being submitted, or is not the provider's):
-    /// vidgate does not send a cancel, as for any running generation.
-    Started,
-    /// The cancel was sent, but the provider refused it or did not confirm
-    /// that it ended the job: the generation goes on.
-    NotCarried,
-    /// The provider could not be asked.
-    Unreachable(String),
-}
-
-/// The live parts of a node that backends are built with: they exist only
-/// once start-up has opened the store and the storage and made the
-/// metrics, so every backend is built after them, whole.
-pub struct BackendParts {
-    /// Where hosted backends record their provider jobs and circuits save
-    /// their views.
-    pub store: Arc<crate::store::Store>,
-    /// Whose incoming directory takes the outputs that backends download.
-    pub storage: Arc<crate::storage::Storage>,
-    /// Fetches the media the local engine renders with, with the node's
-    /// settings (such as whether private networks may be reached).
-    pub media_fetcher: vidgate_media::Fetcher,
-    /// The node's rate limiter, whose buckets (in Redis when configured,
-    /// so that every node shares each budget) hold the providers' request
-    /// budgets, as they hold the API rate limit.
-    pub rate_limiter: Arc<crate::rate_limit::CallerRateLimiter>,
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// The webhook URLs of provider jobs, under the public base URL at
-    /// which providers reach this node's webhook route; without one, hosted
-    /// jobs are followed by polling alone.
-    pub provider_webhooks: ProviderWebhookUrls,
-    /// The base URL at which Cog servers send their completion webhooks;
-    /// without one (a node with no listener) Cog predictions are dispatched
-    /// synchronously.
-    pub cog_callback_base: Option<String>,
-}
+pub use parts::BackendParts;
 
 /// Why the backends of a checked configuration could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -416,5 +183,50 @@ impl Backends {
             .get(&model.id)
             .or_else(|| self.by_name.get(&model.backend))
             .cloned()
+    }
+}
+
+/// What the backends of one node share while they are built: the Cog
+/// callbacks, each provider's circuit and each credential's budget.
+struct SharedByBackends {
+    cog_callbacks: Arc<CogCallbacks>,
+    provider_circuits: ProviderCircuits,
+    provider_budgets: Arc<ProviderBudgets>,
+}
+
+impl ModelPlan {
+    /// Builds the model's backend with the node's parts. Only what the
+    /// file could not show fails here (an HTTP client that cannot start).
+    fn build(
+        &self,
+        model_id: &str,
+        parts: &BackendParts,
+        shared: &SharedByBackends,
+    ) -> Result<Arc<dyn Backend>, String> {
+        let hosted_parts = HostedParts {
+            store: &parts.store,
+            storage: &parts.storage,
+            webhook_urls: &parts.provider_webhooks,
+            circuits: &shared.provider_circuits,
+            budgets: &shared.provider_budgets,
+        };
+        let hosted = |plan: &HostedPlan| plan.build(&hosted_parts);
+        let backend: Arc<dyn Backend> = match self {
+            ModelPlan::Cog(config) => CogBackend::new(
+                model_id,
+                config.clone(),
+                shared.cog_callbacks.clone(),
+                parts.storage.clone(),
+            )
+            .map_err(|error| error.to_string())?,
+            ModelPlan::Hosted(plan) => hosted(plan.as_ref())?,
+            ModelPlan::Failover(plans) => Arc::new(FailoverBackend::new(
+                model_id,
+                plans.iter().map(hosted).collect::<Result<_, _>>()?,
+                parts.store.clone(),
+            )),
+            ModelPlan::Custom(build) => build(parts),
+        };
+        Ok(backend)
     }
 }

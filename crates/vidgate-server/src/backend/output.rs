@@ -10,7 +10,7 @@
 use tokio::io::AsyncWriteExt;
 use vidgate_media::{MediaDetails, MediaInfo, ProbeError};
 
-use super::{ClipBytes, JobFailure, RenderedClip};
+use super::contract::{ClipBytes, JobFailure, RenderedClip};
 use crate::storage::Storage;
 
 /// The write buffer between the network and the incoming file: large enough

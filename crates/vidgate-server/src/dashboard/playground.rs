@@ -346,7 +346,9 @@ pub async fn submit(
     }
     let status = match &error {
         SubmitError::Invalid { .. } => StatusCode::BAD_REQUEST,
-        SubmitError::ConcurrencyLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
+        SubmitError::ConcurrencyLimit { .. } | SubmitError::MediaFetchLimit { .. } => {
+            StatusCode::TOO_MANY_REQUESTS
+        }
         SubmitError::InsufficientBalance { .. } | SubmitError::SpendLimit { .. } => {
             StatusCode::PAYMENT_REQUIRED
         }

@@ -1,4 +1,6 @@
-//! Dashboard users: creation by `vidgate admin user create` and by sign-up.
+//! Dashboard users: made ready for the operator's `user create`
+//! (`operator_actions::users`), and created at the first start and by
+//! sign-up.
 
 use crate::accounts::AccountChangeError;
 use crate::ids::{new_account_id, new_webhook_secret, random_token};
@@ -64,9 +66,11 @@ fn new_user_id() -> String {
     format!("usr_{}", random_token(20))
 }
 
-/// Creates a user of an existing account, with `password` or, without one,
-/// a generated one-time password that is returned once.
-pub async fn create_user(
+/// A user of an existing account made ready to store, with `password` or,
+/// without one, a generated one-time password that is returned once. The
+/// email is checked for its shape here and for being free when it is
+/// stored.
+pub async fn prepare_user(
     store: &Store,
     account_id: &str,
     email: &str,
@@ -93,17 +97,31 @@ pub async fn create_user(
     let user = User {
         id: new_user_id(),
         account_id: account_id.to_owned(),
-        email: email.clone(),
+        email,
         password_hash: passwords::hash(password).await?,
         created_at: now_millis(),
     };
-    let user = store
-        .create_user(&user)
-        .await?
-        .ok_or(UserError::EmailTaken(email))?;
     Ok(CreatedUser {
         user,
         one_time_password,
+    })
+}
+
+/// Creates a user of an existing account, as `prepare_user` makes it.
+pub async fn create_user(
+    store: &Store,
+    account_id: &str,
+    email: &str,
+    password: Option<String>,
+) -> Result<CreatedUser, UserError> {
+    let prepared = prepare_user(store, account_id, email, password).await?;
+    let user = store
+        .create_user(&prepared.user)
+        .await?
+        .ok_or_else(|| UserError::EmailTaken(prepared.user.email.clone()))?;
+    Ok(CreatedUser {
+        user,
+        one_time_password: prepared.one_time_password,
     })
 }
 

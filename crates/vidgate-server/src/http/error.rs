@@ -10,12 +10,12 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::accounts::AccountChangeError;
 use crate::backend::WebhookRefusal;
-use crate::backend::provider::WebhookRejection;
+use crate::backend::WebhookRejection;
 use crate::callers::CallerRefusal;
 use crate::dashboard::users::UserError;
 use crate::diagnostics::log_cause_chain;
+use crate::operator_actions::OperatorActionError;
 use crate::store::{CONNECTION_WAIT, StoreError};
 use crate::submit::{CONCURRENCY_RETRY_AFTER, IDEMPOTENCY_KEY, SubmitError};
 
@@ -194,6 +194,18 @@ impl From<vidgate_media::InspectError> for ApiError {
                 ),
                 retry_after,
             },
+            // A limit on this one client, not the node failing to serve:
+            // 429, so that monitoring does not read a flood from one
+            // address as the model being down.
+            vidgate_media::InspectError::RequesterAtLimit { limit, retry_after } => {
+                ApiError::RateLimited {
+                    message: format!(
+                        "Too many requests: this client is already fetching request media {limit} at a time, the most one client may. Retry in {} s; nothing was charged.",
+                        retry_after.as_secs().max(1)
+                    ),
+                    retry_after,
+                }
+            }
         }
     }
 }
@@ -243,18 +255,54 @@ impl From<CallerRefusal> for ApiError {
     }
 }
 
-/// What the operator API answers to a dashboard user it could not create.
-impl From<AccountChangeError> for ApiError {
-    fn from(error: AccountChangeError) -> Self {
+/// What the operator API answers to an action it refused.
+impl From<OperatorActionError> for ApiError {
+    fn from(error: OperatorActionError) -> Self {
+        let deleted = |account_id: String, consequence: &str| ApiError::Conflict {
+            message: format!("The account {account_id:?} was deleted; {consequence}."),
+            param: None,
+        };
         match error {
-            AccountChangeError::NotFound(account_id) => {
+            OperatorActionError::Invalid { param, message } => ApiError::invalid(param, message),
+            OperatorActionError::AccountNotFound(account_id) => {
                 ApiError::NotFound(format!("No account {account_id:?} exists."))
             }
-            AccountChangeError::Deleted(account_id) => ApiError::Conflict {
-                message: format!("The account {account_id:?} was deleted; it cannot be changed."),
+            OperatorActionError::AccountDeleted(account_id) => {
+                deleted(account_id, "it cannot be changed")
+            }
+            OperatorActionError::BooksClosed(account_id) => {
+                deleted(account_id, "its books are closed")
+            }
+            OperatorActionError::IdempotencyKeyReused => ApiError::Conflict {
+                message: format!(
+                    "This {IDEMPOTENCY_KEY} was already used for a different account, kind or amount."
+                ),
+                param: Some(IDEMPOTENCY_KEY.to_owned()),
+            },
+            OperatorActionError::InsufficientBalance { balance } => {
+                ApiError::InsufficientBalance(format!(
+                    "The balance is {} micro-dollars; a debit cannot take it below zero. Nothing was taken.",
+                    balance.0
+                ))
+            }
+            OperatorActionError::AccountBusy { generations, .. } => ApiError::Conflict {
+                message: format!(
+                    "The account has {generations} generations queued or running; cancel them or \
+                     wait until they finish, then delete it."
+                ),
                 param: None,
             },
-            AccountChangeError::Store(error) => error.into(),
+            OperatorActionError::KeyNotFound(key_id) => {
+                ApiError::NotFound(format!("No unrevoked key {key_id:?} exists."))
+            }
+            OperatorActionError::ModelNotFound(model_id) => {
+                ApiError::NotFound(format!("No model {model_id:?} exists."))
+            }
+            OperatorActionError::UserNotFound(email) => {
+                ApiError::NotFound(format!("No user {email:?} exists."))
+            }
+            OperatorActionError::User(error) => error.into(),
+            OperatorActionError::Store(error) => error.into(),
         }
     }
 }
@@ -332,6 +380,10 @@ impl From<SubmitError> for ApiError {
             },
             SubmitError::AccountNotFound => ApiError::Unauthorized(message),
             SubmitError::MediaBusy { retry_after } => ApiError::Busy {
+                message,
+                retry_after,
+            },
+            SubmitError::MediaFetchLimit { retry_after, .. } => ApiError::RateLimited {
                 message,
                 retry_after,
             },
@@ -436,6 +488,10 @@ mod tests {
             SubmitError::IdempotencyKeyReused,
             SubmitError::AccountNotFound,
             SubmitError::MediaBusy {
+                retry_after: Duration::from_secs(1),
+            },
+            SubmitError::MediaFetchLimit {
+                limit: 4,
                 retry_after: Duration::from_secs(1),
             },
             SubmitError::DatabaseUnavailable,

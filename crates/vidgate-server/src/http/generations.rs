@@ -21,8 +21,8 @@ use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
 /// again (SPEC.md section 6.2 asks for no tighter than 5 to 10 seconds).
 const POLL_HINT_SECONDS: u32 = 5;
 
-const DEFAULT_PAGE_SIZE: u32 = 20;
-const MAX_PAGE_SIZE: u32 = 100;
+pub(super) const DEFAULT_PAGE_SIZE: u32 = 20;
+pub(super) const MAX_PAGE_SIZE: u32 = 100;
 
 /// A generation response, with the polling hint while it is unfinished.
 pub fn generation_response(generation: &Generation, api_base: &str) -> Response {

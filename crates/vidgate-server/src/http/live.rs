@@ -106,8 +106,10 @@ pub(super) async fn wait_for_final(
     seconds: u64,
 ) -> Result<Option<Generation>, ApiError> {
     let until = Instant::now() + state.live_status.applied_wait(seconds);
-    let Some((mut follower, current)) =
-        GenerationFollower::start(state.store.clone(), &caller.account_id, generation_id).await?
+    let Some((mut follower, current)) = state
+        .live_status
+        .follow(&state.store, &caller.account_id, generation_id)
+        .await?
     else {
         return Ok(None);
     };
@@ -122,7 +124,7 @@ pub(super) async fn wait_for_final(
         () = slot.revoked().cancelled() => Err(ApiError::Unauthorized(
             "The API key or session was revoked while the request waited.".into(),
         )),
-        followed = follower.until_final(current, until, closing) => Ok(Some(followed?)),
+        followed = follower.until_final(current, until, closing) => Ok(Some(followed)),
     }
 }
 
@@ -136,8 +138,10 @@ pub(super) async fn wait_after_submit(
     slot: LiveSlot,
 ) -> Result<Generation, ApiError> {
     let until = Instant::now() + state.live_status.applied_wait(seconds);
-    let Some((mut follower, current)) =
-        GenerationFollower::start(state.store.clone(), &caller.account_id, &submitted.id).await?
+    let Some((mut follower, current)) = state
+        .live_status
+        .follow(&state.store, &caller.account_id, &submitted.id)
+        .await?
     else {
         // Generations are never deleted; should one vanish, the submit's
         // own answer stands.
@@ -150,7 +154,7 @@ pub(super) async fn wait_after_submit(
         // (and holds its price), so its answer is still 202, with the
         // state the submit itself returned and nothing learned since.
         () = slot.revoked().cancelled() => Ok(submitted),
-        followed = follower.until_final(current, until, closing) => Ok(followed?),
+        followed = follower.until_final(current, until, closing) => Ok(followed),
     }
 }
 
@@ -177,8 +181,10 @@ pub async fn events(
         .and_then(|value| value.to_str().ok())
         .filter(|value| value.len() <= MAX_EVENT_ID_BYTES)
         .map(str::to_owned);
-    let Some((follower, current)) =
-        GenerationFollower::start(state.store.clone(), &caller.account_id, &generation_id).await?
+    let Some((follower, current)) = state
+        .live_status
+        .follow(&state.store, &caller.account_id, &generation_id)
+        .await?
     else {
         return Err(ApiError::NotFound(format!(
             "No generation {generation_id:?} exists in this account."
@@ -256,13 +262,8 @@ async fn send_events(
             biased;
             () = revoked.cancelled() => return,
             next = follower.next_state(&seen_id, until, closing) => match next {
-                Ok(Some(next)) => current = next,
-                Ok(None) => return,
-                Err(error) => {
-                    // The client reconnects with the last id it saw.
-                    tracing::warn!(generation = %current.id, error = %error, "an event stream stopped on a store error");
-                    return;
-                }
+                Some(next) => current = next,
+                None => return,
             },
             () = events.closed() => return,
         }

@@ -81,7 +81,7 @@ fn authenticated_errors(extra: &[(&str, &str)]) -> Map<String, Value> {
         "403".into(),
         error_response("forbidden: a request that is authenticated by a dashboard session cookie and changes something needs the page's X-CSRF-Token header."),
     );
-    responses.insert("429".into(), error_response("rate_limited: too many requests per second, too many generations in progress, or (with Prefer: wait or an event stream) too many waits and streams open for this key or on this server. Retry-After says when to try again. Nothing is charged."));
+    responses.insert("429".into(), error_response("rate_limited: too many requests per second, too many generations in progress, or (with Prefer: wait or an event stream) too many waits and streams open for this key or on this server, or this account is already fetching as much request media as one account may at once. Retry-After says when to try again. Nothing is charged."));
     responses.insert(
         "500".into(),
         error_response("internal_error: retry with backoff."),
@@ -254,7 +254,7 @@ fn endpoint_paths(catalog: &Catalog, paths: &mut Map<String, Value>) {
                         "200": { "description": "The price.", "content": json_content(schema_ref("Quote")) },
                         "400": error_response("invalid_request: a parameter is invalid; param names it."),
                         "413": error_response("payload_too_large"),
-                        "429": public_rate_limited(),
+                        "429": error_response("rate_limited: too many requests to the public endpoints from this client address, or this client network is already fetching as much request media as one client may at once; Retry-After says when to try again."),
                         "500": error_response("internal_error"),
                         "503": error_response("model_unavailable: this node is fetching as much request media as it may at once; Retry-After says when to try again.")
                     }

@@ -2,7 +2,7 @@
 //! `/internal/providers/{vendor}/{model}/{generation_id}/{token}`: the URL
 //! a hosted backend registers with each job when a public URL is
 //! configured, its last segment a secret of the generation
-//! (`backend/webhook_urls.rs`). The route checks the id's shape and the
+//! (`backend/hosted/webhook_urls.rs`). The route checks the id's shape and the
 //! secret before it reads the body; the model's backend then verifies the
 //! provider's signature, checks that the webhook is about the generation's
 //! provider job, drops a delivery it took before, and wakes the job's

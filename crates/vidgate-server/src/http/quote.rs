@@ -9,10 +9,11 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 use vidgate_core::{Breakdown, Mode, Purpose};
-use vidgate_media::{Requester, Scope};
+use vidgate_media::{InspectError, Requester, Scope};
 
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
 use crate::client_address::ClientAddress;
+use crate::metrics::RateLimit;
 use crate::rate_limit::NetworkBucket;
 use crate::representation::{Cost, object_kind};
 
@@ -46,7 +47,14 @@ pub async fn quote(
     let media_facts = state
         .media
         .inspect(&requester, endpoint, &input, Scope::PriceAffecting)
-        .await?;
+        .await
+        .inspect_err(|error| {
+            if let InspectError::RequesterAtLimit { .. } = error {
+                state
+                    .metrics
+                    .record_rate_limit_refusal(RateLimit::MediaFetches);
+            }
+        })?;
     let price = endpoint.price(&input, &media_facts);
     Ok(Json(QuoteRecord {
         cost: Cost::quoted(&price),

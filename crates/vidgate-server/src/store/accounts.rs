@@ -274,6 +274,84 @@ impl Store {
         )?;
         Ok(row.map(Account::from))
     }
+
+    /// Sets an account's limits inside the caller's transaction and
+    /// answers the account after it; `None` when there is no such account.
+    /// The caller forgets its remembered callers after the commit, since
+    /// they carry their account's limits.
+    pub(super) async fn set_account_limits_in(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+        limits: AccountLimits,
+    ) -> Result<Option<Account>, StoreError> {
+        execute_in_transaction!(
+            &mut *transaction,
+            sqlx::query(
+                "UPDATE accounts SET rate_per_second = $1, rate_burst = $2, \
+                 max_concurrent = $3 WHERE id = $4",
+            )
+            .bind(limits.requests_per_second as i64)
+            .bind(limits.burst as i64)
+            .bind(limits.max_concurrent as i64)
+            .bind(account_id)
+        )?;
+        Self::account_in(transaction, account_id).await
+    }
+
+    pub(super) async fn insert_api_key_in(
+        transaction: &mut WriteTransaction,
+        key: &NewApiKey,
+    ) -> Result<(), StoreError> {
+        execute_in_transaction!(
+            transaction,
+            sqlx::query(
+                "INSERT INTO api_keys (id, account_id, name, prefix, secret_sha256, \
+                 created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&key.id)
+            .bind(&key.account_id)
+            .bind(&key.name)
+            .bind(&key.prefix)
+            .bind(&key.secret_sha256)
+            .bind(now_millis())
+        )?;
+        Ok(())
+    }
+
+    /// Revokes a key inside the caller's transaction; false when no
+    /// unrevoked key has that id. The caller forgets its remembered
+    /// callers after the commit.
+    pub(super) async fn revoke_api_key_in(
+        transaction: &mut WriteTransaction,
+        key_id: &str,
+    ) -> Result<bool, StoreError> {
+        let changed = execute_in_transaction!(
+            transaction,
+            sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                .bind(now_millis())
+                .bind(key_id)
+        )?;
+        Ok(changed == 1)
+    }
+
+    pub(super) async fn set_model_paused_in(
+        transaction: &mut WriteTransaction,
+        model_id: &str,
+        paused: bool,
+    ) -> Result<(), StoreError> {
+        execute_in_transaction!(
+            transaction,
+            sqlx::query(
+                "INSERT INTO model_states (model_id, paused, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (model_id) DO UPDATE SET paused = excluded.paused, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(model_id)
+            .bind(paused)
+            .bind(now_millis())
+        )?;
+        Ok(())
+    }
 }
 
 /// A key's spend limit columns: the amount and the period, both or neither.
@@ -304,15 +382,15 @@ impl Store {
         Ok(row.and_then(spend_limit_from_row))
     }
 
-    /// Sets or (with `None`) removes a key's spend limit; false when no
-    /// such key exists.
-    pub async fn set_spend_limit(
-        &self,
+    /// Sets or (with `None`) removes a key's spend limit, inside the
+    /// operator's transaction; false when no such key exists.
+    pub(super) async fn set_spend_limit_in(
+        transaction: &mut WriteTransaction,
         key_id: &str,
         limit: Option<SpendLimit>,
     ) -> Result<bool, StoreError> {
-        let changed = execute_on_writer!(
-            self,
+        let changed = execute_in_transaction!(
+            transaction,
             sqlx::query(
                 "UPDATE api_keys SET spend_limit_micros = $2, spend_limit_period = $3 \
                  WHERE id = $1",
@@ -324,7 +402,7 @@ impl Store {
         Ok(changed == 1)
     }
 
-    /// As `set_spend_limit`, for a key of `account_id` only (the
+    /// As `set_spend_limit_in`, for a key of `account_id` only (the
     /// dashboard's); false for another account's key.
     pub async fn set_account_key_spend_limit(
         &self,
@@ -383,18 +461,7 @@ impl Store {
         limits: AccountLimits,
     ) -> Result<Option<Account>, StoreError> {
         let mut transaction = self.begin_write().await?;
-        execute_in_transaction!(
-            &mut transaction,
-            sqlx::query(
-                "UPDATE accounts SET rate_per_second = $1, rate_burst = $2, \
-                 max_concurrent = $3 WHERE id = $4",
-            )
-            .bind(limits.requests_per_second as i64)
-            .bind(limits.burst as i64)
-            .bind(limits.max_concurrent as i64)
-            .bind(account_id)
-        )?;
-        let account = Self::account_in(&mut transaction, account_id).await?;
+        let account = Self::set_account_limits_in(&mut transaction, account_id, limits).await?;
         transaction.commit().await?;
         // Remembered callers carry their account's limits.
         self.callers().forget_all();
@@ -402,33 +469,20 @@ impl Store {
     }
 
     pub async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError> {
-        execute_on_writer!(
-            self,
-            sqlx::query(
-                "INSERT INTO api_keys (id, account_id, name, prefix, secret_sha256, \
-                 created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(&key.id)
-            .bind(&key.account_id)
-            .bind(&key.name)
-            .bind(&key.prefix)
-            .bind(&key.secret_sha256)
-            .bind(now_millis())
-        )?;
+        let mut transaction = self.begin_write().await?;
+        Self::insert_api_key_in(&mut transaction, &key).await?;
+        transaction.commit().await?;
         Ok(())
     }
 
     /// Revokes a key; false when no unrevoked key has that id. Takes effect
     /// at once in this process and within `CALLER_CACHE_TTL` in others.
     pub async fn revoke_api_key(&self, key_id: &str) -> Result<bool, StoreError> {
-        let changed = execute_on_writer!(
-            self,
-            sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
-                .bind(now_millis())
-                .bind(key_id)
-        )?;
+        let mut transaction = self.begin_write().await?;
+        let revoked = Self::revoke_api_key_in(&mut transaction, key_id).await?;
+        transaction.commit().await?;
         self.callers().forget_all();
-        Ok(changed == 1)
+        Ok(revoked)
     }
 
     /// The caller owning an unrevoked key with this secret digest; a caller
@@ -586,17 +640,9 @@ impl Store {
     }
 
     pub async fn set_model_paused(&self, model_id: &str, paused: bool) -> Result<(), StoreError> {
-        execute_on_writer!(
-            self,
-            sqlx::query(
-                "INSERT INTO model_states (model_id, paused, updated_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (model_id) DO UPDATE SET paused = excluded.paused, \
-                 updated_at = excluded.updated_at",
-            )
-            .bind(model_id)
-            .bind(paused)
-            .bind(now_millis())
-        )?;
+        let mut transaction = self.begin_write().await?;
+        Self::set_model_paused_in(&mut transaction, model_id, paused).await?;
+        transaction.commit().await?;
         Ok(())
     }
 

@@ -8,7 +8,10 @@
 //! hands it to its own. A watcher is woken, then reads the generation
 //! afresh: an announcement carries no state, so one that is missed (a
 //! listener reconnecting) or comes twice costs a read, never a wrong or lost
-//! final state. Waiters therefore also read again at least every second.
+//! final state. Whether the announcements can be trusted now is said by
+//! `announcements_heard`: always on SQLite, while its listener is
+//! connected on PostgreSQL. Readers read again every second while it says
+//! no.
 //!
 //! Watching holds no database connection: a watcher is an entry in a map
 //! and a `watch` channel, a few hundred bytes.
@@ -18,13 +21,39 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-/// This process's watchers, by generation id.
-#[derive(Default)]
+/// This process's watchers, by generation id, and whether every committed
+/// change is heard now.
 pub struct GenerationChanges {
     watched: Mutex<HashMap<Box<str>, watch::Sender<()>>>,
+    heard: watch::Sender<bool>,
 }
 
 impl GenerationChanges {
+    /// Watchers whose announcements are heard from the start (`true`: an
+    /// in-process signal) or only once a listener says so (`false`).
+    pub fn new(heard_from_the_start: bool) -> GenerationChanges {
+        GenerationChanges {
+            watched: Mutex::default(),
+            heard: watch::Sender::new(heard_from_the_start),
+        }
+    }
+
+    /// Says whether every committed change is announced to this process
+    /// from now on (a listener connected) or may be missed (one lost).
+    pub fn set_heard(&self, heard: bool) {
+        self.heard.send_if_modified(|before| {
+            let changed = *before != heard;
+            *before = heard;
+            changed
+        });
+    }
+
+    /// Whether every committed change is announced to this process now,
+    /// and each change of that.
+    pub fn heard(&self) -> watch::Receiver<bool> {
+        self.heard.subscribe()
+    }
+
     /// Wakes every watcher of `generation_id`; none is not an error.
     pub fn announce(&self, generation_id: &str) {
         let watched = self
@@ -136,7 +165,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_announcement_wakes_the_watchers_of_its_generation_only() {
-        let changes = Arc::new(GenerationChanges::default());
+        let changes = Arc::new(GenerationChanges::new(true));
         let mut first = changes.watch("gen_a");
         let mut second = changes.watch("gen_a");
         let mut other = changes.watch("gen_b");
@@ -153,7 +182,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_announcement_before_the_wait_is_not_missed() {
-        let changes = Arc::new(GenerationChanges::default());
+        let changes = Arc::new(GenerationChanges::new(true));
         let mut watch = changes.watch("gen_a");
         // Between the watch's start (its caller then reads the generation)
         // and its wait: the wait must still return.
@@ -162,8 +191,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn whether_announcements_are_heard_is_told_on_each_change_only() {
+        let changes = GenerationChanges::new(false);
+        let mut heard = changes.heard();
+        assert!(!*heard.borrow_and_update());
+        changes.set_heard(true);
+        assert!(heard.has_changed().unwrap());
+        assert!(*heard.borrow_and_update());
+        // Saying it again is no news.
+        changes.set_heard(true);
+        assert!(!heard.has_changed().unwrap());
+        changes.set_heard(false);
+        assert!(!*heard.borrow_and_update());
+    }
+
+    #[tokio::test]
     async fn the_last_watch_dropped_forgets_the_generation() {
-        let changes = Arc::new(GenerationChanges::default());
+        let changes = Arc::new(GenerationChanges::new(true));
         let first = changes.watch("gen_a");
         let second = changes.watch("gen_a");
         assert_eq!(changes.watched_generations(), 1);

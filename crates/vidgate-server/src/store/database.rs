@@ -27,7 +27,6 @@ use sqlx::{Postgres, Sqlite, Transaction};
 
 use super::caller_cache::CallerCache;
 use super::changes::GenerationWatch;
-use super::generations::{NewGeneration, SubmitOutcome, SubmitRefusal};
 use super::inline_reads::InlineRow;
 use super::{PgStore, SqliteStore, Store, StoreError};
 
@@ -264,17 +263,6 @@ impl Store {
         }
     }
 
-    /// Submits through the database's group commit (`submit.rs`).
-    pub(super) async fn submit(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal> {
-        match &self.database {
-            Database::Sqlite(database) => database.submit(generation).await,
-            Database::Postgres(database) => database.submit(generation).await,
-        }
-    }
-
     /// Tells other processes that a job was queued, when `transaction`
     /// commits.
     pub(super) async fn announce_work(
@@ -313,6 +301,13 @@ impl Store {
         match &self.database {
             Database::Sqlite(database) => database.watch_generation_changes(generation_id).await,
             Database::Postgres(database) => database.watch_generation_changes(generation_id).await,
+        }
+    }
+
+    pub(super) fn generation_announcements_heard(&self) -> tokio::sync::watch::Receiver<bool> {
+        match &self.database {
+            Database::Sqlite(database) => database.generation_announcements_heard(),
+            Database::Postgres(database) => database.generation_announcements_heard(),
         }
     }
 

@@ -1,5 +1,7 @@
-//! Generations: submit (with its hold), read, list and cancel. What happens
-//! to a generation once a worker claims it is in `queue.rs`.
+//! Generations: their records, read, list and cancel (a submit with its
+//! hold is in `submit.rs`). What happens to a generation once a worker
+//! claims it is in `queue.rs` (the claim and the finish) and in the root
+//! `workers.rs` (the workers that run it).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -298,16 +300,6 @@ impl Store {
 }
 
 impl Store {
-    /// In one transaction: idempotent replay, the concurrency limit, the
-    /// balance check, the hold and the insert of the queued generation.
-    pub async fn submit_generation(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal> {
-        // Each database submits its own way: see `submit.rs`.
-        self.submit(generation).await
-    }
-
     /// Whether the account submitted a generation under this idempotency
     /// key within `IDEMPOTENCY_WINDOW`, so that a submit with it is a
     /// replay (or a conflict), not a new charge.
@@ -369,6 +361,40 @@ impl Store {
         rows.into_iter().map(Generation::try_from).collect()
     }
 
+    /// How the database runs `list_generations` of `account_id` with
+    /// `filter`, one line per step: `EXPLAIN QUERY PLAN` on SQLite,
+    /// `EXPLAIN ANALYZE` on PostgreSQL (which runs it). The lists bench
+    /// prints it, to say which index each shape of list uses.
+    pub async fn explain_list_generations(
+        &self,
+        account_id: &str,
+        filter: &ListFilter,
+    ) -> Result<Vec<String>, StoreError> {
+        let select = concat!(
+            "SELECT ",
+            generation_columns!(),
+            " FROM generations WHERE account_id = "
+        );
+        match &self.database {
+            super::database::Database::Sqlite(database) => {
+                let mut query = sqlx::QueryBuilder::new(format!("EXPLAIN QUERY PLAN {select}"));
+                query.push_bind(account_id);
+                push_list_filter(&mut query, filter, None, None);
+                let steps: Vec<(i64, i64, i64, String)> =
+                    query.build_query_as().fetch_all(database.reader()).await?;
+                Ok(steps.into_iter().map(|(_, _, _, detail)| detail).collect())
+            }
+            super::database::Database::Postgres(database) => {
+                let mut query = sqlx::QueryBuilder::new(format!("EXPLAIN ANALYZE {select}"));
+                query.push_bind(account_id);
+                push_list_filter(&mut query, filter, None, None);
+                let lines: Vec<(String,)> =
+                    query.build_query_as().fetch_all(database.reader()).await?;
+                Ok(lines.into_iter().map(|(line,)| line).collect())
+            }
+        }
+    }
+
     /// The request media a generation is bound to, as submit recorded it.
     pub async fn generation_media(&self, generation_id: &str) -> Result<Option<Value>, StoreError> {
         let binding: Option<String> = fetch_on_reader!(
@@ -414,5 +440,13 @@ impl Store {
     /// holder reads the generation again. Holds no database connection.
     pub async fn watch_generation(&self, generation_id: &str) -> super::GenerationWatch {
         self.watch_generation_changes(generation_id).await
+    }
+
+    /// Whether every committed change of a generation is announced to this
+    /// process now (`true`), so that a watcher hears it without reading
+    /// on a timer, and each change of that: always on SQLite, while the
+    /// listener is connected on PostgreSQL.
+    pub fn announcements_heard(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.generation_announcements_heard()
     }
 }

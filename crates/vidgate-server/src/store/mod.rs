@@ -18,6 +18,8 @@
 //! provider's circuit as a node last saw it), `operations` (the schema's
 //! state for readiness, backups), `operator` (what the operator API adds:
 //! listing accounts, idempotent credit adjustments, the audit log),
+//! `operator_changes` (the other operator changes, each in one transaction
+//! with its audit row),
 //! `retention` (expiring old clips and uploads, and the expired files the
 //! sweep deletes), `server_keys` (secrets the server makes for itself,
 //! shared by every node) and `stripe_payments` (money in and back through
@@ -60,6 +62,7 @@ mod inline_reads;
 mod ledger;
 mod operations;
 mod operator;
+mod operator_changes;
 mod postgres;
 mod provider_health;
 mod provider_jobs;
@@ -88,7 +91,7 @@ pub use generations::{
 pub use ledger::{DailySpend, LedgerEntry, ModelDayUsage};
 pub use operations::SchemaState;
 pub use operator::{
-    AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditEntry, CreditAdjustment,
+    AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditAction, AuditEntry, CreditAdjustment,
     NewAuditEntry, NewCreditAdjustment, OperatorGenerationFilter,
 };
 pub use postgres::PgStore;

@@ -30,10 +30,53 @@ pub struct AuditEntry {
     pub created_at: i64,
 }
 
+/// What an operator did, as the audit log names it. Every operator action
+/// (`operator_actions`) has one, so a new action adds a variant here and
+/// its name is written in this one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditAction {
+    AccountCreate,
+    AccountCredit,
+    AccountDebit,
+    AccountLimits,
+    AccountRotateWebhookSecret,
+    AccountDelete,
+    KeyCreate,
+    KeyRevoke,
+    KeyLimit,
+    ModelPause,
+    ModelResume,
+    UserCreate,
+    UserRemove,
+    UserRevokeSessions,
+}
+
+impl AuditAction {
+    /// The name stored in the audit log's `action` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::AccountCreate => "account.create",
+            AuditAction::AccountCredit => "account.credit",
+            AuditAction::AccountDebit => "account.debit",
+            AuditAction::AccountLimits => "account.limits",
+            AuditAction::AccountRotateWebhookSecret => "account.rotate_webhook_secret",
+            AuditAction::AccountDelete => "account.delete",
+            AuditAction::KeyCreate => "key.create",
+            AuditAction::KeyRevoke => "key.revoke",
+            AuditAction::KeyLimit => "key.limit",
+            AuditAction::ModelPause => "model.pause",
+            AuditAction::ModelResume => "model.resume",
+            AuditAction::UserCreate => "user.create",
+            AuditAction::UserRemove => "user.remove",
+            AuditAction::UserRevokeSessions => "user.revoke_sessions",
+        }
+    }
+}
+
 /// A change to write to the audit log.
 pub struct NewAuditEntry {
     pub actor: String,
-    pub action: &'static str,
+    pub action: AuditAction,
     pub target: String,
     pub detail: serde_json::Value,
 }
@@ -250,7 +293,7 @@ impl Store {
         Ok(())
     }
 
-    async fn record_audit_in(
+    pub(super) async fn record_audit_in(
         transaction: &mut WriteTransaction,
         entry: &NewAuditEntry,
     ) -> Result<(), StoreError> {
@@ -261,7 +304,7 @@ impl Store {
                  VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(&entry.actor)
-            .bind(entry.action)
+            .bind(entry.action.as_str())
             .bind(&entry.target)
             .bind(entry.detail.to_string())
             .bind(now_millis())
@@ -403,8 +446,8 @@ impl Store {
             &NewAuditEntry {
                 actor: adjustment.actor.clone(),
                 action: match adjustment.kind {
-                    AdjustmentKind::Credit => "account.credit",
-                    AdjustmentKind::Debit => "account.debit",
+                    AdjustmentKind::Credit => AuditAction::AccountCredit,
+                    AdjustmentKind::Debit => AuditAction::AccountDebit,
                 },
                 target: adjustment.account_id.clone(),
                 detail: serde_json::json!({
@@ -601,7 +644,7 @@ impl Store {
             &mut transaction,
             &NewAuditEntry {
                 actor: actor.to_owned(),
-                action: "account.delete",
+                action: AuditAction::AccountDelete,
                 target: account_id.to_owned(),
                 detail: serde_json::json!({
                     "files": files.len(),

@@ -93,7 +93,8 @@ impl PgStore {
             pool,
             work_announced: Arc::new(Notify::new()),
             provider_webhooks: broadcast::channel(PROVIDER_WEBHOOK_BACKLOG).0,
-            generation_changes: Arc::default(),
+            // Heard once the listener is connected.
+            generation_changes: Arc::new(GenerationChanges::new(false)),
             listener: OnceCell::new(),
             callers: CallerCache::default(),
         })
@@ -187,6 +188,10 @@ impl PgStore {
         watch
     }
 
+    pub(super) fn generation_announcements_heard(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.generation_changes.heard()
+    }
+
     /// Starts the listening task unless it runs; a failure is logged and
     /// tried again by the next caller.
     async fn listen(&self) {
@@ -207,27 +212,42 @@ impl PgStore {
         let work_announced = self.work_announced.clone();
         let provider_webhooks = self.provider_webhooks.clone();
         let generation_changes = self.generation_changes.clone();
+        generation_changes.set_heard(true);
         Ok(tokio::spawn(async move {
             loop {
-                match listener.recv().await {
-                    Ok(notification) if notification.channel() == PROVIDER_WEBHOOK_CHANNEL => {
+                // `try_recv`, not `recv`: both reconnect a lost listener,
+                // but only this one says that it did (`Ok(None)`), and
+                // what was announced while it was away was not heard.
+                match listener.try_recv().await {
+                    Ok(None) => {
+                        // Listening again: every watcher reads its
+                        // generation once for what the gap may have hidden,
+                        // then trusts the announcements again.
+                        tracing::info!("listening for announcements again after a lost connection");
+                        generation_changes.set_heard(true);
+                        generation_changes.announce_all();
+                    }
+                    Ok(Some(notification))
+                        if notification.channel() == PROVIDER_WEBHOOK_CHANNEL =>
+                    {
                         // No subscriber is not an error: a node without
                         // workers follows no jobs.
                         let _ = provider_webhooks.send(notification.payload().to_owned());
                     }
-                    Ok(notification) if notification.channel() == GENERATION_CHANNEL => {
+                    Ok(Some(notification)) if notification.channel() == GENERATION_CHANNEL => {
                         generation_changes.announce(notification.payload());
                     }
                     // One announcement is one job, so it wakes one worker;
                     // with none waiting, the next worker to wait returns at once.
-                    Ok(_) => work_announced.notify_one(),
+                    Ok(Some(_)) => work_announced.notify_one(),
                     Err(error) => {
                         // The listener reconnects on the next receive;
                         // announcements missed meanwhile are found by polling.
                         tracing::warn!(error = %error, "listening for announcements failed");
-                        // Changes may have been missed: every watcher reads
-                        // its generation again now rather than at its next
-                        // re-read.
+                        // Changes may be missed until it is back: every
+                        // watcher reads its generation again now, and its
+                        // reader on a timer until then.
+                        generation_changes.set_heard(false);
                         generation_changes.announce_all();
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }

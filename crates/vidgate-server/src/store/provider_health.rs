@@ -3,7 +3,7 @@
 //! latency of its calls), saved by the node whenever it changes so that
 //! `vidgate admin providers`, which runs next to the database and not in a
 //! server, can show it. Circuits themselves live in each node's memory
-//! (`backend/circuit.rs`); the row is the latest node's view.
+//! (`backend/hosted/circuit.rs`); the row is the latest node's view.
 
 use super::{Store, StoreError};
 

@@ -126,7 +126,9 @@ impl SqliteStore {
             reader,
             inline_reader,
             callers: CallerCache::default(),
-            generation_changes: Arc::default(),
+            // One node serves a SQLite database: every change is
+            // announced in this process.
+            generation_changes: Arc::new(GenerationChanges::new(true)),
         })
     }
 
@@ -202,6 +204,10 @@ impl SqliteStore {
 
     pub(super) async fn watch_generation_changes(&self, generation_id: &str) -> GenerationWatch {
         self.generation_changes.watch(generation_id)
+    }
+
+    pub(super) fn generation_announcements_heard(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.generation_changes.heard()
     }
 
     /// One node serves a SQLite database, and it hears its own provider

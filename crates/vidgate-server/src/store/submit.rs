@@ -25,7 +25,7 @@ use sqlx::{PgPool, SqlitePool};
 use vidgate_core::{GenerationStatus, Micros};
 
 use super::accounts::{SPEND_LIMIT_OF_KEY, SpendLimitRow, spend_limit_from_row};
-use super::database::WriteTransaction;
+use super::database::{Database, WriteTransaction};
 use super::generations::{
     GENERATION_BY_ID, Generation, GenerationRow, IDEMPOTENCY_WINDOW, NewGeneration, SubmitOutcome,
     SubmitRefusal,
@@ -34,8 +34,25 @@ use super::group_commit::{BatchSubmitter, SubmitAnswer};
 use super::ledger::Movement;
 use super::postgres::WORK_CHANNEL;
 use super::sqlite::begin_immediate;
-use super::{PgStore, SqliteStore, Store, StoreError, now_millis};
+use super::{Store, StoreError, now_millis};
 use crate::spend_limits::SpendLimit;
+
+impl Store {
+    /// In one transaction: idempotent replay, the concurrency limit, the
+    /// balance check, the hold and the insert of the queued generation.
+    /// The submit joins its database's group commit (`group_commit.rs`),
+    /// whose batch task hands it to `SqliteSubmitter` or `PgSubmitter`
+    /// below.
+    pub async fn submit_generation(
+        &self,
+        generation: NewGeneration,
+    ) -> Result<SubmitOutcome, SubmitRefusal> {
+        match &self.database {
+            Database::Sqlite(database) => database.submits().submit(generation).await,
+            Database::Postgres(database) => database.submits().submit(generation).await,
+        }
+    }
+}
 
 /// The record of a generation just inserted as queued at `now`, as a read
 /// would return it, without reading it back.
@@ -99,15 +116,6 @@ macro_rules! bind_submitted_generation {
             .bind(generation.max_attempts)
             .bind($now)
     }};
-}
-
-impl SqliteStore {
-    pub(super) async fn submit(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal> {
-        self.submits().submit(generation).await
-    }
 }
 
 /// Decides one SQLite submit inside `transaction` at `now`. A refusal is an
@@ -278,15 +286,6 @@ impl BatchSubmitter for SqliteSubmitter {
         }
         transaction.commit().await?;
         Ok(answers)
-    }
-}
-
-impl PgStore {
-    pub(super) async fn submit(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal> {
-        self.submits().submit(generation).await
     }
 }
 

@@ -46,7 +46,7 @@ type SessionRow = (String, String, String, String, String, i64, i64, i64, i64);
 impl Store {
     /// Inserts a user unless the email is taken, inside the caller's
     /// transaction.
-    async fn insert_user_in(
+    pub(super) async fn insert_user_in(
         transaction: &mut WriteTransaction,
         user: &User,
     ) -> Result<bool, StoreError> {
@@ -217,34 +217,48 @@ impl Store {
         Ok(changed == 1)
     }
 
-    /// Revokes every live session of a user (wherever its cookies are);
-    /// how many were live.
-    pub async fn revoke_user_sessions(&self, user_id: &str) -> Result<u64, StoreError> {
-        let changed = execute_on_writer!(
-            self,
+    /// Removes a user and its sessions in one transaction, so none of its
+    /// cookies works afterwards; false when there is no such user.
+    pub async fn remove_user(&self, user_id: &str) -> Result<bool, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let removed = Self::remove_user_in(&mut transaction, user_id).await?;
+        transaction.commit().await?;
+        Ok(removed)
+    }
+}
+
+impl Store {
+    /// Revokes every live session of a user (wherever its cookies are)
+    /// inside the caller's transaction; how many were live.
+    pub(super) async fn revoke_user_sessions_in(
+        transaction: &mut WriteTransaction,
+        user_id: &str,
+    ) -> Result<u64, StoreError> {
+        Ok(execute_in_transaction!(
+            transaction,
             sqlx::query(
                 "UPDATE sessions SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
             )
             .bind(now_millis())
             .bind(user_id)
-        )?;
-        Ok(changed)
+        )?)
     }
 
-    /// Removes a user and its sessions in one transaction, so none of its
-    /// cookies works afterwards; false when there is no such user.
-    pub async fn remove_user(&self, user_id: &str) -> Result<bool, StoreError> {
-        let mut transaction = self.begin_write().await?;
+    /// Removes a user and its sessions inside the caller's transaction;
+    /// false when there is no such user.
+    pub(super) async fn remove_user_in(
+        transaction: &mut WriteTransaction,
+        user_id: &str,
+    ) -> Result<bool, StoreError> {
         // Sessions refer to their user, so they go first.
         execute_in_transaction!(
-            &mut transaction,
+            &mut *transaction,
             sqlx::query("DELETE FROM sessions WHERE user_id = $1").bind(user_id)
         )?;
         let removed = execute_in_transaction!(
-            &mut transaction,
+            transaction,
             sqlx::query("DELETE FROM users WHERE id = $1").bind(user_id)
         )?;
-        transaction.commit().await?;
         Ok(removed == 1)
     }
 }

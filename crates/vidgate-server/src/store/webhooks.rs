@@ -336,10 +336,29 @@ impl Store {
         previous_valid_for: Duration,
     ) -> Result<Option<Account>, StoreError> {
         let mut transaction = self.begin_write().await?;
+        let account = Self::rotate_webhook_secret_in(
+            &mut transaction,
+            account_id,
+            new_secret,
+            previous_valid_for,
+        )
+        .await?;
+        transaction.commit().await?;
+        Ok(account)
+    }
+
+    /// Rotates the secret inside the caller's transaction and answers the
+    /// account after it; `None` when there is no such account.
+    pub(super) async fn rotate_webhook_secret_in(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+        new_secret: &str,
+        previous_valid_for: Duration,
+    ) -> Result<Option<Account>, StoreError> {
         // The right-hand sides read the row as it was, so the
         // current secret becomes the previous one.
         execute_in_transaction!(
-            &mut transaction,
+            &mut *transaction,
             sqlx::query(
                 "UPDATE accounts SET previous_webhook_secret = webhook_secret, \
                  previous_webhook_secret_expires_at = $1, webhook_secret = $2 \
@@ -349,9 +368,7 @@ impl Store {
             .bind(new_secret)
             .bind(account_id)
         )?;
-        let account = Self::account_in(&mut transaction, account_id).await?;
-        transaction.commit().await?;
-        Ok(account)
+        Self::account_in(transaction, account_id).await
     }
 
     /// Deliveries still waiting for an attempt (due, scheduled or leased),

@@ -1,6 +1,7 @@
 //! Shares that no one client may take whole: the media-fetch slots kept for
 //! accounts (an account that cannot pay is refused before it fetches), the
-//! anonymous fetch cap per client network.
+//! anonymous fetch cap per client network, answered as the limit on one
+//! client that it is (429 `rate_limited`).
 
 use crate::common;
 
@@ -39,6 +40,13 @@ async fn an_account_that_cannot_pay_is_refused_before_its_media_is_fetched(store
     assert_insufficient_balance(response).await;
     assert_eq!(requests.load(Ordering::SeqCst), 0, "the media was fetched");
 
+    assert_submit_with_a_picture_is_accepted(&app, &pictures).await;
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+}
+
+/// Submits an image-to-video request naming `pictures`' card with the
+/// app's paying account, and asserts it was accepted.
+async fn assert_submit_with_a_picture_is_accepted(app: &TestApp, pictures: &str) {
     let accepted = app
         .submit(
             "vendor_1/model_1/image-to-video",
@@ -46,7 +54,6 @@ async fn an_account_that_cannot_pay_is_refused_before_its_media_is_fetched(store
         )
         .await;
     assert_eq!(accepted.status(), StatusCode::ACCEPTED);
-    assert_eq!(requests.load(Ordering::SeqCst), 1);
 }
 
 /// A submit that repeats an accepted one's idempotency key is replayed, even
@@ -131,13 +138,9 @@ async fn anonymous_quotes_from_one_ipv6_48_share_the_fetch_cap() {
     let started = Instant::now();
     let refused = quote_from("2001:db8:1:3::1", "third").await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(10));
-    assert_error(
-        refused,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "model_unavailable",
-        None,
-    )
-    .await;
+    // A limit on one client network: 429, not the node's 503.
+    assert!(refused.headers().contains_key("retry-after"));
+    assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
     // Another /48 is another client: its fetch starts (and trickles on).
     let elsewhere = tokio::time::timeout(
         Duration::from_secs(4),
@@ -149,6 +152,62 @@ async fn anonymous_quotes_from_one_ipv6_48_share_the_fetch_cap() {
         "another network's quote was not fetched: {elsewhere:?}"
     );
     for quote in holding {
+        quote.abort();
+    }
+}
+
+/// Issue 42, item 4: sixteen anonymous quotes from one address, each naming
+/// a slow, large reference video. The address's two fetches run on; the
+/// fourteen others are refused for the address's own limit, as 429
+/// `rate_limited` with `Retry-After` (not 503, which says the model is
+/// down), and a paying customer's submit with media is accepted meanwhile.
+#[tokio::test]
+async fn a_flood_of_slow_quotes_from_one_address_is_answered_429_and_submits_go_on() {
+    let trickle = trickling_server().await;
+    let (pictures, _) = picture_server().await;
+    let app = spawn_app_without_workers(StoreKind::Sqlite).await;
+    let (answered, mut answers) = tokio::sync::mpsc::unbounded_channel();
+    let flood: Vec<_> = (0..16)
+        .map(|index| {
+            let request = app
+                .client
+                .post(app.url("/quote/vendor_1/model_1/reference-to-video"))
+                .timeout(Duration::from_secs(120))
+                .json(&json!({
+                    "prompt": "p",
+                    "reference_video_urls": [format!("{trickle}/large-{index}.mp4")],
+                }));
+            let answered = answered.clone();
+            tokio::spawn(async move {
+                let _ = answered.send(request.send().await.unwrap());
+            })
+        })
+        .collect();
+    // The two quotes that hold the address's fetches never end (their
+    // videos trickle a byte a second), so the first fourteen answers are
+    // the refusals.
+    for _ in 0..14 {
+        let refused = answers.recv().await.unwrap();
+        let retry_after = refused
+            .headers()
+            .get("retry-after")
+            .map(|value| value.to_str().unwrap().parse::<u64>().unwrap());
+        assert!(
+            retry_after.is_some_and(|seconds| seconds >= 1),
+            "{retry_after:?}"
+        );
+        let body = assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None).await;
+        assert_eq!(
+            body.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["error"],
+            "{body}"
+        );
+    }
+    // While the address still holds its fetches, a paying customer's
+    // submit fetches its own media and is accepted.
+    assert_submit_with_a_picture_is_accepted(&app, &pictures).await;
+    assert!(answers.try_recv().is_err(), "a held quote was answered");
+    for quote in flood {
         quote.abort();
     }
 }

@@ -21,8 +21,8 @@ use serde_json::json;
 use sqlx::{Connection, PgConnection, SqliteConnection};
 use vidgate_core::Micros;
 use vidgate_server::store::{
-    self, AccountLimits, IdempotencyKey, NewAccount, NewGeneration, Store, StoreError,
-    SubmitOutcome, SubmitRefusal,
+    self, AccountLimits, IdempotencyKey, NewGeneration, Store, StoreError, SubmitOutcome,
+    SubmitRefusal,
 };
 
 /// The price of every generation here.
@@ -33,16 +33,10 @@ const PILOT_ACCOUNT: &str = "acct_pilot";
 
 type Answer = Result<SubmitOutcome, SubmitRefusal>;
 
+/// The account `id` with `credit` and at most `max_concurrent` generations
+/// in progress.
 async fn create_account(store: &Store, id: &str, credit: Micros, max_concurrent: u32) {
-    store
-        .create_account(NewAccount {
-            id: id.into(),
-            name: id.into(),
-            initial_credit: credit,
-            webhook_secret: "whsec_x".into(),
-        })
-        .await
-        .unwrap();
+    create_store_account(store, id, credit).await;
     let limits = AccountLimits {
         max_concurrent,
         ..AccountLimits::default()
@@ -51,21 +45,7 @@ async fn create_account(store: &Store, id: &str, credit: Micros, max_concurrent:
 }
 
 fn new_generation(id: &str, account_id: &str) -> NewGeneration {
-    NewGeneration {
-        id: id.into(),
-        account_id: account_id.into(),
-        api_key_id: "key".into(),
-        model: "vendor_1/model_1".into(),
-        endpoint: "vendor_1/model_1/text-to-video".into(),
-        mode: "text-to-video".into(),
-        input: json!({ "prompt": id }),
-        price: PRICE,
-        official_price: PRICE,
-        webhook_url: None,
-        idempotency: None,
-        max_attempts: 3,
-        media_binding: None,
-    }
+    new_test_generation(id, account_id, "vendor_1/model_1", PRICE)
 }
 
 /// A connection that keeps every submit of the store waiting until it is

@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("wiring", &["startup", "checks", "options"]),
     ("http", &["http"]),
+    // Above the dashboard, whose user creation the operator's `user create`
+    // uses; called by the operator API and the CLI.
+    ("operator actions", &["operator_actions"]),
     ("dashboard", &["dashboard"]),
     (
         "application",
@@ -29,9 +32,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "services",
         &[
-            "queue",
+            "workers",
             "health",
-            "webhooks",
+            "webhook_senders",
             "representation",
             "retention",
             "backend",

@@ -14,8 +14,7 @@ use proptest::test_runner::TestRunner;
 use serde_json::json;
 use vidgate_core::Micros;
 use vidgate_server::store::{
-    self, ClaimableModels, FailureDetail, Generation, NewAccount, NewGeneration, Store,
-    SubmitOutcome,
+    self, ClaimableModels, FailureDetail, Generation, NewGeneration, Store, SubmitOutcome,
 };
 
 #[derive(Debug, Clone)]
@@ -89,15 +88,7 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
     let test_store = open_test_store(store_kind).await;
     let store = test_store.store.clone();
     let account_id = "acct_property".to_owned();
-    store
-        .create_account(NewAccount {
-            id: account_id.clone(),
-            name: "property".into(),
-            initial_credit: Micros(2_000_000),
-            webhook_secret: "whsec_x".into(),
-        })
-        .await
-        .unwrap();
+    create_store_account(&store, &account_id, Micros(2_000_000)).await;
     let mut generations: Vec<String> = Vec::new();
     let mut claimed: Vec<String> = Vec::new();
     let worker = "worker";
@@ -217,7 +208,7 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
             official_price: Micros(400_000),
             max_attempts: 2,
             media_binding: None,
-            ..new_generation("gen_lost".into(), Micros(300_000))
+            ..new_generation("gen_lost", Micros(300_000))
         })
         .await
         .unwrap();
@@ -256,7 +247,7 @@ async fn two_workers_never_claim_the_same_job(store_kind: StoreKind) {
     create_account(store.as_ref(), Micros(100_000_000)).await;
     for index in 0..30 {
         store
-            .submit_generation(new_generation(format!("gen_{index:02}"), Micros(10_000)))
+            .submit_generation(new_generation(&format!("gen_{index:02}"), Micros(10_000)))
             .await
             .ok();
     }
@@ -289,38 +280,12 @@ async fn two_workers_never_claim_the_same_job(store_kind: StoreKind) {
 
 /// The account every test below uses, "acct".
 async fn create_account(store: &Store, credit: Micros) {
-    create_named_account(store, "acct", credit).await;
+    create_store_account(store, "acct", credit).await;
 }
 
-async fn create_named_account(store: &Store, account_id: &str, credit: Micros) {
-    store
-        .create_account(NewAccount {
-            id: account_id.into(),
-            name: "n".into(),
-            initial_credit: credit,
-            webhook_secret: "s".into(),
-        })
-        .await
-        .unwrap();
-}
-
-/// A generation of "acct", with three attempts.
-fn new_generation(id: String, price: Micros) -> NewGeneration {
-    NewGeneration {
-        id,
-        account_id: "acct".into(),
-        api_key_id: "key".into(),
-        model: "m".into(),
-        endpoint: "m/text-to-video".into(),
-        mode: "text-to-video".into(),
-        input: json!({}),
-        price,
-        official_price: price,
-        webhook_url: None,
-        idempotency: None,
-        max_attempts: 3,
-        media_binding: None,
-    }
+/// A generation of "acct" on the model "m", with three attempts.
+fn new_generation(id: &str, price: Micros) -> NewGeneration {
+    new_test_generation(id, "acct", "m", price)
 }
 
 /// Submits `count` generations at once and returns how many were created.
@@ -331,7 +296,7 @@ async fn submit_concurrently(store: &std::sync::Arc<Store>, prefix: &str, count:
         let id = format!("gen_{prefix}_{index:02}");
         submits.spawn(async move {
             store
-                .submit_generation(new_generation(id, Micros(100_000)))
+                .submit_generation(new_generation(&id, Micros(100_000)))
                 .await
         });
     }
@@ -360,7 +325,7 @@ async fn submit_of(store: &Store, account_id: &str, id: &str, model: &str) {
             account_id: account_id.into(),
             model: model.into(),
             endpoint: format!("{model}/text-to-video"),
-            ..new_generation(id.into(), Micros(10_000))
+            ..new_generation(id, Micros(10_000))
         })
         .await
         .unwrap();
@@ -381,8 +346,8 @@ async fn accounts_take_turns_so_a_backlog_does_not_hold_back_another_account(
 ) {
     let test_store = open_test_store(&store_kind).await;
     let store = test_store.store.as_ref();
-    create_named_account(store, "big", Micros(100_000_000)).await;
-    create_named_account(store, "small", Micros(100_000_000)).await;
+    create_store_account(store, "big", Micros(100_000_000)).await;
+    create_store_account(store, "small", Micros(100_000_000)).await;
     let raised = store::AccountLimits {
         max_concurrent: 100,
         ..store::AccountLimits::default()
@@ -569,7 +534,7 @@ async fn postgres_announces_a_queued_job_to_every_node() {
         started.elapsed()
     });
     submitting_node
-        .submit_generation(new_generation("gen_announced".into(), Micros(100_000)))
+        .submit_generation(new_generation("gen_announced", Micros(100_000)))
         .await
         .unwrap();
     let waited = waiter.await.unwrap();

@@ -593,6 +593,54 @@ async fn fail_as_the_test_worker(store: &Store, id: &str) {
     );
 }
 
+/// Issue 42, item 5: the streams and waits of one generation share one
+/// reader on the node; each of them still gets every state, with the whole
+/// record as GET returns it, and the final event, and then closes.
+async fn many_streams_of_one_generation_all_get_every_change_and_the_final_event(store: StoreKind) {
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("watched by many")).await;
+    let id = submitted["id"].as_str().unwrap();
+    // Few enough that the key's request rate (a burst of 20) lets every
+    // request of the test through.
+    let mut streams = Vec::new();
+    for _ in 0..8 {
+        streams.push(EventReader::new(EventReader::open(&app, id, None).await));
+    }
+    let waiting = spawn_waited_get(&app, id, app.key());
+    let queued = app.generation(id).await;
+    for stream in &mut streams {
+        let first = stream.next().await.unwrap();
+        assert_eq!(first.id, "queued-0");
+        assert_eq!(first.record, queued);
+    }
+
+    let store = app.server.store.clone();
+    claim_as_the_test_worker(&store).await;
+    let running = app.generation(id).await;
+    for stream in &mut streams {
+        let event = stream.next().await.unwrap();
+        assert_eq!(event.id, "running-1");
+        assert_eq!(event.record, running);
+    }
+    fail_as_the_test_worker(&store, id).await;
+    let failed = app.generation(id).await;
+    for stream in &mut streams {
+        let event = stream.next().await.unwrap();
+        assert_eq!(event.id, "failed-1");
+        assert_eq!(event.record, failed);
+        assert!(
+            stream.next().await.is_none(),
+            "the stream closes after the final state"
+        );
+    }
+    let (_, answered) = waiting.await.unwrap();
+    assert_eq!(answered.json::<Value>().await.unwrap(), failed);
+    // A stream opened after the end hears the final state at once.
+    let mut late = EventReader::new(EventReader::open(&app, id, None).await);
+    assert_eq!(late.next().await.unwrap().id, "failed-1");
+    assert!(late.next().await.is_none());
+}
+
 async fn every_committed_status_change_wakes_a_watcher(store: StoreKind) {
     let app = spawn_app_without_workers(store).await;
     let store = app.server.store.clone();
@@ -651,7 +699,62 @@ on_both_stores!(
     a_revoked_keys_streams_and_waits_end_within_seconds,
     shutdown_answers_open_waits_and_closes_open_streams,
     every_committed_status_change_wakes_a_watcher,
+    many_streams_of_one_generation_all_get_every_change_and_the_final_event,
 );
+
+/// PostgreSQL only: SQLite's announcements are in-process calls after each
+/// commit, which cannot be missed. A change that was never announced (made
+/// here by a bare statement) is found once the node's listener loses its
+/// connection: from then until it listens again, the store no longer
+/// vouches for its announcements, and the generation's reader reads again
+/// (at once, and every second until the listener is back).
+#[tokio::test]
+async fn a_change_whose_announcement_was_missed_reaches_the_stream_once_the_listener_is_lost() {
+    let Some(store) = StoreKind::postgres(
+        "a_change_whose_announcement_was_missed_reaches_the_stream_once_the_listener_is_lost",
+    ) else {
+        return;
+    };
+    use sqlx::Connection;
+    let app = spawn_app_without_workers(store).await;
+    let submitted = app.submit_ok(M1_T2V, quick_body("unannounced")).await;
+    let id = submitted["id"].as_str().unwrap();
+    let mut events = EventReader::new(EventReader::open(&app, id, None).await);
+    assert_eq!(events.next().await.unwrap().id, "queued-0");
+    let TestDatabase::Postgres(database) = &app.database else {
+        unreachable!("a PostgreSQL test");
+    };
+    let mut connection = sqlx::PgConnection::connect(&database.url).await.unwrap();
+    // The claim's change of state, without its announcement.
+    let changed = sqlx::query(
+        "UPDATE generations SET status = 'running', attempts = attempts + 1, \
+         started_at = created_at, lease_owner = 'test-worker', \
+         lease_expires_at = created_at + 3600000 WHERE id = $1 AND status = 'queued'",
+    )
+    .bind(id)
+    .execute(&mut connection)
+    .await
+    .unwrap()
+    .rows_affected();
+    assert_eq!(changed, 1);
+    // The node's listener is the only session of this database that last
+    // ran LISTEN.
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+         AND query LIKE 'LISTEN%'",
+    )
+    .fetch_all(&mut connection)
+    .await
+    .unwrap();
+    assert_eq!(ended, [true]);
+    let running = tokio::time::timeout(PROMPTLY, events.next())
+        .await
+        .expect("the unannounced change is read once the listener is lost")
+        .unwrap();
+    assert_eq!(running.id, "running-1");
+    assert_eq!(running.record["status"], "running");
+}
 
 /// PostgreSQL only: SQLite runs one node. An API node without workers
 /// follows a job that a worker node runs, by a stream and by a wait.

@@ -5,7 +5,7 @@
 mod common;
 mod fake_providers;
 mod fake_stripe;
-mod schema_fake;
+use vidgate_test_support::schema_fake;
 
 mod cog;
 mod connections;
@@ -21,6 +21,7 @@ mod lifecycle;
 mod live_status;
 mod media;
 mod operations;
+mod operator_actions;
 mod operator_api;
 mod point_reads;
 mod provider_accepts;
@@ -29,6 +30,7 @@ mod provider_schemas;
 mod providers;
 mod rate_limit;
 mod s3;
+mod schema_parity;
 mod spend_limits;
 mod stripe;
 mod uploads;

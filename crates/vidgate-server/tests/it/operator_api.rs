@@ -1,6 +1,6 @@
 //! The operator API under `/admin/v1` over real HTTP: its token, accounts,
-//! credit adjustments applied once per Idempotency-Key, model pauses and the
-//! audit log of every change.
+//! credit adjustments applied once per Idempotency-Key, model pauses, webhook
+//! secrets, dashboard users and the audit log of every change.
 
 use crate::common;
 
@@ -30,6 +30,19 @@ fn as_operator(request: RequestBuilder) -> RequestBuilder {
     request.bearer_auth(TOKEN).header("X-Operator", "ada@ops")
 }
 
+/// A GET of `path` under the operator API, sent as the operator.
+async fn operator_get(app: &TestApp, path: &str) -> reqwest::Response {
+    as_operator(app.client.get(admin_url(app, path)))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The JSON answer to a GET of `path` under the operator API.
+async fn operator_get_json(app: &TestApp, path: &str) -> Value {
+    operator_get(app, path).await.json().await.unwrap()
+}
+
 async fn credit(app: &TestApp, account_id: &str, key: &str, body: Value) -> reqwest::Response {
     as_operator(
         app.client
@@ -40,6 +53,21 @@ async fn credit(app: &TestApp, account_id: &str, key: &str, body: Value) -> reqw
     .send()
     .await
     .unwrap()
+}
+
+/// The first page of the audit log, newest first.
+async fn audit_log(app: &TestApp) -> Value {
+    operator_get_json(app, "/audit-log").await
+}
+
+/// The action of each entry of an audit log page.
+fn actions_of(log: &Value) -> Vec<&str> {
+    log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["action"].as_str().unwrap())
+        .collect()
 }
 
 async fn refused_without_a_configured_token(store: StoreKind) {
@@ -86,13 +114,7 @@ async fn accounts_are_created_listed_and_shown(store: StoreKind) {
         .await;
     assert_eq!(own.status(), StatusCode::OK);
 
-    let listed: Value = as_operator(app.client.get(admin_url(&app, "/accounts?limit=500")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = operator_get_json(&app, "/accounts?limit=500").await;
     let ids: Vec<&str> = listed["data"]
         .as_array()
         .unwrap()
@@ -101,38 +123,14 @@ async fn accounts_are_created_listed_and_shown(store: StoreKind) {
         .collect();
     assert!(ids.contains(&account_id.as_str()) && ids.contains(&app.account.account.id.as_str()));
     // Paging by id: one account per page, then the next after it.
-    let first: Value = as_operator(app.client.get(admin_url(&app, "/accounts?limit=1")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let first: Value = operator_get_json(&app, "/accounts?limit=1").await;
     let after = first["next_after"].as_str().unwrap();
-    let second: Value = as_operator(
-        app.client
-            .get(admin_url(&app, &format!("/accounts?limit=1&after={after}"))),
-    )
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let second: Value = operator_get_json(&app, &format!("/accounts?limit=1&after={after}")).await;
     assert_ne!(first["data"][0]["id"], second["data"][0]["id"]);
 
-    let shown = as_operator(
-        app.client
-            .get(admin_url(&app, &format!("/accounts/{account_id}"))),
-    )
-    .send()
-    .await
-    .unwrap();
+    let shown = operator_get(&app, &format!("/accounts/{account_id}")).await;
     assert_eq!(shown.status(), StatusCode::OK);
-    let missing = as_operator(app.client.get(admin_url(&app, "/accounts/acct_nope")))
-        .send()
-        .await
-        .unwrap();
+    let missing = operator_get(&app, "/accounts/acct_nope").await;
     assert_error(missing, StatusCode::NOT_FOUND, "not_found", None).await;
     let unnamed = as_operator(app.client.post(admin_url(&app, "/accounts")))
         .json(&json!({ "name": " " }))
@@ -291,18 +289,9 @@ async fn model_pauses_and_every_change_are_audited(store: StoreKind) {
     )
     .await;
 
-    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let log = audit_log(&app).await;
     let entries = log["data"].as_array().unwrap();
-    let actions: Vec<&str> = entries
-        .iter()
-        .map(|entry| entry["action"].as_str().unwrap())
-        .collect();
+    let actions = actions_of(&log);
     assert_eq!(actions, ["account.credit", "model.resume", "model.pause"]);
     assert_eq!(entries[0]["actor"], "ada@ops");
     assert_eq!(entries[0]["target"], account_id.as_str());
@@ -311,16 +300,8 @@ async fn model_pauses_and_every_change_are_audited(store: StoreKind) {
     assert_eq!(entries[2]["target"], "vendor_1/model_1");
     // Paging backwards from an entry.
     let before = entries[0]["id"].as_i64().unwrap();
-    let older: Value = as_operator(app.client.get(admin_url(
-        &app,
-        &format!("/audit-log?before={before}&limit=1"),
-    )))
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let older: Value =
+        operator_get_json(&app, &format!("/audit-log?before={before}&limit=1")).await;
     assert_eq!(older["data"][0]["action"], "model.resume");
     app.server.shutdown().await;
 }
@@ -415,25 +396,14 @@ async fn keys_limits_users_and_usage(store: StoreKind) {
         .await;
     let spent = app.account_state(&account_id).await.captured.0;
     assert!(spent > 0);
-    let usage: Value = as_operator(
-        app.client
-            .get(admin_url(&app, &format!("/accounts/{account_id}/usage"))),
-    )
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let usage: Value = operator_get_json(&app, &format!("/accounts/{account_id}/usage")).await;
     assert_eq!(usage["data"].as_array().unwrap().len(), 1, "{usage}");
     assert_eq!(usage["data"][0]["spent_micros"], spent);
-    let csv = as_operator(app.client.get(admin_url(
+    let csv = operator_get(
         &app,
         &format!("/accounts/{account_id}/usage?format=csv&days=7"),
-    )))
-    .send()
-    .await
-    .unwrap();
+    )
+    .await;
     assert!(
         csv.headers()["content-type"]
             .to_str()
@@ -447,19 +417,8 @@ async fn keys_limits_users_and_usage(store: StoreKind) {
         format!("date,account_id,spent_micros\n{date},{account_id},{spent}\n")
     );
 
-    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let actions: Vec<&str> = log["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|entry| entry["action"].as_str().unwrap())
-        .collect();
+    let log = audit_log(&app).await;
+    let actions = actions_of(&log);
     assert_eq!(
         actions,
         ["user.create", "account.limits", "key.revoke", "key.create"]
@@ -567,13 +526,7 @@ async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
     assert_eq!(response.status(), StatusCode::OK);
     let response = delete("acct_missing").await.unwrap();
     assert_error(response, StatusCode::NOT_FOUND, "not_found", None).await;
-    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let log = audit_log(&app).await;
     let deletions: Vec<&Value> = log["data"]
         .as_array()
         .unwrap()
@@ -643,19 +596,8 @@ async fn debits_take_money_back_once_and_never_below_zero(store: StoreKind) {
         .map(|entry| entry.amount.0)
         .collect();
     assert_eq!(debits, [30_000_000, after.balance.0]);
-    let log: Value = as_operator(app.client.get(admin_url(&app, "/audit-log")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let actions: Vec<&str> = log["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|entry| entry["action"].as_str().unwrap())
-        .collect();
+    let log = audit_log(&app).await;
+    let actions = actions_of(&log);
     assert_eq!(actions, ["account.debit", "account.debit"]);
     app.server.shutdown().await;
 }
@@ -752,30 +694,113 @@ async fn generations_are_listed_across_accounts_with_filters(store: StoreKind) {
             .len(),
         3
     );
-    let response = as_operator(
-        app.client
-            .get(admin_url(&app, "/generations?created_from=yesterday")),
-    )
-    .send()
-    .await
-    .unwrap();
+    let response = operator_get(&app, "/generations?created_from=yesterday").await;
     assert_invalid_request(response, "created_from").await;
     app.server.shutdown().await;
 }
 
 async fn list_generations(app: &TestApp, query: &str) -> Value {
-    let response = as_operator(
-        app.client
-            .get(admin_url(app, &format!("/generations{query}"))),
-    )
-    .send()
-    .await
-    .unwrap();
+    let response = operator_get(app, &format!("/generations{query}")).await;
     assert_eq!(response.status(), StatusCode::OK, "{query}");
     response.json().await.unwrap()
 }
 
+/// The actions the CLI had alone: rotating an account's webhook secret,
+/// signing a dashboard user out everywhere, removing one.
+async fn webhook_secrets_rotate_and_users_are_signed_out_and_removed(store: StoreKind) {
+    let app = spawn_operated_app(store).await;
+    let account_id = app.account.account.id.clone();
+    let post = |path: String| as_operator(app.client.post(admin_url(&app, &path))).send();
+
+    let rotated = post(format!("/accounts/{account_id}/webhook-secret/rotate"))
+        .await
+        .unwrap();
+    assert_eq!(rotated.status(), StatusCode::OK);
+    let rotated: Value = rotated.json().await.unwrap();
+    assert_eq!(rotated["account_id"], account_id.as_str());
+    let secret = rotated["webhook_secret"].as_str().unwrap();
+    assert!(secret.starts_with("whsec_"), "{rotated}");
+    assert_ne!(secret, app.account.account.webhook_secret);
+    assert!(
+        rotated["previous_secret_expires_at"].is_string(),
+        "{rotated}"
+    );
+    let account = app.account_state(&account_id).await;
+    assert_eq!(account.webhook_secret, secret);
+    assert_eq!(
+        account.previous_webhook_secret.as_deref(),
+        Some(app.account.account.webhook_secret.as_str())
+    );
+    let missing = post("/accounts/acct_missing/webhook-secret/rotate".to_owned())
+        .await
+        .unwrap();
+    assert_error(missing, StatusCode::NOT_FOUND, "not_found", None).await;
+
+    let user = vidgate_server::dashboard::users::create_user(
+        app.server.store.as_ref(),
+        &account_id,
+        "ada@example.com",
+        None,
+    )
+    .await
+    .unwrap();
+    app.server
+        .store
+        .create_session(&vidgate_server::store::NewSession {
+            id: "session_1".into(),
+            token_sha256: "session-token-digest".into(),
+            user_id: user.user.id.clone(),
+            account_id: account_id.clone(),
+            csrf_token: "csrf".into(),
+            expires_at: vidgate_server::store::now_millis() + 3_600_000,
+        })
+        .await
+        .unwrap();
+    let signed_out = post("/users/Ada@Example.com/revoke-sessions".to_owned())
+        .await
+        .unwrap();
+    assert_eq!(signed_out.status(), StatusCode::OK);
+    let signed_out: Value = signed_out.json().await.unwrap();
+    assert_eq!(signed_out["id"], user.user.id.as_str());
+    assert_eq!(signed_out["sessions_revoked"], 1);
+    let removed = as_operator(app.client.delete(admin_url(&app, "/users/ada@example.com")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::OK);
+    let removed: Value = removed.json().await.unwrap();
+    assert_eq!(removed["account_id"], account_id.as_str());
+    assert_eq!(removed["removed"], true);
+    assert_eq!(
+        app.server
+            .store
+            .user_by_email("ada@example.com")
+            .await
+            .unwrap(),
+        None
+    );
+    let again = as_operator(app.client.delete(admin_url(&app, "/users/ada@example.com")))
+        .send()
+        .await
+        .unwrap();
+    assert_error(again, StatusCode::NOT_FOUND, "not_found", None).await;
+
+    let log = audit_log(&app).await;
+    let actions = actions_of(&log);
+    assert_eq!(
+        actions,
+        [
+            "user.remove",
+            "user.revoke_sessions",
+            "account.rotate_webhook_secret"
+        ]
+    );
+    assert_eq!(log["data"][1]["detail"]["sessions_revoked"], 1);
+    app.server.shutdown().await;
+}
+
 on_both_stores!(
+    webhook_secrets_rotate_and_users_are_signed_out_and_removed,
     generations_are_listed_across_accounts_with_filters,
     debits_take_money_back_once_and_never_below_zero,
     deleting_an_account_keeps_only_its_books,

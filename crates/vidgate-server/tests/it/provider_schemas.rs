@@ -7,8 +7,8 @@
 //! provider's schema takes; a value no schema takes must be refused at
 //! admission (`accepts`), never sent. The live check of the same inputs
 //! against the providers' current documents runs here against
-//! `schema_fake/`, serving the transcribed schemas as published and
-//! drifted.
+//! `vidgate_test_support::schema_fake`, serving the transcribed schemas as
+//! published and drifted.
 
 use crate::schema_fake;
 
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use vidgate_core::Catalog;
-use vidgate_server::backend::provider_schema::InputSchema;
+use vidgate_server::backend::hosted::schemas::InputSchema;
 use vidgate_server::backend::{HostedModelConfig, TargetCheck, check_provider_schemas};
 
 use schema_fake::{REPLICATE_TOKEN, SchemaFake};

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
-use vidgate_server::backend::fal::{self, FalClient};
-use vidgate_server::backend::provider::{
+use vidgate_server::backend::hosted::protocol::{
     CancelResult, FailureKind, JobDeadlines, JobToCreate, ProviderError, ProviderFailure,
     ProviderJobState, ProviderProtocol, ProviderTarget, cancel_if_queued,
 };
-use vidgate_server::backend::replicate::{self, ReplicateClient};
+use vidgate_server::backend::hosted::providers::fal::{self, FalClient};
+use vidgate_server::backend::hosted::providers::replicate::{self, ReplicateClient};
 
 use fake_providers::{FAL_KEY, FakeProviders, FakeStatus, JobDeadline, Provider, REPLICATE_TOKEN};
 
@@ -40,7 +40,7 @@ fn replicate_client(fake: &FakeProviders, timeout: Duration) -> ReplicateClient 
 
 /// The fake, taking any input: these tests send hand-written inputs to
 /// exercise the protocols, not the backends file's field maps (which
-/// `hosted.rs` runs against the providers' published schemas).
+/// `hosted/` runs against the providers' published schemas).
 async fn protocol_fake() -> FakeProviders {
     let fake = FakeProviders::start().await;
     fake.switches(|switches| switches.validate_inputs = false);

@@ -46,7 +46,7 @@ async fn fifty_submits_at_once_never_pass_a_key_limit(store: StoreKind) {
     assert!(
         app.server
             .store
-            .set_spend_limit(&customer.key_id, Some(limit))
+            .set_account_key_spend_limit(&account_id, &customer.key_id, Some(limit))
             .await
             .unwrap()
     );

@@ -3,9 +3,11 @@
 //! `GET /admin/v1/accounts/{id}` (show),
 //! `POST /admin/v1/accounts/{id}/credit` (a credit adjustment, applied once
 //! per `Idempotency-Key`), `POST /admin/v1/accounts/{id}/debit` (the same,
-//! taking money back), `POST /admin/v1/accounts/{id}/limits` and
+//! taking money back), `POST /admin/v1/accounts/{id}/limits`,
+//! `POST /admin/v1/accounts/{id}/webhook-secret/rotate` and
 //! `DELETE /admin/v1/accounts/{id}` (its media and personal data; the
-//! tombstone keeps the money figures).
+//! tombstone keeps the money figures). Each calls its operator action
+//! (`operator_actions::accounts`) and shows what it answers.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -14,23 +16,18 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use vidgate_core::Micros;
 
-use super::{Operator, page_limit};
-use crate::accounts;
-use crate::http::{ApiError, account_json, rfc3339};
-use crate::state::AppState;
-use crate::store::{
-    Account, AccountDeletion, AccountLimits, AdjustmentKind, AdjustmentOutcome, CreditAdjustment,
-    NewAuditEntry, NewCreditAdjustment,
+use super::openapi::{
+    ACCOUNT_DELETED, Field, NOT_FOUND, Operation, Parameter, Refusal, Schema, Success,
 };
+use super::{Operator, PAGE_LIMIT, page_limit};
+use crate::http::{ApiError, account_json, rfc3339, webhook_secret_json};
+use crate::operator_actions::accounts::{
+    self, Adjusted, AdjustmentRequest, LimitChanges, MAX_ADJUSTMENT, MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_LIMIT_FIGURE, MAX_NAME_LENGTH, MAX_REASON_LENGTH,
+};
+use crate::state::AppState;
+use crate::store::{Account, AdjustmentKind};
 use crate::submit::IDEMPOTENCY_KEY;
-
-const MAX_NAME_LENGTH: usize = 200;
-const MAX_REASON_LENGTH: usize = 500;
-const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
-/// The highest figure any limit may be set to, a bound against typos.
-const MAX_LIMIT_FIGURE: u32 = 10_000;
-/// The largest single adjustment, a bound against a typo's extra zeros.
-const MAX_ADJUSTMENT: Micros = Micros(1_000_000 * 1_000_000);
 
 /// The account as operators see it: the customer's view plus when it was
 /// made and, for a tombstone, deleted (never its webhook secret).
@@ -41,31 +38,58 @@ fn operator_account_json(account: &Account) -> Value {
     shown
 }
 
-/// Deletes an account's media and personal data. Refused with 409 while
-/// generations are queued or running: the operator cancels them (or waits)
-/// first, so no job finishes into a deleted account. Deleting a deleted
-/// account answers the tombstone again.
+const ACCOUNT_PATH: [Parameter; 2] = [Parameter::Operator, Parameter::Path("account_id")];
+
+pub const DELETE: Operation = Operation {
+    id: "operator_delete_account",
+    summary: "Delete an account's media and personal data; the tombstone keeps its money figures",
+    parameters: &ACCOUNT_PATH,
+    body: None,
+    success: Success {
+        status: "200",
+        description: "The tombstone (deleted_at set), also when it was deleted before.",
+        also_csv: false,
+    },
+    refusals: &[
+        NOT_FOUND,
+        Refusal {
+            status: "409",
+            description: "conflict: generations of the account are queued or running; cancel them or wait.",
+        },
+    ],
+};
+
+/// Deletes an account's media and personal data, or answers the tombstone
+/// of an account deleted before; 409 while generations are queued or
+/// running.
 pub async fn delete(
     State(state): State<AppState>,
     Operator(actor): Operator,
     Path(account_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    match state.store.delete_account(&account_id, &actor).await? {
-        AccountDeletion::Deleted { account, .. } | AccountDeletion::AlreadyDeleted(account) => {
-            Ok(Json(operator_account_json(&account)))
-        }
-        AccountDeletion::Active { generations } => Err(ApiError::Conflict {
-            message: format!(
-                "The account has {generations} generations queued or running; cancel them or \
-                 wait until they finish, then delete it."
-            ),
-            param: None,
-        }),
-        AccountDeletion::AccountNotFound => Err(ApiError::NotFound(format!(
-            "No account {account_id:?} exists."
-        ))),
-    }
+    let deleted = accounts::delete(state.store.as_ref(), &actor, &account_id).await?;
+    Ok(Json(operator_account_json(&deleted.account)))
 }
+
+pub const LIST: Operation = Operation {
+    id: "operator_list_accounts",
+    summary: "Every account, in id order",
+    parameters: &[
+        Parameter::Query {
+            name: "after",
+            description: Some("An account id: the page starts after it."),
+            schema: Schema::TEXT,
+        },
+        PAGE_LIMIT,
+    ],
+    body: None,
+    success: Success {
+        status: "200",
+        description: "A page of accounts and `next_after`.",
+        also_csv: false,
+    },
+    refusals: &[],
+};
 
 #[derive(Deserialize)]
 pub struct ListQuery {
@@ -91,15 +115,24 @@ pub async fn list(
     })))
 }
 
+pub const SHOW: Operation = Operation {
+    id: "operator_get_account",
+    summary: "One account",
+    parameters: &ACCOUNT_PATH,
+    body: None,
+    success: Success {
+        status: "200",
+        description: "The account.",
+        also_csv: false,
+    },
+    refusals: &[NOT_FOUND],
+};
+
 pub async fn show(
     State(state): State<AppState>,
     Path(account_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let account = state
-        .store
-        .account(&account_id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("No account {account_id:?} exists.")))?;
+    let account = accounts::show(state.store.as_ref(), &account_id).await?;
     Ok(Json(operator_account_json(&account)))
 }
 
@@ -109,6 +142,23 @@ pub struct CreateBody {
     name: String,
 }
 
+pub const CREATE: Operation = Operation {
+    id: "operator_create_account",
+    summary: "Create an account (no credit) with its first API key, shown once",
+    parameters: &[Parameter::Operator],
+    body: Some(&[Field {
+        name: "name",
+        required: true,
+        schema: Schema::text_up_to(MAX_NAME_LENGTH),
+    }]),
+    success: Success {
+        status: "201",
+        description: "The account, its API key and its webhook secret.",
+        also_csv: false,
+    },
+    refusals: &[],
+};
+
 /// Creates an account with no credit and its first API key (shown once);
 /// credit is added with a credit adjustment, so money always has a reason.
 pub async fn create(
@@ -116,23 +166,7 @@ pub async fn create(
     Operator(actor): Operator,
     Json(body): Json<CreateBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let name = body.name.trim();
-    if name.is_empty() || name.chars().count() > MAX_NAME_LENGTH {
-        return Err(ApiError::invalid(
-            "name",
-            format!("name must be 1 to {MAX_NAME_LENGTH} characters."),
-        ));
-    }
-    let created = accounts::create_account(state.store.as_ref(), name, Micros::ZERO).await?;
-    state
-        .store
-        .record_audit(NewAuditEntry {
-            actor,
-            action: "account.create",
-            target: created.account.id.clone(),
-            detail: json!({ "name": name, "key_id": created.key_id }),
-        })
-        .await?;
+    let created = accounts::create(state.store.as_ref(), &actor, &body.name, Micros::ZERO).await?;
     let mut shown = operator_account_json(&created.account);
     shown["api_key"] = json!(created.api_key);
     shown["key_id"] = json!(created.key_id);
@@ -148,7 +182,13 @@ pub struct AdjustmentBody {
     reason: String,
 }
 
-fn adjustment_json(adjustment: &CreditAdjustment, account: &Account) -> Value {
+fn adjustment_json(
+    Adjusted {
+        adjustment,
+        account,
+        ..
+    }: &Adjusted,
+) -> Value {
     json!({
         "object": "credit_adjustment",
         "idempotency_key": adjustment.idempotency_key,
@@ -161,6 +201,52 @@ fn adjustment_json(adjustment: &CreditAdjustment, account: &Account) -> Value {
         "account": operator_account_json(account),
     })
 }
+
+/// What a credit and a debit take: the account, the key that applies it
+/// once, the amount and the reason.
+const ADJUSTMENT_PARAMETERS: [Parameter; 3] = [
+    Parameter::Operator,
+    Parameter::Path("account_id"),
+    Parameter::Header {
+        name: IDEMPOTENCY_KEY,
+        schema: Schema::text_up_to(MAX_IDEMPOTENCY_KEY_LENGTH),
+    },
+];
+const ADJUSTMENT_FIELDS: [Field; 2] = [
+    Field {
+        name: "amount_micros",
+        required: true,
+        schema: Schema::Integer {
+            minimum: Some(1),
+            maximum: Some(MAX_ADJUSTMENT.0),
+            default: None,
+            description: Some("Exact integer micro-dollars."),
+        },
+    },
+    Field {
+        name: "reason",
+        required: true,
+        schema: Schema::text_up_to(MAX_REASON_LENGTH),
+    },
+];
+const ADJUSTMENT_APPLIED: Success = Success {
+    status: "201",
+    description: "Applied. A repeated key for the same account and amount answers 200 with the first adjustment.",
+    also_csv: false,
+};
+const ADJUSTMENT_CONFLICT: Refusal = Refusal {
+    status: "409",
+    description: "conflict: the Idempotency-Key was used for another account, kind or amount, or the account was deleted.",
+};
+
+pub const CREDIT: Operation = Operation {
+    id: "operator_credit_account",
+    summary: "Add credit once per Idempotency-Key (a payment system's top-up)",
+    parameters: &ADJUSTMENT_PARAMETERS,
+    body: Some(&ADJUSTMENT_FIELDS),
+    success: ADJUSTMENT_APPLIED,
+    refusals: &[NOT_FOUND, ADJUSTMENT_CONFLICT],
+};
 
 /// Adds credit once per `Idempotency-Key` (required): a payment system's
 /// webhook delivered twice tops the account up once, and the second
@@ -182,6 +268,22 @@ pub async fn credit(
     )
     .await
 }
+
+pub const DEBIT: Operation = Operation {
+    id: "operator_debit_account",
+    summary: "Take credit back once per Idempotency-Key (a chargeback, a correction), never below a zero balance",
+    parameters: &ADJUSTMENT_PARAMETERS,
+    body: Some(&ADJUSTMENT_FIELDS),
+    success: ADJUSTMENT_APPLIED,
+    refusals: &[
+        NOT_FOUND,
+        ADJUSTMENT_CONFLICT,
+        Refusal {
+            status: "402",
+            description: "insufficient_balance: the debit is larger than the balance; nothing was taken.",
+        },
+    ],
+};
 
 /// Takes credit back (a chargeback, a correction) once per
 /// `Idempotency-Key`, as `credit` adds it. A debit larger than the balance
@@ -214,78 +316,31 @@ async fn adjust(
     body: AdjustmentBody,
     kind: AdjustmentKind,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    // A missing or unreadable header is refused by the action as an empty
+    // key, with the same message as one too long.
     let idempotency_key = headers
         .get(IDEMPOTENCY_KEY)
         .and_then(|value| value.to_str().ok())
-        .map(str::trim)
-        .filter(|key| !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY_LENGTH)
-        .ok_or_else(|| {
-            ApiError::invalid(
-                IDEMPOTENCY_KEY,
-                format!(
-                    "A {} needs an {IDEMPOTENCY_KEY} header of 1 to \
-                     {MAX_IDEMPOTENCY_KEY_LENGTH} characters, so that it is applied once.",
-                    kind.as_str()
-                ),
-            )
-        })?
-        .to_owned();
-    let amount = Micros(body.amount_micros);
-    if amount.0 <= 0 || amount > MAX_ADJUSTMENT {
-        return Err(ApiError::invalid(
-            "amount_micros",
-            format!(
-                "amount_micros must be more than 0 and at most {}.",
-                MAX_ADJUSTMENT.0
-            ),
-        ));
-    }
-    let reason = body.reason.trim();
-    if reason.is_empty() || reason.chars().count() > MAX_REASON_LENGTH {
-        return Err(ApiError::invalid(
-            "reason",
-            format!("reason must be 1 to {MAX_REASON_LENGTH} characters."),
-        ));
-    }
-    let outcome = state
-        .store
-        .adjust_credit(NewCreditAdjustment {
-            idempotency_key,
-            account_id: account_id.clone(),
+        .unwrap_or("");
+    let adjusted = accounts::adjust_credit(
+        state.store.as_ref(),
+        &actor,
+        AdjustmentRequest {
+            account_id: &account_id,
             kind,
-            amount,
-            reason: reason.to_owned(),
-            actor,
-        })
-        .await?;
-    match outcome {
-        AdjustmentOutcome::Applied(adjustment, account) => Ok((
-            StatusCode::CREATED,
-            Json(adjustment_json(&adjustment, &account)),
-        )),
-        AdjustmentOutcome::Replayed(adjustment, account) => {
-            Ok((StatusCode::OK, Json(adjustment_json(&adjustment, &account))))
-        }
-        AdjustmentOutcome::KeyReused => Err(ApiError::Conflict {
-            message: format!(
-                "This {IDEMPOTENCY_KEY} was already used for a different account, kind or amount."
-            ),
-            param: Some(IDEMPOTENCY_KEY.to_owned()),
-        }),
-        AdjustmentOutcome::InsufficientBalance { balance } => {
-            Err(ApiError::InsufficientBalance(format!(
-                "The balance is {} micro-dollars; a debit cannot take it below zero. Nothing was taken.",
-                balance.0
-            )))
-        }
-        AdjustmentOutcome::AccountDeleted => Err(ApiError::Conflict {
-            message: format!("The account {account_id:?} was deleted; its books are closed."),
-            param: None,
-        }),
-        AdjustmentOutcome::AccountNotFound => Err(ApiError::NotFound(format!(
-            "No account {account_id:?} exists."
-        ))),
-    }
+            amount: Micros(body.amount_micros),
+            reason: &body.reason,
+            idempotency_key,
+        },
+    )
+    .await?;
+    // A replay answers the first adjustment again, with 200 instead of 201.
+    let status = if adjusted.replayed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(adjustment_json(&adjusted))))
 }
 
 #[derive(Deserialize)]
@@ -296,6 +351,35 @@ pub struct LimitsBody {
     max_concurrent_generations: Option<u32>,
 }
 
+pub const LIMITS: Operation = Operation {
+    id: "operator_set_limits",
+    summary: "Change an account's limits; figures left out stay as they are",
+    parameters: &ACCOUNT_PATH,
+    body: Some(&[
+        Field {
+            name: "requests_per_second",
+            required: false,
+            schema: Schema::integer(1, MAX_LIMIT_FIGURE as i64),
+        },
+        Field {
+            name: "burst",
+            required: false,
+            schema: Schema::integer(1, MAX_LIMIT_FIGURE as i64),
+        },
+        Field {
+            name: "max_concurrent_generations",
+            required: false,
+            schema: Schema::integer(0, MAX_LIMIT_FIGURE as i64),
+        },
+    ]),
+    success: Success {
+        status: "200",
+        description: "The account.",
+        also_csv: false,
+    },
+    refusals: &[NOT_FOUND, ACCOUNT_DELETED],
+};
+
 /// Changes an account's limits; figures left out stay as they are.
 pub async fn limits(
     State(state): State<AppState>,
@@ -303,53 +387,38 @@ pub async fn limits(
     Path(account_id): Path<String>,
     Json(body): Json<LimitsBody>,
 ) -> Result<Json<Value>, ApiError> {
-    for (param, figure, minimum) in [
-        ("requests_per_second", body.requests_per_second, 1),
-        ("burst", body.burst, 1),
-        (
-            "max_concurrent_generations",
-            body.max_concurrent_generations,
-            0,
-        ),
-    ] {
-        if let Some(figure) = figure
-            && !(minimum..=MAX_LIMIT_FIGURE).contains(&figure)
-        {
-            return Err(ApiError::invalid(
-                param,
-                format!("{param} must be between {minimum} and {MAX_LIMIT_FIGURE}."),
-            ));
-        }
-    }
-    let current = accounts::changeable_account(state.store.as_ref(), &account_id)
-        .await?
-        .limits;
-    let limits = AccountLimits {
-        requests_per_second: body
-            .requests_per_second
-            .unwrap_or(current.requests_per_second),
-        burst: body.burst.unwrap_or(current.burst),
-        max_concurrent: body
-            .max_concurrent_generations
-            .unwrap_or(current.max_concurrent),
+    let changes = LimitChanges {
+        requests_per_second: body.requests_per_second,
+        burst: body.burst,
+        max_concurrent: body.max_concurrent_generations,
     };
-    let account = state
-        .store
-        .set_account_limits(&account_id, limits)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("No account {account_id:?} exists.")))?;
-    state
-        .store
-        .record_audit(NewAuditEntry {
-            actor,
-            action: "account.limits",
-            target: account_id,
-            detail: json!({
-                "requests_per_second": limits.requests_per_second,
-                "burst": limits.burst,
-                "max_concurrent_generations": limits.max_concurrent,
-            }),
-        })
-        .await?;
+    let account = accounts::set_limits(state.store.as_ref(), &actor, &account_id, changes).await?;
     Ok(Json(operator_account_json(&account)))
+}
+
+pub const ROTATE_WEBHOOK_SECRET: Operation = Operation {
+    id: "operator_rotate_webhook_secret",
+    summary: "Issue a new webhook signing secret (shown once); deliveries are signed with the previous one too for 24 hours",
+    parameters: &ACCOUNT_PATH,
+    body: None,
+    success: Success {
+        status: "200",
+        description: "The account's id, its new webhook_secret and when the previous one stops signing.",
+        also_csv: false,
+    },
+    refusals: &[NOT_FOUND, ACCOUNT_DELETED],
+};
+
+/// Issues a new webhook signing secret (shown once); deliveries carry
+/// signatures with both the old and the new secret for 24 hours.
+pub async fn rotate_webhook_secret(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    Path(account_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let account =
+        accounts::rotate_webhook_secret(state.store.as_ref(), &actor, &account_id).await?;
+    let mut shown = webhook_secret_json(&account);
+    shown["account_id"] = json!(account.id);
+    Ok(Json(shown))
 }

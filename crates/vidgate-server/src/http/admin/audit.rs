@@ -6,7 +6,8 @@ use axum::extract::{Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::page_limit;
+use super::openapi::{Operation, Parameter, Schema, Success};
+use super::{PAGE_LIMIT, page_limit};
 use crate::http::{ApiError, rfc3339};
 use crate::state::AppState;
 
@@ -15,6 +16,31 @@ pub struct AuditQuery {
     before: Option<i64>,
     limit: Option<u32>,
 }
+
+pub const LIST: Operation = Operation {
+    id: "operator_audit_log",
+    summary: "Every change made through the operator API, newest first",
+    parameters: &[
+        Parameter::Query {
+            name: "before",
+            description: Some("An entry id: the page starts before it."),
+            schema: Schema::Integer {
+                minimum: None,
+                maximum: None,
+                default: None,
+                description: None,
+            },
+        },
+        PAGE_LIMIT,
+    ],
+    body: None,
+    success: Success {
+        status: "200",
+        description: "A page of audit entries and `next_before`.",
+        also_csv: false,
+    },
+    refusals: &[],
+};
 
 pub async fn list(
     State(state): State<AppState>,

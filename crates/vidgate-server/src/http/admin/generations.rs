@@ -11,7 +11,10 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::http::generations::{ListParameters, one_page, parse_list_filter};
+use super::openapi::{Operation, Parameter, Schema, Success};
+use crate::http::generations::{
+    DEFAULT_PAGE_SIZE, ListParameters, MAX_PAGE_SIZE, one_page, parse_list_filter,
+};
 use crate::http::{ApiError, generation_json};
 use crate::state::AppState;
 use crate::store::OperatorGenerationFilter;
@@ -38,6 +41,45 @@ fn unix_millis(param: &str, text: Option<String>) -> Result<Option<i64>, ApiErro
     })?;
     Ok(Some((time.unix_timestamp_nanos() / 1_000_000) as i64))
 }
+
+/// A text filter of the list, described.
+const fn text_filter(name: &'static str, description: &'static str) -> Parameter {
+    Parameter::Query {
+        name,
+        description: Some(description),
+        schema: Schema::TEXT,
+    }
+}
+
+pub const LIST: Operation = Operation {
+    id: "operator_list_generations",
+    summary: "Generations across accounts, newest first, with filters",
+    parameters: &[
+        text_filter("account_id", "Only this account's generations."),
+        text_filter("status", "queued, running, succeeded, failed or canceled."),
+        text_filter("model", "A model id, e.g. vendor_1/model_1."),
+        text_filter("created_from", "RFC 3339: created at or after this time."),
+        text_filter("created_until", "RFC 3339: created before this time."),
+        text_filter("cursor", "next_cursor of the previous page."),
+        Parameter::Query {
+            name: "limit",
+            description: None,
+            schema: Schema::Integer {
+                minimum: Some(1),
+                maximum: Some(MAX_PAGE_SIZE as i64),
+                default: Some(DEFAULT_PAGE_SIZE as i64),
+                description: None,
+            },
+        },
+    ],
+    body: None,
+    success: Success {
+        status: "200",
+        description: "A page of Generation records, each with its account_id, as the public list answers.",
+        also_csv: false,
+    },
+    refusals: &[],
+};
 
 pub async fn list(
     State(state): State<AppState>,

@@ -1,5 +1,7 @@
 //! The operator API under `/admin/v1`: what `vidgate admin` does, over HTTP,
-//! for operators' tools and payment systems. One operator token (from
+//! for operators' tools and payment systems. Each change is an operator
+//! action (`operator_actions`), the function the CLI calls too; the
+//! handlers read the request and show the answer. One operator token (from
 //! `--admin-token-file` or `VIDGATE_ADMIN_TOKEN`) authenticates it, compared
 //! in constant time; without one configured every request is refused. It is
 //! never rate-limited per key (it has no key) and sees every account.
@@ -17,14 +19,16 @@ mod users;
 
 use axum::Router;
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::header;
+use axum::handler::Handler;
 use axum::http::request::Parts;
+use axum::http::{Method, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{MethodFilter, MethodRouter, on};
 
 use super::ApiError;
 use crate::state::AppState;
+use openapi::Operation;
 
 /// Names the operator in the audit log; optional.
 const OPERATOR_HEADER: &str = "x-operator";
@@ -32,25 +36,142 @@ const MAX_OPERATOR_NAME_LENGTH: usize = 100;
 /// The name recorded when a request names no operator.
 const DEFAULT_OPERATOR: &str = "operator";
 
+/// A route of the operator API: its path under `/admin/v1`, its method,
+/// its handler and the handler's description for the OpenAPI document.
+pub(super) struct Route {
+    path: &'static str,
+    method: Method,
+    handler: MethodRouter<AppState>,
+    operation: &'static Operation,
+}
+
+fn described<H, T>(
+    method: Method,
+    path: &'static str,
+    handler: H,
+    operation: &'static Operation,
+) -> Route
+where
+    H: Handler<T, AppState>,
+    T: 'static,
+{
+    let filter = MethodFilter::try_from(method.clone()).expect("a method axum routes");
+    Route {
+        path,
+        method,
+        handler: on(filter, handler),
+        operation,
+    }
+}
+
+/// Every route of the operator API with its description: the router and
+/// the OpenAPI document (`openapi::paths`) are both made from this list.
+fn routes() -> Vec<Route> {
+    let account = "/accounts/{account_id}";
+    vec![
+        described(Method::GET, "/accounts", accounts::list, &accounts::LIST),
+        described(
+            Method::POST,
+            "/accounts",
+            accounts::create,
+            &accounts::CREATE,
+        ),
+        described(Method::GET, account, accounts::show, &accounts::SHOW),
+        described(Method::DELETE, account, accounts::delete, &accounts::DELETE),
+        described(
+            Method::POST,
+            "/accounts/{account_id}/credit",
+            accounts::credit,
+            &accounts::CREDIT,
+        ),
+        described(
+            Method::POST,
+            "/accounts/{account_id}/debit",
+            accounts::debit,
+            &accounts::DEBIT,
+        ),
+        described(
+            Method::POST,
+            "/accounts/{account_id}/limits",
+            accounts::limits,
+            &accounts::LIMITS,
+        ),
+        described(
+            Method::POST,
+            "/accounts/{account_id}/webhook-secret/rotate",
+            accounts::rotate_webhook_secret,
+            &accounts::ROTATE_WEBHOOK_SECRET,
+        ),
+        described(
+            Method::POST,
+            "/accounts/{account_id}/keys",
+            keys::create,
+            &keys::CREATE,
+        ),
+        described(
+            Method::POST,
+            "/accounts/{account_id}/users",
+            users::create,
+            &users::CREATE,
+        ),
+        described(
+            Method::GET,
+            "/accounts/{account_id}/usage",
+            usage::show,
+            &usage::SHOW,
+        ),
+        described(
+            Method::POST,
+            "/keys/{key_id}/revoke",
+            keys::revoke,
+            &keys::REVOKE,
+        ),
+        described(
+            Method::POST,
+            "/keys/{key_id}/limits",
+            keys::limits,
+            &keys::LIMITS,
+        ),
+        described(
+            Method::DELETE,
+            "/users/{email}",
+            users::remove,
+            &users::REMOVE,
+        ),
+        described(
+            Method::POST,
+            "/users/{email}/revoke-sessions",
+            users::revoke_sessions,
+            &users::REVOKE_SESSIONS,
+        ),
+        described(
+            Method::POST,
+            "/models/{vendor}/{model}/pause",
+            models::pause,
+            &models::PAUSE,
+        ),
+        described(
+            Method::POST,
+            "/models/{vendor}/{model}/resume",
+            models::resume,
+            &models::RESUME,
+        ),
+        described(
+            Method::GET,
+            "/generations",
+            generations::list,
+            &generations::LIST,
+        ),
+        described(Method::GET, "/audit-log", audit::list, &audit::LIST),
+    ]
+}
+
 pub fn router(state: AppState) -> Router<AppState> {
-    Router::new()
-        .route("/accounts", get(accounts::list).post(accounts::create))
-        .route(
-            "/accounts/{account_id}",
-            get(accounts::show).delete(accounts::delete),
-        )
-        .route("/accounts/{account_id}/credit", post(accounts::credit))
-        .route("/accounts/{account_id}/debit", post(accounts::debit))
-        .route("/accounts/{account_id}/limits", post(accounts::limits))
-        .route("/accounts/{account_id}/keys", post(keys::create))
-        .route("/accounts/{account_id}/users", post(users::create))
-        .route("/accounts/{account_id}/usage", get(usage::show))
-        .route("/keys/{key_id}/revoke", post(keys::revoke))
-        .route("/keys/{key_id}/limits", post(keys::limits))
-        .route("/models/{vendor}/{model}/pause", post(models::pause))
-        .route("/models/{vendor}/{model}/resume", post(models::resume))
-        .route("/generations", get(generations::list))
-        .route("/audit-log", get(audit::list))
+    routes()
+        .into_iter()
+        .fold(Router::new(), |router, route| {
+            router.route(route.path, route.handler)
+        })
         .route_layer(middleware::from_fn_with_state(state, authenticate_operator))
 }
 
@@ -80,11 +201,27 @@ async fn authenticate_operator(
     Ok(next.run(request).await)
 }
 
+/// The page size of the operator's lists (accounts, the audit log) when
+/// `limit` asks for none, and the largest it may ask for.
+const DEFAULT_LIMIT: u32 = 50;
+const MAX_LIMIT: u32 = 500;
+
+/// The `limit` query parameter of the operator's lists, as `page_limit`
+/// reads it.
+const PAGE_LIMIT: openapi::Parameter = openapi::Parameter::Query {
+    name: "limit",
+    description: None,
+    schema: openapi::Schema::Integer {
+        minimum: Some(1),
+        maximum: Some(MAX_LIMIT as i64),
+        default: Some(DEFAULT_LIMIT as i64),
+        description: None,
+    },
+};
+
 /// The page size of the operator's lists (accounts, the audit log): 50
 /// unless `limit` asks for 1 to 500.
 fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
-    const DEFAULT_LIMIT: u32 = 50;
-    const MAX_LIMIT: u32 = 500;
     let limit = limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid(

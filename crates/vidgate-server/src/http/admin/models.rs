@@ -1,15 +1,46 @@
 //! `POST /admin/v1/models/{vendor}/{model}/pause` and `…/resume`: stop and
 //! start accepting new generations for a model (submits get 503
-//! `model_unavailable` while it is paused).
+//! `model_unavailable` while it is paused), through the operator action
+//! `operator_actions::models::set_paused`.
 
 use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
 use super::Operator;
+use super::openapi::{NOT_FOUND, Operation, Parameter, Success};
 use crate::http::ApiError;
+use crate::operator_actions::models;
 use crate::state::AppState;
-use crate::store::NewAuditEntry;
+
+const MODEL_PATH: [Parameter; 3] = [
+    Parameter::Operator,
+    Parameter::Path("vendor"),
+    Parameter::Path("model"),
+];
+const MODEL_STATE: Success = Success {
+    status: "200",
+    description: "The model's id and whether it is paused.",
+    also_csv: false,
+};
+
+pub const PAUSE: Operation = Operation {
+    id: "operator_pause_model",
+    summary: "Stop accepting new generations for a model (submits get 503)",
+    parameters: &MODEL_PATH,
+    body: None,
+    success: MODEL_STATE,
+    refusals: &[NOT_FOUND],
+};
+
+pub const RESUME: Operation = Operation {
+    id: "operator_resume_model",
+    summary: "Accept new generations for a model again",
+    parameters: &MODEL_PATH,
+    body: None,
+    success: MODEL_STATE,
+    refusals: &[NOT_FOUND],
+};
 
 pub async fn pause(
     State(state): State<AppState>,
@@ -34,23 +65,13 @@ async fn set_paused(
     paused: bool,
 ) -> Result<Json<Value>, ApiError> {
     let model_id = format!("{vendor}/{model}");
-    // Pausing a model that does not exist would silently do nothing.
-    if state.catalog.model(&model_id).is_none() {
-        return Err(ApiError::NotFound(format!("No model {model_id:?} exists.")));
-    }
-    state.store.set_model_paused(&model_id, paused).await?;
-    state
-        .store
-        .record_audit(NewAuditEntry {
-            actor,
-            action: if paused {
-                "model.pause"
-            } else {
-                "model.resume"
-            },
-            target: model_id.clone(),
-            detail: json!({}),
-        })
-        .await?;
+    models::set_paused(
+        state.store.as_ref(),
+        &state.catalog,
+        &actor,
+        &model_id,
+        paused,
+    )
+    .await?;
     Ok(Json(json!({ "model_id": model_id, "paused": paused })))
 }

@@ -1,50 +1,236 @@
-//! The operator API's part of `/openapi.json`: its operations under the tag
-//! `operator` and the security scheme `operator_token`, each path written
-//! in full (`/admin/v1/…`) under a path-level `servers` entry naming the
-//! origin rather than the document's `/api/v1`, so tools that read only the
+//! The operator API's part of `/openapi.json`, derived from its routes:
+//! each handler has its `Operation` beside it, and `super::routes` pairs
+//! every route with its handler and its `Operation`, so the router and the
+//! document are made from one list and a route cannot be served without
+//! being described. The operations are under the tag `operator` and the
+//! security scheme `operator_token`, each path written in full
+//! (`/admin/v1/…`) under a path-level `servers` entry naming the origin
+//! rather than the document's `/api/v1`, so tools that read only the
 //! customer API can leave them out by tag or by server. Written in full, an
 //! operator path can never take the key of a customer path with the same
 //! tail (`/generations`): a document's paths are one map.
 
 use serde_json::{Map, Value, json};
 
+/// What one operation of the operator API is, for the document.
+pub struct Operation {
+    pub id: &'static str,
+    pub summary: &'static str,
+    pub parameters: &'static [Parameter],
+    /// The JSON body's fields, when it takes one.
+    pub body: Option<&'static [Field]>,
+    pub success: Success,
+    /// The refusals besides 400 and 401, which every operation may answer.
+    pub refusals: &'static [Refusal],
+}
+
+/// The answer of an operation that succeeds.
+pub struct Success {
+    pub status: &'static str,
+    pub description: &'static str,
+    /// Also answers `text/csv` (when the query asks for it).
+    pub also_csv: bool,
+}
+
+/// A refusal an operation may answer: its status and what it means.
+pub struct Refusal {
+    pub status: &'static str,
+    pub description: &'static str,
+}
+
+/// The refusal of an operation on an account or a model that is not there.
+pub const NOT_FOUND: Refusal = Refusal {
+    status: "404",
+    description: "not_found: no such account or model.",
+};
+
+/// The refusal of a change to an account that was deleted.
+pub const ACCOUNT_DELETED: Refusal = Refusal {
+    status: "409",
+    description: "conflict: the account was deleted.",
+};
+
+pub enum Parameter {
+    /// The optional `X-Operator` header, naming who makes a change.
+    Operator,
+    /// A required segment of the path, e.g. `account_id`.
+    Path(&'static str),
+    Query {
+        name: &'static str,
+        description: Option<&'static str>,
+        schema: Schema,
+    },
+    /// A required header.
+    Header { name: &'static str, schema: Schema },
+}
+
+/// A field of a JSON body.
+pub struct Field {
+    pub name: &'static str,
+    pub required: bool,
+    pub schema: Schema,
+}
+
+/// The value a parameter or a field takes.
+pub enum Schema {
+    Text {
+        min_length: Option<usize>,
+        max_length: Option<usize>,
+    },
+    Integer {
+        minimum: Option<i64>,
+        maximum: Option<i64>,
+        default: Option<i64>,
+        description: Option<&'static str>,
+    },
+    Choice {
+        values: &'static [&'static str],
+        default: &'static str,
+    },
+}
+
+impl Schema {
+    /// A string without bounds.
+    pub const TEXT: Schema = Schema::Text {
+        min_length: None,
+        max_length: None,
+    };
+
+    /// A string of 1 to `max_length` characters.
+    pub const fn text_up_to(max_length: usize) -> Schema {
+        Schema::Text {
+            min_length: Some(1),
+            max_length: Some(max_length),
+        }
+    }
+
+    /// An integer from `minimum` to `maximum`.
+    pub const fn integer(minimum: i64, maximum: i64) -> Schema {
+        Schema::Integer {
+            minimum: Some(minimum),
+            maximum: Some(maximum),
+            default: None,
+            description: None,
+        }
+    }
+
+    fn json(&self) -> Value {
+        let mut schema = Map::new();
+        let mut set = |key: &str, value: Option<Value>| {
+            if let Some(value) = value {
+                schema.insert(key.to_owned(), value);
+            }
+        };
+        match self {
+            Schema::Text {
+                min_length,
+                max_length,
+            } => {
+                set("type", Some(json!("string")));
+                set("minLength", min_length.map(Value::from));
+                set("maxLength", max_length.map(Value::from));
+            }
+            Schema::Integer {
+                minimum,
+                maximum,
+                default,
+                description,
+            } => {
+                set("type", Some(json!("integer")));
+                set("minimum", minimum.map(Value::from));
+                set("maximum", maximum.map(Value::from));
+                set("default", default.map(Value::from));
+                set("description", description.map(Value::from));
+            }
+            Schema::Choice { values, default } => {
+                set("type", Some(json!("string")));
+                set("enum", Some(json!(values)));
+                set("default", Some(json!(default)));
+            }
+        }
+        Value::Object(schema)
+    }
+}
+
+impl Parameter {
+    fn json(&self) -> Value {
+        match self {
+            Parameter::Operator => json!({
+                "name": "X-Operator", "in": "header", "required": false,
+                "description": "Who makes the change, for the audit log (1 to 100 printable characters).",
+                "schema": { "type": "string" } }),
+            Parameter::Path(name) => json!({
+                "name": name, "in": "path", "required": true, "schema": { "type": "string" } }),
+            Parameter::Query {
+                name,
+                description,
+                schema,
+            } => {
+                let mut parameter = json!({
+                    "name": name, "in": "query", "required": false, "schema": schema.json() });
+                if let Some(description) = description {
+                    parameter["description"] = json!(description);
+                }
+                parameter
+            }
+            Parameter::Header { name, schema } => json!({
+                "name": name, "in": "header", "required": true, "schema": schema.json() }),
+        }
+    }
+}
+
 fn error(description: &str) -> Value {
     json!({ "description": description, "content": { "application/json": {
         "schema": { "$ref": "#/components/schemas/Error" } } } })
 }
 
-fn ok(status: &str, description: &str) -> Value {
-    let mut responses = Map::new();
-    responses.insert(
-        status.into(),
-        json!({ "description": description, "content": {
-        "application/json": { "schema": { "type": "object" } } } }),
-    );
-    responses.insert(
-        "401".into(),
-        error("unauthorized: no operator token is configured, or this is not it."),
-    );
-    responses.insert(
-        "400".into(),
-        error("invalid_request: a bad parameter or body; param names it."),
-    );
-    Value::Object(responses)
-}
-
-fn operation(operation_id: &str, summary: &str, responses: Value) -> Value {
-    json!({
-        "operationId": operation_id, "summary": summary, "tags": ["operator"],
-        "security": [{ "operator_token": [] }],
-        "parameters": [{ "name": "X-Operator", "in": "header", "required": false,
-            "description": "Who makes the change, for the audit log (1 to 100 printable characters).",
-            "schema": { "type": "string" } }],
-        "responses": responses
-    })
-}
-
-fn with_not_found(mut responses: Value) -> Value {
-    responses["404"] = error("not_found: no such account or model.");
-    responses
+impl Operation {
+    fn json(&self) -> Value {
+        let mut success = json!({ "description": self.success.description, "content": {
+            "application/json": { "schema": { "type": "object" } } } });
+        if self.success.also_csv {
+            success["content"]["text/csv"] = json!({ "schema": { "type": "string" } });
+        }
+        let mut responses = Map::new();
+        responses.insert(self.success.status.into(), success);
+        responses.insert(
+            "401".into(),
+            error("unauthorized: no operator token is configured, or this is not it."),
+        );
+        responses.insert(
+            "400".into(),
+            error("invalid_request: a bad parameter or body; param names it."),
+        );
+        for refusal in self.refusals {
+            responses.insert(refusal.status.into(), error(refusal.description));
+        }
+        let parameters: Vec<Value> = self.parameters.iter().map(Parameter::json).collect();
+        let mut operation = json!({
+            "operationId": self.id, "summary": self.summary, "tags": ["operator"],
+            "security": [{ "operator_token": [] }],
+            "parameters": parameters,
+            "responses": responses,
+        });
+        if let Some(fields) = self.body {
+            let properties: Map<String, Value> = fields
+                .iter()
+                .map(|field| (field.name.to_owned(), field.schema.json()))
+                .collect();
+            let mut schema = json!({ "type": "object", "additionalProperties": false,
+                "properties": properties });
+            let required: Vec<&str> = fields
+                .iter()
+                .filter(|field| field.required)
+                .map(|field| field.name)
+                .collect();
+            if !required.is_empty() {
+                schema["required"] = json!(required);
+            }
+            operation["requestBody"] = json!({ "required": true, "content": {
+                "application/json": { "schema": schema } } });
+        }
+        operation
+    }
 }
 
 /// The security scheme the operations name.
@@ -53,276 +239,52 @@ pub fn security_scheme() -> Value {
         "description": "The operator token (--admin-token-file or VIDGATE_ADMIN_TOKEN)." })
 }
 
-/// The operator API's path items, each `/admin/v1/…` from `origin`.
+/// The operator API's path items, each `/admin/v1/…` from `origin`, one per
+/// path of its routes with an operation per method.
 pub fn paths(origin: &str) -> Vec<(String, Value)> {
-    let servers = json!([{ "url": origin }]);
-    let page = |name: &str, description: &str| {
-        json!({ "name": name, "in": "query", "required": false, "description": description,
-            "schema": { "type": "string" } })
-    };
-    let limit = json!({ "name": "limit", "in": "query", "required": false,
-        "schema": { "type": "integer", "minimum": 1, "maximum": 500, "default": 50 } });
-    let account_id = json!({ "name": "account_id", "in": "path", "required": true,
-        "schema": { "type": "string" } });
-    let model = json!([
-        { "name": "vendor", "in": "path", "required": true, "schema": { "type": "string" } },
-        { "name": "model", "in": "path", "required": true, "schema": { "type": "string" } }
-    ]);
+    let mut items: Map<String, Value> = Map::new();
+    for route in super::routes() {
+        let item = items
+            .entry(format!("/admin/v1{}", route.path))
+            .or_insert_with(|| json!({ "servers": [{ "url": origin }] }));
+        item[route.method.as_str().to_lowercase()] = route.operation.json();
+    }
+    items.into_iter().collect()
+}
 
-    let mut list_accounts = operation(
-        "operator_list_accounts",
-        "Every account, in id order",
-        ok("200", "A page of accounts and `next_after`."),
-    );
-    list_accounts["parameters"] = json!([
-        page("after", "An account id: the page starts after it."),
-        limit
-    ]);
-    let mut create_account = operation(
-        "operator_create_account",
-        "Create an account (no credit) with its first API key, shown once",
-        ok("201", "The account, its API key and its webhook secret."),
-    );
-    create_account["requestBody"] = json!({ "required": true, "content": { "application/json": {
-        "schema": { "type": "object", "additionalProperties": false, "required": ["name"],
-            "properties": { "name": { "type": "string", "minLength": 1, "maxLength": 200 } } } } } });
-    let mut show_account = operation(
-        "operator_get_account",
-        "One account",
-        with_not_found(ok("200", "The account.")),
-    );
-    show_account["parameters"]
-        .as_array_mut()
-        .expect("parameters")
-        .push(account_id.clone());
-    let mut delete_account = operation(
-        "operator_delete_account",
-        "Delete an account's media and personal data; the tombstone keeps its money figures",
-        with_not_found(ok(
-            "200",
-            "The tombstone (deleted_at set), also when it was deleted before.",
-        )),
-    );
-    delete_account["responses"]["409"] =
-        error("conflict: generations of the account are queued or running; cancel them or wait.");
-    delete_account["parameters"]
-        .as_array_mut()
-        .expect("parameters")
-        .push(account_id.clone());
-    let mut credit = operation(
-        "operator_credit_account",
-        "Add credit once per Idempotency-Key (a payment system's top-up)",
-        with_not_found(ok(
-            "201",
-            "Applied. A repeated key for the same account and amount answers 200 with the first adjustment.",
-        )),
-    );
-    credit["responses"]["409"] = error(
-        "conflict: the Idempotency-Key was used for another account, kind or amount, or the account was deleted.",
-    );
-    credit["parameters"]
-        .as_array_mut()
-        .expect("parameters")
-        .extend([
-            account_id,
-            json!({ "name": "Idempotency-Key", "in": "header", "required": true,
-                "schema": { "type": "string", "minLength": 1, "maxLength": 255 } }),
-        ]);
-    credit["requestBody"] = json!({ "required": true, "content": { "application/json": {
-        "schema": { "type": "object", "additionalProperties": false,
-            "required": ["amount_micros", "reason"],
-            "properties": {
-                "amount_micros": { "type": "integer", "minimum": 1, "maximum": 1_000_000_000_000i64,
-                    "description": "Exact integer micro-dollars." },
-                "reason": { "type": "string", "minLength": 1, "maxLength": 500 }
-            } } } } });
-    let mut list_generations = operation(
-        "operator_list_generations",
-        "Generations across accounts, newest first, with filters",
-        ok(
-            "200",
-            "A page of Generation records, each with its account_id, as the public list answers.",
-        ),
-    );
-    list_generations["parameters"] = json!([
-        page("account_id", "Only this account's generations."),
-        page("status", "queued, running, succeeded, failed or canceled."),
-        page("model", "A model id, e.g. vendor_1/model_1."),
-        page("created_from", "RFC 3339: created at or after this time."),
-        page("created_until", "RFC 3339: created before this time."),
-        page("cursor", "next_cursor of the previous page."),
-        json!({ "name": "limit", "in": "query", "required": false,
-            "schema": { "type": "integer", "minimum": 1, "maximum": 100, "default": 20 } })
-    ]);
-    // A debit takes the same parameters and body, and may find too little.
-    let mut debit = credit.clone();
-    debit["operationId"] = json!("operator_debit_account");
-    debit["summary"] = json!(
-        "Take credit back once per Idempotency-Key (a chargeback, a correction), never below a zero balance"
-    );
-    debit["responses"]["402"] =
-        error("insufficient_balance: the debit is larger than the balance; nothing was taken.");
-    let model_operation = |operation_id: &str, summary: &str| {
-        let mut built = operation(
-            operation_id,
-            summary,
-            with_not_found(ok("200", "The model's id and whether it is paused.")),
-        );
-        built["parameters"]
-            .as_array_mut()
-            .expect("parameters")
-            .extend(model.as_array().expect("model parameters").iter().cloned());
-        built
-    };
-    let mut audit_log = operation(
-        "operator_audit_log",
-        "Every change made through the operator API, newest first",
-        ok("200", "A page of audit entries and `next_before`."),
-    );
-    audit_log["parameters"] = json!([
-        { "name": "before", "in": "query", "required": false,
-            "description": "An entry id: the page starts before it.", "schema": { "type": "integer" } },
-        limit
-    ]);
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
 
-    let with_account = |mut built: Value| {
-        built["parameters"]
-            .as_array_mut()
-            .expect("parameters")
-            .push(
-                json!({ "name": "account_id", "in": "path", "required": true,
-                "schema": { "type": "string" } }),
+    use super::Parameter;
+
+    /// A described route names each segment of its path as a path
+    /// parameter, in order, and has an operation id of its own.
+    #[test]
+    fn every_route_describes_its_path_and_its_own_operation() {
+        let mut operation_ids = HashSet::new();
+        for route in super::super::routes() {
+            let where_ = format!("{} {}", route.method, route.path);
+            assert!(
+                operation_ids.insert(route.operation.id),
+                "{where_}: operation id {} is used twice",
+                route.operation.id
             );
-        built
-    };
-    let body = |schema: Value| json!({ "required": true, "content": { "application/json": { "schema": schema } } });
-    let mut limits = with_account(operation(
-        "operator_set_limits",
-        "Change an account's limits; figures left out stay as they are",
-        with_not_found(ok("200", "The account.")),
-    ));
-    limits["responses"]["409"] = error("conflict: the account was deleted.");
-    limits["requestBody"] = body(
-        json!({ "type": "object", "additionalProperties": false, "properties": {
-        "requests_per_second": { "type": "integer", "minimum": 1, "maximum": 10000 },
-        "burst": { "type": "integer", "minimum": 1, "maximum": 10000 },
-        "max_concurrent_generations": { "type": "integer", "minimum": 0, "maximum": 10000 } } }),
-    );
-    let mut create_key = with_account(operation(
-        "operator_create_key",
-        "Create an API key for an account (the secret is shown once)",
-        with_not_found(ok("201", "The key's id and secret.")),
-    ));
-    create_key["responses"]["409"] = error("conflict: the account was deleted.");
-    create_key["requestBody"] = body(json!({ "type": "object", "additionalProperties": false,
-        "properties": { "name": { "type": "string", "minLength": 1, "maxLength": 100 } } }));
-    let mut create_user = with_account(operation(
-        "operator_create_user",
-        "Create a dashboard user of an account, with a one-time password",
-        with_not_found(ok("201", "The user and its one-time password.")),
-    ));
-    create_user["responses"]["409"] =
-        error("conflict: a user with this email exists, or the account was deleted.");
-    create_user["requestBody"] = body(json!({ "type": "object", "additionalProperties": false,
-        "required": ["email"], "properties": { "email": { "type": "string" } } }));
-    let mut usage = with_account(operation(
-        "operator_usage",
-        "Money an account spent per UTC day (JSON, or CSV with format=csv)",
-        with_not_found(ok("200", "The days with spend.")),
-    ));
-    usage["responses"]["200"]["content"]["text/csv"] = json!({ "schema": { "type": "string" } });
-    usage["parameters"]
-        .as_array_mut()
-        .expect("parameters")
-        .extend([
-            json!({ "name": "days", "in": "query", "required": false,
-            "schema": { "type": "integer", "minimum": 1, "maximum": 366, "default": 30 } }),
-            json!({ "name": "format", "in": "query", "required": false,
-            "schema": { "type": "string", "enum": ["json", "csv"], "default": "json" } }),
-        ]);
-    let mut revoke_key = operation(
-        "operator_revoke_key",
-        "Revoke an API key; it is refused from then on",
-        with_not_found(ok("200", "The key's id, revoked.")),
-    );
-    revoke_key["parameters"]
-        .as_array_mut()
-        .expect("parameters")
-        .push(json!({
-        "name": "key_id", "in": "path", "required": true, "schema": { "type": "string" } }));
-    let mut key_limits = operation(
-        "operator_set_key_limits",
-        "Set an API key's spend limit per UTC day, per UTC month or in total; a null amount removes it",
-        with_not_found(ok("200", "The key's id and its limit.")),
-    );
-    key_limits["parameters"] = revoke_key["parameters"].clone();
-    key_limits["requestBody"] = body(json!({ "type": "object", "additionalProperties": false,
-        "properties": {
-            "spend_limit_usd": { "type": ["string", "null"], "examples": ["1.00"] },
-            "spend_limit_period": { "type": "string", "enum": ["day", "month", "total"] } } }));
-
-    let items: Vec<(&str, Value)> = vec![
-        (
-            "/accounts/{account_id}/limits",
-            json!({ "servers": servers, "post": limits }),
-        ),
-        (
-            "/accounts/{account_id}/keys",
-            json!({ "servers": servers, "post": create_key }),
-        ),
-        (
-            "/accounts/{account_id}/users",
-            json!({ "servers": servers, "post": create_user }),
-        ),
-        (
-            "/accounts/{account_id}/usage",
-            json!({ "servers": servers, "get": usage }),
-        ),
-        (
-            "/keys/{key_id}/revoke",
-            json!({ "servers": servers, "post": revoke_key }),
-        ),
-        (
-            "/keys/{key_id}/limits",
-            json!({ "servers": servers, "post": key_limits }),
-        ),
-        (
-            "/accounts",
-            json!({ "servers": servers, "get": list_accounts, "post": create_account }),
-        ),
-        (
-            "/accounts/{account_id}",
-            json!({ "servers": servers, "get": show_account, "delete": delete_account }),
-        ),
-        (
-            "/accounts/{account_id}/credit",
-            json!({ "servers": servers, "post": credit }),
-        ),
-        (
-            "/accounts/{account_id}/debit",
-            json!({ "servers": servers, "post": debit }),
-        ),
-        (
-            "/models/{vendor}/{model}/pause",
-            json!({ "servers": servers, "post": model_operation(
-                "operator_pause_model", "Stop accepting new generations for a model (submits get 503)") }),
-        ),
-        (
-            "/models/{vendor}/{model}/resume",
-            json!({ "servers": servers, "post": model_operation(
-                "operator_resume_model", "Accept new generations for a model again") }),
-        ),
-        (
-            "/generations",
-            json!({ "servers": servers, "get": list_generations }),
-        ),
-        (
-            "/audit-log",
-            json!({ "servers": servers, "get": audit_log }),
-        ),
-    ];
-    items
-        .into_iter()
-        .map(|(path, item)| (format!("/admin/v1{path}"), item))
-        .collect()
+            let segments: Vec<&str> = route
+                .path
+                .split('/')
+                .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+                .collect();
+            let described: Vec<&str> = route
+                .operation
+                .parameters
+                .iter()
+                .filter_map(|parameter| match parameter {
+                    Parameter::Path(name) => Some(*name),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(segments, described, "{where_}");
+        }
+    }
 }

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::openapi::{NOT_FOUND, Operation, Parameter, Schema, Success};
 use crate::http::ApiError;
 use crate::state::AppState;
 use crate::store::now_millis;
@@ -28,6 +29,40 @@ fn date_of(day: i64) -> String {
         .map(|moment| moment.date().to_string())
         .unwrap_or_default()
 }
+
+pub const SHOW: Operation = Operation {
+    id: "operator_usage",
+    summary: "Money an account spent per UTC day (JSON, or CSV with format=csv)",
+    parameters: &[
+        Parameter::Operator,
+        Parameter::Path("account_id"),
+        Parameter::Query {
+            name: "days",
+            description: None,
+            schema: Schema::Integer {
+                minimum: Some(1),
+                maximum: Some(MAX_DAYS as i64),
+                default: Some(DEFAULT_DAYS as i64),
+                description: None,
+            },
+        },
+        Parameter::Query {
+            name: "format",
+            description: None,
+            schema: Schema::Choice {
+                values: &["json", "csv"],
+                default: "json",
+            },
+        },
+    ],
+    body: None,
+    success: Success {
+        status: "200",
+        description: "The days with spend.",
+        also_csv: true,
+    },
+    refusals: &[NOT_FOUND],
+};
 
 pub async fn show(
     State(state): State<AppState>,

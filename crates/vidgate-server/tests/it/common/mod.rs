@@ -4,7 +4,6 @@
 //! SQLite and against PostgreSQL.
 
 mod media_servers;
-mod test_database;
 
 use std::sync::Arc;
 
@@ -18,9 +17,10 @@ use vidgate_core::Micros;
 use vidgate_server::accounts::{self, CreatedAccount};
 use vidgate_server::backend::BackendsConfig;
 use vidgate_server::storage::StorageConfig;
-use vidgate_server::store::{self, Account, Store};
-use vidgate_server::webhooks::WebhookSettings;
+use vidgate_server::store::{self, Account, NewAccount, NewGeneration, Store};
+use vidgate_server::webhook_senders::WebhookSettings;
 use vidgate_server::{RunningServer, ServerOptions};
+use vidgate_test_support::test_database;
 
 pub use media_servers::{picture_server, trickling_server};
 pub use test_database::PostgresTestDatabase;
@@ -110,6 +110,45 @@ pub async fn open_test_store(kind: &StoreKind) -> TestStore {
     let database = TestDatabase::create(kind).await;
     let store = store::open(&database.url()).await.expect("the store opens");
     TestStore { store, database }
+}
+
+/// Creates the account `id` (named after itself) straight in the store,
+/// with `credit` and the default limits: for tests below the HTTP layer.
+pub async fn create_store_account(store: &Store, id: &str, credit: Micros) {
+    store
+        .create_account(NewAccount {
+            id: id.into(),
+            name: id.into(),
+            initial_credit: credit,
+            webhook_secret: "whsec_test".into(),
+        })
+        .await
+        .unwrap();
+}
+
+/// A text-to-video generation of `account_id` on `model` at `price`, with
+/// three attempts, as a test below the HTTP layer submits it.
+pub fn new_test_generation(
+    id: &str,
+    account_id: &str,
+    model: &str,
+    price: Micros,
+) -> NewGeneration {
+    NewGeneration {
+        id: id.into(),
+        account_id: account_id.into(),
+        api_key_id: "key".into(),
+        model: model.into(),
+        endpoint: format!("{model}/text-to-video"),
+        mode: "text-to-video".into(),
+        input: json!({ "prompt": id }),
+        price,
+        official_price: price,
+        webhook_url: None,
+        idempotency: None,
+        max_attempts: 3,
+        media_binding: None,
+    }
 }
 
 pub struct TestApp {

@@ -1,0 +1,220 @@
+//! A model at several hosted providers, in the operator's order
+//! (`"backend": "failover"` in the backends file). Admission takes a job
+//! while any of the model's providers for its mode that serves its values
+//! (`accepts`; 400 `invalid_request` when none does) has a closed circuit
+//! (503 `model_unavailable`, nothing held, when none has); a worker gives
+//! the job to the first such provider, and to the next one only when the
+//! first is known not to have it (it refused the submit, or a reconcile
+//! found no job), so a generation never has two paid provider jobs. A job
+//! already recorded at a provider stays with that provider.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use reqwest::header::HeaderMap;
+use tokio_util::sync::CancellationToken;
+
+use super::{HostedBackend, no_healthy_provider};
+use crate::backend::contract::{
+    Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel, WebhookReceipt,
+    WebhookRefusal,
+};
+use crate::store::Store;
+
+pub struct FailoverBackend {
+    model_id: String,
+    /// In the order the operator listed them; each a different provider.
+    providers: Vec<Arc<HostedBackend>>,
+    /// Where each generation's provider job is recorded.
+    store: Arc<Store>,
+}
+
+/// Checks a failover model's providers, named in the operator's order:
+/// at least two, each a different one.
+pub(in crate::backend) fn check_providers(providers: &[&'static str]) -> Result<(), String> {
+    if providers.len() < 2 {
+        return Err("failover needs at least two providers".into());
+    }
+    for (index, provider) in providers.iter().enumerate() {
+        if providers[..index].contains(provider) {
+            return Err(format!(
+                "{provider} is listed twice: each provider has one circuit"
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl FailoverBackend {
+    /// The backend of `model_id` over `providers`, which `check_providers`
+    /// accepted.
+    pub fn new(
+        model_id: &str,
+        providers: Vec<Arc<HostedBackend>>,
+        store: Arc<Store>,
+    ) -> FailoverBackend {
+        FailoverBackend {
+            model_id: model_id.to_owned(),
+            providers,
+            store,
+        }
+    }
+
+    /// The provider that has (or may have) the generation's job, if one
+    /// recorded it.
+    async fn provider_with_job(
+        &self,
+        generation_id: &str,
+    ) -> Result<Option<&Arc<HostedBackend>>, crate::store::StoreError> {
+        let recorded = self.store.provider_job(generation_id).await?;
+        Ok(recorded.and_then(|recorded| {
+            self.providers
+                .iter()
+                .find(|provider| provider.provider_name() == recorded.provider)
+        }))
+    }
+}
+
+#[async_trait]
+impl Backend for FailoverBackend {
+    /// One label for the chain: which provider ran a job is known only after
+    /// it ran, and the generation records it (`provider`).
+    fn kind(&self) -> &'static str {
+        "failover"
+    }
+
+    fn runs_at_provider(&self) -> bool {
+        true
+    }
+
+    async fn admit(&self, admission: &Admission<'_>) -> Result<(), Rejection> {
+        let taking: Vec<&Arc<HostedBackend>> = self
+            .providers
+            .iter()
+            .filter(|provider| provider.takes_mode(admission.mode))
+            .collect();
+        let Some(first) = taking.first() else {
+            return Err(Rejection::Unavailable(format!(
+                "The model {} does not run {} on this deployment.",
+                self.model_id,
+                admission.mode.as_str()
+            )));
+        };
+        // Only the providers that serve the request's values count; a value
+        // none of them serves is refused, never sent.
+        let mut serving = taking
+            .iter()
+            .filter(|provider| provider.serves(admission.mode, admission.input).is_ok())
+            .peekable();
+        if serving.peek().is_none()
+            && let Err(unserved) = first.serves(admission.mode, admission.input)
+        {
+            return Err(unserved.rejection(&self.model_id, admission.mode));
+        }
+        if !serving.any(|provider| provider.is_healthy()) {
+            return Err(no_healthy_provider(&self.model_id));
+        }
+        Ok(())
+    }
+
+    async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
+        match self.provider_with_job(&job.generation_id).await {
+            // An earlier attempt's provider: its job is resumed or
+            // reconciled there, never moved.
+            Ok(Some(provider)) => {
+                return provider
+                    .run_job(job, cancel, false)
+                    .await
+                    .map_err(|failed| failed.failure);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(%error, "reading the provider job failed");
+                return Err(JobFailure::Interrupted);
+            }
+        }
+        let candidates: Vec<&Arc<HostedBackend>> = self
+            .providers
+            .iter()
+            .filter(|provider| {
+                provider.takes_mode(job.mode) && provider.serves(job.mode, &job.input).is_ok()
+            })
+            .collect();
+        let mut last_failure = None;
+        for (index, provider) in candidates.iter().enumerate() {
+            let is_last = index + 1 == candidates.len();
+            // The last provider is tried even with its circuit open: the
+            // job was admitted, and failing it without a try helps no one.
+            if !is_last && !provider.is_healthy() {
+                continue;
+            }
+            match provider
+                .run_job(job.clone(), cancel.clone(), !is_last)
+                .await
+            {
+                Err(failed) if failed.provider_has_no_job && !is_last => {
+                    tracing::warn!(generation = %job.generation_id, provider = provider.provider_name(), failure = %failed.failure, "the provider does not have the job; trying the next provider");
+                    last_failure = Some(failed.failure);
+                }
+                result => return result.map_err(|failed| failed.failure),
+            }
+        }
+        Err(last_failure.unwrap_or_else(|| JobFailure::Failed {
+            code: "model_unavailable".into(),
+            message: format!("the model {} has no provider for this mode", self.model_id),
+        }))
+    }
+
+    async fn receive_provider_webhook(
+        &self,
+        generation_id: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<WebhookReceipt, WebhookRefusal> {
+        match self.provider_with_job(generation_id).await? {
+            Some(provider) => {
+                provider
+                    .receive_provider_webhook(generation_id, headers, body)
+                    .await
+            }
+            None => Err(WebhookRefusal::UnknownJob),
+        }
+    }
+
+    fn wake_follower(&self, generation_id: &str) -> bool {
+        self.providers
+            .iter()
+            .any(|provider| provider.wake_follower(generation_id))
+    }
+
+    /// Ready while any provider has a create to spare.
+    fn create_ready(&self) -> bool {
+        self.providers
+            .iter()
+            .any(|provider| provider.create_ready())
+    }
+
+    /// The promise goes to the first provider that is ready: the one a
+    /// new job's submit goes to while the providers before it wait.
+    fn promise_create(&self) {
+        if let Some(provider) = self
+            .providers
+            .iter()
+            .find(|provider| provider.create_ready())
+        {
+            provider.promise_create();
+        }
+    }
+
+    async fn cancel_before_start(
+        &self,
+        generation_id: &str,
+        input: &serde_json::Value,
+    ) -> StartedJobCancel {
+        match self.provider_with_job(generation_id).await {
+            Ok(Some(provider)) => provider.cancel_before_start(generation_id, input).await,
+            Ok(None) => StartedJobCancel::Started,
+            Err(error) => StartedJobCancel::Unreachable(format!("the store: {error}")),
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! fal (`"backend": "fal"`): its facts, and its queue API (`client.rs`).
+
+mod client;
+
+pub use client::{
+    DEFAULT_API_URL, DEFAULT_JWKS_URL, DEFAULT_QUEUE_URL, DISABLE_FALLBACK_HEADERS, FalClient,
+    app_id, parse_jwks, signed_message, verify_webhook,
+};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::HostedProvider;
+use crate::backend::hosted::model_config::HostedModelConfig;
+use crate::backend::hosted::protocol::ProviderProtocol;
+use crate::backend::hosted::schemas::InputSchema;
+use crate::backend::hosted::schemas::get_json;
+
+/// Where fal publishes each endpoint's queue OpenAPI document.
+pub const DEFAULT_SCHEMA_URL: &str = "https://fal.ai/api/openapi/queue/openapi.json";
+
+/// fal, registered in `PROVIDERS`.
+pub struct Fal;
+
+#[async_trait(?Send)]
+impl HostedProvider for Fal {
+    fn name(&self) -> &'static str {
+        "fal"
+    }
+
+    fn default_credential_env(&self) -> &'static str {
+        "FAL_KEY"
+    }
+
+    fn example_file(&self) -> &'static str {
+        "examples/hosted/fal.json"
+    }
+
+    fn check_settings(&self, config: &HostedModelConfig) -> Result<(), String> {
+        if config.platform_url.is_some() && config.api_url.is_none() {
+            return Err("platform_url needs api_url too".into());
+        }
+        if config
+            .webhook_user_id
+            .as_deref()
+            .is_some_and(|user_id| user_id.trim().is_empty())
+        {
+            return Err("webhook_user_id is empty".into());
+        }
+        Ok(())
+    }
+
+    fn client(
+        &self,
+        config: &HostedModelConfig,
+        credential: String,
+        request_timeout: Duration,
+    ) -> Result<Arc<dyn ProviderProtocol>, String> {
+        Ok(Arc::new(
+            FalClient::new(
+                config.api_url.as_deref().unwrap_or(DEFAULT_QUEUE_URL),
+                config.platform_url.as_deref().unwrap_or(DEFAULT_API_URL),
+                config.jwks_url.as_deref().unwrap_or(DEFAULT_JWKS_URL),
+                credential,
+                request_timeout,
+            )?
+            .with_webhook_user_id(config.webhook_user_id.clone()),
+        ))
+    }
+
+    fn page_of(&self, target: &str) -> String {
+        format!("https://fal.ai/models/{target}/api")
+    }
+
+    /// fal publishes an OpenAPI document per endpoint (`schema_url`, with
+    /// `?endpoint_id=` added), public: no credential is sent.
+    async fn read_schema(
+        &self,
+        config: &HostedModelConfig,
+        target: &str,
+        http: &reqwest::Client,
+        _credentials: &dyn for<'name> Fn(&'name str) -> Option<String>,
+    ) -> Result<InputSchema, String> {
+        let base = config.schema_url.as_deref().unwrap_or(DEFAULT_SCHEMA_URL);
+        let mut url = url::Url::parse(base).map_err(|error| format!("{base:?}: {error}"))?;
+        url.query_pairs_mut().append_pair("endpoint_id", target);
+        let document = get_json(http.get(url)).await?;
+        InputSchema::from_fal_openapi(document, target).map_err(|reason| {
+            format!("the target does not exist at fal (its OpenAPI document: {reason})")
+        })
+    }
+}

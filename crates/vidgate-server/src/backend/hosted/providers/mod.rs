@@ -1,0 +1,95 @@
+//! The hosted providers, each the one owner of its own facts: its name in
+//! the backends file, the environment variable of its credential, which
+//! settings of a model's entry it takes, the client of its protocol, where
+//! its input schemas are read and its pages of targets are, and its example
+//! backends file. The remote-job machinery (`hosted/`) and the backends
+//! file (`backends_file.rs`) ask a provider through `HostedProvider`, never
+//! by matching on which one it is, so a new provider is one new folder
+//! here and one line of `PROVIDERS` (ARCHITECTURE.md, "Adding a provider").
+
+pub mod fal;
+pub mod replicate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::model_config::HostedModelConfig;
+use super::protocol::ProviderProtocol;
+use super::schemas::InputSchema;
+
+/// Every hosted provider vidgate speaks to, in the order the backends
+/// file's error messages list them.
+pub const PROVIDERS: &[Provider] = &[&fal::Fal, &replicate::Replicate];
+
+/// A registered hosted provider.
+pub type Provider = &'static dyn HostedProvider;
+
+/// The provider the backends file names `name` (`"backend": "fal"`), if it
+/// is one.
+pub fn provider_named(name: &str) -> Option<Provider> {
+    PROVIDERS
+        .iter()
+        .copied()
+        .find(|provider| provider.name() == name)
+}
+
+/// What vidgate knows of one hosted provider.
+#[async_trait(?Send)]
+pub trait HostedProvider: Send + Sync + 'static {
+    /// Its name: the `backend` of its models in the backends file, the
+    /// `provider` of the generations it ran, and the label of its metrics.
+    fn name(&self) -> &'static str;
+
+    /// The environment variable that holds its credential when a model's
+    /// entry names none (`credential_env`).
+    fn default_credential_env(&self) -> &'static str;
+
+    /// Its example backends file, from the repository's root: every
+    /// catalog model mapped to its targets.
+    fn example_file(&self) -> &'static str;
+
+    /// Refuses the settings of a model's entry that this provider does not
+    /// take, or takes only together.
+    fn check_settings(&self, config: &HostedModelConfig) -> Result<(), String>;
+
+    /// The client of its protocol for one model's entry, sending
+    /// `credential`, each call given up after `request_timeout`.
+    fn client(
+        &self,
+        config: &HostedModelConfig,
+        credential: String,
+        request_timeout: Duration,
+    ) -> Result<Arc<dyn ProviderProtocol>, String>;
+
+    /// Its page of `target`, where an operator reads the target's inputs.
+    fn page_of(&self, target: &str) -> String;
+
+    /// The current input schema of `target`, read from the provider with
+    /// `http` (which follows no redirect). `credentials` looks an
+    /// environment variable up, for a provider whose schemas need the
+    /// credential.
+    async fn read_schema(
+        &self,
+        config: &HostedModelConfig,
+        target: &str,
+        http: &reqwest::Client,
+        credentials: &dyn for<'name> Fn(&'name str) -> Option<String>,
+    ) -> Result<InputSchema, String>;
+}
+
+impl std::fmt::Debug for dyn HostedProvider {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.name())
+    }
+}
+
+/// The environment variable of a model's credential at `provider`: the
+/// one its entry names, or the provider's own.
+pub fn credential_env(provider: Provider, config: &HostedModelConfig) -> String {
+    config
+        .credential_env
+        .clone()
+        .unwrap_or_else(|| provider.default_credential_env().to_owned())
+}

@@ -1,0 +1,256 @@
+//! Reconciling an intent whose submit's outcome is unknown: the provider's
+//! list of recent jobs is read, and a verified webhook taken, until the
+//! job the submit created is found or proved absent; only then may the job
+//! be submitted again. What proves absence depends on what the provider
+//! lists (`ProviderProtocol::lists_unfinished_jobs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::protocol::{InputUnknownJob, ProviderError, ProviderProtocol, ProviderTarget};
+use super::{HostedBackend, HostedFailure, failure, millis, store_failure};
+use crate::backend::contract::Job;
+use crate::store::{ProviderJob, ProviderRun, Store};
+
+/// Slack for the difference between our clock and a provider's when a
+/// list is asked for the jobs created since an intent.
+const CLOCK_SKEW_SECONDS: i64 = 60;
+/// The first wait between two reads of a provider's list while a submit's
+/// outcome is unknown; it doubles up to `RECONCILE_LONGEST_INTERVAL`.
+const RECONCILE_FIRST_INTERVAL: Duration = Duration::from_secs(2);
+const RECONCILE_LONGEST_INTERVAL: Duration = Duration::from_secs(60);
+
+impl HostedBackend {
+    /// Reconciles an intent whose submit's outcome is unknown: the id of
+    /// the job it created, found in the provider's list or adopted from a
+    /// verified webhook, or `None` once the job is proved absent. The list
+    /// is read again at a growing interval (and at once when a webhook
+    /// arrives) until then; a provider that cannot be asked leaves the
+    /// question open, and the generation waits.
+    ///
+    /// A listed job of the same target, created while the submit's call was
+    /// under way, whose input the provider no longer shows (Replicate
+    /// removes it after an hour) may be this submit's job: absence is then
+    /// never proved, so the job is never submitted again. Only a webhook
+    /// can still prove it; at the job's deadline the generation fails,
+    /// refunded, with the cost of the job it may have made recorded.
+    pub(super) async fn reconcile(
+        &self,
+        store: &Arc<Store>,
+        job: &Job,
+        recorded: &ProviderJob,
+        wakeup: &Notify,
+    ) -> Result<Option<String>, HostedFailure> {
+        let timeouts = self.timeouts();
+        // The submit's call has certainly ended once its timeout has passed
+        // since the intent.
+        let settled_at = recorded.intent_at + millis(timeouts.request_seconds) + 1000;
+        // A job that the provider lists only once finished may be queued
+        // (until its start deadline) and then running (until the whole
+        // job's deadline, `job_seconds`, when vidgate would give up on it)
+        // without showing.
+        let absent_after = if self.protocol.lists_unfinished_jobs() {
+            settled_at
+        } else {
+            settled_at + millis(timeouts.job_seconds.max(timeouts.start_seconds))
+        };
+        // A provider that cannot be asked (an outage) neither proves nor
+        // disproves the job; after the retry deadline, and not before the
+        // job could be proved absent, the generation fails without moving
+        // to another provider, and a job it did create runs with no
+        // customer to bill.
+        let give_up_at = absent_after.max(settled_at + millis(timeouts.retry_seconds));
+        // The job a submit with an unknown outcome made, if any, is
+        // gone by then: vidgate would have given up on it.
+        let job_deadline = recorded.intent_at + millis(timeouts.job_seconds);
+        let since = recorded.intent_at / 1000 - CLOCK_SKEW_SECONDS;
+        // A job created after the submit's call ended is not its job.
+        let created_by = settled_at / 1000 + CLOCK_SKEW_SECONDS;
+        let target = ProviderTarget(recorded.target.clone());
+        let mut interval = RECONCILE_FIRST_INTERVAL;
+        let mut cannot_tell = Vec::new();
+        loop {
+            let now = crate::store::now_millis();
+            if now < settled_at {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis((settled_at - now) as u64)) => {}
+                    _ = wakeup.notified() => {}
+                }
+            }
+            // A verified webhook may have adopted the job meanwhile.
+            if let Some(job_id) = self.recorded_job_id(store, &recorded.generation_id).await? {
+                return Ok(Some(job_id));
+            }
+            let listed_at = crate::store::now_millis();
+            match self
+                .protocol
+                .find_submitted(&target, &recorded.input, since)
+                .await
+            {
+                Ok(listed) => {
+                    for candidate in listed.matching {
+                        let owner = store
+                            .generation_of_provider_job(&recorded.provider, &candidate)
+                            .await
+                            .map_err(store_failure)?;
+                        // An identical request of another generation (the
+                        // same prompt and seed) is that generation's job.
+                        if owner.is_some_and(|owner| owner != recorded.generation_id) {
+                            continue;
+                        }
+                        let recorded_now = store
+                            .record_provider_job_id(&recorded.generation_id, &candidate)
+                            .await
+                            .map_err(store_failure)?;
+                        if recorded_now {
+                            tracing::warn!(generation = %recorded.generation_id, provider_job = %candidate, "a submit with an unknown outcome had created the provider job; following it");
+                        }
+                        // Whatever is recorded now is followed: this
+                        // candidate, or the job a webhook proved meanwhile.
+                        // Another generation that took the candidate first
+                        // (the unique index) leaves none, and the next
+                        // candidate is tried.
+                        if let Some(job_id) =
+                            self.recorded_job_id(store, &recorded.generation_id).await?
+                        {
+                            return Ok(Some(job_id));
+                        }
+                    }
+                    cannot_tell = self
+                        .jobs_that_may_be_ours(store, recorded, listed.input_unknown, created_by)
+                        .await?;
+                    if !cannot_tell.is_empty() {
+                        if listed_at >= job_deadline {
+                            return Err(self
+                                .give_up_undecided(store, job, recorded, &cannot_tell)
+                                .await);
+                        }
+                    } else if listed_at >= absent_after {
+                        return Ok(None);
+                    }
+                }
+                // Rate limits and outages: asked again later; only an
+                // outage counts toward giving up.
+                Err(error) if error.is_transient() => {
+                    if listed_at >= give_up_at
+                        && !matches!(error, ProviderError::RateLimited { .. })
+                    {
+                        return Err(failure("upstream_error", error.to_string()).into());
+                    }
+                    tracing::info!(generation = %recorded.generation_id, %error, "the provider's list could not be read; asking again later");
+                }
+                // A provider that refuses to list (a revoked credential) can
+                // neither prove nor disprove the job: the generation fails,
+                // and a job it did create runs with no customer to bill.
+                Err(error) => {
+                    return Err(failure("upstream_error", error.to_string()).into());
+                }
+            }
+            // The next read comes no later than the moment the job can be
+            // proved absent or given up on.
+            let undecided_until = if cannot_tell.is_empty() {
+                absent_after
+            } else {
+                job_deadline
+            };
+            let next_milestone = [undecided_until, give_up_at]
+                .into_iter()
+                .filter(|milestone| *milestone > listed_at)
+                .min()
+                .map_or(RECONCILE_FIRST_INTERVAL, |milestone| {
+                    Duration::from_millis((milestone - listed_at) as u64)
+                });
+            tokio::select! {
+                _ = tokio::time::sleep(interval.min(next_milestone.max(Duration::from_millis(100)))) => {}
+                _ = wakeup.notified() => {}
+            }
+            interval = (interval * 2).min(RECONCILE_LONGEST_INTERVAL);
+        }
+    }
+
+    /// Of the listed jobs whose input is gone, those that may be the
+    /// submit's: created by `created_by` (unix seconds; a job without a
+    /// readable time is kept) and not another generation's.
+    async fn jobs_that_may_be_ours(
+        &self,
+        store: &Arc<Store>,
+        recorded: &ProviderJob,
+        input_unknown: Vec<InputUnknownJob>,
+        created_by: i64,
+    ) -> Result<Vec<InputUnknownJob>, HostedFailure> {
+        let mut may_be_ours = Vec::new();
+        for listed in input_unknown {
+            if listed
+                .created_at
+                .is_some_and(|created_at| created_at > created_by)
+            {
+                continue;
+            }
+            let owner = store
+                .generation_of_provider_job(&recorded.provider, &listed.job_id)
+                .await
+                .map_err(store_failure)?;
+            if owner.is_none_or(|owner| owner == recorded.generation_id) {
+                may_be_ours.push(listed);
+            }
+        }
+        Ok(may_be_ours)
+    }
+
+    /// Fails a generation whose submit's outcome the provider can no
+    /// longer tell, at its job's deadline: refunded, never submitted again
+    /// (that could make a second paid job), and with the cost of the one
+    /// job it may have made recorded as its provider cost, so that
+    /// `vidgate admin usage` counts what the operator may have paid.
+    async fn give_up_undecided(
+        &self,
+        store: &Arc<Store>,
+        job: &Job,
+        recorded: &ProviderJob,
+        cannot_tell: &[InputUnknownJob],
+    ) -> HostedFailure {
+        let today = time::OffsetDateTime::now_utc().date().to_string();
+        let possible_run = ProviderRun {
+            provider: recorded.provider.clone(),
+            cost: self.config.cost_of(
+                &job.input.to_json(),
+                &recorded.target,
+                &today,
+                f64::from(job.input.duration_s()),
+            ),
+        };
+        let provider_jobs: Vec<&str> = cannot_tell
+            .iter()
+            .map(|listed| listed.job_id.as_str())
+            .collect();
+        tracing::warn!(generation = %job.generation_id, provider = %recorded.provider, ?provider_jobs, possible_cost_micros = ?possible_run.cost.map(|cost| cost.0), "the provider's list cannot tell whether a submit with an unknown outcome created one of these jobs (their input was removed); failing the generation, refunded, without submitting again");
+        if let Err(error) = store
+            .record_possible_provider_cost(&job.generation_id, &possible_run)
+            .await
+        {
+            tracing::warn!(generation = %job.generation_id, %error, "could not record the possible provider cost");
+        }
+        failure(
+            "upstream_error",
+            format!(
+                "{} can no longer tell whether the job was created; it was not submitted again",
+                recorded.provider
+            ),
+        )
+        .into()
+    }
+
+    async fn recorded_job_id(
+        &self,
+        store: &Arc<Store>,
+        generation_id: &str,
+    ) -> Result<Option<String>, HostedFailure> {
+        Ok(store
+            .provider_job(generation_id)
+            .await
+            .map_err(store_failure)?
+            .and_then(|recorded| recorded.job_id))
+    }
+}

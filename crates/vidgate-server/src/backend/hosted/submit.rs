@@ -1,0 +1,212 @@
+//! The provider job of a generation: the one the store records, the one a
+//! submit with an unknown outcome created (`reconcile.rs`), or a new one,
+//! submitted only after its intent is recorded, so that a generation never
+//! has two paid jobs.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+use super::model_config::seconds;
+use super::protocol::{JobDeadlines, JobToCreate, ProviderError, ProviderProtocol, ProviderTarget};
+use super::{
+    Backoff, HostedBackend, HostedFailure, config_failure, failure, refused_code, store_failure,
+};
+use crate::backend::contract::{Job, JobFailure};
+use crate::store::{NewProviderJob, Store};
+
+impl HostedBackend {
+    /// The provider job of this generation: the one recorded, the one a
+    /// submit with an unknown outcome created, or a new one.
+    pub(super) async fn find_or_submit(
+        &self,
+        store: &Arc<Store>,
+        job: &Job,
+        may_fail_over: bool,
+        wakeup: &Notify,
+    ) -> Result<SubmittedJob, HostedFailure> {
+        // Past the whole job's deadline a new submit would only make a paid
+        // job that vidgate gives up on at once.
+        let retry_until = Instant::now()
+            + seconds(
+                self.timeouts()
+                    .retry_seconds
+                    .min(self.timeouts().job_seconds),
+            );
+        let mut backoff = Backoff::new();
+        loop {
+            let recorded = store
+                .provider_job(&job.generation_id)
+                .await
+                .map_err(store_failure)?;
+            if let Some(recorded) = recorded {
+                let target = ProviderTarget(recorded.target.clone());
+                if let Some(job_id) = recorded.job_id {
+                    return Ok(SubmittedJob {
+                        target,
+                        job_id,
+                        created_at: recorded.intent_at,
+                        input: recorded.input,
+                    });
+                }
+                if let Some(job_id) = self.reconcile(store, job, &recorded, wakeup).await? {
+                    return Ok(SubmittedJob {
+                        target,
+                        job_id,
+                        created_at: recorded.intent_at,
+                        input: recorded.input,
+                    });
+                }
+                store
+                    .forget_provider_intent(&job.generation_id)
+                    .await
+                    .map_err(store_failure)?;
+                // Known absent at the provider: another provider may take
+                // the job, and failing it now cannot leave a paid job
+                // behind.
+                if may_fail_over {
+                    return Err(HostedFailure::absent(failure(
+                        "upstream_error",
+                        format!("{} did not take the job", self.protocol.name()),
+                    )));
+                }
+                if Instant::now() >= retry_until {
+                    return Err(HostedFailure::absent(failure(
+                        "upstream_error",
+                        "the provider did not take the job before the retry deadline".into(),
+                    )));
+                }
+                tracing::warn!(generation = %job.generation_id, "a submit with an unknown outcome created no provider job; submitting again");
+                tokio::time::sleep(backoff.next(None)).await;
+                continue;
+            }
+            // No job of this generation at the provider: with another
+            // provider to go to, an open creates circuit sends the job there.
+            if may_fail_over && !self.is_healthy() {
+                return Err(HostedFailure::absent(failure(
+                    "upstream_error",
+                    format!("the circuit of {} is open", self.protocol.name()),
+                )));
+            }
+            let target = self.config.target(job).map_err(config_failure)?;
+            let input = self.config.provider_input(job).map_err(config_failure)?;
+            let intent = NewProviderJob {
+                generation_id: job.generation_id.clone(),
+                provider: self.protocol.name().to_owned(),
+                target: target.0.clone(),
+                input: input.clone(),
+                intent_at: crate::store::now_millis(),
+            };
+            if !store
+                .record_provider_intent(&intent)
+                .await
+                .map_err(store_failure)?
+            {
+                // Another worker recorded an intent first: follow that.
+                continue;
+            }
+            let webhook_url = self.webhook_url(&job.generation_id);
+            let submitted = self
+                .protocol
+                .submit(&JobToCreate {
+                    target: &target,
+                    input: &input,
+                    webhook_url: webhook_url.as_deref(),
+                    deadlines: JobDeadlines {
+                        start: seconds(self.timeouts().start_seconds),
+                        lifetime: seconds(self.timeouts().job_seconds),
+                    },
+                })
+                .await;
+            match submitted {
+                Ok(job_id) => {
+                    // A webhook may have recorded this job a moment before
+                    // the answer came: the recorded id is followed either way.
+                    store
+                        .record_provider_job_id(&job.generation_id, &job_id)
+                        .await
+                        .map_err(store_failure)?;
+                    continue;
+                }
+                // The provider answered that it created nothing: the intent
+                // is void, and a later submit is safe.
+                Err(
+                    error @ (ProviderError::RateLimited { .. }
+                    | ProviderError::NotReceived { .. }
+                    | ProviderError::Refused { .. }
+                    | ProviderError::Unauthorized { .. }
+                    | ProviderError::NotFound { .. }),
+                ) => {
+                    store
+                        .forget_provider_intent(&job.generation_id)
+                        .await
+                        .map_err(store_failure)?;
+                    match error {
+                        // The provider is failing our creates: another
+                        // provider may take the job at once.
+                        ProviderError::NotReceived { .. } if may_fail_over => {
+                            return Err(HostedFailure::absent(failure(
+                                "upstream_error",
+                                error.to_string(),
+                            )));
+                        }
+                        // The budget paused creates for as long as the
+                        // provider asked; the next submit waits for it, and
+                        // no deadline counts a rate limit.
+                        ProviderError::RateLimited { .. } => {}
+                        ProviderError::NotReceived { .. } => {
+                            self.retry_or_fail(&error, retry_until, &mut backoff)
+                                .await
+                                .map_err(HostedFailure::absent)?;
+                        }
+                        ProviderError::Refused { kind, message, .. } => {
+                            return Err(HostedFailure::absent(failure(
+                                refused_code(kind),
+                                format!("the provider refused the job: {message}"),
+                            )));
+                        }
+                        other => {
+                            return Err(HostedFailure::absent(failure(
+                                "upstream_error",
+                                other.to_string(),
+                            )));
+                        }
+                    }
+                }
+                // The outcome is unknown: the intent stays and the next round
+                // reconciles it.
+                Err(error) => {
+                    tracing::warn!(generation = %job.generation_id, %error, "the submit's outcome is unknown; reconciling");
+                }
+            }
+        }
+    }
+
+    /// Waits after a transient provider error, or fails the job once the
+    /// retry deadline has passed.
+    async fn retry_or_fail(
+        &self,
+        error: &ProviderError,
+        retry_until: Instant,
+        backoff: &mut Backoff,
+    ) -> Result<(), JobFailure> {
+        if !error.is_transient() || Instant::now() >= retry_until {
+            return Err(failure("upstream_error", error.to_string()));
+        }
+        let wait = backoff.next(error.retry_after());
+        tracing::info!(provider = self.protocol.name(), %error, wait_ms = wait.as_millis() as u64, "retrying a provider call");
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+}
+
+/// A generation's job at its provider: where it is, its id, and when its
+/// submit was about to be sent (Unix ms), from which its deadlines count.
+pub(super) struct SubmittedJob {
+    pub(super) target: ProviderTarget,
+    pub(super) job_id: String,
+    pub(super) created_at: i64,
+    /// The input the provider was sent (the recorded intent's).
+    pub(super) input: serde_json::Value,
+}

@@ -1,0 +1,78 @@
+//! The operator's actions on dashboard users: create one, remove one, end
+//! every session of one. Users are named by their email, which is unique.
+
+use serde_json::json;
+
+use super::OperatorActionError;
+use crate::dashboard::users::{self, CreatedUser, UserError};
+use crate::store::{AuditAction, NewAuditEntry, Store, User};
+
+/// Creates a dashboard user of an account that is not deleted, with
+/// `password` or, without one, a one-time password returned once.
+pub async fn create(
+    store: &Store,
+    actor: &str,
+    account_id: &str,
+    email: &str,
+    password: Option<String>,
+) -> Result<CreatedUser, OperatorActionError> {
+    let prepared = users::prepare_user(store, account_id, email, password).await?;
+    let audit = NewAuditEntry {
+        actor: actor.to_owned(),
+        action: AuditAction::UserCreate,
+        target: prepared.user.id.clone(),
+        detail: json!({ "account_id": account_id, "email": prepared.user.email }),
+    };
+    let user = store
+        .create_user_audited(&prepared.user, &audit)
+        .await?
+        .ok_or_else(|| UserError::EmailTaken(prepared.user.email.clone()))?;
+    Ok(CreatedUser {
+        user,
+        one_time_password: prepared.one_time_password,
+    })
+}
+
+/// The user with this email (emails are kept lowercased).
+async fn user_named(store: &Store, email: &str) -> Result<User, OperatorActionError> {
+    let email = email.trim().to_lowercase();
+    store
+        .user_by_email(&email)
+        .await?
+        .ok_or(OperatorActionError::UserNotFound(email))
+}
+
+/// Removes a dashboard user; its sessions end at once. Answers the user as
+/// it was.
+pub async fn remove(store: &Store, actor: &str, email: &str) -> Result<User, OperatorActionError> {
+    let user = user_named(store, email).await?;
+    let audit = NewAuditEntry {
+        actor: actor.to_owned(),
+        action: AuditAction::UserRemove,
+        target: user.id.clone(),
+        detail: json!({ "account_id": user.account_id }),
+    };
+    if !store.remove_user_audited(&user.id, &audit).await? {
+        return Err(OperatorActionError::UserNotFound(user.email));
+    }
+    Ok(user)
+}
+
+/// Ends every session of a dashboard user (signed in anywhere); the user
+/// can sign in again. Answers the user and how many sessions were live.
+pub async fn revoke_sessions(
+    store: &Store,
+    actor: &str,
+    email: &str,
+) -> Result<(User, u64), OperatorActionError> {
+    let user = user_named(store, email).await?;
+    let revoked = store
+        .revoke_user_sessions_audited(&user.id, |revoked| NewAuditEntry {
+            actor: actor.to_owned(),
+            action: AuditAction::UserRevokeSessions,
+            target: user.id.clone(),
+            detail: json!({ "account_id": user.account_id, "sessions_revoked": revoked }),
+        })
+        .await?;
+    Ok((user, revoked))
+}

@@ -1,0 +1,158 @@
+//! The example backends files of `examples/hosted/`, pointed at the fake
+//! and applied with its credentials.
+
+use super::*;
+
+/// The example backends file of `provider` (`examples/hosted/`), its URLs
+/// pointed at the fake, each model's entry changed by `adjust` (timeouts,
+/// costs, caps), applied with the fake's credentials.
+pub fn example_backends(
+    fake: &FakeProviders,
+    provider: Provider,
+    adjust: impl Fn(&mut Value),
+) -> BackendsConfig {
+    let mut file = example_file(provider);
+    for model in file["models"].as_object_mut().unwrap().values_mut() {
+        match provider {
+            Provider::Fal => {
+                model["api_url"] = json!(fake.fal_queue_url());
+                model["platform_url"] = json!(fake.fal_api_url());
+                model["jwks_url"] = json!(fake.fal_jwks_url());
+            }
+            Provider::Replicate => model["api_url"] = json!(fake.replicate_api_url()),
+        }
+        adjust(model);
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join(example_file_name(provider));
+    std::fs::write(&path, file.to_string()).unwrap();
+    let mut backends = BackendsConfig::builtin(true);
+    let credentials = |name: &str| match name {
+        "FAL_KEY" => Some(FAL_KEY.to_owned()),
+        "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
+        _ => None,
+    };
+    apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
+        .expect("the example backends file applies");
+    backends
+}
+
+/// A backends file running `model` at fal, then at Replicate (a failover
+/// chain), each entry as in the example files with its URLs pointed at the
+/// fake and `timeouts`, applied with the credentials `fal_key` and
+/// `replicate_token`.
+pub fn failover_backends(
+    fake: &FakeProviders,
+    model: &str,
+    fal_key: &str,
+    replicate_token: &str,
+    timeouts: &Value,
+) -> BackendsConfig {
+    failover_backends_adjusted(fake, model, fal_key, replicate_token, timeouts, |_, _| {})
+}
+
+/// `failover_backends`, each provider's entry changed by `adjust` (a limit
+/// taken out, say) before it is applied.
+pub fn failover_backends_adjusted(
+    fake: &FakeProviders,
+    model: &str,
+    fal_key: &str,
+    replicate_token: &str,
+    timeouts: &Value,
+    adjust: impl Fn(Provider, &mut Value),
+) -> BackendsConfig {
+    let entry = |name: &str| -> Value {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/hosted")
+            .join(name);
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+        file["models"][model].clone()
+    };
+    let mut fal = entry("fal.json");
+    fal["api_url"] = json!(fake.fal_queue_url());
+    fal["platform_url"] = json!(fake.fal_api_url());
+    fal["jwks_url"] = json!(fake.fal_jwks_url());
+    fal["credential_env"] = json!("TEST_FAL_KEY");
+    fal["timeouts"] = timeouts.clone();
+    let mut replicate = entry("replicate.json");
+    replicate["api_url"] = json!(fake.replicate_api_url());
+    replicate["credential_env"] = json!("TEST_REPLICATE_TOKEN");
+    replicate["timeouts"] = timeouts.clone();
+    adjust(Provider::Fal, &mut fal);
+    adjust(Provider::Replicate, &mut replicate);
+    let file = json!({ "models": { model: {
+        "backend": "failover", "providers": [fal, replicate] } } });
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("failover.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    let mut backends = BackendsConfig::builtin(true);
+    let (fal_key, replicate_token) = (fal_key.to_owned(), replicate_token.to_owned());
+    let credentials = move |name: &str| match name {
+        "TEST_FAL_KEY" => Some(fal_key.clone()),
+        "TEST_REPLICATE_TOKEN" => Some(replicate_token.clone()),
+        _ => None,
+    };
+    apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
+        .expect("the failover backends file applies");
+    backends
+}
+
+/// A backends file `file` (models at fal, Replicate or both, in the
+/// example files' form) with every provider's URLs pointed at the fake,
+/// applied against `catalog` with the fake's credentials.
+pub fn backends_file_at_fake(
+    fake: &FakeProviders,
+    mut file: Value,
+    catalog: &Catalog,
+) -> BackendsConfig {
+    let point = |entry: &mut Value| match entry["backend"].as_str() {
+        Some("fal") => {
+            entry["api_url"] = json!(fake.fal_queue_url());
+            entry["platform_url"] = json!(fake.fal_api_url());
+            entry["jwks_url"] = json!(fake.fal_jwks_url());
+        }
+        Some("replicate") => entry["api_url"] = json!(fake.replicate_api_url()),
+        _ => {}
+    };
+    for model in file["models"].as_object_mut().unwrap().values_mut() {
+        point(model);
+        if let Some(providers) = model.get_mut("providers").and_then(Value::as_array_mut) {
+            providers.iter_mut().for_each(point);
+        }
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("backends.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    let mut backends = BackendsConfig::builtin(true);
+    let credentials = |name: &str| match name {
+        "FAL_KEY" => Some(FAL_KEY.to_owned()),
+        "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
+        _ => None,
+    };
+    apply_backends_file_with_credentials(&mut backends, &path, catalog, &credentials)
+        .expect("the backends file applies");
+    backends
+}
+
+/// The name of the example backends file of `provider` in `examples/hosted/`.
+fn example_file_name(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Fal => "fal.json",
+        Provider::Replicate => "replicate.json",
+    }
+}
+
+/// The example backends file of `provider` (`examples/hosted/`), parsed.
+fn example_file(provider: Provider) -> Value {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/hosted")
+        .join(example_file_name(provider));
+    serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap()
+}
+
+/// The entry of `model` in the example backends file of `provider`, with
+/// its `backend`.
+pub fn example_entry(provider: Provider, model: &str) -> Value {
+    let file = example_file(provider);
+    file["models"][model].clone()
+}
