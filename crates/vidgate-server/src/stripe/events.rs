@@ -12,6 +12,17 @@
 //! Every other event is answered and ignored. Stripe retries an event for
 //! up to three days, in any order, so each is handled at most once (the
 //! store records its id), and each session is credited at most once.
+//!
+//! Sources of the fields read: the `charge` and `dispute` objects of
+//! `openapi/fixtures3.json` in the public `stripe/openapi` repository (commit
+//! f6c2a48, the one `tests/fixtures/stripe/` names) carry `payment_intent`,
+//! `amount_refunded` (a charge's refunds in total, in cents) and `amount` (a
+//! dispute's, in cents); the session's `payment_status`, `amount_total` and
+//! `payment_intent` are those of its `checkout.session` object. Reading
+//! `amount_refunded` as a running total, so that only its growth is taken
+//! back, follows that object's field; that a `charge.refunded` event carries
+//! the charge as `data.object` is Stripe's API reference ("Types of
+//! events"), not read from a recorded event here.
 
 use serde::Deserialize;
 use serde_json::Value;

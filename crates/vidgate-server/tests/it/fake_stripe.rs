@@ -12,9 +12,12 @@
 //! - The form fields read (`mode`, `line_items[0][price_data][currency]`,
 //!   `…[unit_amount]`, `…[product_data][name]`, `line_items[0][quantity]`,
 //!   `client_reference_id`, `metadata[…]`, `success_url`, `cancel_url`) and
-//!   their meaning are the `/v1/checkout/sessions` POST operation's
-//!   `application/x-www-form-urlencoded` body in that document; `mode` is
-//!   required, and a `payment` session needs `line_items`.
+//!   their meaning are Stripe's API reference for creating a Checkout
+//!   Session, and the official `stripe` Python package sends them this way
+//!   (`tests/stripe_client.py`). The snapshot of `stripe/openapi` held its
+//!   `spec3` documents only as absent large files, so the form body was not
+//!   checked against the OpenAPI operation itself. That `mode` is required
+//!   and a `payment` session needs `line_items` is the reference's words.
 //! - Authentication with the secret key as a Bearer token, the error object
 //!   (`{"error": {"type", "message"}}`), 401 for a wrong key and 404
 //!   `resource_missing` for an unknown session: Stripe's API reference
