@@ -73,6 +73,19 @@ impl Micros {
         self.0 as f64 / MICROS_PER_USD as f64
     }
 
+    /// The amount as exact decimal dollars, with at least two decimals and
+    /// no trailing zeros past them: `"1.00"`, `"0.005"`, `"-2.50"`. Money
+    /// shown as text never passes through floating point, so a limit or a
+    /// price of a fraction of a cent reads as what it is.
+    pub fn usd_text(self) -> String {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let micros = self.0.unsigned_abs();
+        let per_usd = MICROS_PER_USD as u64;
+        let fraction = format!("{:06}", micros % per_usd);
+        let fraction = fraction.trim_end_matches('0');
+        format!("{sign}{}.{fraction:0<2}", micros / per_usd)
+    }
+
     /// Rounds to the nearest whole cent, halves away from zero. Prices are
     /// charged in whole cents so that the figure a customer sees is exactly
     /// the figure the ledger moves.
@@ -127,6 +140,25 @@ impl fmt::Display for Micros {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shows_dollars_as_exact_text() {
+        for (micros, text) in [
+            (0, "0.00"),
+            (1_000_000, "1.00"),
+            (1_500_000, "1.50"),
+            (5_000, "0.005"),
+            (1, "0.000001"),
+            (123_456_789, "123.456789"),
+            (-2_500_000, "-2.50"),
+            (-5_000, "-0.005"),
+        ] {
+            assert_eq!(Micros(micros).usd_text(), text, "{micros}");
+            if micros >= 0 {
+                assert_eq!(Micros::parse_usd(text), Ok(Micros(micros)), "{text}");
+            }
+        }
+    }
 
     #[test]
     fn parses_decimal_dollars_exactly() {

@@ -254,7 +254,7 @@ pub fn spend_limit_json(
 ) -> serde_json::Value {
     serde_json::json!({
         "key_id": key_id,
-        "spend_limit_usd": limit.map(|limit| format!("{:.2}", limit.amount.to_usd())),
+        "spend_limit_usd": limit.map(|limit| limit.amount.usd_text()),
         "spend_limit_period": limit.map(|limit| limit.period.as_str()),
     })
 }

@@ -55,10 +55,10 @@ fn spend_limit_message(
         }
     };
     format!(
-        "This API key may spend {:.2} USD {period}; {:.2} USD is held or spent and the price is {:.2} USD. {reset} Nothing was charged.",
-        limit.amount.to_usd(),
-        spent.to_usd(),
-        price.to_usd()
+        "This API key may spend {} USD {period}; {} USD is held or spent and the price is {} USD. {reset} Nothing was charged.",
+        limit.amount.usd_text(),
+        spent.usd_text(),
+        price.usd_text()
     )
 }
 

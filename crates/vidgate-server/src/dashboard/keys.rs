@@ -53,7 +53,7 @@ impl From<ApiKeyRecord> for KeyRow {
             ),
             spend_limit_usd: key
                 .spend_limit
-                .map(|limit| format!("{:.2}", limit.amount.to_usd()))
+                .map(|limit| limit.amount.usd_text())
                 .unwrap_or_default(),
             spend_limit_period: key.spend_limit.map_or("day", |limit| limit.period.as_str()),
         }
