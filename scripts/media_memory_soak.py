@@ -147,7 +147,7 @@ def main():
             )
         )
         subprocess.check_output(
-            [args.binary, "admin", "account", "limits", account["account_id"], "--rps", "100000", "--burst", "100000", "--concurrency", "1000"],
+            [args.binary, "admin", "account", "limits", account["account_id"], "--rps", "10000", "--burst", "10000", "--concurrency", "1000"],
             env=environment,
         )
         key = account["api_key"]
