@@ -6,7 +6,7 @@ use std::time::Duration;
 use vidgate_core::Micros;
 
 use crate::ids::{new_account_id, new_api_key, new_key_id, new_webhook_secret};
-use crate::store::{Account, NewAccount, NewApiKey, Store, StoreError};
+use crate::store::{Account, LowBalanceSetting, NewAccount, NewApiKey, Store, StoreError};
 
 /// Credit given to the account created on the first start, so a newcomer can
 /// run generations straight away.
@@ -134,4 +134,60 @@ pub async fn rotate_webhook_secret(
 
 pub async fn create_development_account(store: &Store) -> Result<CreatedAccount, StoreError> {
     create_account(store, "development", DEVELOPMENT_CREDIT).await
+}
+
+/// The longest low-balance webhook URL an account may give.
+pub const MAX_LOW_BALANCE_URL_LENGTH: usize = 2048;
+
+/// Why a low-balance alert as given (by the dashboard or the operator) is
+/// refused: the field at fault and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct LowBalanceInputError {
+    pub param: &'static str,
+    pub message: String,
+}
+
+/// The low-balance alert `threshold_usd` (`"5.00"`) with its optional
+/// `webhook_url`, or no alert when the threshold is absent or empty. The
+/// URL is checked for its form only; where it points is checked by the
+/// webhook senders' address guard at each attempt, as a generation's is.
+pub fn parse_low_balance_setting(
+    threshold_usd: Option<&str>,
+    webhook_url: Option<&str>,
+) -> Result<LowBalanceSetting, LowBalanceInputError> {
+    let threshold = match threshold_usd.map(str::trim).filter(|text| !text.is_empty()) {
+        None => None,
+        Some(text) => Some(Micros::parse_usd(text).map_err(|error| LowBalanceInputError {
+            param: "low_balance_threshold_usd",
+            message: format!("low_balance_threshold_usd: {error}, such as \"5.00\"."),
+        })?),
+    };
+    let webhook_url = webhook_url.map(str::trim).filter(|text| !text.is_empty());
+    if let Some(webhook_url) = webhook_url {
+        let refused = || LowBalanceInputError {
+            param: "low_balance_webhook_url",
+            message: format!(
+                "low_balance_webhook_url must be an http or https URL of at most \
+                 {MAX_LOW_BALANCE_URL_LENGTH} characters."
+            ),
+        };
+        if webhook_url.len() > MAX_LOW_BALANCE_URL_LENGTH {
+            return Err(refused());
+        }
+        let parsed = url::Url::parse(webhook_url).map_err(|_| refused())?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+            return Err(refused());
+        }
+        if threshold.is_none() {
+            return Err(LowBalanceInputError {
+                param: "low_balance_threshold_usd",
+                message: "A low-balance webhook URL needs a threshold to be sent at.".into(),
+            });
+        }
+    }
+    Ok(LowBalanceSetting {
+        threshold,
+        webhook_url: webhook_url.map(str::to_owned),
+    })
 }

@@ -259,6 +259,20 @@ pub fn spend_limit_json(
     })
 }
 
+/// An account's low-balance alert as the operator API and `vidgate admin
+/// account low-balance` answer it: the threshold as `"5.00"`, the URL its
+/// event goes to, and whether the balance is below it now; null without one.
+pub fn low_balance_alert_json(account: &crate::store::Account) -> serde_json::Value {
+    match &account.low_balance_alert {
+        None => Value::Null,
+        Some(alert) => serde_json::json!({
+            "threshold_usd": alert.threshold.usd_text(),
+            "webhook_url": alert.webhook_url,
+            "below": account.is_below_low_balance_threshold(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,27 @@ const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
 /// wait before trying again.
 pub const CONCURRENCY_RETRY_AFTER: Duration = Duration::from_secs(5);
 
+/// What a submit the balance cannot pay is told. A negative balance is a
+/// debt (money Stripe took back after it was spent), which stops every
+/// submit, a free one too, until a top-up pays it; the figures are exact
+/// text, so a debt of a fraction of a cent does not read as $0.00.
+fn insufficient_balance_message(balance: Micros, price: Micros) -> String {
+    if balance < Micros::ZERO {
+        format!(
+            "The balance is {} USD: the account owes {} USD, and no generation can be \
+             submitted until credit is added to pay it. Nothing was charged.",
+            balance.usd_text(),
+            (Micros::ZERO - balance).usd_text()
+        )
+    } else {
+        format!(
+            "The balance of {} USD does not cover the price of {} USD. Nothing was charged.",
+            balance.usd_text(),
+            price.usd_text()
+        )
+    }
+}
+
 /// What a submit refused by its key's spend limit is told: the limit, what
 /// the period has used, and when the room comes back.
 fn spend_limit_message(
@@ -81,11 +102,9 @@ pub enum SubmitError {
         "Too many generations in progress: at most {limit} may be queued or running at once per account. Wait for one to finish."
     )]
     ConcurrencyLimit { limit: i64 },
-    #[error(
-        "The balance of {:.2} USD does not cover the price of {:.2} USD. Nothing was charged.",
-        .balance.to_usd(),
-        .price.to_usd()
-    )]
+    /// `balance` is the balance the customer sees, negative while the
+    /// account owes a debt.
+    #[error("{}", insufficient_balance_message(*.balance, *.price))]
     InsufficientBalance { balance: Micros, price: Micros },
     /// The hold would take the API key past its spend limit.
     #[error("{}", spend_limit_message(.limit, *.spent, *.price, *.resets_at))]
@@ -403,7 +422,7 @@ async fn refuse_what_the_account_cannot_pay(
         .account(&caller.account_id)
         .await?
         .ok_or(SubmitError::AccountNotFound)?;
-    if account.balance >= least_price {
+    if account.debt == Micros::ZERO && account.balance >= least_price {
         return Ok(());
     }
     if let Some(idempotency) = idempotency
@@ -415,7 +434,7 @@ async fn refuse_what_the_account_cannot_pay(
         return Ok(());
     }
     Err(SubmitError::InsufficientBalance {
-        balance: account.balance,
+        balance: account.shown_balance(),
         price: least_price,
     })
 }

@@ -32,11 +32,13 @@ use sha2::Sha256;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use url::{Host, Url};
+use vidgate_core::Micros;
 
 use crate::metrics::{Metrics, WebhookAttemptOutcome};
 use crate::representation::{generation_json, rfc3339};
 use crate::store::{
-    AttemptOutcome, AttemptRecord, ClaimedDelivery, SenderFairness, Store, now_millis,
+    AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliverySubject, SenderFairness, Store,
+    now_millis,
 };
 
 /// Prefix of a Standard Webhooks secret; the rest is the base64 key.
@@ -133,18 +135,42 @@ pub fn signature_header(
     Ok(signatures.join(" "))
 }
 
-/// The body of an event: its type, when it happened (the generation's
-/// completion) and the finished generation exactly as `GET
-/// /generations/{id}` returns it. A final generation does not change, so
-/// every attempt of a delivery sends the same bytes.
+/// The body of an event: its type, when it happened and what it is about.
+/// A generation's event carries the finished generation exactly as `GET
+/// /generations/{id}` returns it, at its completion; a final generation does
+/// not change, so every attempt of a delivery sends the same bytes. An
+/// account's `account.balance_low` carries the balance that fell below the
+/// threshold and the threshold, as they were when it happened.
 pub fn event_body(delivery: &ClaimedDelivery, api_base: &str) -> String {
-    let generation = &delivery.generation;
+    let (timestamp, data) = match &delivery.subject {
+        DeliverySubject::Generation(generation) => (
+            generation.completed_at.unwrap_or(generation.created_at),
+            generation_json(generation, api_base),
+        ),
+        DeliverySubject::Account { data, occurred_at } => {
+            (*occurred_at, balance_low_json(data))
+        }
+    };
     json!({
         "type": delivery.event_type,
-        "timestamp": rfc3339(generation.completed_at.unwrap_or(generation.created_at)),
-        "data": generation_json(generation, api_base),
+        "timestamp": rfc3339(timestamp),
+        "data": data,
     })
     .to_string()
+}
+
+/// The `data` of `account.balance_low` from what the store fixed when it
+/// happened (micro-dollars): the account, its balance as the customer sees
+/// it (negative while in debt) and the threshold, in dollars as the API
+/// shows money.
+fn balance_low_json(fixed: &serde_json::Value) -> serde_json::Value {
+    let usd = |field: &str| fixed[field].as_i64().map(|micros| Micros(micros).to_usd());
+    json!({
+        "object": "balance_alert",
+        "account_id": fixed["account_id"],
+        "balance_usd": usd("balance_micros"),
+        "threshold_usd": usd("threshold_micros"),
+    })
 }
 
 /// The wait before the next attempt after `attempts_made` attempts failed,
@@ -559,7 +585,7 @@ fn log_outcome(
     outcome: AttemptOutcome,
 ) {
     let delivery_id = delivery.id.as_str();
-    let generation = delivery.generation.id.as_str();
+    let generation = delivery.subject.generation_id().unwrap_or("");
     let status = record.status_code;
     let error = record.error.as_deref().unwrap_or("");
     let duration_ms = record.duration_ms;

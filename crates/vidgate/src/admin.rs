@@ -12,7 +12,7 @@ use serde_json::json;
 use vidgate_core::Micros;
 use vidgate_server::http::{account_json, webhook_secret_json};
 use vidgate_server::operator_actions::{accounts, keys, models, users};
-use vidgate_server::representation::{rfc3339, spend_limit_json};
+use vidgate_server::representation::{low_balance_alert_json, rfc3339, spend_limit_json};
 use vidgate_server::secrets;
 use vidgate_server::store::{self, Account, Store};
 
@@ -147,6 +147,20 @@ enum AccountCommand {
         /// Generations queued or running at once, per account.
         #[arg(long)]
         concurrency: Option<u32>,
+    },
+    /// Set an account's low-balance alert: the dashboard warns below
+    /// --threshold-usd, and the event account.balance_low goes to
+    /// --webhook-url each time the balance falls below it; --remove takes
+    /// the alert away.
+    LowBalance {
+        account_id: String,
+        /// Dollars, e.g. 5.00.
+        #[arg(long, required_unless_present = "remove")]
+        threshold_usd: Option<String>,
+        #[arg(long, conflicts_with = "remove")]
+        webhook_url: Option<String>,
+        #[arg(long, conflicts_with = "threshold_usd")]
+        remove: bool,
     },
     /// Issue a new webhook signing secret (shown once); deliveries carry
     /// signatures with both the old and the new secret for 24 hours.
@@ -480,6 +494,25 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 max_concurrent: concurrency,
             };
             shown_account(&accounts::set_limits(store, &actor, &account_id, changes).await?)
+        }
+        StoreCommand::Account(AccountCommand::LowBalance {
+            account_id,
+            threshold_usd,
+            webhook_url,
+            remove,
+        }) => {
+            let threshold_usd = if remove { None } else { threshold_usd };
+            let account = accounts::set_low_balance_alert(
+                store,
+                &actor,
+                &account_id,
+                threshold_usd.as_deref(),
+                webhook_url.as_deref(),
+            )
+            .await?;
+            let mut shown = shown_account(&account);
+            shown["low_balance_alert"] = low_balance_alert_json(&account);
+            shown
         }
         StoreCommand::Account(AccountCommand::RotateWebhookSecret { account_id }) => {
             let account = accounts::rotate_webhook_secret(store, &actor, &account_id).await?;

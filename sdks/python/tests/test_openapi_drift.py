@@ -40,6 +40,7 @@ RECORDS: Dict[str, Any] = {
     "WebhookDelivery": types.WebhookDelivery,
     "WebhookDelivery.attempts[]": types.WebhookAttempt,
     "WebhookSecret": types.WebhookSecret,
+    "CheckoutSession": types.CheckoutSession,
     "Upload": types.Upload,
     "Upload.media": types.UploadMedia,
     "DirectUpload": types.DirectUpload,

@@ -17,6 +17,7 @@ import {
 } from "./errors.js";
 import type {
   Account,
+  CheckoutSession,
   DirectUpload,
   Generation,
   GenerationPage,
@@ -644,6 +645,22 @@ export class AccountResource {
   /** The caller's account: balance, held money, spend and limits. */
   async get(): Promise<Account> {
     return this.client.json<Account>({ method: "GET", path: "/account" });
+  }
+
+  /**
+   * Starts a Stripe Checkout that adds `amountUsd` (`"20.00"`) of credit,
+   * where the deployment sells credit through Stripe; send the customer to
+   * the session's `url`. A retry with the same `idempotencyKey` (one is
+   * generated) answers the same session.
+   */
+  async checkout(amountUsd: string, options: { idempotencyKey?: string } = {}): Promise<CheckoutSession> {
+    const key = options.idempotencyKey ?? `vidgate-typescript-${randomKey()}`;
+    return this.client.json<CheckoutSession>({
+      method: "POST",
+      path: "/account/checkout",
+      json: { amount_usd: amountUsd },
+      headers: { "Idempotency-Key": key },
+    });
   }
 }
 

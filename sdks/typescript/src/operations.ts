@@ -26,6 +26,7 @@ export const OPERATIONS: Readonly<Record<string, Operation>> = {
   "POST /generations/{}/webhook-deliveries/{}/retry": { method: "webhooks.retryDelivery" },
   "POST /account/webhook-secret/rotate": { method: "webhooks.rotateSecret" },
   "GET /account": { method: "account.get" },
+  "POST /account/checkout": { method: "account.checkout", body: ["amount_usd"] },
   "POST /uploads": { method: "uploads.create", body: ["file"] },
   "POST /uploads/initiate": { method: "uploads.initiate", body: ["content_type", "size_bytes"] },
   "GET /openapi.json": { method: "openapi" },

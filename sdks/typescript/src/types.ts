@@ -189,6 +189,13 @@ export interface WebhookDelivery {
   attempts: WebhookAttempt[];
 }
 
+/** A Stripe Checkout started to add credit: send the customer to `url`; the credit arrives once Stripe reports the payment. */
+export interface CheckoutSession {
+  id: string;
+  object: "checkout_session";
+  url: string;
+}
+
 /** A new signing secret, shown once; the previous one signs until `previous_secret_expires_at`. */
 export interface WebhookSecret {
   object: "webhook_secret";

@@ -30,6 +30,7 @@ const RECORDS: Record<string, string[]> = {
   WebhookDelivery: fields<types.WebhookDelivery>({ id: true, object: true, generation_id: true, event_type: true, url: true, status: true, in_flight: true, attempt_count: true, next_attempt_at: true, created_at: true, completed_at: true, attempts: true }),
   "WebhookDelivery.attempts[]": fields<types.WebhookAttempt>({ attempt: true, started_at: true, duration_ms: true, status_code: true, error: true, response_body: true, next_attempt_at: true }),
   WebhookSecret: fields<types.WebhookSecret>({ object: true, webhook_secret: true, previous_secret_expires_at: true }),
+  CheckoutSession: fields<types.CheckoutSession>({ id: true, object: true, url: true }),
   Upload: fields<types.Upload>({ id: true, object: true, url: true, content_type: true, size_bytes: true, media: true, created_at: true }),
   "Upload.media": fields<types.UploadMedia>({ format: true, width: true, height: true, duration_s: true, fps: true }),
   DirectUpload: fields<types.DirectUpload>({ id: true, object: true, upload_url: true, method: true, headers: true, url: true, expires_at: true }),

@@ -20,6 +20,7 @@ mod assets;
 mod credit;
 mod generations;
 mod keys;
+mod low_balance;
 mod overview;
 mod passwords;
 mod playground;
@@ -58,6 +59,7 @@ pub fn router() -> Router<AppState> {
     let pages = Router::new()
         .route("/", get(overview::show))
         .route("/add-credit", post(credit::add_credit))
+        .route("/low-balance", post(low_balance::set_alert))
         .route("/sign-in", get(sign_in::show).post(sign_in::submit))
         .route(
             "/sign-up",

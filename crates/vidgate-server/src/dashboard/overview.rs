@@ -1,4 +1,5 @@
-//! The overview: balance, spend per day and the ledger.
+//! The overview: balance (with the low-balance warning and alert), spend
+//! per day and the ledger.
 
 use askama::Template;
 use axum::extract::{Query, State};
@@ -127,6 +128,12 @@ struct OverviewPage {
     credit_choices: Vec<String>,
     /// What the person is told on coming back from Stripe's page.
     checkout_notice: Option<&'static str>,
+    /// The warning shown while the balance is below the account's
+    /// low-balance threshold.
+    low_balance_warning: Option<String>,
+    /// The alert's threshold as `5.00` and its URL, empty without them.
+    low_balance_threshold: String,
+    low_balance_webhook_url: String,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +237,28 @@ pub async fn show(
                 Some("canceled") => Some("The payment was canceled; nothing was charged."),
                 _ => None,
             },
+            low_balance_warning: account
+                .low_balance_alert
+                .as_ref()
+                .filter(|_| account.is_below_low_balance_threshold())
+                .map(|alert| {
+                    format!(
+                        "The balance, {}, is below the {} you asked to be warned at. Add credit \
+                         so that new generations are not refused.",
+                        usd(account.shown_balance()),
+                        usd(alert.threshold)
+                    )
+                }),
+            low_balance_threshold: account
+                .low_balance_alert
+                .as_ref()
+                .map(|alert| alert.threshold.usd_text())
+                .unwrap_or_default(),
+            low_balance_webhook_url: account
+                .low_balance_alert
+                .as_ref()
+                .and_then(|alert| alert.webhook_url.clone())
+                .unwrap_or_default(),
         },
     )
 }

@@ -20,7 +20,8 @@ const DELIVERY_ROWS: u32 = 50;
 
 struct DeliveryRow {
     event: String,
-    generation_id: String,
+    /// None for an event about the account (`account.balance_low`).
+    generation_id: Option<String>,
     status: &'static str,
     attempts: i64,
     created: String,

@@ -21,6 +21,7 @@ use super::account::AccountRecord;
 use super::error::ErrorBody;
 use super::generations::ListPage;
 use super::models::ModelList;
+use super::payments::CheckoutSessionRecord;
 use super::prepared::PreparedJson;
 use super::quote::QuoteRecord;
 use super::uploads::{DirectUploadRecord, UploadRecord};
@@ -123,6 +124,7 @@ fn component_schemas() -> Map<String, Value> {
     add_schema::<WebhookSecretRecord<'static>>(&mut schemas);
     add_schema::<UploadRecord>(&mut schemas);
     add_schema::<DirectUploadRecord>(&mut schemas);
+    add_schema::<CheckoutSessionRecord>(&mut schemas);
     schemas
         .into_iter()
         .map(|(name, schema)| {
@@ -411,6 +413,27 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
         "security": [{ "bearer": [] }],
         "responses": with_success("200", "The account.", schema_ref("Account"), authenticated_errors(&[]))
     }}));
+    // Served only where Stripe is configured (docs/stripe.md); elsewhere
+    // every call is answered 404, which the document says.
+    paths.insert("/account/checkout".into(), json!({ "post": {
+        "operationId": "create_checkout", "summary": "Start a Stripe Checkout to add credit to the account (only where the operator connected Stripe)", "tags": ["account"],
+        "security": [{ "bearer": [] }],
+        "parameters": [{ "name": "Idempotency-Key", "in": "header", "required": false,
+            "description": "The same key answers the same session when the request is retried.",
+            "schema": { "type": "string" } }],
+        "requestBody": { "required": true, "content": { "application/json": { "schema": {
+            "type": "object", "additionalProperties": false, "required": ["amount_usd"],
+            "properties": {
+                "amount_usd": { "type": "string", "pattern": "^[0-9]+(\\.[0-9]{1,2})?$", "examples": ["20.00"],
+                    "description": "Whole cents of US dollars, within the deployment's minimum and maximum." }
+            }
+        }}}},
+        "responses": with_success("201", "The session: send the customer to its url.", schema_ref("CheckoutSession"), authenticated_errors(&[
+            ("400", "invalid_request: the amount is outside the allowed range or not in whole cents, or the body is not {\"amount_usd\": \"20.00\"}; param is amount_usd."),
+            ("404", "not_found: this deployment does not sell credit through Stripe."),
+            ("502", "upstream_error: Stripe could not create the session; retry with backoff.")
+        ]))
+    }}));
     paths.insert("/uploads".into(), json!({ "post": {
         "operationId": "create_upload", "summary": "Upload media (JPG, PNG, WebP, MP4, MOV, MP3, WAV) to obtain a URL for requests", "tags": ["uploads"],
         "security": [{ "bearer": [] }],
@@ -598,6 +621,7 @@ mod tests {
             previous_webhook_secret_expires_at: Some(1_795_000_000_000),
             created_at: 1_795_000_000_000,
             deleted_at: None,
+            low_balance_alert: None,
         }
     }
 

@@ -9,10 +9,12 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::ToSchema;
 
 use super::{ApiError, AppState, body_bytes};
+use crate::representation::object_kind;
 use crate::store::{Caller, now_millis};
 use crate::stripe::{self, CheckoutError, StripeCheckout, StripeEventError};
 use crate::submit::IDEMPOTENCY_KEY;
@@ -29,6 +31,22 @@ fn stripe_checkout(state: &AppState) -> Result<&StripeCheckout, ApiError> {
 #[serde(deny_unknown_fields)]
 struct CheckoutRequest {
     amount_usd: serde_json::Value,
+}
+
+// `"object": "checkout_session"`.
+object_kind!(CheckoutSessionKind, CheckoutSession);
+
+/// A Stripe Checkout Session started for the caller's account: send the
+/// customer to `url`; the credit arrives with Stripe's webhook.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CheckoutSession)]
+pub struct CheckoutSessionRecord {
+    /// Stripe's id of the session, `cs_…`.
+    id: String,
+    #[schema(inline)]
+    object: CheckoutSessionKind,
+    /// Stripe's hosted payment page.
+    url: String,
 }
 
 /// `POST /account/checkout` `{"amount_usd": "20.00"}`: 201 with the
@@ -71,7 +89,11 @@ pub async fn checkout(
         })?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({ "object": "checkout_session", "id": session.id, "url": session.url })),
+        Json(CheckoutSessionRecord {
+            id: session.id,
+            object: CheckoutSessionKind::CheckoutSession,
+            url: session.url,
+        }),
     )
         .into_response())
 }

@@ -1,12 +1,12 @@
 //! The operator's actions on accounts: create one (with its first API key),
-//! show one, add or take credit, change its limits, rotate its webhook
-//! secret, delete its media and personal data.
+//! show one, add or take credit, change its limits, set its low-balance
+//! alert, rotate its webhook secret, delete its media and personal data.
 
 use serde_json::json;
 use vidgate_core::Micros;
 
 use super::{OperatorActionError, bounded_text};
-use crate::accounts::{self, CreatedAccount, ROTATION_GRACE};
+use crate::accounts::{self, CreatedAccount, ROTATION_GRACE, parse_low_balance_setting};
 use crate::ids::new_webhook_secret;
 use crate::store::{
     Account, AccountDeletion, AccountLimits, AdjustmentKind, AdjustmentOutcome, AuditAction,
@@ -261,4 +261,37 @@ pub async fn delete(
             Err(OperatorActionError::AccountNotFound(account_id.to_owned()))
         }
     }
+}
+
+/// Sets the account's low-balance alert (`threshold_usd`, and the URL its
+/// event goes to), or removes it when `threshold_usd` is absent; a
+/// threshold above the balance sends the event at once. Answers the account
+/// after the change.
+pub async fn set_low_balance_alert(
+    store: &Store,
+    actor: &str,
+    account_id: &str,
+    threshold_usd: Option<&str>,
+    webhook_url: Option<&str>,
+) -> Result<Account, OperatorActionError> {
+    let setting = parse_low_balance_setting(threshold_usd, webhook_url).map_err(|error| {
+        OperatorActionError::Invalid {
+            param: error.param,
+            message: error.message,
+        }
+    })?;
+    accounts::changeable_account(store, account_id).await?;
+    let audit = NewAuditEntry {
+        actor: actor.to_owned(),
+        action: AuditAction::AccountLowBalance,
+        target: account_id.to_owned(),
+        detail: json!({
+            "low_balance_threshold_micros": setting.threshold.map(|threshold| threshold.0),
+            "low_balance_webhook_url": setting.webhook_url,
+        }),
+    };
+    store
+        .set_low_balance_alert_audited(account_id, &setting, &audit)
+        .await?
+        .ok_or_else(|| OperatorActionError::AccountNotFound(account_id.to_owned()))
 }

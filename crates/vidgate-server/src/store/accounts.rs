@@ -52,6 +52,22 @@ pub struct Account {
     pub created_at: i64,
     /// When an operator deleted the account; its row stays as a tombstone.
     pub deleted_at: Option<i64>,
+    /// The threshold below which the account is warned (migration 0023),
+    /// if it set one.
+    pub low_balance_alert: Option<LowBalanceAlert>,
+}
+
+/// An account's low-balance alert: the dashboard warns while the balance the
+/// customer sees is below `threshold`, and the event `account.balance_low`
+/// goes to `webhook_url` (if set) each time the balance falls below it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LowBalanceAlert {
+    pub threshold: Micros,
+    pub webhook_url: Option<String>,
+    /// The balance is below the threshold and its event was written; the
+    /// next one is written only after the balance went back up to the
+    /// threshold.
+    pub raised: bool,
 }
 
 impl Account {
@@ -59,6 +75,14 @@ impl Account {
     /// negative while a debt is owed.
     pub fn shown_balance(&self) -> Micros {
         Micros(self.balance.0 - self.debt.0)
+    }
+
+    /// Whether the balance the customer sees is below the account's
+    /// low-balance threshold, which the dashboard warns about.
+    pub fn is_below_low_balance_threshold(&self) -> bool {
+        self.low_balance_alert
+            .as_ref()
+            .is_some_and(|alert| self.shown_balance() < alert.threshold)
     }
 
     /// The secrets deliveries are signed with at `now`: the current one, and
@@ -140,7 +164,8 @@ macro_rules! account_columns {
     () => {
         "id, name, balance_micros, held_micros, captured_micros, credited_micros, debt_micros, \
          rate_per_second, rate_burst, max_concurrent, webhook_secret, \
-         previous_webhook_secret, previous_webhook_secret_expires_at, created_at, deleted_at"
+         previous_webhook_secret, previous_webhook_secret_expires_at, created_at, deleted_at, \
+         low_balance_threshold_micros, low_balance_webhook_url, low_balance_alerted"
     };
 }
 
@@ -163,6 +188,9 @@ pub(super) struct AccountRow {
     previous_webhook_secret_expires_at: Option<i64>,
     created_at: i64,
     deleted_at: Option<i64>,
+    low_balance_threshold_micros: Option<i64>,
+    low_balance_webhook_url: Option<String>,
+    low_balance_alerted: bool,
 }
 
 impl From<AccountRow> for Account {
@@ -185,6 +213,13 @@ impl From<AccountRow> for Account {
             previous_webhook_secret_expires_at: row.previous_webhook_secret_expires_at,
             created_at: row.created_at,
             deleted_at: row.deleted_at,
+            low_balance_alert: row
+                .low_balance_threshold_micros
+                .map(|threshold| LowBalanceAlert {
+                    threshold: Micros(threshold),
+                    webhook_url: row.low_balance_webhook_url,
+                    raised: row.low_balance_alerted,
+                }),
         }
     }
 }

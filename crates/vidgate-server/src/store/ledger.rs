@@ -5,6 +5,7 @@ use vidgate_core::Micros;
 
 use super::accounts::Account;
 use super::database::WriteTransaction;
+use super::low_balance::LowBalanceState;
 use super::{Store, StoreError, now_millis};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +77,8 @@ pub(super) enum Movement {
 }
 
 impl Movement {
-    /// The ledger kind and the update of the account's totals.
+    /// The ledger kind and the update of the account's totals, which
+    /// answers the account's `LowBalanceState` after it.
     pub(super) fn statements(self) -> (&'static str, &'static str) {
         match self {
             Movement::Credit => (
@@ -88,12 +90,14 @@ impl Movement {
                  - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END, \
                  debt_micros = debt_micros \
                  - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END \
-                 WHERE id = $2",
+                 WHERE id = $2 RETURNING balance_micros - debt_micros, \
+                 low_balance_threshold_micros, low_balance_alerted",
             ),
             Movement::Debit => (
                 "debit",
                 "UPDATE accounts SET balance_micros = balance_micros - $1, \
-                 credited_micros = credited_micros - $1 WHERE id = $2",
+                 credited_micros = credited_micros - $1 WHERE id = $2 RETURNING balance_micros - debt_micros, \
+                 low_balance_threshold_micros, low_balance_alerted",
             ),
             Movement::TakeBack => (
                 "debit",
@@ -104,17 +108,20 @@ impl Movement {
                  - CASE WHEN balance_micros < $1 THEN balance_micros ELSE $1 END, \
                  debt_micros = debt_micros + $1 \
                  - CASE WHEN balance_micros < $1 THEN balance_micros ELSE $1 END \
-                 WHERE id = $2",
+                 WHERE id = $2 RETURNING balance_micros - debt_micros, \
+                 low_balance_threshold_micros, low_balance_alerted",
             ),
             Movement::Hold => (
                 "hold",
                 "UPDATE accounts SET balance_micros = balance_micros - $1, \
-                 held_micros = held_micros + $1 WHERE id = $2",
+                 held_micros = held_micros + $1 WHERE id = $2 RETURNING balance_micros - debt_micros, \
+                 low_balance_threshold_micros, low_balance_alerted",
             ),
             Movement::Capture => (
                 "capture",
                 "UPDATE accounts SET held_micros = held_micros - $1, \
-                 captured_micros = captured_micros + $1 WHERE id = $2",
+                 captured_micros = captured_micros + $1 WHERE id = $2 RETURNING balance_micros - debt_micros, \
+                 low_balance_threshold_micros, low_balance_alerted",
             ),
             Movement::Release => (
                 "release",
@@ -125,7 +132,8 @@ impl Movement {
                  - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END, \
                  debt_micros = debt_micros \
                  - CASE WHEN debt_micros < $1 THEN debt_micros ELSE $1 END \
-                 WHERE id = $2",
+                 WHERE id = $2 RETURNING balance_micros - debt_micros, \
+                 low_balance_threshold_micros, low_balance_alerted",
             ),
         }
     }
@@ -183,10 +191,14 @@ impl Store {
             return Ok(());
         }
         let (kind, update) = movement.statements();
-        execute_in_transaction!(
+        let low_balance: Option<LowBalanceState> = fetch_in_transaction!(
             transaction,
-            sqlx::query(update).bind(amount.0).bind(account_id)
+            fetch_optional,
+            sqlx::query_as(update).bind(amount.0).bind(account_id)
         )?;
+        if let Some(low_balance) = low_balance {
+            Self::settle_low_balance_alert_in(transaction, account_id, low_balance).await?;
+        }
         execute_in_transaction!(
             transaction,
             sqlx::query(

@@ -60,6 +60,7 @@ mod generations;
 mod group_commit;
 mod inline_reads;
 mod ledger;
+mod low_balance;
 mod operations;
 mod operator;
 mod operator_changes;
@@ -79,8 +80,8 @@ mod webhook_log;
 mod webhooks;
 
 pub use accounts::{
-    Account, AccountLimits, ApiKeyRecord, Caller, KEY_USE_RESOLUTION, NewAccount, NewApiKey,
-    SESSION_CALLER_PREFIX,
+    Account, AccountLimits, ApiKeyRecord, Caller, KEY_USE_RESOLUTION, LowBalanceAlert, NewAccount,
+    NewApiKey, SESSION_CALLER_PREFIX,
 };
 pub use caller_cache::CALLER_CACHE_TTL;
 pub use changes::{GenerationChanges, GenerationWatch};
@@ -89,6 +90,7 @@ pub use generations::{
     SubmitOutcome, SubmitRefusal,
 };
 pub use ledger::{DailySpend, LedgerEntry, ModelDayUsage};
+pub use low_balance::{BALANCE_LOW_EVENT, LowBalanceSetting};
 pub use operations::SchemaState;
 pub use operator::{
     AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditAction, AuditEntry, CreditAdjustment,
@@ -102,7 +104,8 @@ pub use retention::ExpiredFile;
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
 pub use sqlite::{SqliteDurability, SqliteStore};
 pub use stripe_payments::{
-    StripeCredit, StripeCreditOutcome, StripeTakeBack, StripeTakeBackKind, StripeTakeBackOutcome,
+    StripeCredit, StripeCreditOutcome, StripeDisputeWon, StripeDisputeWonOutcome, StripeTakeBack,
+    StripeTakeBackKind, StripeTakeBackOutcome,
 };
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadUsage};
 pub use users::{NewSession, Session, User};
@@ -110,7 +113,8 @@ pub use webhook_log::{
     AccountDelivery, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, WebhookAttempt, WebhookDelivery,
 };
 pub use webhooks::{
-    AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, SenderFairness,
+    AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, DeliverySubject,
+    SenderFairness,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use super::accounts::{Account, AccountLimits, NewAccount, NewApiKey};
+use super::low_balance::LowBalanceSetting;
 use super::operator::NewAuditEntry;
 use super::users::User;
 use super::{Store, StoreError};
@@ -49,6 +50,26 @@ impl Store {
         transaction.commit().await?;
         // Remembered callers carry their account's limits.
         self.callers().forget_all();
+        Ok(Some(account))
+    }
+
+    /// Sets an account's low-balance alert as `set_low_balance_alert`
+    /// does, the event a new threshold may raise included; `None` (and no
+    /// audit row) when there is no such account.
+    pub async fn set_low_balance_alert_audited(
+        &self,
+        account_id: &str,
+        setting: &LowBalanceSetting,
+        audit: &NewAuditEntry,
+    ) -> Result<Option<Account>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let Some(account) =
+            Self::set_low_balance_alert_in(&mut transaction, account_id, setting).await?
+        else {
+            return Ok(None);
+        };
+        Self::record_audit_in(&mut transaction, audit).await?;
+        transaction.commit().await?;
         Ok(Some(account))
     }
 

@@ -1,7 +1,8 @@
 //! Money that came in and went back through Stripe (migration 0020): each
 //! paid Checkout Session credited once, the refunds and disputes that take
-//! it back, and the record of every Stripe event that moved money, each
-//! written in the transaction of the movement it caused.
+//! it back, a won dispute's money given back once (migration 0023), and the
+//! record of every Stripe event that moved money, each written in the
+//! transaction of the movement it caused.
 
 use vidgate_core::Micros;
 
@@ -38,7 +39,8 @@ pub struct StripeTakeBack {
     pub event_id: String,
     pub event_type: String,
     pub payment_intent_id: String,
-    /// The charge's or the dispute's id, for the ledger entry.
+    /// The charge's or the dispute's id, for the ledger entry (and, for a
+    /// dispute, the key of what it took).
     pub object_id: String,
     pub kind: StripeTakeBackKind,
 }
@@ -70,7 +72,32 @@ pub enum StripeTakeBackOutcome {
     UnknownPayment,
 }
 
-/// A credited session's figures: account, amount, refunded, disputed.
+/// A dispute of a credited payment that Stripe reports won
+/// (`charge.dispute.closed` with status `won`).
+#[derive(Debug, Clone)]
+pub struct StripeDisputeWon {
+    pub event_id: String,
+    pub event_type: String,
+    pub payment_intent_id: String,
+    pub dispute_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StripeDisputeWonOutcome {
+    /// What the dispute took back was credited again.
+    GaveBack {
+        account_id: String,
+        amount: Micros,
+    },
+    /// The dispute took nothing (it was reported won before its creation
+    /// arrived, which then takes nothing), or was given back before.
+    NothingToGiveBack,
+    EventAlreadyHandled,
+    UnknownPayment,
+}
+
+/// A credited session's figures: session, account, amount, refunded,
+/// disputed.
 type StripePaymentRow = (String, String, i64, i64, i64);
 
 impl Store {
@@ -195,8 +222,25 @@ impl Store {
             StripeTakeBackKind::Dispute {
                 amount: disputed_amount,
             } => {
+                // A dispute takes once: one already recorded (created
+                // before, or reported won before its creation arrived)
+                // takes nothing more.
                 let taken = disputed_amount.0.min(amount - refunded - disputed).max(0);
-                (taken, refunded, disputed + taken)
+                let recorded = execute_in_transaction!(
+                    &mut transaction,
+                    sqlx::query(
+                        "INSERT INTO stripe_disputes (dispute_id, checkout_session_id, \
+                         taken_micros) VALUES ($1, $2, $3) ON CONFLICT (dispute_id) DO NOTHING",
+                    )
+                    .bind(&take_back.object_id)
+                    .bind(&session_id)
+                    .bind(taken)
+                )?;
+                if recorded == 0 {
+                    (0, refunded, disputed)
+                } else {
+                    (taken, refunded, disputed + taken)
+                }
             }
         };
         if taken == 0 {
@@ -230,6 +274,98 @@ impl Store {
         Ok(StripeTakeBackOutcome::TookBack {
             account_id,
             amount: Micros(taken),
+        })
+    }
+
+    /// Gives back, once, what a dispute Stripe reports won took back: the
+    /// event, the dispute's new state, the payment's figures and the credit
+    /// with its ledger entry in one transaction, under the account's lock.
+    pub async fn give_back_won_stripe_dispute(
+        &self,
+        won: &StripeDisputeWon,
+    ) -> Result<StripeDisputeWonOutcome, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        if !Self::record_stripe_event_in(&mut transaction, &won.event_id, &won.event_type).await? {
+            transaction.rollback().await?;
+            return Ok(StripeDisputeWonOutcome::EventAlreadyHandled);
+        }
+        let Some((_, account_id, ..)) =
+            Self::stripe_payment_in(&mut transaction, &won.payment_intent_id).await?
+        else {
+            transaction.commit().await?;
+            return Ok(StripeDisputeWonOutcome::UnknownPayment);
+        };
+        Self::account_in(&mut transaction, &account_id).await?;
+        let (session_id, account_id, ..) =
+            Self::stripe_payment_in(&mut transaction, &won.payment_intent_id)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("a Stripe payment vanished".into()))?;
+        let now = now_millis();
+        let dispute: Option<(i64, Option<i64>)> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_optional,
+            sqlx::query_as(
+                "SELECT taken_micros, won_at FROM stripe_disputes WHERE dispute_id = $1",
+            )
+            .bind(&won.dispute_id)
+        )?;
+        let given_back = match dispute {
+            // Won before its creation arrived: recorded as won with
+            // nothing taken, so the creation takes nothing either.
+            None => {
+                execute_in_transaction!(
+                    &mut transaction,
+                    sqlx::query(
+                        "INSERT INTO stripe_disputes (dispute_id, checkout_session_id, \
+                         taken_micros, won_at) VALUES ($1, $2, 0, $3)",
+                    )
+                    .bind(&won.dispute_id)
+                    .bind(&session_id)
+                    .bind(now)
+                )?;
+                0
+            }
+            Some((_, Some(_))) => 0,
+            Some((taken, None)) => {
+                execute_in_transaction!(
+                    &mut transaction,
+                    sqlx::query("UPDATE stripe_disputes SET won_at = $1 WHERE dispute_id = $2")
+                        .bind(now)
+                        .bind(&won.dispute_id)
+                )?;
+                execute_in_transaction!(
+                    &mut transaction,
+                    sqlx::query(
+                        "UPDATE stripe_payments SET disputed_micros = disputed_micros - $1 \
+                         WHERE checkout_session_id = $2",
+                    )
+                    .bind(taken)
+                    .bind(&session_id)
+                )?;
+                taken
+            }
+        };
+        if given_back == 0 {
+            transaction.commit().await?;
+            return Ok(StripeDisputeWonOutcome::NothingToGiveBack);
+        }
+        let reference = format!(
+            "stripe {session_id} {} {} {}",
+            won.payment_intent_id, won.dispute_id, won.event_id
+        );
+        Self::move_money_with_reference(
+            &mut transaction,
+            &account_id,
+            None,
+            Some(&reference),
+            Movement::Credit,
+            Micros(given_back),
+        )
+        .await?;
+        transaction.commit().await?;
+        Ok(StripeDisputeWonOutcome::GaveBack {
+            account_id,
+            amount: Micros(given_back),
         })
     }
 

@@ -179,9 +179,12 @@ async fn submit_in(
     if active >= limit {
         return Ok(Err(SubmitRefusal::ConcurrencyLimit { limit }));
     }
-    if account.balance < generation.price {
+    // A debt (money taken back after it was spent, migration 0020) stops
+    // every submit until it is paid, a free one too; the refusal reports
+    // the balance the customer sees, negative while the debt is owed.
+    if account.debt > Micros::ZERO || account.balance < generation.price {
         return Ok(Err(SubmitRefusal::InsufficientBalance {
-            balance: account.balance,
+            balance: account.shown_balance(),
             price: generation.price,
         }));
     }

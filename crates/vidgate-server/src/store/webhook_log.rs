@@ -46,10 +46,11 @@ pub enum DeliveryRetryOutcome {
     NotFound,
 }
 
-/// A webhook delivery of one of an account's generations.
+/// A webhook delivery of one of an account's generations, or of an event
+/// about the account itself (no generation).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountDelivery {
-    pub generation_id: String,
+    pub generation_id: Option<String>,
     pub delivery: WebhookDelivery,
 }
 

@@ -59,10 +59,33 @@ pub struct ClaimedDelivery {
     pub url: String,
     /// Attempts recorded before this one.
     pub attempts: i64,
-    /// The finished generation the event is about.
-    pub generation: Generation,
+    pub subject: DeliverySubject,
     /// The account's signing secrets valid now, the current one first.
     pub signing_secrets: Vec<String>,
+}
+
+/// What a delivery's event is about.
+#[derive(Debug, Clone)]
+pub enum DeliverySubject {
+    /// The finished generation, read when the delivery is claimed (a final
+    /// generation no longer changes).
+    Generation(Generation),
+    /// The account (`account.balance_low`): the event's data as it was fixed
+    /// when the event happened, and that time (Unix ms).
+    Account {
+        data: serde_json::Value,
+        occurred_at: i64,
+    },
+}
+
+impl DeliverySubject {
+    /// The generation the event is about, if it is about one.
+    pub fn generation_id(&self) -> Option<&str> {
+        match self {
+            DeliverySubject::Generation(generation) => Some(&generation.id),
+            DeliverySubject::Account { .. } => None,
+        }
+    }
 }
 
 /// The per-account share of one node's senders, which a claim respects.
@@ -101,7 +124,7 @@ pub enum AttemptOutcome {
 macro_rules! delivery_columns {
     () => {
         "id, generation_id, account_id, event_type, url, status, attempts, next_attempt_at, \
-         lease_owner, created_at, completed_at"
+         lease_owner, created_at, completed_at, payload"
     };
 }
 
@@ -110,7 +133,8 @@ pub(super) use delivery_columns;
 #[derive(sqlx::FromRow)]
 pub(super) struct DeliveryRow {
     pub(super) id: String,
-    pub(super) generation_id: String,
+    /// None for an event about the account, whose data is `payload`.
+    pub(super) generation_id: Option<String>,
     pub(super) account_id: String,
     event_type: String,
     url: String,
@@ -120,6 +144,7 @@ pub(super) struct DeliveryRow {
     lease_owner: Option<String>,
     created_at: i64,
     completed_at: Option<i64>,
+    payload: Option<String>,
 }
 
 impl DeliveryRow {
@@ -147,7 +172,7 @@ impl DeliveryRow {
 
     pub(super) fn into_claimed(
         self,
-        generation: Generation,
+        subject: DeliverySubject,
         signing_secrets: Vec<String>,
     ) -> ClaimedDelivery {
         ClaimedDelivery {
@@ -155,7 +180,7 @@ impl DeliveryRow {
             event_type: self.event_type,
             url: self.url,
             attempts: self.attempts,
-            generation,
+            subject,
             signing_secrets,
         }
     }
@@ -241,18 +266,34 @@ impl Store {
         let Some(claimed) = claimed else {
             return Ok(None);
         };
-        // A final generation no longer changes, so reading it after
-        // the claim reads what the event is about.
-        let generation: GenerationRow = fetch_on_reader!(
-            self,
-            fetch_one,
-            sqlx::query_as(concat!(
-                "SELECT ",
-                generation_columns!(),
-                " FROM generations WHERE id = $1"
-            ))
-            .bind(&claimed.generation_id)
-        )?;
+        let subject = match (&claimed.generation_id, &claimed.payload) {
+            // A final generation no longer changes, so reading it after
+            // the claim reads what the event is about.
+            (Some(generation_id), _) => {
+                let generation: GenerationRow = fetch_on_reader!(
+                    self,
+                    fetch_one,
+                    sqlx::query_as(concat!(
+                        "SELECT ",
+                        generation_columns!(),
+                        " FROM generations WHERE id = $1"
+                    ))
+                    .bind(generation_id)
+                )?;
+                DeliverySubject::Generation(Generation::try_from(generation)?)
+            }
+            (None, Some(payload)) => DeliverySubject::Account {
+                data: serde_json::from_str(payload).map_err(|error| {
+                    StoreError::Corrupt(format!("a delivery's payload is not JSON: {error}"))
+                })?,
+                occurred_at: claimed.created_at,
+            },
+            (None, None) => {
+                return Err(StoreError::Corrupt(
+                    "a delivery is about neither a generation nor an account".into(),
+                ));
+            }
+        };
         let account: AccountRow = fetch_on_reader!(
             self,
             fetch_one,
@@ -264,10 +305,7 @@ impl Store {
             .bind(&claimed.account_id)
         )?;
         let signing_secrets = Account::from(account).signing_secrets(now);
-        Ok(Some(claimed.into_claimed(
-            Generation::try_from(generation)?,
-            signing_secrets,
-        )))
+        Ok(Some(claimed.into_claimed(subject, signing_secrets)))
     }
 
     /// Logs an attempt and moves the delivery on, in one transaction; false

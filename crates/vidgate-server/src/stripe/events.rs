@@ -8,6 +8,8 @@
 //!   the session back from Stripe: the event's copy is not trusted alone.
 //! - `charge.refunded` takes back what the charge's refunds add.
 //! - `charge.dispute.created` takes back the disputed amount.
+//! - `charge.dispute.closed` with the dispute's `status` `won` gives back,
+//!   once, what its creation took back.
 //!
 //! Every other event is answered and ignored. Stripe retries an event for
 //! up to three days, in any order, so each is handled at most once (the
@@ -22,7 +24,12 @@
 //! `amount_refunded` as a running total, so that only its growth is taken
 //! back, follows that object's field; that a `charge.refunded` event carries
 //! the charge as `data.object` is Stripe's API reference ("Types of
-//! events"), not read from a recorded event here.
+//! events"), not read from a recorded event here. A dispute's `status` and
+//! its value `won` are the `Dispute` object's of the official `stripe` Python
+//! package, version 16.1.0 (`stripe/_dispute.py`, generated from Stripe's
+//! OpenAPI document: "Possible values include … `won`, `lost`"); that a
+//! closed dispute's event is `charge.dispute.closed` with the dispute as
+//! `data.object` is Stripe's API reference ("Types of events").
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -31,8 +38,8 @@ use vidgate_core::money::MICROS_PER_CENT;
 
 use super::api::{StripeApi, StripeApiError};
 use crate::store::{
-    Store, StoreError, StripeCredit, StripeCreditOutcome, StripeTakeBack, StripeTakeBackKind,
-    StripeTakeBackOutcome,
+    Store, StoreError, StripeCredit, StripeCreditOutcome, StripeDisputeWon,
+    StripeDisputeWonOutcome, StripeTakeBack, StripeTakeBackKind, StripeTakeBackOutcome,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +61,7 @@ pub enum StripeEventError {
 pub enum StripeEventOutcome {
     Credited(StripeCreditOutcome),
     TookBack(StripeTakeBackOutcome),
+    GaveBack(StripeDisputeWonOutcome),
     /// Why nothing was done: an event type vidgate does not act on, a
     /// session not paid (yet), a payment in another currency.
     Ignored(&'static str),
@@ -85,6 +93,9 @@ struct PaymentObject {
     #[serde(default)]
     amount: Option<i64>,
     currency: Option<String>,
+    /// A dispute's state (`won`, `lost`, `needs_response`, …).
+    #[serde(default)]
+    status: Option<String>,
 }
 
 /// Handles the verified event `body`.
@@ -121,6 +132,11 @@ pub async fn handle_event(
             let object: PaymentObject = serde_json::from_value(event.data.object.clone())
                 .map_err(|error| StripeEventError::Malformed(error.to_string()))?;
             take_back(store, &event, object).await
+        }
+        "charge.dispute.closed" => {
+            let object: PaymentObject = serde_json::from_value(event.data.object.clone())
+                .map_err(|error| StripeEventError::Malformed(error.to_string()))?;
+            give_back_won_dispute(store, &event, object).await
         }
         _ => Ok(StripeEventOutcome::Ignored(
             "vidgate does not act on this event type",
@@ -205,4 +221,31 @@ async fn take_back(
         })
         .await?;
     Ok(StripeEventOutcome::TookBack(outcome))
+}
+
+/// A closed dispute: one Stripe decided for the seller (`won`) gives back
+/// what its creation took; any other ending (`lost`, a closed warning)
+/// keeps what was taken.
+async fn give_back_won_dispute(
+    store: &Store,
+    event: &Event,
+    object: PaymentObject,
+) -> Result<StripeEventOutcome, StripeEventError> {
+    if object.status.as_deref() != Some("won") {
+        return Ok(StripeEventOutcome::Ignored("the dispute was not won"));
+    }
+    let Some(payment_intent_id) = object.payment_intent else {
+        return Ok(StripeEventOutcome::Ignored(
+            "the dispute has no payment intent",
+        ));
+    };
+    let outcome = store
+        .give_back_won_stripe_dispute(&StripeDisputeWon {
+            event_id: event.id.clone(),
+            event_type: event.kind.clone(),
+            payment_intent_id,
+            dispute_id: object.id,
+        })
+        .await?;
+    Ok(StripeEventOutcome::GaveBack(outcome))
 }

@@ -19,6 +19,7 @@ mod layers;
 mod ledger;
 mod lifecycle;
 mod live_status;
+mod low_balance;
 mod media;
 mod operations;
 mod operator_actions;

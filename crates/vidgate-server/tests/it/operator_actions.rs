@@ -145,6 +145,27 @@ async fn a_change_whose_audit_row_fails_is_not_kept(kind: StoreKind) {
         account_actions::rotate_webhook_secret(store, ACTOR, &account_id).await,
         "account rotate-webhook-secret",
     );
+    // A threshold above the balance would also write the event's delivery:
+    // neither it nor the alert is kept.
+    assert_refused_by_the_store(
+        account_actions::set_low_balance_alert(
+            store,
+            ACTOR,
+            &account_id,
+            Some("50.00"),
+            Some("https://hooks.example/low"),
+        )
+        .await,
+        "account low-balance",
+    );
+    assert!(
+        store
+            .recent_webhook_deliveries(&account_id, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "the low-balance event outlives its refused change"
+    );
     assert_refused_by_the_store(
         account_actions::delete(store, ACTOR, &account_id).await,
         "account delete",
@@ -162,10 +183,15 @@ async fn a_change_whose_audit_row_fails_is_not_kept(kind: StoreKind) {
         keys::revoke(store, ACTOR, &account.key_id).await,
         "key revoke",
     );
+    assert_refused_by_the_store(
+        keys::set_spend_limit(store, ACTOR, &account.key_id, Some("1.00"), Some("day")).await,
+        "key limit",
+    );
     let keys_left = store.api_keys(&account_id).await.unwrap();
     assert_eq!(keys_left.len(), 1);
     assert_eq!(keys_left[0].id, account.key_id);
     assert_eq!(keys_left[0].revoked_at, None);
+    assert_eq!(keys_left[0].spend_limit, None);
 
     assert_refused_by_the_store(
         models::set_paused(store, &catalog, ACTOR, "vendor_1/model_1", true).await,

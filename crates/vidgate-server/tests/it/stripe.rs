@@ -23,6 +23,7 @@ on_both_stores!(
     bad_and_stale_signatures_change_nothing,
     a_refund_after_the_money_was_spent_leaves_a_debt_that_stops_submits,
     a_dispute_and_refunds_never_take_back_more_than_was_paid,
+    a_won_dispute_gives_the_money_back_once,
 );
 
 fn stripe_settings(fake: &FakeStripe) -> StripeSettings {
@@ -384,7 +385,12 @@ async fn a_refund_after_the_money_was_spent_leaves_a_debt_that_stops_submits(sto
     let refused = app
         .post_json(&format!("/run/{M1_T2V}"), key, &quick_body("while in debt"))
         .await;
-    assert_insufficient_balance(refused).await;
+    let refused = assert_insufficient_balance(refused).await;
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("The balance is {} USD", (Micros::ZERO - spent).usd_text())),
+        "the 402 names the negative balance: {message}"
+    );
 
     // A replay of the refund takes nothing more; a top-up pays the debt first.
     deliver(
@@ -475,6 +481,88 @@ async fn a_dispute_and_refunds_never_take_back_more_than_was_paid(store: StoreKi
                 .as_deref()
                 .is_some_and(|reference| reference.contains(payment_intent)))
     );
+}
+
+/// A dispute of `payment_intent` in `status`, as Stripe's events carry it
+/// (the fields of the `Dispute` object of the official `stripe` package).
+fn dispute(id: &str, payment_intent: &str, status: &str) -> Value {
+    json!({
+        "id": id,
+        "object": "dispute",
+        "amount": 1000,
+        "charge": format!("ch_{}", &payment_intent[3..]),
+        "currency": "usd",
+        "payment_intent": payment_intent,
+        "status": status,
+    })
+}
+
+async fn a_won_dispute_gives_the_money_back_once(store: StoreKind) {
+    let (app, fake) = app_with_stripe(store).await;
+    let customer = app.new_account(0).await;
+    let key = customer.api_key.as_str();
+    let account_id = customer.account.id.as_str();
+    let balance = || async { app.account_state(account_id).await.shown_balance() };
+    let won_payment = top_up(&app, &fake, key, "10.00").await;
+    let won = won_payment["payment_intent"].as_str().unwrap();
+
+    deliver(
+        &app,
+        &stripe_event("evt_won_opened", "charge.dispute.created", dispute("dp_won", won, "needs_response")),
+    )
+    .await;
+    assert_eq!(balance().await, Micros::ZERO);
+    // Won: the $10 comes back once, however often Stripe says so.
+    for event_id in ["evt_won", "evt_won", "evt_won_again"] {
+        deliver(
+            &app,
+            &stripe_event(event_id, "charge.dispute.closed", dispute("dp_won", won, "won")),
+        )
+        .await;
+        assert_eq!(balance().await, Micros(10_000_000), "{event_id}");
+    }
+    let entries = app.server.store.ledger_entries(account_id).await.unwrap();
+    let given_back: Vec<&str> = entries
+        .iter()
+        .filter(|entry| entry.kind == "credit")
+        .filter_map(|entry| entry.reference.as_deref())
+        .filter(|reference| reference.contains("dp_won"))
+        .collect();
+    assert_eq!(given_back.len(), 1, "{entries:?}");
+    assert!(given_back[0].contains("evt_won"), "{}", given_back[0]);
+
+    // A lost dispute keeps what it took.
+    let lost = top_up(&app, &fake, key, "10.00").await;
+    let lost = lost["payment_intent"].as_str().unwrap();
+    for (event_id, event_type, status) in [
+        ("evt_lost_opened", "charge.dispute.created", "needs_response"),
+        ("evt_lost", "charge.dispute.closed", "lost"),
+    ] {
+        deliver(
+            &app,
+            &stripe_event(event_id, event_type, dispute("dp_lost", lost, status)),
+        )
+        .await;
+    }
+    assert_eq!(balance().await, Micros(10_000_000));
+
+    // Won before its creation arrived (Stripe's order is not promised):
+    // nothing was taken, so nothing is given back, and the late creation
+    // takes nothing.
+    let early = top_up(&app, &fake, key, "10.00").await;
+    let early = early["payment_intent"].as_str().unwrap();
+    for (event_id, event_type, status) in [
+        ("evt_early_won", "charge.dispute.closed", "won"),
+        ("evt_early_opened", "charge.dispute.created", "needs_response"),
+    ] {
+        deliver(
+            &app,
+            &stripe_event(event_id, event_type, dispute("dp_early", early, status)),
+        )
+        .await;
+    }
+    assert_eq!(balance().await, Micros(20_000_000));
+    app.assert_ledger_invariant(account_id).await;
 }
 
 /// The fake checked with the client Stripe wrote: the official Python

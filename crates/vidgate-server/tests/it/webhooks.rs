@@ -19,6 +19,8 @@ use common::*;
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 use tokio::sync::Notify;
+use vidgate_core::Micros;
+use vidgate_server::operator_actions::accounts as account_actions;
 use vidgate_server::store::NewGeneration;
 
 /// One request the receiver got.
@@ -232,6 +234,86 @@ async fn a_succeeded_generation_is_delivered_signed_with_its_record(store: Store
     // Delivered once: nothing more arrives.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(receiver.received().len(), 1);
+}
+
+/// Submits a quick job for `key` and answers the hold it took.
+async fn hold_of_a_quick_job(app: &TestApp, key: &str, account_id: &str, prompt: &str) -> Micros {
+    let response = app
+        .post_json(&format!("/run/{M1_T2V}"), key, &quick_body(prompt))
+        .await;
+    assert_eq!(response.status(), reqwest::StatusCode::ACCEPTED);
+    let generation: Value = response.json().await.unwrap();
+    let entries = app.server.store.ledger_entries(account_id).await.unwrap();
+    entries
+        .iter()
+        .find(|entry| {
+            entry.kind == "hold" && entry.generation_id.as_deref() == generation["id"].as_str()
+        })
+        .map(|entry| entry.amount)
+        .expect("the submit took a hold")
+}
+
+/// `account.balance_low` goes out like a generation's event (the outbox,
+/// the senders, the account's signature), once when a hold takes the
+/// balance below the threshold, not again while it stays below, and again
+/// after a credit took it back to the threshold.
+async fn the_low_balance_event_is_delivered_signed_once_per_crossing(store: StoreKind) {
+    let receiver = Receiver::start().await;
+    let app = spawn_app(store).await;
+    let customer = app.new_account(5).await;
+    let account_id = customer.account.id.as_str();
+    let key = customer.api_key.as_str();
+    let store = app.server.store.as_ref();
+    // The threshold is the whole balance: the first hold crosses it.
+    let account = account_actions::set_low_balance_alert(
+        store,
+        "test",
+        account_id,
+        Some("5.00"),
+        Some(&receiver.url()),
+    )
+    .await
+    .unwrap();
+    assert!(!account.is_below_low_balance_threshold());
+    let deliveries = || async { store.recent_webhook_deliveries(account_id, 10).await.unwrap() };
+    assert!(deliveries().await.is_empty());
+
+    let first = hold_of_a_quick_job(&app, key, account_id, "crosses the threshold").await;
+    let second = hold_of_a_quick_job(&app, key, account_id, "stays below it").await;
+    let delivery = &receiver.wait_for(1).await[0];
+    delivery
+        .verify_with(&customer.account.webhook_secret)
+        .expect("the signature verifies with the account's secret");
+    assert!(delivery.header("webhook-id").starts_with("msg_"));
+    let event = delivery.json();
+    assert_eq!(event["type"], "account.balance_low");
+    assert_eq!(
+        event["data"],
+        json!({
+            "object": "balance_alert",
+            "account_id": account_id,
+            "balance_usd": (Micros(5_000_000) - first).to_usd(),
+            "threshold_usd": 5.0,
+        }),
+        "the balance the first hold left"
+    );
+    let logged = deliveries().await;
+    assert_eq!(logged.len(), 1, "the second hold sends nothing: {logged:?}");
+    assert_eq!(logged[0].generation_id, None);
+    assert_eq!(logged[0].delivery.event_type, "account.balance_low");
+    assert_eq!(logged[0].delivery.id, delivery.header("webhook-id"));
+    assert!(app.account_state(account_id).await.is_below_low_balance_threshold());
+
+    // Back to the threshold exactly re-arms it; the next hold crosses again.
+    store
+        .credit_account(account_id, first + second)
+        .await
+        .unwrap();
+    assert!(!app.account_state(account_id).await.is_below_low_balance_threshold());
+    hold_of_a_quick_job(&app, key, account_id, "crosses again").await;
+    let events = receiver.wait_for(2).await;
+    assert_eq!(events[1].json()["type"], "account.balance_low");
+    assert_eq!(deliveries().await.len(), 2);
 }
 
 async fn failed_attempts_are_retried_with_the_same_message(store: StoreKind) {
@@ -774,6 +856,7 @@ on_both_stores!(
     one_account_s_tarpit_does_not_delay_another_account_s_deliveries,
     manual_re_sends_are_bounded_per_delivery_and_per_account,
     a_succeeded_generation_is_delivered_signed_with_its_record,
+    the_low_balance_event_is_delivered_signed_once_per_crossing,
     failed_attempts_are_retried_with_the_same_message,
     a_delivery_fails_after_its_last_attempt,
     retry_after_is_honoured_within_bounds,

@@ -6,6 +6,7 @@ mod support;
 // The helpers this binary shares with the server's tests.
 use vidgate_test_support::{schema_fake, test_database};
 
+mod admin_money;
 mod admin_providers;
 mod admin_users;
 mod admin_webhooks;

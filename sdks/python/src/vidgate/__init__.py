@@ -37,6 +37,7 @@ from .errors import (
 from .types import (
     Account,
     AccountLimits,
+    CheckoutSession,
     Cost,
     DirectUpload,
     Generation,
@@ -62,6 +63,7 @@ __all__ = [
     "APITimeoutError",
     "Account",
     "AccountLimits",
+    "CheckoutSession",
     "AsyncClient",
     "AuthenticationError",
     "Client",

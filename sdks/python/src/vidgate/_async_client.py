@@ -22,6 +22,7 @@ from .errors import (
 )
 from .types import (
     Account,
+    CheckoutSession,
     DirectUpload,
     Generation,
     GenerationPage,
@@ -432,6 +433,14 @@ class AsyncAccountResource:
     async def get(self) -> Account:
         """The caller's account: balance, held money, spend and limits."""
         return Account.from_json(await self._client._json(Call("GET", "/account")))
+
+    async def checkout(self, amount_usd: str, *, idempotency_key: Optional[str] = None) -> CheckoutSession:
+        """Starts a Stripe Checkout that adds ``amount_usd`` (``"20.00"``) of
+        credit, where the deployment sells credit through Stripe; send the
+        customer to the session's ``url``. A retry with the same
+        ``idempotency_key`` (one is generated) answers the same session."""
+        call = _base.checkout_call(amount_usd, idempotency_key)
+        return CheckoutSession.from_json(await self._client._json(call))
 
 
 class AsyncWebhooks:

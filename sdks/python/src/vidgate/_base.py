@@ -284,6 +284,13 @@ def create_call(
     return Call("POST", f"/run/{endpoint_path(endpoint)}", json=body, headers={"Idempotency-Key": key})
 
 
+def checkout_call(amount_usd: str, idempotency_key: Optional[str]) -> Call:
+    """A Checkout of ``amount_usd``, with an ``Idempotency-Key`` so that a
+    retry after a lost answer reaches the same session."""
+    key = idempotency_key or f"vidgate-python-{uuid.uuid4()}"
+    return Call("POST", "/account/checkout", json={"amount_usd": amount_usd}, headers={"Idempotency-Key": key})
+
+
 def wait_call(id: str, seconds: int) -> Call:
     """A read of a generation that the server holds until it is final or
     ``seconds`` pass (``Prefer: wait``); a server without waits answers it

@@ -20,6 +20,7 @@ from .errors import (
 )
 from .types import (
     Account,
+    CheckoutSession,
     DirectUpload,
     Generation,
     GenerationPage,
@@ -427,6 +428,13 @@ class AccountResource:
     def get(self) -> Account:
         """The caller's account: balance, held money, spend and limits."""
         return Account.from_json(self._client._json(Call("GET", "/account")))
+
+    def checkout(self, amount_usd: str, *, idempotency_key: Optional[str] = None) -> CheckoutSession:
+        """Starts a Stripe Checkout that adds ``amount_usd`` (``"20.00"``) of
+        credit, where the deployment sells credit through Stripe; send the
+        customer to the session's ``url``. A retry with the same
+        ``idempotency_key`` (one is generated) answers the same session."""
+        return CheckoutSession.from_json(self._client._json(_base.checkout_call(amount_usd, idempotency_key)))
 
 
 class Webhooks:

@@ -28,6 +28,7 @@ OPERATIONS: Dict[str, Operation] = {
     "POST /generations/{}/webhook-deliveries/{}/retry": Operation("webhooks.retry_delivery"),
     "POST /account/webhook-secret/rotate": Operation("webhooks.rotate_secret"),
     "GET /account": Operation("account.get"),
+    "POST /account/checkout": Operation("account.checkout", body=("amount_usd",)),
     "POST /uploads": Operation("uploads.create", body=("file",)),
     "POST /uploads/initiate": Operation("uploads.initiate", body=("content_type", "size_bytes")),
     "GET /openapi.json": Operation("openapi"),

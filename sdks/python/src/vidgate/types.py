@@ -491,6 +491,24 @@ class WebhookSecret:
 
 
 @dataclasses.dataclass(frozen=True)
+class CheckoutSession:
+    """A Stripe Checkout started to add credit: send the customer to
+    ``url``; the credit arrives once Stripe reports the payment."""
+
+    id: str
+    object: str
+    url: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CheckoutSession":
+        return cls(
+            id=str(data["id"]),
+            object=str(data.get("object", "checkout_session")),
+            url=str(data["url"]),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class WebhookEvent:
     """A verified webhook body: the event type, when it happened, and the
     generation as ``generations.get`` returns it."""

@@ -4,6 +4,7 @@
 //! `POST /admin/v1/accounts/{id}/credit` (a credit adjustment, applied once
 //! per `Idempotency-Key`), `POST /admin/v1/accounts/{id}/debit` (the same,
 //! taking money back), `POST /admin/v1/accounts/{id}/limits`,
+//! `POST /admin/v1/accounts/{id}/low-balance` (the low-balance alert),
 //! `POST /admin/v1/accounts/{id}/webhook-secret/rotate` and
 //! `DELETE /admin/v1/accounts/{id}` (its media and personal data; the
 //! tombstone keeps the money figures). Each calls its operator action
@@ -25,6 +26,7 @@ use crate::operator_actions::accounts::{
     self, Adjusted, AdjustmentRequest, LimitChanges, MAX_ADJUSTMENT, MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_LIMIT_FIGURE, MAX_NAME_LENGTH, MAX_REASON_LENGTH,
 };
+use crate::representation::low_balance_alert_json;
 use crate::state::AppState;
 use crate::store::{Account, AdjustmentKind};
 use crate::submit::IDEMPOTENCY_KEY;
@@ -35,6 +37,7 @@ fn operator_account_json(account: &Account) -> Value {
     let mut shown = account_json(account);
     shown["created_at"] = json!(rfc3339(account.created_at));
     shown["deleted_at"] = json!(account.deleted_at.map(rfc3339));
+    shown["low_balance_alert"] = low_balance_alert_json(account);
     shown
 }
 
@@ -393,6 +396,58 @@ pub async fn limits(
         max_concurrent: body.max_concurrent_generations,
     };
     let account = accounts::set_limits(state.store.as_ref(), &actor, &account_id, changes).await?;
+    Ok(Json(operator_account_json(&account)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LowBalanceBody {
+    /// `"5.00"`; `null` (or left out) removes the alert.
+    low_balance_threshold_usd: Option<String>,
+    low_balance_webhook_url: Option<String>,
+}
+
+pub const LOW_BALANCE: Operation = Operation {
+    id: "operator_set_low_balance_alert",
+    summary: "Set or remove an account's low-balance alert: the threshold the dashboard warns below, and the URL the account.balance_low event goes to",
+    parameters: &ACCOUNT_PATH,
+    body: Some(&[
+        Field {
+            name: "low_balance_threshold_usd",
+            required: false,
+            schema: Schema::TEXT,
+        },
+        Field {
+            name: "low_balance_webhook_url",
+            required: false,
+            schema: Schema::TEXT,
+        },
+    ]),
+    success: Success {
+        status: "200",
+        description: "The account, with its low_balance_alert (null when removed).",
+        also_csv: false,
+    },
+    refusals: &[NOT_FOUND, ACCOUNT_DELETED],
+};
+
+/// `POST /accounts/{account_id}/low-balance` `{"low_balance_threshold_usd":
+/// "5.00", "low_balance_webhook_url": "https://…"}`: sets the alert, or
+/// removes it without a threshold.
+pub async fn low_balance(
+    State(state): State<AppState>,
+    Operator(actor): Operator,
+    Path(account_id): Path<String>,
+    Json(body): Json<LowBalanceBody>,
+) -> Result<Json<Value>, ApiError> {
+    let account = accounts::set_low_balance_alert(
+        state.store.as_ref(),
+        &actor,
+        &account_id,
+        body.low_balance_threshold_usd.as_deref(),
+        body.low_balance_webhook_url.as_deref(),
+    )
+    .await?;
     Ok(Json(operator_account_json(&account)))
 }
 

@@ -98,6 +98,12 @@ fn routes() -> Vec<Route> {
         ),
         described(
             Method::POST,
+            "/accounts/{account_id}/low-balance",
+            accounts::low_balance,
+            &accounts::LOW_BALANCE,
+        ),
+        described(
+            Method::POST,
             "/accounts/{account_id}/webhook-secret/rotate",
             accounts::rotate_webhook_secret,
             &accounts::ROTATE_WEBHOOK_SECRET,

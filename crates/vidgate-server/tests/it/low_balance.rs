@@ -1,0 +1,211 @@
+//! Money limits below the HTTP layer, on both stores: a debt refuses every
+//! submit, a free one too, and reports the negative balance; the
+//! low-balance alert is raised once per downward crossing, by any movement
+//! of money (PostgreSQL's holds are its submit function's) or by a new
+//! threshold, and re-armed when the balance is back at the threshold.
+
+use vidgate_core::Micros;
+use vidgate_server::store::{
+    DeliverySubject, LowBalanceSetting, SenderFairness, Store, StripeCredit, StripeTakeBack,
+    StripeTakeBackKind, SubmitRefusal,
+};
+
+use crate::common::{
+    StoreKind, create_store_account, new_test_generation, on_both_stores, open_test_store,
+};
+
+on_both_stores!(
+    a_debt_refuses_even_a_free_submit_and_reports_the_negative_balance,
+    the_alert_is_raised_once_per_crossing_and_re_armed_at_the_threshold,
+    a_threshold_above_the_balance_raises_the_alert_at_once,
+);
+
+const HOOK: &str = "https://hooks.example/low-balance";
+
+fn alert(threshold_usd_cents: i64, webhook_url: Option<&str>) -> LowBalanceSetting {
+    LowBalanceSetting {
+        threshold: Some(Micros::from_usd_cents(threshold_usd_cents)),
+        webhook_url: webhook_url.map(str::to_owned),
+    }
+}
+
+/// Holds `price` for a new generation `id`, which must be accepted.
+async fn hold(store: &Store, account_id: &str, id: &str, price: Micros) {
+    store
+        .submit_generation(new_test_generation(id, account_id, "vendor_1/model_1", price))
+        .await
+        .unwrap_or_else(|refusal| panic!("{id} was refused: {refusal}"));
+}
+
+/// The account's `account.balance_low` deliveries, oldest first.
+async fn balance_low_events(store: &Store, account_id: &str) -> usize {
+    let deliveries = store.recent_webhook_deliveries(account_id, 50).await.unwrap();
+    assert!(
+        deliveries
+            .iter()
+            .all(|found| found.generation_id.is_none()
+                && found.delivery.event_type == "account.balance_low"
+                && found.delivery.url == HOOK),
+        "{deliveries:?}"
+    );
+    deliveries.len()
+}
+
+async fn a_debt_refuses_even_a_free_submit_and_reports_the_negative_balance(kind: StoreKind) {
+    let test_store = open_test_store(&kind).await;
+    let store = test_store.store.as_ref();
+    create_store_account(store, "acct_debtor", Micros::ZERO).await;
+    store
+        .credit_stripe_checkout(&StripeCredit {
+            event_id: "evt_paid".into(),
+            event_type: "checkout.session.completed".into(),
+            checkout_session_id: "cs_1".into(),
+            payment_intent_id: Some("pi_1".into()),
+            account_id: "acct_debtor".into(),
+            amount: Micros(5_000_000),
+        })
+        .await
+        .unwrap();
+    hold(store, "acct_debtor", "gen_spent", Micros(3_000_000)).await;
+    // The whole payment is refunded while $3 of it is held: $2 comes out
+    // of the balance and $3 becomes the debt.
+    store
+        .take_back_stripe_payment(&StripeTakeBack {
+            event_id: "evt_refund".into(),
+            event_type: "charge.refunded".into(),
+            payment_intent_id: "pi_1".into(),
+            object_id: "ch_1".into(),
+            kind: StripeTakeBackKind::Refund {
+                refunded_in_total: Micros(5_000_000),
+            },
+        })
+        .await
+        .unwrap();
+    let account = store.account("acct_debtor").await.unwrap().unwrap();
+    assert_eq!(account.shown_balance(), Micros(-3_000_000));
+
+    for (id, price) in [("gen_free", Micros::ZERO), ("gen_paid", Micros(10_000))] {
+        match store
+            .submit_generation(new_test_generation(id, "acct_debtor", "vendor_1/model_1", price))
+            .await
+        {
+            Err(SubmitRefusal::InsufficientBalance { balance, price: refused }) => {
+                assert_eq!(balance, Micros(-3_000_000), "{id} reports the debt");
+                assert_eq!(refused, price);
+            }
+            other => panic!("{id} in debt: {other:?}"),
+        }
+    }
+    assert_eq!(
+        store.account("acct_debtor").await.unwrap().unwrap(),
+        account,
+        "a refused submit changes nothing"
+    );
+}
+
+async fn the_alert_is_raised_once_per_crossing_and_re_armed_at_the_threshold(kind: StoreKind) {
+    let test_store = open_test_store(&kind).await;
+    let store = test_store.store.as_ref();
+    create_store_account(store, "acct_low", Micros(10_000_000)).await;
+    let account = store
+        .set_low_balance_alert("acct_low", &alert(500, Some(HOOK)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!account.low_balance_alert.unwrap().raised);
+    assert_eq!(balance_low_events(store, "acct_low").await, 0);
+
+    // $10 → $7: above. $7 → $4: the crossing. $4 → $3: still below.
+    hold(store, "acct_low", "gen_1", Micros(3_000_000)).await;
+    assert_eq!(balance_low_events(store, "acct_low").await, 0);
+    hold(store, "acct_low", "gen_2", Micros(3_000_000)).await;
+    assert_eq!(balance_low_events(store, "acct_low").await, 1);
+    hold(store, "acct_low", "gen_3", Micros(1_000_000)).await;
+    assert_eq!(balance_low_events(store, "acct_low").await, 1);
+    let account = store.account("acct_low").await.unwrap().unwrap();
+    assert!(account.is_below_low_balance_threshold());
+    assert!(account.low_balance_alert.unwrap().raised);
+
+    // A cancel's release to $4 stays below; a credit to exactly $5 re-arms
+    // the alert without an event; the next hold crosses again.
+    assert!(store.cancel_generation("acct_low", "gen_3").await.is_ok());
+    assert_eq!(balance_low_events(store, "acct_low").await, 1);
+    store.credit_account("acct_low", Micros(1_000_000)).await.unwrap();
+    let account = store.account("acct_low").await.unwrap().unwrap();
+    assert_eq!(account.shown_balance(), Micros(5_000_000));
+    assert!(!account.low_balance_alert.unwrap().raised);
+    assert_eq!(balance_low_events(store, "acct_low").await, 1);
+    hold(store, "acct_low", "gen_4", Micros(10_000)).await;
+    assert_eq!(balance_low_events(store, "acct_low").await, 2);
+
+    // The senders read each event's data as it was fixed at its crossing.
+    let fairness = SenderFairness {
+        sender_group: "test".into(),
+        max_in_flight_per_account: 10,
+    };
+    let mut balances = Vec::new();
+    for sender in ["test-1", "test-2"] {
+        let claimed = store
+            .claim_webhook_delivery(sender, std::time::Duration::from_secs(60), &fairness)
+            .await
+            .unwrap()
+            .expect("a delivery is due");
+        let DeliverySubject::Account { data, .. } = claimed.subject else {
+            panic!("an account event was claimed as a generation's");
+        };
+        assert_eq!(data["account_id"], "acct_low");
+        assert_eq!(data["threshold_micros"], 5_000_000);
+        balances.push(data["balance_micros"].as_i64().unwrap());
+    }
+    balances.sort();
+    assert_eq!(balances, vec![4_000_000, 4_990_000]);
+}
+
+async fn a_threshold_above_the_balance_raises_the_alert_at_once(kind: StoreKind) {
+    let test_store = open_test_store(&kind).await;
+    let store = test_store.store.as_ref();
+    create_store_account(store, "acct_quiet", Micros(1_000_000)).await;
+    create_store_account(store, "acct_loud", Micros(1_000_000)).await;
+
+    // Without a URL the alert is raised (the dashboard warns) and nothing
+    // is sent.
+    let quiet = store
+        .set_low_balance_alert("acct_quiet", &alert(500, None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(quiet.is_below_low_balance_threshold());
+    assert!(quiet.low_balance_alert.unwrap().raised);
+    assert_eq!(balance_low_events(store, "acct_quiet").await, 0);
+
+    let loud = store
+        .set_low_balance_alert("acct_loud", &alert(500, Some(HOOK)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(loud.is_below_low_balance_threshold());
+    assert_eq!(balance_low_events(store, "acct_loud").await, 1);
+    // Setting it again while below sends nothing more; removing it re-arms.
+    store
+        .set_low_balance_alert("acct_loud", &alert(400, Some(HOOK)))
+        .await
+        .unwrap();
+    assert_eq!(balance_low_events(store, "acct_loud").await, 1);
+    let removed = store
+        .set_low_balance_alert(
+            "acct_loud",
+            &LowBalanceSetting {
+                threshold: None,
+                webhook_url: None,
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(removed.low_balance_alert, None);
+    assert!(!removed.is_below_low_balance_threshold());
+    assert_eq!(
+        store.set_low_balance_alert("acct_missing", &alert(500, None)).await.unwrap(),
+        None
+    );
+}
