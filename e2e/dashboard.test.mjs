@@ -490,6 +490,32 @@ test('overview: the balance, the spend chart and the ledger match the account', 
   assertNoPageProblems();
 });
 
+test("add credit: Stripe's checkout page, then the signed webhook credits the balance", async () => {
+  const page = state.pageA;
+  await assertPageFrame(page, await goto(page, '/dashboard'));
+  const before = (await apiJson('GET', '/account', { key: a.apiKey })).body.balance_usd;
+  await page.selectOption('form#add-credit select[name=amount_usd]', '20.00');
+  await Promise.all([page.waitForURL(`${base}/dashboard/add-credit`), page.click('form#add-credit button[type=submit]')]);
+  const link = await page.locator('a#checkout-link').getAttribute('href');
+  assert.match(link, new RegExp(`^${env('STRIPE_URL')}/pay/cs_`), "the link is the fake Stripe's checkout URL");
+  await screenshot(page, 'add-credit');
+  await Promise.all([page.waitForURL(link), page.click('a#checkout-link')]);
+  await waitForText(page, '#fake-checkout', /Pay 2000 cents for cs_/);
+  // Paying sends the signed checkout.session.completed to /webhooks/stripe,
+  // then Stripe's page sends the browser back to the overview.
+  await Promise.all([page.waitForURL(`${base}/dashboard?checkout=success`), page.click('#fake-pay')]);
+  await waitForText(page, '#checkout-notice', /Thank you/);
+  const after = (await apiJson('GET', '/account', { key: a.apiKey })).body.balance_usd;
+  assert.equal(Math.round((after - before) * 100), 2000, `the balance grew by $20 (${before} → ${after})`);
+  assert.equal((await page.locator('#balance').textContent()).trim(), money(after));
+  const newest = await page.locator('table#ledger tbody tr').first().textContent();
+  assert.match(newest, /Credit/);
+  assert.match(newest, /\+\$20\.00/);
+  assert.match(newest, /stripe cs_test_e2e/, "the ledger names Stripe's session");
+  await screenshot(page, 'credit-added');
+  assertNoPageProblems();
+});
+
 test('webhooks: reveal and rotate the secret, see a delivery', async () => {
   const page = state.pageA;
   // A receiver for one generation's webhook, so the deliveries table has a row.

@@ -2,7 +2,8 @@
 # Browser end-to-end tests of the dashboard: starts a throwaway `vidgate serve`
 # on a free port, creates two accounts with a dashboard user each through the
 # admin CLI, and runs e2e/dashboard.test.mjs (node's test runner driving
-# Debian's chromium through playwright-core). Screenshots of every page go to
+# Debian's chromium through playwright-core), with a fake Stripe
+# (e2e/fake-stripe.mjs) for "Add credit". Screenshots of every page go to
 # target/e2e/screenshots/<store>/. Run it from anywhere: `e2e/run.sh`.
 # With VIDGATE_E2E_POSTGRES_URL (a PostgreSQL server URL, e.g.
 # postgres://postgres@127.0.0.1:5432/test) the server runs on a fresh database
@@ -33,9 +34,14 @@ echo "e2e: using $vidgate ($(date -r "$vidgate" -u '+built %Y-%m-%d %H:%M UTC'))
 data_dir="$(mktemp -d -t vidgate-e2e.XXXXXX)"
 server_log="$data_dir/serve.log"
 server_pid=""
+stripe_pid=""
 pg_server="${VIDGATE_E2E_POSTGRES_URL:-}"
 pg_database=""
 cleanup() {
+    if [ -n "$stripe_pid" ]; then
+        kill "$stripe_pid" 2>/dev/null || true
+        wait "$stripe_pid" 2>/dev/null || true
+    fi
     if [ -n "$server_pid" ]; then
         kill "$server_pid" 2>/dev/null || true
         wait "$server_pid" 2>/dev/null || true
@@ -63,6 +69,25 @@ if [ -n "$pg_server" ]; then
                              process.stdout.write(u.href);' "$pg_server" "$pg_database")"
     store_args+=(--database-url "$database_url")
 fi
+
+# A fake Stripe (e2e/fake-stripe.mjs) for "Add credit": the server creates
+# its Checkout Sessions there, the browser pays on its page, and it sends the
+# signed event to the server's /webhooks/stripe.
+stripe_log="$data_dir/fake-stripe.log"
+export VIDGATE_STRIPE_SECRET_KEY="sk_test_e2e_$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+export VIDGATE_STRIPE_WEBHOOK_SECRET="whsec_e2e_$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+FAKE_STRIPE_SECRET_KEY="$VIDGATE_STRIPE_SECRET_KEY" FAKE_STRIPE_WEBHOOK_SECRET="$VIDGATE_STRIPE_WEBHOOK_SECRET" \
+    node e2e/fake-stripe.mjs >"$stripe_log" 2>&1 &
+stripe_pid=$!
+stripe_url=""
+for _ in $(seq 1 100); do
+    stripe_url="$(sed -n 's/^fake Stripe at //p' "$stripe_log")"
+    [ -n "$stripe_url" ] && break
+    kill -0 "$stripe_pid" 2>/dev/null || fail "the fake Stripe exited: $(cat "$stripe_log")"
+    sleep 0.1
+done
+[ -n "$stripe_url" ] || fail "the fake Stripe did not start within 10 s"
+export VIDGATE_STRIPE_API_URL="$stripe_url"
 
 # Private addresses are allowed so the test's own webhook receiver on
 # 127.0.0.1 gets deliveries for the webhooks page.
@@ -111,6 +136,7 @@ b_password="$(field "$b_user" password)" || fail "user create printed no passwor
 export VIDGATE_E2E_API_BASE="$api_base"
 export VIDGATE_E2E_BASE_URL="${api_base%/api/v1}"
 export VIDGATE_E2E_CHROMIUM="$chromium"
+export VIDGATE_E2E_STRIPE_URL="$stripe_url"
 export VIDGATE_E2E_SCREENSHOTS="$PWD/target/e2e/screenshots/$store"
 export VIDGATE_E2E_A_ACCOUNT_ID="$a_account_id" VIDGATE_E2E_A_API_KEY="$a_api_key"
 export VIDGATE_E2E_A_KEY_ID="$a_key_id"
