@@ -158,10 +158,12 @@ pub fn parse_low_balance_setting(
 ) -> Result<LowBalanceSetting, LowBalanceInputError> {
     let threshold = match threshold_usd.map(str::trim).filter(|text| !text.is_empty()) {
         None => None,
-        Some(text) => Some(Micros::parse_usd(text).map_err(|error| LowBalanceInputError {
-            param: "low_balance_threshold_usd",
-            message: format!("low_balance_threshold_usd: {error}, such as \"5.00\"."),
-        })?),
+        Some(text) => Some(
+            Micros::parse_usd(text).map_err(|error| LowBalanceInputError {
+                param: "low_balance_threshold_usd",
+                message: format!("low_balance_threshold_usd: {error}, such as \"5.00\"."),
+            })?,
+        ),
     };
     let webhook_url = webhook_url.map(str::trim).filter(|text| !text.is_empty());
     if let Some(webhook_url) = webhook_url {

@@ -147,9 +147,7 @@ pub fn event_body(delivery: &ClaimedDelivery, api_base: &str) -> String {
             generation.completed_at.unwrap_or(generation.created_at),
             generation_json(generation, api_base),
         ),
-        DeliverySubject::Account { data, occurred_at } => {
-            (*occurred_at, balance_low_json(data))
-        }
+        DeliverySubject::Account { data, occurred_at } => (*occurred_at, balance_low_json(data)),
     };
     json!({
         "type": delivery.event_type,

@@ -33,18 +33,18 @@ pub async fn set_alert(
         return refused;
     }
     let session = &signed_in.0;
-    let setting = match parse_low_balance_setting(Some(&form.threshold_usd), Some(&form.webhook_url))
-    {
-        Ok(setting) => setting,
-        Err(error) => {
-            return super::error_page(
-                StatusCode::BAD_REQUEST,
-                Some(session),
-                "Low balance alert",
-                &error.message,
-            );
-        }
-    };
+    let setting =
+        match parse_low_balance_setting(Some(&form.threshold_usd), Some(&form.webhook_url)) {
+            Ok(setting) => setting,
+            Err(error) => {
+                return super::error_page(
+                    StatusCode::BAD_REQUEST,
+                    Some(session),
+                    "Low balance alert",
+                    &error.message,
+                );
+            }
+        };
     match state
         .store
         .set_low_balance_alert(&session.account_id, &setting)

@@ -113,8 +113,7 @@ pub use webhook_log::{
     AccountDelivery, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, WebhookAttempt, WebhookDelivery,
 };
 pub use webhooks::{
-    AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, DeliverySubject,
-    SenderFairness,
+    AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, DeliverySubject, SenderFairness,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -637,7 +637,8 @@ impl Store {
             sqlx::query(
                 "UPDATE accounts SET name = '', webhook_secret = '', \
                  previous_webhook_secret = NULL, previous_webhook_secret_expires_at = NULL, \
-                 deleted_at = $2 WHERE id = $1",
+                 low_balance_threshold_micros = NULL, low_balance_webhook_url = NULL, \
+                 low_balance_alerted = FALSE, deleted_at = $2 WHERE id = $1",
             )
             .bind(account_id)
             .bind(now)

@@ -32,20 +32,26 @@ fn alert(threshold_usd_cents: i64, webhook_url: Option<&str>) -> LowBalanceSetti
 /// Holds `price` for a new generation `id`, which must be accepted.
 async fn hold(store: &Store, account_id: &str, id: &str, price: Micros) {
     store
-        .submit_generation(new_test_generation(id, account_id, "vendor_1/model_1", price))
+        .submit_generation(new_test_generation(
+            id,
+            account_id,
+            "vendor_1/model_1",
+            price,
+        ))
         .await
         .unwrap_or_else(|refusal| panic!("{id} was refused: {refusal}"));
 }
 
 /// The account's `account.balance_low` deliveries, oldest first.
 async fn balance_low_events(store: &Store, account_id: &str) -> usize {
-    let deliveries = store.recent_webhook_deliveries(account_id, 50).await.unwrap();
+    let deliveries = store
+        .recent_webhook_deliveries(account_id, 50)
+        .await
+        .unwrap();
     assert!(
-        deliveries
-            .iter()
-            .all(|found| found.generation_id.is_none()
-                && found.delivery.event_type == "account.balance_low"
-                && found.delivery.url == HOOK),
+        deliveries.iter().all(|found| found.generation_id.is_none()
+            && found.delivery.event_type == "account.balance_low"
+            && found.delivery.url == HOOK),
         "{deliveries:?}"
     );
     deliveries.len()
@@ -86,10 +92,18 @@ async fn a_debt_refuses_even_a_free_submit_and_reports_the_negative_balance(kind
 
     for (id, price) in [("gen_free", Micros::ZERO), ("gen_paid", Micros(10_000))] {
         match store
-            .submit_generation(new_test_generation(id, "acct_debtor", "vendor_1/model_1", price))
+            .submit_generation(new_test_generation(
+                id,
+                "acct_debtor",
+                "vendor_1/model_1",
+                price,
+            ))
             .await
         {
-            Err(SubmitRefusal::InsufficientBalance { balance, price: refused }) => {
+            Err(SubmitRefusal::InsufficientBalance {
+                balance,
+                price: refused,
+            }) => {
                 assert_eq!(balance, Micros(-3_000_000), "{id} reports the debt");
                 assert_eq!(refused, price);
             }
@@ -130,7 +144,10 @@ async fn the_alert_is_raised_once_per_crossing_and_re_armed_at_the_threshold(kin
     // the alert without an event; the next hold crosses again.
     assert!(store.cancel_generation("acct_low", "gen_3").await.is_ok());
     assert_eq!(balance_low_events(store, "acct_low").await, 1);
-    store.credit_account("acct_low", Micros(1_000_000)).await.unwrap();
+    store
+        .credit_account("acct_low", Micros(1_000_000))
+        .await
+        .unwrap();
     let account = store.account("acct_low").await.unwrap().unwrap();
     assert_eq!(account.shown_balance(), Micros(5_000_000));
     assert!(!account.low_balance_alert.unwrap().raised);
@@ -205,7 +222,10 @@ async fn a_threshold_above_the_balance_raises_the_alert_at_once(kind: StoreKind)
     assert_eq!(removed.low_balance_alert, None);
     assert!(!removed.is_below_low_balance_threshold());
     assert_eq!(
-        store.set_low_balance_alert("acct_missing", &alert(500, None)).await.unwrap(),
+        store
+            .set_low_balance_alert("acct_missing", &alert(500, None))
+            .await
+            .unwrap(),
         None
     );
 }

@@ -388,7 +388,10 @@ async fn a_refund_after_the_money_was_spent_leaves_a_debt_that_stops_submits(sto
     let refused = assert_insufficient_balance(refused).await;
     let message = refused["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains(&format!("The balance is {} USD", (Micros::ZERO - spent).usd_text())),
+        message.contains(&format!(
+            "The balance is {} USD",
+            (Micros::ZERO - spent).usd_text()
+        )),
         "the 402 names the negative balance: {message}"
     );
 
@@ -502,13 +505,18 @@ async fn a_won_dispute_gives_the_money_back_once(store: StoreKind) {
     let customer = app.new_account(0).await;
     let key = customer.api_key.as_str();
     let account_id = customer.account.id.as_str();
-    let balance = || async { app.account_state(account_id).await.shown_balance() };
+    let app_ref = &app;
+    let balance = || async move { app_ref.account_state(account_id).await.shown_balance() };
     let won_payment = top_up(&app, &fake, key, "10.00").await;
     let won = won_payment["payment_intent"].as_str().unwrap();
 
     deliver(
         &app,
-        &stripe_event("evt_won_opened", "charge.dispute.created", dispute("dp_won", won, "needs_response")),
+        &stripe_event(
+            "evt_won_opened",
+            "charge.dispute.created",
+            dispute("dp_won", won, "needs_response"),
+        ),
     )
     .await;
     assert_eq!(balance().await, Micros::ZERO);
@@ -516,7 +524,11 @@ async fn a_won_dispute_gives_the_money_back_once(store: StoreKind) {
     for event_id in ["evt_won", "evt_won", "evt_won_again"] {
         deliver(
             &app,
-            &stripe_event(event_id, "charge.dispute.closed", dispute("dp_won", won, "won")),
+            &stripe_event(
+                event_id,
+                "charge.dispute.closed",
+                dispute("dp_won", won, "won"),
+            ),
         )
         .await;
         assert_eq!(balance().await, Micros(10_000_000), "{event_id}");
@@ -535,7 +547,11 @@ async fn a_won_dispute_gives_the_money_back_once(store: StoreKind) {
     let lost = top_up(&app, &fake, key, "10.00").await;
     let lost = lost["payment_intent"].as_str().unwrap();
     for (event_id, event_type, status) in [
-        ("evt_lost_opened", "charge.dispute.created", "needs_response"),
+        (
+            "evt_lost_opened",
+            "charge.dispute.created",
+            "needs_response",
+        ),
         ("evt_lost", "charge.dispute.closed", "lost"),
     ] {
         deliver(
@@ -553,7 +569,11 @@ async fn a_won_dispute_gives_the_money_back_once(store: StoreKind) {
     let early = early["payment_intent"].as_str().unwrap();
     for (event_id, event_type, status) in [
         ("evt_early_won", "charge.dispute.closed", "won"),
-        ("evt_early_opened", "charge.dispute.created", "needs_response"),
+        (
+            "evt_early_opened",
+            "charge.dispute.created",
+            "needs_response",
+        ),
     ] {
         deliver(
             &app,

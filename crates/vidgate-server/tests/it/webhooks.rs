@@ -275,7 +275,12 @@ async fn the_low_balance_event_is_delivered_signed_once_per_crossing(store: Stor
     .await
     .unwrap();
     assert!(!account.is_below_low_balance_threshold());
-    let deliveries = || async { store.recent_webhook_deliveries(account_id, 10).await.unwrap() };
+    let deliveries = || async move {
+        store
+            .recent_webhook_deliveries(account_id, 10)
+            .await
+            .unwrap()
+    };
     assert!(deliveries().await.is_empty());
 
     let first = hold_of_a_quick_job(&app, key, account_id, "crosses the threshold").await;
@@ -302,14 +307,22 @@ async fn the_low_balance_event_is_delivered_signed_once_per_crossing(store: Stor
     assert_eq!(logged[0].generation_id, None);
     assert_eq!(logged[0].delivery.event_type, "account.balance_low");
     assert_eq!(logged[0].delivery.id, delivery.header("webhook-id"));
-    assert!(app.account_state(account_id).await.is_below_low_balance_threshold());
+    assert!(
+        app.account_state(account_id)
+            .await
+            .is_below_low_balance_threshold()
+    );
 
     // Back to the threshold exactly re-arms it; the next hold crosses again.
     store
         .credit_account(account_id, first + second)
         .await
         .unwrap();
-    assert!(!app.account_state(account_id).await.is_below_low_balance_threshold());
+    assert!(
+        !app.account_state(account_id)
+            .await
+            .is_below_low_balance_threshold()
+    );
     hold_of_a_quick_job(&app, key, account_id, "crosses again").await;
     let events = receiver.wait_for(2).await;
     assert_eq!(events[1].json()["type"], "account.balance_low");

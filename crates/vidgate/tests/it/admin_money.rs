@@ -26,7 +26,9 @@ async fn key_limit_and_low_balance_alert_are_set_and_audited(database_url: &str)
     let account_id = created["account_id"].as_str().unwrap();
     let key_id = created["key_id"].as_str().unwrap();
 
-    let limited = run(&["key", "limit", key_id, "--usd", "1.005", "--period", "month"]);
+    let limited = run(&[
+        "key", "limit", key_id, "--usd", "1.005", "--period", "month",
+    ]);
     assert_eq!(
         limited,
         json!({ "key_id": key_id, "spend_limit_usd": "1.005", "spend_limit_period": "month" })
@@ -55,8 +57,19 @@ async fn key_limit_and_low_balance_alert_are_set_and_audited(database_url: &str)
     let store: std::sync::Arc<Store> = store::open(database_url).await.unwrap();
     let keys = store.api_keys(account_id).await.unwrap();
     assert_eq!(keys[0].spend_limit, None);
-    assert_eq!(store.account(account_id).await.unwrap().unwrap().low_balance_alert, None);
-    let events = store.recent_webhook_deliveries(account_id, 10).await.unwrap();
+    assert_eq!(
+        store
+            .account(account_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .low_balance_alert,
+        None
+    );
+    let events = store
+        .recent_webhook_deliveries(account_id, 10)
+        .await
+        .unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].delivery.event_type, "account.balance_low");
     let actions: Vec<String> = store
@@ -76,10 +89,24 @@ async fn key_limit_and_low_balance_alert_are_set_and_audited(database_url: &str)
 
     // Refusals: a malformed amount, an unknown key, a URL that is not http.
     for (arguments, says) in [
-        (vec!["key", "limit", key_id, "--usd", "one"], "spend_limit_usd"),
-        (vec!["key", "limit", "key_missing", "--usd", "1.00"], "no active key"),
         (
-            vec!["account", "low-balance", account_id, "--threshold-usd", "1", "--webhook-url", "ftp://x"],
+            vec!["key", "limit", key_id, "--usd", "one"],
+            "spend_limit_usd",
+        ),
+        (
+            vec!["key", "limit", "key_missing", "--usd", "1.00"],
+            "no active key",
+        ),
+        (
+            vec![
+                "account",
+                "low-balance",
+                account_id,
+                "--threshold-usd",
+                "1",
+                "--webhook-url",
+                "ftp://x",
+            ],
             "low_balance_webhook_url",
         ),
     ] {
