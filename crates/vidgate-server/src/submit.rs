@@ -299,6 +299,7 @@ async fn queue_generation(
         model,
         mode: endpoint.mode,
         input: &input,
+        price: price.amount,
     };
     backend
         .admit(&admission)

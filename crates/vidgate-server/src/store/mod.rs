@@ -88,7 +88,7 @@ pub use generations::{
     CancelOutcome, Generation, IDEMPOTENCY_WINDOW, IdempotencyKey, ListFilter, NewGeneration,
     SubmitOutcome, SubmitRefusal,
 };
-pub use ledger::{DailySpend, LedgerEntry, ModelDayUsage};
+pub use ledger::{DailySpend, LedgerEntry, ModelDayUsage, ProviderModelUsage};
 pub use operations::SchemaState;
 pub use operator::{
     AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditAction, AuditEntry, CreditAdjustment,
@@ -96,7 +96,7 @@ pub use operator::{
 };
 pub use postgres::PgStore;
 pub use provider_health::ProviderHealth;
-pub use provider_jobs::{NewProviderJob, ProviderJob};
+pub use provider_jobs::{GenerationProvider, NewProviderJob, ProviderJob, ProviderRouting};
 pub use queue::{ClaimableModels, FailureDetail, ProviderRun, QueueDepth, RescueReport};
 pub use retention::ExpiredFile;
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
