@@ -90,6 +90,24 @@ struct PollLabels {
     webhooks: &'static str,
 }
 
+/// A model's jobs of one mode at one hosted provider.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderModeLabels {
+    model: String,
+    provider: String,
+    mode: String,
+}
+
+/// A failover model's routing decision: the provider it chose, the route
+/// and the reason (`route::RouteReason`, a fixed few).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RoutingLabels {
+    model: String,
+    provider: String,
+    route: &'static str,
+    reason: &'static str,
+}
+
 /// A backend kind (`fal`, `replicate`, `failover`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BackendLabels {
@@ -238,6 +256,8 @@ pub struct Metrics {
     provider_budget_waiting: Family<BudgetClassLabels, Gauge>,
     provider_jobs_in_flight: Family<BudgetLabels, Gauge>,
     provider_poll_interval: HistogramFamily<PollLabels>,
+    provider_latency: Family<ProviderModeLabels, Gauge<f64, AtomicU64>>,
+    provider_routing_decisions: Family<RoutingLabels, Counter>,
     store_read_failures: Counter,
 }
 
@@ -285,6 +305,8 @@ impl Metrics {
             provider_budget_waiting: Family::default(),
             provider_jobs_in_flight: Family::default(),
             provider_poll_interval: Family::new_with_constructor(job_buckets),
+            provider_latency: Family::default(),
+            provider_routing_decisions: Family::default(),
             store_read_failures: Counter::default(),
         };
         let registry = &mut metrics.registry;
@@ -403,6 +425,16 @@ impl Metrics {
             "vidgate_provider_poll_interval_seconds",
             "Time between two state reads of one provider job, with or without a provider webhook registered",
             metrics.provider_poll_interval.clone(),
+        );
+        registry.register(
+            "vidgate_provider_latency_seconds",
+            "This node's mean time from submit to finish of a model's last five succeeded jobs of a mode at a hosted provider, which the latency route compares",
+            metrics.provider_latency.clone(),
+        );
+        registry.register(
+            "vidgate_provider_routing_decisions",
+            "Jobs of failover models this node gave to a provider, by model, provider, route and reason (cheapest, fastest, first_healthy, …): each provider's share of jobs and why",
+            metrics.provider_routing_decisions.clone(),
         );
         registry.register(
             "vidgate_metrics_store_read_failures",
@@ -644,6 +676,36 @@ impl Metrics {
             .observe(interval.as_secs_f64());
     }
 
+    /// The mean of a provider's recent submit-to-finish times of a
+    /// model's jobs of `mode`, as this node measured them.
+    pub fn set_provider_latency(&self, model: &str, provider: &str, mode: &str, mean: Duration) {
+        self.provider_latency
+            .get_or_create(&ProviderModeLabels {
+                model: model.to_owned(),
+                provider: provider.to_owned(),
+                mode: mode.to_owned(),
+            })
+            .set(mean.as_secs_f64());
+    }
+
+    /// A failover model's routing gave a job to `provider`, for `reason`.
+    pub fn record_routing_decision(
+        &self,
+        model: &str,
+        provider: &str,
+        route: &'static str,
+        reason: &'static str,
+    ) {
+        self.provider_routing_decisions
+            .get_or_create(&RoutingLabels {
+                model: model.to_owned(),
+                provider: provider.to_owned(),
+                route,
+                reason,
+            })
+            .inc();
+    }
+
     pub fn record_store_read_failure(&self) {
         self.store_read_failures.inc();
     }
@@ -730,6 +792,13 @@ mod tests {
         metrics.set_provider_budget_waiting("replicate", "REPLICATE_API_TOKEN", "others", 3);
         metrics.set_provider_jobs_in_flight("replicate", "REPLICATE_API_TOKEN", 12);
         metrics.record_provider_poll_interval("replicate", false, Duration::from_secs(5));
+        metrics.set_provider_latency(
+            "vendor_1/model_1",
+            "fal",
+            "text-to-video",
+            Duration::from_secs(70),
+        );
+        metrics.record_routing_decision("vendor_1/model_1", "fal", "price", "cheapest");
         let text = metrics.encode();
         // `# TYPE name kind`; a counter's samples carry `_total`, and the
         // guide names series as a scrape shows their samples.

@@ -318,6 +318,7 @@ async fn queue_generation(
         model,
         mode: endpoint.mode,
         input: &input,
+        price: price.amount,
     };
     backend
         .admit(&admission)

@@ -472,6 +472,7 @@ fn job_for(
         width,
         height,
         seed,
+        price: generation.price,
     })
 }
 

@@ -52,8 +52,10 @@ enum StoreCommand {
     User(UserCommand),
     /// Each hosted provider's circuit (closed or open), its last error and
     /// the recent latency of its calls, as the server nodes last saved
-    /// them, and with the backends file each provider credential's request
-    /// budget; `providers check` checks the providers' input schemas.
+    /// them; each provider's jobs of the last day per model and mode (their
+    /// share, submit-to-finish time and why routing sent them there); and
+    /// with the backends file each provider credential's request budget.
+    /// `providers check` checks the providers' input schemas.
     Providers {
         #[command(subcommand)]
         command: Option<ProvidersCommand>,
@@ -61,8 +63,8 @@ enum StoreCommand {
         #[arg(long = "budgets-of", env = "VIDGATE_BACKENDS_FILE")]
         backends_file: Option<PathBuf>,
     },
-    /// Revenue, provider cost and margin per model and UTC day, from the
-    /// succeeded generations.
+    /// Revenue, provider cost and margin per model and UTC day, and per
+    /// model and provider, from the succeeded generations.
     Usage {
         /// Today and the days before it.
         #[arg(long, default_value = "30")]
@@ -301,8 +303,9 @@ async fn providers(
             })
         })
         .collect();
+    let routing = recent_routing(store).await?;
     let Some(backends_file) = backends_file else {
-        return Ok(json!({ "providers": shown }));
+        return Ok(json!({ "providers": shown, "routing": routing }));
     };
     let budgets: Vec<serde_json::Value> =
         vidgate_server::backend::budgets_in_backends_file(backends_file)?
@@ -321,7 +324,66 @@ async fn providers(
                 })
             })
             .collect();
-    Ok(json!({ "providers": shown, "budgets": budgets }))
+    Ok(json!({ "providers": shown, "routing": routing, "budgets": budgets }))
+}
+
+/// How long back `admin providers` counts the provider jobs it shows.
+const ROUTING_WINDOW_MILLIS: i64 = 24 * 3_600_000;
+
+/// Each provider's jobs of each model and mode whose submit was in the
+/// last day, from the store (every node's): their number and share of the
+/// model and mode's jobs, the mean time from submit to the generation's
+/// end of the succeeded ones (the output's copy included), and why routing
+/// sent them there (`none` for a model at one provider).
+async fn recent_routing(store: &Store) -> anyhow::Result<Vec<serde_json::Value>> {
+    use std::collections::BTreeMap;
+    let since = vidgate_server::store::now_millis() - ROUTING_WINDOW_MILLIS;
+    let rows = store.provider_routing(since).await?;
+    let mut totals: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    for row in &rows {
+        *totals.entry((&row.model, &row.mode)).or_default() += row.jobs;
+    }
+    #[derive(Default)]
+    struct Group {
+        jobs: i64,
+        succeeded: i64,
+        succeeded_millis: i64,
+        reasons: BTreeMap<String, i64>,
+    }
+    let mut groups: BTreeMap<(&str, &str, &str), Group> = BTreeMap::new();
+    for row in &rows {
+        let group = groups
+            .entry((&row.provider, &row.model, &row.mode))
+            .or_default();
+        group.jobs += row.jobs;
+        group.succeeded += row.succeeded;
+        group.succeeded_millis += row.succeeded_millis;
+        *group
+            .reasons
+            .entry(
+                row.route_reason
+                    .clone()
+                    .unwrap_or_else(|| "none".to_owned()),
+            )
+            .or_default() += row.jobs;
+    }
+    Ok(groups
+        .into_iter()
+        .map(|((provider, model, mode), group)| {
+            let total = totals.get(&(model, mode)).copied().unwrap_or(group.jobs);
+            json!({
+                "provider": provider,
+                "model": model,
+                "mode": mode,
+                "jobs": group.jobs,
+                "share_of_jobs": group.jobs as f64 / total.max(1) as f64,
+                "succeeded": group.succeeded,
+                "mean_submit_to_finish_seconds": (group.succeeded > 0)
+                    .then(|| group.succeeded_millis as f64 / group.succeeded as f64 / 1000.0),
+                "decisions": group.reasons,
+            })
+        })
+        .collect())
 }
 
 /// Each hosted target of the backends file against its provider's current
@@ -367,7 +429,9 @@ async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Revenue, provider cost and margin per model and UTC day. A generation
+/// Revenue, provider cost and margin per model and UTC day, and per model
+/// and provider over the whole period (`by_provider`; `null` for the
+/// operator's own engine or servers). A generation
 /// without a recorded cost counts as costing nothing and is counted in
 /// `uncosted_generations`, so a margin is never silently overstated.
 async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
@@ -397,7 +461,27 @@ async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
             })
         })
         .collect();
-    Ok(json!({ "usage": rows }))
+    let by_provider: Vec<serde_json::Value> = store
+        .provider_usage(since)
+        .await?
+        .into_iter()
+        .map(|row| {
+            let margin = Micros(row.revenue.0 - row.provider_cost.0);
+            json!({
+                "model": row.model,
+                "provider": row.provider,
+                "generations": row.generations,
+                "revenue_usd": row.revenue.to_usd(),
+                "provider_cost_usd": row.provider_cost.to_usd(),
+                "margin_usd": margin.to_usd(),
+                "revenue_micros": row.revenue.0,
+                "provider_cost_micros": row.provider_cost.0,
+                "margin_micros": margin.0,
+                "uncosted_generations": row.uncosted,
+            })
+        })
+        .collect();
+    Ok(json!({ "usage": rows, "by_provider": by_provider }))
 }
 
 /// Copies the database to `path`. The path is checked here so the operator

@@ -22,9 +22,10 @@ use super::contract::Backend;
 use super::hosted::budget::BudgetLimits;
 use super::hosted::budget::BudgetsInFile;
 use super::hosted::entry::{self, HostedEntry};
-use super::hosted::failover;
+use super::hosted::failover::{self, Routing};
 use super::hosted::plan::HostedPlan;
 use super::hosted::providers::{self, PROVIDERS};
+use super::hosted::route::Route;
 use super::hosted::schema_check::{TargetCheck, check_hosted_entries};
 use super::parts::BackendParts;
 
@@ -43,9 +44,9 @@ pub struct BackendsConfig {
 pub(super) enum ModelPlan {
     Cog(CogModelConfig),
     Hosted(Box<HostedPlan>),
-    /// Several hosted providers in order, checked by
-    /// `failover::check_providers`.
-    Failover(Vec<HostedPlan>),
+    /// Several hosted providers, checked by `failover::check_providers`,
+    /// and how a job is routed among them.
+    Failover(Vec<HostedPlan>, Routing),
     /// A backend the caller builds from the node's parts (a test's).
     Custom(BuildBackend),
 }
@@ -108,6 +109,16 @@ pub enum ModelBackendConfig {
 pub struct FailoverConfig {
     /// The providers, first choice first, each a different one.
     pub providers: Vec<HostedEntry>,
+    /// How a job is routed among them: `order` (the default: the first
+    /// healthy one), `price` (the cheapest by its `costs` lines) or
+    /// `latency` (the fastest lately).
+    #[serde(default)]
+    pub route: Route,
+    /// Whether a provider whose cost for a request is above its price may
+    /// take it; by default it is skipped, so routing never sells at a loss
+    /// by accident.
+    #[serde(default)]
+    pub allow_loss: bool,
 }
 
 impl ModelBackendConfig {
@@ -220,7 +231,13 @@ pub fn apply_backends_file_with_credentials(
                 let names: Vec<&'static str> =
                     plans.iter().map(|plan| plan.provider().name()).collect();
                 failover::check_providers(&names).map_err(in_model)?;
-                ModelPlan::Failover(plans)
+                ModelPlan::Failover(
+                    plans,
+                    Routing {
+                        route: config.route,
+                        allow_loss: config.allow_loss,
+                    },
+                )
             }
         };
         backends.models.insert(model_id, plan);

@@ -658,6 +658,7 @@ mod tests {
             width: 854,
             height: 480,
             seed: 42,
+            price: vidgate_core::Micros(0),
         }
     }
 

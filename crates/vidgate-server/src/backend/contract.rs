@@ -32,6 +32,9 @@ pub struct Job {
     /// The seed to render with: the requested one, or one chosen for this job
     /// and recorded in the output so the result can be reproduced.
     pub seed: u64,
+    /// What the customer pays for it (the hold), which a failover model's
+    /// routing holds each provider's cost against.
+    pub price: vidgate_core::Micros,
 }
 
 impl Job {
@@ -50,6 +53,8 @@ pub struct Admission<'a> {
     pub model: &'a vidgate_core::Model,
     pub mode: Mode,
     pub input: &'a vidgate_core::ValidatedInput,
+    /// What the customer would pay for it.
+    pub price: vidgate_core::Micros,
 }
 
 /// A finished clip, not yet stored.

@@ -209,6 +209,7 @@ impl ModelPlan {
             webhook_urls: &parts.provider_webhooks,
             circuits: &shared.provider_circuits,
             budgets: &shared.provider_budgets,
+            metrics: &parts.metrics,
         };
         let hosted = |plan: &HostedPlan| plan.build(&hosted_parts);
         let backend: Arc<dyn Backend> = match self {
@@ -220,10 +221,12 @@ impl ModelPlan {
             )
             .map_err(|error| error.to_string())?,
             ModelPlan::Hosted(plan) => hosted(plan.as_ref())?,
-            ModelPlan::Failover(plans) => Arc::new(FailoverBackend::new(
+            ModelPlan::Failover(plans, routing) => Arc::new(FailoverBackend::new(
                 model_id,
                 plans.iter().map(hosted).collect::<Result<_, _>>()?,
+                *routing,
                 parts.store.clone(),
+                parts.metrics.clone(),
             )),
             ModelPlan::Custom(build) => build(parts),
         };

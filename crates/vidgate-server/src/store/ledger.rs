@@ -53,6 +53,21 @@ pub struct ModelDayUsage {
     pub uncosted: i64,
 }
 
+/// A model's revenue, cost and margin at one provider over a period: its
+/// succeeded generations there, and the generations that earned nothing
+/// but cost the operator something there (as `ModelDayUsage` counts them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderModelUsage {
+    pub model: String,
+    /// The provider that ran them; `None` for the operator's own engine
+    /// or servers.
+    pub provider: Option<String>,
+    pub generations: i64,
+    pub revenue: Micros,
+    pub provider_cost: Micros,
+    pub uncosted: i64,
+}
+
 /// The six ways money moves. Each is one ledger entry plus the matching
 /// change of the account's running totals, always in the caller's transaction.
 ///
@@ -353,6 +368,43 @@ impl Store {
                     revenue: Micros(revenue),
                     provider_cost: Micros(provider_cost),
                     uncosted,
+                },
+            )
+            .collect())
+    }
+
+    /// Each model's usage per provider, over the generations completed at
+    /// or after `since` (Unix ms), counted as `model_usage` counts them.
+    pub async fn provider_usage(&self, since: i64) -> Result<Vec<ProviderModelUsage>, StoreError> {
+        let rows: Vec<(String, Option<String>, i64, i64, i64, i64)> = fetch_on_reader!(
+            self,
+            fetch_all,
+            sqlx::query_as(
+                "SELECT model, provider, \
+                 CAST(SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END) AS BIGINT), \
+                 CAST(SUM(CASE WHEN status = 'succeeded' THEN price_micros ELSE 0 END) AS BIGINT), \
+                 CAST(COALESCE(SUM(provider_cost_micros), 0) AS BIGINT), \
+                 CAST(SUM(CASE WHEN status = 'succeeded' AND provider_cost_micros IS NULL \
+                 THEN 1 ELSE 0 END) AS BIGINT) \
+                 FROM generations WHERE (status = 'succeeded' \
+                 OR (status IN ('canceled', 'failed') AND provider_cost_micros > 0)) \
+                 AND completed_at >= $1 \
+                 GROUP BY model, provider ORDER BY model, provider",
+            )
+            .bind(since)
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(model, provider, generations, revenue, provider_cost, uncosted)| {
+                    ProviderModelUsage {
+                        model,
+                        provider,
+                        generations,
+                        revenue: Micros(revenue),
+                        provider_cost: Micros(provider_cost),
+                        uncosted,
+                    }
                 },
             )
             .collect())

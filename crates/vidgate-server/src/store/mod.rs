@@ -89,7 +89,7 @@ pub use generations::{
     CancelOutcome, Generation, IDEMPOTENCY_WINDOW, IdempotencyKey, ListFilter, NewGeneration,
     SubmitOutcome, SubmitRefusal,
 };
-pub use ledger::{DailySpend, LedgerEntry, ModelDayUsage};
+pub use ledger::{DailySpend, LedgerEntry, ModelDayUsage, ProviderModelUsage};
 pub use low_balance::{BALANCE_LOW_EVENT, LowBalanceSetting};
 pub use operations::SchemaState;
 pub use operator::{
@@ -98,7 +98,7 @@ pub use operator::{
 };
 pub use postgres::PgStore;
 pub use provider_health::ProviderHealth;
-pub use provider_jobs::{NewProviderJob, ProviderJob};
+pub use provider_jobs::{GenerationProvider, NewProviderJob, ProviderJob, ProviderRouting};
 pub use queue::{ClaimableModels, FailureDetail, ProviderRun, QueueDepth, RescueReport};
 pub use retention::ExpiredFile;
 pub use schema::{Migration, Migrations, migrate, pending_migrations};

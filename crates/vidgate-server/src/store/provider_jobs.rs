@@ -13,14 +13,17 @@ use super::{Store, StoreError, now_millis};
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewProviderJob {
     pub generation_id: String,
-    /// `fal` or `replicate`.
+    /// A registered provider's name (`fal`, `replicate`, …).
     pub provider: String,
-    /// The fal endpoint id or the Replicate model.
+    /// The provider's target (a fal endpoint id, a Replicate model, …).
     pub target: String,
     /// Exactly what is sent, so a reconcile can recognise the job.
     pub input: Value,
     /// When the submit was about to be sent (Unix ms).
     pub intent_at: i64,
+    /// Why a failover model's routing chose this provider (`cheapest`,
+    /// `fastest`, …); `None` for a model at one provider.
+    pub route_reason: Option<String>,
 }
 
 /// A generation's provider job as recorded.
@@ -35,6 +38,7 @@ pub struct ProviderJob {
     /// reconcile found the job).
     pub job_id: Option<String>,
     pub submitted_at: Option<i64>,
+    pub route_reason: Option<String>,
 }
 
 type ProviderJobRow = (
@@ -45,10 +49,12 @@ type ProviderJobRow = (
     i64,
     Option<String>,
     Option<i64>,
+    Option<String>,
 );
 
 fn provider_job_from_row(row: ProviderJobRow) -> Result<ProviderJob, StoreError> {
-    let (generation_id, provider, target, input, intent_at, job_id, submitted_at) = row;
+    let (generation_id, provider, target, input, intent_at, job_id, submitted_at, route_reason) =
+        row;
     let input = serde_json::from_str(&input).map_err(|error| {
         StoreError::Corrupt(format!("the provider input of {generation_id}: {error}"))
     })?;
@@ -60,6 +66,7 @@ fn provider_job_from_row(row: ProviderJobRow) -> Result<ProviderJob, StoreError>
         intent_at,
         job_id,
         submitted_at,
+        route_reason,
     })
 }
 
@@ -76,7 +83,7 @@ impl Store {
             fetch_optional,
             sqlx::query_as(
                 "SELECT generation_id, provider, target, input, intent_at, job_id, \
-                 submitted_at FROM provider_jobs WHERE generation_id = $1",
+                 submitted_at, route_reason FROM provider_jobs WHERE generation_id = $1",
             )
             .bind(generation_id)
         )?;
@@ -93,8 +100,9 @@ impl Store {
         let inserted = execute_on_writer!(
             self,
             sqlx::query(
-                "INSERT INTO provider_jobs (generation_id, provider, target, input, intent_at) \
-                 SELECT $1, $2, $3, $4, $5 WHERE EXISTS \
+                "INSERT INTO provider_jobs \
+                 (generation_id, provider, target, input, intent_at, route_reason) \
+                 SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS \
                  (SELECT 1 FROM generations WHERE id = $1 AND status = 'running') \
                  ON CONFLICT (generation_id) DO NOTHING",
             )
@@ -103,6 +111,7 @@ impl Store {
             .bind(&intent.target)
             .bind(intent.input.to_string())
             .bind(intent.intent_at)
+            .bind(&intent.route_reason)
         )?;
         Ok(inserted == 1)
     }
@@ -200,5 +209,130 @@ impl Store {
     /// own webhooks).
     pub async fn provider_webhook_announcements(&self) -> Option<broadcast::Receiver<String>> {
         self.hear_other_nodes().await
+    }
+}
+
+/// Which provider serves (or served) a generation, what it cost the
+/// operator, and why routing chose it: the operator's view of a
+/// generation beside what its customer sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerationProvider {
+    pub generation_id: String,
+    /// The provider that ran it (recorded at its end), else the one its
+    /// job is recorded at now.
+    pub provider: String,
+    /// The operator's cost, once recorded (`costs` lines).
+    pub cost: Option<vidgate_core::Micros>,
+    /// Why a failover model's routing chose the provider; `None` for a
+    /// model at one provider, or once the job ended at another provider
+    /// than the recorded intent's.
+    pub route_reason: Option<String>,
+}
+
+/// One group of recent provider jobs: a provider's jobs of one model and
+/// mode that routing gave it for one reason, with how long the succeeded
+/// ones took from their submit to their generation's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderRouting {
+    pub provider: String,
+    pub model: String,
+    pub mode: String,
+    /// `None` for the jobs of a model at one provider.
+    pub route_reason: Option<String>,
+    pub jobs: i64,
+    /// The succeeded jobs among them, and their submit-to-end times
+    /// summed (Unix ms).
+    pub succeeded: i64,
+    pub succeeded_millis: i64,
+}
+
+impl Store {
+    /// The provider of each of `generation_ids` that has one (a hosted
+    /// generation's job recorded, or its end recorded with a provider).
+    pub async fn generation_providers(
+        &self,
+        generation_ids: &[String],
+    ) -> Result<Vec<GenerationProvider>, StoreError> {
+        if generation_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<String>,
+            Option<String>,
+        )> = on_reader!(self, |reader| {
+            let mut query = sqlx::QueryBuilder::new(
+                "SELECT generations.id, generations.provider, \
+                     generations.provider_cost_micros, provider_jobs.provider, \
+                     provider_jobs.route_reason FROM generations LEFT JOIN provider_jobs \
+                     ON provider_jobs.generation_id = generations.id WHERE generations.id IN (",
+            );
+            let mut ids = query.separated(", ");
+            for generation_id in generation_ids {
+                ids.push_bind(generation_id.as_str());
+            }
+            ids.push_unseparated(")");
+            query.build_query_as().fetch_all(reader).await
+        })?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(generation_id, ran_at, cost, recorded_at, route_reason)| {
+                let provider = ran_at.clone().or_else(|| recorded_at.clone())?;
+                // A reason explains the recorded intent's provider only.
+                let route_reason = route_reason
+                    .filter(|_| ran_at.is_none() || ran_at.as_deref() == recorded_at.as_deref());
+                Some(GenerationProvider {
+                    generation_id,
+                    provider,
+                    cost: cost.map(vidgate_core::Micros),
+                    route_reason,
+                })
+            })
+            .collect())
+    }
+
+    /// The provider jobs whose intent was recorded at or after `since`
+    /// (Unix ms), by provider, model, mode and routing reason.
+    pub async fn provider_routing(&self, since: i64) -> Result<Vec<ProviderRouting>, StoreError> {
+        let rows: Vec<(String, String, String, Option<String>, i64, i64, i64)> = fetch_on_reader!(
+            self,
+            fetch_all,
+            sqlx::query_as(
+                "SELECT provider_jobs.provider, generations.model, generations.mode, \
+                 provider_jobs.route_reason, CAST(COUNT(*) AS BIGINT), \
+                 CAST(SUM(CASE WHEN generations.status = 'succeeded' \
+                 AND generations.completed_at IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT), \
+                 CAST(COALESCE(SUM(CASE WHEN generations.status = 'succeeded' \
+                 AND generations.completed_at IS NOT NULL \
+                 THEN generations.completed_at - provider_jobs.intent_at ELSE 0 END), 0) \
+                 AS BIGINT) \
+                 FROM provider_jobs JOIN generations \
+                 ON generations.id = provider_jobs.generation_id \
+                 WHERE provider_jobs.intent_at >= $1 \
+                 GROUP BY provider_jobs.provider, generations.model, generations.mode, \
+                 provider_jobs.route_reason \
+                 ORDER BY provider_jobs.provider, generations.model, generations.mode, \
+                 provider_jobs.route_reason",
+            )
+            .bind(since)
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(provider, model, mode, route_reason, jobs, succeeded, succeeded_millis)| {
+                    ProviderRouting {
+                        provider,
+                        model,
+                        mode,
+                        route_reason,
+                        jobs,
+                        succeeded,
+                        succeeded_millis,
+                    }
+                },
+            )
+            .collect())
     }
 }

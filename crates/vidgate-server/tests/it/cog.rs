@@ -398,6 +398,7 @@ fn job(generation_id: &str, prompt: &str) -> Job {
         width: 320,
         height: 240,
         seed: 7,
+        price: vidgate_core::Micros(0),
     }
 }
 

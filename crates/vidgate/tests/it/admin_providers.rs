@@ -8,9 +8,13 @@ use std::time::Duration;
 use crate::support::sqlite_admin_json;
 use serde_json::{Value, json};
 use vidgate_core::Micros;
-use vidgate_server::store::{self, NewGeneration, ProviderHealth, ProviderRun, SubmitOutcome};
+use vidgate_server::store::{
+    self, NewGeneration, NewProviderJob, ProviderHealth, ProviderRun, SubmitOutcome,
+};
 
-/// Submits, claims and finishes a generation of M1 as a worker would.
+/// Submits, claims and finishes a generation of M1 as a worker would; one
+/// run at a provider has its provider job recorded first, as a failover
+/// model's routing records it.
 async fn succeed(
     store: &store::Store,
     account_id: &str,
@@ -44,6 +48,17 @@ async fn succeed(
         .unwrap()
         .unwrap();
     assert_eq!(claimed.id, id);
+    if let Some(run) = &provider_run {
+        let intent = NewProviderJob {
+            generation_id: id.into(),
+            provider: run.provider.clone(),
+            target: "alibaba/wan-3.0/text-to-video".into(),
+            input: json!({ "prompt": "a kite" }),
+            intent_at: store::now_millis(),
+            route_reason: Some("cheapest".into()),
+        };
+        assert!(store.record_provider_intent(&intent).await.unwrap());
+    }
     assert!(
         store
             .finish_succeeded(id, "node/w0", json!({}), provider_run.as_ref())
@@ -63,7 +78,7 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
     let key_id = created["key_id"].as_str().unwrap();
     assert_eq!(
         sqlite_admin_json(data_dir.path(), &["providers"]),
-        json!({ "providers": [] })
+        json!({ "providers": [], "routing": [] })
     );
 
     let database_url = vidgate_server::default_database_url(data_dir.path());
@@ -119,6 +134,22 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
     assert_eq!(row["uncosted_generations"], 1);
     let today = vidgate_server::representation::rfc3339(now);
     assert_eq!(row["date"].as_str(), Some(&today[..10]));
+    // Per provider and model: fal's margin, and the engine's revenue with
+    // its cost unknown.
+    assert_eq!(
+        usage["by_provider"],
+        json!([
+            { "model": "vendor_1/model_1", "provider": null, "generations": 1,
+              "revenue_usd": 0.3, "provider_cost_usd": 0.0, "margin_usd": 0.3,
+              "revenue_micros": 300_000, "provider_cost_micros": 0, "margin_micros": 300_000,
+              "uncosted_generations": 1 },
+            { "model": "vendor_1/model_1", "provider": "fal", "generations": 1,
+              "revenue_usd": 0.5, "provider_cost_usd": 0.2, "margin_usd": 0.3,
+              "revenue_micros": 500_000, "provider_cost_micros": 200_000, "margin_micros": 300_000,
+              "uncosted_generations": 0 },
+        ]),
+        "{usage}"
+    );
 
     let providers = sqlite_admin_json(data_dir.path(), &["providers"]);
     let fal = &providers["providers"][0];
@@ -127,6 +158,23 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
     assert_eq!(fal["consecutive_failures"], 5);
     assert_eq!(fal["last_error"], "the provider refused our credential");
     assert_eq!(fal["latency_ms"], 120);
+    // The last day's jobs per provider, model and mode: their share and
+    // why routing sent them there.
+    let routing = &providers["routing"];
+    assert_eq!(routing.as_array().unwrap().len(), 1, "{providers}");
+    assert_eq!(routing[0]["provider"], "fal");
+    assert_eq!(routing[0]["model"], "vendor_1/model_1");
+    assert_eq!(routing[0]["mode"], "text-to-video");
+    assert_eq!(routing[0]["jobs"], 1);
+    assert_eq!(routing[0]["share_of_jobs"], 1.0);
+    assert_eq!(routing[0]["succeeded"], 1);
+    assert!(
+        routing[0]["mean_submit_to_finish_seconds"]
+            .as_f64()
+            .unwrap()
+            >= 0.0
+    );
+    assert_eq!(routing[0]["decisions"], json!({ "cheapest": 1 }));
 
     // With the servers' backends file: each provider credential's request
     // budget, its defaults and the file's overrides.

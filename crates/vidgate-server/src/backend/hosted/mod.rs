@@ -48,6 +48,7 @@ pub mod model_config;
 pub mod protocol;
 pub mod providers;
 pub mod references;
+pub mod route;
 pub mod schema_check;
 pub mod schemas;
 pub mod webhook_urls;
@@ -71,6 +72,7 @@ use budget::{BudgetedProtocol, ProviderBudget};
 use circuit::ProviderCircuit;
 use model_config::{HostedModelConfig, HostedTimeouts, Unserved};
 use protocol::{FailureKind, ProviderProtocol};
+use route::{RecentLatencies, RouteReason};
 
 /// A backend that runs a model's jobs at a hosted provider.
 pub struct HostedBackend {
@@ -92,6 +94,10 @@ pub struct HostedBackend {
     /// The jobs this process follows, by generation: a verified webhook
     /// wakes the follower to read the job's state at once.
     following: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+    /// This node's recent submit-to-finish times of the model's jobs here,
+    /// which a failover model's `latency` route reads.
+    latencies: Arc<RecentLatencies>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl HostedBackend {
@@ -155,15 +161,28 @@ impl HostedBackend {
         Ok(())
     }
 
+    /// The job's cost here by the `costs` lines, on today's prices.
+    fn request_cost(
+        &self,
+        mode: vidgate_core::Mode,
+        input: &vidgate_core::ValidatedInput,
+    ) -> Option<vidgate_core::Micros> {
+        let today = time::OffsetDateTime::now_utc().date().to_string();
+        self.config.request_cost(mode, input, &today)
+    }
+
     /// Runs a job at this provider. With `may_fail_over`, it gives up as
     /// soon as the provider is known not to have the job and either its
     /// creates circuit is open or a submit with an unknown outcome proved
     /// to have created nothing, so that another provider can take it.
+    /// `route` is why a failover model's routing chose this provider,
+    /// recorded with a new intent.
     async fn run_job(
         &self,
         job: Job,
         cancel: CancellationToken,
         may_fail_over: bool,
+        route: Option<RouteReason>,
     ) -> Result<RenderedClip, HostedFailure> {
         let store = &self.store;
         let _in_flight = self.budget().job_in_flight();
@@ -171,7 +190,7 @@ impl HostedBackend {
         // the wait begins still wakes it.
         let following = self.follow_wakeups(&job.generation_id);
         let submitted = tokio::select! {
-            found = self.find_or_submit(store, &job, may_fail_over, &following.wakeup) => found?,
+            found = self.find_or_submit(store, &job, may_fail_over, route, &following.wakeup) => found?,
             _ = cancel.cancelled() => return Err(JobFailure::Interrupted.into()),
         };
         tracing::info!(generation = %job.generation_id, provider = self.protocol.name(), target = %submitted.target.0, provider_job = %submitted.job_id, "following the provider job");
@@ -183,6 +202,7 @@ impl HostedBackend {
                 &cancel,
             )
             .await?;
+        self.record_latency(job.mode, &submitted);
         let mut clip = tokio::select! {
             copied = self.copy_output(&video_url) => copied?,
             _ = cancel.cancelled() => return Err(JobFailure::Interrupted.into()),
@@ -204,6 +224,24 @@ impl HostedBackend {
     }
 }
 
+impl HostedBackend {
+    /// Measures a job the provider finished: the time from its submit (the
+    /// intent, as recorded, so a job resumed after a restart counts from
+    /// its first submit) to now, without our copy of its output.
+    fn record_latency(&self, mode: vidgate_core::Mode, submitted: &submit::SubmittedJob) {
+        let took_ms = (crate::store::now_millis() - submitted.created_at).max(0);
+        let mean = self
+            .latencies
+            .record(mode, Duration::from_millis(took_ms as u64));
+        self.metrics.set_provider_latency(
+            &self.model_id,
+            self.provider_name(),
+            mode.as_str(),
+            mean,
+        );
+    }
+}
+
 #[async_trait]
 impl Backend for HostedBackend {
     fn kind(&self) -> &'static str {
@@ -219,7 +257,7 @@ impl Backend for HostedBackend {
     }
 
     async fn run(&self, job: Job, cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
-        self.run_job(job, cancel, false)
+        self.run_job(job, cancel, false, None)
             .await
             .map_err(|failed| failed.failure)
     }

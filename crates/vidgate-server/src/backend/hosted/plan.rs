@@ -27,6 +27,7 @@ pub(in crate::backend) struct HostedParts<'a> {
     pub webhook_urls: &'a ProviderWebhookUrls,
     pub circuits: &'a ProviderCircuits,
     pub budgets: &'a ProviderBudgets,
+    pub metrics: &'a Arc<crate::metrics::Metrics>,
 }
 
 /// A model at a hosted provider as the backends file describes it, checked
@@ -153,6 +154,8 @@ impl HostedBackend {
             output_client,
             webhook_urls: parts.webhook_urls.clone(),
             following: Arc::default(),
+            latencies: Arc::default(),
+            metrics: parts.metrics.clone(),
         })
     }
 }

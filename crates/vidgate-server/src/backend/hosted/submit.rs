@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 
 use super::model_config::seconds;
 use super::protocol::{JobDeadlines, JobToCreate, ProviderError, ProviderProtocol, ProviderTarget};
+use super::route::RouteReason;
 use super::{
     Backoff, HostedBackend, HostedFailure, config_failure, failure, refused_code, store_failure,
 };
@@ -24,6 +25,7 @@ impl HostedBackend {
         store: &Arc<Store>,
         job: &Job,
         may_fail_over: bool,
+        route: Option<RouteReason>,
         wakeup: &Notify,
     ) -> Result<SubmittedJob, HostedFailure> {
         // Past the whole job's deadline a new submit would only make a paid
@@ -97,6 +99,7 @@ impl HostedBackend {
                 target: target.0.clone(),
                 input: input.clone(),
                 intent_at: crate::store::now_millis(),
+                route_reason: route.map(|reason| reason.as_str().to_owned()),
             };
             if !store
                 .record_provider_intent(&intent)

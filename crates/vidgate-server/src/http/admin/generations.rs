@@ -1,7 +1,11 @@
 //! `GET /admin/v1/generations`: generations across accounts, newest first,
 //! with the public list's filters and cursor (`status`, `model`, `cursor`,
 //! `limit`) plus `account_id` and a creation range (`created_from`
-//! inclusive, `created_until` exclusive, RFC 3339).
+//! inclusive, `created_until` exclusive, RFC 3339). Each generation also
+//! shows the hosted provider that serves it, the operator's cost and why
+//! routing chose that provider.
+
+use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -17,7 +21,7 @@ use crate::http::generations::{
 };
 use crate::http::{ApiError, generation_json};
 use crate::state::AppState;
-use crate::store::OperatorGenerationFilter;
+use crate::store::{GenerationProvider, OperatorGenerationFilter};
 
 #[derive(Deserialize)]
 pub struct GenerationsQuery {
@@ -75,7 +79,7 @@ pub const LIST: Operation = Operation {
     body: None,
     success: Success {
         status: "200",
-        description: "A page of Generation records, each with its account_id, as the public list answers.",
+        description: "A page of Generation records, each with its account_id and its provider (name, cost_micros, route_reason; null for a model not at a hosted provider), as the public list answers.",
         also_csv: false,
     },
     refusals: &[],
@@ -100,11 +104,34 @@ pub async fn list(
         .list_generations_across_accounts(&filter)
         .await?;
     let (generations, next_cursor) = one_page(generations, page_size);
+    let ids: Vec<String> = generations
+        .iter()
+        .map(|generation| generation.id.clone())
+        .collect();
+    let providers: HashMap<String, GenerationProvider> = state
+        .store
+        .generation_providers(&ids)
+        .await?
+        .into_iter()
+        .map(|provider| (provider.generation_id.clone(), provider))
+        .collect();
     let data: Vec<Value> = generations
         .iter()
         .map(|generation| {
             let mut shown = generation_json(generation, &state.api_base);
             shown["account_id"] = json!(generation.account_id);
+            // Which provider serves it, what it cost the operator and why
+            // routing chose the provider: the operator's, never the
+            // customer's, view.
+            shown["provider"] = providers
+                .get(&generation.id)
+                .map_or(Value::Null, |provider| {
+                    json!({
+                        "name": provider.provider,
+                        "cost_micros": provider.cost.map(|cost| cost.0),
+                        "route_reason": provider.route_reason,
+                    })
+                });
             shown
         })
         .collect();

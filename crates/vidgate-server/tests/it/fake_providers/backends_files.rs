@@ -61,6 +61,26 @@ pub fn failover_backends_adjusted(
     timeouts: &Value,
     adjust: impl Fn(Provider, &mut Value),
 ) -> BackendsConfig {
+    failover_backends_routed(
+        fake,
+        model,
+        (fal_key, replicate_token),
+        timeouts,
+        json!({}),
+        adjust,
+    )
+}
+
+/// `failover_backends_adjusted`, the failover entry's own fields
+/// (`route`, `allow_loss`) taken from `routing`.
+pub fn failover_backends_routed(
+    fake: &FakeProviders,
+    model: &str,
+    (fal_key, replicate_token): (&str, &str),
+    timeouts: &Value,
+    routing: Value,
+    adjust: impl Fn(Provider, &mut Value),
+) -> BackendsConfig {
     let entry = |name: &str| -> Value {
         let example = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../examples/hosted")
@@ -80,8 +100,11 @@ pub fn failover_backends_adjusted(
     replicate["timeouts"] = timeouts.clone();
     adjust(Provider::Fal, &mut fal);
     adjust(Provider::Replicate, &mut replicate);
-    let file = json!({ "models": { model: {
-        "backend": "failover", "providers": [fal, replicate] } } });
+    let mut entry = json!({ "backend": "failover", "providers": [fal, replicate] });
+    for (field, value) in routing.as_object().cloned().unwrap_or_default() {
+        entry[field] = value;
+    }
+    let file = json!({ "models": { model: entry } });
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("failover.json");
     std::fs::write(&path, file.to_string()).unwrap();

@@ -235,7 +235,11 @@ async fn drive(state: Arc<FakeState>, id: String) {
     let Some(job) = state.job(&id) else { return };
     let (queue_for, run_for) = {
         let switches = state.switches.lock().unwrap();
-        (switches.queue_for, switches.run_for)
+        let slower = switches
+            .runs_longer_at
+            .filter(|(provider, _)| *provider == job.provider)
+            .map_or(Duration::ZERO, |(_, longer)| longer);
+        (switches.queue_for, switches.run_for + slower)
     };
     let waits_until_start = if job.marker("slow-start") {
         queue_for + Duration::from_secs(3)

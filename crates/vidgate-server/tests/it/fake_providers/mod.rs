@@ -94,7 +94,7 @@ mod webhooks;
 
 pub use backends_files::{
     backends_file_at_fake, example_backends, example_entry, failover_backends,
-    failover_backends_adjusted,
+    failover_backends_adjusted, failover_backends_routed,
 };
 use media::{HUGE_OUTPUT_BYTES, HugeBody, render};
 pub use media::{PADDED_OUTPUT_FREE_BYTES, hex_digest};
@@ -265,6 +265,9 @@ pub struct Switches {
     /// How long a job waits in the queue, and how long it runs.
     pub queue_for: Duration,
     pub run_for: Duration,
+    /// Jobs at this provider run this much longer: a provider that is
+    /// slower than the other, for the latency route.
+    pub runs_longer_at: Option<(Provider, Duration)>,
     /// Every successful job's output is one clip, rendered once: for load
     /// benchmarks, whose thousands of renders would otherwise take the
     /// machine from the node being measured.
@@ -330,6 +333,7 @@ impl Default for Switches {
             fal_cancel_queued_answer: "OK",
             queue_for: Duration::from_millis(100),
             run_for: Duration::from_millis(100),
+            runs_longer_at: None,
             reuse_outputs: false,
             replicate_limits: None,
             replicate_removes_data_after: None,

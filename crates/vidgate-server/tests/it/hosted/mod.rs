@@ -11,6 +11,7 @@ mod failover;
 mod media;
 mod pool;
 mod reconcile;
+mod routing;
 mod runs;
 mod webhooks;
 

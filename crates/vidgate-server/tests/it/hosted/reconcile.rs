@@ -63,6 +63,7 @@ async fn a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resu
             width: 1920,
             height: 1080,
             seed: 7,
+            price: claimed.price,
         };
         let dying = tokio::spawn(async move { backend.run(job, CancellationToken::new()).await });
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -390,6 +390,7 @@ async fn two_adoptions_of_one_provider_job_at_once_give_it_to_one_generation(sto
                 target: "fal-ai/kite/text-to-video".into(),
                 input: json!({ "prompt": "two kites, one job" }),
                 intent_at: unix_now() * 1000,
+                route_reason: None,
             };
             assert!(store.record_provider_intent(&intent).await.unwrap());
             generation_ids.push(claimed.id);

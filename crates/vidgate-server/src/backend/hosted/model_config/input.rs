@@ -39,18 +39,26 @@ impl HostedModelConfig {
 
     /// Where a job goes.
     pub fn target(&self, job: &Job) -> Result<ProviderTarget, String> {
+        self.target_of(job.mode, &job.input)
+    }
+
+    /// Where a job of `mode` with `input` goes.
+    pub fn target_of(
+        &self,
+        mode_of_job: vidgate_core::Mode,
+        input: &vidgate_core::ValidatedInput,
+    ) -> Result<ProviderTarget, String> {
         let mode = self
-            .mode(job.mode)
-            .ok_or_else(|| format!("the mode {} is not configured", job.mode.as_str()))?;
-        if let Some(variant) = Self::variant(mode, &job.input) {
+            .mode(mode_of_job)
+            .ok_or_else(|| format!("the mode {} is not configured", mode_of_job.as_str()))?;
+        if let Some(variant) = Self::variant(mode, input) {
             return Ok(ProviderTarget(variant.target.clone()));
         }
         if let Some(target) = &mode.target {
             return Ok(ProviderTarget(target.clone()));
         }
         let by = mode.target_by.as_ref().ok_or("no target is configured")?;
-        let value = job
-            .input
+        let value = input
             .get(&by.parameter)
             .map(value_key)
             .ok_or_else(|| format!("the job has no {}", by.parameter))?;
@@ -58,6 +66,25 @@ impl HostedModelConfig {
             .get(&value)
             .map(|target| ProviderTarget(target.clone()))
             .ok_or_else(|| format!("no target for {} {value}", by.parameter))
+    }
+
+    /// What a job of `mode` with `input` would cost the operator here on
+    /// `day` (`YYYY-MM-DD`), by the `costs` lines of its target and values
+    /// and its requested seconds: what routing compares, before the clip
+    /// exists. `None` without a matching line.
+    pub fn request_cost(
+        &self,
+        mode: vidgate_core::Mode,
+        input: &vidgate_core::ValidatedInput,
+        day: &str,
+    ) -> Option<vidgate_core::Micros> {
+        let target = self.target_of(mode, input).ok()?;
+        self.cost_of(
+            &input.to_json(),
+            &target.0,
+            day,
+            f64::from(input.duration_s()),
+        )
     }
 
     /// The provider's input for a job submitted now: the fixed fields, then

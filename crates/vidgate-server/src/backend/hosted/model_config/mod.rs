@@ -452,6 +452,9 @@ pub struct ProviderCost {
     /// US dollars per second of output video, as a decimal string
     /// ("0.168"), read exactly into micro-dollars.
     pub usd_per_second: String,
+    /// The provider's page that states the price, and when it was read.
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 impl HostedModelConfig {

@@ -184,6 +184,8 @@ impl HostedModelConfig {
                         media: Default::default(),
                         width: 1280,
                         height: 720,
+                        // Planning sends nothing, so no price is held.
+                        price: vidgate_core::Micros(0),
                     };
                     planned.sent.push(PlannedInput {
                         mode,

@@ -19,6 +19,7 @@ fn job(model: &str, mode: &str, input: Value) -> Job {
         width: 1280,
         height: 720,
         seed: 42,
+        price: vidgate_core::Micros(0),
     }
 }
 
