@@ -166,6 +166,24 @@ async fn a_running_task_is_not_canceled(store: StoreKind) {
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
+/// DashScope takes no deadline with a task, so the start deadline is
+/// vidgate's: a task still PENDING then is canceled (free, as it never
+/// ran) and its generation fails as timed out, refunded.
+async fn a_task_still_pending_at_the_start_deadline_is_canceled_and_refunded(store: StoreKind) {
+    let fake = FakeDashScope::start().await;
+    let timeouts = json!({ "request_seconds": 5, "start_seconds": 1, "job_seconds": 60,
+        "poll_seconds": 0.2, "retry_seconds": 3 });
+    let app = dashscope_app(store, &fake, timeouts).await;
+    let before = app.account_state(&app.account.account.id).await;
+    let done = run(&app, "a kite that never starts [fake:never-start]").await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], "upstream_timeout", "{done}");
+    assert_eq!(fake.tasks()[0].status, TaskStatus::Canceled);
+    let after = app.account_state(&app.account.account.id).await;
+    assert_eq!(after.balance, before.balance, "refunded");
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
 /// A create whose answer is lost made its task: reconcile finds it in the
 /// task list (by the prompt its read shows) and follows it; no second task
 /// is created.
@@ -269,6 +287,7 @@ on_both_stores!(
     failed_and_refused_tasks_fail_and_are_refunded,
     a_pending_task_is_canceled_there_and_refunded,
     a_running_task_is_not_canceled,
+    a_task_still_pending_at_the_start_deadline_is_canceled_and_refunded,
     a_lost_create_answer_is_reconciled_to_its_one_task,
     a_lost_create_that_cannot_be_recognised_fails_at_its_deadline_without_a_second_task,
     an_outage_fails_the_job_refunded_without_a_task,

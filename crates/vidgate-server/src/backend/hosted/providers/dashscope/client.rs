@@ -197,8 +197,8 @@ impl ProviderProtocol for DashScopeClient {
     }
 
     /// TASKS and SDK `BaseAsyncApi.cancel` ("Cancel PENDING task"): only a
-    /// task still queued can be canceled; a success says the cancel was
-    /// taken, and the task's state then says whether it ended.
+    /// task still queued can be canceled, so a success says that it ended
+    /// before it ran; a task that is no longer queued is refused.
     async fn cancel(
         &self,
         _target: &ProviderTarget,
@@ -211,7 +211,7 @@ impl ProviderProtocol for DashScopeClient {
             )
             .await
         {
-            Ok(_) => Ok(CancelOutcome::Requested),
+            Ok(_) => Ok(CancelOutcome::Canceled { ran_seconds: None }),
             Err(ProviderError::NotFound { .. }) => Ok(CancelOutcome::NotFound),
             // A task that is no longer PENDING is refused with a 4xx.
             Err(ProviderError::Refused { .. }) => Ok(CancelOutcome::Refused),
