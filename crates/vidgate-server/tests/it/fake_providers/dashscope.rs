@@ -95,10 +95,6 @@ impl TaskStatus {
             TaskStatus::Canceled => "CANCELED",
         }
     }
-
-    pub fn is_final(&self) -> bool {
-        !matches!(self, TaskStatus::Pending | TaskStatus::Running)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -222,7 +218,13 @@ impl FakeDashScope {
 
     /// The task queries refused with 429, over every second.
     pub fn refused_queries(&self) -> u32 {
-        self.state.queries.lock().unwrap().values().map(|(_, refused)| refused).sum()
+        self.state
+            .queries
+            .lock()
+            .unwrap()
+            .values()
+            .map(|(_, refused)| refused)
+            .sum()
     }
 
     /// The most task queries answered in any one second.
@@ -584,8 +586,10 @@ async fn list(
         })
         .collect();
     // GUESS dashscope-list-shape.
-    Json(json!({ "request_id": request_id(), "data": data, "total": total,
-        "page_no": page_no, "page_size": page_size }))
+    Json(
+        json!({ "request_id": request_id(), "data": data, "total": total,
+        "page_no": page_no, "page_size": page_size }),
+    )
     .into_response()
 }
 
@@ -606,7 +610,11 @@ fn parse_list_time(text: &str) -> Option<f64> {
         number(12..14)? as u8,
     )
     .ok()?;
-    Some(time::PrimitiveDateTime::new(date, clock).assume_utc().unix_timestamp() as f64)
+    Some(
+        time::PrimitiveDateTime::new(date, clock)
+            .assume_utc()
+            .unix_timestamp() as f64,
+    )
 }
 
 /// SDK `cancel`: "Cancel PENDING task"; a task in any other state is
@@ -641,10 +649,7 @@ async fn cancel(
 
 /// The output's URL: an OSS link that needs no key (T2V: "valid for 24
 /// hours").
-async fn output(
-    State(state): State<Arc<DashScopeState>>,
-    Path(task_id): Path<String>,
-) -> Response {
+async fn output(State(state): State<Arc<DashScopeState>>, Path(task_id): Path<String>) -> Response {
     match state.outputs.lock().unwrap().get(&task_id).cloned() {
         Some(bytes) => ([("content-type", "video/mp4")], bytes).into_response(),
         None => StatusCode::NOT_FOUND.into_response(),

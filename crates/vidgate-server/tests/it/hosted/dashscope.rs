@@ -14,7 +14,8 @@ use fake_providers::dashscope::{DASHSCOPE_KEY, FakeDashScope, QUERIES_PER_SECOND
 /// applied with the fake's key as `DASHSCOPE_API_KEY`: what a newcomer
 /// runs with the key alone.
 fn dashscope_backends(fake: &FakeDashScope, timeouts: Value) -> BackendsConfig {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted/dashscope.json");
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted/dashscope.json");
     let mut file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
     for model in file["models"].as_object_mut().unwrap().values_mut() {
         model["api_url"] = json!(fake.api_url());
@@ -24,8 +25,7 @@ fn dashscope_backends(fake: &FakeDashScope, timeouts: Value) -> BackendsConfig {
     let path = directory.path().join("dashscope.json");
     std::fs::write(&path, file.to_string()).unwrap();
     let mut backends = BackendsConfig::builtin(true);
-    let credentials =
-        |name: &str| (name == "DASHSCOPE_API_KEY").then(|| DASHSCOPE_KEY.to_owned());
+    let credentials = |name: &str| (name == "DASHSCOPE_API_KEY").then(|| DASHSCOPE_KEY.to_owned());
     vidgate_server::backend::apply_backends_file_with_credentials(
         &mut backends,
         &path,
@@ -137,7 +137,10 @@ async fn a_pending_task_is_canceled_there_and_refunded(store: StoreKind) {
     assert_eq!(canceled.status(), 200);
     let canceled: Value = canceled.json().await.unwrap();
     assert_eq!(canceled["status"], "canceled", "{canceled}");
-    assert_eq!(fake.task(&task.task_id).unwrap().status, TaskStatus::Canceled);
+    assert_eq!(
+        fake.task(&task.task_id).unwrap().status,
+        TaskStatus::Canceled
+    );
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(after.balance, before.balance, "refunded");
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -203,7 +206,10 @@ async fn a_lost_create_answer_is_reconciled_to_its_one_task(store: StoreKind) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(recorded.job_id.as_deref(), Some(fake.tasks()[0].task_id.as_str()));
+    assert_eq!(
+        recorded.job_id.as_deref(),
+        Some(fake.tasks()[0].task_id.as_str())
+    );
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 

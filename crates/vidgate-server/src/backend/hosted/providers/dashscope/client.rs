@@ -205,10 +205,7 @@ impl ProviderProtocol for DashScopeClient {
         job_id: &str,
     ) -> Result<CancelOutcome, ProviderError> {
         match self
-            .call(
-                self.http
-                    .post(self.url(&format!("tasks/{job_id}/cancel"))),
-            )
+            .call(self.http.post(self.url(&format!("tasks/{job_id}/cancel"))))
             .await
         {
             Ok(_) => Ok(CancelOutcome::Canceled { ran_seconds: None }),
@@ -401,7 +398,11 @@ fn page_items(page: &Value) -> Vec<&Value> {
 fn listed_task_ids(page: &Value, model: &str) -> Vec<String> {
     page_items(page)
         .into_iter()
-        .filter(|task| task["model_name"].as_str().is_none_or(|named| named == model))
+        .filter(|task| {
+            task["model_name"]
+                .as_str()
+                .is_none_or(|named| named == model)
+        })
         .filter_map(|task| task["task_id"].as_str().map(str::to_owned))
         .collect()
 }
@@ -502,8 +503,10 @@ mod tests {
             }
         );
         assert!(matches!(
-            state(json!({ "task_status": "FAILED", "code": "DataInspectionFailed",
-                "message": "Input data may contain inappropriate content." }))
+            state(
+                json!({ "task_status": "FAILED", "code": "DataInspectionFailed",
+                "message": "Input data may contain inappropriate content." })
+            )
             .unwrap(),
             ProviderJobState::Failed(ProviderFailure {
                 kind: FailureKind::Moderated,
@@ -551,20 +554,32 @@ mod tests {
             }
         );
         assert!(matches!(
-            classify(429, json!({ "code": "Throttling.RateQuota", "message": "Requests rate limit exceeded" })),
+            classify(
+                429,
+                json!({ "code": "Throttling.RateQuota", "message": "Requests rate limit exceeded" })
+            ),
             ProviderError::RateLimited { .. }
         ));
         assert!(matches!(
-            classify(400, json!({ "code": "Throttling", "message": "Requests throttling triggered." })),
+            classify(
+                400,
+                json!({ "code": "Throttling", "message": "Requests throttling triggered." })
+            ),
             ProviderError::RateLimited { .. }
         ));
         assert!(matches!(
-            classify(401, json!({ "code": "InvalidApiKey", "message": "Invalid API-key provided." })),
+            classify(
+                401,
+                json!({ "code": "InvalidApiKey", "message": "Invalid API-key provided." })
+            ),
             ProviderError::Unauthorized { .. }
         ));
         assert!(classify(503, json!({})).is_transient());
         assert!(matches!(
-            classify(400, json!({ "code": "InvalidParameter", "message": "duration" })),
+            classify(
+                400,
+                json!({ "code": "InvalidParameter", "message": "duration" })
+            ),
             ProviderError::Refused {
                 kind: FailureKind::Failed,
                 ..
@@ -575,11 +590,15 @@ mod tests {
     #[test]
     fn a_listed_task_is_ours_only_with_the_sent_prompt() {
         let sent = json!({ "prompt": "a kite", "duration": 5 });
-        let read = |prompt: Option<&str>| {
-            json!({ "output": { "task_status": "PENDING", "orig_prompt": prompt } })
-        };
-        assert_eq!(sent_prompt_matches(&sent, &read(Some("a kite"))), Some(true));
-        assert_eq!(sent_prompt_matches(&sent, &read(Some("a cat"))), Some(false));
+        let read = |prompt: Option<&str>| json!({ "output": { "task_status": "PENDING", "orig_prompt": prompt } });
+        assert_eq!(
+            sent_prompt_matches(&sent, &read(Some("a kite"))),
+            Some(true)
+        );
+        assert_eq!(
+            sent_prompt_matches(&sent, &read(Some("a cat"))),
+            Some(false)
+        );
         assert_eq!(sent_prompt_matches(&sent, &read(None)), None);
         let page = json!({ "data": [
             { "task_id": "a", "model_name": "wan2.6-t2v" },
