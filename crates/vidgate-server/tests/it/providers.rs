@@ -693,6 +693,34 @@ async fn the_providers_own_clients_work_against_the_fake() {
     );
 }
 
+/// The fake DashScope checked with DashScope's own Python SDK, `dashscope`
+/// (`tests/dashscope_client.py`): pointed at the fake by its base URL, it
+/// creates a Wan task, waits for it, cancels a queued one and lists both.
+/// It runs when `VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON` names a Python with
+/// `dashscope` (`.ci/run` installs it beside the other providers' clients).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashscopes_own_sdk_works_against_the_fake() {
+    let Some(python) = program_named_by(
+        "VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON",
+        "a Python with dashscope to check the fake DashScope with its own SDK",
+    ) else {
+        return;
+    };
+    let fake = fake_providers::dashscope::FakeDashScope::start().await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dashscope_client.py");
+    let mut command = std::process::Command::new(python);
+    command
+        .arg(script)
+        .arg(fake.api_url())
+        .arg(fake_providers::dashscope::DASHSCOPE_KEY);
+    let (status, printed) = run_program(command, "the Python runs").await;
+    assert!(status.success(), "{printed}");
+    assert!(
+        printed.contains("dashscope: async_call, wait, cancel, fetch, list: ok"),
+        "{printed}"
+    );
+}
+
 /// The fake refuses an input its provider's published schema does not take,
 /// as the provider would (422), so that the backends file's field maps are
 /// held to the schemas in every end-to-end test.

@@ -86,6 +86,7 @@
 //! files at the fake.
 
 mod backends_files;
+pub mod dashscope;
 pub mod fal;
 mod jobs;
 mod media;

@@ -7,6 +7,7 @@
 
 mod budget;
 mod cancel;
+mod dashscope;
 mod failover;
 mod media;
 mod pool;

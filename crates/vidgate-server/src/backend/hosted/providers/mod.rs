@@ -7,6 +7,7 @@
 //! by matching on which one it is, so a new provider is one new folder
 //! here and one line of `PROVIDERS` (ARCHITECTURE.md, "Adding a provider").
 
+pub mod dashscope;
 pub mod fal;
 pub mod replicate;
 
@@ -21,7 +22,7 @@ use super::schemas::InputSchema;
 
 /// Every hosted provider vidgate speaks to, in the order the backends
 /// file's error messages list them.
-pub const PROVIDERS: &[Provider] = &[&fal::Fal, &replicate::Replicate];
+pub const PROVIDERS: &[Provider] = &[&fal::Fal, &replicate::Replicate, &dashscope::DashScope];
 
 /// A registered hosted provider.
 pub type Provider = &'static dyn HostedProvider;
