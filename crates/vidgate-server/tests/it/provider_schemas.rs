@@ -22,7 +22,7 @@ use vidgate_server::backend::{HostedModelConfig, TargetCheck, check_provider_sch
 
 use schema_fake::{REPLICATE_TOKEN, SchemaFake};
 
-const EXAMPLES: [&str; 2] = ["fal.json", "replicate.json"];
+const EXAMPLES: [&str; 3] = ["fal.json", "replicate.json", "modelark.json"];
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -9,6 +9,7 @@ mod budget;
 mod cancel;
 mod failover;
 mod media;
+mod modelark;
 mod pool;
 mod reconcile;
 mod runs;

@@ -8,6 +8,7 @@
 //! here and one line of `PROVIDERS` (ARCHITECTURE.md, "Adding a provider").
 
 pub mod fal;
+pub mod modelark;
 pub mod replicate;
 
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use super::schemas::InputSchema;
 
 /// Every hosted provider vidgate speaks to, in the order the backends
 /// file's error messages list them.
-pub const PROVIDERS: &[Provider] = &[&fal::Fal, &replicate::Replicate];
+pub const PROVIDERS: &[Provider] = &[&fal::Fal, &replicate::Replicate, &modelark::ModelArk];
 
 /// A registered hosted provider.
 pub type Provider = &'static dyn HostedProvider;
@@ -47,7 +48,8 @@ pub trait HostedProvider: Send + Sync + 'static {
     fn default_credential_env(&self) -> &'static str;
 
     /// Its example backends file, from the repository's root: every
-    /// catalog model mapped to its targets.
+    /// catalog model it serves mapped to its targets (all six at an
+    /// aggregator, the maker's own models at a maker's API).
     fn example_file(&self) -> &'static str;
 
     /// Refuses the settings of a model's entry that this provider does not
