@@ -316,8 +316,9 @@ async fn drive(state: Arc<FakeState>, id: String) {
 /// started is timed out (fal's request timeout, Replicate's `aborted`), and
 /// under a lifetime one that runs is canceled.
 async fn enforce_deadline(state: Arc<FakeState>, id: String, deadline: JobDeadline) {
-    let (JobDeadline::Start(seconds) | JobDeadline::Lifetime(seconds) | JobDeadline::Expiry(seconds)) =
-        deadline;
+    let (JobDeadline::Start(seconds)
+    | JobDeadline::Lifetime(seconds)
+    | JobDeadline::Expiry(seconds)) = deadline;
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
     let mut ended_now = false;
     let job = state.update(&id, |job| {

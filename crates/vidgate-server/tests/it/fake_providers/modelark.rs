@@ -249,7 +249,11 @@ async fn create(State(state): State<Arc<FakeState>>, headers: HeaderMap, body: B
             &format!("The parameter {unknown} is not valid."),
         );
     }
-    let model = request["model"].as_str().unwrap_or_default().to_owned();
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     if !MODELS.contains(&model.as_str()) {
         return error(
             StatusCode::NOT_FOUND,
@@ -333,7 +337,9 @@ pub fn task(state: &FakeState, job: &FakeJob) -> Value {
         FakeStatus::Running => ("running", Value::Null),
         FakeStatus::Succeeded => ("succeeded", Value::Null),
         // GUESS modelark-moderation-code.
-        FakeStatus::Failed { moderated: true, .. } => (
+        FakeStatus::Failed {
+            moderated: true, ..
+        } => (
             "failed",
             json!({ "code": "OutputVideoSensitiveContentDetected",
                 "message": "The request failed because the output video may contain sensitive information." }),
@@ -385,7 +391,10 @@ async fn read(
         return refused;
     }
     state.count_state_read(&id);
-    match state.job(&id).filter(|job| job.provider == Provider::ModelArk) {
+    match state
+        .job(&id)
+        .filter(|job| job.provider == Provider::ModelArk)
+    {
         Some(job) => Json(task(&state, &job)).into_response(),
         None => not_found(),
     }
@@ -414,17 +423,24 @@ async fn list(
             "The service is temporarily unavailable.",
         );
     }
-    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .into_owned()
-        .collect();
+    let pairs: Vec<(String, String)> =
+        url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
     let first = |name: &str| {
         pairs
             .iter()
             .find(|(key, _)| key == name)
             .map(|(_, value)| value.clone())
     };
-    let page_num: usize = first("page_num").and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
-    let page_size: usize = first("page_size").and_then(|n| n.parse().ok()).unwrap_or(10).clamp(1, 500);
+    let page_num: usize = first("page_num")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let page_size: usize = first("page_size")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10)
+        .clamp(1, 500);
     let status = first("filter.status");
     let model = first("filter.model");
     let task_ids: Vec<&String> = pairs
@@ -441,7 +457,11 @@ async fn list(
         .filter(|job| model.as_ref().is_none_or(|model| &job.target == model))
         .filter(|job| task_ids.is_empty() || task_ids.contains(&&job.id))
         .map(|job| task(&state, job))
-        .filter(|task| status.as_ref().is_none_or(|status| task["status"] == status.as_str()))
+        .filter(|task| {
+            status
+                .as_ref()
+                .is_none_or(|status| task["status"] == status.as_str())
+        })
         .collect();
     // GUESS modelark-list-order: newest first.
     tasks.sort_by_key(|task| std::cmp::Reverse(task["created_at"].as_i64()));
@@ -462,7 +482,10 @@ async fn delete(
     if let Some(refused) = gate(&state, &headers, CallClass::Others) {
         return refused;
     }
-    let Some(job) = state.job(&id).filter(|job| job.provider == Provider::ModelArk) else {
+    let Some(job) = state
+        .job(&id)
+        .filter(|job| job.provider == Provider::ModelArk)
+    else {
         return not_found();
     };
     match job.status {

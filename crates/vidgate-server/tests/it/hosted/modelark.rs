@@ -15,7 +15,11 @@ use fake_providers::modelark::created_body;
 const SEEDANCE: &str = "vendor_4/model_4";
 
 /// The example file, pointed at the fake, with timeouts for tests.
-fn modelark_backends(fake: &FakeProviders, request_seconds: f64, retry_seconds: f64) -> BackendsConfig {
+fn modelark_backends(
+    fake: &FakeProviders,
+    request_seconds: f64,
+    retry_seconds: f64,
+) -> BackendsConfig {
     backends_for(fake, Provider::ModelArk, request_seconds, retry_seconds)
 }
 
@@ -61,7 +65,10 @@ async fn seedance_runs_at_modelark_with_its_video_in_our_storage(store: StoreKin
             .is_some_and(|identifier| identifier.starts_with("vg-")),
         "{body}"
     );
-    assert!(body.get("callback_url").is_none(), "no public URL, no callback");
+    assert!(
+        body.get("callback_url").is_none(),
+        "no public URL, no callback"
+    );
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
@@ -89,7 +96,12 @@ async fn a_queued_modelark_task_is_canceled_there_and_a_running_one_is_not(store
     fake.switches(|switches| switches.queue_for = Duration::from_secs(30));
     let app = app_at(store, modelark_backends(&fake, 5.0, 20.0), 2).await;
     let before = app.account_state(&app.account.account.id).await;
-    let generation = submit(&app, SEEDANCE, text_to_video(SEEDANCE, "a kite canceled in the queue")).await;
+    let generation = submit(
+        &app,
+        SEEDANCE,
+        text_to_video(SEEDANCE, "a kite canceled in the queue"),
+    )
+    .await;
     let id = generation["id"].as_str().unwrap();
     let job = recorded_job(&app, &fake, id).await;
     let canceled = app.cancel(&generation, app.key()).await;
@@ -109,7 +121,12 @@ async fn a_queued_modelark_task_is_canceled_there_and_a_running_one_is_not(store
         switches.queue_for = Duration::from_millis(100);
         switches.run_for = Duration::from_secs(2);
     });
-    let generation = submit(&app, SEEDANCE, text_to_video(SEEDANCE, "a kite already in flight")).await;
+    let generation = submit(
+        &app,
+        SEEDANCE,
+        text_to_video(SEEDANCE, "a kite already in flight"),
+    )
+    .await;
     let id = generation["id"].as_str().unwrap();
     let mut job = recorded_job(&app, &fake, id).await;
     while job.status == FakeStatus::Queued {
@@ -151,7 +168,11 @@ async fn a_lost_modelark_create_is_found_by_its_identifier_never_sent_twice(stor
     let done = run_seedance(&app, "a kite whose create is lost for good").await;
     assert_eq!(done["status"], "failed", "{done}");
     assert_eq!(done["error"]["code"], "upstream_error", "{done}");
-    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 1, "never sent twice");
+    assert_eq!(
+        fake.jobs_at(Provider::ModelArk).len(),
+        1,
+        "never sent twice"
+    );
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(after.balance, before.balance, "refunded");
     app.assert_ledger_invariant(&app.account.account.id).await;
@@ -161,7 +182,12 @@ async fn a_modelark_outage_then_recovery_leaves_one_task(store: StoreKind) {
     let fake = FakeProviders::start().await;
     fake.switches(|switches| switches.down = true);
     let app = app_at(store, modelark_backends(&fake, 1.0, 30.0), 2).await;
-    let generation = submit(&app, SEEDANCE, text_to_video(SEEDANCE, "a kite in an outage")).await;
+    let generation = submit(
+        &app,
+        SEEDANCE,
+        text_to_video(SEEDANCE, "a kite in an outage"),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(fake.jobs_at(Provider::ModelArk).is_empty());
     fake.switches(|switches| switches.down = false);
@@ -173,9 +199,7 @@ async fn a_modelark_outage_then_recovery_leaves_one_task(store: StoreKind) {
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
-async fn modelark_429s_and_its_queued_task_limit_are_waited_out_by_the_budget(
-    store: StoreKind,
-) {
+async fn modelark_429s_and_its_queued_task_limit_are_waited_out_by_the_budget(store: StoreKind) {
     let fake = FakeProviders::start().await;
     fake.switches(|switches| {
         switches.rate_limit_next = 3;
@@ -193,7 +217,11 @@ async fn modelark_429s_and_its_queued_task_limit_are_waited_out_by_the_budget(
             .await;
         assert_eq!(done["status"], "succeeded", "{done}");
     }
-    assert_eq!(fake.state.switches.lock().unwrap().rate_limit_next, 0, "the 429s were answered");
+    assert_eq!(
+        fake.state.switches.lock().unwrap().rate_limit_next,
+        0,
+        "the 429s were answered"
+    );
     assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 2, "one task each");
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
@@ -211,18 +239,26 @@ async fn modelark_callbacks_are_taken_as_hints_and_the_job_ends_as_read(store: S
     let done = run_seedance(&app, "a kite told by callback").await;
     assert_eq!(done["status"], "succeeded", "{done}");
     // Without the callback the first read would come after 30 s.
-    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     let job = &fake.jobs_at(Provider::ModelArk)[0];
     let body = created_body(&fake.state, &job.id);
     assert!(
         body["callback_url"]
             .as_str()
-            .is_some_and(|url| url.starts_with(&app.api_base)),
+            .is_some_and(|url| url.starts_with(&format!(
+                "{}/internal/providers/{SEEDANCE}/",
+                app.api_base.trim_end_matches("/api/v1")
+            ))),
         "{body}"
     );
     let sent = fake.state.webhooks_sent.lock().unwrap().clone();
     assert!(
-        sent.iter().any(|(id, status)| id == &job.id && *status == 200),
+        sent.iter()
+            .any(|(id, status)| id == &job.id && *status == 200),
         "{sent:?}"
     );
 

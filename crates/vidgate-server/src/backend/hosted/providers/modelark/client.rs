@@ -287,7 +287,10 @@ pub fn submit_identifier(target: &str, input: &Value) -> String {
     digest.update([0]);
     digest.update(input.to_string().as_bytes());
     let bytes = digest.finalize();
-    let hex: String = bytes[..18].iter().map(|byte| format!("{byte:02x}")).collect();
+    let hex: String = bytes[..18]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
     format!("vg-{hex}")
 }
 
@@ -324,7 +327,11 @@ pub fn create_body(
                     let url = url
                         .as_str()
                         .ok_or_else(|| format!("{name}: a URL is required"))?;
-                    content.push(json!({ "type": kind, *kind: { "url": url }, "role": role }));
+                    let mut item = Map::new();
+                    item.insert("type".into(), json!(kind));
+                    item.insert((*kind).into(), json!({ "url": url }));
+                    item.insert("role".into(), json!(role));
+                    content.push(Value::Object(item));
                 }
             }
             None => {
