@@ -141,6 +141,7 @@ async fn every_target_that_takes_references_receives_them_in_its_own_syntax(stor
                     "<<<image_1>>> meets <<<image_2>>> (write to a@Image1.com)".into(),
                 ));
             }
+            Provider::ModelArk => unreachable!("this test runs fal and Replicate"),
         }
         for (endpoint, body, target, expected) in cases {
             let done = run(&app, endpoint, body).await;

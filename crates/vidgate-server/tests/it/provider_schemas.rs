@@ -22,11 +22,12 @@ use vidgate_server::backend::{HostedModelConfig, TargetCheck, check_provider_sch
 
 use schema_fake::{REPLICATE_TOKEN, SchemaFake};
 
-const EXAMPLES: [&str; 3] = ["fal.json", "replicate.json", "dashscope.json"];
+const EXAMPLES: [&str; 4] = ["fal.json", "replicate.json", "modelark.json", "dashscope.json"];
 
 /// The example files whose providers publish machine-readable schemas, read
-/// by the live check. DashScope publishes none (its API references are
-/// prose pages): its transcribed schemas are the only check of its file.
+/// by the live check. ModelArk and DashScope publish none (their API
+/// references are prose pages, and their `read_schema` says so): their
+/// transcribed schemas are the only check of their files.
 const LIVE_CHECKED: [&str; 2] = ["fal.json", "replicate.json"];
 
 fn repository() -> PathBuf {
@@ -281,6 +282,8 @@ fn is_first_party(source: &str) -> bool {
         "https://replicate.com/",
         "https://www.alibabacloud.com/help/",
         "https://pypi.org/project/dashscope/",
+        "https://docs.byteplus.com/",
+        "https://pypi.org/project/byteplus-python-sdk-v2/",
     ]
     .iter()
     .any(|prefix| source.starts_with(prefix))
@@ -378,7 +381,7 @@ async fn the_live_check_finds_nothing_when_the_providers_publish_the_transcribed
     }
     let expected: usize = example_entries()
         .iter()
-        .filter(|entry| entry.provider != "dashscope")
+        .filter(|entry| entry.provider != "dashscope" && entry.provider != "modelark")
         .map(|entry| entry.config.targets().len())
         .sum();
     assert_eq!(checks.len(), expected);

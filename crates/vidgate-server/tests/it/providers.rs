@@ -721,6 +721,37 @@ async fn dashscopes_own_sdk_works_against_the_fake() {
     );
 }
 
+/// The fake ModelArk checked with BytePlus's own client, the official
+/// `byteplus-python-sdk-v2` (`byteplussdkarkruntime`), pointed at the fake
+/// by base URL: it creates, reads, deletes and lists tasks and reads the
+/// errors into its own exceptions (`tests/modelark_client.py`). It runs
+/// when `VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON` names a Python with the SDK
+/// (`.ci/run` installs it in the providers' clients' environment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modelarks_own_client_works_against_the_fake() {
+    let Some(python) = program_named_by(
+        "VIDGATE_TEST_PROVIDER_CLIENTS_PYTHON",
+        "a Python with byteplus-python-sdk-v2 to check the fake ModelArk with BytePlus's own client",
+    ) else {
+        return;
+    };
+    let fake = protocol_fake().await;
+    // Long enough in the queue for the SDK's delete to find its task there.
+    fake.switches(|switches| switches.queue_for = Duration::from_millis(800));
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/modelark_client.py");
+    let mut command = std::process::Command::new(python);
+    command
+        .arg(script)
+        .arg(fake.modelark_api_url())
+        .arg(fake_providers::ARK_API_KEY);
+    let (status, printed) = run_program(command, "the Python runs").await;
+    assert!(status.success(), "{printed}");
+    assert!(
+        printed.contains("modelark: create, get, delete, list, errors: ok"),
+        "{printed}"
+    );
+}
+
 /// The fake refuses an input its provider's published schema does not take,
 /// as the provider would (422), so that the backends file's field maps are
 /// held to the schemas in every end-to-end test.

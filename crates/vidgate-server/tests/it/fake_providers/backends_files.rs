@@ -20,6 +20,7 @@ pub fn example_backends(
                 model["jwks_url"] = json!(fake.fal_jwks_url());
             }
             Provider::Replicate => model["api_url"] = json!(fake.replicate_api_url()),
+            Provider::ModelArk => model["api_url"] = json!(fake.modelark_api_url()),
         }
         adjust(model);
     }
@@ -30,6 +31,7 @@ pub fn example_backends(
     let credentials = |name: &str| match name {
         "FAL_KEY" => Some(FAL_KEY.to_owned()),
         "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
+        "ARK_API_KEY" => Some(ARK_API_KEY.to_owned()),
         _ => None,
     };
     apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
@@ -162,6 +164,7 @@ fn example_file_name(provider: Provider) -> &'static str {
     match provider {
         Provider::Fal => "fal.json",
         Provider::Replicate => "replicate.json",
+        Provider::ModelArk => "modelark.json",
     }
 }
 

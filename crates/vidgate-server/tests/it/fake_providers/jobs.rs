@@ -12,6 +12,9 @@ impl FakeState {
             // base32 characters.
             Provider::Fal => format!("00000000-0000-4000-8000-{:012x}", *next),
             Provider::Replicate => format!("fakepred{:018}", *next),
+            // ModelArk's task ids begin `cgt-` (the documentation's
+            // examples).
+            Provider::ModelArk => format!("cgt-20261128{:012}", *next),
         }
     }
 
@@ -64,7 +67,7 @@ impl FakeState {
     pub(super) fn count_call(&self, provider: Provider, class: CallClass) -> Option<u64> {
         let limits = match provider {
             Provider::Replicate => self.switches.lock().unwrap().replicate_limits,
-            Provider::Fal => None,
+            Provider::Fal | Provider::ModelArk => None,
         };
         let now = now_seconds();
         let window = (now / 60.0) as u64;
@@ -317,13 +320,16 @@ async fn drive(state: Arc<FakeState>, id: String) {
 /// started is timed out (fal's request timeout, Replicate's `aborted`), and
 /// under a lifetime one that runs is canceled.
 async fn enforce_deadline(state: Arc<FakeState>, id: String, deadline: JobDeadline) {
-    let (JobDeadline::Start(seconds) | JobDeadline::Lifetime(seconds)) = deadline;
+    let (JobDeadline::Start(seconds)
+    | JobDeadline::Lifetime(seconds)
+    | JobDeadline::Expiry(seconds)) = deadline;
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
     let mut ended_now = false;
     let job = state.update(&id, |job| {
         let ended_as = match (&job.status, deadline) {
             (FakeStatus::Queued, _) => FakeStatus::TimedOut,
             (FakeStatus::Running, JobDeadline::Lifetime(_)) => FakeStatus::Canceled,
+            (FakeStatus::Running, JobDeadline::Expiry(_)) => FakeStatus::TimedOut,
             _ => return,
         };
         job.status = ended_as;

@@ -1,5 +1,6 @@
-//! A fake of the two hosted providers, fal (`fal.rs`) and Replicate
-//! (`replicate.rs`), on one port-0 axum server: their routes, their
+//! A fake of the hosted providers, fal (`fal.rs`), Replicate
+//! (`replicate.rs`) and BytePlus ModelArk (`modelark.rs`, whose sources and
+//! guesses its own module comment lists), on one port-0 axum server: their routes, their
 //! authentication, their error bodies and rate-limit headers, and their
 //! signed webhooks. Each job is a small state machine (queued → running →
 //! succeeded or failed, canceled, timed out) driven by a task, and a
@@ -90,6 +91,7 @@ pub mod dashscope;
 pub mod fal;
 mod jobs;
 mod media;
+pub mod modelark;
 pub mod replicate;
 mod webhooks;
 
@@ -124,6 +126,7 @@ use vidgate_server::backend::{BackendsConfig, apply_backends_file_with_credentia
 pub enum Provider {
     Fal,
     Replicate,
+    ModelArk,
 }
 
 /// Where a job is in its life at the fake provider.
@@ -194,6 +197,11 @@ pub enum JobDeadline {
     /// Past it a prediction that never started is `aborted`, and one that
     /// runs is `canceled` ("reached its deadline while running").
     Lifetime(f64),
+    /// ModelArk's `execution_expires_after`: the seconds after its
+    /// creation by which a task must have finished; past it a task that
+    /// is queued or running ends `expired` (the documentation page's
+    /// statuses, as its copies quote them).
+    Expiry(f64),
 }
 
 /// The fields each provider adds, as a guess, to a job's input when it
@@ -218,6 +226,7 @@ pub fn invalid_input(provider: Provider, target: &str, input: &Value) -> Vec<Str
     let directory = match provider {
         Provider::Fal => "fal",
         Provider::Replicate => "replicate",
+        Provider::ModelArk => "modelark",
     };
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/provider_schemas")
@@ -289,6 +298,11 @@ pub struct Switches {
     /// Whether fal's request list also shows requests still queued or
     /// running (GUESS fal-list-finished-only); off by default.
     pub fal_list_shows_unfinished: bool,
+    /// How many queued tasks ModelArk's account takes before it refuses a
+    /// create with a 429 ("the maximum number of queued tasks for a single
+    /// master account is 120", its documentation page; the 429 is GUESS
+    /// modelark-queue-full).
+    pub modelark_queued_limit: usize,
 }
 
 /// Calls per minute a provider takes, by class.
@@ -340,6 +354,7 @@ impl Default for Switches {
             replicate_removes_data_after: None,
             replicate_429_headers: true,
             fal_list_shows_unfinished: false,
+            modelark_queued_limit: 120,
         }
     }
 }
@@ -388,6 +403,9 @@ pub struct FakeState {
     /// The headers of each job's submit (names in lower case, without the
     /// credential), by job id: what the provider was asked beyond the input.
     submit_headers: Mutex<HashMap<String, HashMap<String, String>>>,
+    /// What ModelArk keeps of each task beyond its flat input: its
+    /// `safety_identifier` and `execution_expires_after`, by task id.
+    pub modelark_tasks: Mutex<HashMap<String, modelark::TaskExtras>>,
     next_id: Mutex<u64>,
     http: reqwest::Client,
 }
@@ -399,6 +417,7 @@ pub struct FakeProviders {
 
 pub const FAL_KEY: &str = "fal-test-key:secret";
 pub const REPLICATE_TOKEN: &str = "r8_test_token";
+pub const ARK_API_KEY: &str = "ark-test-key-0000";
 
 impl FakeProviders {
     pub async fn start() -> FakeProviders {
@@ -420,6 +439,7 @@ impl FakeProviders {
             completion_webhooks_taken: Mutex::default(),
             output_fetches: Mutex::default(),
             submit_headers: Mutex::default(),
+            modelark_tasks: Mutex::default(),
             next_id: Mutex::new(0),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -429,6 +449,7 @@ impl FakeProviders {
         let router = Router::new()
             .merge(fal::routes())
             .merge(replicate::routes())
+            .merge(modelark::routes())
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -451,6 +472,9 @@ impl FakeProviders {
     }
     pub fn replicate_api_url(&self) -> String {
         format!("{}/replicate/v1", self.base_url())
+    }
+    pub fn modelark_api_url(&self) -> String {
+        format!("{}/modelark/api/v3", self.base_url())
     }
 
     pub fn switches(&self, change: impl FnOnce(&mut Switches)) {

@@ -23,6 +23,9 @@ pub(super) async fn send_webhook(state: &Arc<FakeState>, job: &FakeJob, event: &
             }
             replicate::webhook_request(state, job, &url)
         }
+        // ModelArk calls back on each change of a task's status (GUESS
+        // modelark-callback-events), unsigned.
+        Provider::ModelArk => modelark::callback_request(state, job, &url),
     };
     // Both providers retry a failed delivery (fal's webhooks page; Replicate
     // "a few times"); how often and how soon is GUESS webhook-retries.

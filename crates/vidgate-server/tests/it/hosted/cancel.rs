@@ -64,6 +64,7 @@ async fn cancel_while_queued_at_the_provider_cancels_there_and_refunds(store: St
                 assert_eq!(usage[0].provider_cost.0, (500_000.0 * ran).round() as i64);
             }
             Provider::Fal => assert!(usage.is_empty(), "{usage:?}"),
+            Provider::ModelArk => unreachable!("ModelArk's cancel is tested in modelark.rs"),
         }
         app.assert_ledger_invariant(&app.account.account.id).await;
     }

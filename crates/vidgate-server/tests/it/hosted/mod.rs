@@ -10,6 +10,7 @@ mod cancel;
 mod dashscope;
 mod failover;
 mod media;
+mod modelark;
 mod pool;
 mod reconcile;
 mod routing;

@@ -46,6 +46,7 @@ async fn every_model_succeeds_through_each_provider_with_the_video_in_our_storag
                 assert_eq!(kling.input["duration"], "3");
             }
             Provider::Replicate => assert_eq!(kling.input["mode"], "pro"),
+            Provider::ModelArk => unreachable!("ModelArk serves Seedance only (modelark.rs)"),
         }
         app.assert_ledger_invariant(&app.account.account.id).await;
         assert_eq!(

@@ -552,6 +552,14 @@ fn provider_webhook(
                 .header("webhook-signature", signature)
                 .body(tampered_body.map_or(body, str::to_owned))
         }
+        // ModelArk's callbacks are unsigned: the task object alone.
+        Provider::ModelArk => client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(tampered_body.map_or_else(
+                || fake_providers::modelark::task(&fake.state, job).to_string(),
+                str::to_owned,
+            )),
     }
 }
 

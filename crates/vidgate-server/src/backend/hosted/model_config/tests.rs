@@ -549,9 +549,9 @@ fn the_example_backends_files_map_every_parameter_of_the_catalog() {
             .join(provider.example_file());
         let text = std::fs::read_to_string(path).unwrap();
         let file: Value = serde_json::from_str(&text).unwrap();
+        // An aggregator's file maps all six models; a maker's own source
+        // (ModelArk) only the models it makes.
         let models = file["models"].as_object().unwrap();
-        // An aggregator's file maps all six models; a model maker's (its
-        // own API, such as DashScope's Wan) maps the models it makes.
         assert!(!models.is_empty(), "{}", provider.example_file());
         for (model_id, entry) in models {
             let mut entry = entry.clone();

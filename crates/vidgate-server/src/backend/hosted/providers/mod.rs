@@ -9,6 +9,7 @@
 
 pub mod dashscope;
 pub mod fal;
+pub mod modelark;
 pub mod replicate;
 
 use std::sync::Arc;
@@ -22,7 +23,12 @@ use super::schemas::InputSchema;
 
 /// Every hosted provider vidgate speaks to, in the order the backends
 /// file's error messages list them.
-pub const PROVIDERS: &[Provider] = &[&fal::Fal, &replicate::Replicate, &dashscope::DashScope];
+pub const PROVIDERS: &[Provider] = &[
+    &fal::Fal,
+    &replicate::Replicate,
+    &modelark::ModelArk,
+    &dashscope::DashScope,
+];
 
 /// A registered hosted provider.
 pub type Provider = &'static dyn HostedProvider;
@@ -48,7 +54,8 @@ pub trait HostedProvider: Send + Sync + 'static {
     fn default_credential_env(&self) -> &'static str;
 
     /// Its example backends file, from the repository's root: every
-    /// catalog model mapped to its targets.
+    /// catalog model it serves mapped to its targets (all six at an
+    /// aggregator, the maker's own models at a maker's API).
     fn example_file(&self) -> &'static str;
 
     /// Refuses the settings of a model's entry that this provider does not
