@@ -38,6 +38,7 @@ fn routed(
             entry["costs"] = match provider {
                 Provider::Fal => fal_costs.clone(),
                 Provider::Replicate => replicate_costs.clone(),
+                other => panic!("the routed model runs at fal and Replicate, not {other:?}"),
             };
         },
     )
