@@ -246,6 +246,20 @@ pub struct ProviderRouting {
     pub succeeded_millis: i64,
 }
 
+/// A row of `generation_providers`: the generation's id, the provider its
+/// end recorded and that end's cost, and its provider job's provider and
+/// routing reason.
+type GenerationProviderRow = (
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// A row of `provider_routing`, in `ProviderRouting`'s field order.
+type ProviderRoutingRow = (String, String, String, Option<String>, i64, i64, i64);
+
 impl Store {
     /// The provider of each of `generation_ids` that has one (a hosted
     /// generation's job recorded, or its end recorded with a provider).
@@ -256,13 +270,7 @@ impl Store {
         if generation_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<(
-            String,
-            Option<String>,
-            Option<i64>,
-            Option<String>,
-            Option<String>,
-        )> = on_reader!(self, |reader| {
+        let rows: Vec<GenerationProviderRow> = on_reader!(self, |reader| {
             let mut query = sqlx::QueryBuilder::new(
                 "SELECT generations.id, generations.provider, \
                      generations.provider_cost_micros, provider_jobs.provider, \
@@ -296,7 +304,7 @@ impl Store {
     /// The provider jobs whose intent was recorded at or after `since`
     /// (Unix ms), by provider, model, mode and routing reason.
     pub async fn provider_routing(&self, since: i64) -> Result<Vec<ProviderRouting>, StoreError> {
-        let rows: Vec<(String, String, String, Option<String>, i64, i64, i64)> = fetch_on_reader!(
+        let rows: Vec<ProviderRoutingRow> = fetch_on_reader!(
             self,
             fetch_all,
             sqlx::query_as(

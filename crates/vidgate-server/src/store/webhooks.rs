@@ -68,8 +68,9 @@ pub struct ClaimedDelivery {
 #[derive(Debug, Clone)]
 pub enum DeliverySubject {
     /// The finished generation, read when the delivery is claimed (a final
-    /// generation no longer changes).
-    Generation(Generation),
+    /// generation no longer changes). Boxed: a generation is many times the
+    /// size of the account event's fields.
+    Generation(Box<Generation>),
     /// The account (`account.balance_low`): the event's data as it was fixed
     /// when the event happened, and that time (Unix ms).
     Account {
@@ -280,7 +281,7 @@ impl Store {
                     ))
                     .bind(generation_id)
                 )?;
-                DeliverySubject::Generation(Generation::try_from(generation)?)
+                DeliverySubject::Generation(Box::new(Generation::try_from(generation)?))
             }
             (None, Some(payload)) => DeliverySubject::Account {
                 data: serde_json::from_str(payload).map_err(|error| {
