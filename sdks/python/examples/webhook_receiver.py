@@ -1,5 +1,5 @@
 """A webhook receiver with the standard library only: verifies each
-delivery and prints finished clips.
+delivery and prints finished clips and low-balance alerts.
 
     export VIDGATE_WEBHOOK_SECRET=whsec_…
     python examples/webhook_receiver.py 8000
@@ -25,10 +25,16 @@ class Receiver(BaseHTTPRequestHandler):
             self.end_headers()
             print("refused:", error)
             return
-        if event.type == "generation.succeeded" and event.data.output is not None:
-            print(event.data.id, event.data.output.video_url)
+        if isinstance(event, vidgate.WebhookEvent):
+            if event.type == "generation.succeeded" and event.data.output is not None:
+                print(event.data.id, event.data.output.video_url)
+            else:
+                print(event.data.id, event.type)
+        elif isinstance(event, vidgate.AccountBalanceLowEvent):
+            print(f"balance ${event.data.balance_usd} is below ${event.data.threshold_usd}")
         else:
-            print(event.data.id, event.type)
+            # A type newer than this library: acknowledge it all the same.
+            print("unhandled event", event.type)
         # A 2xx tells vidgate the delivery arrived; anything else is retried.
         self.send_response(204)
         self.end_headers()

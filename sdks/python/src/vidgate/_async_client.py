@@ -22,6 +22,7 @@ from .errors import (
 )
 from .types import (
     Account,
+    AnyWebhookEvent,
     CheckoutSession,
     DirectUpload,
     Generation,
@@ -31,7 +32,6 @@ from .types import (
     Quote,
     Upload,
     WebhookDelivery,
-    WebhookEvent,
     WebhookSecret,
 )
 
@@ -473,8 +473,10 @@ class AsyncWebhooks:
         secret: Optional[str] = None,
         *,
         tolerance: float = webhooks.DEFAULT_TOLERANCE_SECONDS,
-    ) -> WebhookEvent:
-        """Verifies the message and returns its typed event."""
+    ) -> AnyWebhookEvent:
+        """Verifies the message and returns its typed event: a
+        :class:`WebhookEvent` (a generation's), an
+        :class:`AccountBalanceLowEvent` or an :class:`UnknownWebhookEvent`."""
         return webhooks.unwrap(payload, headers, self._secret(secret), tolerance=tolerance)
 
     async def deliveries(self, generation_id: str) -> List[WebhookDelivery]:

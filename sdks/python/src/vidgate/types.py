@@ -11,10 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, Union
 
 #: The values of ``Generation.status``, and of the ``status`` filter of a list.
 GenerationStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+
+#: The ``type`` of each webhook event a generation's ``webhook_url`` receives
+#: (a :class:`WebhookEvent`).
+GENERATION_EVENT_TYPES: Tuple[str, ...] = (
+    "generation.succeeded",
+    "generation.failed",
+    "generation.canceled",
+)
+
+#: The ``type`` of the event an account's low-balance alert sends (an
+#: :class:`AccountBalanceLowEvent`).
+ACCOUNT_BALANCE_LOW = "account.balance_low"
 
 #: The statuses after which a generation never changes again.
 FINAL_STATUSES: Tuple[str, ...] = ("succeeded", "failed", "canceled")
@@ -51,6 +63,19 @@ def _float(value: Any) -> Optional[float]:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
+
+
+def _required_float(value: Any) -> float:
+    parsed = _float(value)
+    if parsed is None:
+        raise ValueError(f"expected a number, got {value!r}")
+    return parsed
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected a JSON object, got {value!r}")
+    return value
 
 
 def _bool(value: Any) -> Optional[bool]:
@@ -510,8 +535,9 @@ class CheckoutSession:
 
 @dataclasses.dataclass(frozen=True)
 class WebhookEvent:
-    """A verified webhook body: the event type, when it happened, and the
-    generation as ``generations.get`` returns it."""
+    """A verified webhook body about a generation (``generation.succeeded``,
+    ``generation.failed``, ``generation.canceled``): the event type, when it
+    happened, and the generation as ``generations.get`` returns it."""
 
     type: str
     timestamp: datetime
@@ -524,3 +550,89 @@ class WebhookEvent:
             timestamp=_required_time(data.get("timestamp")),
             data=Generation.from_json(data["data"]),
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class BalanceAlert:
+    """The ``data`` of ``account.balance_low``: the account, its balance as
+    ``account.get`` shows it (negative while it owes a debt) and the
+    threshold it fell below, in US dollars, both as they were when the
+    balance crossed the threshold."""
+
+    object: str
+    account_id: str
+    balance_usd: float
+    threshold_usd: float
+    raw: JSON = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "BalanceAlert":
+        return cls(
+            object=str(data.get("object", "balance_alert")),
+            account_id=str(data["account_id"]),
+            balance_usd=_required_float(data.get("balance_usd")),
+            threshold_usd=_required_float(data.get("threshold_usd")),
+            raw=dict(data),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class AccountBalanceLowEvent:
+    """A verified ``account.balance_low`` body: sent once each time the
+    account's balance falls below its low-balance threshold, with when it
+    crossed (``timestamp``) and the balance and threshold then."""
+
+    type: Literal["account.balance_low"]
+    timestamp: datetime
+    data: BalanceAlert
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "AccountBalanceLowEvent":
+        if data["type"] != ACCOUNT_BALANCE_LOW:
+            raise ValueError(f"not an {ACCOUNT_BALANCE_LOW} event: {data['type']!r}")
+        return cls(
+            type="account.balance_low",
+            timestamp=_required_time(data.get("timestamp")),
+            data=BalanceAlert.from_json(_mapping(data["data"])),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class UnknownWebhookEvent:
+    """A verified webhook body of a type this version of the library does
+    not know (one the server added later): its ``type``, when it happened,
+    and its ``data`` as the JSON object it is. Answer it with a 2xx (or
+    upgrade the library) rather than an error, or it is retried for a day."""
+
+    type: str
+    timestamp: datetime
+    data: JSON
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "UnknownWebhookEvent":
+        return cls(
+            type=str(data["type"]),
+            timestamp=_required_time(data.get("timestamp")),
+            data=dict(_mapping(data.get("data", {}))),
+        )
+
+
+#: What ``webhooks.unwrap`` returns: tell the kinds apart with
+#: ``isinstance`` (or by ``type``).
+AnyWebhookEvent = Union[WebhookEvent, AccountBalanceLowEvent, UnknownWebhookEvent]
+
+
+def webhook_event_from_json(data: Mapping[str, Any]) -> AnyWebhookEvent:
+    """The event of a webhook body, by its ``type``: a generation's
+    :class:`WebhookEvent`, an :class:`AccountBalanceLowEvent`, or an
+    :class:`UnknownWebhookEvent` for a type this library does not know.
+    Raises ``KeyError``, ``TypeError`` or ``ValueError`` when the body is not
+    an event, or a known type's body is not that event's."""
+    kind = _mapping(data)["type"]
+    if not isinstance(kind, str):
+        raise TypeError(f"the event type is not a string: {kind!r}")
+    if kind in GENERATION_EVENT_TYPES:
+        return WebhookEvent.from_json(data)
+    if kind == ACCOUNT_BALANCE_LOW:
+        return AccountBalanceLowEvent.from_json(data)
+    return UnknownWebhookEvent.from_json(data)

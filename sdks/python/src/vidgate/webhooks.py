@@ -5,6 +5,15 @@ vidgate signs each attempt with HMAC-SHA256 over
 account's ``whsec_…`` secret, and sends ``v1,<base64>`` in
 ``webhook-signature`` (two, space-separated, for 24 hours after a rotation).
 Pass the raw body bytes, not JSON parsed and serialised again.
+
+:func:`unwrap` returns the event by its ``type``: a :class:`WebhookEvent`
+for ``generation.succeeded``, ``generation.failed`` and
+``generation.canceled``, an :class:`AccountBalanceLowEvent` for
+``account.balance_low``, and, as Stripe's and Svix's libraries do with event
+types they do not know, an :class:`UnknownWebhookEvent` (its ``data`` the
+JSON object) for a type added to the server after this library, rather than
+an error: a receiver should answer 2xx to events it does not handle, or they
+are retried for a day.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import time
 from typing import Mapping, Optional, Union
 
 from .errors import WebhookVerificationError
-from .types import WebhookEvent
+from .types import AnyWebhookEvent, webhook_event_from_json
 
 #: How far a ``webhook-timestamp`` may be from now, either way, in seconds:
 #: an older message may be a replay, as Standard Webhooks advises.
@@ -95,11 +104,16 @@ def unwrap(
     *,
     tolerance: float = DEFAULT_TOLERANCE_SECONDS,
     now: Optional[float] = None,
-) -> WebhookEvent:
-    """Verifies the message (see :func:`verify`) and returns its event."""
+) -> AnyWebhookEvent:
+    """Verifies the message (see :func:`verify`) and returns its event: a
+    :class:`WebhookEvent` (a generation's), an
+    :class:`AccountBalanceLowEvent`, or an :class:`UnknownWebhookEvent` for a
+    type this library does not know; tell them apart with ``isinstance``.
+    Raises :class:`WebhookVerificationError` when the message is not signed
+    with ``secret``, or its signed body is not a vidgate event."""
     verify(payload, headers, secret, tolerance=tolerance, now=now)
     try:
         body = json.loads(payload)
-        return WebhookEvent.from_json(body)
+        return webhook_event_from_json(body)
     except (ValueError, KeyError, TypeError) as error:
         raise WebhookVerificationError("The signed body is not a vidgate event.") from error
