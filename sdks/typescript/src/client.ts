@@ -17,6 +17,7 @@ import {
 } from "./errors.js";
 import type {
   Account,
+  AnyWebhookEvent,
   CheckoutSession,
   DirectUpload,
   Generation,
@@ -26,7 +27,6 @@ import type {
   Quote,
   Upload,
   WebhookDelivery,
-  WebhookEvent,
   WebhookSecret,
 } from "./types.js";
 import { FINAL_STATUSES } from "./types.js";
@@ -686,13 +686,17 @@ export class Webhooks {
     await webhooks.verify(payload, headers, this.secret(secret), options);
   }
 
-  /** Verifies the message and resolves to its event. */
+  /**
+   * Verifies the message and resolves to its event, discriminated by `type`:
+   * a `WebhookEvent` (a generation's) or an `AccountBalanceLowEvent` (see
+   * `webhooks.unwrap` for event types this library does not know).
+   */
   async unwrap(
     payload: string | Uint8Array | ArrayBuffer,
     headers: webhooks.HeadersLike,
     secret?: string,
     options?: webhooks.VerifyOptions,
-  ): Promise<WebhookEvent> {
+  ): Promise<AnyWebhookEvent> {
     return webhooks.unwrap(payload, headers, this.secret(secret), options);
   }
 

@@ -203,9 +203,57 @@ export interface WebhookSecret {
   previous_secret_expires_at: string | null;
 }
 
-/** A verified webhook body: the event, when it happened, and the generation as `get` returns it. */
+/**
+ * A verified webhook body about a generation (`generation.succeeded`,
+ * `generation.failed`, `generation.canceled`): the event, when it happened,
+ * and the generation as `get` returns it.
+ */
 export interface WebhookEvent {
   type: WebhookEventType;
   timestamp: string;
   data: Generation;
+}
+
+/**
+ * The `data` of `account.balance_low`: the account, its balance as
+ * `account.get` shows it (negative while it owes a debt) and the threshold
+ * it fell below, in US dollars, as they were when the balance crossed it.
+ */
+export interface BalanceAlert {
+  object: "balance_alert";
+  account_id: string;
+  balance_usd: number;
+  threshold_usd: number;
+}
+
+/**
+ * A verified `account.balance_low` body: sent once each time the account's
+ * balance falls below its low-balance threshold; `timestamp` is when it did.
+ */
+export interface AccountBalanceLowEvent {
+  type: "account.balance_low";
+  timestamp: string;
+  data: BalanceAlert;
+}
+
+/**
+ * What `webhooks.unwrap` resolves to, discriminated by `type`: narrow with
+ * `event.type === "account.balance_low"` or a `switch`. The events of a type
+ * added to the server after this version of the library are not refused but
+ * resolve to their JSON as it is (see {@link UnknownWebhookEvent}), which is
+ * none of these: keep a `default` branch that answers 2xx.
+ */
+export type AnyWebhookEvent = WebhookEvent | AccountBalanceLowEvent;
+
+/**
+ * The shape of an event whose `type` this version of the library does not
+ * know, as `unwrap` returns it (its JSON, unchecked beyond a string `type`).
+ * It is not part of {@link AnyWebhookEvent}, so that `type` narrows the known
+ * kinds; in the `default` branch of a `switch (event.type)`, read it with
+ * `event as UnknownWebhookEvent`.
+ */
+export interface UnknownWebhookEvent {
+  type: string;
+  timestamp: string;
+  data: Record<string, unknown>;
 }

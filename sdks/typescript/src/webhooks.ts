@@ -7,10 +7,18 @@
  * the account's `whsec_…` secret, and sends `v1,<base64>` in
  * `webhook-signature` (two, space-separated, for 24 hours after a
  * rotation). Pass the raw body, not JSON parsed and serialised again.
+ *
+ * `unwrap` resolves to the event, discriminated by `type`: a `WebhookEvent`
+ * for `generation.succeeded`, `generation.failed` and `generation.canceled`,
+ * an `AccountBalanceLowEvent` for `account.balance_low`. As Stripe's and
+ * Svix's libraries do, an event of a type added to the server after this
+ * library is not refused: it resolves to its JSON as it is (an
+ * `UnknownWebhookEvent`), so that a receiver can answer 2xx to what it does
+ * not handle (any other answer is retried for a day).
  */
 
 import { WebhookVerificationError } from "./errors.js";
-import type { WebhookEvent } from "./types.js";
+import type { AnyWebhookEvent } from "./types.js";
 
 /** How far `webhook-timestamp` may be from now, either way, in seconds (older may be a replay). */
 export const DEFAULT_TOLERANCE_SECONDS = 300;
@@ -130,13 +138,30 @@ export async function verify(
   throw new WebhookVerificationError("No signature of the message matches the secret.");
 }
 
-/** Verifies the message (see {@link verify}) and returns its event. */
+/** Whether `value` is the `data` of `account.balance_low` as the server signs it. */
+function isBalanceAlert(value: unknown): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  const alert = value as Record<string, unknown>;
+  return (
+    typeof alert["account_id"] === "string" &&
+    typeof alert["balance_usd"] === "number" &&
+    typeof alert["threshold_usd"] === "number"
+  );
+}
+
+/**
+ * Verifies the message (see {@link verify}) and returns its event, by its
+ * `type`: a `WebhookEvent` (a generation's) or an `AccountBalanceLowEvent`;
+ * an event of a type this library does not know resolves to its JSON (an
+ * `UnknownWebhookEvent`). Rejects with {@link WebhookVerificationError} when
+ * the message is not signed with `secret`, or its body is not a vidgate event.
+ */
 export async function unwrap(
   payload: string | Uint8Array | ArrayBuffer,
   headers: HeadersLike,
   secret: string,
   options: VerifyOptions = {},
-): Promise<WebhookEvent> {
+): Promise<AnyWebhookEvent> {
   await verify(payload, headers, secret, options);
   const text = typeof payload === "string" ? payload : new TextDecoder().decode(bodyBytes(payload));
   let event: unknown;
@@ -148,5 +173,9 @@ export async function unwrap(
   if (typeof event !== "object" || event === null || typeof (event as { type?: unknown }).type !== "string") {
     throw new WebhookVerificationError("The signed body is not a vidgate event.");
   }
-  return event as WebhookEvent;
+  const { type, data } = event as { type: string; data?: unknown };
+  if (type === "account.balance_low" && !isBalanceAlert(data)) {
+    throw new WebhookVerificationError("The signed body is not a vidgate event.");
+  }
+  return event as AnyWebhookEvent;
 }

@@ -7,4 +7,5 @@ import "./live-status.test.js";
 import "./openapi-drift.test.js";
 import "./retries.test.js";
 import "./uploads.test.js";
+import "./webhook-events.test.js";
 import "./webhooks.test.js";
