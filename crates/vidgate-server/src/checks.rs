@@ -115,7 +115,8 @@ pub async fn check_configuration(options: &ServerOptions) -> Vec<CheckOutcome> {
 /// The backends file's hosted targets held against their providers'
 /// current input schemas (`backend::check_provider_schemas`), one outcome
 /// per target; a target whose schema differs from what the file sends, or
-/// cannot be read, fails. Only `--check-config` runs it: it reads the
+/// cannot be read, fails (a provider that publishes none is a line to read,
+/// not a failure). Only `--check-config` runs it: it reads the
 /// providers' documents, which a start must not depend on.
 pub async fn check_provider_schemas(
     path: &Path,
@@ -127,7 +128,7 @@ pub async fn check_provider_schemas(
             .into_iter()
             .map(|check| CheckOutcome {
                 setting: Setting::BackendsFile,
-                result: if check.is_sound() {
+                result: if !check.fails() {
                     Ok(check.to_string())
                 } else {
                     Err(CheckFailure {

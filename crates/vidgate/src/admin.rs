@@ -10,6 +10,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use vidgate_core::Micros;
+use vidgate_server::backend::SchemaUnread;
 use vidgate_server::http::{account_json, webhook_secret_json};
 use vidgate_server::operator_actions::{accounts, keys, models, users};
 use vidgate_server::representation::{low_balance_alert_json, rfc3339, spend_limit_json};
@@ -388,7 +389,8 @@ async fn recent_routing(store: &Store) -> anyhow::Result<Vec<serde_json::Value>>
 
 /// Each hosted target of the backends file against its provider's current
 /// input schema: prints the differences of every target, and fails when a
-/// target has one or its schema could not be read.
+/// target has one or its schema could not be read. A target at a provider
+/// that publishes no schema is shown `by_hand`, the page to compare.
 async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> {
     let credentials = |name: &str| secrets::secret_from_environment(name).ok().flatten();
     let checks = vidgate_server::backend::check_provider_schemas(
@@ -397,7 +399,7 @@ async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> 
         &credentials,
     )
     .await?;
-    let unsound = checks.iter().filter(|check| !check.is_sound()).count();
+    let unsound = checks.iter().filter(|check| check.fails()).count();
     let shown: Vec<serde_json::Value> = checks
         .iter()
         .map(|check| {
@@ -411,7 +413,8 @@ async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> 
             });
             match &check.outcome {
                 Ok(differences) => shown["differences"] = json!(differences),
-                Err(reason) => shown["error"] = json!(reason),
+                Err(SchemaUnread::NotPublished) => shown["by_hand"] = json!(check.to_string()),
+                Err(SchemaUnread::Failed(reason)) => shown["error"] = json!(reason),
             }
             shown
         })

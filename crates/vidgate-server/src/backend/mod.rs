@@ -47,6 +47,7 @@ pub use hosted::model_config::{
     RefusedInput, Unserved,
 };
 use hosted::plan::{HostedParts, HostedPlan};
+pub use hosted::providers::SchemaUnread;
 pub use hosted::schema_check::TargetCheck;
 pub use local::LocalEngineBackend;
 pub use parts::BackendParts;

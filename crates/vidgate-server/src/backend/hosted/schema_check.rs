@@ -21,7 +21,7 @@ use vidgate_core::Catalog;
 
 use super::entry::HostedEntry;
 use super::model_config::{HostedModelConfig, PlannedInput, TargetSettings, seconds};
-use super::providers::Provider;
+use super::providers::{Provider, SchemaUnread};
 use super::references::ReferenceKind;
 use super::schemas::InputSchema;
 
@@ -39,14 +39,28 @@ pub struct TargetCheck {
     /// in our sources, so this check is what confirms it exists.
     pub unverified: bool,
     /// Every difference (each once, with the mode it shows in), or why the
-    /// schema could not be read.
-    pub outcome: Result<Vec<String>, String>,
+    /// schema was not read.
+    pub outcome: Result<Vec<String>, SchemaUnread>,
 }
 
 impl TargetCheck {
     /// No difference, and the schema was read.
     pub fn is_sound(&self) -> bool {
         self.outcome.as_ref().is_ok_and(Vec::is_empty)
+    }
+
+    /// The provider publishes no schema to read (ModelArk, DashScope): the
+    /// operator compares the target's page by hand. Not a failure, or the
+    /// check would fail for ever on such a provider and teach operators to
+    /// ignore it.
+    pub fn is_by_hand(&self) -> bool {
+        matches!(self.outcome, Err(SchemaUnread::NotPublished))
+    }
+
+    /// Neither sound nor by hand: a difference, or a schema that could not
+    /// be read.
+    pub fn fails(&self) -> bool {
+        !self.is_sound() && !self.is_by_hand()
     }
 }
 
@@ -74,7 +88,12 @@ impl fmt::Display for TargetCheck {
                 Ok(())
             }
             Ok(differences) => write!(formatter, "{}; read {}", differences.join("; "), self.page),
-            Err(reason) => write!(
+            Err(SchemaUnread::NotPublished) => write!(
+                formatter,
+                "the provider publishes no machine-readable input schema, so compare the entry with {} by hand (vidgate's tests hold the example file against a transcribed one)",
+                self.page
+            ),
+            Err(SchemaUnread::Failed(reason)) => write!(
                 formatter,
                 "the schema could not be checked: {reason}; read {}",
                 self.page
@@ -108,7 +127,7 @@ pub async fn check_hosted_entries(
                     inputs: 0,
                     page: "docs/upstreams.md".into(),
                     unverified: false,
-                    outcome: Err(reason),
+                    outcome: Err(SchemaUnread::Failed(reason)),
                 });
                 continue;
             }
@@ -297,7 +316,7 @@ async fn read_schema(
     config: &HostedModelConfig,
     target: &str,
     credentials: &dyn Fn(&str) -> Option<String>,
-) -> Result<InputSchema, String> {
+) -> Result<InputSchema, SchemaUnread> {
     let http = reqwest::Client::builder()
         .timeout(seconds(config.timeouts.request_seconds))
         // A redirect is never followed: a request may carry the provider's

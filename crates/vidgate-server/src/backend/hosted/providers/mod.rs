@@ -84,7 +84,25 @@ pub trait HostedProvider: Send + Sync + 'static {
         target: &str,
         http: &reqwest::Client,
         credentials: &dyn for<'name> Fn(&'name str) -> Option<String>,
-    ) -> Result<InputSchema, String>;
+    ) -> Result<InputSchema, SchemaUnread>;
+}
+
+/// Why a target's current input schema was not read.
+#[derive(Debug)]
+pub enum SchemaUnread {
+    /// The provider publishes no machine-readable schema (its API
+    /// references are prose pages). The transcribed schemas of vidgate's
+    /// tests are the file's only check, and the operator compares the
+    /// target's page by hand; this is not a failure of the check.
+    NotPublished,
+    /// Reading it failed: why, for the operator.
+    Failed(String),
+}
+
+impl From<String> for SchemaUnread {
+    fn from(reason: String) -> Self {
+        SchemaUnread::Failed(reason)
+    }
 }
 
 impl std::fmt::Debug for dyn HostedProvider {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::HostedProvider;
+use super::{HostedProvider, SchemaUnread};
 use crate::backend::hosted::model_config::HostedModelConfig;
 use crate::backend::hosted::protocol::ProviderProtocol;
 use crate::backend::hosted::schemas::InputSchema;
@@ -71,13 +71,10 @@ impl HostedProvider for DashScope {
     async fn read_schema(
         &self,
         _config: &HostedModelConfig,
-        target: &str,
+        _target: &str,
         _http: &reqwest::Client,
         _credentials: &dyn for<'name> Fn(&'name str) -> Option<String>,
-    ) -> Result<InputSchema, String> {
-        Err(format!(
-            "DashScope publishes no machine-readable input schema for {target}; compare the entry with {} by hand",
-            self.page_of(target)
-        ))
+    ) -> Result<InputSchema, SchemaUnread> {
+        Err(SchemaUnread::NotPublished)
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::HostedProvider;
+use super::{HostedProvider, SchemaUnread};
 use crate::backend::hosted::model_config::HostedModelConfig;
 use crate::backend::hosted::protocol::ProviderProtocol;
 use crate::backend::hosted::schemas::InputSchema;
@@ -82,13 +82,15 @@ impl HostedProvider for Fal {
         target: &str,
         http: &reqwest::Client,
         _credentials: &dyn for<'name> Fn(&'name str) -> Option<String>,
-    ) -> Result<InputSchema, String> {
+    ) -> Result<InputSchema, SchemaUnread> {
         let base = config.schema_url.as_deref().unwrap_or(DEFAULT_SCHEMA_URL);
         let mut url = url::Url::parse(base).map_err(|error| format!("{base:?}: {error}"))?;
         url.query_pairs_mut().append_pair("endpoint_id", target);
         let document = get_json(http.get(url)).await?;
         InputSchema::from_fal_openapi(document, target).map_err(|reason| {
-            format!("the target does not exist at fal (its OpenAPI document: {reason})")
+            SchemaUnread::Failed(format!(
+                "the target does not exist at fal (its OpenAPI document: {reason})"
+            ))
         })
     }
 }

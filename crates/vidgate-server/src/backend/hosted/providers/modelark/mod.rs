@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::HostedProvider;
+use super::{HostedProvider, SchemaUnread};
 use crate::backend::hosted::model_config::HostedModelConfig;
 use crate::backend::hosted::protocol::ProviderProtocol;
 use crate::backend::hosted::schemas::InputSchema;
@@ -77,7 +77,7 @@ impl HostedProvider for ModelArk {
         _target: &str,
         _http: &reqwest::Client,
         _credentials: &dyn for<'name> Fn(&'name str) -> Option<String>,
-    ) -> Result<InputSchema, String> {
-        Err("ModelArk publishes no machine-readable input schema; read the page of the target and compare it with the backends file".into())
+    ) -> Result<InputSchema, SchemaUnread> {
+        Err(SchemaUnread::NotPublished)
     }
 }

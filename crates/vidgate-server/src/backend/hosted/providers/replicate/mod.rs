@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::HostedProvider;
+use super::{HostedProvider, SchemaUnread};
 use crate::backend::hosted::model_config::HostedModelConfig;
 use crate::backend::hosted::protocol::ProviderProtocol;
 use crate::backend::hosted::schemas::InputSchema;
@@ -79,7 +79,7 @@ impl HostedProvider for Replicate {
         target: &str,
         http: &reqwest::Client,
         credentials: &dyn for<'name> Fn(&'name str) -> Option<String>,
-    ) -> Result<InputSchema, String> {
+    ) -> Result<InputSchema, SchemaUnread> {
         let variable = super::credential_env(&Replicate, config);
         let token = credentials(&variable)
             .filter(|token| !token.trim().is_empty())
@@ -104,6 +104,6 @@ impl HostedProvider for Replicate {
             Some(_) => serde_json::json!({ "latest_version": answer }),
             None => answer,
         };
-        InputSchema::from_replicate_model(&model_answer)
+        InputSchema::from_replicate_model(&model_answer).map_err(SchemaUnread::Failed)
     }
 }
