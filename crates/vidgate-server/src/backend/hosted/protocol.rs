@@ -1,9 +1,9 @@
-//! What the hosted providers' protocols (fal in `providers/fal/`, Replicate in
-//! `providers/replicate/`) have in common, in provider-neutral terms: the state of a
+//! What the hosted providers' protocols (one folder each under
+//! `providers/`: fal, Replicate, ModelArk, DashScope) have in common, in provider-neutral terms: the state of a
 //! job at a provider, a classified failure of a call to a provider, and the
 //! operations the shared remote-job machinery needs from each protocol.
 //!
-//! Neither provider has an idempotency key, so the operations are shaped by
+//! No provider has an idempotency key, so the operations are shaped by
 //! that: `submit` may end with an unknown outcome, which is never answered
 //! by a second submit but by `find_submitted`, a search of the provider's
 //! recent jobs for the one we may have created.
@@ -404,6 +404,91 @@ pub async fn limited_body(
 /// bodies are a few KB; a list page of 100 predictions with their inputs
 /// stays well under this.
 pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// A provider's JSON API reached with a bearer credential (Replicate,
+/// ModelArk, DashScope): the API root, the credential (kept here only,
+/// never logged) and the timeout of each call. What an error answer means
+/// stays each provider's own (`call`'s `error_from_response`).
+pub struct BearerApi {
+    http: reqwest::Client,
+    api_url: url::Url,
+    credential: String,
+    request_timeout: Duration,
+}
+
+impl BearerApi {
+    /// `api_url` is the API root (a trailing `/` is added so that paths
+    /// join under it); `provider` names it in the error.
+    pub fn new(
+        provider: &str,
+        api_url: &str,
+        credential: String,
+        request_timeout: Duration,
+    ) -> Result<BearerApi, String> {
+        let api_url = url::Url::parse(&format!("{}/", api_url.trim_end_matches('/')))
+            .map_err(|error| format!("the {provider} API URL is not valid: {error}"))?;
+        let http = reqwest::Client::builder()
+            // A redirect would carry our credential to wherever it points.
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .map_err(|error| format!("the HTTP client could not start: {error}"))?;
+        Ok(BearerApi {
+            http,
+            api_url,
+            credential,
+            request_timeout,
+        })
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub fn api_url(&self) -> &url::Url {
+        &self.api_url
+    }
+
+    /// `path` under the API root.
+    pub fn url(&self, path: &str) -> url::Url {
+        self.api_url
+            .join(path)
+            .expect("paths built here are relative URLs")
+    }
+
+    /// The `Authorization` header, marked sensitive so that it is never
+    /// shown in a debug print.
+    pub fn authorization(&self) -> reqwest::header::HeaderValue {
+        let mut value =
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {}", self.credential))
+                .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static("Bearer invalid"));
+        value.set_sensitive(true);
+        value
+    }
+
+    /// Sends `request` with the credential and the timeout, and reads a
+    /// successful answer's JSON; any other answer is classified by the
+    /// provider's own `error_from_response`.
+    pub async fn call<Classified>(
+        &self,
+        request: reqwest::RequestBuilder,
+        error_from_response: impl FnOnce(reqwest::Response) -> Classified,
+    ) -> Result<Value, ProviderError>
+    where
+        Classified: std::future::Future<Output = ProviderError>,
+    {
+        let response = request
+            .header(reqwest::header::AUTHORIZATION, self.authorization())
+            .timeout(self.request_timeout)
+            .send()
+            .await
+            .map_err(transport_error)?;
+        if !response.status().is_success() {
+            return Err(error_from_response(response).await);
+        }
+        json_body(response, MAX_ANSWER_BYTES).await
+    }
+}
 
 /// Refuses a webhook that lacks one of the provider's signature headers
 /// before the provider's keys are read: an unsigned request costs neither

@@ -32,15 +32,14 @@
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
-use url::Url;
 
 use crate::backend::hosted::protocol::{
-    CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, MAX_ANSWER_BYTES, ProviderError,
+    BearerApi, CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, ProviderError,
     ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, SubmittedSearch,
-    VerifiedWebhook, WebhookError, WebhookRejection, classify_status, json_body, limited_body,
-    shortened, transport_error, unreadable,
+    VerifiedWebhook, WebhookError, WebhookRejection, classify_status, limited_body, shortened,
+    unreadable,
 };
 
 /// DashScope's international (Singapore) API root, unless configured
@@ -87,10 +86,7 @@ const DATA_INSPECTION_FAILED: &str = "DataInspectionFailed";
 
 /// A client of one DashScope account in one region.
 pub struct DashScopeClient {
-    http: reqwest::Client,
-    api_url: Url,
-    key: String,
-    request_timeout: Duration,
+    api: BearerApi,
 }
 
 impl DashScopeClient {
@@ -101,46 +97,13 @@ impl DashScopeClient {
         key: String,
         request_timeout: Duration,
     ) -> Result<DashScopeClient, String> {
-        let api_url = Url::parse(&format!("{}/", api_url.trim_end_matches('/')))
-            .map_err(|error| format!("the DashScope API URL is not valid: {error}"))?;
-        let http = reqwest::Client::builder()
-            // A redirect would carry our key to wherever it points.
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()
-            .map_err(|error| format!("the HTTP client could not start: {error}"))?;
         Ok(DashScopeClient {
-            http,
-            api_url,
-            key,
-            request_timeout,
+            api: BearerApi::new("DashScope", api_url, key, request_timeout)?,
         })
     }
 
-    fn url(&self, path: &str) -> Url {
-        self.api_url
-            .join(path)
-            .expect("paths built here are relative URLs")
-    }
-
-    fn authorization(&self) -> HeaderValue {
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", self.key))
-            .unwrap_or_else(|_| HeaderValue::from_static("Bearer invalid"));
-        value.set_sensitive(true);
-        value
-    }
-
     async fn call(&self, request: reqwest::RequestBuilder) -> Result<Value, ProviderError> {
-        let response = request
-            .header(AUTHORIZATION, self.authorization())
-            .timeout(self.request_timeout)
-            .send()
-            .await
-            .map_err(transport_error)?;
-        if !response.status().is_success() {
-            return Err(error_from_response(response).await);
-        }
-        json_body(response, MAX_ANSWER_BYTES).await
+        self.api.call(request, error_from_response).await
     }
 
     /// One page of the account's tasks of `model` created from `since`
@@ -151,13 +114,13 @@ impl DashScopeClient {
         since: i64,
         page_no: usize,
     ) -> Result<Value, ProviderError> {
-        let mut url = self.url("tasks");
+        let mut url = self.api.url("tasks");
         url.query_pairs_mut()
             .append_pair("start_time", &list_time(since))
             .append_pair("model_name", model)
             .append_pair("page_no", &page_no.to_string())
             .append_pair("page_size", &LIST_PAGE_SIZE.to_string());
-        self.call(self.http.get(url)).await
+        self.call(self.api.http().get(url)).await
     }
 }
 
@@ -173,8 +136,9 @@ impl ProviderProtocol for DashScopeClient {
         // task that runs past the whole job's deadline is given up.
         let answer = self
             .call(
-                self.http
-                    .post(self.url(CREATE_PATH))
+                self.api
+                    .http()
+                    .post(self.api.url(CREATE_PATH))
                     // T2V and SDK `http_request.py`: without it the create
                     // is refused ("current user api does not support
                     // synchronous calls").
@@ -191,7 +155,11 @@ impl ProviderProtocol for DashScopeClient {
         job_id: &str,
     ) -> Result<ProviderJobState, ProviderError> {
         let answer = self
-            .call(self.http.get(self.url(&format!("tasks/{job_id}"))))
+            .call(
+                self.api
+                    .http()
+                    .get(self.api.url(&format!("tasks/{job_id}"))),
+            )
             .await?;
         task_state(&answer)
     }
@@ -205,7 +173,11 @@ impl ProviderProtocol for DashScopeClient {
         job_id: &str,
     ) -> Result<CancelOutcome, ProviderError> {
         match self
-            .call(self.http.post(self.url(&format!("tasks/{job_id}/cancel"))))
+            .call(
+                self.api
+                    .http()
+                    .post(self.api.url(&format!("tasks/{job_id}/cancel"))),
+            )
             .await
         {
             Ok(_) => Ok(CancelOutcome::Canceled { ran_seconds: None }),
@@ -257,7 +229,11 @@ impl ProviderProtocol for DashScopeClient {
         let mut found = SubmittedSearch::default();
         for task_id in listed {
             let task = match self
-                .call(self.http.get(self.url(&format!("tasks/{task_id}"))))
+                .call(
+                    self.api
+                        .http()
+                        .get(self.api.url(&format!("tasks/{task_id}"))),
+                )
                 .await
             {
                 Ok(task) => task,

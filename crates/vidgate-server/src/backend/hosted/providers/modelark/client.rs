@@ -24,16 +24,14 @@
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 use sha2::Digest;
-use url::Url;
 
 use crate::backend::hosted::protocol::{
-    CancelOutcome, FailureKind, JobToCreate, MAX_ANSWER_BYTES, ProviderError, ProviderFailure,
+    BearerApi, CancelOutcome, FailureKind, JobToCreate, ProviderError, ProviderFailure,
     ProviderJobState, ProviderProtocol, ProviderTarget, SubmittedSearch, VerifiedWebhook,
-    WebhookError, WebhookRejection, classify_status, json_body, shortened, transport_error,
-    unreadable,
+    WebhookError, WebhookRejection, classify_status, shortened, unreadable,
 };
 
 /// ModelArk's API root in the ap-southeast-1 region, the SDK's `BASE_URL`
@@ -67,10 +65,7 @@ const CONTENT_FIELDS: [(&str, &str, &str); 5] = [
 
 /// A client of one ModelArk account's API key.
 pub struct ModelArkClient {
-    http: reqwest::Client,
-    api_url: Url,
-    api_key: String,
-    request_timeout: Duration,
+    api: BearerApi,
 }
 
 impl ModelArkClient {
@@ -81,46 +76,13 @@ impl ModelArkClient {
         api_key: String,
         request_timeout: Duration,
     ) -> Result<ModelArkClient, String> {
-        let api_url = Url::parse(&format!("{}/", api_url.trim_end_matches('/')))
-            .map_err(|error| format!("the ModelArk API URL is not valid: {error}"))?;
-        let http = reqwest::Client::builder()
-            // A redirect would carry our key to wherever it points.
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()
-            .map_err(|error| format!("the HTTP client could not start: {error}"))?;
         Ok(ModelArkClient {
-            http,
-            api_url,
-            api_key,
-            request_timeout,
+            api: BearerApi::new("ModelArk", api_url, api_key, request_timeout)?,
         })
     }
 
-    fn url(&self, path: &str) -> Url {
-        self.api_url
-            .join(path)
-            .expect("paths built here are relative URLs")
-    }
-
-    fn authorization(&self) -> HeaderValue {
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", self.api_key))
-            .unwrap_or_else(|_| HeaderValue::from_static("Bearer invalid"));
-        value.set_sensitive(true);
-        value
-    }
-
     async fn call(&self, request: reqwest::RequestBuilder) -> Result<Value, ProviderError> {
-        let response = request
-            .header(AUTHORIZATION, self.authorization())
-            .timeout(self.request_timeout)
-            .send()
-            .await
-            .map_err(transport_error)?;
-        if !response.status().is_success() {
-            return Err(error_from_response(response).await);
-        }
-        json_body(response, MAX_ANSWER_BYTES).await
+        self.api.call(request, error_from_response).await
     }
 }
 
@@ -144,8 +106,9 @@ impl ProviderProtocol for ModelArkClient {
         })?;
         let answer = self
             .call(
-                self.http
-                    .post(self.url("contents/generations/tasks"))
+                self.api
+                    .http()
+                    .post(self.api.url("contents/generations/tasks"))
                     .json(&body),
             )
             .await?;
@@ -159,8 +122,10 @@ impl ProviderProtocol for ModelArkClient {
     ) -> Result<ProviderJobState, ProviderError> {
         let task = self
             .call(
-                self.http
-                    .get(self.url(&format!("contents/generations/tasks/{job_id}"))),
+                self.api.http().get(
+                    self.api
+                        .url(&format!("contents/generations/tasks/{job_id}")),
+                ),
             )
             .await?;
         task_state(&task)
@@ -177,8 +142,10 @@ impl ProviderProtocol for ModelArkClient {
     ) -> Result<CancelOutcome, ProviderError> {
         match self
             .call(
-                self.http
-                    .delete(self.url(&format!("contents/generations/tasks/{job_id}"))),
+                self.api.http().delete(
+                    self.api
+                        .url(&format!("contents/generations/tasks/{job_id}")),
+                ),
             )
             .await
         {
@@ -233,11 +200,11 @@ impl ProviderProtocol for ModelArkClient {
         let wanted = submit_identifier(&target.0, input);
         let mut found: Vec<(i64, String)> = Vec::new();
         for page_num in 1..=MAX_LIST_PAGES {
-            let mut page = self.url("contents/generations/tasks");
+            let mut page = self.api.url("contents/generations/tasks");
             page.query_pairs_mut()
                 .append_pair("page_num", &page_num.to_string())
                 .append_pair("page_size", &LIST_PAGE_SIZE.to_string());
-            let answer = self.call(self.http.get(page)).await?;
+            let answer = self.call(self.api.http().get(page)).await?;
             let items = answer["items"].as_array().cloned().unwrap_or_default();
             for task in &items {
                 let created_at = task["created_at"].as_i64().unwrap_or(i64::MAX);

@@ -12,17 +12,17 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use url::Url;
 
 use crate::backend::hosted::protocol::{
-    CachedKeys, CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, MAX_ANSWER_BYTES,
-    ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget,
-    SubmittedSearch, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection,
-    classify_status, iso8601, json_body, listed_input_is_known, require_signature_headers,
-    sent_fields_match, shortened, transport_error, unix_seconds, unreadable,
+    BearerApi, CachedKeys, CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, ProviderError,
+    ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, SubmittedSearch,
+    VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection, classify_status,
+    iso8601, listed_input_is_known, require_signature_headers, sent_fields_match, shortened,
+    unix_seconds, unreadable,
 };
 
 /// Replicate's API root, unless configured otherwise (tests use a fake).
@@ -34,10 +34,7 @@ const MAX_LIST_PAGES: usize = 20;
 
 /// A client of one Replicate account.
 pub struct ReplicateClient {
-    http: reqwest::Client,
-    api_url: Url,
-    token: String,
-    request_timeout: Duration,
+    api: BearerApi,
     /// The account's webhook signing secret, read from the API.
     signing_secret: CachedKeys<String>,
 }
@@ -50,54 +47,21 @@ impl ReplicateClient {
         token: String,
         request_timeout: Duration,
     ) -> Result<ReplicateClient, String> {
-        let api_url = Url::parse(&format!("{}/", api_url.trim_end_matches('/')))
-            .map_err(|error| format!("the Replicate API URL is not valid: {error}"))?;
-        let http = reqwest::Client::builder()
-            // A redirect would carry our token to wherever it points.
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()
-            .map_err(|error| format!("the HTTP client could not start: {error}"))?;
         Ok(ReplicateClient {
-            http,
-            api_url,
-            token,
-            request_timeout,
+            api: BearerApi::new("Replicate", api_url, token, request_timeout)?,
             signing_secret: CachedKeys::default(),
         })
     }
 
-    fn url(&self, path: &str) -> Url {
-        self.api_url
-            .join(path)
-            .expect("paths built here are relative URLs")
-    }
-
-    fn authorization(&self) -> HeaderValue {
-        let mut value = HeaderValue::from_str(&format!("Bearer {}", self.token))
-            .unwrap_or_else(|_| HeaderValue::from_static("Bearer invalid"));
-        value.set_sensitive(true);
-        value
-    }
-
     async fn call(&self, request: reqwest::RequestBuilder) -> Result<Value, ProviderError> {
-        let response = request
-            .header(AUTHORIZATION, self.authorization())
-            .timeout(self.request_timeout)
-            .send()
-            .await
-            .map_err(transport_error)?;
-        if !response.status().is_success() {
-            return Err(error_from_response(response).await);
-        }
-        json_body(response, MAX_ANSWER_BYTES).await
+        self.api.call(request, error_from_response).await
     }
 
     /// The signing secret of the account's webhooks
     /// (`GET /v1/webhooks/default/secret`).
     pub async fn webhook_secret(&self) -> Result<String, ProviderError> {
         let answer = self
-            .call(self.http.get(self.url("webhooks/default/secret")))
+            .call(self.api.http().get(self.api.url("webhooks/default/secret")))
             .await?;
         answer["key"]
             .as_str()
@@ -116,8 +80,9 @@ impl ProviderProtocol for ReplicateClient {
         let (path, body) = create_request(&job.target.0, job.input, job.webhook_url);
         let prediction = self
             .call(
-                self.http
-                    .post(self.url(&path))
+                self.api
+                    .http()
+                    .post(self.api.url(&path))
                     // Replicate's OpenAPI: "the maximum time the prediction
                     // can run before it is automatically canceled. The
                     // lifetime is measured from when the prediction is
@@ -136,7 +101,11 @@ impl ProviderProtocol for ReplicateClient {
         job_id: &str,
     ) -> Result<ProviderJobState, ProviderError> {
         let prediction = self
-            .call(self.http.get(self.url(&format!("predictions/{job_id}"))))
+            .call(
+                self.api
+                    .http()
+                    .get(self.api.url(&format!("predictions/{job_id}"))),
+            )
             .await?;
         prediction_state(&prediction)
     }
@@ -148,8 +117,9 @@ impl ProviderProtocol for ReplicateClient {
     ) -> Result<CancelOutcome, ProviderError> {
         let prediction = match self
             .call(
-                self.http
-                    .post(self.url(&format!("predictions/{job_id}/cancel"))),
+                self.api
+                    .http()
+                    .post(self.api.url(&format!("predictions/{job_id}/cancel"))),
             )
             .await
         {
@@ -201,12 +171,12 @@ impl ProviderProtocol for ReplicateClient {
         since: i64,
     ) -> Result<SubmittedSearch, ProviderError> {
         let model = target.0.split(':').next().unwrap_or_default();
-        let mut page = self.url("predictions");
+        let mut page = self.api.url("predictions");
         page.query_pairs_mut()
             .append_pair("created_after", &iso8601(since));
         let mut found = SubmittedSearch::default();
         for _ in 0..MAX_LIST_PAGES {
-            let answer = self.call(self.http.get(page.clone())).await?;
+            let answer = self.call(self.api.http().get(page.clone())).await?;
             let on_page = search_page(&answer, model, input);
             found.matching.extend(on_page.matching);
             found.input_unknown.extend(on_page.input_unknown);
@@ -216,7 +186,7 @@ impl ProviderProtocol for ReplicateClient {
             {
                 // The next page must stay on the API's host: the token goes
                 // with it.
-                Some(next) if next.origin() == self.api_url.origin() => page = next,
+                Some(next) if next.origin() == self.api.api_url().origin() => page = next,
                 _ => break,
             }
         }
@@ -242,8 +212,8 @@ impl ProviderProtocol for ReplicateClient {
         let delivery = url.host_str().is_some_and(|host| {
             host == "replicate.delivery" || host.ends_with(".replicate.delivery")
         });
-        if delivery || url.origin() == self.api_url.origin() {
-            headers.insert(AUTHORIZATION, self.authorization());
+        if delivery || url.origin() == self.api.api_url().origin() {
+            headers.insert(AUTHORIZATION, self.api.authorization());
         }
         headers
     }
@@ -515,6 +485,7 @@ pub fn verify_webhook(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reqwest::header::HeaderValue;
 
     /// A recorded interaction of Replicate's own client with the real API
     /// (see tests/fixtures/replicate/README.md).
