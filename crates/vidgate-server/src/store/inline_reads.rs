@@ -118,6 +118,24 @@ impl InlineReader {
 
 /// Whether a read failed only because SQLite could not start it without
 /// waiting for another connection's lock.
+/// The value at `*position` of `row`, then the next position. Debug builds
+/// check that the column there is `name`: the row type's fields must be in
+/// the order its statement selects them.
+pub(super) fn column<T: rusqlite::types::FromSql>(
+    row: &rusqlite::Row<'_>,
+    position: &mut usize,
+    name: &str,
+) -> rusqlite::Result<T> {
+    let at = *position;
+    *position += 1;
+    debug_assert_eq!(
+        row.as_ref().column_name(at).ok(),
+        Some(name),
+        "column {at} of an inline read is not the field it fills"
+    );
+    row.get(at)
+}
+
 pub(super) fn is_busy(error: &rusqlite::Error) -> bool {
     matches!(
         error.sqlite_error_code(),
@@ -175,6 +193,51 @@ pub(super) mod tests {
         assert_eq!(found.unwrap().0, "a");
         let missing: Option<Id> = reader.read_optional(statement, &["a", "y"]).unwrap();
         assert!(missing.is_none());
+    }
+
+    database_row! {
+        struct IdAndKind {
+            id: String,
+            kind: String,
+        }
+    }
+
+    database_row! {
+        struct KindAndId {
+            kind: String,
+            id: String,
+        }
+    }
+
+    fn table_of_one_row() -> (tempfile::TempDir, InlineReader) {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("rows.sqlite");
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (id TEXT, kind TEXT); INSERT INTO t VALUES ('a', 'x');")
+            .unwrap();
+        let reader = InlineReader::open(&path).unwrap();
+        (directory, reader)
+    }
+
+    #[test]
+    fn a_declared_row_is_filled_by_position_in_the_order_selected() {
+        let (_directory, reader) = table_of_one_row();
+        let row: IdAndKind = reader
+            .read_optional("SELECT id, kind FROM t WHERE id = $1", &["a"])
+            .unwrap()
+            .unwrap();
+        assert_eq!((row.id.as_str(), row.kind.as_str()), ("a", "x"));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "is not the field it fills")]
+    fn a_statement_selecting_in_another_order_than_its_row_fails_in_debug_builds() {
+        let (_directory, reader) = table_of_one_row();
+        let _: Option<KindAndId> = reader
+            .read_optional("SELECT id, kind FROM t WHERE id = $1", &["a"])
+            .unwrap();
     }
 
     #[test]

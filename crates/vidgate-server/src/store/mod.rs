@@ -29,10 +29,16 @@
 //! `inline_reads.rs`, SQLite's hot point reads, and `submit.rs`'s SQLite
 //! half) and `postgres.rs` (with `submit.rs`'s PostgreSQL half).
 
-/// Declares a row type that both ways of reading fill by column name: sqlx
+/// Declares a row type that both ways of reading fill: sqlx by column name
 /// (its derived `FromRow`, for any statement on either store) and SQLite's
-/// inline reader (`InlineRow`, for its point reads). The fields are written
-/// once, so the two cannot disagree about a row.
+/// inline reader (`InlineRow`, for its point reads) by position, the fields
+/// in the order the statement selects them. The fields are written once, so
+/// the two cannot disagree about a row. Reading by position matters on the
+/// hottest read: rusqlite finds a column by name with a scan of the row's
+/// column names, which cost `GET /generations/{id}` twice what SQLite's own
+/// step did (`BENCHMARKS.md`, issue 42); debug builds check each position's
+/// name, so a statement that selects in another order fails every test
+/// that reads it.
 macro_rules! database_row {
     (
         $(#[$attribute:meta])*
@@ -44,7 +50,14 @@ macro_rules! database_row {
 
         impl $crate::store::inline_reads::InlineRow for $name {
             fn from_inline_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<$name> {
-                Ok($name { $($field: row.get(stringify!($field))?),* })
+                let mut position = 0;
+                Ok($name {
+                    $($field: $crate::store::inline_reads::column(
+                        row,
+                        &mut position,
+                        stringify!($field),
+                    )?),*
+                })
             }
         }
     };

@@ -63,6 +63,21 @@ pub fn run(load: Load, url: &str, headers: &[String], script: Option<&Path>) -> 
     parse(&report).unwrap_or_else(|| panic!("unexpected wrk report:\n{report}"))
 }
 
+/// The mean of several runs of one path: throughput and percentiles
+/// averaged, failures summed (any failure still marks the figure invalid).
+pub fn mean(runs: impl Iterator<Item = Measured>) -> Measured {
+    let runs: Vec<Measured> = runs.collect();
+    assert!(!runs.is_empty(), "a mean of no runs");
+    let count = runs.len() as u32;
+    Measured {
+        requests_per_second: runs.iter().map(|run| run.requests_per_second).sum::<f64>()
+            / f64::from(count),
+        p50: runs.iter().map(|run| run.p50).sum::<Duration>() / count,
+        p99: runs.iter().map(|run| run.p99).sum::<Duration>() / count,
+        failures: runs.iter().map(|run| run.failures).sum(),
+    }
+}
+
 fn parse(report: &str) -> Option<Measured> {
     let mut requests_per_second = None;
     let mut p50 = None;
