@@ -409,7 +409,9 @@ mod tests {
 
         let modelark = example("modelark.json");
         assert!(
-            modelark["models"]["vendor_4/model_4"].get("budget").is_none(),
+            modelark["models"]["vendor_4/model_4"]
+                .get("budget")
+                .is_none(),
             "the example file relies on the default"
         );
         let budgets = budgets_of(modelark.clone());
@@ -420,7 +422,11 @@ mod tests {
         assert_eq!(budgets[0].limits.others.per_minute, 3000);
 
         let dashscope = example("dashscope.json");
-        assert!(dashscope["models"]["vendor_1/model_1"].get("budget").is_none());
+        assert!(
+            dashscope["models"]["vendor_1/model_1"]
+                .get("budget")
+                .is_none()
+        );
         let budgets = budgets_of(dashscope);
         assert_eq!(budgets[0].provider, "dashscope");
         assert_eq!(

@@ -586,7 +586,10 @@ fn the_example_failover_file_routes_among_the_providers_own_example_entries() {
     for (model, entry) in models {
         assert_eq!(entry["backend"], "failover", "{model}");
         assert_eq!(entry["route"], "price", "{model}");
-        assert!(entry.get("allow_loss").is_none(), "{model}: never at a loss");
+        assert!(
+            entry.get("allow_loss").is_none(),
+            "{model}: never at a loss"
+        );
         let providers = entry["providers"].as_array().unwrap();
         for provider_entry in providers {
             let provider = provider_entry["backend"].as_str().unwrap();

@@ -328,7 +328,10 @@ fn a_makers_example_file_needs_only_its_key() {
         let example = examples.join(file);
         let (passed, report) = check_config(&environment, &["--backends-file", text(&example)]);
         assert!(passed, "{file}: {report}");
-        assert!(report.contains("ok      --backends-file"), "{file}: {report}");
+        assert!(
+            report.contains("ok      --backends-file"),
+            "{file}: {report}"
+        );
         assert!(!report.contains(key), "{file}: {report}");
     }
 }

@@ -287,8 +287,7 @@ async fn modelark_callbacks_are_taken_as_hints_and_the_job_ends_as_read(store: S
 /// runs to succeeded. The file asks for no variable but the key.
 async fn a_newcomer_runs_seedance_with_the_modelark_key_alone(store: StoreKind) {
     let fake = FakeProviders::start().await;
-    let example =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted/modelark.json");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted/modelark.json");
     let mut file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
     file["models"][SEEDANCE]["api_url"] = json!(fake.modelark_api_url());
     let directory = tempfile::tempdir().unwrap();

@@ -319,8 +319,7 @@ async fn a_lost_submit_answer_stays_with_its_provider(store: StoreKind) {
 /// and the maker's own API of M1 and M4, routed by price, applied with
 /// each provider's credential.
 fn example_failover(fake: &FakeProviders, dashscope: &FakeDashScope) -> BackendsConfig {
-    let example =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted/failover.json");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted/failover.json");
     let mut file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
     let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
         "poll_seconds": 0.1, "retry_seconds": 5 });
@@ -368,15 +367,16 @@ fn example_failover(fake: &FakeProviders, dashscope: &FakeDashScope) -> Backends
 /// DashScope; a plain request stays with the first aggregator, as no
 /// provider of M1 has a published price in the file (`unpriced`, in the
 /// file's order).
-async fn the_example_failover_file_sends_what_only_the_maker_serves_to_the_maker(
-    store: StoreKind,
-) {
+async fn the_example_failover_file_sends_what_only_the_maker_serves_to_the_maker(store: StoreKind) {
     let fake = FakeProviders::start().await;
     let dashscope = FakeDashScope::start().await;
     let app = operated_app(store, example_failover(&fake, &dashscope)).await;
 
     let plain = run_routed(&app, "a kite over the sea").await;
-    assert_eq!((plain.provider.as_str(), reason(&plain)), ("fal", "unpriced"));
+    assert_eq!(
+        (plain.provider.as_str(), reason(&plain)),
+        ("fal", "unpriced")
+    );
 
     let generation = submit(
         &app,
@@ -399,7 +399,11 @@ async fn the_example_failover_file_sends_what_only_the_maker_serves_to_the_maker
     assert_eq!(job.provider, "dashscope");
     let tasks = dashscope.tasks();
     assert_eq!(tasks.len(), 1, "one task at DashScope");
-    assert_eq!(fake.jobs_at(Provider::Fal).len(), 1, "only the plain request");
+    assert_eq!(
+        fake.jobs_at(Provider::Fal).len(),
+        1,
+        "only the plain request"
+    );
     assert!(fake.jobs_at(Provider::Replicate).is_empty());
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
