@@ -392,8 +392,8 @@ mod tests {
     /// queued tasks per account bound the tasks in flight; DashScope's 20
     /// task queries a second bound the other calls. A value the file gives
     /// replaces only that value.
-    #[tokio::test]
-    async fn a_makers_documented_limits_are_its_default_budget() {
+    #[test]
+    fn a_makers_documented_limits_are_its_default_budget() {
         let budgets_of = |file: Value| {
             let directory = tempfile::tempdir().unwrap();
             let path = directory.path().join("backends.json");
