@@ -301,7 +301,7 @@ pub fn budgets_in_backends_file(path: &Path) -> Result<Vec<ConfiguredBudget>, Ba
     let mut budgets: Vec<ConfiguredBudget> = Vec::new();
     for (model_id, config) in file.models {
         for HostedEntry { provider, config } in config.into_hosted_entries() {
-            let limits = BudgetLimits::resolve(&config.budget.clone().unwrap_or_default())
+            let limits = BudgetLimits::resolve(&providers::budget_of(provider, &config))
                 .map_err(|error| invalid(format!("{model_id}: {error}")))?;
             let credential_env = providers::credential_env(provider, &config);
             let provider = provider.name();
@@ -328,6 +328,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::backend::hosted::budget::ClassLimit;
 
     fn apply(file: &Value) -> Result<BackendsConfig, BackendsFileError> {
         let directory = tempfile::tempdir().unwrap();
@@ -384,6 +385,92 @@ mod tests {
                 .to_string();
             assert!(error.contains(expected), "{budget}: {error}");
         }
+    }
+
+    /// Issue 40: a maker's documented limits are its provider's default
+    /// budget, not only a setting of its example file. ModelArk's 120
+    /// queued tasks per account bound the tasks in flight; DashScope's 20
+    /// task queries a second bound the other calls. A value the file gives
+    /// replaces only that value.
+    #[test]
+    fn a_makers_documented_limits_are_its_default_budget() {
+        let budgets_of = |file: Value| {
+            let directory = tempfile::tempdir().unwrap();
+            let path = directory.path().join("backends.json");
+            std::fs::write(&path, file.to_string()).unwrap();
+            budgets_in_backends_file(&path).unwrap()
+        };
+        let example = |name: &str| -> Value {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples/hosted")
+                .join(name);
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+        };
+
+        let modelark = example("modelark.json");
+        assert!(
+            modelark["models"]["vendor_4/model_4"]
+                .get("budget")
+                .is_none(),
+            "the example file relies on the default"
+        );
+        let budgets = budgets_of(modelark.clone());
+        assert_eq!(budgets.len(), 1);
+        assert_eq!(budgets[0].provider, "modelark");
+        assert_eq!(budgets[0].limits.max_in_flight, Some(120));
+        assert_eq!(budgets[0].limits.creates.per_minute, 600);
+        assert_eq!(budgets[0].limits.others.per_minute, 3000);
+
+        let dashscope = example("dashscope.json");
+        assert!(
+            dashscope["models"]["vendor_1/model_1"]
+                .get("budget")
+                .is_none()
+        );
+        let budgets = budgets_of(dashscope);
+        assert_eq!(budgets[0].provider, "dashscope");
+        assert_eq!(
+            budgets[0].limits.others,
+            ClassLimit {
+                per_minute: 600,
+                burst: 10
+            }
+        );
+        assert_eq!(budgets[0].limits.creates.per_minute, 600);
+        assert_eq!(budgets[0].limits.max_in_flight, None);
+
+        // The file's own values win one by one: a smaller ceiling of tasks
+        // in flight (an account shared with other software), the rest kept.
+        let mut shared = modelark.clone();
+        shared["models"]["vendor_4/model_4"]["budget"] =
+            json!({ "max_in_flight": 40, "creates_per_minute": 60 });
+        let budgets = budgets_of(shared);
+        assert_eq!(budgets[0].limits.max_in_flight, Some(40));
+        assert_eq!(budgets[0].limits.creates.per_minute, 60);
+        assert_eq!(budgets[0].limits.others.per_minute, 3000);
+        let mut slower = modelark;
+        slower["models"]["vendor_4/model_4"]["budget"] = json!({ "nodes": 2 });
+        let budgets = budgets_of(slower);
+        assert_eq!(budgets[0].limits.max_in_flight, Some(120));
+        assert_eq!(budgets[0].limits.nodes, 2);
+
+        // A figure per minute of the file's own takes its own burst, not
+        // the one sized for DashScope's documented figure.
+        let mut dashscope = example("dashscope.json");
+        dashscope["models"]["vendor_1/model_1"]["budget"] = json!({ "others_per_minute": 100 });
+        let budgets = budgets_of(dashscope);
+        assert_eq!(
+            budgets[0].limits.others,
+            ClassLimit {
+                per_minute: 100,
+                burst: 5
+            }
+        );
+
+        // Providers without documented limits per minute keep vidgate's own.
+        let fal = budgets_of(example("fal.json"));
+        assert_eq!(fal[0].limits.max_in_flight, None);
+        assert_eq!(fal[0].limits.others.per_minute, 3000);
     }
 
     /// Issue 38, item 7: a backends file can send only a provider

@@ -567,3 +567,44 @@ async fn a_schema_that_cannot_be_read_fails_the_check() {
         "{check}"
     );
 }
+
+/// The example failover file, `failover.json`, is made of the providers'
+/// own example entries, unchanged: every check above of those entries
+/// (each input against its provider's schema, `accepts`, `limits`) holds
+/// for it, and the file adds only how each job is routed among them. Each
+/// of its models is routed by price, never at a loss, and has the model
+/// maker's own API among its providers, where the aggregators lack values.
+#[test]
+fn the_example_failover_file_routes_among_the_providers_own_example_entries() {
+    let read = |name: &str| -> Value {
+        let path = repository().join("examples/hosted").join(name);
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let failover = read("failover.json");
+    let models = failover["models"].as_object().unwrap();
+    assert!(!models.is_empty());
+    for (model, entry) in models {
+        assert_eq!(entry["backend"], "failover", "{model}");
+        assert_eq!(entry["route"], "price", "{model}");
+        assert!(
+            entry.get("allow_loss").is_none(),
+            "{model}: never at a loss"
+        );
+        let providers = entry["providers"].as_array().unwrap();
+        for provider_entry in providers {
+            let provider = provider_entry["backend"].as_str().unwrap();
+            let own = read(&format!("{provider}.json"));
+            assert_eq!(
+                provider_entry, &own["models"][model],
+                "{model} at {provider}: the entry of {provider}.json"
+            );
+        }
+        assert!(
+            providers.iter().any(|provider_entry| matches!(
+                provider_entry["backend"].as_str(),
+                Some("modelark" | "dashscope")
+            )),
+            "{model}: the maker's own API is one of the providers"
+        );
+    }
+}

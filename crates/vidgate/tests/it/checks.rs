@@ -310,6 +310,32 @@ fn an_operator_token_with_a_public_url_is_warned_about_not_refused() {
     assert!(!report.contains("WARNING"), "{report}");
 }
 
+/// Issue 40: a newcomer starts at a model maker's own API with its key
+/// and one flag, the maker's example file as shipped. With only the key
+/// set, the binary's own check of the file passes (the maker publishes no
+/// schema, so its targets are shown for a comparison by hand, which is no
+/// failure), and the key is never printed.
+#[test]
+fn a_makers_example_file_needs_only_its_key() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted");
+    for (file, variable) in [
+        ("modelark.json", "ARK_API_KEY"),
+        ("dashscope.json", "DASHSCOPE_API_KEY"),
+    ] {
+        let data_dir = tempfile::tempdir().unwrap();
+        let key = "a-newcomers-own-key-0123456789";
+        let environment = [("VIDGATE_DATA_DIR", text(data_dir.path())), (variable, key)];
+        let example = examples.join(file);
+        let (passed, report) = check_config(&environment, &["--backends-file", text(&example)]);
+        assert!(passed, "{file}: {report}");
+        assert!(
+            report.contains("ok      --backends-file"),
+            "{file}: {report}"
+        );
+        assert!(!report.contains(key), "{file}: {report}");
+    }
+}
+
 #[test]
 fn a_sound_single_node_configuration_passes_every_check() {
     let data_dir = tempfile::tempdir().unwrap();

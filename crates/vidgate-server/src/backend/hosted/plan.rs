@@ -73,7 +73,7 @@ impl HostedPlan {
             check_provider_url(url)?;
         }
         provider.check_settings(&config)?;
-        let limits = BudgetLimits::resolve(&config.budget.clone().unwrap_or_default())?;
+        let limits = BudgetLimits::resolve(&providers::budget_of(provider, &config))?;
         Ok(HostedPlan {
             model_id: model.id.clone(),
             config,

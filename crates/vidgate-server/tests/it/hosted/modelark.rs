@@ -278,6 +278,55 @@ async fn modelark_callbacks_are_taken_as_hints_and_the_job_ends_as_read(store: S
     assert!(answer.status().is_client_error(), "{}", answer.status());
 }
 
+/// Issue 40: a newcomer starts with the vendor key alone. The example
+/// file as shipped (only its API root pointed at the fake, which a test
+/// must do, and nothing else changed: its timeouts are the defaults),
+/// applied as `vidgate serve --backends-file examples/hosted/modelark.json`
+/// applies it with `ARK_API_KEY` the only variable set, on a server with
+/// no other setting (no public URL, so no callbacks; local storage); M4
+/// runs to succeeded. The file asks for no variable but the key.
+async fn a_newcomer_runs_seedance_with_the_modelark_key_alone(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted/modelark.json");
+    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    file["models"][SEEDANCE]["api_url"] = json!(fake.modelark_api_url());
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("modelark.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    let asked = std::sync::Mutex::new(Vec::new());
+    let environment = |name: &str| {
+        asked.lock().unwrap().push(name.to_owned());
+        (name == "ARK_API_KEY").then(|| fake_providers::ARK_API_KEY.to_owned())
+    };
+    let mut backends = BackendsConfig::builtin(true);
+    vidgate_server::backend::apply_backends_file_with_credentials(
+        &mut backends,
+        &path,
+        &Catalog::embedded(),
+        &environment,
+    )
+    .expect("the example file applies with the key alone");
+    let asked = asked.into_inner().unwrap();
+    assert!(
+        !asked.is_empty() && asked.iter().all(|name| name == "ARK_API_KEY"),
+        "{asked:?}"
+    );
+    let mut settings = TestSettings::new(store);
+    settings.backends = backends;
+    let app = spawn_app_with(settings).await;
+
+    let done = run_seedance(&app, "a newcomer's first kite").await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert!(
+        done["output"]["video_url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&app.api_base)
+    );
+    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 1);
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
 on_both_stores!(
     seedance_runs_at_modelark_with_its_video_in_our_storage,
     failed_and_moderated_modelark_tasks_fail_and_are_refunded,
@@ -286,4 +335,5 @@ on_both_stores!(
     a_modelark_outage_then_recovery_leaves_one_task,
     modelark_429s_and_its_queued_task_limit_are_waited_out_by_the_budget,
     modelark_callbacks_are_taken_as_hints_and_the_job_ends_as_read,
+    a_newcomer_runs_seedance_with_the_modelark_key_alone,
 );

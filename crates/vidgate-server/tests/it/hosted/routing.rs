@@ -7,6 +7,8 @@
 //! own price list.
 
 use super::*;
+use fake_providers::ARK_API_KEY;
+use fake_providers::dashscope::{DASHSCOPE_KEY, FakeDashScope};
 use vidgate_server::store::ProviderJob;
 
 const OPERATOR_TOKEN: &str = "operator-token-for-routing-tests-0123456789";
@@ -312,9 +314,104 @@ async fn a_lost_submit_answer_stays_with_its_provider(store: StoreKind) {
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
+/// `examples/hosted/failover.json` as an operator runs it, every
+/// provider's URL pointed at a fake and timeouts short: the aggregators
+/// and the maker's own API of M1 and M4, routed by price, applied with
+/// each provider's credential.
+fn example_failover(fake: &FakeProviders, dashscope: &FakeDashScope) -> BackendsConfig {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hosted/failover.json");
+    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+    let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
+        "poll_seconds": 0.1, "retry_seconds": 5 });
+    for model in file["models"].as_object_mut().unwrap().values_mut() {
+        for entry in model["providers"].as_array_mut().unwrap() {
+            match entry["backend"].as_str().unwrap() {
+                "fal" => {
+                    entry["api_url"] = json!(fake.fal_queue_url());
+                    entry["platform_url"] = json!(fake.fal_api_url());
+                    entry["jwks_url"] = json!(fake.fal_jwks_url());
+                }
+                "replicate" => entry["api_url"] = json!(fake.replicate_api_url()),
+                "modelark" => entry["api_url"] = json!(fake.modelark_api_url()),
+                "dashscope" => entry["api_url"] = json!(dashscope.api_url()),
+                other => panic!("no fake for {other}"),
+            }
+            entry["timeouts"] = timeouts.clone();
+        }
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("failover.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    let mut backends = BackendsConfig::builtin(true);
+    let credentials = |name: &str| match name {
+        "FAL_KEY" => Some(FAL_KEY.to_owned()),
+        "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
+        "ARK_API_KEY" => Some(ARK_API_KEY.to_owned()),
+        "DASHSCOPE_API_KEY" => Some(DASHSCOPE_KEY.to_owned()),
+        _ => None,
+    };
+    vidgate_server::backend::apply_backends_file_with_credentials(
+        &mut backends,
+        &path,
+        &Catalog::embedded(),
+        &credentials,
+    )
+    .expect("the example failover file applies");
+    backends
+}
+
+/// Issue 40: where the maker's own API serves values that the aggregators
+/// do not, the example failover file sends those requests to it. M1 with
+/// a negative prompt and no sound is taken by neither aggregator (fal's
+/// Wan has no negative prompt, Replicate's no audio switch), so it goes to
+/// DashScope; a plain request stays with the first aggregator, as no
+/// provider of M1 has a published price in the file (`unpriced`, in the
+/// file's order).
+async fn the_example_failover_file_sends_what_only_the_maker_serves_to_the_maker(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    let dashscope = FakeDashScope::start().await;
+    let app = operated_app(store, example_failover(&fake, &dashscope)).await;
+
+    let plain = run_routed(&app, "a kite over the sea").await;
+    assert_eq!(
+        (plain.provider.as_str(), reason(&plain)),
+        ("fal", "unpriced")
+    );
+
+    let generation = submit(
+        &app,
+        "vendor_1/model_1",
+        json!({ "prompt": "a kite with no sound", "duration": 5, "resolution": "720p",
+            "negative_prompt": "rain", "generate_audio": false }),
+    )
+    .await;
+    let done = app
+        .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
+        .await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let job = app
+        .server
+        .store
+        .provider_job(done["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .expect("the generation's provider job is recorded");
+    assert_eq!(job.provider, "dashscope");
+    let tasks = dashscope.tasks();
+    assert_eq!(tasks.len(), 1, "one task at DashScope");
+    assert_eq!(
+        fake.jobs_at(Provider::Fal).len(),
+        1,
+        "only the plain request"
+    );
+    assert!(fake.jobs_at(Provider::Replicate).is_empty());
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
 on_both_stores!(
     price_sends_jobs_to_the_cheapest_healthy_provider_and_moves_when_its_circuit_opens,
     latency_follows_a_provider_that_slows_down,
     a_provider_that_would_sell_at_a_loss_is_skipped_unless_the_operator_allows_it,
     a_lost_submit_answer_stays_with_its_provider,
+    the_example_failover_file_sends_what_only_the_maker_serves_to_the_maker,
 );

@@ -81,6 +81,35 @@ pub struct BudgetConfig {
     pub nodes: Option<u32>,
 }
 
+impl BudgetConfig {
+    /// This budget with each value it leaves out taken from `defaults` (a
+    /// provider's documented limits, `HostedProvider::default_budget`). A
+    /// default burst goes with its default figure per minute only: a file
+    /// that sets its own figure gets a twentieth of it, as with no default,
+    /// rather than a burst sized for another figure.
+    pub fn over(self, defaults: &BudgetConfig) -> BudgetConfig {
+        let burst = |own: Option<u32>, own_per_minute: Option<u32>, default: Option<u32>| {
+            own.or(default.filter(|_| own_per_minute.is_none()))
+        };
+        BudgetConfig {
+            creates_per_minute: self.creates_per_minute.or(defaults.creates_per_minute),
+            others_per_minute: self.others_per_minute.or(defaults.others_per_minute),
+            creates_burst: burst(
+                self.creates_burst,
+                self.creates_per_minute,
+                defaults.creates_burst,
+            ),
+            others_burst: burst(
+                self.others_burst,
+                self.others_per_minute,
+                defaults.others_burst,
+            ),
+            max_in_flight: self.max_in_flight.or(defaults.max_in_flight),
+            nodes: self.nodes.or(defaults.nodes),
+        }
+    }
+}
+
 /// A provider credential's limits, resolved from the provider's defaults
 /// and the backends file's `budget`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::budget::BudgetConfig;
 use super::model_config::HostedModelConfig;
 use super::protocol::ProviderProtocol;
 use super::schemas::InputSchema;
@@ -57,6 +58,14 @@ pub trait HostedProvider: Send + Sync + 'static {
     /// catalog model it serves mapped to its targets (all six at an
     /// aggregator, the maker's own models at a maker's API).
     fn example_file(&self) -> &'static str;
+
+    /// Its documented request limits, the budget of its credentials where
+    /// the backends file gives none (each value the file gives wins over
+    /// the provider's). A provider without documented limits per minute
+    /// keeps vidgate's own (Replicate's figures, `budget/limits.rs`).
+    fn default_budget(&self) -> BudgetConfig {
+        BudgetConfig::default()
+    }
 
     /// Refuses the settings of a model's entry that this provider does not
     /// take, or takes only together.
@@ -109,6 +118,17 @@ impl std::fmt::Debug for dyn HostedProvider {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.write_str(self.name())
     }
+}
+
+/// The request budget of a model's credential at `provider`: each value
+/// its entry's `budget` gives, the provider's documented default for the
+/// rest.
+pub fn budget_of(provider: Provider, config: &HostedModelConfig) -> BudgetConfig {
+    config
+        .budget
+        .clone()
+        .unwrap_or_default()
+        .over(&provider.default_budget())
 }
 
 /// The environment variable of a model's credential at `provider`: the

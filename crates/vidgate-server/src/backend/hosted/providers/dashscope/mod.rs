@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{HostedProvider, SchemaUnread};
+use crate::backend::hosted::budget::BudgetConfig;
 use crate::backend::hosted::model_config::HostedModelConfig;
 use crate::backend::hosted::protocol::ProviderProtocol;
 use crate::backend::hosted::schemas::InputSchema;
@@ -32,6 +33,22 @@ impl HostedProvider for DashScope {
 
     fn example_file(&self) -> &'static str {
         "examples/hosted/dashscope.json"
+    }
+
+    /// Task queries are limited to "20 QPS per Alibaba Cloud account
+    /// (includes all RAM users)" (the asynchronous task management API,
+    /// https://www.alibabacloud.com/help/en/model-studio/manage-asynchronous-tasks):
+    /// at most 10 reads, lists or cancels at once, then 10 a second, keeps
+    /// every second within 20. Submits are limited per model ("RPS limit
+    /// for task submission API" and concurrent tasks on each model's page),
+    /// but no page read states Wan 2.6's figures, so creates keep vidgate's
+    /// own ceiling (docs/upstreams.md says to set them from the console).
+    fn default_budget(&self) -> BudgetConfig {
+        BudgetConfig {
+            others_per_minute: Some(600),
+            others_burst: Some(10),
+            ..BudgetConfig::default()
+        }
     }
 
     fn check_settings(&self, config: &HostedModelConfig) -> Result<(), String> {

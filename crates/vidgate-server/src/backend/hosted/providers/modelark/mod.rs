@@ -12,9 +12,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{HostedProvider, SchemaUnread};
+use crate::backend::hosted::budget::BudgetConfig;
 use crate::backend::hosted::model_config::HostedModelConfig;
 use crate::backend::hosted::protocol::ProviderProtocol;
 use crate::backend::hosted::schemas::InputSchema;
+
+/// The queued tasks ModelArk takes per account (see `default_budget`).
+const MAX_QUEUED_TASKS_PER_ACCOUNT: u32 = 120;
 
 /// BytePlus ModelArk, registered in `PROVIDERS`.
 pub struct ModelArk;
@@ -33,6 +37,19 @@ impl HostedProvider for ModelArk {
 
     fn example_file(&self) -> &'static str {
         "examples/hosted/modelark.json"
+    }
+
+    /// ModelArk takes at most 120 queued tasks per account (BytePlus's
+    /// Video Generation API page, https://docs.byteplus.com/en/docs/ModelArk/1520757,
+    /// read through a stored copy): a node never has more tasks in flight
+    /// (queued or running) than that, so one node cannot pass the limit.
+    /// The page states no calls per minute, so the rest is vidgate's own
+    /// ceiling.
+    fn default_budget(&self) -> BudgetConfig {
+        BudgetConfig {
+            max_in_flight: Some(MAX_QUEUED_TASKS_PER_ACCOUNT),
+            ..BudgetConfig::default()
+        }
     }
 
     fn check_settings(&self, config: &HostedModelConfig) -> Result<(), String> {
