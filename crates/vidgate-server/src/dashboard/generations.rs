@@ -73,7 +73,11 @@ impl ListQuery {
     /// the values set; empty when none is.
     fn query_string(&self, with_cursor: bool) -> String {
         let mut query = url::form_urlencoded::Serializer::new(String::new());
-        let cursor = if with_cursor { self.cursor.as_str() } else { "" };
+        let cursor = if with_cursor {
+            self.cursor.as_str()
+        } else {
+            ""
+        };
         for (name, value) in [
             ("status", self.status.as_str()),
             ("model", self.model.as_str()),

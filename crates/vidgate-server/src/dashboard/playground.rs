@@ -551,9 +551,14 @@ mod tests {
         .collect();
         let fields = fields(endpoint, Filled::Linked(&linked));
         let field = |name: &str| fields.iter().find(|field| field.name == name).unwrap();
-        assert!(matches!(&field("prompt").kind, FieldKind::TextArea { value } if value == "a kite"));
+        assert!(
+            matches!(&field("prompt").kind, FieldKind::TextArea { value } if value == "a kite")
+        );
         assert!(matches!(&field("duration").kind, FieldKind::Number { value, .. } if value == "3"));
-        assert!(matches!(field("generate_audio").kind, FieldKind::Checkbox { checked: false }));
+        assert!(matches!(
+            field("generate_audio").kind,
+            FieldKind::Checkbox { checked: false }
+        ));
         let FieldKind::Select { options } = &field("resolution").kind else {
             panic!("resolution is a select");
         };
@@ -562,7 +567,11 @@ mod tests {
             .filter(|option| option.selected)
             .map(|option| option.value.as_str())
             .collect();
-        assert_eq!(selected, ["720p"], "a value the endpoint refuses leaves the default");
+        assert_eq!(
+            selected,
+            ["720p"],
+            "a value the endpoint refuses leaves the default"
+        );
         assert!(
             matches!(&field("webhook_url").kind, FieldKind::Text { value, .. } if value.is_empty()),
             "a link never sets the webhook URL"

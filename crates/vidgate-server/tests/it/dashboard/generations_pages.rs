@@ -57,6 +57,19 @@ async fn the_list_filters_pages_and_keeps_the_filters(store: StoreKind) {
     // No workers: what is submitted stays queued until it is canceled, so
     // more generations than a page holds fit under the concurrency limit.
     let app = spawn_app_without_workers(store).await;
+    // 53 API calls in a row: past the default burst of 20.
+    app.server
+        .store
+        .set_account_limits(
+            &app.account.account.id,
+            AccountLimits {
+                requests_per_second: 1000,
+                burst: 1000,
+                max_concurrent: 20,
+            },
+        )
+        .await
+        .unwrap();
     let mut canceled = Vec::new();
     for number in 0..26 {
         let generation = app
@@ -85,7 +98,11 @@ async fn the_list_filters_pages_and_keeps_the_filters(store: StoreKind) {
         "{}",
         first.body
     );
-    assert!(first.body.contains("<td class=\"number duration\">2 s</td>"));
+    assert!(
+        first
+            .body
+            .contains("<td class=\"number duration\">2 s</td>")
+    );
     assert!(first.body.contains("<td class=\"resolution\">480p</td>"));
     assert!(
         first
@@ -105,7 +122,11 @@ async fn the_list_filters_pages_and_keeps_the_filters(store: StoreKind) {
     assert_eq!(second_ids.len(), 2);
     let mut every_id: Vec<String> = ids.iter().chain(&second_ids).cloned().collect();
     every_id.sort();
-    let mut expected: Vec<String> = canceled.iter().cloned().chain([queued_id.to_owned()]).collect();
+    let mut expected: Vec<String> = canceled
+        .iter()
+        .cloned()
+        .chain([queued_id.to_owned()])
+        .collect();
     expected.sort();
     assert_eq!(every_id, expected, "the pages hold every generation once");
     assert!(!second.body.contains("id=\"next-page\""));
@@ -197,9 +218,11 @@ async fn a_generation_says_what_was_held_charged_or_refunded(store: StoreKind) {
         attribute_of(&detail.body, "back-to-list", "href").as_deref(),
         Some("/dashboard/generations")
     );
-    assert!(detail.body.contains(&format!(
-        "<code id=\"generation-id\">{succeeded_id}</code>"
-    )));
+    assert!(
+        detail
+            .body
+            .contains(&format!("<code id=\"generation-id\">{succeeded_id}</code>"))
+    );
     assert!(detail.body.contains("id=\"copy-id\""));
     let curl = format!(
         "curl -s {}/generations/{succeeded_id} -H &#34;Authorization: Bearer $VIDGATE_API_KEY&#34;",
@@ -218,7 +241,10 @@ async fn a_generation_says_what_was_held_charged_or_refunded(store: StoreKind) {
         "{}",
         list.body
     );
-    assert!(list.body.contains("<td class=\"number duration\">2.0 s</td>"));
+    assert!(
+        list.body
+            .contains("<td class=\"number duration\">2.0 s</td>")
+    );
     assert!(list.body.contains("<td class=\"resolution\">854×480</td>"));
     assert!(
         list.body
@@ -226,9 +252,7 @@ async fn a_generation_says_what_was_held_charged_or_refunded(store: StoreKind) {
     );
 
     // A failed one: the hold was refunded in full.
-    let failed = app
-        .submit_ok(M1_T2V, quick_body("a kite [sim:fail]"))
-        .await;
+    let failed = app.submit_ok(M1_T2V, quick_body("a kite [sim:fail]")).await;
     let failed_id = failed["id"].as_str().unwrap();
     app.wait_for_status(failed_id, &["failed"]).await;
     let detail = browser
@@ -307,9 +331,9 @@ async fn open_in_the_playground_fills_the_form_with_the_inputs(store: StoreKind)
             .contains(&format!("<option value=\"{M1_T2V}\" selected>"))
     );
     assert!(
-        playground.body.contains(
-            ">a &#34;quoted&#34; &#60;i&#62;kite&#60;/i&#62; &#38; a boat</textarea>"
-        ),
+        playground
+            .body
+            .contains(">a &#34;quoted&#34; &#60;i&#62;kite&#60;/i&#62; &#38; a boat</textarea>"),
         "{}",
         playground.body
     );
@@ -336,7 +360,11 @@ async fn open_in_the_playground_fills_the_form_with_the_inputs(store: StoreKind)
         .get("/dashboard/playground?endpoint=vendor_2%2Fmodel_2%2Ftext-to-video&prompt=kept&duration=3")
         .await;
     assert_eq!(switched.status, StatusCode::OK);
-    assert!(switched.body.contains(">kept</textarea>"), "{}", switched.body);
+    assert!(
+        switched.body.contains(">kept</textarea>"),
+        "{}",
+        switched.body
+    );
     assert!(switched.body.contains("<option value=\"8\" selected>"));
 }
 
