@@ -468,6 +468,255 @@ test('generation detail: status, cost, input (escaped), and the video plays', as
   assertNoPageProblems();
 });
 
+// ---- issue 44 part A: playground and generations ----
+// The playground follows its run (outcome in view, elapsed time, live
+// status, queue place, cancel), keeps shared values across a model switch,
+// names models and fields in words, and answers a refusal for money with a
+// link to credit; the generations list filters and shows clips; a
+// generation's page links back, copies its id and a curl command, opens in
+// the playground and says what was charged or refunded. At 1280 × 900 and
+// at 390 × 844.
+const part44a = { canceledId: null };
+
+// Whether the element's box is at least partly inside the viewport.
+async function inView(page, selector) {
+  return page.locator(selector).evaluate((element) => {
+    const box = element.getBoundingClientRect();
+    return box.bottom > 0 && box.top < window.innerHeight && box.height > 0;
+  });
+}
+
+test('44A playground at 1280×900: the run shows beside the form with its time, place and a cancel', async (t) => {
+  const page = state.pageA;
+  await goto(page, `/dashboard/playground?endpoint=${ENDPOINT}`);
+  // Two runs of the account sent first keep the workers busy, so the
+  // playground's run waits in the queue long enough to be canceled.
+  const blockers = [];
+  for (let i = 0; i < 2; i += 1) {
+    const blocker = await apiJson('POST', `/run/${ENDPOINT}`, {
+      key: a.apiKey,
+      body: { prompt: `e2e: keeps a worker busy ${i}`, duration: 8, resolution: '480p', generate_audio: false },
+    });
+    assert.equal(blocker.status, 202);
+    blockers.push(blocker.body.id);
+  }
+  const form = page.locator('form#playground');
+  await form.locator('[name="prompt"]').fill('e2e: a run to cancel');
+  await form.locator('select[name="resolution"]').selectOption(RUN.resolution);
+  await form.locator('[name="duration"]').fill(String(RUN.duration));
+  await page.click('button#run');
+  await waitForText(page, '#run-status', /queued|running/);
+  assert.ok(await inView(page, '#run-status'), 'the status is in view without scrolling');
+  assert.ok(await inView(page, '#run-result'), 'the outcome is in view');
+  const formBox = await form.boundingBox();
+  const resultBox = await page.locator('#run-result').boundingBox();
+  assert.ok(resultBox.x >= formBox.x + formBox.width, 'the outcome is beside the form');
+  await waitForText(page, '#run-elapsed', /^for \d+ s$/);
+  assert.equal(await page.locator('button#run-cancel').isVisible(), true, 'Cancel shows while the run is unfinished');
+  const linked = await page.locator('a#run-link').getAttribute('href');
+  const id = /\/dashboard\/generations\/(gen_[A-Za-z0-9]+)$/.exec(linked)?.[1];
+  assert.ok(id, `a#run-link links to the new generation (${linked})`);
+  if ((await page.locator('#run-status').textContent()).trim() === 'queued') {
+    await waitForText(page, '#run-queue', /Queued (behind \d+ earlier runs?|: next) /);
+  }
+  await screenshot(page, 'playground-44a-queued');
+  await page.click('button#run-cancel');
+  await waitForText(page, '#run-status', /canceled|succeeded|failed/, RENDER_TIMEOUT_MS);
+  const shown = (await page.locator('#run-status').textContent()).trim();
+  const generation = (await apiJson('GET', `/generations/${id}`, { key: a.apiKey })).body;
+  if (shown === 'canceled') {
+    assert.equal(generation.status, 'canceled', 'the API has it canceled');
+    assert.match(await page.locator('#run-error').textContent(), /hold on the balance was refunded/);
+    assert.equal(await page.locator('button#run-cancel').isVisible(), false, 'no Cancel once it ended');
+    assert.match(await page.locator('#run-elapsed').textContent(), /^after \d+ s$/);
+    part44a.canceledId = id;
+  } else {
+    // It had started before the click: the API refuses to cancel a started
+    // local render, and the page says why.
+    t.diagnostic(`the run had started before Cancel was clicked; it ended ${shown}`);
+    assert.match(await page.locator('#run-error').textContent(), /Cannot cancel/);
+  }
+  await screenshot(page, 'playground-44a-after-cancel');
+  for (const blocker of blockers) await waitForFinal(blocker);
+  assertNoPageProblems();
+});
+
+test('44A playground at 390×844: the run scrolls into view and fits the phone', async () => {
+  const context = await newContext({ width: 390, height: 844 });
+  try {
+    const page = await context.newPage();
+    await signIn(page, a.email, a.password);
+    await goto(page, `/dashboard/playground?endpoint=${ENDPOINT}`);
+    const form = page.locator('form#playground');
+    await form.locator('[name="prompt"]').fill('e2e: a run on a phone');
+    await form.locator('select[name="resolution"]').selectOption(RUN.resolution);
+    await form.locator('[name="duration"]').fill(String(RUN.duration));
+    assert.equal(await inView(page, '#run-result'), false, 'before the run the outcome box is hidden');
+    await page.click('button#run');
+    await waitForText(page, '#run-status', /queued|running|succeeded/);
+    assert.ok(await inView(page, '#run-status'), 'the status was brought into view');
+    await waitForText(page, '#run-status', /succeeded|failed|canceled/, RENDER_TIMEOUT_MS);
+    assert.match(await page.locator('#run-status').textContent(), /succeeded/);
+    await page.locator('video#run-video').waitFor({ state: 'visible' });
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 390), 'no sideways scroll');
+    await screenshot(page, 'phone-playground-44a-succeeded');
+  } finally {
+    await context.close();
+  }
+  assertNoPageProblems();
+});
+
+test('44A playground: models and fields in words, advanced folded away, the prompt kept across a model switch', async () => {
+  const page = state.pageA;
+  await goto(page, `/dashboard/playground?endpoint=${ENDPOINT}`);
+  const chosen = await page.locator('select#endpoint option:checked').textContent();
+  assert.match(chosen, /^M1 · Model 1 — text to video$/, 'the model is named as the catalog names it');
+  const catalog = (await apiJson('GET', '/models')).body.data;
+  const m1 = catalog.find((model) => model.id === 'vendor_1/model_1');
+  assert.ok((await page.locator('#model-description').textContent()).includes(m1.description), 'with its description');
+  assert.match(await page.locator('label[for="field-duration"]').textContent(), /Length in seconds\s+duration/);
+  const advanced = page.locator('details#advanced-fields');
+  assert.equal(await advanced.evaluate((d) => d.open), false, 'the advanced fields start folded');
+  assert.equal(await page.locator('#field-seed').isVisible(), false, 'the seed is tucked away');
+  await advanced.locator('summary').click();
+  assert.equal(await page.locator('#field-seed').isVisible(), true, 'and shows on asking');
+
+  const prompt = 'e2e: kept across the switch';
+  await page.locator('form#playground [name="prompt"]').fill(prompt);
+  await Promise.all([
+    page.waitForURL(/endpoint=vendor_2%2Fmodel_2%2Ftext-to-video/),
+    page.locator('select#endpoint').selectOption('vendor_2/model_2/text-to-video'),
+  ]);
+  await page.locator('form#playground').waitFor();
+  assert.equal(await page.locator('form#playground').getAttribute('data-endpoint'), 'vendor_2/model_2/text-to-video');
+  assert.equal(await page.locator('form#playground [name="prompt"]').inputValue(), prompt, 'the prompt was kept');
+  await screenshot(page, 'playground-44a-switched');
+  assertNoPageProblems();
+});
+
+test('44A playground: a refusal for money links to Add credit, never to a generation', async () => {
+  const page = state.pageA;
+  await goto(page, `/dashboard/playground?endpoint=${ENDPOINT}`);
+  // The API's 402 as docs/api.md gives it, put in place of the real answer:
+  // the accounts here have enough credit for any run.
+  await page.route('**/api/v1/run/**', (route) => route.fulfill({
+    status: 402,
+    contentType: 'application/json',
+    body: JSON.stringify({ error: { code: 'insufficient_balance', message: 'Insufficient balance: this run costs $0.50 and the balance is $0.10.' } }),
+  }));
+  try {
+    await page.locator('form#playground [name="prompt"]').fill('e2e: no money');
+    await page.click('button#run');
+    await waitForText(page, '#run-status', /refused/);
+    assert.match(await page.locator('#run-error').textContent(), /Insufficient balance/);
+    assert.equal(await page.locator('a#run-link').isVisible(), false, 'no link to a generation that was never made');
+    const credit = page.locator('#run-add-credit a');
+    assert.equal(await credit.isVisible(), true, 'a link to add credit');
+    assert.equal(await credit.getAttribute('href'), '/dashboard#credit-heading');
+    await screenshot(page, 'playground-44a-refused-402');
+  } finally {
+    await page.unroute('**/api/v1/run/**');
+  }
+  assertNoPageProblems();
+});
+
+test('44A generations: filters by status, status colours, thumbnails; the detail links back, copies and says the charge', async (t) => {
+  if (!state.generationId) return t.skip('the playground made no generation');
+  const page = state.pageA;
+  await goto(page, '/dashboard/generations');
+  const row = page.locator(`table#generations tbody tr[data-generation-id="${state.generationId}"]`);
+  assert.match(await row.locator('td.generation .prompt').textContent(), /e2e: a red kite/, 'the row shows the prompt');
+  assert.equal((await row.locator('td.duration').textContent()).trim(), `${RUN.duration.toFixed(1)} s`);
+  assert.equal((await row.locator('td.resolution').textContent()).trim(), `${RUN.width}×${RUN.height}`);
+  const thumbnail = row.locator('video.thumbnail');
+  await page.waitForFunction((id) => document.querySelector(`tr[data-generation-id="${id}"] video.thumbnail`).readyState >= 1, state.generationId, { timeout: MEDIA_TIMEOUT_MS });
+  assert.equal(await thumbnail.evaluate((v) => v.videoWidth), RUN.width, 'the thumbnail loaded the clip');
+  const colour = (status) => page.locator(`.status-badge.status-${status}`).first().evaluate((e) => getComputedStyle(e).backgroundColor);
+  if (part44a.canceledId) assert.notEqual(await colour('succeeded'), await colour('canceled'), 'statuses have their own colours');
+  await screenshot(page, 'generations-44a');
+
+  // Filter by status with the plain GET form.
+  await page.selectOption('#filter-status', 'succeeded');
+  await Promise.all([page.waitForURL(/\/dashboard\/generations\?status=succeeded/), page.click('form#generation-filters button[type=submit]')]);
+  const statuses = await page.locator('table#generations tbody tr[data-generation-id] td.status').allTextContents();
+  assert.ok(statuses.length >= 1 && statuses.every((s) => s.trim() === 'succeeded'), `only succeeded (${statuses})`);
+  await page.selectOption('#filter-model', 'vendor_2/model_2');
+  await Promise.all([page.waitForURL(/model=vendor_2%2Fmodel_2/), page.click('form#generation-filters button[type=submit]')]);
+  assert.equal(await page.locator('table#generations tbody tr[data-generation-id]').count(), 0, 'no M2 runs');
+  await page.selectOption('#filter-model', '');
+  await Promise.all([page.waitForURL(`${base}/dashboard/generations?status=succeeded`), page.click('form#generation-filters button[type=submit]')]);
+
+  // The detail page, reached from the filtered list, links back to it.
+  await Promise.all([
+    page.waitForURL(`${base}/dashboard/generations/${state.generationId}?status=succeeded`),
+    page.locator(`tr[data-generation-id="${state.generationId}"] td.generation a`).click(),
+  ]);
+  assert.equal(await page.locator('a#back-to-list').getAttribute('href'), '/dashboard/generations?status=succeeded');
+  const generation = (await apiJson('GET', `/generations/${state.generationId}`, { key: a.apiKey })).body;
+  assert.equal((await page.locator('#generation-charge').textContent()).trim(), `Charged ${money(generation.cost.amount_usd)}`);
+  await page.click('button#copy-id');
+  await page.waitForFunction((expected) => navigator.clipboard.readText().then((text) => text === expected), state.generationId, { timeout: 5_000 });
+  await page.click('button#copy-curl');
+  const curl = `curl -s ${api}/generations/${state.generationId} -H "Authorization: Bearer $VIDGATE_API_KEY"`;
+  await page.waitForFunction((expected) => navigator.clipboard.readText().then((text) => text === expected), curl, { timeout: 5_000 });
+  assert.ok(!(await page.content()).includes(a.apiKey), 'no API key in the page');
+  await screenshot(page, 'generation-44a-detail');
+  await Promise.all([page.waitForURL(/\/dashboard\/playground\?endpoint=/), page.click('a#open-in-playground')]);
+  assert.equal(await page.locator('select#endpoint').inputValue(), ENDPOINT);
+  assert.equal(await page.locator('form#playground [name="prompt"]').inputValue(), PROMPT, 'the playground has its prompt');
+  assert.equal(await page.locator('form#playground [name="resolution"]').inputValue(), RUN.resolution);
+  assert.equal(await page.locator('form#playground [name="duration"]').inputValue(), String(RUN.duration));
+  await Promise.all([page.waitForURL(`${base}/dashboard/generations?status=succeeded`), page.goBack().then(() => page.click('a#back-to-list'))]);
+
+  if (part44a.canceledId) {
+    await goto(page, `/dashboard/generations/${part44a.canceledId}`);
+    const canceled = (await apiJson('GET', `/generations/${part44a.canceledId}`, { key: a.apiKey })).body;
+    assert.equal(canceled.status, 'canceled');
+    assert.match((await page.locator('#generation-charge').textContent()).trim(), /^Hold of \$\d+\.\d\d refunded$/);
+  }
+  assertNoPageProblems();
+});
+
+test('44A generations without JavaScript: the filters are a plain form', async () => {
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  context.setDefaultTimeout(15_000);
+  try {
+    const page = await context.newPage();
+    await signIn(page, a.email, a.password);
+    await goto(page, '/dashboard/generations');
+    await page.selectOption('#filter-status', 'succeeded');
+    await Promise.all([page.waitForURL(/status=succeeded/), page.click('form#generation-filters button[type=submit]')]);
+    const statuses = await page.locator('table#generations tbody tr[data-generation-id] td.status').allTextContents();
+    assert.ok(statuses.length >= 1 && statuses.every((s) => s.trim() === 'succeeded'));
+  } finally {
+    await context.close();
+  }
+});
+
+test('44A generations at 390×844: the list and a detail fit the phone', async (t) => {
+  if (!state.generationId) return t.skip('the playground made no generation');
+  const context = await newContext({ width: 390, height: 844 });
+  try {
+    const page = await context.newPage();
+    await signIn(page, a.email, a.password);
+    const tooWide = [];
+    for (const urlPath of ['/dashboard/generations', '/dashboard/generations?status=succeeded', `/dashboard/generations/${state.generationId}`, `/dashboard/playground?endpoint=${ENDPOINT}`]) {
+      await goto(page, urlPath);
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      if (width > 390) tooWide.push(`${urlPath}: ${width} px`);
+    }
+    assert.deepEqual(tooWide, [], 'pages wider than the phone');
+    await goto(page, '/dashboard/generations');
+    await screenshot(page, 'phone-generations-44a');
+    await goto(page, `/dashboard/generations/${state.generationId}`);
+    await screenshot(page, 'phone-generation-44a');
+  } finally {
+    await context.close();
+  }
+  assertNoPageProblems();
+});
+// ---- end of issue 44 part A ----
+
 test('overview: the balance, the spend chart and the ledger match the account', async () => {
   const page = state.pageA;
   await assertPageFrame(page, await goto(page, '/dashboard'));

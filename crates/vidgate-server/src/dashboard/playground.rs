@@ -4,10 +4,16 @@
 //! With JavaScript, `app.js` turns the form into the API's JSON body (each
 //! input says its type in `data-type`), quotes it on every change through
 //! `POST /api/v1/quote/…`, submits it through `POST /api/v1/run/…` with the
-//! session cookie and `X-CSRF-Token`, and polls the generation once a second
-//! until it ends. Without JavaScript the form posts here, is turned into the
-//! same body by `body_from_form`, and is submitted through the API's own
-//! submit path (`crate::submit`), so both paths validate, price and charge alike.
+//! session cookie and `X-CSRF-Token`, follows the generation's event stream
+//! (polling when streams are refused) with the time since the run began, and
+//! offers the API's cancel while it is unfinished. Without JavaScript the
+//! form posts here, is turned into the same body by `body_from_form`, and is
+//! submitted through the API's own submit path (`crate::submit`), so both
+//! paths validate, price and charge alike.
+//!
+//! The page also opens filled in: `?endpoint=…&prompt=…&duration=…` sets the
+//! named inputs (the generation page's "Open in the playground", and the
+//! model switch, which carries the values that the next model shares).
 
 use std::collections::HashMap;
 
@@ -16,9 +22,8 @@ use axum::Form;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use serde::Deserialize;
 use serde_json::{Map, Value};
-use vidgate_core::catalog::ParameterType;
+use vidgate_core::catalog::{Parameter, ParameterType};
 use vidgate_core::{Catalog, Endpoint, MediaFacts, Purpose};
 
 use super::session::SignedIn;
@@ -34,6 +39,58 @@ use crate::submit::{SubmitError, submit_generation};
 const DEFAULT_ENDPOINT: &str = "vendor_1/model_1/text-to-video";
 /// Text parameters longer than this get a multi-line box.
 const TEXTAREA_FROM_CHARS: usize = 200;
+/// Inputs that most runs leave as they are, shown folded away under
+/// "Advanced". They are optional everywhere and change neither the price
+/// nor what the clip shows in outline.
+const ADVANCED_PARAMETERS: [&str; 3] = ["seed", "negative_prompt", "webhook_url"];
+
+/// Inputs a link never fills in. A webhook URL sends the finished clip's
+/// record where it points, so a link made by someone else must not be able
+/// to slip one into a form that its reader then runs.
+const NEVER_LINKED: [&str; 1] = ["webhook_url"];
+
+/// A parameter's name in words, for its label; the API name stays beside
+/// it. Names without an entry are spelled out from the API name.
+fn parameter_label(name: &str) -> String {
+    let known = match name {
+        "prompt" => "Prompt",
+        "negative_prompt" => "Negative prompt (what to avoid)",
+        "duration" => "Length in seconds",
+        "resolution" => "Resolution",
+        "aspect_ratio" => "Aspect ratio",
+        "generate_audio" => "Generate audio",
+        "seed" => "Seed (the same seed repeats a clip)",
+        "image_url" => "Start image URL",
+        "end_image_url" => "End image URL",
+        "reference_image_urls" => "Reference image URLs",
+        "reference_video_urls" => "Reference video URLs",
+        "reference_audio_urls" => "Reference audio URLs",
+        "webhook_url" => "Webhook URL (told when it ends)",
+        _ => "",
+    };
+    if !known.is_empty() {
+        return known.to_owned();
+    }
+    let spelled = name.replace('_', " ");
+    let mut characters = spelled.chars();
+    characters.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(characters).collect()
+    })
+}
+
+/// Where a form's values come from.
+#[derive(Clone, Copy)]
+enum Filled<'a> {
+    /// The catalog's defaults: a fresh form.
+    Defaults,
+    /// A posted form shown again (after a refusal): exactly what was sent,
+    /// an absent checkbox being unchecked.
+    Posted(&'a HashMap<String, String>),
+    /// A link's query: the values it names where the endpoint accepts them
+    /// (never a `NEVER_LINKED` one), the defaults elsewhere. A checkbox
+    /// reads `true` or `false`.
+    Linked(&'a HashMap<String, String>),
+}
 
 /// One input of the form, as the template draws it.
 pub enum FieldKind {
@@ -67,6 +124,7 @@ pub struct SelectOption {
 
 pub struct Field {
     name: String,
+    label: String,
     description: String,
     required: bool,
     /// How `app.js` and `body_from_form` read the input back:
@@ -77,6 +135,9 @@ pub struct Field {
 
 struct EndpointOption {
     id: String,
+    /// The model's catalog label and name with the mode in words:
+    /// `M1 · Model 1 — text to video`.
+    label: String,
     selected: bool,
 }
 
@@ -86,9 +147,13 @@ struct PlaygroundPage {
     layout: Layout,
     endpoints: Vec<EndpointOption>,
     endpoint: String,
+    model_description: String,
     fields: Vec<Field>,
+    advanced_fields: Vec<Field>,
     quote: String,
     alert: Option<String>,
+    /// A refusal for money (402) links to where credit is added.
+    add_credit_link: bool,
 }
 
 fn data_type(parameter_type: ParameterType) -> &'static str {
@@ -101,7 +166,8 @@ fn data_type(parameter_type: ParameterType) -> &'static str {
     }
 }
 
-fn value_text(value: &Value) -> String {
+/// A JSON input value as the form's text: arrays one item a line.
+pub(super) fn value_text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         Value::Null => String::new(),
@@ -110,22 +176,36 @@ fn value_text(value: &Value) -> String {
     }
 }
 
-/// The form's inputs, filled with the submitted values where there are any
-/// and with the catalog's defaults elsewhere.
-fn fields(endpoint: Endpoint<'_>, submitted: Option<&HashMap<String, String>>) -> Vec<Field> {
+/// The form's inputs, filled as `filled` says.
+fn fields(endpoint: Endpoint<'_>, filled: Filled<'_>) -> Vec<Field> {
     endpoint
         .parameters()
         .map(|parameter| {
-            let default = parameter.default.as_ref().map(value_text);
-            let value = match submitted {
-                Some(values) => values.get(&parameter.name).cloned().unwrap_or_default(),
-                None => default.clone().unwrap_or_default(),
+            let default = parameter
+                .default
+                .as_ref()
+                .map(value_text)
+                .unwrap_or_default();
+            let value = match filled {
+                Filled::Defaults => default.clone(),
+                Filled::Posted(values) => values.get(&parameter.name).cloned().unwrap_or_default(),
+                Filled::Linked(values) => values
+                    .get(&parameter.name)
+                    .filter(|_| !NEVER_LINKED.contains(&parameter.name.as_str()))
+                    .filter(|value| fits(parameter, value))
+                    .cloned()
+                    .unwrap_or_else(|| default.clone()),
             };
             let kind = match (&parameter.parameter_type, &parameter.allowed_values) {
                 (ParameterType::Boolean, _) => FieldKind::Checkbox {
-                    checked: match submitted {
-                        Some(values) => values.contains_key(&parameter.name),
-                        None => parameter.default == Some(Value::Bool(true)),
+                    checked: match filled {
+                        Filled::Posted(values) => values.contains_key(&parameter.name),
+                        Filled::Linked(values) if values.contains_key(&parameter.name) => {
+                            values[&parameter.name] == "true"
+                        }
+                        Filled::Defaults | Filled::Linked(_) => {
+                            parameter.default == Some(Value::Bool(true))
+                        }
                     },
                 },
                 (_, Some(allowed)) => FieldKind::Select {
@@ -169,6 +249,7 @@ fn fields(endpoint: Endpoint<'_>, submitted: Option<&HashMap<String, String>>) -
             };
             Field {
                 name: parameter.name.clone(),
+                label: parameter_label(&parameter.name),
                 description: parameter.description.clone(),
                 required: parameter.required_in(endpoint.mode),
                 data_type: data_type(parameter.parameter_type),
@@ -176,6 +257,23 @@ fn fields(endpoint: Endpoint<'_>, submitted: Option<&HashMap<String, String>>) -
             }
         })
         .collect()
+}
+
+/// Whether a linked value can stand in the parameter's input: one of its
+/// allowed values, or a whole number in its range. Anything else (a value
+/// the previous model allowed and this one does not) leaves the default,
+/// so a model switch never shows a form the quote refuses at once.
+fn fits(parameter: &Parameter, value: &str) -> bool {
+    if let Some(allowed) = &parameter.allowed_values {
+        return allowed.iter().any(|option| value_text(option) == value);
+    }
+    if parameter.parameter_type == ParameterType::Integer {
+        return value.parse::<i64>().is_ok_and(|number| {
+            parameter.minimum.is_none_or(|min| number >= min)
+                && parameter.maximum.is_none_or(|max| number <= max)
+        });
+    }
+    true
 }
 
 /// The API request body a filled-in form stands for: the same rules as
@@ -245,15 +343,29 @@ fn chosen_endpoint<'a>(catalog: &'a Catalog, requested: Option<&str>) -> Option<
         })
 }
 
+/// `M1 · Model 1 — text to video`: how the model list names an endpoint.
+fn endpoint_label(endpoint: Endpoint<'_>) -> String {
+    format!(
+        "{} · {} — {}",
+        endpoint.model.label,
+        endpoint.model.name,
+        endpoint.mode.as_str().replace('-', " ")
+    )
+}
+
 fn playground_page(
     catalog: &Catalog,
     session: &Session,
     endpoint: Endpoint<'_>,
-    submitted: Option<&HashMap<String, String>>,
+    filled: Filled<'_>,
     status: StatusCode,
     alert: Option<String>,
 ) -> Response {
-    let fields = fields(endpoint, submitted);
+    let all_fields = fields(endpoint, filled);
+    let quote = initial_quote(endpoint, &all_fields);
+    let (advanced_fields, fields): (Vec<Field>, Vec<Field>) = all_fields
+        .into_iter()
+        .partition(|field| ADVANCED_PARAMETERS.contains(&field.name.as_str()));
     let endpoint_id = endpoint.id();
     render(
         status,
@@ -265,39 +377,46 @@ fn playground_page(
                     let id = option.id();
                     EndpointOption {
                         selected: id == endpoint_id,
+                        label: endpoint_label(option),
                         id,
                     }
                 })
                 .collect(),
-            quote: initial_quote(endpoint, &fields),
+            quote,
             endpoint: endpoint_id,
+            model_description: endpoint.model.description.clone(),
             fields,
+            advanced_fields,
+            add_credit_link: status == StatusCode::PAYMENT_REQUIRED,
             alert,
         },
     )
 }
 
-#[derive(Deserialize)]
-pub struct Choice {
-    endpoint: Option<String>,
-}
-
+/// The page, on the endpoint its query names (`endpoint`), with the other
+/// names of the query filled in where that endpoint has such inputs.
 pub async fn show(
     State(state): State<AppState>,
     signed_in: SignedIn,
-    Query(choice): Query<Choice>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    match chosen_endpoint(&state.catalog, choice.endpoint.as_deref()) {
-        Some(endpoint) => playground_page(
-            &state.catalog,
-            &signed_in.0,
-            endpoint,
-            None,
-            StatusCode::OK,
-            None,
-        ),
-        None => super::not_found(Some(&signed_in.0)),
-    }
+    let Some(endpoint) = chosen_endpoint(&state.catalog, query.get("endpoint").map(String::as_str))
+    else {
+        return super::not_found(Some(&signed_in.0));
+    };
+    let linked = query.keys().any(|name| name != "endpoint");
+    playground_page(
+        &state.catalog,
+        &signed_in.0,
+        endpoint,
+        if linked {
+            Filled::Linked(&query)
+        } else {
+            Filled::Defaults
+        },
+        StatusCode::OK,
+        None,
+    )
 }
 
 /// The form posted without JavaScript: submitted through the API's submit path
@@ -328,7 +447,7 @@ pub async fn submit(
             &state.catalog,
             session,
             endpoint,
-            Some(&values),
+            Filled::Posted(&values),
             StatusCode::TOO_MANY_REQUESTS,
             Some("Too many requests: wait a moment and try again.".to_owned()),
         );
@@ -368,7 +487,7 @@ pub async fn submit(
         &state.catalog,
         session,
         endpoint,
-        Some(&values),
+        Filled::Posted(&values),
         status,
         Some(message),
     )
@@ -407,11 +526,57 @@ mod tests {
     fn every_endpoint_has_a_form_and_the_default_one_a_quote() {
         let catalog = Catalog::embedded();
         for endpoint in catalog.endpoints() {
-            let fields = fields(endpoint, None);
+            let fields = fields(endpoint, Filled::Defaults);
             assert_eq!(fields.len(), endpoint.parameters().count());
         }
         let endpoint = catalog.endpoint(DEFAULT_ENDPOINT).unwrap();
-        let quote = initial_quote(endpoint, &fields(endpoint, None));
+        let quote = initial_quote(endpoint, &fields(endpoint, Filled::Defaults));
         assert!(quote.starts_with('$'), "{quote}");
+    }
+
+    #[test]
+    fn a_linked_form_keeps_the_values_the_endpoint_accepts() {
+        let catalog = Catalog::embedded();
+        let endpoint = catalog.endpoint(DEFAULT_ENDPOINT).unwrap();
+        let linked: HashMap<String, String> = [
+            ("prompt", "a kite"),
+            ("resolution", "no such resolution"),
+            ("duration", "3"),
+            ("generate_audio", "false"),
+            ("not_a_parameter", "ignored"),
+            ("webhook_url", "https://example.com/somebody-elses-hook"),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
+        let fields = fields(endpoint, Filled::Linked(&linked));
+        let field = |name: &str| fields.iter().find(|field| field.name == name).unwrap();
+        assert!(
+            matches!(&field("prompt").kind, FieldKind::TextArea { value } if value == "a kite")
+        );
+        assert!(matches!(&field("duration").kind, FieldKind::Number { value, .. } if value == "3"));
+        assert!(matches!(
+            field("generate_audio").kind,
+            FieldKind::Checkbox { checked: false }
+        ));
+        let FieldKind::Select { options } = &field("resolution").kind else {
+            panic!("resolution is a select");
+        };
+        let selected: Vec<&str> = options
+            .iter()
+            .filter(|option| option.selected)
+            .map(|option| option.value.as_str())
+            .collect();
+        assert_eq!(
+            selected,
+            ["720p"],
+            "a value the endpoint refuses leaves the default"
+        );
+        assert!(
+            matches!(&field("webhook_url").kind, FieldKind::Text { value, .. } if value.is_empty()),
+            "a link never sets the webhook URL"
+        );
+        assert_eq!(field("prompt").label, "Prompt");
+        assert_eq!(parameter_label("some_new_input"), "Some new input");
     }
 }

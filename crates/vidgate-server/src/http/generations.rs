@@ -167,7 +167,9 @@ pub(super) struct ListParameters {
 
 /// A page of `page_size` generations out of a list read with one row more
 /// than the page, and the cursor of the next page when that row was there.
-pub(super) fn one_page(
+/// The dashboard's list pages with it too, so its page links carry the
+/// API's own cursors.
+pub(crate) fn one_page(
     mut generations: Vec<Generation>,
     page_size: usize,
 ) -> (Vec<Generation>, Option<String>) {
@@ -183,7 +185,7 @@ fn encode_cursor(generation: &Generation) -> String {
     URL_SAFE_NO_PAD.encode(format!("{}:{}", generation.created_at, generation.id))
 }
 
-fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
+pub(crate) fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
     let decoded = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
     let (created_at, id) = decoded.split_once(':')?;
     Some((created_at.parse().ok()?, id.to_owned()))

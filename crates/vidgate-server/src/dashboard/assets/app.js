@@ -1,6 +1,6 @@
 // The dashboard's only script, served from the binary. Pages work without
 // it; it adds copy buttons, the secret reveal, and the playground's live
-// quote and in-place run. No inline code: the CSP allows 'self' scripts only.
+// quote and in-place run (with its elapsed time and a cancel). No inline code: the CSP allows 'self' scripts only.
 "use strict";
 
 (function () {
@@ -79,7 +79,23 @@
 
   // Selects that stand for a whole GET form.
   for (const select of document.querySelectorAll("select[data-autosubmit]")) {
-    select.addEventListener("change", () => select.form.submit());
+    select.addEventListener("change", () => select.form.requestSubmit());
+  }
+
+  // A GET form with data-carry (the playground's model switch) takes the
+  // inputs of the form it names along in its query, so the next page opens
+  // with the values they share (the server keeps those its form accepts).
+  for (const chooser of document.querySelectorAll("form[data-carry]")) {
+    chooser.addEventListener("submit", (event) => {
+      const carried = document.getElementById(chooser.dataset.carry);
+      if (!carried) return;
+      event.preventDefault();
+      const query = new URLSearchParams(new FormData(chooser));
+      for (const input of carried.querySelectorAll("[data-type]")) {
+        query.set(input.name, input.type === "checkbox" ? String(input.checked) : input.value);
+      }
+      window.location.assign(chooser.action + "?" + query.toString());
+    });
   }
 
   const form = document.getElementById("playground");
@@ -93,7 +109,16 @@
   const runError = document.getElementById("run-error");
   const runLink = document.getElementById("run-link");
   const videoSlot = document.getElementById("run-video-slot");
+  const runElapsed = document.getElementById("run-elapsed");
+  const runQueue = document.getElementById("run-queue");
+  const runAddCredit = document.getElementById("run-add-credit");
+  const cancelButton = document.getElementById("run-cancel");
   const finalStatuses = ["succeeded", "failed", "canceled"];
+  // The run being shown: its generation as last seen, and when it began.
+  let current = null;
+  let startedAt = 0;
+  let elapsedTimer = null;
+  let queueTimer = null;
 
   // The API body the form stands for; the server's body_from_form follows
   // the same rules for the no-JavaScript path.
@@ -165,8 +190,50 @@
 
   const sleep = (milliseconds) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 
+  // Seconds since the run was sent, every second until it ends.
+  const showElapsed = () => {
+    const seconds = Math.floor((Date.now() - startedAt) / 1000);
+    const final = current && finalStatuses.includes(current.status);
+    runElapsed.textContent = (final ? "after " : "for ") + seconds + " s";
+  };
+
+  // Where the run waits: the queue is shared fairly between accounts, so
+  // what this page can know is how many of the account's own earlier runs
+  // are still queued ahead of it (the account's oldest queued job goes
+  // first). Asked every few seconds while the run is queued.
+  const showQueue = async () => {
+    if (!current || current.status !== "queued") {
+      runQueue.hidden = true;
+      return;
+    }
+    try {
+      const response = await fetch("/api/v1/generations?status=queued&limit=100", { credentials: "same-origin" });
+      if (!response.ok || !current || current.status !== "queued") return;
+      const queued = (await response.json()).data;
+      const ahead = queued.filter((other) =>
+        other.created_at < current.created_at || (other.created_at === current.created_at && other.id < current.id)).length;
+      runQueue.textContent = ahead === 0
+        ? "Queued: next of this account's runs to start."
+        : "Queued behind " + ahead + " earlier run" + (ahead === 1 ? "" : "s") + " of this account.";
+      runQueue.hidden = false;
+    } catch (_) {
+      runQueue.hidden = true;
+    }
+  };
+
   const showStatus = (generation) => {
+    current = generation;
     runStatus.textContent = generation.status;
+    const final = finalStatuses.includes(generation.status);
+    cancelButton.hidden = final;
+    showElapsed();
+    if (final) {
+      clearInterval(elapsedTimer);
+      clearInterval(queueTimer);
+      runQueue.hidden = true;
+    } else if (generation.status !== "queued") {
+      runQueue.hidden = true;
+    }
     if (generation.status === "succeeded" && generation.output && generation.output.video_url) {
       const video = document.createElement("video");
       video.id = "run-video";
@@ -174,6 +241,9 @@
       video.preload = "metadata";
       video.src = generation.output.video_url;
       videoSlot.replaceChildren(video);
+    } else if (generation.status === "canceled") {
+      runError.textContent = "Canceled: the hold on the balance was refunded.";
+      runError.hidden = false;
     } else if (generation.status === "failed" && generation.error) {
       runError.textContent = generation.error.message || generation.error.code || "The generation failed.";
       runError.hidden = false;
@@ -227,13 +297,50 @@
       };
     });
 
+  // Cancels the run shown, through the API's cancel with the session.
+  cancelButton.addEventListener("click", async () => {
+    if (!current) return;
+    cancelButton.disabled = true;
+    try {
+      const response = await fetch("/api/v1/generations/" + encodeURIComponent(current.id) + "/cancel", {
+        method: "POST",
+        headers: { "X-CSRF-Token": csrfToken() },
+        credentials: "same-origin",
+      });
+      if (response.ok) {
+        showStatus(await response.json());
+      } else {
+        runError.textContent = await errorMessage(response);
+        runError.hidden = false;
+      }
+    } catch (error) {
+      runError.textContent = "The cancel could not be sent: " + error.message;
+      runError.hidden = false;
+    } finally {
+      cancelButton.disabled = false;
+    }
+  });
+
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     runButton.disabled = true;
     result.hidden = false;
     runError.hidden = true;
+    runAddCredit.hidden = true;
+    runQueue.hidden = true;
+    runLink.hidden = true;
+    cancelButton.hidden = true;
     videoSlot.replaceChildren();
     runStatus.textContent = "submitting";
+    current = null;
+    startedAt = Date.now();
+    clearInterval(elapsedTimer);
+    clearInterval(queueTimer);
+    showElapsed();
+    elapsedTimer = setInterval(showElapsed, 1000);
+    // The outcome shows beside the form on a wide screen and below it on a
+    // narrow one: bring it into view either way.
+    result.scrollIntoView({ block: "nearest" });
     try {
       const response = await fetch("/api/v1/run/" + endpoint, {
         method: "POST",
@@ -247,16 +354,25 @@
         credentials: "same-origin",
       });
       if (response.status !== 202) {
+        // Nothing was created: no generation to link to.
+        clearInterval(elapsedTimer);
         runStatus.textContent = "refused";
+        runElapsed.textContent = "";
         runError.textContent = await errorMessage(response);
         runError.hidden = false;
+        runAddCredit.hidden = response.status !== 402;
         return;
       }
       const generation = await response.json();
       runLink.href = "/dashboard/generations/" + generation.id;
+      runLink.hidden = false;
       showStatus(generation);
+      showQueue();
+      queueTimer = setInterval(showQueue, 3000);
       await follow(generation);
     } catch (error) {
+      clearInterval(elapsedTimer);
+      clearInterval(queueTimer);
       runError.textContent = "The request failed: " + error.message;
       runError.hidden = false;
     } finally {
