@@ -9,6 +9,8 @@
 //! (`http/openapi.rs`), so the document cannot describe fields the answers
 //! do not have, or miss fields they do.
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -214,6 +216,35 @@ impl<'a> GenerationRecord<'a> {
     }
 }
 
+/// A page of `page_size` generations out of a list read with one row more
+/// than the page, and the cursor of the next page when that row was there.
+/// The API's lists (the account's and the operator's) and the dashboard's
+/// page with it, so every page link carries the same cursors.
+pub fn one_page(
+    mut generations: Vec<Generation>,
+    page_size: usize,
+) -> (Vec<Generation>, Option<String>) {
+    let has_more = generations.len() > page_size;
+    generations.truncate(page_size);
+    let next_cursor = has_more
+        .then(|| generations.last().map(encode_cursor))
+        .flatten();
+    (generations, next_cursor)
+}
+
+/// A list cursor: the position after `generation`, opaque to clients.
+fn encode_cursor(generation: &Generation) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}:{}", generation.created_at, generation.id))
+}
+
+/// The position a cursor of `encode_cursor` names, or `None` for one this
+/// API did not return.
+pub fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
+    let decoded = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
+    let (created_at, id) = decoded.split_once(':')?;
+    Some((created_at.parse().ok()?, id.to_owned()))
+}
+
 /// The Generation record as a JSON value, for answers and event bodies
 /// that add to it or embed it.
 pub fn generation_json(generation: &Generation, api_base: &str) -> Value {
@@ -276,6 +307,17 @@ pub fn low_balance_alert_json(account: &crate::store::Account) -> serde_json::Va
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let encoded = URL_SAFE_NO_PAD.encode("1700000000000:gen_abc");
+        assert_eq!(
+            decode_cursor(&encoded),
+            Some((1_700_000_000_000, "gen_abc".into()))
+        );
+        assert_eq!(decode_cursor("!!!"), None);
+        assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode("nope")), None);
+    }
 
     #[test]
     fn timestamps_are_rfc3339_utc_with_milliseconds() {

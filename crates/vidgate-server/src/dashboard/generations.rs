@@ -224,7 +224,7 @@ pub async fn list(
     let before = if query.cursor.is_empty() {
         None
     } else {
-        let decoded = crate::http::decode_cursor(&query.cursor);
+        let decoded = crate::representation::decode_cursor(&query.cursor);
         if decoded.is_none() {
             alert = Some("That page link is not valid; showing the newest generations.".to_owned());
             query.cursor.clear();
@@ -246,7 +246,7 @@ pub async fn list(
         Ok(generations) => generations,
         Err(error) => return super::internal_error(error),
     };
-    let (generations, next_cursor) = crate::http::one_page(generations, PAGE_ROWS);
+    let (generations, next_cursor) = crate::representation::one_page(generations, PAGE_ROWS);
     let filters_only = query.query_string(false);
     let next_page_href = next_cursor.map(|cursor| {
         let next = ListQuery {

@@ -6,15 +6,13 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use vidgate_core::{CancelRefusal, GenerationStatus};
 
 use super::{ApiError, AppState, live};
 use crate::backend::StartedJobCancel;
-use crate::representation::{GenerationRecord, ListKind};
+use crate::representation::{GenerationRecord, ListKind, decode_cursor, one_page};
 use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
 
 /// Seconds a client should wait before polling an unfinished generation
@@ -165,32 +163,6 @@ pub(super) struct ListParameters {
     model: Option<String>,
 }
 
-/// A page of `page_size` generations out of a list read with one row more
-/// than the page, and the cursor of the next page when that row was there.
-/// The dashboard's list pages with it too, so its page links carry the
-/// API's own cursors.
-pub(crate) fn one_page(
-    mut generations: Vec<Generation>,
-    page_size: usize,
-) -> (Vec<Generation>, Option<String>) {
-    let has_more = generations.len() > page_size;
-    generations.truncate(page_size);
-    let next_cursor = has_more
-        .then(|| generations.last().map(encode_cursor))
-        .flatten();
-    (generations, next_cursor)
-}
-
-fn encode_cursor(generation: &Generation) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}:{}", generation.created_at, generation.id))
-}
-
-pub(crate) fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
-    let decoded = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
-    let (created_at, id) = decoded.split_once(':')?;
-    Some((created_at.parse().ok()?, id.to_owned()))
-}
-
 pub(super) fn parse_list_filter(parameters: ListParameters) -> Result<ListFilter, ApiError> {
     // An empty free-text value (`?cursor=&model=`) means the same as leaving
     // it out, as HTML forms send it; `limit` and `status` stay strict.
@@ -276,20 +248,4 @@ pub struct ListPage<'a> {
     next_cursor: Option<String>,
     #[schema(inline)]
     object: ListKind,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursors_round_trip_and_reject_garbage() {
-        let encoded = URL_SAFE_NO_PAD.encode("1700000000000:gen_abc");
-        assert_eq!(
-            decode_cursor(&encoded),
-            Some((1_700_000_000_000, "gen_abc".into()))
-        );
-        assert_eq!(decode_cursor("!!!"), None);
-        assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode("nope")), None);
-    }
 }

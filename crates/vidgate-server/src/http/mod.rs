@@ -37,7 +37,6 @@ use vidgate_core::Catalog;
 pub use crate::representation::{generation_json, rfc3339};
 pub use account::account_json;
 pub use error::ApiError;
-pub(crate) use generations::{decode_cursor, one_page};
 pub use metrics::metrics_router;
 pub use serve::{HttpService, serve};
 pub use webhooks::webhook_secret_json;

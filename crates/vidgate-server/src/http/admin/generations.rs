@@ -17,9 +17,10 @@ use time::format_description::well_known::Rfc3339;
 
 use super::openapi::{Operation, Parameter, Schema, Success};
 use crate::http::generations::{
-    DEFAULT_PAGE_SIZE, ListParameters, MAX_PAGE_SIZE, one_page, parse_list_filter,
+    DEFAULT_PAGE_SIZE, ListParameters, MAX_PAGE_SIZE, parse_list_filter,
 };
 use crate::http::{ApiError, generation_json};
+use crate::representation::one_page;
 use crate::state::AppState;
 use crate::store::{GenerationProvider, OperatorGenerationFilter};
 
