@@ -215,6 +215,17 @@ pub enum CancelResult {
     NotCarried,
 }
 
+/// The HTTP client every provider's calls go out on: it follows no
+/// redirect, since a redirect would carry our credential to wherever it
+/// points, and ignores proxy settings of the environment.
+pub fn credential_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .map_err(|error| format!("the HTTP client could not start: {error}"))
+}
+
 /// A provider's protocol, as the remote-job machinery drives it.
 #[async_trait]
 pub trait ProviderProtocol: Send + Sync + 'static {
@@ -427,12 +438,7 @@ impl BearerApi {
     ) -> Result<BearerApi, String> {
         let api_url = url::Url::parse(&format!("{}/", api_url.trim_end_matches('/')))
             .map_err(|error| format!("the {provider} API URL is not valid: {error}"))?;
-        let http = reqwest::Client::builder()
-            // A redirect would carry our credential to wherever it points.
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()
-            .map_err(|error| format!("the HTTP client could not start: {error}"))?;
+        let http = credential_client()?;
         Ok(BearerApi {
             http,
             api_url,

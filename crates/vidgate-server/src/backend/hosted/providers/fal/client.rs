@@ -23,7 +23,7 @@ use crate::backend::hosted::protocol::{
     CachedKeys, CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, MAX_ANSWER_BYTES,
     ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget,
     SubmittedSearch, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection,
-    classify_status, iso8601, json_body, limited_body, listed_input_is_known,
+    classify_status, credential_client, iso8601, json_body, limited_body, listed_input_is_known,
     require_signature_headers, sent_fields_match, shortened, transport_error, unix_seconds,
     unreadable,
 };
@@ -87,12 +87,7 @@ impl FalClient {
             Url::parse(&format!("{}/", text.trim_end_matches('/')))
                 .map_err(|error| format!("the fal {what} URL is not valid: {error}"))
         };
-        let http = reqwest::Client::builder()
-            // A redirect would carry our key to wherever it points.
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()
-            .map_err(|error| format!("the HTTP client could not start: {error}"))?;
+        let http = credential_client()?;
         Ok(FalClient {
             http,
             queue_url: parse(queue_url, "queue")?,
