@@ -724,6 +724,9 @@ test('overview: the balance, the spend chart and the ledger match the account', 
   const account = (await apiJson('GET', '/account', { key: a.apiKey })).body;
   assert.equal((await page.locator('#balance').textContent()).trim(), money(account.balance_usd));
   assert.equal(await page.locator('#spend-chart svg, svg#spend-chart').count(), 1, 'the spend chart is an inline svg');
+  // The overview lists the newest ten entries; the ledger's page has them all.
+  assert.ok((await page.locator('table#ledger tbody tr').count()) <= 10, 'the overview lists the newest ten');
+  await goto(page, '/dashboard/ledger');
   const rows = await page.locator('table#ledger tbody tr').evaluateAll((all) => all.map((r) => ({ text: r.textContent, html: r.innerHTML })));
   assert.ok(rows.some((row) => /credit/i.test(row.text)), 'the ledger shows the credit');
   if (state.generationId) {
@@ -732,6 +735,7 @@ test('overview: the balance, the spend chart and the ledger match the account', 
     assert.ok(ofRun.some((row) => /charge/i.test(row.text) && /held → spent/.test(row.text)), "the ledger shows the run's capture");
   }
   // The newest row's balance after it is the balance shown above it.
+  await goto(page, '/dashboard');
   const newestBalance = await page.locator('table#ledger tbody tr td.balance-after').first().textContent();
   assert.equal(newestBalance.trim(), money(account.balance_usd), 'the running balance ends at the balance');
   // Each time shows its full value on hover.
@@ -838,6 +842,167 @@ test('webhooks: reveal and rotate the secret, see a delivery', async () => {
   assertNoPageProblems();
 });
 
+// ---- issue 44 part B: money at a glance, and webhooks' next attempt and test event ----
+test('44B overview at 1280×900: the spend chart has amounts and days, a range choice and a table', async () => {
+  const page = state.pageA;
+  await assertPageFrame(page, await goto(page, '/dashboard'));
+  const yLabels = await page.locator('.y-axis span').allTextContents();
+  assert.equal(yLabels.length, 3, 'the y axis has a top, a middle and $0');
+  assert.match(yLabels[0], /^\$\d/, `the top is an amount (${yLabels[0]})`);
+  assert.equal(yLabels[2], '$0');
+  assert.equal(await page.locator('.x-axis span').count(), 30, 'a cell under every day of 30');
+  const today = new Date();
+  const dayOfMonth = String(today.getUTCDate());
+  const xLabels = (await page.locator('.x-axis span').allTextContents()).filter((text) => text !== '');
+  assert.ok(xLabels.length >= 4, `days are labelled (${xLabels.join(', ')})`);
+  assert.ok(xLabels[xLabels.length - 1].endsWith(dayOfMonth), `today is labelled last (${xLabels.join(', ')})`);
+  // The labels are text a person can read, not stretched SVG glyphs.
+  const fontSize = await page.locator('.y-axis span').first().evaluate((span) => parseFloat(getComputedStyle(span).fontSize));
+  assert.ok(fontSize >= 11, `axis labels are ${fontSize} px`);
+  assert.match(await page.locator('#spend-summary').textContent(), /charged from .* the most in a day, \$/);
+  await page.locator('details.chart-table summary').click();
+  assert.ok((await page.locator('#spend-table tbody tr').count()) >= 1, 'the table lists the days with spend');
+  await screenshot(page, 'overview-chart-44b');
+  await Promise.all([page.waitForURL(/\/dashboard\?days=7/), page.getByRole('link', { name: '7 days' }).click()]);
+  assert.equal(await page.locator('rect.bar').count(), 7);
+  assert.equal(await page.locator('.x-axis span').count(), 7);
+  assert.equal(await page.locator('.ranges a[aria-current="true"]').textContent(), '7 days');
+  await Promise.all([page.waitForURL(/\/dashboard\?days=90/), page.getByRole('link', { name: '90 days' }).click()]);
+  assert.equal(await page.locator('rect.bar').count(), 90);
+  await screenshot(page, 'overview-chart-90-days-44b');
+  assertNoPageProblems();
+});
+
+test('44B overview: an account that spent nothing sees words, not a blank box', async () => {
+  const context = await newContext();
+  try {
+    const page = await context.newPage();
+    await signIn(page, b.email, b.password);
+    await page.locator('#spend-empty').waitFor({ state: 'visible' });
+    assert.match(await page.locator('#spend-empty').textContent(), /No generation was charged in the last 30 days/);
+    assert.equal(await page.locator('#spend-chart').count(), 0);
+    await screenshot(page, 'overview-empty-44b');
+  } finally {
+    await context.close();
+  }
+  assertNoPageProblems();
+});
+
+test('44B ledger: signed amounts with the balance after each, model and prompt, and a kind filter', async () => {
+  const page = state.pageA;
+  await assertPageFrame(page, await goto(page, '/dashboard'));
+  await Promise.all([page.waitForURL(`${base}/dashboard/ledger`), page.click('a#whole-ledger')]);
+  const account = (await apiJson('GET', '/account', { key: a.apiKey })).body;
+  assert.equal((await page.locator('table#ledger td.balance-after').first().textContent()).trim(), money(account.balance_usd));
+  const changes = await page.locator('table#ledger td.change').allTextContents();
+  assert.ok(changes.some((text) => /^\+\$/.test(text)) && changes.some((text) => /^-\$/.test(text)), `money in and out are signed (${changes.slice(0, 6).join(', ')})`);
+  if (state.generationId) {
+    const row = page.locator('table#ledger tbody tr', { has: page.locator(`a[href="/dashboard/generations/${state.generationId}"]`) }).first();
+    assert.match(await row.locator('.model').textContent(), /M1/, 'the model is named');
+    assert.match(await row.locator('.prompt').textContent(), /red kite over the sea/, 'the prompt is beside it');
+    assert.ok(!(await row.innerHTML()).includes('<b>not bold</b>'), 'the prompt is escaped');
+  }
+  assert.match(await page.locator('table#ledger td.time span').first().getAttribute('title'), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+  await screenshot(page, 'ledger-44b');
+  await page.selectOption('select#filter-kind', 'hold');
+  await Promise.all([page.waitForURL(/\/dashboard\/ledger\?kind=hold/), page.click('form#ledger-filters button[type=submit]')]);
+  const kinds = await page.locator('table#ledger td.kind').allTextContents();
+  assert.ok(kinds.length >= 1 && kinds.every((kind) => kind === 'Hold'), `only holds (${kinds.join(', ')})`);
+  assert.equal(await page.locator('table#ledger td.balance-after').count(), 0, 'no balance on a filtered page');
+  await page.locator('#balance-hint').waitFor({ state: 'visible' });
+  await screenshot(page, 'ledger-holds-44b');
+  await Promise.all([page.waitForURL(`${base}/dashboard/ledger`), page.click('a#clear-filters')]);
+  assertNoPageProblems();
+});
+
+test('44B ledger and overview at 390×844: no sideways page scroll, the ledger scrolls in its box', async () => {
+  const context = await newContext({ width: 390, height: 844 });
+  try {
+    const page = await context.newPage();
+    await signIn(page, a.email, a.password);
+    const tooWide = [];
+    for (const urlPath of ['/dashboard', '/dashboard?days=90', '/dashboard/ledger', '/dashboard/ledger?kind=hold', '/dashboard/webhooks']) {
+      await goto(page, urlPath);
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      if (width > 390) tooWide.push(`${urlPath}: ${width} px`);
+    }
+    assert.deepEqual(tooWide, [], 'pages wider than the phone');
+    await goto(page, '/dashboard/ledger');
+    // The ledger is stacked rows on a phone: nothing to scroll sideways, and
+    // each row's change and balance after it are in view.
+    const ledgerBox = page.locator('.table-wrap', { has: page.locator('table#ledger') });
+    assert.ok(await ledgerBox.evaluate((box) => box.scrollWidth <= box.clientWidth), 'the ledger fits the phone');
+    const first = page.locator('table#ledger tbody tr').first();
+    for (const cell of ['td.time', 'td.kind', 'td.change', 'td.balance-after']) {
+      const box = await first.locator(cell).boundingBox();
+      assert.ok(box && box.x >= 0 && box.x + box.width <= 390, `${cell} is on the screen (${JSON.stringify(box)})`);
+    }
+    assert.match(await first.locator('td.balance-after').evaluate((td) => getComputedStyle(td, '::before').content), /Balance after/);
+    await screenshot(page, 'phone-ledger-44b');
+    await goto(page, '/dashboard');
+    await screenshot(page, 'phone-overview-44b');
+  } finally {
+    await context.close();
+  }
+  assertNoPageProblems();
+});
+
+test('44B webhooks: a test event is delivered signed, and a failing one says when it is tried next', async () => {
+  const page = state.pageA;
+  // Answers 204 on /ok and 500 (asking to wait ten minutes) on /fail.
+  const received = [];
+  const receiver = http.createServer((request, response) => {
+    const chunks = [];
+    request.on('data', (chunk) => chunks.push(chunk));
+    request.on('end', () => {
+      received.push({ path: request.url, type: request.headers['webhook-id'] && JSON.parse(Buffer.concat(chunks).toString()).type });
+      if (request.url === '/ok') response.writeHead(204).end();
+      else response.writeHead(500, { 'Retry-After': '600' }).end();
+    });
+  });
+  await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const at = (urlPath) => `http://127.0.0.1:${receiver.address().port}${urlPath}`;
+  const waitForRow = async (pattern) => {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      await goto(page, '/dashboard/webhooks');
+      const rows = await page.locator('table#deliveries tbody tr').allTextContents();
+      if (rows.some((text) => /webhook\.test/.test(text) && pattern.test(text))) return;
+      assert.ok(Date.now() < deadline, `a webhook.test row matching ${pattern} (rows: ${rows.slice(0, 3).join(' | ')})`);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+  };
+  try {
+    await assertPageFrame(page, await goto(page, '/dashboard/webhooks'));
+    await page.fill('input#test-url', at('/ok'));
+    await Promise.all([page.waitForURL(`${base}/dashboard/webhooks?tested=1`), page.click('form#test-event button[type=submit]')]);
+    await page.locator('#test-notice').waitFor({ state: 'visible' });
+    await waitForRow(/delivered/);
+    assert.ok(received.some((request) => request.path === '/ok' && request.type === 'webhook.test'), 'the receiver got webhook.test');
+    await screenshot(page, 'webhooks-test-delivered-44b');
+
+    await page.fill('input#test-url', at('/fail'));
+    await Promise.all([page.waitForURL(`${base}/dashboard/webhooks?tested=1`), page.click('form#test-event button[type=submit]')]);
+    await waitForRow(/HTTP 500/);
+    const failing = page.locator('table#deliveries tbody tr', { hasText: 'HTTP 500' }).first();
+    assert.match(await failing.locator('td.next-attempt').textContent(), /^in (9|10) min$/, 'the next attempt, as asked by Retry-After');
+    assert.match(await failing.locator('td.next-attempt span').getAttribute('title'), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/, 'the time to the second on hover');
+    await screenshot(page, 'webhooks-next-attempt-44b');
+
+    // A URL of the wrong form is refused in words, beside the field.
+    await page.fill('input#test-url', 'ftp://example.com/hook');
+    await page.locator('input#test-url').evaluate((input) => { input.type = 'text'; });
+    await page.click('form#test-event button[type=submit]');
+    await page.locator('#test-alert').waitFor({ state: 'visible' });
+    assert.match(await page.locator('#test-alert').textContent(), /http or https URL/);
+    assert.equal(await page.locator('input#test-url').getAttribute('aria-invalid'), 'true');
+  } finally {
+    receiver.close();
+  }
+  assertNoPageProblems();
+});
+// ---- end of issue 44 part B (money, webhooks) ----
+
 test('an unknown page keeps the navigation, and every page has an icon', async () => {
   const page = state.pageA;
   const response = await goto(page, '/dashboard/no-such-page');
@@ -868,10 +1033,11 @@ test('on a phone (390 px) no page scrolls sideways', async () => {
       await screenshot(page, `phone-${urlPath.split('/').slice(2).join('-') || 'overview'}`);
     }
     assert.deepEqual(tooWide, [], 'pages wider than the phone');
-    // The ledger is wider than a phone: it scrolls in its own box, which says so.
-    await goto(page, '/dashboard');
-    const ledgerBox = page.locator('.table-wrap', { has: page.locator('table#ledger') });
-    assert.ok(await ledgerBox.evaluate((box) => box.scrollWidth > box.clientWidth), 'the ledger scrolls inside its box');
+    // The deliveries table is wider than a phone: it scrolls in its own box,
+    // which says so. (The ledger becomes stacked rows instead: 44B's tests.)
+    await goto(page, '/dashboard/webhooks');
+    const deliveriesBox = page.locator('.table-wrap', { has: page.locator('table#deliveries') });
+    assert.ok(await deliveriesBox.evaluate((box) => box.scrollWidth > box.clientWidth), 'the deliveries scroll inside their box');
     assert.equal(await page.locator('.scroll-hint:visible').count() >= 1, true, 'a hint says the table scrolls');
     await page.setViewportSize({ width: 1280, height: 900 });
     await goto(page, '/dashboard/keys');

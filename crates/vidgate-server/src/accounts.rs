@@ -139,6 +139,16 @@ pub async fn create_development_account(store: &Store) -> Result<CreatedAccount,
 /// The longest low-balance webhook URL an account may give.
 pub const MAX_LOW_BALANCE_URL_LENGTH: usize = 2048;
 
+/// Whether `url` has the form of a webhook target: an http or https URL
+/// with a host, of at most `MAX_LOW_BALANCE_URL_LENGTH` characters. Where it
+/// points is checked by the webhook senders' address guard at each attempt.
+pub fn has_webhook_url_form(url: &str) -> bool {
+    url.len() <= MAX_LOW_BALANCE_URL_LENGTH
+        && url::Url::parse(url).is_ok_and(|parsed| {
+            matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some()
+        })
+}
+
 /// Why a low-balance alert as given (by the dashboard or the operator) is
 /// refused: the field at fault and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -174,11 +184,7 @@ pub fn parse_low_balance_setting(
                  {MAX_LOW_BALANCE_URL_LENGTH} characters."
             ),
         };
-        if webhook_url.len() > MAX_LOW_BALANCE_URL_LENGTH {
-            return Err(refused());
-        }
-        let parsed = url::Url::parse(webhook_url).map_err(|_| refused())?;
-        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+        if !has_webhook_url_form(webhook_url) {
             return Err(refused());
         }
         if threshold.is_none() {

@@ -38,7 +38,7 @@ use crate::metrics::{Metrics, WebhookAttemptOutcome};
 use crate::representation::{generation_json, rfc3339};
 use crate::store::{
     AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliverySubject, SenderFairness, Store,
-    now_millis,
+    TEST_EVENT, now_millis,
 };
 
 /// Prefix of a Standard Webhooks secret; the rest is the base64 key.
@@ -140,13 +140,18 @@ pub fn signature_header(
 /// /generations/{id}` returns it, at its completion; a final generation does
 /// not change, so every attempt of a delivery sends the same bytes. An
 /// account's `account.balance_low` carries the balance that fell below the
-/// threshold and the threshold, as they were when it happened.
+/// threshold and the threshold, as they were when it happened; its
+/// `webhook.test` (sent from the dashboard) carries the account and a line
+/// saying what it is.
 pub fn event_body(delivery: &ClaimedDelivery, api_base: &str) -> String {
     let (timestamp, data) = match &delivery.subject {
         DeliverySubject::Generation(generation) => (
             generation.completed_at.unwrap_or(generation.created_at),
             generation_json(generation, api_base),
         ),
+        DeliverySubject::Account { data, occurred_at } if delivery.event_type == TEST_EVENT => {
+            (*occurred_at, test_event_json(data))
+        }
         DeliverySubject::Account { data, occurred_at } => (*occurred_at, balance_low_json(data)),
     };
     json!({
@@ -168,6 +173,16 @@ fn balance_low_json(fixed: &serde_json::Value) -> serde_json::Value {
         "account_id": fixed["account_id"],
         "balance_usd": usd("balance_micros"),
         "threshold_usd": usd("threshold_micros"),
+    })
+}
+
+/// The `data` of `webhook.test`: the account, and what the event is for,
+/// so that a receiver's log explains it.
+fn test_event_json(fixed: &serde_json::Value) -> serde_json::Value {
+    json!({
+        "object": "webhook_test",
+        "account_id": fixed["account_id"],
+        "message": "A test event sent from the vidgate dashboard. Nothing happened to any generation or to the balance.",
     })
 }
 

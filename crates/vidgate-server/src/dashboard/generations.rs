@@ -137,7 +137,7 @@ struct GenerationsPage {
 
 /// The model's short label and name from the catalog (`M1 · Model 1`), or
 /// its id when the catalog no longer has it.
-fn model_name(catalog: &Catalog, model_id: &str) -> String {
+pub(super) fn model_name(catalog: &Catalog, model_id: &str) -> String {
     catalog.model(model_id).map_or_else(
         || model_id.to_owned(),
         |model| format!("{} · {}", model.label, model.name),
@@ -146,7 +146,7 @@ fn model_name(catalog: &Catalog, model_id: &str) -> String {
 
 /// At most `PROMPT_PREVIEW_CHARS` characters of the prompt, with an
 /// ellipsis when it was cut; empty for a request without one.
-fn prompt_preview(input: &Value) -> String {
+pub(super) fn prompt_preview(input: &Value) -> String {
     let prompt = input["prompt"].as_str().unwrap_or("").trim();
     let mut preview: String = prompt.chars().take(PROMPT_PREVIEW_CHARS).collect();
     if preview.len() < prompt.len() {

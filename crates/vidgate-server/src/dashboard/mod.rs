@@ -20,6 +20,7 @@ mod assets;
 mod credit;
 mod generations;
 mod keys;
+mod ledger;
 mod low_balance;
 mod overview;
 mod passwords;
@@ -66,6 +67,7 @@ pub fn router() -> Router<AppState> {
             get(sign_in::show_sign_up).post(sign_in::sign_up),
         )
         .route("/sign-out", post(sign_in::sign_out))
+        .route("/ledger", get(ledger::show))
         .route("/keys", get(keys::list).post(keys::create))
         .route(
             "/keys/{key_id}/revoke",
@@ -84,6 +86,7 @@ pub fn router() -> Router<AppState> {
             get(webhooks::confirm_rotate).post(webhooks::rotate),
         )
         .route("/webhooks/secret", get(webhooks::secret))
+        .route("/webhooks/test", post(webhooks::send_test_event))
         .route("/assets/{version}/{name}", get(assets::serve))
         .fallback(unknown_page)
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))

@@ -8,27 +8,31 @@ use axum::response::Response;
 use vidgate_core::Micros;
 
 use super::session::SignedIn;
-use super::{Layout, Section, display_time, display_time_to_the_second, render, usd};
+use super::{Layout, Section, display_time, render, usd};
 use serde::Deserialize;
 
+use super::ledger::{LedgerRow, ledger_rows};
 use crate::state::AppState;
-use crate::store::{DailySpend, LedgerEntry, now_millis};
+use crate::store::{DailySpend, LedgerPageRequest, now_millis};
 use crate::stripe::plain_dollars;
 
 const DAY_MILLIS: i64 = 24 * 60 * 60 * 1000;
-/// Days the spend chart covers, today included.
-const CHART_DAYS: i64 = 30;
-/// Ledger entries listed, newest first.
-const LEDGER_ROWS: u32 = 50;
+/// The spend chart's ranges, in days, today included.
+const CHART_RANGES: [i64; 3] = [7, 30, 90];
+const DEFAULT_CHART_DAYS: i64 = 30;
+/// Ledger entries the overview lists, newest first; the ledger's own page
+/// has the rest.
+const LEDGER_ROWS: u32 = 10;
 
-/// The chart's drawing area, in SVG user units.
-const CHART_WIDTH: i64 = 600;
+/// The chart's drawing area, in SVG user units: each day is `DAY_WIDTH`
+/// wide, and the drawing stretches to the card's width (the axes' labels
+/// are HTML beside it, so no text is stretched).
 const CHART_HEIGHT: i64 = 160;
-const BAR_STEP: i64 = CHART_WIDTH / CHART_DAYS;
-const BAR_WIDTH: i64 = BAR_STEP - 4;
+const DAY_WIDTH: i64 = 10;
+const BAR_WIDTH: i64 = 8;
 
 /// One day's bar: geometry as attributes (the CSP allows no inline style),
-/// and a label for assistive technology and hover.
+/// and a label for hover.
 struct Bar {
     x: i64,
     y: i64,
@@ -36,77 +40,158 @@ struct Bar {
     label: String,
 }
 
-struct LedgerRow {
-    time: String,
-    /// The time to the second, shown on hover.
-    full_time: String,
-    /// The kind in words ("Refund", "Charge").
-    kind: &'static str,
-    /// The change of the available balance, signed ("+$5.00", "-$0.10"), or
-    /// for a capture, which moves held money to spent, the amount and what
-    /// it did.
-    change: String,
-    /// `in`, `out` or `held`: how the row is coloured.
-    direction: &'static str,
-    /// The available balance after this entry.
-    balance_after: String,
-    generation_id: Option<String>,
-    /// Stripe's ids, for money that came in or went back through Stripe.
-    reference: Option<String>,
+/// A label under one day of the chart: every day has a cell, so the labels
+/// line up with the bars, and some cells are empty.
+struct DayTick {
+    label: String,
 }
 
-/// How a ledger entry changes the money the account can still spend
-/// (`balance`): a hold takes it aside and a release gives it back, while a
-/// capture only turns held money into spent money.
-fn available_balance_change(kind: &str, amount: Micros) -> Micros {
-    match kind {
-        "credit" | "release" => amount,
-        "hold" | "debit" => Micros::ZERO - amount,
-        _ => Micros::ZERO,
+/// A day with spend, for the table beside the chart.
+struct SpendDay {
+    day: String,
+    amount: String,
+}
+
+struct RangeLink {
+    days: i64,
+    current: bool,
+}
+
+/// The spend chart: bars scaled to a round top amount, labelled axes, and
+/// the same figures as a table.
+struct SpendChart {
+    days: i64,
+    ranges: Vec<RangeLink>,
+    total: String,
+    first_day: String,
+    last_day: String,
+    /// The largest day, in words; none when nothing was spent.
+    highest: Option<String>,
+    view_width: i64,
+    height: i64,
+    bar_width: i64,
+    bars: Vec<Bar>,
+    /// The y axis: the round top amount and its half.
+    scale_top: String,
+    scale_middle: String,
+    middle_y: i64,
+    ticks: Vec<DayTick>,
+    spend_days: Vec<SpendDay>,
+}
+
+/// The smallest round amount (1, 2 or 5 times a power of ten micro-dollars,
+/// at least 10) at or above `largest`: the chart's top, so that its axis
+/// reads in round figures.
+fn round_top(largest: Micros) -> Micros {
+    let mut power: i64 = 10;
+    loop {
+        for multiple in [1, 2, 5] {
+            let candidate = power.saturating_mul(multiple);
+            if candidate >= largest.0 || candidate == i64::MAX {
+                return Micros(candidate);
+            }
+        }
+        power = power.saturating_mul(10);
     }
 }
 
-fn kind_in_words(kind: &str) -> &'static str {
-    match kind {
-        "credit" => "Credit",
-        "debit" => "Debit",
-        "hold" => "Hold",
-        "capture" => "Charge",
-        "release" => "Refund",
-        _ => "Other",
-    }
+/// `Nov 28`, or the day of the month alone when the month is the one the
+/// previous label named.
+fn tick_label(day: i64, previous_month: &mut Option<time::Month>) -> String {
+    let date = time::OffsetDateTime::from_unix_timestamp(day * 86_400)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let month = date.month();
+    let label = if *previous_month == Some(month) {
+        date.day().to_string()
+    } else {
+        format!("{} {}", &month.to_string()[..3], date.day())
+    };
+    *previous_month = Some(month);
+    label
 }
 
-/// The rows of the ledger, newest first, each with the balance after it:
-/// the newest's is the account's balance read with the entries, and each
-/// older one's is the next newer's less that entry's change.
-fn ledger_rows(entries: Vec<LedgerEntry>, balance_after_newest: Micros) -> Vec<LedgerRow> {
-    let mut balance_after = balance_after_newest;
-    entries
-        .into_iter()
-        .map(|entry| {
-            let change = available_balance_change(&entry.kind, entry.amount);
-            let (shown_change, direction) = if entry.kind == "capture" {
-                (format!("{} held \u{2192} spent", usd(entry.amount)), "held")
-            } else if change.is_negative() {
-                (format!("-{}", usd(Micros::ZERO - change)), "out")
+/// The chart of the `days` days ending `today` (days since the epoch).
+fn spend_chart(spend: &[DailySpend], today: i64, days: i64) -> SpendChart {
+    let first = today - days + 1;
+    let spent_on = |day: i64| {
+        spend
+            .iter()
+            .find(|spent| spent.day == day)
+            .map_or(Micros::ZERO, |spent| spent.captured)
+    };
+    let in_range: Vec<&DailySpend> = spend
+        .iter()
+        .filter(|spent| spent.day >= first && spent.day <= today && spent.captured.0 > 0)
+        .collect();
+    let total = in_range
+        .iter()
+        .fold(Micros::ZERO, |total, day| total + day.captured);
+    let largest = in_range.iter().max_by_key(|day| day.captured.0);
+    let top = round_top(largest.map_or(Micros::ZERO, |day| day.captured));
+    let bars = (first..=today)
+        .map(|day| {
+            let captured = spent_on(day);
+            // Integer arithmetic; a day with any spend gets at least 1 unit
+            // so it is visible beside empty days.
+            let height = if captured.0 <= 0 {
+                0
             } else {
-                (format!("+{}", usd(change)), "in")
+                ((captured.0 as i128 * CHART_HEIGHT as i128) / top.0 as i128).max(1) as i64
             };
-            let row = LedgerRow {
-                time: display_time(entry.created_at),
-                full_time: display_time_to_the_second(entry.created_at),
-                kind: kind_in_words(&entry.kind),
-                change: shown_change,
-                direction,
-                balance_after: usd(balance_after),
-                generation_id: entry.generation_id,
-                reference: entry.reference,
-            };
-            balance_after = balance_after - change;
-            row
+            Bar {
+                x: (day - first) * DAY_WIDTH + (DAY_WIDTH - BAR_WIDTH) / 2,
+                y: CHART_HEIGHT - height,
+                height,
+                label: format!("{}: {}", day_label(day), usd(captured)),
+            }
         })
-        .collect()
+        .collect();
+    // Label every day of a week, and about six days of longer ranges,
+    // counted back from today so that today is always labelled.
+    let step = match days {
+        ..=7 => 1,
+        ..=30 => 7,
+        _ => 15,
+    };
+    let mut previous_month = None;
+    let ticks = (first..=today)
+        .map(|day| DayTick {
+            label: if (today - day) % step == 0 {
+                tick_label(day, &mut previous_month)
+            } else {
+                String::new()
+            },
+        })
+        .collect();
+    SpendChart {
+        days,
+        ranges: CHART_RANGES
+            .iter()
+            .map(|range| RangeLink {
+                days: *range,
+                current: *range == days,
+            })
+            .collect(),
+        total: usd(total),
+        first_day: day_label(first),
+        last_day: day_label(today),
+        highest: largest.map(|day| format!("{} on {}", usd(day.captured), day_label(day.day))),
+        view_width: days * DAY_WIDTH,
+        height: CHART_HEIGHT,
+        bar_width: BAR_WIDTH,
+        bars,
+        scale_top: usd(top),
+        scale_middle: usd(Micros(top.0 / 2)),
+        middle_y: CHART_HEIGHT / 2,
+        ticks,
+        spend_days: in_range
+            .iter()
+            .map(|day| SpendDay {
+                day: day_label(day.day),
+                amount: usd(day.captured),
+            })
+            .collect(),
+    }
 }
 
 #[derive(Template)]
@@ -116,14 +201,11 @@ struct OverviewPage {
     balance: String,
     held: String,
     spent: String,
-    spent_in_chart: String,
-    chart_width: i64,
-    chart_height: i64,
-    bar_width: i64,
-    bars: Vec<Bar>,
-    first_day: String,
-    last_day: String,
-    ledger: Vec<LedgerRow>,
+    chart: SpendChart,
+    ledger_rows: Vec<LedgerRow>,
+    /// Whether the ledger rows carry the balance after each (always here).
+    show_balance: bool,
+    empty_text: &'static str,
     /// The amounts "Add credit" offers, as `20.00`; empty without Stripe.
     credit_choices: Vec<String>,
     /// What the person is told on coming back from Stripe's page.
@@ -140,37 +222,13 @@ struct OverviewPage {
 pub struct OverviewQuery {
     #[serde(default)]
     checkout: Option<String>,
+    /// The chart's range in days: one of `CHART_RANGES`.
+    #[serde(default)]
+    days: Option<String>,
 }
 
 fn day_label(day: i64) -> String {
     display_time(day * DAY_MILLIS)[..10].to_owned()
-}
-
-/// Bars for the `CHART_DAYS` days ending today, scaled to the largest day.
-fn bars(spend: &[DailySpend], today: i64) -> Vec<Bar> {
-    let first = today - CHART_DAYS + 1;
-    let largest = spend.iter().map(|day| day.captured.0).max().unwrap_or(0);
-    (first..=today)
-        .map(|day| {
-            let captured = spend
-                .iter()
-                .find(|spent| spent.day == day)
-                .map_or(Micros::ZERO, |spent| spent.captured);
-            // Integer arithmetic; a day with any spend gets at least 1 unit
-            // so it is visible beside empty days.
-            let height = if largest == 0 || captured.0 == 0 {
-                0
-            } else {
-                ((captured.0 as i128 * CHART_HEIGHT as i128) / largest as i128).max(1) as i64
-            };
-            Bar {
-                x: (day - first) * BAR_STEP + 2,
-                y: CHART_HEIGHT - height,
-                height,
-                label: format!("{}: {}", day_label(day), usd(captured)),
-            }
-        })
-        .collect()
 }
 
 pub async fn show(
@@ -180,13 +238,26 @@ pub async fn show(
 ) -> Response {
     let session = &signed_in.0;
     let today = now_millis() / DAY_MILLIS;
-    let since = (today - CHART_DAYS + 1) * DAY_MILLIS;
+    let days = query
+        .days
+        .as_deref()
+        .and_then(|days| days.parse::<i64>().ok())
+        .filter(|days| CHART_RANGES.contains(days))
+        .unwrap_or(DEFAULT_CHART_DAYS);
+    let since = (today - days + 1) * DAY_MILLIS;
     let store = state.store.as_ref();
     let loaded = async {
         let account = store.account(&session.account_id).await?;
         let spend = store.daily_spend(&session.account_id, since).await?;
         let ledger = store
-            .recent_ledger_entries(&session.account_id, LEDGER_ROWS)
+            .ledger_page(
+                &session.account_id,
+                &LedgerPageRequest {
+                    kind: None,
+                    before: None,
+                    limit: LEDGER_ROWS,
+                },
+            )
             .await?;
         Ok::<_, crate::store::StoreError>((account, spend, ledger))
     };
@@ -195,9 +266,6 @@ pub async fn show(
         Ok((None, _, _)) => return super::not_found(Some(session)),
         Err(error) => return super::internal_error(error),
     };
-    let spent_in_chart = spend
-        .iter()
-        .fold(Micros::ZERO, |total, day| total + day.captured);
     render(
         StatusCode::OK,
         &OverviewPage {
@@ -205,19 +273,10 @@ pub async fn show(
             balance: usd(account.shown_balance()),
             held: usd(account.held),
             spent: usd(account.captured),
-            spent_in_chart: usd(spent_in_chart),
-            chart_width: CHART_WIDTH,
-            chart_height: CHART_HEIGHT,
-            bar_width: BAR_WIDTH,
-            bars: bars(&spend, today),
-            first_day: day_label(today - CHART_DAYS + 1),
-            last_day: day_label(today),
-            ledger: ledger_rows(
-                recent.entries,
-                recent
-                    .balance_after_newest
-                    .unwrap_or(account.shown_balance()),
-            ),
+            chart: spend_chart(&spend, today, days),
+            ledger_rows: ledger_rows(&state.catalog, recent.entries, recent.balance_after_newest),
+            show_balance: true,
+            empty_text: "No money has moved yet.",
             credit_choices: state
                 .stripe
                 .as_deref()
@@ -267,73 +326,81 @@ pub async fn show(
 mod tests {
     use super::*;
 
-    #[test]
-    fn bars_cover_thirty_days_scaled_to_the_largest() {
-        let today = 20_000;
-        let spend = vec![
-            DailySpend {
-                day: today - 29,
-                captured: Micros(1_000_000),
-            },
-            DailySpend {
-                day: today,
-                captured: Micros(4_000_000),
-            },
-        ];
-        let bars = bars(&spend, today);
-        assert_eq!(bars.len(), 30);
-        assert_eq!(bars[0].height, CHART_HEIGHT / 4);
-        assert_eq!(bars[29].height, CHART_HEIGHT);
-        assert_eq!(bars[29].y, 0);
-        assert_eq!(bars[15].height, 0);
-        assert!(bars[29].label.ends_with("$4.00"), "{}", bars[29].label);
-    }
-
-    fn entry(kind: &str, usd_cents: i64) -> LedgerEntry {
-        LedgerEntry {
-            id: 0,
-            generation_id: None,
-            kind: kind.to_owned(),
-            amount: Micros::from_usd_cents(usd_cents),
-            created_at: 0,
-            reference: None,
+    fn spend(day: i64, cents: i64) -> DailySpend {
+        DailySpend {
+            day,
+            captured: Micros::from_usd_cents(cents),
         }
     }
 
     #[test]
-    fn ledger_rows_are_signed_and_carry_the_balance_after_each() {
-        // Oldest first: $25 credit, a $1 hold released, a $2 hold captured,
-        // $3 debited. Balance now: 25 - 2 - 3 = $20.
-        let newest_first = vec![
-            entry("debit", 300),
-            entry("capture", 200),
-            entry("hold", 200),
-            entry("release", 100),
-            entry("hold", 100),
-            entry("credit", 2500),
-        ];
-        let rows = ledger_rows(newest_first, Micros::from_usd_cents(2000));
-        let shown: Vec<(&str, &str, &str, &str)> = rows
-            .iter()
-            .map(|row| {
-                (
-                    row.kind,
-                    row.change.as_str(),
-                    row.direction,
-                    row.balance_after.as_str(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            shown,
-            vec![
-                ("Debit", "-$3.00", "out", "$20.00"),
-                ("Charge", "$2.00 held \u{2192} spent", "held", "$23.00"),
-                ("Hold", "-$2.00", "out", "$23.00"),
-                ("Refund", "+$1.00", "in", "$25.00"),
-                ("Hold", "-$1.00", "out", "$24.00"),
-                ("Credit", "+$25.00", "in", "$25.00"),
-            ]
+    fn the_top_of_the_scale_is_a_round_amount_at_or_above_the_largest_day() {
+        assert_eq!(round_top(Micros(0)), Micros(10));
+        assert_eq!(round_top(Micros(400_000)), Micros(500_000));
+        assert_eq!(round_top(Micros(500_000)), Micros(500_000));
+        assert_eq!(round_top(Micros(500_001)), Micros(1_000_000));
+        assert_eq!(round_top(Micros(1_500_000)), Micros(2_000_000));
+        assert_eq!(round_top(Micros(i64::MAX)), Micros(i64::MAX));
+    }
+
+    #[test]
+    fn bars_cover_the_range_scaled_to_the_round_top() {
+        let today = 20_000;
+        let chart = spend_chart(&[spend(today - 29, 100), spend(today, 400)], today, 30);
+        assert_eq!(chart.bars.len(), 30);
+        assert_eq!(chart.scale_top, "$5.00");
+        assert_eq!(chart.scale_middle, "$2.50");
+        assert_eq!(chart.bars[0].height, CHART_HEIGHT / 5);
+        assert_eq!(chart.bars[29].height, CHART_HEIGHT * 4 / 5);
+        assert_eq!(chart.bars[15].height, 0);
+        assert!(
+            chart.bars[29].label.ends_with("$4.00"),
+            "{}",
+            chart.bars[29].label
         );
+        assert_eq!(chart.total, "$5.00");
+        assert_eq!(chart.spend_days.len(), 2);
+        assert!(
+            chart
+                .highest
+                .as_deref()
+                .is_some_and(|text| text.starts_with("$4.00 on "))
+        );
+    }
+
+    #[test]
+    fn a_shorter_range_leaves_older_days_out() {
+        let today = 20_000;
+        let chart = spend_chart(&[spend(today - 29, 100), spend(today, 400)], today, 7);
+        assert_eq!(chart.bars.len(), 7);
+        assert_eq!(chart.total, "$4.00");
+        assert_eq!(chart.spend_days.len(), 1);
+        assert_eq!(chart.view_width, 7 * DAY_WIDTH);
+    }
+
+    #[test]
+    fn an_empty_range_has_no_highest_day() {
+        let chart = spend_chart(&[], 20_000, 90);
+        assert_eq!(chart.total, "$0.00");
+        assert!(chart.highest.is_none());
+        assert!(chart.bars.iter().all(|bar| bar.height == 0));
+    }
+
+    #[test]
+    fn ticks_label_today_and_count_back_by_the_step() {
+        // 2026-11-28 is day 20_785 since the epoch.
+        let today = 20_785;
+        let week = spend_chart(&[], today, 7);
+        let labels: Vec<&str> = week.ticks.iter().map(|tick| tick.label.as_str()).collect();
+        assert_eq!(labels, vec!["Nov 22", "23", "24", "25", "26", "27", "28"]);
+        let month = spend_chart(&[], today, 30);
+        let labelled: Vec<&str> = month
+            .ticks
+            .iter()
+            .map(|tick| tick.label.as_str())
+            .filter(|label| !label.is_empty())
+            .collect();
+        assert_eq!(labelled, vec!["Oct 31", "Nov 7", "14", "21", "28"]);
+        assert_eq!(month.ticks.len(), 30);
     }
 }

@@ -1,5 +1,6 @@
-//! Webhooks: the signing secret (revealed on demand, rotated) and the
-//! account's recent deliveries.
+//! Webhooks: the signing secret (revealed on demand, rotated), the
+//! account's recent deliveries with when each pending one is tried next, and
+//! a test event sent to a URL of the person's choosing.
 
 use askama::Template;
 use axum::Form;
@@ -10,10 +11,12 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::{CSRF_HEADER, CsrfForm, SignedIn};
-use super::{Confirmation, Layout, Section, confirm_page, display_time, render};
-use crate::accounts;
+use super::{
+    Confirmation, Layout, Section, confirm_page, display_time, display_time_to_the_second, render,
+};
+use crate::accounts::{self, MAX_LOW_BALANCE_URL_LENGTH};
 use crate::state::AppState;
-use crate::store::{AccountDelivery, now_millis};
+use crate::store::{AccountDelivery, DeliveryStatus, MAX_PENDING_TEST_EVENTS, now_millis};
 
 /// Deliveries listed, newest first.
 const DELIVERY_ROWS: u32 = 50;
@@ -27,10 +30,34 @@ struct DeliveryRow {
     created: String,
     /// The last attempt's HTTP status or error.
     last_response: String,
+    /// When a pending delivery is tried next, in words; empty once it is
+    /// settled.
+    next_attempt: String,
+    /// The full time of the next attempt, for hover.
+    next_attempt_full: String,
+    /// The URL it goes to, for the test form's default.
+    url: String,
 }
 
-impl From<AccountDelivery> for DeliveryRow {
-    fn from(found: AccountDelivery) -> DeliveryRow {
+/// When a pending delivery is tried next, in words: "due now" once it is
+/// due, else in how many seconds, minutes or hours (the time itself is the
+/// cell's hover title).
+fn next_attempt_in_words(next_attempt_at: i64, now: i64) -> String {
+    let wait_seconds = (next_attempt_at - now) / 1000;
+    match wait_seconds {
+        ..=0 => "due now".to_owned(),
+        1..60 => format!("in {wait_seconds} s"),
+        60..3600 => format!("in {} min", wait_seconds / 60),
+        _ => format!(
+            "in {} h {} min",
+            wait_seconds / 3600,
+            wait_seconds % 3600 / 60
+        ),
+    }
+}
+
+impl DeliveryRow {
+    fn new(found: AccountDelivery, now: i64) -> DeliveryRow {
         let delivery = found.delivery;
         let last_response = delivery
             .attempt_log
@@ -43,6 +70,16 @@ impl From<AccountDelivery> for DeliveryRow {
                 },
             )
             .unwrap_or_else(|| "not attempted yet".to_owned());
+        // While a sender holds the delivery, its `next_attempt_at` is the
+        // end of the lease, not an attempt: it is being tried now.
+        let (next_attempt, next_attempt_full) = match delivery.next_attempt_at {
+            _ if delivery.in_flight => ("sending now".to_owned(), String::new()),
+            Some(next) if delivery.status == DeliveryStatus::Pending => (
+                next_attempt_in_words(next, now),
+                display_time_to_the_second(next),
+            ),
+            _ => (String::new(), String::new()),
+        };
         DeliveryRow {
             event: delivery.event_type,
             generation_id: found.generation_id,
@@ -54,6 +91,9 @@ impl From<AccountDelivery> for DeliveryRow {
             attempts: delivery.attempts,
             created: display_time(delivery.created_at),
             last_response,
+            next_attempt,
+            next_attempt_full,
+            url: delivery.url,
         }
     }
 }
@@ -71,6 +111,11 @@ struct WebhooksPage {
     deliveries: Vec<DeliveryRow>,
     /// Right after a rotation: the page says so.
     rotated: bool,
+    /// The test form's URL: the one just tried, else the newest delivery's.
+    test_url: String,
+    /// What the test form's last use did, or why it was refused.
+    test_notice: Option<String>,
+    test_alert: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -79,12 +124,39 @@ pub struct WebhooksQuery {
     reveal: Option<String>,
     #[serde(default)]
     rotated: Option<String>,
+    /// Set after a test event was queued.
+    #[serde(default)]
+    tested: Option<String>,
 }
 
 pub async fn show(
     State(state): State<AppState>,
     signed_in: SignedIn,
     Query(query): Query<WebhooksQuery>,
+) -> Response {
+    let test = TestOutcome {
+        url: None,
+        notice: query.tested.is_some().then(|| {
+            "A webhook.test event was queued: it is sent within seconds and shows below.".to_owned()
+        }),
+        alert: None,
+    };
+    webhooks_page(&state, &signed_in, &query, StatusCode::OK, test).await
+}
+
+/// What the test form last did, shown above it.
+struct TestOutcome {
+    url: Option<String>,
+    notice: Option<String>,
+    alert: Option<String>,
+}
+
+async fn webhooks_page(
+    state: &AppState,
+    signed_in: &SignedIn,
+    query: &WebhooksQuery,
+    status: StatusCode,
+    test: TestOutcome,
 ) -> Response {
     let session = &signed_in.0;
     let store = state.store.as_ref();
@@ -101,8 +173,12 @@ pub async fn show(
         Err(error) => return super::internal_error(error),
     };
     let now = now_millis();
+    let deliveries: Vec<DeliveryRow> = deliveries
+        .into_iter()
+        .map(|delivery| DeliveryRow::new(delivery, now))
+        .collect();
     render(
-        StatusCode::OK,
+        status,
         &WebhooksPage {
             layout: Layout::signed_in(session, "Webhooks", Section::Webhooks),
             previous_valid_until: account
@@ -110,10 +186,86 @@ pub async fn show(
                 .filter(|expires_at| *expires_at > now)
                 .map(display_time),
             secret: query.reveal.is_some().then_some(account.webhook_secret),
-            deliveries: deliveries.into_iter().map(DeliveryRow::from).collect(),
+            test_url: test
+                .url
+                .or_else(|| deliveries.first().map(|delivery| delivery.url.clone()))
+                .unwrap_or_default(),
+            deliveries,
             rotated: query.rotated.is_some(),
+            test_notice: test.notice,
+            test_alert: test.alert,
         },
     )
+}
+
+#[derive(Deserialize)]
+pub struct TestEventForm {
+    #[serde(default)]
+    csrf_token: String,
+    #[serde(default)]
+    url: String,
+}
+
+/// Queues a `webhook.test` event to the URL given, signed with the
+/// account's secret like every event, so that a receiver can be tried
+/// without running a generation. The URL is checked for its form here and
+/// for where it points by the senders' address guard, as every target is.
+pub async fn send_test_event(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Form(form): Form<TestEventForm>,
+) -> Response {
+    if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
+        return refused;
+    }
+    let url = form.url.trim();
+    let refuse = |message: String| TestOutcome {
+        url: Some(url.to_owned()),
+        notice: None,
+        alert: Some(message),
+    };
+    let no_query = WebhooksQuery {
+        reveal: None,
+        rotated: None,
+        tested: None,
+    };
+    if !accounts::has_webhook_url_form(url) {
+        let refused = refuse(format!(
+            "Enter an http or https URL of at most {MAX_LOW_BALANCE_URL_LENGTH} characters, such \
+             as https://example.com/webhooks."
+        ));
+        return webhooks_page(
+            &state,
+            &signed_in,
+            &no_query,
+            StatusCode::BAD_REQUEST,
+            refused,
+        )
+        .await;
+    }
+    let payload = serde_json::json!({ "account_id": signed_in.0.account_id });
+    match state
+        .store
+        .queue_test_webhook(&signed_in.0.account_id, url, &payload)
+        .await
+    {
+        Ok(true) => Redirect::to("/dashboard/webhooks?tested=1").into_response(),
+        Ok(false) => {
+            let refused = refuse(format!(
+                "{MAX_PENDING_TEST_EVENTS} test events are still waiting to be sent; try again \
+                 once they are."
+            ));
+            webhooks_page(
+                &state,
+                &signed_in,
+                &no_query,
+                StatusCode::TOO_MANY_REQUESTS,
+                refused,
+            )
+            .await
+        }
+        Err(error) => super::internal_error(error),
+    }
 }
 
 /// The signing secret as JSON, for the reveal button's script. It needs the
@@ -172,5 +324,25 @@ pub async fn rotate(
         Ok(Some(_)) => Redirect::to("/dashboard/webhooks?rotated=1").into_response(),
         Ok(None) => super::not_found(Some(&signed_in.0)),
         Err(error) => super::internal_error(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_attempt_reads_as_a_wait() {
+        let now = 1_764_300_000_000;
+        assert_eq!(next_attempt_in_words(now - 5, now), "due now");
+        assert_eq!(next_attempt_in_words(now + 30_000, now), "in 30 s");
+        assert_eq!(
+            next_attempt_in_words(now + 5 * 60_000 + 59_000, now),
+            "in 5 min"
+        );
+        assert_eq!(
+            next_attempt_in_words(now + 125 * 60_000, now),
+            "in 2 h 5 min"
+        );
     }
 }

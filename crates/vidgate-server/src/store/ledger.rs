@@ -1,6 +1,7 @@
 //! The ledger and the account totals it moves: holds, captures, releases,
 //! credits and debits, and the reads of the ledger.
 
+use sqlx::AssertSqlSafe;
 use vidgate_core::Micros;
 
 use super::accounts::Account;
@@ -20,12 +21,73 @@ pub struct LedgerEntry {
     pub reference: Option<String>,
 }
 
-/// The latest ledger entries of an account, newest first, and its
-/// available balance as it stood after the newest of them (none without
-/// entries).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecentLedger {
-    pub entries: Vec<LedgerEntry>,
+/// The kinds of ledger entries, as the `kind` column names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerKind {
+    Credit,
+    Debit,
+    Hold,
+    Capture,
+    Release,
+}
+
+impl LedgerKind {
+    pub const ALL: [LedgerKind; 5] = [
+        LedgerKind::Credit,
+        LedgerKind::Debit,
+        LedgerKind::Hold,
+        LedgerKind::Capture,
+        LedgerKind::Release,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerKind::Credit => "credit",
+            LedgerKind::Debit => "debit",
+            LedgerKind::Hold => "hold",
+            LedgerKind::Capture => "capture",
+            LedgerKind::Release => "release",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<LedgerKind> {
+        LedgerKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+    }
+}
+
+/// Which page of an account's ledger to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerPageRequest {
+    /// Only entries of this kind.
+    pub kind: Option<LedgerKind>,
+    /// Only entries older than this entry id (the previous page's last).
+    pub before: Option<i64>,
+    pub limit: u32,
+}
+
+/// The generation a ledger entry belongs to, as far as the ledger shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerGeneration {
+    pub model: String,
+    pub input: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerPageEntry {
+    pub entry: LedgerEntry,
+    /// None for money not moved by a generation, or when the generation's
+    /// row is gone.
+    pub generation: Option<LedgerGeneration>,
+}
+
+/// A page of an account's ledger, newest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerPage {
+    pub entries: Vec<LedgerPageEntry>,
+    /// The available balance, less any debt, after the newest entry listed:
+    /// only on an unfiltered page with entries.
     pub balance_after_newest: Option<Micros>,
 }
 
@@ -158,8 +220,17 @@ impl Movement {
 /// outside reference.
 type LedgerRow = (i64, Option<String>, String, i64, i64, Option<String>);
 
-/// A ledger row followed by the account's balance less its debt.
-type RecentLedgerRow = (i64, Option<String>, String, i64, i64, Option<String>, i64);
+/// A ledger row followed by its generation's model and input.
+type LedgerPageRow = (
+    i64,
+    Option<String>,
+    String,
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
 
 fn ledger_entry_from_row(
     (id, generation_id, kind, amount, created_at, reference): LedgerRow,
@@ -265,41 +336,104 @@ impl Store {
         Ok(rows.into_iter().map(ledger_entry_from_row).collect())
     }
 
-    /// The account's latest ledger entries, newest first, with the
-    /// account's available balance read by the same statement (so in the
-    /// same snapshot): the balance after the newest entry listed, from which
-    /// the balance after each older one follows. The balance is the one the
-    /// customer sees, less any debt, so every entry moves it by its amount.
-    pub async fn recent_ledger_entries(
+    /// One page of the account's ledger, newest first: entries older than
+    /// `before` (an entry id), of one kind when asked, each with the model
+    /// and input of the generation it belongs to.
+    ///
+    /// An unfiltered page is a run of consecutive entries, so it also
+    /// carries the available balance after its newest entry, read in one
+    /// statement as the balance now less every later entry's change; the
+    /// balance after each older entry of the page follows from it. A
+    /// filtered page skips entries between its rows and carries none.
+    pub async fn ledger_page(
         &self,
         account_id: &str,
-        limit: u32,
-    ) -> Result<RecentLedger, StoreError> {
-        let rows: Vec<RecentLedgerRow> = fetch_on_reader!(
-            self,
-            fetch_all,
-            sqlx::query_as(
-                "SELECT l.id, l.generation_id, l.kind, l.amount_micros, l.created_at, \
-                 l.reference, a.balance_micros - a.debt_micros \
-                 FROM ledger_entries l JOIN accounts a ON a.id = l.account_id \
-                 WHERE l.account_id = $1 ORDER BY l.id DESC LIMIT $2",
-            )
-            .bind(account_id)
-            .bind(limit as i64)
-        )?;
-        let balance_after_newest = rows.first().map(|row| Micros(row.6));
+        request: &LedgerPageRequest,
+    ) -> Result<LedgerPage, StoreError> {
+        let mut statement = String::from(
+            "SELECT l.id, l.generation_id, l.kind, l.amount_micros, l.created_at, l.reference, \
+             g.model, g.input FROM ledger_entries l \
+             LEFT JOIN generations g ON g.id = l.generation_id WHERE l.account_id = $1",
+        );
+        let mut parameter = 1;
+        if request.kind.is_some() {
+            parameter += 1;
+            statement.push_str(&format!(" AND l.kind = ${parameter}"));
+        }
+        if request.before.is_some() {
+            parameter += 1;
+            statement.push_str(&format!(" AND l.id < ${parameter}"));
+        }
+        statement.push_str(&format!(" ORDER BY l.id DESC LIMIT ${}", parameter + 1));
+        let rows: Vec<LedgerPageRow> = fetch_on_reader!(self, fetch_all, {
+            let mut query = sqlx::query_as(AssertSqlSafe(statement.clone())).bind(account_id);
+            if let Some(kind) = request.kind {
+                query = query.bind(kind.as_str());
+            }
+            if let Some(before) = request.before {
+                query = query.bind(before);
+            }
+            query.bind(i64::from(request.limit))
+        })?;
+        let balance_after_newest = match (request.kind, rows.first()) {
+            (None, Some(newest)) => Some(self.balance_after_entry(account_id, newest.0).await?),
+            _ => None,
+        };
         let entries = rows
             .into_iter()
             .map(
-                |(id, generation_id, kind, amount, created_at, reference, _)| {
-                    ledger_entry_from_row((id, generation_id, kind, amount, created_at, reference))
+                |(id, generation_id, kind, amount, created_at, reference, model, input)| {
+                    let generation = match (model, input) {
+                        (Some(model), Some(input)) => Some(LedgerGeneration {
+                            model,
+                            input: serde_json::from_str(&input)?,
+                        }),
+                        _ => None,
+                    };
+                    Ok(LedgerPageEntry {
+                        entry: ledger_entry_from_row((
+                            id,
+                            generation_id,
+                            kind,
+                            amount,
+                            created_at,
+                            reference,
+                        )),
+                        generation,
+                    })
                 },
             )
-            .collect();
-        Ok(RecentLedger {
+            .collect::<Result<Vec<_>, serde_json::Error>>()
+            .map_err(|error| StoreError::Corrupt(format!("a generation's input: {error}")))?;
+        Ok(LedgerPage {
             entries,
             balance_after_newest,
         })
+    }
+
+    /// The available balance (less any debt) right after the entry
+    /// `entry_id`: the balance now less the change of every later entry,
+    /// in one statement, so one snapshot.
+    async fn balance_after_entry(
+        &self,
+        account_id: &str,
+        entry_id: i64,
+    ) -> Result<Micros, StoreError> {
+        let (balance,): (i64,) = fetch_on_reader!(
+            self,
+            fetch_one,
+            sqlx::query_as(
+                "SELECT a.balance_micros - a.debt_micros - CAST(COALESCE((\
+                 SELECT SUM(CASE l.kind WHEN 'credit' THEN l.amount_micros \
+                 WHEN 'release' THEN l.amount_micros WHEN 'hold' THEN -l.amount_micros \
+                 WHEN 'debit' THEN -l.amount_micros ELSE 0 END) \
+                 FROM ledger_entries l WHERE l.account_id = a.id AND l.id > $2), 0) AS BIGINT) \
+                 FROM accounts a WHERE a.id = $1",
+            )
+            .bind(account_id)
+            .bind(entry_id)
+        )?;
+        Ok(Micros(balance))
     }
 
     /// Money captured per UTC day since `since` (Unix ms), days without any

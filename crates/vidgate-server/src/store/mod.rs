@@ -102,7 +102,10 @@ pub use generations::{
     CancelOutcome, Generation, IDEMPOTENCY_WINDOW, IdempotencyKey, ListFilter, NewGeneration,
     SubmitOutcome, SubmitRefusal,
 };
-pub use ledger::{DailySpend, LedgerEntry, ModelDayUsage, ProviderModelUsage};
+pub use ledger::{
+    DailySpend, LedgerEntry, LedgerGeneration, LedgerKind, LedgerPage, LedgerPageEntry,
+    LedgerPageRequest, ModelDayUsage, ProviderModelUsage,
+};
 pub use low_balance::{BALANCE_LOW_EVENT, LowBalanceSetting};
 pub use operations::SchemaState;
 pub use operator::{
@@ -123,7 +126,8 @@ pub use stripe_payments::{
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadUsage};
 pub use users::{NewSession, Session, User};
 pub use webhook_log::{
-    AccountDelivery, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, WebhookAttempt, WebhookDelivery,
+    AccountDelivery, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, MAX_PENDING_TEST_EVENTS, TEST_EVENT,
+    WebhookAttempt, WebhookDelivery,
 };
 pub use webhooks::{
     AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, DeliverySubject, SenderFairness,

@@ -35,6 +35,13 @@ pub struct WebhookAttempt {
 /// Re-sends a customer may ask for, per delivery, over its lifetime.
 pub const MAX_MANUAL_RETRIES: i64 = 5;
 
+/// The event the dashboard's "Send a test event" queues.
+pub const TEST_EVENT: &str = "webhook.test";
+
+/// Test events an account may have waiting at once: enough to try a
+/// receiver again after fixing it, too few to make the senders a flood.
+pub const MAX_PENDING_TEST_EVENTS: i64 = 3;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeliveryRetryOutcome {
     /// The delivery is pending and due now.
@@ -173,6 +180,39 @@ impl Store {
             Some(_) => DeliveryRetryOutcome::InFlight,
             None => DeliveryRetryOutcome::NotFound,
         })
+    }
+
+    /// Queues a `webhook.test` event for the account to `url`, due now,
+    /// signed and retried like every other delivery. False, and nothing
+    /// queued, when the account is deleted or already has
+    /// `MAX_PENDING_TEST_EVENTS` test events waiting. The check and the
+    /// insert are one statement, so two clicks at once cannot pass it both.
+    pub async fn queue_test_webhook(
+        &self,
+        account_id: &str,
+        url: &str,
+        payload: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        let now = now_millis();
+        let inserted = execute_on_writer!(
+            self,
+            sqlx::query(
+                "INSERT INTO webhook_deliveries (id, generation_id, account_id, event_type, url, \
+                 status, next_attempt_at, created_at, payload) \
+                 SELECT $1, NULL, id, $2, $3, 'pending', $4, $4, $5 FROM accounts \
+                 WHERE id = $6 AND deleted_at IS NULL AND (SELECT COUNT(*) FROM \
+                 webhook_deliveries WHERE account_id = $6 AND event_type = $2 \
+                 AND status = 'pending') < $7",
+            )
+            .bind(crate::ids::new_webhook_message_id())
+            .bind(TEST_EVENT)
+            .bind(url)
+            .bind(now)
+            .bind(payload.to_string())
+            .bind(account_id)
+            .bind(MAX_PENDING_TEST_EVENTS)
+        )?;
+        Ok(inserted == 1)
     }
 
     /// The account's latest webhook deliveries, newest first, each with its

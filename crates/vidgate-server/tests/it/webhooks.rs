@@ -25,7 +25,7 @@ use vidgate_server::store::NewGeneration;
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
-struct Received {
+pub(crate) struct Received {
     path: String,
     headers: HeaderMap,
     body: Bytes,
@@ -33,16 +33,16 @@ struct Received {
 }
 
 impl Received {
-    fn header(&self, name: &str) -> &str {
+    pub(crate) fn header(&self, name: &str) -> &str {
         self.headers[name].to_str().unwrap()
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap()
     }
 
     /// Checks the signature as a customer would, with the reference library.
-    fn verify_with(&self, secret: &str) -> Result<(), standardwebhooks::WebhookError> {
+    pub(crate) fn verify_with(&self, secret: &str) -> Result<(), standardwebhooks::WebhookError> {
         Webhook::new(secret)
             .unwrap()
             .verify(&self.body, &self.headers)
@@ -50,7 +50,7 @@ impl Received {
 }
 
 /// A scripted answer: status and extra headers.
-type Answer = (u16, Vec<(&'static str, String)>);
+pub(crate) type Answer = (u16, Vec<(&'static str, String)>);
 
 #[derive(Clone, Default)]
 struct ReceiverState {
@@ -61,7 +61,7 @@ struct ReceiverState {
 }
 
 /// A webhook receiver on 127.0.0.1 with an ephemeral port.
-struct Receiver {
+pub(crate) struct Receiver {
     state: ReceiverState,
     base: String,
     server: tokio::task::JoinHandle<()>,
@@ -103,7 +103,7 @@ async fn receive(
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let state = ReceiverState::default();
         let router = Router::new()
             .route("/hook", post(receive))
@@ -121,20 +121,20 @@ impl Receiver {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("{}/hook", self.base)
     }
 
-    fn answer_next(&self, answers: impl IntoIterator<Item = Answer>) {
+    pub(crate) fn answer_next(&self, answers: impl IntoIterator<Item = Answer>) {
         self.state.script.lock().unwrap().extend(answers);
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.state.received.lock().unwrap().clone()
     }
 
     /// Waits until at least `count` requests arrived.
-    async fn wait_for(&self, count: usize) -> Vec<Received> {
+    pub(crate) async fn wait_for(&self, count: usize) -> Vec<Received> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let arrived = self.state.arrived.notified();

@@ -6,6 +6,7 @@ use crate::common;
 
 mod account_pages;
 mod generations_pages;
+mod money_pages;
 mod sign_in;
 
 use std::collections::HashMap;
