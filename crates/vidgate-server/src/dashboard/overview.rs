@@ -150,7 +150,7 @@ fn spend_chart(spend: &[DailySpend], today: i64, days: i64) -> SpendChart {
     // counted back from today so that today is always labelled.
     let step = match days {
         ..=7 => 1,
-        ..=30 => 7,
+        8..=30 => 7,
         _ => 15,
     };
     let mut previous_month = None;
