@@ -180,7 +180,7 @@ pub struct CsrfForm {
 }
 
 /// The 403 page for a form whose `csrf_token` is not the session's.
-pub fn session_csrf_refusal(session: &Session, form_token: &str) -> Option<Response> {
+fn session_csrf_refusal(session: &Session, form_token: &str) -> Option<Response> {
     (!tokens_match(&session.csrf_token, form_token)).then(|| csrf_refused(Some(session)))
 }
 
