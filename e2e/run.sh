@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Browser end-to-end tests of the dashboard: starts a throwaway `vidgate serve`
-# on a free port, creates two accounts with a dashboard user each through the
+# on a free port, creates two accounts with dashboard users through the
 # admin CLI, and runs e2e/dashboard.test.mjs (node's test runner driving
 # Debian's chromium through playwright-core), with a fake Stripe
 # (e2e/fake-stripe.mjs) for "Add credit". Screenshots of every page go to
@@ -113,15 +113,21 @@ field() {
              process.stdout.write(v);' "$1" "$2"
 }
 
-# Account A's user gets a password chosen here (from stdin); account B's user
-# signs in with the one-time password the CLI prints. Both paths are covered.
+# The users of accounts A and B get passwords chosen here (from stdin), so the
+# tests sign them straight in. A second user of account B, C, signs in with the
+# one-time password the CLI prints, which its first sign-in must replace (the
+# people-and-passwords block checks that). Both paths are covered.
 a_password="e2e-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 a_account="$(admin account create --name e2e-a --credit-usd 100)" || fail "account create failed"
 a_user="$(printf '%s\n' "$a_password" |
     admin user create --account "$(field "$a_account" account_id)" --email a@e2e.test \
         --password-stdin)" || fail "user create (password from stdin) failed"
+b_password="e2e-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 b_account="$(admin account create --name e2e-b --credit-usd 100)" || fail "account create failed"
-b_user="$(admin user create --account "$(field "$b_account" account_id)" --email b@e2e.test)" ||
+b_user="$(printf '%s\n' "$b_password" |
+    admin user create --account "$(field "$b_account" account_id)" --email b@e2e.test \
+        --password-stdin)" || fail "user create (password from stdin) failed"
+c_user="$(admin user create --account "$(field "$b_account" account_id)" --email c@e2e.test)" ||
     fail "user create (one-time password) failed"
 
 a_account_id="$(field "$a_account" account_id)" || fail "no account_id in: $a_account"
@@ -131,7 +137,8 @@ a_webhook_secret="$(field "$a_account" webhook_secret)" || fail "no webhook_secr
 a_email="$(field "$a_user" email)" || fail "no email in: $a_user"
 b_account_id="$(field "$b_account" account_id)" || fail "no account_id in: $b_account"
 b_email="$(field "$b_user" email)" || fail "no email in: $b_user"
-b_password="$(field "$b_user" password)" || fail "user create printed no password"
+c_email="$(field "$c_user" email)" || fail "no email in: $c_user"
+c_password="$(field "$c_user" password)" || fail "user create printed no password"
 
 export VIDGATE_E2E_API_BASE="$api_base"
 export VIDGATE_E2E_BASE_URL="${api_base%/api/v1}"
@@ -144,6 +151,7 @@ export VIDGATE_E2E_A_WEBHOOK_SECRET="$a_webhook_secret"
 export VIDGATE_E2E_A_EMAIL="$a_email" VIDGATE_E2E_A_PASSWORD="$a_password"
 export VIDGATE_E2E_B_ACCOUNT_ID="$b_account_id"
 export VIDGATE_E2E_B_EMAIL="$b_email" VIDGATE_E2E_B_PASSWORD="$b_password"
+export VIDGATE_E2E_C_EMAIL="$c_email" VIDGATE_E2E_C_PASSWORD="$c_password"
 
 rm -rf "$VIDGATE_E2E_SCREENSHOTS"
 mkdir -p "$VIDGATE_E2E_SCREENSHOTS"

@@ -13,7 +13,8 @@ pictures=(
     "phone-ledger:phone-ledger-44b"
     "playground:playground-44a-queued"
     "webhooks:webhooks-next-attempt-44b"
-    "people:people-44b"
+    "people:people-44b-invited"
+    "phone-overview:phone-overview-44b"
 )
 for picture in "${pictures[@]}"; do
     name="${picture%%:*}"

@@ -94,8 +94,9 @@ enum ProvidersCommand {
 
 #[derive(Subcommand)]
 enum UserCommand {
-    /// Create a dashboard user of an account. Prints a one-time password
-    /// unless --password-stdin sets one.
+    /// Create a dashboard user of an account, an owner of it. Prints a
+    /// one-time password, which the user must change at their first
+    /// sign-in, unless --password-stdin sets one.
     Create {
         #[arg(long)]
         account: String,

@@ -1,6 +1,7 @@
 //! The account dashboard: server-rendered HTML pages under `/dashboard` for
 //! the people of an account (sign-in, API keys, balance and ledger,
-//! generations, a playground, webhooks).
+//! generations, a playground, webhooks, the account's people and one's own
+//! password).
 //!
 //! Pages are askama templates compiled into the binary and escaped by
 //! default; the little JavaScript there is (copy buttons, the live quote and
@@ -17,6 +18,7 @@
 //! to another account answers 404, as an unknown id does.
 
 mod assets;
+mod change_password;
 mod credit;
 mod generations;
 mod keys;
@@ -24,6 +26,7 @@ mod ledger;
 mod low_balance;
 mod overview;
 mod passwords;
+mod people;
 mod playground;
 mod session;
 mod sign_in;
@@ -74,6 +77,16 @@ pub fn router() -> Router<AppState> {
             get(keys::confirm_revoke).post(keys::revoke),
         )
         .route("/keys/{key_id}/limit", post(keys::set_limit))
+        .route(
+            "/password",
+            get(change_password::show).post(change_password::submit),
+        )
+        .route("/people", get(people::list).post(people::invite))
+        .route("/people/{user_id}/role", post(people::set_role))
+        .route(
+            "/people/{user_id}/remove",
+            get(people::confirm_remove).post(people::remove),
+        )
         .route("/generations", get(generations::list))
         .route("/generations/{generation_id}", get(generations::show))
         .route(
@@ -128,6 +141,9 @@ pub enum Section {
     Generations,
     Playground,
     Webhooks,
+    People,
+    /// The signed-in user's own password, linked from their email.
+    Password,
     None,
 }
 
@@ -139,6 +155,8 @@ impl Section {
             Section::Generations => "generations",
             Section::Playground => "playground",
             Section::Webhooks => "webhooks",
+            Section::People => "people",
+            Section::Password => "password",
             Section::None => "",
         }
     }
@@ -152,6 +170,10 @@ pub struct Layout {
     /// The token forms and the page's own API calls send back.
     pub csrf_token: String,
     pub section: Section,
+    /// The user must change their password before anything else: the
+    /// navigation's links, which would all lead back to the password page,
+    /// are left out.
+    pub must_change_password: bool,
     pub stylesheet: &'static str,
     pub script: &'static str,
     pub icon: &'static str,
@@ -164,6 +186,7 @@ impl Layout {
             email: Some(session.email.clone()),
             csrf_token: session.csrf_token.clone(),
             section,
+            must_change_password: session.must_change_password,
             stylesheet: assets::stylesheet_path(),
             script: assets::script_path(),
             icon: assets::icon_path(),
@@ -176,6 +199,7 @@ impl Layout {
             email: None,
             csrf_token: csrf_token.to_owned(),
             section: Section::None,
+            must_change_password: false,
             stylesheet: assets::stylesheet_path(),
             script: assets::script_path(),
             icon: assets::icon_path(),

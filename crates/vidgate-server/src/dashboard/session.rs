@@ -121,25 +121,53 @@ pub async fn start_session(
     ))
 }
 
-/// A signed-in dashboard request. Extracting it from a request without a
-/// live session redirects to the sign-in page.
+/// Where a user whose password must change is sent from every other page.
+pub const PASSWORD_PAGE: &str = "/dashboard/password";
+
+/// A signed-in dashboard request of a user who may use the dashboard.
+/// Extracting it from a request without a live session redirects to the
+/// sign-in page, and from a user who must change their password (a one-time
+/// password that someone else saw) to the password page.
 pub struct SignedIn(pub Session);
+
+/// A signed-in dashboard request, whether or not the user must change their
+/// password first: the password page itself and sign-out take it.
+pub struct SignedInBeforePasswordChange(pub Session);
+
+/// The live session of the request, or the redirect to the sign-in page.
+async fn signed_in_session(parts: &Parts, state: &AppState) -> Result<Session, Response> {
+    match current_session(
+        state.store.as_ref(),
+        &parts.headers,
+        state.dashboard.secure_cookies,
+    )
+    .await
+    {
+        Ok(Some(session)) => Ok(session),
+        Ok(None) => Err(Redirect::to("/dashboard/sign-in").into_response()),
+        Err(error) => Err(super::internal_error(error)),
+    }
+}
 
 impl FromRequestParts<AppState> for SignedIn {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        match current_session(
-            state.store.as_ref(),
-            &parts.headers,
-            state.dashboard.secure_cookies,
-        )
-        .await
-        {
-            Ok(Some(session)) => Ok(SignedIn(session)),
-            Ok(None) => Err(Redirect::to("/dashboard/sign-in").into_response()),
-            Err(error) => Err(super::internal_error(error)),
+        let session = signed_in_session(parts, state).await?;
+        if session.must_change_password {
+            return Err(Redirect::to(PASSWORD_PAGE).into_response());
         }
+        Ok(SignedIn(session))
+    }
+}
+
+impl FromRequestParts<AppState> for SignedInBeforePasswordChange {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        Ok(SignedInBeforePasswordChange(
+            signed_in_session(parts, state).await?,
+        ))
     }
 }
 
@@ -151,10 +179,22 @@ pub struct CsrfForm {
     pub csrf_token: String,
 }
 
+/// The 403 page for a form whose `csrf_token` is not the session's.
+fn session_csrf_refusal(session: &Session, form_token: &str) -> Option<Response> {
+    (!tokens_match(&session.csrf_token, form_token)).then(|| csrf_refused(Some(session)))
+}
+
 impl SignedIn {
     /// The 403 page for a form whose `csrf_token` is not this session's.
     pub fn csrf_refusal(&self, form_token: &str) -> Option<Response> {
-        (!tokens_match(&self.0.csrf_token, form_token)).then(|| csrf_refused(Some(&self.0)))
+        session_csrf_refusal(&self.0, form_token)
+    }
+}
+
+impl SignedInBeforePasswordChange {
+    /// The 403 page for a form whose `csrf_token` is not this session's.
+    pub fn csrf_refusal(&self, form_token: &str) -> Option<Response> {
+        session_csrf_refusal(&self.0, form_token)
     }
 }
 

@@ -11,7 +11,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::{
-    self, CsrfForm, SignedIn, cookie, pre_session_csrf_cookie, session_cookie, set_cookie,
+    self, CsrfForm, SignedInBeforePasswordChange, cookie, pre_session_csrf_cookie, session_cookie,
+    set_cookie,
 };
 use super::users::{self, UserError};
 use super::{Layout, passwords, render};
@@ -129,11 +130,17 @@ fn pre_session_csrf_ok(state: &AppState, headers: &HeaderMap, form_token: &str) 
 }
 
 /// Answers a successful sign-in or sign-up: the session cookie and a
-/// redirect to the overview.
+/// redirect to the overview, or to the password page for a user who must
+/// change their password first.
 async fn signed_in(state: &AppState, user: &crate::store::User) -> Response {
     match session::start_session(state.store.as_ref(), user, state.dashboard.secure_cookies).await {
         Ok(cookie) => {
-            let mut response = Redirect::to("/dashboard").into_response();
+            let next = if user.must_change_password {
+                session::PASSWORD_PAGE
+            } else {
+                "/dashboard"
+            };
+            let mut response = Redirect::to(next).into_response();
             response.headers_mut().append(header::SET_COOKIE, cookie);
             response
         }
@@ -279,7 +286,7 @@ pub async fn sign_up(
 /// wherever a copy of it is) and deletes the cookie.
 pub async fn sign_out(
     State(state): State<AppState>,
-    signed_in: SignedIn,
+    signed_in: SignedInBeforePasswordChange,
     Form(form): Form<CsrfForm>,
 ) -> Response {
     if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {

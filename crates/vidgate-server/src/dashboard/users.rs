@@ -1,10 +1,20 @@
 //! Dashboard users: made ready for the operator's `user create`
-//! (`operator_actions::users`), and created at the first start and by
-//! sign-up.
+//! (`operator_actions::users`), created at the first start and by sign-up,
+//! and the changes people make in the dashboard: an owner inviting a
+//! person, changing a role or removing a person, and anyone changing their
+//! own password. Each change is made with its audit row (actor
+//! `dashboard:<email>`) in one store transaction, which also decides the
+//! checks that a concurrent change could otherwise slip past (the actor is
+//! still an owner, the account keeps an owner, the email is free).
+
+use serde_json::json;
 
 use crate::accounts::AccountChangeError;
 use crate::ids::{new_account_id, new_webhook_secret, random_token};
-use crate::store::{Account, NewAccount, Store, StoreError, User, now_millis};
+use crate::store::{
+    Account, AuditAction, NewAccount, NewAuditEntry, PeopleActor, PeopleRefusal, Session, Store,
+    StoreError, User, UserRole, now_millis,
+};
 
 use super::passwords::{self, PasswordError};
 
@@ -67,14 +77,15 @@ fn new_user_id() -> String {
 }
 
 /// A user of an existing account made ready to store, with `password` or,
-/// without one, a generated one-time password that is returned once. The
-/// email is checked for its shape here and for being free when it is
-/// stored.
+/// without one, a generated one-time password that is returned once and
+/// must be changed at the first sign-in. The email is checked for its shape
+/// here and for being free when it is stored.
 pub async fn prepare_user(
     store: &Store,
     account_id: &str,
     email: &str,
     password: Option<String>,
+    role: UserRole,
 ) -> Result<CreatedUser, UserError> {
     let email = normalize_email(email)?;
     crate::accounts::changeable_account(store, account_id)
@@ -100,6 +111,8 @@ pub async fn prepare_user(
         email,
         password_hash: passwords::hash(password).await?,
         created_at: now_millis(),
+        role,
+        must_change_password: one_time_password.is_some(),
     };
     Ok(CreatedUser {
         user,
@@ -107,14 +120,14 @@ pub async fn prepare_user(
     })
 }
 
-/// Creates a user of an existing account, as `prepare_user` makes it.
+/// Creates an owner of an existing account, as `prepare_user` makes it.
 pub async fn create_user(
     store: &Store,
     account_id: &str,
     email: &str,
     password: Option<String>,
 ) -> Result<CreatedUser, UserError> {
-    let prepared = prepare_user(store, account_id, email, password).await?;
+    let prepared = prepare_user(store, account_id, email, password, UserRole::Owner).await?;
     let user = store
         .create_user(&prepared.user)
         .await?
@@ -141,6 +154,9 @@ pub async fn sign_up(
         email: email.clone(),
         password_hash: passwords::hash(password).await?,
         created_at: now_millis(),
+        // The first person of a new account owns it, and chose the password.
+        role: UserRole::Owner,
+        must_change_password: false,
     };
     store
         .sign_up(
@@ -154,6 +170,204 @@ pub async fn sign_up(
         )
         .await?
         .ok_or(UserError::EmailTaken(email))
+}
+
+/// Who the audit log names for a change made in the dashboard.
+pub fn dashboard_actor(session: &Session) -> String {
+    format!("dashboard:{}", session.email)
+}
+
+fn people_actor(session: &Session) -> PeopleActor<'_> {
+    PeopleActor {
+        account_id: &session.account_id,
+        user_id: &session.user_id,
+    }
+}
+
+/// Why a change to an account's people was refused, in words for the
+/// person who asked.
+#[derive(Debug, thiserror::Error)]
+pub enum PeopleError {
+    #[error("Only an owner of the account can invite people, change roles or remove people.")]
+    NotAnOwner,
+    #[error("There is nobody with that id in this account.")]
+    UserNotFound,
+    #[error(
+        "The account must keep an owner: make someone else an owner before you step down \
+         or leave."
+    )]
+    LastOwner,
+    /// The same words whether the email is this account's or another's,
+    /// so the answer does not tell which emails other accounts have.
+    #[error("This email cannot be invited: it already signs in to vidgate. Invite another email.")]
+    EmailTaken,
+    #[error(transparent)]
+    User(#[from] UserError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<PeopleRefusal> for PeopleError {
+    fn from(refusal: PeopleRefusal) -> PeopleError {
+        match refusal {
+            PeopleRefusal::NotAnOwner => PeopleError::NotAnOwner,
+            PeopleRefusal::UserNotFound => PeopleError::UserNotFound,
+            PeopleRefusal::LastOwner => PeopleError::LastOwner,
+            PeopleRefusal::EmailTaken => PeopleError::EmailTaken,
+        }
+    }
+}
+
+/// An owner invites a person to their account with a role: a new user with
+/// a one-time password, returned once, that the person must change at
+/// their first sign-in.
+pub async fn invite(
+    store: &Store,
+    inviter: &Session,
+    email: &str,
+    role: UserRole,
+) -> Result<CreatedUser, PeopleError> {
+    let prepared = prepare_user(store, &inviter.account_id, email, None, role).await?;
+    let audit = NewAuditEntry {
+        actor: dashboard_actor(inviter),
+        action: AuditAction::UserCreate,
+        target: prepared.user.id.clone(),
+        detail: json!({
+            "account_id": inviter.account_id,
+            "email": prepared.user.email,
+            "role": role.as_str(),
+        }),
+    };
+    let user = store
+        .invite_user_audited(people_actor(inviter), &prepared.user, &audit)
+        .await??;
+    Ok(CreatedUser {
+        user,
+        one_time_password: prepared.one_time_password,
+    })
+}
+
+/// An owner gives a person of their account a role; the account keeps at
+/// least one owner. Answers the person with the role.
+pub async fn set_role(
+    store: &Store,
+    owner: &Session,
+    user_id: &str,
+    role: UserRole,
+) -> Result<User, PeopleError> {
+    let changed = store
+        .set_user_role_audited(people_actor(owner), user_id, role, |user| NewAuditEntry {
+            actor: dashboard_actor(owner),
+            action: AuditAction::UserRole,
+            target: user.id.clone(),
+            detail: json!({
+                "account_id": user.account_id,
+                "email": user.email,
+                "from": user.role.as_str(),
+                "to": role.as_str(),
+            }),
+        })
+        .await??;
+    Ok(changed)
+}
+
+/// An owner removes a person of their account, whose sessions end at once;
+/// the account keeps at least one owner. Answers the person as they were.
+pub async fn remove(store: &Store, owner: &Session, user_id: &str) -> Result<User, PeopleError> {
+    let removed = store
+        .remove_account_user_audited(people_actor(owner), user_id, |user| NewAuditEntry {
+            actor: dashboard_actor(owner),
+            action: AuditAction::UserRemove,
+            target: user.id.clone(),
+            detail: json!({ "account_id": user.account_id, "email": user.email }),
+        })
+        .await??;
+    Ok(removed)
+}
+
+/// Why a password change was refused, in words for the person, with the
+/// form field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordChangeError {
+    #[error("The current password is wrong.")]
+    WrongCurrentPassword,
+    /// `check_new_password`'s words, which speak of "the password", led by
+    /// the field they are about.
+    #[error("New password: {0}")]
+    InvalidNewPassword(String),
+    #[error("The repeated password is not the same as the new password.")]
+    RepeatMismatch,
+    #[error("The new password must differ from the current one.")]
+    SameAsCurrent,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Password(#[from] PasswordError),
+}
+
+impl PasswordChangeError {
+    /// The form field the refusal is about; `None` for a failure on our
+    /// side.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            PasswordChangeError::WrongCurrentPassword => Some("current_password"),
+            PasswordChangeError::InvalidNewPassword(_) | PasswordChangeError::SameAsCurrent => {
+                Some("new_password")
+            }
+            PasswordChangeError::RepeatMismatch => Some("repeat_password"),
+            PasswordChangeError::Store(_) | PasswordChangeError::Password(_) => None,
+        }
+    }
+}
+
+/// The signed-in user replaces their password, proving the current one.
+/// Their other sessions end (whoever knew the old password is signed out
+/// everywhere); this one stays. Answers how many other sessions ended.
+pub async fn change_password(
+    store: &Store,
+    session: &Session,
+    current_password: String,
+    new_password: String,
+    repeated_password: &str,
+) -> Result<u64, PasswordChangeError> {
+    passwords::check_new_password(&new_password)
+        .map_err(PasswordChangeError::InvalidNewPassword)?;
+    if new_password != repeated_password {
+        return Err(PasswordChangeError::RepeatMismatch);
+    }
+    if new_password == current_password {
+        return Err(PasswordChangeError::SameAsCurrent);
+    }
+    // A session outlives no user (removing one ends its sessions), so a
+    // missing user is only a removal racing this request.
+    let Some(previous_hash) = store
+        .user_by_id(&session.user_id)
+        .await?
+        .map(|user| user.password_hash)
+    else {
+        return Err(PasswordChangeError::WrongCurrentPassword);
+    };
+    if !passwords::verify(current_password, Some(previous_hash.clone())).await? {
+        return Err(PasswordChangeError::WrongCurrentPassword);
+    }
+    let new_hash = passwords::hash(new_password).await?;
+    store
+        .change_password_audited(
+            &session.user_id,
+            &previous_hash,
+            &new_hash,
+            &session.id,
+            |revoked| NewAuditEntry {
+                actor: dashboard_actor(session),
+                action: AuditAction::UserPassword,
+                target: session.user_id.clone(),
+                detail: json!({ "account_id": session.account_id, "sessions_revoked": revoked }),
+            },
+        )
+        .await?
+        // Changed by another session since it was read: the current
+        // password given is no longer the current one.
+        .ok_or(PasswordChangeError::WrongCurrentPassword)
 }
 
 #[cfg(test)]

@@ -5,10 +5,11 @@ use serde_json::json;
 
 use super::OperatorActionError;
 use crate::dashboard::users::{self, CreatedUser, UserError};
-use crate::store::{AuditAction, NewAuditEntry, Store, User};
+use crate::store::{AuditAction, NewAuditEntry, Store, User, UserRole};
 
-/// Creates a dashboard user of an account that is not deleted, with
-/// `password` or, without one, a one-time password returned once.
+/// Creates a dashboard user of an account that is not deleted, an owner of
+/// it, with `password` or, without one, a one-time password returned once,
+/// which the user must change at their first sign-in.
 pub async fn create(
     store: &Store,
     actor: &str,
@@ -16,7 +17,7 @@ pub async fn create(
     email: &str,
     password: Option<String>,
 ) -> Result<CreatedUser, OperatorActionError> {
-    let prepared = users::prepare_user(store, account_id, email, password).await?;
+    let prepared = users::prepare_user(store, account_id, email, password, UserRole::Owner).await?;
     let audit = NewAuditEntry {
         actor: actor.to_owned(),
         action: AuditAction::UserCreate,
@@ -43,7 +44,9 @@ async fn user_named(store: &Store, email: &str) -> Result<User, OperatorActionEr
 }
 
 /// Removes a dashboard user; its sessions end at once. Answers the user as
-/// it was.
+/// it was. Unlike an owner in the dashboard, the operator may remove an
+/// account's last owner: that is how an account whose people have left is
+/// handed to new ones (`user create` makes the new owner).
 pub async fn remove(store: &Store, actor: &str, email: &str) -> Result<User, OperatorActionError> {
     let user = user_named(store, email).await?;
     let audit = NewAuditEntry {

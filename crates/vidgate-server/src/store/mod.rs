@@ -124,7 +124,7 @@ pub use stripe_payments::{
     StripeTakeBackKind, StripeTakeBackOutcome,
 };
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadUsage};
-pub use users::{NewSession, Session, User};
+pub use users::{NewSession, PeopleActor, PeopleRefusal, Session, User, UserRole};
 pub use webhook_log::{
     AccountDelivery, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, MAX_PENDING_TEST_EVENTS, TEST_EVENT,
     WebhookAttempt, WebhookDelivery,

@@ -31,8 +31,10 @@ pub struct AuditEntry {
 }
 
 /// What an operator did, as the audit log names it. Every operator action
-/// (`operator_actions`) has one, so a new action adds a variant here and
-/// its name is written in this one place.
+/// (`operator_actions`) has one, and so has every change an account's
+/// owners make to its people in the dashboard (`dashboard::users`, its
+/// actor `dashboard:<email>`), so a new action adds a variant here and its
+/// name is written in this one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditAction {
     AccountCreate,
@@ -50,6 +52,10 @@ pub enum AuditAction {
     UserCreate,
     UserRemove,
     UserRevokeSessions,
+    /// An owner gave a user of their account another role (dashboard).
+    UserRole,
+    /// A user changed their own password (dashboard).
+    UserPassword,
 }
 
 impl AuditAction {
@@ -71,6 +77,8 @@ impl AuditAction {
             AuditAction::UserCreate => "user.create",
             AuditAction::UserRemove => "user.remove",
             AuditAction::UserRevokeSessions => "user.revoke_sessions",
+            AuditAction::UserRole => "user.role",
+            AuditAction::UserPassword => "user.password",
         }
     }
 }

@@ -1,10 +1,45 @@
-//! Dashboard users and their sessions.
+//! Dashboard users and their sessions, and the changes an account's owners
+//! make to its people (each with its audit row, in one transaction).
 
 use std::time::Duration;
 
 use super::accounts::{Account, AccountLimits, KEY_USE_RESOLUTION, NewAccount, caller_limits};
 use super::database::WriteTransaction;
+use super::operator::NewAuditEntry;
 use super::{Store, StoreError, now_millis};
+
+/// What a user may do in their account's dashboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserRole {
+    /// Everything, the account's people included: inviting, changing
+    /// roles, removing.
+    Owner,
+    /// Everything but changing the account's people.
+    Member,
+}
+
+impl UserRole {
+    /// The name kept in the `role` column and sent by the dashboard's forms.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserRole::Owner => "owner",
+            UserRole::Member => "member",
+        }
+    }
+
+    /// The role a form names, if it names one.
+    pub fn parse(text: &str) -> Option<UserRole> {
+        match text {
+            "owner" => Some(UserRole::Owner),
+            "member" => Some(UserRole::Member),
+            _ => None,
+        }
+    }
+
+    fn from_stored(text: &str) -> Result<UserRole, StoreError> {
+        UserRole::parse(text).ok_or_else(|| StoreError::Corrupt(format!("user role {text:?}")))
+    }
+}
 
 /// A person who signs in to an account's dashboard.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +51,55 @@ pub struct User {
     /// Argon2id, in PHC string form.
     pub password_hash: String,
     pub created_at: i64,
+    pub role: UserRole,
+    /// The password was generated and shown to someone (a one-time
+    /// password): the dashboard asks for a new one before anything else.
+    pub must_change_password: bool,
+}
+
+macro_rules! user_columns {
+    () => {
+        "id, account_id, email, password_hash, created_at, role, must_change_password"
+    };
+}
+
+/// A user row, in `user_columns!` order.
+type UserRow = (String, String, String, String, i64, String, bool);
+
+fn user_from_row(
+    (id, account_id, email, password_hash, created_at, role, must_change_password): UserRow,
+) -> Result<User, StoreError> {
+    Ok(User {
+        id,
+        account_id,
+        email,
+        password_hash,
+        created_at,
+        role: UserRole::from_stored(&role)?,
+        must_change_password,
+    })
+}
+
+/// Why a change to an account's people was not made. Nothing was changed
+/// and no audit row was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeopleRefusal {
+    /// The user asking is not (or no longer) an owner of the account.
+    NotAnOwner,
+    /// The account has no user with that id (another account's user
+    /// included).
+    UserNotFound,
+    /// The change would leave the account without an owner.
+    LastOwner,
+    /// The email already has a user, in this account or another.
+    EmailTaken,
+}
+
+/// Who changes an account's people: one of its users, named by id.
+#[derive(Debug, Clone, Copy)]
+pub struct PeopleActor<'a> {
+    pub account_id: &'a str,
+    pub user_id: &'a str,
 }
 
 pub struct NewSession {
@@ -37,11 +121,27 @@ pub struct Session {
     pub account_id: String,
     pub csrf_token: String,
     pub limits: AccountLimits,
+    /// The user's `must_change_password`, read with the session so that
+    /// the dashboard can hold them at the password page without a second
+    /// query per request.
+    pub must_change_password: bool,
 }
 
 /// A session row with its user's email and its account's limits: id, user,
-/// email, account, CSRF token, last use, rate per second, burst, concurrency.
-type SessionRow = (String, String, String, String, String, i64, i64, i64, i64);
+/// email, account, CSRF token, last use, rate per second, burst,
+/// concurrency, whether the user must change their password.
+type SessionRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    i64,
+    i64,
+    bool,
+);
 
 impl Store {
     /// Inserts a user unless the email is taken, inside the caller's
@@ -53,14 +153,17 @@ impl Store {
         let inserted = execute_in_transaction!(
             transaction,
             sqlx::query(
-                "INSERT INTO users (id, account_id, email, password_hash, created_at) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (email) DO NOTHING",
+                "INSERT INTO users (id, account_id, email, password_hash, created_at, role, \
+                 must_change_password) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (email) DO NOTHING",
             )
             .bind(&user.id)
             .bind(&user.account_id)
             .bind(&user.email)
             .bind(&user.password_hash)
             .bind(user.created_at)
+            .bind(user.role.as_str())
+            .bind(user.must_change_password)
         )?;
         Ok(inserted == 1)
     }
@@ -96,24 +199,46 @@ impl Store {
     }
 
     pub async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError> {
-        let row: Option<(String, String, String, String, i64)> = fetch_on_reader!(
+        let row: Option<UserRow> = fetch_on_reader!(
             self,
             fetch_optional,
-            sqlx::query_as(
-                "SELECT id, account_id, email, password_hash, created_at \
-                 FROM users WHERE email = $1",
-            )
+            sqlx::query_as(concat!(
+                "SELECT ",
+                user_columns!(),
+                " FROM users WHERE email = $1"
+            ))
             .bind(email)
         )?;
-        Ok(
-            row.map(|(id, account_id, email, password_hash, created_at)| User {
-                id,
-                account_id,
-                email,
-                password_hash,
-                created_at,
-            }),
-        )
+        row.map(user_from_row).transpose()
+    }
+
+    pub async fn user_by_id(&self, user_id: &str) -> Result<Option<User>, StoreError> {
+        let row: Option<UserRow> = fetch_on_reader!(
+            self,
+            fetch_optional,
+            sqlx::query_as(concat!(
+                "SELECT ",
+                user_columns!(),
+                " FROM users WHERE id = $1"
+            ))
+            .bind(user_id)
+        )?;
+        row.map(user_from_row).transpose()
+    }
+
+    /// An account's users, oldest first.
+    pub async fn account_users(&self, account_id: &str) -> Result<Vec<User>, StoreError> {
+        let rows: Vec<UserRow> = fetch_on_reader!(
+            self,
+            fetch_all,
+            sqlx::query_as(concat!(
+                "SELECT ",
+                user_columns!(),
+                " FROM users WHERE account_id = $1 ORDER BY created_at, id"
+            ))
+            .bind(account_id)
+        )?;
+        rows.into_iter().map(user_from_row).collect()
     }
 
     pub async fn create_session(&self, session: &NewSession) -> Result<(), StoreError> {
@@ -162,8 +287,8 @@ impl Store {
             fetch_optional,
             sqlx::query_as(
                 "SELECT s.id, s.user_id, u.email, s.account_id, s.csrf_token, \
-                 s.last_seen_at, a.rate_per_second, a.rate_burst, a.max_concurrent \
-                 FROM sessions s JOIN users u ON u.id = s.user_id \
+                 s.last_seen_at, a.rate_per_second, a.rate_burst, a.max_concurrent, \
+                 u.must_change_password FROM sessions s JOIN users u ON u.id = s.user_id \
                  JOIN accounts a ON a.id = s.account_id \
                  WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL \
                  AND s.expires_at > $2 AND s.last_seen_at > $3",
@@ -182,6 +307,7 @@ impl Store {
             per_second,
             burst,
             max_concurrent,
+            must_change_password,
         )) = row
         else {
             return Ok(None);
@@ -203,6 +329,7 @@ impl Store {
             account_id,
             csrf_token,
             limits: caller_limits(per_second, burst, max_concurrent),
+            must_change_password,
         }))
     }
 
@@ -260,5 +387,192 @@ impl Store {
             sqlx::query("DELETE FROM users WHERE id = $1").bind(user_id)
         )?;
         Ok(removed == 1)
+    }
+}
+
+impl Store {
+    /// Locks the actor's account and answers whether the actor is one of
+    /// its owners. The lock makes every change to one account's people
+    /// wait for the one before it, on every node, so two owners demoting
+    /// or removing each other at once cannot both pass the count of
+    /// owners that follows the change.
+    async fn actor_is_owner_in(
+        transaction: &mut WriteTransaction,
+        actor: PeopleActor<'_>,
+    ) -> Result<bool, StoreError> {
+        if Self::account_in(&mut *transaction, actor.account_id)
+            .await?
+            .is_none()
+        {
+            return Ok(false);
+        }
+        let role: Option<String> = fetch_in_transaction!(
+            transaction,
+            fetch_optional,
+            sqlx::query_scalar("SELECT role FROM users WHERE id = $1 AND account_id = $2")
+                .bind(actor.user_id)
+                .bind(actor.account_id)
+        )?;
+        Ok(role.as_deref() == Some(UserRole::Owner.as_str()))
+    }
+
+    /// A user of one account, inside the caller's transaction; another
+    /// account's user is `None`, as an unknown one is.
+    async fn account_user_in(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+        user_id: &str,
+    ) -> Result<Option<User>, StoreError> {
+        let row: Option<UserRow> = fetch_in_transaction!(
+            transaction,
+            fetch_optional,
+            sqlx::query_as(concat!(
+                "SELECT ",
+                user_columns!(),
+                " FROM users WHERE id = $1 AND account_id = $2"
+            ))
+            .bind(user_id)
+            .bind(account_id)
+        )?;
+        row.map(user_from_row).transpose()
+    }
+
+    async fn owner_count_in(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+    ) -> Result<i64, StoreError> {
+        Ok(fetch_in_transaction!(
+            transaction,
+            fetch_one,
+            sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE account_id = $1 AND role = $2")
+                .bind(account_id)
+                .bind(UserRole::Owner.as_str())
+        )?)
+    }
+
+    /// Adds `user` to the actor's account, when the actor is one of its
+    /// owners and the email is free.
+    pub async fn invite_user_audited(
+        &self,
+        actor: PeopleActor<'_>,
+        user: &User,
+        audit: &NewAuditEntry,
+    ) -> Result<Result<User, PeopleRefusal>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        if !Self::actor_is_owner_in(&mut transaction, actor).await? {
+            return Ok(Err(PeopleRefusal::NotAnOwner));
+        }
+        if !Self::insert_user_in(&mut transaction, user).await? {
+            return Ok(Err(PeopleRefusal::EmailTaken));
+        }
+        Self::record_audit_in(&mut transaction, audit).await?;
+        transaction.commit().await?;
+        Ok(Ok(user.clone()))
+    }
+
+    /// Gives a user of the actor's account a role, when the actor is one
+    /// of its owners and the account keeps an owner after it. Giving a
+    /// user the role they have changes nothing and writes no audit row.
+    pub async fn set_user_role_audited(
+        &self,
+        actor: PeopleActor<'_>,
+        user_id: &str,
+        role: UserRole,
+        audit: impl FnOnce(&User) -> NewAuditEntry,
+    ) -> Result<Result<User, PeopleRefusal>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        if !Self::actor_is_owner_in(&mut transaction, actor).await? {
+            return Ok(Err(PeopleRefusal::NotAnOwner));
+        }
+        let Some(user) = Self::account_user_in(&mut transaction, actor.account_id, user_id).await?
+        else {
+            return Ok(Err(PeopleRefusal::UserNotFound));
+        };
+        if user.role == role {
+            return Ok(Ok(user));
+        }
+        execute_in_transaction!(
+            &mut transaction,
+            sqlx::query("UPDATE users SET role = $1 WHERE id = $2")
+                .bind(role.as_str())
+                .bind(user_id)
+        )?;
+        // Dropping the transaction rolls the change back.
+        if Self::owner_count_in(&mut transaction, actor.account_id).await? == 0 {
+            return Ok(Err(PeopleRefusal::LastOwner));
+        }
+        Self::record_audit_in(&mut transaction, &audit(&user)).await?;
+        transaction.commit().await?;
+        Ok(Ok(User { role, ..user }))
+    }
+
+    /// Removes a user of the actor's account and its sessions, when the
+    /// actor is one of its owners and the account keeps an owner after
+    /// it. Answers the user as it was.
+    pub async fn remove_account_user_audited(
+        &self,
+        actor: PeopleActor<'_>,
+        user_id: &str,
+        audit: impl FnOnce(&User) -> NewAuditEntry,
+    ) -> Result<Result<User, PeopleRefusal>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        if !Self::actor_is_owner_in(&mut transaction, actor).await? {
+            return Ok(Err(PeopleRefusal::NotAnOwner));
+        }
+        let Some(user) = Self::account_user_in(&mut transaction, actor.account_id, user_id).await?
+        else {
+            return Ok(Err(PeopleRefusal::UserNotFound));
+        };
+        Self::remove_user_in(&mut transaction, user_id).await?;
+        // Dropping the transaction rolls the removal back.
+        if Self::owner_count_in(&mut transaction, actor.account_id).await? == 0 {
+            return Ok(Err(PeopleRefusal::LastOwner));
+        }
+        Self::record_audit_in(&mut transaction, &audit(&user)).await?;
+        transaction.commit().await?;
+        Ok(Ok(user))
+    }
+
+    /// Replaces a user's password hash, if it is still `previous_hash`
+    /// (the one the current password was verified against), clears
+    /// `must_change_password` and revokes the user's other sessions, all
+    /// with the audit row. Answers how many other sessions were live, or
+    /// `None` (nothing changed) when the password changed meanwhile.
+    pub async fn change_password_audited(
+        &self,
+        user_id: &str,
+        previous_hash: &str,
+        new_hash: &str,
+        kept_session_id: &str,
+        audit: impl FnOnce(u64) -> NewAuditEntry,
+    ) -> Result<Option<u64>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        let changed = execute_in_transaction!(
+            &mut transaction,
+            sqlx::query(
+                "UPDATE users SET password_hash = $1, must_change_password = $2 \
+                 WHERE id = $3 AND password_hash = $4",
+            )
+            .bind(new_hash)
+            .bind(false)
+            .bind(user_id)
+            .bind(previous_hash)
+        )?;
+        if changed != 1 {
+            return Ok(None);
+        }
+        let revoked = execute_in_transaction!(
+            &mut transaction,
+            sqlx::query(
+                "UPDATE sessions SET revoked_at = $1 \
+                 WHERE user_id = $2 AND id <> $3 AND revoked_at IS NULL",
+            )
+            .bind(now_millis())
+            .bind(user_id)
+            .bind(kept_session_id)
+        )?;
+        Self::record_audit_in(&mut transaction, &audit(revoked)).await?;
+        transaction.commit().await?;
+        Ok(Some(revoked))
     }
 }

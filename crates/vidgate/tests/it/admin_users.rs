@@ -81,16 +81,18 @@ async fn sign_in_with_cookie(
     (posted.status(), session)
 }
 
-/// The status of the overview page for a session cookie (200 signed in, a
-/// redirect to the sign-in page otherwise).
-async fn overview_status(api_base: &str, session: &str) -> StatusCode {
+/// The status of the password page for a session cookie (200 signed in, a
+/// redirect to the sign-in page otherwise). It is the page every signed-in
+/// user may open: one with a one-time password is sent there from the
+/// others until they choose their own.
+async fn signed_in_page_status(api_base: &str, session: &str) -> StatusCode {
     let client = reqwest::Client::builder()
         .redirect(redirect::Policy::none())
         .build()
         .unwrap();
     client
         .get(format!(
-            "{}/dashboard",
+            "{}/dashboard/password",
             api_base.trim_end_matches("/api/v1")
         ))
         .header("cookie", session)
@@ -196,25 +198,40 @@ async fn users_are_signed_out_everywhere_and_removed() {
     let (_, first) = sign_in_with_cookie(api_base, "ada@example.com", &password).await;
     let (_, second) = sign_in_with_cookie(api_base, "ada@example.com", &password).await;
     let (first, second) = (first.unwrap(), second.unwrap());
-    assert_eq!(overview_status(api_base, &first).await, StatusCode::OK);
+    assert_eq!(
+        signed_in_page_status(api_base, &first).await,
+        StatusCode::OK
+    );
 
     let revoked = admin(
         &environment,
         &["user", "revoke-sessions", "Ada@Example.com"],
     );
     assert_eq!(revoked["sessions_revoked"], 2);
-    assert_ne!(overview_status(api_base, &first).await, StatusCode::OK);
-    assert_ne!(overview_status(api_base, &second).await, StatusCode::OK);
+    assert_ne!(
+        signed_in_page_status(api_base, &first).await,
+        StatusCode::OK
+    );
+    assert_ne!(
+        signed_in_page_status(api_base, &second).await,
+        StatusCode::OK
+    );
 
     // Signed out is not locked out: the user signs in again.
     let (status, third) = sign_in_with_cookie(api_base, "ada@example.com", &password).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     let third = third.unwrap();
-    assert_eq!(overview_status(api_base, &third).await, StatusCode::OK);
+    assert_eq!(
+        signed_in_page_status(api_base, &third).await,
+        StatusCode::OK
+    );
 
     let removed = admin(&environment, &["user", "remove", "ada@example.com"]);
     assert_eq!(removed["removed"], true);
-    assert_ne!(overview_status(api_base, &third).await, StatusCode::OK);
+    assert_ne!(
+        signed_in_page_status(api_base, &third).await,
+        StatusCode::OK
+    );
     assert_eq!(
         sign_in(api_base, "ada@example.com", &password).await,
         StatusCode::UNAUTHORIZED

@@ -34,7 +34,8 @@ pub const CREATE: Operation = Operation {
     }]),
     success: Success {
         status: "201",
-        description: "The user and its one-time password.",
+        description: "The user (an owner of the account) and its one-time password, \
+                      which the user must change at the first sign-in.",
         also_csv: false,
     },
     refusals: &[

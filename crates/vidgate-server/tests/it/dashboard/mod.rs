@@ -1,12 +1,14 @@
 //! The account dashboard over real HTTP, on both stores: sign-in and its
 //! limits, sessions as API callers, CSRF, sign-out, keys, generations, the
-//! playground's form path, webhooks, sign-up, and the isolation of accounts.
+//! playground's form path, webhooks, sign-up, people and passwords, and the
+//! isolation of accounts.
 
 use crate::common;
 
 mod account_pages;
 mod generations_pages;
 mod money_pages;
+mod people_pages;
 mod sign_in;
 
 use std::collections::HashMap;

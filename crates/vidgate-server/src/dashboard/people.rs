@@ -1,0 +1,338 @@
+//! The account's people (`/dashboard/people`): who signs in to it, in what
+//! role, since when. Owners invite people (a one-time password shown once,
+//! as a new key's secret is), change roles, and remove people after a
+//! confirmation page; members see the list only. The decisions and their
+//! audit rows are `users::invite`, `users::set_role` and `users::remove`.
+
+use askama::Template;
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::session::{CsrfForm, SignedIn};
+use super::users::{self, PeopleError, UserError};
+use super::{Confirmation, Layout, Section, confirm_page, display_time, error_page, render};
+use crate::state::AppState;
+use crate::store::{User, UserRole};
+
+struct PersonRow {
+    id: String,
+    email: String,
+    role: &'static str,
+    since: String,
+    /// The signed-in user's own row.
+    is_you: bool,
+}
+
+/// A person just invited, with the one-time password shown this once.
+struct Invited {
+    email: String,
+    one_time_password: String,
+}
+
+#[derive(Template)]
+#[template(path = "people.html")]
+struct PeoplePage {
+    layout: Layout,
+    people: Vec<PersonRow>,
+    /// Only owners see the forms that change people.
+    is_owner: bool,
+    invited: Option<Invited>,
+    alert: Option<String>,
+    notice: Option<&'static str>,
+    /// The invite form's values, kept after a refusal.
+    invite_email: String,
+    invite_role: &'static str,
+}
+
+/// What the people page shows besides the list.
+struct PeoplePageExtras {
+    invited: Option<Invited>,
+    alert: Option<String>,
+    notice: Option<&'static str>,
+    invite_email: String,
+    invite_role: UserRole,
+}
+
+impl Default for PeoplePageExtras {
+    fn default() -> PeoplePageExtras {
+        PeoplePageExtras {
+            invited: None,
+            alert: None,
+            notice: None,
+            invite_email: String::new(),
+            // Most people invited use the account; fewer run it.
+            invite_role: UserRole::Member,
+        }
+    }
+}
+
+/// Whether the signed-in user is an owner, as the account's list says.
+fn is_owner(people: &[User], signed_in: &SignedIn) -> bool {
+    people
+        .iter()
+        .any(|user| user.id == signed_in.0.user_id && user.role == UserRole::Owner)
+}
+
+async fn people_page(
+    state: &AppState,
+    signed_in: &SignedIn,
+    status: StatusCode,
+    extras: PeoplePageExtras,
+) -> Response {
+    let session = &signed_in.0;
+    let people = match state.store.account_users(&session.account_id).await {
+        Ok(people) => people,
+        Err(error) => return super::internal_error(error),
+    };
+    let is_owner = is_owner(&people, signed_in);
+    let people = people
+        .into_iter()
+        .map(|user| PersonRow {
+            is_you: user.id == session.user_id,
+            id: user.id,
+            email: user.email,
+            role: user.role.as_str(),
+            since: display_time(user.created_at),
+        })
+        .collect();
+    render(
+        status,
+        &PeoplePage {
+            layout: Layout::signed_in(session, "People", Section::People),
+            people,
+            is_owner,
+            invited: extras.invited,
+            alert: extras.alert,
+            notice: extras.notice,
+            invite_email: extras.invite_email,
+            invite_role: extras.invite_role.as_str(),
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub struct PeopleQuery {
+    #[serde(default)]
+    done: Option<String>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Query(query): Query<PeopleQuery>,
+) -> Response {
+    // Fixed words for each change: the query cannot put its own on the page.
+    let notice = match query.done.as_deref() {
+        Some("role") => Some("The role was changed."),
+        Some("removed") => Some("The person was removed and signed out everywhere."),
+        _ => None,
+    };
+    let extras = PeoplePageExtras {
+        notice,
+        ..PeoplePageExtras::default()
+    };
+    people_page(&state, &signed_in, StatusCode::OK, extras).await
+}
+
+/// The answer to a refused change: a 403 page for a member, not found for
+/// a person of another account (as for an unknown id), and the people page
+/// with what to do otherwise.
+async fn refused(
+    state: &AppState,
+    signed_in: &SignedIn,
+    error: PeopleError,
+    mut extras: PeoplePageExtras,
+) -> Response {
+    let status = match &error {
+        PeopleError::NotAnOwner => {
+            return error_page(
+                StatusCode::FORBIDDEN,
+                Some(&signed_in.0),
+                "Owners only",
+                &error.to_string(),
+            );
+        }
+        PeopleError::UserNotFound => return super::not_found(Some(&signed_in.0)),
+        PeopleError::LastOwner | PeopleError::EmailTaken => StatusCode::CONFLICT,
+        PeopleError::User(UserError::InvalidEmail(_)) => StatusCode::BAD_REQUEST,
+        PeopleError::User(_) | PeopleError::Store(_) => return super::internal_error(error),
+    };
+    extras.alert = Some(error.to_string());
+    people_page(state, signed_in, status, extras).await
+}
+
+/// The role a form names, or the people page that asks for one.
+async fn role_of_form(
+    state: &AppState,
+    signed_in: &SignedIn,
+    role: &str,
+    extras: PeoplePageExtras,
+) -> Result<UserRole, Response> {
+    match UserRole::parse(role) {
+        Some(role) => Ok(role),
+        None => {
+            let extras = PeoplePageExtras {
+                alert: Some("Choose a role: owner or member.".to_owned()),
+                ..extras
+            };
+            Err(people_page(state, signed_in, StatusCode::BAD_REQUEST, extras).await)
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct InviteForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    role: String,
+    #[serde(default)]
+    csrf_token: String,
+}
+
+/// Invites a person and answers the people page itself (no redirect), the
+/// only response that ever holds their one-time password.
+pub async fn invite(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Form(form): Form<InviteForm>,
+) -> Response {
+    if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
+        return refused;
+    }
+    let kept = || PeoplePageExtras {
+        invite_email: form.email.trim().to_owned(),
+        ..PeoplePageExtras::default()
+    };
+    let role = match role_of_form(&state, &signed_in, &form.role, kept()).await {
+        Ok(role) => role,
+        Err(response) => return response,
+    };
+    match users::invite(state.store.as_ref(), &signed_in.0, &form.email, role).await {
+        Ok(created) => {
+            let invited = created.one_time_password.map(|one_time_password| Invited {
+                email: created.user.email,
+                one_time_password,
+            });
+            let extras = PeoplePageExtras {
+                invited,
+                ..PeoplePageExtras::default()
+            };
+            people_page(&state, &signed_in, StatusCode::OK, extras).await
+        }
+        Err(error) => {
+            let extras = PeoplePageExtras {
+                invite_role: role,
+                ..kept()
+            };
+            refused(&state, &signed_in, error, extras).await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct RoleForm {
+    #[serde(default)]
+    role: String,
+    #[serde(default)]
+    csrf_token: String,
+}
+
+pub async fn set_role(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(user_id): Path<String>,
+    Form(form): Form<RoleForm>,
+) -> Response {
+    if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
+        return refused;
+    }
+    let role = match role_of_form(&state, &signed_in, &form.role, Default::default()).await {
+        Ok(role) => role,
+        Err(response) => return response,
+    };
+    match users::set_role(state.store.as_ref(), &signed_in.0, &user_id, role).await {
+        Ok(_) => Redirect::to("/dashboard/people?done=role").into_response(),
+        Err(error) => refused(&state, &signed_in, error, Default::default()).await,
+    }
+}
+
+/// Asks before a person is removed: they are signed out at once and cannot
+/// sign in again. Only owners are asked; a person of another account, or
+/// an unknown id, is not found.
+pub async fn confirm_remove(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(user_id): Path<String>,
+) -> Response {
+    let session = &signed_in.0;
+    let people = match state.store.account_users(&session.account_id).await {
+        Ok(people) => people,
+        Err(error) => return super::internal_error(error),
+    };
+    if !is_owner(&people, &signed_in) {
+        return refused(
+            &state,
+            &signed_in,
+            PeopleError::NotAnOwner,
+            Default::default(),
+        )
+        .await;
+    }
+    let Some(person) = people.into_iter().find(|user| user.id == user_id) else {
+        return super::not_found(Some(session));
+    };
+    let (question, consequence) = if person.id == session.user_id {
+        (
+            "Remove yourself from this account?".to_owned(),
+            "You are signed out at once and cannot sign in to this account again unless an \
+             owner invites you. The account's keys, generations and money stay."
+                .to_owned(),
+        )
+    } else {
+        (
+            format!("Remove {}?", person.email),
+            format!(
+                "{} is signed out at once, everywhere, and cannot sign in to this account \
+                 again unless an owner invites them. The account's keys, generations and \
+                 money stay.",
+                person.email
+            ),
+        )
+    };
+    let action = format!("/dashboard/people/{}/remove", person.id);
+    confirm_page(
+        session,
+        Section::People,
+        Confirmation {
+            question: &question,
+            consequence: &consequence,
+            action: &action,
+            confirm_label: "Remove",
+            cancel_href: "/dashboard/people",
+        },
+    )
+}
+
+/// Removes a person of the account (the confirmation page's form). Someone
+/// who removed themselves has no session left, and goes to the sign-in page.
+pub async fn remove(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(user_id): Path<String>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
+        return refused;
+    }
+    match users::remove(state.store.as_ref(), &signed_in.0, &user_id).await {
+        Ok(removed) if removed.id == signed_in.0.user_id => {
+            Redirect::to("/dashboard/sign-in").into_response()
+        }
+        Ok(_) => Redirect::to("/dashboard/people?done=removed").into_response(),
+        Err(error) => refused(&state, &signed_in, error, Default::default()).await,
+    }
+}
