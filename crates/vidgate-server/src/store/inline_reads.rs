@@ -73,8 +73,9 @@ impl InlineReader {
         connection.busy_timeout(Duration::ZERO)?;
         // A prepared statement is planned once, whatever values it is run
         // with: otherwise SQLite plans a statement whose LIMIT is a bound
-        // value (a list's page) again at every run whose value differs from
-        // the last, which cost a page more than reading its rows.
+        // value (a list's page) again at every run, because binding that
+        // value expires the plan, and planning cost a page more than
+        // reading its rows.
         connection.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         Ok(connection)
     }
