@@ -3,13 +3,14 @@
 //! claims it is in `queue.rs` (the claim and the finish) and in the root
 //! `workers.rs` (the workers that run it).
 
+use std::fmt::Write as _;
 use std::str::FromStr;
 use std::time::Duration;
 
 use serde_json::Value;
 use vidgate_core::{GenerationStatus, Micros};
 
-use super::database::WriteTransaction;
+use super::database::{Database, WriteTransaction};
 use super::ledger::Movement;
 use super::{ProviderRun, Store, StoreError, now_millis};
 
@@ -109,13 +110,101 @@ pub struct ListFilter {
     pub limit: u32,
 }
 
-/// Adds to a `SELECT` of generations, whose `WHERE` clause `query` has
-/// begun, the filters of `filter` and the creation range from
+/// The columns of a generation, in the order `GenerationRow` expects.
+macro_rules! generation_columns {
+    () => {
+        "id, account_id, model, endpoint, mode, status, input, output, error, price_micros, \
+         official_micros, source, webhook_url, attempts, created_at, started_at, completed_at"
+    };
+}
+
+pub(super) use generation_columns;
+
+/// A value a list's statement binds where its text has a parameter.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum ListValue<'a> {
+    Text(&'a str),
+    Integer(i64),
+}
+
+/// A piece of a list's statement: SQL text, or a value bound in its place.
+/// A list is built as pieces once (`list_pieces`), so that the sqlx query
+/// builder (`push_list_pieces`) and SQLite's inline reader
+/// (`InlineListStatement`) run the same statement.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum ListPiece<'a> {
+    Sql(&'static str),
+    Value(ListValue<'a>),
+}
+
+/// The pieces that follow a `SELECT` of generations whose `WHERE` clause
+/// has begun: the filters of `filter` and the creation range from
 /// `created_from` until `created_until`, then the cursor, the order and the
 /// page size. Only the filters given are written into the statement (see
-/// `Store::list_generations` for why). It is generic over the database
-/// because it only builds the statement, which the account's list and the
-/// operator's list each run on either pool.
+/// `Store::list_generations` for why).
+pub(super) fn list_pieces(
+    filter: &ListFilter,
+    created_from: Option<i64>,
+    created_until: Option<i64>,
+) -> Vec<ListPiece<'_>> {
+    use ListPiece::{Sql, Value};
+    use ListValue::{Integer, Text};
+    let mut pieces = Vec::with_capacity(16);
+    if let Some(status) = filter.status {
+        pieces.extend([Sql(" AND status = "), Value(Text(status.as_str()))]);
+    }
+    if let Some(model) = &filter.model {
+        pieces.extend([Sql(" AND model = "), Value(Text(model.as_str()))]);
+    }
+    if let Some(created_from) = created_from {
+        pieces.extend([Sql(" AND created_at >= "), Value(Integer(created_from))]);
+    }
+    if let Some(created_until) = created_until {
+        pieces.extend([Sql(" AND created_at < "), Value(Integer(created_until))]);
+    }
+    if let Some((created_at, id)) = &filter.before {
+        pieces.extend([
+            Sql(" AND (created_at, id) < ("),
+            Value(Integer(*created_at)),
+            Sql(", "),
+            Value(Text(id.as_str())),
+            Sql(")"),
+        ]);
+    }
+    pieces.extend([
+        Sql(" ORDER BY created_at DESC, id DESC LIMIT "),
+        Value(Integer(i64::from(filter.limit))),
+    ]);
+    pieces
+}
+
+/// Adds `pieces` to a statement of the sqlx query builder `query`, each
+/// value bound. It is generic over the database because it only builds the
+/// statement, which the account's list and the operator's list each run on
+/// either pool.
+pub(super) fn push_list_pieces<DB>(query: &mut sqlx::QueryBuilder<DB>, pieces: &[ListPiece<'_>])
+where
+    DB: sqlx::Database,
+    for<'value> &'value str: sqlx::Encode<'value, DB> + sqlx::Type<DB>,
+    for<'value> i64: sqlx::Encode<'value, DB> + sqlx::Type<DB>,
+{
+    for piece in pieces {
+        match *piece {
+            ListPiece::Sql(text) => {
+                query.push(text);
+            }
+            ListPiece::Value(ListValue::Text(text)) => {
+                query.push_bind(text);
+            }
+            ListPiece::Value(ListValue::Integer(number)) => {
+                query.push_bind(number);
+            }
+        }
+    }
+}
+
+/// Adds to a `SELECT` of generations, whose `WHERE` clause `query` has
+/// begun, the pieces of `list_pieces` for these filters.
 pub(super) fn push_list_filter<DB>(
     query: &mut sqlx::QueryBuilder<DB>,
     filter: &ListFilter,
@@ -126,40 +215,72 @@ pub(super) fn push_list_filter<DB>(
     for<'value> &'value str: sqlx::Encode<'value, DB> + sqlx::Type<DB>,
     for<'value> i64: sqlx::Encode<'value, DB> + sqlx::Type<DB>,
 {
-    if let Some(status) = filter.status {
-        query.push(" AND status = ").push_bind(status.as_str());
-    }
-    if let Some(model) = &filter.model {
-        query.push(" AND model = ").push_bind(model.as_str());
-    }
-    if let Some(created_from) = created_from {
-        query.push(" AND created_at >= ").push_bind(created_from);
-    }
-    if let Some(created_until) = created_until {
-        query.push(" AND created_at < ").push_bind(created_until);
-    }
-    if let Some((created_at, id)) = &filter.before {
-        query
-            .push(" AND (created_at, id) < (")
-            .push_bind(*created_at)
-            .push(", ")
-            .push_bind(id.as_str())
-            .push(")");
-    }
-    query
-        .push(" ORDER BY created_at DESC, id DESC LIMIT ")
-        .push_bind(filter.limit as i64);
+    push_list_pieces(query, &list_pieces(filter, created_from, created_until));
 }
 
-/// The columns of a generation, in the order `GenerationRow` expects.
-macro_rules! generation_columns {
-    () => {
-        "id, account_id, model, endpoint, mode, status, input, output, error, price_micros, \
-         official_micros, source, webhook_url, attempts, created_at, started_at, completed_at"
-    };
+/// A list's statement as SQLite's inline reader runs it: the text of
+/// `select` and the pieces, each value a numbered parameter (`$1`, `$2`, …
+/// in order, as every statement of the store numbers them), and the values
+/// in that order.
+pub(super) struct InlineListStatement<'a> {
+    pub(super) text: String,
+    pub(super) values: Vec<ListValue<'a>>,
 }
 
-pub(super) use generation_columns;
+impl<'a> InlineListStatement<'a> {
+    pub(super) fn new(select: &str, pieces: &[ListPiece<'a>]) -> InlineListStatement<'a> {
+        let mut text = String::with_capacity(select.len() + 160);
+        text.push_str(select);
+        let mut values = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            match *piece {
+                ListPiece::Sql(sql) => text.push_str(sql),
+                ListPiece::Value(value) => {
+                    values.push(value);
+                    write!(text, "${}", values.len()).expect("a String takes any text");
+                }
+            }
+        }
+        InlineListStatement { text, values }
+    }
+}
+
+impl rusqlite::ToSql for ListValue<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            ListValue::Text(text) => text.to_sql(),
+            ListValue::Integer(number) => number.to_sql(),
+        }
+    }
+}
+
+/// The start of an account's list of generations, up to the account's
+/// value (the first of `account_list_pieces`).
+const ACCOUNT_LIST_SELECT: &str = concat!(
+    "SELECT ",
+    generation_columns!(),
+    " FROM generations WHERE account_id = "
+);
+
+/// The pieces of an account's list after `ACCOUNT_LIST_SELECT`: the account,
+/// then the filters.
+fn account_list_pieces<'a>(account_id: &'a str, filter: &'a ListFilter) -> Vec<ListPiece<'a>> {
+    let mut pieces = vec![ListPiece::Value(ListValue::Text(account_id))];
+    pieces.extend(list_pieces(filter, None, None));
+    pieces
+}
+
+database_row! {
+    /// A line of SQLite's `EXPLAIN QUERY PLAN`. Only `detail` is shown; the
+    /// columns before it are read to reach it by position.
+    #[expect(dead_code, reason = "the step's place in the plan's tree is not shown")]
+    struct PlanStep {
+        id: i64,
+        parent: i64,
+        notused: i64,
+        detail: String,
+    }
+}
 
 database_row! {
     pub(super) struct GenerationRow {
@@ -346,19 +467,38 @@ impl Store {
         // of stored generations and at any depth. A generic
         // `($2 IS NULL OR status = $2)` made them walk every row of
         // the account instead.
+        let pieces = account_list_pieces(account_id, filter);
+        let rows = match &self.database {
+            // SQLite reads the page inline (see `inline_reads.rs`): sqlx's
+            // connection thread costs a hand-off per statement and per row.
+            Database::Sqlite(database) => {
+                let statement = InlineListStatement::new(ACCOUNT_LIST_SELECT, &pieces);
+                database
+                    .read_all(
+                        &statement.text,
+                        &statement.values,
+                        self.list_generation_rows_on_reader(&pieces),
+                    )
+                    .await?
+            }
+            Database::Postgres(_) => self.list_generation_rows_on_reader(&pieces).await?,
+        };
+        rows.into_iter().map(Generation::try_from).collect()
+    }
+
+    /// An account's list (`account_list_pieces`) through the reader pool:
+    /// always on PostgreSQL, and on SQLite when the inline read would wait.
+    async fn list_generation_rows_on_reader(
+        &self,
+        pieces: &[ListPiece<'_>],
+    ) -> Result<Vec<GenerationRow>, StoreError> {
         // The builder is written once and typed for each database by
         // the pool it runs on.
-        let rows: Vec<GenerationRow> = on_reader!(self, |reader| {
-            let mut query = sqlx::QueryBuilder::new(concat!(
-                "SELECT ",
-                generation_columns!(),
-                " FROM generations WHERE account_id = "
-            ));
-            query.push_bind(account_id);
-            push_list_filter(&mut query, filter, None, None);
+        Ok(on_reader!(self, |reader| {
+            let mut query = sqlx::QueryBuilder::new(ACCOUNT_LIST_SELECT);
+            push_list_pieces(&mut query, pieces);
             query.build_query_as().fetch_all(reader).await
-        })?;
-        rows.into_iter().map(Generation::try_from).collect()
+        })?)
     }
 
     /// How the database runs `list_generations` of `account_id` with
@@ -370,24 +510,27 @@ impl Store {
         account_id: &str,
         filter: &ListFilter,
     ) -> Result<Vec<String>, StoreError> {
-        let select = concat!(
-            "SELECT ",
-            generation_columns!(),
-            " FROM generations WHERE account_id = "
-        );
+        let pieces = account_list_pieces(account_id, filter);
         match &self.database {
-            super::database::Database::Sqlite(database) => {
-                let mut query = sqlx::QueryBuilder::new(format!("EXPLAIN QUERY PLAN {select}"));
-                query.push_bind(account_id);
-                push_list_filter(&mut query, filter, None, None);
-                let steps: Vec<(i64, i64, i64, String)> =
-                    query.build_query_as().fetch_all(database.reader()).await?;
-                Ok(steps.into_iter().map(|(_, _, _, detail)| detail).collect())
+            // The plan of the inline reader's connections, which serve the
+            // list, each planning a statement without its values.
+            Database::Sqlite(database) => {
+                let select = format!("EXPLAIN QUERY PLAN {ACCOUNT_LIST_SELECT}");
+                let statement = InlineListStatement::new(&select, &pieces);
+                let explained_on_reader = async {
+                    let mut query = sqlx::QueryBuilder::new(select.as_str());
+                    push_list_pieces(&mut query, &pieces);
+                    Ok(query.build_query_as().fetch_all(database.reader()).await?)
+                };
+                let steps: Vec<PlanStep> = database
+                    .read_all(&statement.text, &statement.values, explained_on_reader)
+                    .await?;
+                Ok(steps.into_iter().map(|step| step.detail).collect())
             }
-            super::database::Database::Postgres(database) => {
-                let mut query = sqlx::QueryBuilder::new(format!("EXPLAIN ANALYZE {select}"));
-                query.push_bind(account_id);
-                push_list_filter(&mut query, filter, None, None);
+            Database::Postgres(database) => {
+                let mut query =
+                    sqlx::QueryBuilder::new(format!("EXPLAIN ANALYZE {ACCOUNT_LIST_SELECT}"));
+                push_list_pieces(&mut query, &pieces);
                 let lines: Vec<(String,)> =
                     query.build_query_as().fetch_all(database.reader()).await?;
                 Ok(lines.into_iter().map(|(line,)| line).collect())
@@ -448,5 +591,186 @@ impl Store {
     /// listener is connected on PostgreSQL.
     pub fn announcements_heard(&self) -> tokio::sync::watch::Receiver<bool> {
         self.generation_announcements_heard()
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A fresh SQLite store with two accounts (the second holding a few
+    /// generations, so that a list that forgot its account would show
+    /// them) and the first account's id.
+    pub(in crate::store) async fn store_with_generations(
+        directory: &std::path::Path,
+    ) -> (std::sync::Arc<Store>, String) {
+        let url = format!("sqlite://{}", directory.join("lists.sqlite").display());
+        let store = crate::store::open(&url).await.unwrap();
+        let mut accounts = Vec::new();
+        for name in ["listed", "other"] {
+            let created = crate::accounts::create_account(&store, name, Micros(1_000_000))
+                .await
+                .unwrap();
+            accounts.push(created.account.id);
+        }
+        insert_generations(&store, &accounts[0], 60).await;
+        insert_generations(&store, &accounts[1], 10).await;
+        (store, accounts.swap_remove(0))
+    }
+
+    /// Inserts `count` generations of `account_id`: statuses and models in
+    /// turn, two created in each millisecond (so that pages and cursors
+    /// fall between generations of the same time, ordered by id), some with
+    /// output or error and some without.
+    async fn insert_generations(store: &Store, account_id: &str, count: i64) {
+        let Database::Sqlite(sqlite) = &store.database else {
+            unreachable!("the store was opened on SQLite");
+        };
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2) \
+             INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, \
+             output, error, price_micros, official_micros, source, webhook_url, attempts, \
+             max_attempts, created_at, started_at, completed_at) \
+             SELECT $1 || printf('_gen_%03d', i), $1, \
+             'vendor_' || (i % 3 + 1) || '/model_' || (i % 3 + 1), \
+             'vendor_' || (i % 3 + 1) || '/model_' || (i % 3 + 1) || '/text-to-video', \
+             'text-to-video', \
+             CASE i % 4 WHEN 0 THEN 'queued' WHEN 1 THEN 'succeeded' WHEN 2 THEN 'failed' \
+             ELSE 'canceled' END, \
+             '{\"prompt\":\"row ' || i || '\",\"duration\":5}', \
+             CASE WHEN i % 4 = 1 THEN '{\"video_url\":\"https://example.com/' || i || '.mp4\"}' END, \
+             CASE WHEN i % 4 = 2 THEN '{\"code\":\"generation_failed\",\"message\":\"no\"}' END, \
+             250000 + i, 300000, 'api', CASE WHEN i % 5 = 0 THEN 'https://example.com/hook' END, \
+             i % 3, 3, 1000 - i / 2, CASE WHEN i % 4 > 0 THEN 1000 - i / 2 END, \
+             CASE WHEN i % 4 > 0 THEN 1001 - i / 2 END FROM n",
+        )
+        .bind(account_id)
+        .bind(count)
+        .execute(sqlite.writer())
+        .await
+        .unwrap();
+    }
+
+    async fn not_on_the_reader_pool() -> Result<Vec<GenerationRow>, StoreError> {
+        panic!("the inline list fell back to the reader pool")
+    }
+
+    fn generations(rows: Vec<GenerationRow>) -> Vec<Generation> {
+        rows.into_iter()
+            .map(|row| Generation::try_from(row).unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_inline_list_reads_the_rows_of_the_pool_for_every_filter_shape() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, account_id) = store_with_generations(directory.path()).await;
+        let Database::Sqlite(sqlite) = &store.database else {
+            unreachable!("the store was opened on SQLite");
+        };
+        let statuses = [
+            None,
+            Some(GenerationStatus::Succeeded),
+            Some(GenerationStatus::Running),
+        ];
+        let models = [None, Some("vendor_2/model_2"), Some("vendor_6/model_6")];
+        // Between the two generations of one millisecond, then after the
+        // oldest: the second finds nothing.
+        let cursors = [
+            None,
+            Some((990, format!("{account_id}_gen_021"))),
+            Some((0, String::new())),
+        ];
+        let limits = [1, 7, 100];
+        let mut pages_with_rows = 0;
+        for status in statuses {
+            for model in models {
+                for before in &cursors {
+                    for limit in limits {
+                        let filter = ListFilter {
+                            status,
+                            model: model.map(str::to_owned),
+                            before: before.clone(),
+                            limit,
+                        };
+                        let pieces = account_list_pieces(&account_id, &filter);
+                        let statement = InlineListStatement::new(ACCOUNT_LIST_SELECT, &pieces);
+                        let inline = sqlite
+                            .read_all(&statement.text, &statement.values, not_on_the_reader_pool())
+                            .await
+                            .unwrap();
+                        let pooled = store.list_generation_rows_on_reader(&pieces).await.unwrap();
+                        let (inline, pooled) = (generations(inline), generations(pooled));
+                        assert_eq!(inline, pooled, "{filter:?}");
+                        assert!(inline.len() <= limit as usize, "{filter:?}");
+                        pages_with_rows += usize::from(!inline.is_empty());
+                    }
+                }
+            }
+        }
+        // Every status and model with rows, each before a cursor that
+        // leaves some, at every limit: the comparisons above compared rows.
+        assert_eq!(pages_with_rows, 2 * 2 * 2 * limits.len());
+    }
+
+    #[tokio::test]
+    async fn every_shape_of_list_seeks_its_index_in_order_without_its_values() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, account_id) = store_with_generations(directory.path()).await;
+        let shapes = [
+            (None, None, "generations_account_recent"),
+            (
+                Some(GenerationStatus::Failed),
+                None,
+                "generations_account_status_recent",
+            ),
+            (
+                None,
+                Some("vendor_2/model_2"),
+                "generations_account_model_recent",
+            ),
+        ];
+        for (status, model, index) in shapes {
+            for before in [None, Some((990, "gen_021".to_owned()))] {
+                let filter = ListFilter {
+                    status,
+                    model: model.map(str::to_owned),
+                    before,
+                    limit: 21,
+                };
+                let plan = store
+                    .explain_list_generations(&account_id, &filter)
+                    .await
+                    .unwrap()
+                    .join("; ");
+                assert!(
+                    plan.contains(&format!("USING INDEX {index} ")),
+                    "{filter:?}: {plan}"
+                );
+                assert!(!plan.contains("TEMP B-TREE"), "{filter:?}: {plan}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_inline_statement_numbers_the_values_of_the_pieces_in_order() {
+        let filter = ListFilter {
+            status: Some(GenerationStatus::Failed),
+            model: Some("vendor_1/model_1".into()),
+            before: Some((5, "gen_5".into())),
+            limit: 21,
+        };
+        let pieces = account_list_pieces("acct_1", &filter);
+        let statement =
+            InlineListStatement::new("SELECT id FROM generations WHERE account_id = ", &pieces);
+        assert_eq!(
+            statement.text,
+            "SELECT id FROM generations WHERE account_id = $1 AND status = $2 AND model = $3 \
+             AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT $6"
+        );
+        assert_eq!(
+            format!("{:?}", statement.values),
+            r#"[Text("acct_1"), Text("failed"), Text("vendor_1/model_1"), Integer(5), Text("gen_5"), Integer(21)]"#
+        );
     }
 }

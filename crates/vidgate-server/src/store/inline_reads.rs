@@ -1,14 +1,16 @@
-//! SQLite's hot point reads (a generation by id and account, the caller of
-//! an API key whose cached entry expired), run inline on the calling thread
-//! through a small pool of synchronous `rusqlite` connections.
+//! SQLite's hot reads (a generation by id and account, the caller of an API
+//! key whose cached entry expired, a page of an account's generations), run
+//! inline on the calling thread through a small pool of synchronous
+//! `rusqlite` connections.
 //!
 //! sqlx runs every SQLite connection on a worker thread of its own and hands
 //! each statement to it and each row back through channels. For a read that
-//! costs SQLite a few microseconds (a primary-key lookup in cached pages)
-//! those two hand-offs, each a futex wake-up of another thread, cost several
-//! times the read itself and cap `GET /generations/{id}`. Running the
-//! statement right where the request is handled removes them; the runtime's
-//! thread is held for about as long as it takes to render the answer.
+//! costs SQLite a few microseconds (a primary-key lookup in cached pages, or
+//! an index seek that reads 21 entries in order) those hand-offs, each a
+//! futex wake-up of another thread, cost several times the read itself and
+//! cap `GET /generations/{id}` and `GET /generations`. Running the statement
+//! right where the request is handled removes them; the runtime's thread is
+//! held for about as long as it takes to render the answer.
 //!
 //! The connections are read-only and in autocommit mode, so every statement
 //! is its own read transaction on a fresh WAL snapshot: it sees every write
@@ -26,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{ErrorCode, OpenFlags, OptionalExtension};
 
 /// Idle connections kept for the next reads. Reads run on the runtime's
@@ -68,6 +71,12 @@ impl InlineReader {
         // database is reported at once and the read moves to a pool that
         // can wait (see `is_busy`).
         connection.busy_timeout(Duration::ZERO)?;
+        // A prepared statement is planned once, whatever values it is run
+        // with: otherwise SQLite plans a statement whose LIMIT is a bound
+        // value (a list's page) again at every run, because binding that
+        // value expires the plan, and planning cost a page more than
+        // reading its rows.
+        connection.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         Ok(connection)
     }
 
@@ -114,10 +123,28 @@ impl InlineReader {
         self.give_back(connection);
         row
     }
+
+    /// Runs `statement` (its parameters numbered as `read_optional`'s) with
+    /// `parameters`, texts and integers alike, and reads all its rows.
+    pub(super) fn read_all<R: InlineRow, P: rusqlite::ToSql>(
+        &self,
+        statement: &str,
+        parameters: &[P],
+    ) -> rusqlite::Result<Vec<R>> {
+        let connection = self.take()?;
+        let rows = connection
+            .prepare_cached(statement)
+            .and_then(|mut prepared| {
+                prepared
+                    .query_map(rusqlite::params_from_iter(parameters), R::from_inline_row)?
+                    .collect()
+            });
+        // As in `read_optional`: SQLite has ended the statement either way.
+        self.give_back(connection);
+        rows
+    }
 }
 
-/// Whether a read failed only because SQLite could not start it without
-/// waiting for another connection's lock.
 /// The value at `*position` of `row`, then the next position. Debug builds
 /// check that the column there is `name`: the row type's fields must be in
 /// the order its statement selects them.
@@ -136,6 +163,8 @@ pub(super) fn column<T: rusqlite::types::FromSql>(
     row.get(at)
 }
 
+/// Whether a read failed only because SQLite could not start it without
+/// waiting for another connection's lock.
 pub(super) fn is_busy(error: &rusqlite::Error) -> bool {
     matches!(
         error.sqlite_error_code(),
@@ -241,6 +270,23 @@ pub(super) mod tests {
             .unwrap();
         // Unreached in a debug build: by position, `kind` would hold the id.
         assert_eq!((row.kind.as_str(), row.id.as_str()), ("a", "x"));
+    }
+
+    #[test]
+    fn a_statement_is_planned_once_whatever_its_values() {
+        let (_directory, reader) = table_of_one_row();
+        let statement = "SELECT id, kind FROM t WHERE kind = $1 LIMIT $2";
+        for limit in [1_i64, 2, 3] {
+            let rows: Vec<IdAndKind> = reader
+                .read_all::<_, &dyn rusqlite::ToSql>(statement, &[&"x", &limit])
+                .unwrap();
+            assert_eq!(rows.len(), 1);
+        }
+        // Reads take turns on one idle connection, which has the statement
+        // in its cache.
+        let connection = reader.take().unwrap();
+        let prepared = connection.prepare_cached(statement).unwrap();
+        assert_eq!(prepared.get_status(rusqlite::StatementStatus::RePrepare), 0);
     }
 
     #[test]

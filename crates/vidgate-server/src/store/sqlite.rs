@@ -8,9 +8,10 @@
 //! the writer thanks to WAL. Because writes are serialised, the row-locking
 //! clauses PostgreSQL needs are empty here.
 //!
-//! The hottest reads, a generation by id and the caller of an API key, run
-//! inline on synchronous connections instead (`inline_reads.rs`): for them
-//! the hand-off to sqlx's connection thread costs more than the read.
+//! The hottest reads, a generation by id, the caller of an API key and a
+//! page of an account's generations, run inline on synchronous connections
+//! instead (`inline_reads.rs`): for them the hand-offs to sqlx's connection
+//! thread cost more than the read.
 //!
 //! Commits are durable against an operating-system crash or a power cut by
 //! default (`synchronous=FULL`: the WAL is synced at every commit), because a
@@ -147,6 +148,26 @@ impl SqliteStore {
             Err(error) if inline_reads::is_busy(&error) => {
                 point_read_on_pool(&self.reader, statement, parameters).await
             }
+            read => Ok(read?),
+        }
+    }
+
+    /// Reads every row of `statement` inline (see `inline_reads.rs`), or,
+    /// when SQLite could not start the read without waiting for a lock,
+    /// through `on_reader_pool`: the same statement on the reader pool,
+    /// which is only run then.
+    pub(super) async fn read_all<R, P>(
+        &self,
+        statement: &str,
+        parameters: &[P],
+        on_reader_pool: impl Future<Output = Result<Vec<R>, StoreError>>,
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: InlineRow,
+        P: rusqlite::ToSql,
+    {
+        match self.inline_reader.read_all(statement, parameters) {
+            Err(error) if inline_reads::is_busy(&error) => on_reader_pool.await,
             read => Ok(read?),
         }
     }
@@ -311,6 +332,31 @@ mod tests {
             .unwrap()
             .expect("the key's caller, read from the pool");
         assert_eq!(caller.account_id, created.account.id);
+    }
+
+    #[tokio::test]
+    async fn a_list_sqlite_cannot_start_at_once_is_answered_by_the_reader_pool() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, account_id) =
+            crate::store::generations::tests::store_with_generations(directory.path()).await;
+        let mut store = std::sync::Arc::into_inner(store).expect("the only handle of the store");
+        let filter = crate::store::ListFilter {
+            status: Some(vidgate_core::GenerationStatus::Succeeded),
+            model: None,
+            before: None,
+            limit: 4,
+        };
+        let inline = store.list_generations(&account_id, &filter).await.unwrap();
+        assert_eq!(inline.len(), 4);
+        // The inline reader now meets a lock on every read, as it would
+        // while another process recovers the WAL.
+        let held = inline_reads::tests::held_database();
+        let Database::Sqlite(sqlite) = &mut store.database else {
+            unreachable!("the store was opened on SQLite");
+        };
+        sqlite.inline_reader = InlineReader::open(&held.path).unwrap();
+        let pooled = store.list_generations(&account_id, &filter).await.unwrap();
+        assert_eq!(pooled, inline);
     }
 
     #[cfg(unix)]
