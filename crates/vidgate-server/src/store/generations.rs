@@ -608,10 +608,16 @@ pub(super) mod tests {
         let store = crate::store::open(&url).await.unwrap();
         let mut accounts = Vec::new();
         for name in ["listed", "other"] {
-            let created = crate::accounts::create_account(&store, name, Micros(1_000_000))
+            let created = store
+                .create_account(crate::store::NewAccount {
+                    id: format!("acct_{name}"),
+                    name: name.to_owned(),
+                    initial_credit: Micros(1_000_000),
+                    webhook_secret: "whsec_test".to_owned(),
+                })
                 .await
                 .unwrap();
-            accounts.push(created.account.id);
+            accounts.push(created.id);
         }
         insert_generations(&store, &accounts[0], 60).await;
         insert_generations(&store, &accounts[1], 10).await;
