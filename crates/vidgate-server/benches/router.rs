@@ -172,29 +172,17 @@ async fn main() {
     assert_eq!(submitted.status(), StatusCode::ACCEPTED);
     let generation: serde_json::Value = serde_json::from_slice(&body_of(submitted).await).unwrap();
     let generation_path = format!("/api/v1/generations/{}", generation["id"].as_str().unwrap());
-    let generation_bytes = body_of(
-        send(
-            Request::get(&generation_path)
-                .header(header::AUTHORIZATION, bearer.clone())
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap(),
-    )
-    .await;
+    // The answer's bytes of an authorized GET, for the bare router.
+    let answer_of = |path: String| {
+        let request = Request::get(path)
+            .header(header::AUTHORIZATION, bearer.clone())
+            .body(Body::empty())
+            .unwrap();
+        async { body_of(send(request).await.unwrap()).await }
+    };
+    let generation_bytes = answer_of(generation_path.clone()).await;
     let list_path = "/api/v1/generations?limit=20";
-    let list_bytes = body_of(
-        send(
-            Request::get(list_path)
-                .header(header::AUTHORIZATION, bearer.clone())
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap(),
-    )
-    .await;
+    let list_bytes = answer_of(list_path.to_owned()).await;
 
     let bare = {
         let etag = etag.clone();

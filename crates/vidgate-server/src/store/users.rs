@@ -437,6 +437,24 @@ impl Store {
         row.map(user_from_row).transpose()
     }
 
+    /// What a change to one of the account's people starts with: the
+    /// account locked (`actor_is_owner_in`), the actor one of its owners,
+    /// and the user one of its people.
+    async fn owners_user_in(
+        transaction: &mut WriteTransaction,
+        actor: PeopleActor<'_>,
+        user_id: &str,
+    ) -> Result<Result<User, PeopleRefusal>, StoreError> {
+        if !Self::actor_is_owner_in(&mut *transaction, actor).await? {
+            return Ok(Err(PeopleRefusal::NotAnOwner));
+        }
+        Ok(
+            Self::account_user_in(transaction, actor.account_id, user_id)
+                .await?
+                .ok_or(PeopleRefusal::UserNotFound),
+        )
+    }
+
     async fn owner_count_in(
         transaction: &mut WriteTransaction,
         account_id: &str,
@@ -481,12 +499,9 @@ impl Store {
         audit: impl FnOnce(&User) -> NewAuditEntry,
     ) -> Result<Result<User, PeopleRefusal>, StoreError> {
         let mut transaction = self.begin_write().await?;
-        if !Self::actor_is_owner_in(&mut transaction, actor).await? {
-            return Ok(Err(PeopleRefusal::NotAnOwner));
-        }
-        let Some(user) = Self::account_user_in(&mut transaction, actor.account_id, user_id).await?
-        else {
-            return Ok(Err(PeopleRefusal::UserNotFound));
+        let user = match Self::owners_user_in(&mut transaction, actor, user_id).await? {
+            Ok(user) => user,
+            Err(refused) => return Ok(Err(refused)),
         };
         if user.role == role {
             return Ok(Ok(user));
@@ -516,12 +531,9 @@ impl Store {
         audit: impl FnOnce(&User) -> NewAuditEntry,
     ) -> Result<Result<User, PeopleRefusal>, StoreError> {
         let mut transaction = self.begin_write().await?;
-        if !Self::actor_is_owner_in(&mut transaction, actor).await? {
-            return Ok(Err(PeopleRefusal::NotAnOwner));
-        }
-        let Some(user) = Self::account_user_in(&mut transaction, actor.account_id, user_id).await?
-        else {
-            return Ok(Err(PeopleRefusal::UserNotFound));
+        let user = match Self::owners_user_in(&mut transaction, actor, user_id).await? {
+            Ok(user) => user,
+            Err(refused) => return Ok(Err(refused)),
         };
         Self::remove_user_in(&mut transaction, user_id).await?;
         // Dropping the transaction rolls the removal back.
