@@ -321,9 +321,9 @@ async fn a_failed_delivery_says_when_it_is_tried_next(store: StoreKind) {
         let page = browser.get("/dashboard/webhooks").await;
         let next: Vec<&str> = cells(&page, "next-attempt");
         let settled = next.len() == limit
-            && next
-                .iter()
-                .all(|cell| cell.contains("in 5") || cell.contains("in 1 h"));
+            && next.iter().all(|cell| {
+                cell.contains(">in 5") && cell.contains(" min<") || cell.contains(">in 1 h ")
+            });
         if settled {
             assert!(page.body.contains("HTTP 500"));
             assert!(next[0].starts_with("<span title=\""), "{}", next[0]);
