@@ -70,8 +70,8 @@ after(async () => {
 });
 
 // A laptop by default; a phone (390 × 844, the size issue 44 names) on asking.
-async function newContext(viewport = { width: 1280, height: 900 }) {
-  const context = await browser.newContext({ viewport });
+async function newContext(viewport = { width: 1280, height: 900 }, options = {}) {
+  const context = await browser.newContext({ viewport, ...options });
   context.setDefaultTimeout(15_000);
   context.on('page', watchPage);
   return context;
@@ -167,6 +167,15 @@ async function goto(page, urlPath) {
   const response = await page.goto(`${base}${urlPath}`);
   assert.ok(response, `navigated to ${urlPath}`);
   return response;
+}
+
+// A context that carries account A's session from the sign-in test, so
+// that later tests do not sign in again: every sign-in counts against the
+// (email, address) pair's bucket of 5 that refills one every 10 s, and a
+// run quicker than that would be refused for pace, not for anything wrong.
+async function signedInAsA(viewport, options = {}) {
+  const storageState = await state.contextA.storageState();
+  return newContext(viewport, { storageState, ...options });
 }
 
 async function signIn(page, email, password) {
@@ -401,11 +410,9 @@ test('playground: a form from the schema, a live quote, a run watched to success
 });
 
 test('playground without JavaScript: the form posts and leads to the detail page', async () => {
-  const context = await browser.newContext({ javaScriptEnabled: false });
-  context.setDefaultTimeout(15_000);
+  const context = await signedInAsA(undefined, { javaScriptEnabled: false });
   try {
     const page = await context.newPage();
-    await signIn(page, a.email, a.password);
     await goto(page, `/dashboard/playground?endpoint=${ENDPOINT}`);
     const form = page.locator('form#playground');
     await form.locator('[name="prompt"]').fill('e2e: without javascript');
@@ -542,10 +549,9 @@ test('44A playground at 1280×900: the run shows beside the form with its time, 
 });
 
 test('44A playground at 390×844: the run scrolls into view and fits the phone', async () => {
-  const context = await newContext({ width: 390, height: 844 });
+  const context = await signedInAsA({ width: 390, height: 844 });
   try {
     const page = await context.newPage();
-    await signIn(page, a.email, a.password);
     await goto(page, `/dashboard/playground?endpoint=${ENDPOINT}`);
     const form = page.locator('form#playground');
     await form.locator('[name="prompt"]').fill('e2e: a run on a phone');
@@ -679,11 +685,9 @@ test('44A generations: filters by status, status colours, thumbnails; the detail
 });
 
 test('44A generations without JavaScript: the filters are a plain form', async () => {
-  const context = await browser.newContext({ javaScriptEnabled: false });
-  context.setDefaultTimeout(15_000);
+  const context = await signedInAsA(undefined, { javaScriptEnabled: false });
   try {
     const page = await context.newPage();
-    await signIn(page, a.email, a.password);
     await goto(page, '/dashboard/generations');
     await page.selectOption('#filter-status', 'succeeded');
     await Promise.all([page.waitForURL(/status=succeeded/), page.click('form#generation-filters button[type=submit]')]);
@@ -696,10 +700,9 @@ test('44A generations without JavaScript: the filters are a plain form', async (
 
 test('44A generations at 390×844: the list and a detail fit the phone', async (t) => {
   if (!state.generationId) return t.skip('the playground made no generation');
-  const context = await newContext({ width: 390, height: 844 });
+  const context = await signedInAsA({ width: 390, height: 844 });
   try {
     const page = await context.newPage();
-    await signIn(page, a.email, a.password);
     const tooWide = [];
     for (const urlPath of ['/dashboard/generations', '/dashboard/generations?status=succeeded', `/dashboard/generations/${state.generationId}`, `/dashboard/playground?endpoint=${ENDPOINT}`]) {
       await goto(page, urlPath);
@@ -916,10 +919,9 @@ test('44B ledger: signed amounts with the balance after each, model and prompt, 
 });
 
 test('44B ledger and overview at 390×844: no sideways page scroll, the ledger scrolls in its box', async () => {
-  const context = await newContext({ width: 390, height: 844 });
+  const context = await signedInAsA({ width: 390, height: 844 });
   try {
     const page = await context.newPage();
-    await signIn(page, a.email, a.password);
     const tooWide = [];
     for (const urlPath of ['/dashboard', '/dashboard?days=90', '/dashboard/ledger', '/dashboard/ledger?kind=hold', '/dashboard/webhooks']) {
       await goto(page, urlPath);
