@@ -19,6 +19,7 @@ use vidgate_core::{GenerationStatus, Micros, Mode, Price};
 
 use crate::store::Generation;
 pub use crate::store::rfc3339;
+use crate::store::{Rfc3339, StoredJson};
 
 /// A string schema that allows only the given values: the schema of a
 /// field whose values come from a list the code already has (such as
@@ -162,28 +163,28 @@ pub struct GenerationError {
 #[schema(as = Generation)]
 pub struct GenerationRecord<'a> {
     #[schema(schema_with = nullable_time_schema, required = true)]
-    completed_at: Option<String>,
+    completed_at: Option<Rfc3339>,
     cost: Cost,
-    #[schema(format = DateTime)]
-    created_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    created_at: Rfc3339,
     endpoint: &'a str,
     #[schema(value_type = Option<GenerationError>, required = true)]
-    error: &'a Option<Value>,
+    error: &'a Option<StoredJson>,
     #[schema(pattern = "^gen_")]
     id: &'a str,
     /// The accepted request parameters, with defaults filled in.
     #[schema(value_type = Object)]
-    input: &'a Value,
+    input: &'a StoredJson,
     #[schema(value_type = Mode, inline)]
     mode: &'a str,
     model: &'a str,
     #[schema(inline)]
     object: GenerationKind,
     #[schema(value_type = Option<GenerationOutput>, required = true)]
-    output: &'a Option<Value>,
+    output: &'a Option<StoredJson>,
     source: &'a str,
     #[schema(schema_with = nullable_time_schema, required = true)]
-    started_at: Option<String>,
+    started_at: Option<Rfc3339>,
     #[schema(inline)]
     status: GenerationStatus,
     #[schema(inline)]
@@ -194,9 +195,9 @@ impl<'a> GenerationRecord<'a> {
     pub fn new(generation: &'a Generation, api_base: &str) -> GenerationRecord<'a> {
         let url = format!("{api_base}/generations/{}", generation.id);
         GenerationRecord {
-            completed_at: generation.completed_at.map(rfc3339),
+            completed_at: generation.completed_at.map(Rfc3339),
             cost: Cost::of(generation),
-            created_at: rfc3339(generation.created_at),
+            created_at: Rfc3339(generation.created_at),
             endpoint: &generation.endpoint,
             error: &generation.error,
             id: &generation.id,
@@ -206,7 +207,7 @@ impl<'a> GenerationRecord<'a> {
             object: GenerationKind::Generation,
             output: &generation.output,
             source: &generation.source,
-            started_at: generation.started_at.map(rfc3339),
+            started_at: generation.started_at.map(Rfc3339),
             status: generation.status,
             urls: Urls {
                 cancel: format!("{url}/cancel"),
@@ -263,8 +264,10 @@ pub(crate) fn sample_generation(status: GenerationStatus) -> Generation {
         endpoint: "vendor_1/model_1/text-to-video".into(),
         mode: "text-to-video".into(),
         status,
-        input: serde_json::json!({ "prompt": "a fox", "duration": 5 }),
-        output: Some(serde_json::json!({ "video_url": "https://x/y.mp4" })),
+        input: StoredJson::from_value(&serde_json::json!({ "prompt": "a fox", "duration": 5 })),
+        output: Some(StoredJson::from_value(
+            &serde_json::json!({ "video_url": "https://x/y.mp4" }),
+        )),
         error: None,
         price: vidgate_core::Micros(500_000),
         official_price: vidgate_core::Micros(600_000),

@@ -457,7 +457,7 @@ fn job_for(
             generation.endpoint
         )
     })?;
-    let input = ValidatedInput::from_stored_json(generation.input.clone());
+    let input = ValidatedInput::from_stored_json(generation.input.to_value());
     let (width, height) = endpoint.frame_size(&input);
     let seed = input
         .seed()

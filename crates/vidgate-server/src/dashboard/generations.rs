@@ -20,7 +20,7 @@ use vidgate_core::{Catalog, GenerationStatus, Micros};
 use super::session::SignedIn;
 use super::{Layout, Section, display_time, display_time_to_the_second, render, usd};
 use crate::state::AppState;
-use crate::store::{Generation, ListFilter};
+use crate::store::{Generation, ListFilter, StoredJson};
 
 /// Generations on one page of the list, newest first.
 const PAGE_ROWS: usize = 25;
@@ -155,10 +155,26 @@ pub(super) fn prompt_preview(input: &Value) -> String {
     preview
 }
 
+/// A generation's input and output, parsed once for the several fields of
+/// a page that read them (the store keeps them as JSON text).
+struct ParsedFields {
+    input: Value,
+    output: Option<Value>,
+}
+
+impl ParsedFields {
+    fn of(generation: &Generation) -> ParsedFields {
+        ParsedFields {
+            input: generation.input.to_value(),
+            output: generation.output.as_ref().map(StoredJson::to_value),
+        }
+    }
+}
+
 /// The clip's URL when it succeeded and the clip was not expired by the
 /// retention sweep.
-fn video_url(generation: &Generation) -> Option<String> {
-    let output = generation.output.as_ref()?;
+fn video_url(generation: &Generation, fields: &ParsedFields) -> Option<String> {
+    let output = fields.output.as_ref()?;
     let playable = generation.status == GenerationStatus::Succeeded
         && output["expired"].as_bool() != Some(true);
     playable
@@ -168,15 +184,15 @@ fn video_url(generation: &Generation) -> Option<String> {
 
 /// The clip's length: what was made when it succeeded, what was asked for
 /// otherwise.
-fn duration(generation: &Generation) -> String {
-    if let Some(seconds) = generation
+fn duration(fields: &ParsedFields) -> String {
+    if let Some(seconds) = fields
         .output
         .as_ref()
         .and_then(|output| output["duration_s"].as_f64())
     {
         return format!("{seconds:.1} s");
     }
-    match &generation.input["duration"] {
+    match &fields.input["duration"] {
         Value::Number(seconds) => format!("{seconds} s"),
         Value::String(seconds) => format!("{seconds} s"),
         _ => "—".to_owned(),
@@ -185,29 +201,30 @@ fn duration(generation: &Generation) -> String {
 
 /// The clip's size: the frame that was made when it succeeded, the
 /// resolution asked for otherwise.
-fn resolution(generation: &Generation) -> String {
-    if let Some(output) = &generation.output
+fn resolution(fields: &ParsedFields) -> String {
+    if let Some(output) = &fields.output
         && let (Some(width), Some(height)) = (output["width"].as_u64(), output["height"].as_u64())
     {
         return format!("{width}×{height}");
     }
-    generation.input["resolution"]
+    fields.input["resolution"]
         .as_str()
         .map_or_else(|| "—".to_owned(), str::to_owned)
 }
 
 fn row(catalog: &Catalog, generation: &Generation) -> GenerationRow {
+    let fields = ParsedFields::of(generation);
     GenerationRow {
         id: generation.id.clone(),
         status: generation.status.as_str().to_owned(),
         model: model_name(catalog, &generation.model),
-        prompt: prompt_preview(&generation.input),
-        duration: duration(generation),
-        resolution: resolution(generation),
+        prompt: prompt_preview(&fields.input),
+        duration: duration(&fields),
+        resolution: resolution(&fields),
         cost: cost(generation),
         created: display_time(generation.created_at),
         created_to_the_second: display_time_to_the_second(generation.created_at),
-        video_url: video_url(generation),
+        video_url: video_url(generation, &fields),
     }
 }
 
@@ -324,10 +341,10 @@ fn error_text(error: &serde_json::Value) -> String {
 /// The playground, opened on the generation's endpoint with its inputs
 /// filled in (the playground reads the same names from its query, all but
 /// the webhook URL).
-fn playground_href(generation: &Generation) -> String {
+fn playground_href(generation: &Generation, fields: &ParsedFields) -> String {
     let mut query = url::form_urlencoded::Serializer::new(String::new());
     query.append_pair("endpoint", &generation.endpoint);
-    if let Value::Object(input) = &generation.input {
+    if let Value::Object(input) = &fields.input {
         for (name, value) in input {
             query.append_pair(name, &super::playground::value_text(value));
         }
@@ -359,6 +376,7 @@ pub async fn show(
         Ok(None) => return super::not_found(Some(session)),
         Err(error) => return super::internal_error(error),
     };
+    let fields = ParsedFields::of(&generation);
     render(
         StatusCode::OK,
         &GenerationPage {
@@ -370,11 +388,14 @@ pub async fn show(
             billing: billing(&generation),
             created: display_time(generation.created_at),
             completed: generation.completed_at.map(display_time),
-            input: serde_json::to_string_pretty(&generation.input).unwrap_or_default(),
-            error: generation.error.as_ref().map(error_text),
-            video_url: video_url(&generation),
+            input: serde_json::to_string_pretty(&fields.input).unwrap_or_default(),
+            error: generation
+                .error
+                .as_ref()
+                .map(|error| error_text(&error.to_value())),
+            video_url: video_url(&generation, &fields),
             back_href: format!("/dashboard/generations{}", from_list.query_string(true)),
-            playground_href: playground_href(&generation),
+            playground_href: playground_href(&generation, &fields),
             curl: curl_command(&state.api_base, &generation.id),
             id: generation.id,
         },

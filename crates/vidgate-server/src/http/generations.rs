@@ -146,7 +146,7 @@ async fn cancel_before_start(
         return Ok(refused);
     };
     match backend
-        .cancel_before_start(generation_id, &generation.input)
+        .cancel_before_start(generation_id, &generation.input.to_value())
         .await
     {
         // The worker following the job may fail it in the moment between

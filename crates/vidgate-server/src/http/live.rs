@@ -354,7 +354,9 @@ mod tests {
             mode: "text-to-video".into(),
             status: vidgate_core::GenerationStatus::Queued,
             // A line break in a prompt must not end the data line.
-            input: serde_json::json!({ "prompt": "two\nlines" }),
+            input: crate::store::StoredJson::from_value(
+                &serde_json::json!({ "prompt": "two\nlines" }),
+            ),
             output: None,
             error: None,
             price: vidgate_core::Micros(100_000),

@@ -523,7 +523,7 @@ mod tests {
     use super::*;
     use crate::http::ApiError;
     use crate::representation::{GenerationOutput, rfc3339, sample_generation};
-    use crate::store::{Account, AccountLimits, Generation};
+    use crate::store::{Account, AccountLimits, Generation, StoredJson};
 
     /// What `value` has that its schema does not list, and what the schema
     /// requires that `value` lacks, at every level the schema describes
@@ -599,8 +599,8 @@ mod tests {
         error: Option<Value>,
     ) -> Generation {
         Generation {
-            output,
-            error,
+            output: output.as_ref().map(StoredJson::from_value),
+            error: error.as_ref().map(StoredJson::from_value),
             completed_at: Some(1_795_000_002_000),
             ..sample_generation(status)
         }

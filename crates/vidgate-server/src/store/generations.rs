@@ -12,7 +12,7 @@ use vidgate_core::{GenerationStatus, Micros};
 
 use super::database::{Database, WriteTransaction};
 use super::ledger::Movement;
-use super::{ProviderRun, Store, StoreError, now_millis};
+use super::{ProviderRun, Store, StoreError, StoredJson, now_millis};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generation {
@@ -22,9 +22,9 @@ pub struct Generation {
     pub endpoint: String,
     pub mode: String,
     pub status: GenerationStatus,
-    pub input: Value,
-    pub output: Option<Value>,
-    pub error: Option<Value>,
+    pub input: StoredJson,
+    pub output: Option<StoredJson>,
+    pub error: Option<StoredJson>,
     pub price: Micros,
     pub official_price: Micros,
     pub source: String,
@@ -323,16 +323,17 @@ impl TryFrom<GenerationRow> for Generation {
     type Error = StoreError;
 
     fn try_from(row: GenerationRow) -> Result<Self, StoreError> {
-        let parse_json = |text: &str| {
-            serde_json::from_str::<Value>(text)
-                .map_err(|error| StoreError::Corrupt(format!("generation {}: {error}", row.id)))
+        let id = &row.id;
+        let check_json = |text: String| {
+            StoredJson::from_text(text)
+                .map_err(|error| StoreError::Corrupt(format!("generation {id}: {error}")))
         };
         Ok(Generation {
             status: GenerationStatus::from_str(&row.status)
                 .map_err(|error| StoreError::Corrupt(error.to_string()))?,
-            input: parse_json(&row.input)?,
-            output: row.output.as_deref().map(parse_json).transpose()?,
-            error: row.error.as_deref().map(parse_json).transpose()?,
+            input: check_json(row.input)?,
+            output: row.output.map(check_json).transpose()?,
+            error: row.error.map(check_json).transpose()?,
             price: Micros(row.price_micros),
             official_price: Micros(row.official_micros),
             id: row.id,

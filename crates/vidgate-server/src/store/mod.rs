@@ -85,6 +85,7 @@ mod retention;
 mod schema;
 mod server_keys;
 mod sqlite;
+mod stored_json;
 mod stripe_payments;
 mod submit;
 mod uploads;
@@ -119,6 +120,7 @@ pub use queue::{ClaimableModels, FailureDetail, ProviderRun, QueueDepth, RescueR
 pub use retention::ExpiredFile;
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
 pub use sqlite::{SqliteDurability, SqliteStore};
+pub use stored_json::StoredJson;
 pub use stripe_payments::{
     StripeCredit, StripeCreditOutcome, StripeDisputeWon, StripeDisputeWonOutcome, StripeTakeBack,
     StripeTakeBackKind, StripeTakeBackOutcome,
@@ -269,10 +271,90 @@ pub fn now_millis() -> i64 {
 /// the output of an expired generation as well as the HTTP layer into every
 /// answer.
 pub fn rfc3339(unix_millis: i64) -> String {
-    let time = time::OffsetDateTime::from_unix_timestamp_nanos(unix_millis as i128 * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let format = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    time.format(&format).unwrap_or_default()
+    Rfc3339(unix_millis).to_string()
+}
+
+/// A store time written as `rfc3339` writes it, without making a `String`
+/// first: a record of a list writes three of them, which through a format
+/// description cost as much as the rest of the record (issue 42). The
+/// digits come from humantime's fixed-width formatter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rfc3339(pub i64);
+
+/// The last millisecond that RFC 3339's four-digit year can write,
+/// 9999-12-31T23:59:59.999Z. A store time outside 1970 to 9999 (which no
+/// clock of ours writes) is shown as the nearer end rather than failing
+/// the answer it is in.
+const LAST_WRITABLE_MILLIS: i64 = 253_402_300_799_999;
+
+impl std::fmt::Display for Rfc3339 {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let millis = self.0.clamp(0, LAST_WRITABLE_MILLIS) as u64;
+        let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(millis);
+        std::fmt::Display::fmt(&humantime::format_rfc3339_millis(time), formatter)
+    }
+}
+
+impl serde::Serialize for Rfc3339 {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `rfc3339` wrote through `time`'s format description before it
+    /// took humantime's formatter.
+    fn through_a_format_description(unix_millis: i64) -> String {
+        let time =
+            time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_millis) * 1_000_000)
+                .unwrap();
+        let format = time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+        );
+        time.format(&format).unwrap()
+    }
+
+    #[test]
+    fn store_times_are_written_as_a_format_description_writes_them() {
+        // The epoch, leap days of a century and of a 400-year cycle, the
+        // last millisecond of a year and of a day, and now.
+        let times = [
+            0,
+            951_782_400_000,
+            4_107_456_000_000,
+            1_703_980_799_999,
+            1_709_251_199_999,
+            1_709_164_800_001,
+            now_millis(),
+            LAST_WRITABLE_MILLIS,
+        ];
+        for unix_millis in times {
+            assert_eq!(
+                rfc3339(unix_millis),
+                through_a_format_description(unix_millis),
+                "{unix_millis}"
+            );
+        }
+        // Every 37 hours and 1 ms over 60 years, so every month and hour.
+        for step in 0..15_000 {
+            let unix_millis = step * 133_200_001;
+            assert_eq!(
+                rfc3339(unix_millis),
+                through_a_format_description(unix_millis)
+            );
+        }
+        assert_eq!(
+            serde_json::to_string(&Rfc3339(1_709_164_800_001)).unwrap(),
+            "\"2024-02-29T00:00:00.001Z\""
+        );
+    }
+
+    #[test]
+    fn a_time_outside_what_rfc3339_writes_is_shown_as_the_nearer_end() {
+        assert_eq!(rfc3339(-1), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(i64::MAX), "9999-12-31T23:59:59.999Z");
+    }
 }

@@ -34,7 +34,7 @@ use super::group_commit::{BatchSubmitter, SubmitAnswer};
 use super::ledger::Movement;
 use super::postgres::WORK_CHANNEL;
 use super::sqlite::begin_immediate;
-use super::{Store, StoreError, now_millis};
+use super::{Store, StoreError, StoredJson, now_millis};
 use crate::spend_limits::SpendLimit;
 
 impl Store {
@@ -64,7 +64,7 @@ fn queued_generation(generation: &NewGeneration, now: i64) -> Generation {
         endpoint: generation.endpoint.clone(),
         mode: generation.mode.clone(),
         status: GenerationStatus::Queued,
-        input: generation.input.clone(),
+        input: StoredJson::from_value(&generation.input),
         output: None,
         error: None,
         price: generation.price,
