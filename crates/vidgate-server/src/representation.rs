@@ -217,6 +217,150 @@ impl<'a> GenerationRecord<'a> {
     }
 }
 
+/// Writes `generation`'s record into `out` as JSON: the bytes that
+/// `GenerationRecord`'s derived `Serialize` writes (a test holds the two
+/// equal for every state), for the two hot reads, `GET /generations/{id}`
+/// and the list (issue 42). Writing by hand saves what the derive does per
+/// field: escaping each key, making the URLs as strings first, and checking
+/// that the stored input, output and error are JSON, which the store wrote
+/// from a `Value` (`StoredJson`). Strings and numbers are still written
+/// by serde_json.
+pub fn write_generation_json(out: &mut Vec<u8>, generation: &Generation, api_base: &str) {
+    out.extend_from_slice(b"{\"completed_at\":");
+    write_optional_time(out, generation.completed_at);
+    out.extend_from_slice(b",\"cost\":");
+    write_cost(out, &Cost::of(generation));
+    out.extend_from_slice(b",\"created_at\":");
+    write_optional_time(out, Some(generation.created_at));
+    out.extend_from_slice(b",\"endpoint\":");
+    write_string(out, &generation.endpoint);
+    out.extend_from_slice(b",\"error\":");
+    write_optional_stored(out, generation.error.as_ref());
+    out.extend_from_slice(b",\"id\":");
+    write_string(out, &generation.id);
+    out.extend_from_slice(b",\"input\":");
+    out.extend_from_slice(generation.input.text().as_bytes());
+    out.extend_from_slice(b",\"mode\":");
+    write_string(out, &generation.mode);
+    out.extend_from_slice(b",\"model\":");
+    write_string(out, &generation.model);
+    out.extend_from_slice(b",\"object\":\"generation\",\"output\":");
+    write_optional_stored(out, generation.output.as_ref());
+    out.extend_from_slice(b",\"source\":");
+    write_string(out, &generation.source);
+    out.extend_from_slice(b",\"started_at\":");
+    write_optional_time(out, generation.started_at);
+    out.extend_from_slice(b",\"status\":");
+    write_string(out, generation.status.as_str());
+    // The URLs, written in pieces without being made into strings first.
+    out.extend_from_slice(b",\"urls\":{\"cancel\":\"");
+    write_url_of(out, api_base, &generation.id);
+    out.extend_from_slice(b"/cancel\",\"get\":\"");
+    write_url_of(out, api_base, &generation.id);
+    out.extend_from_slice(b"\"}}");
+}
+
+/// `text` as a JSON string. Most of a record's strings (ids, names, URLs)
+/// have nothing to escape, and are copied between their quotes; any other
+/// goes through serde_json's escaping.
+fn write_string(out: &mut Vec<u8>, text: &str) {
+    if needs_no_escape(text) {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, text).expect("writing JSON into a Vec does not fail");
+    }
+}
+
+/// Whether `text` is written in a JSON string as it is: no quote, no
+/// backslash and no control character, which serde_json would escape.
+fn needs_no_escape(text: &str) -> bool {
+    text.bytes()
+        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
+}
+
+/// The contents of the string `{api_base}/generations/{id}`, without its
+/// quotes.
+fn write_url_of(out: &mut Vec<u8>, api_base: &str, id: &str) {
+    for piece in [api_base, "/generations/", id] {
+        if needs_no_escape(piece) {
+            out.extend_from_slice(piece.as_bytes());
+        } else {
+            let quoted = serde_json::to_string(piece).expect("a string is JSON");
+            out.extend_from_slice(&quoted.as_bytes()[1..quoted.len() - 1]);
+        }
+    }
+}
+
+fn write_optional_time(out: &mut Vec<u8>, unix_millis: Option<i64>) {
+    use std::io::Write as _;
+    match unix_millis {
+        // Digits, dashes, colons, a dot and letters: nothing to escape.
+        Some(unix_millis) => {
+            write!(out, "\"{}\"", Rfc3339(unix_millis)).expect("writing into a Vec does not fail")
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn write_optional_stored(out: &mut Vec<u8>, stored: Option<&StoredJson>) {
+    match stored {
+        Some(stored) => out.extend_from_slice(stored.text().as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// `cost` as its derived `Serialize` writes it, the amounts' digits by
+/// serde_json.
+fn write_cost(out: &mut Vec<u8>, cost: &Cost) {
+    let write_amount = |out: &mut Vec<u8>, amount: Option<f64>| match amount {
+        Some(amount) => {
+            serde_json::to_writer(out, &amount).expect("writing JSON into a Vec does not fail")
+        }
+        None => out.extend_from_slice(b"null"),
+    };
+    out.extend_from_slice(b"{\"amount_usd\":");
+    write_amount(out, Some(cost.amount_usd));
+    out.extend_from_slice(b",\"currency\":\"usd\",\"estimated\":");
+    out.extend_from_slice(if cost.estimated { b"true" } else { b"false" });
+    out.extend_from_slice(b",\"official_usd\":");
+    write_amount(out, cost.official_usd);
+    out.extend_from_slice(b",\"saved_usd\":");
+    write_amount(out, cost.saved_usd);
+    out.push(b'}');
+}
+
+/// Writes a page of the generations list into `out` as JSON, each record
+/// by `write_generation_json`: the bytes `http::generations::ListPage`
+/// describes, in its (alphabetical) order of fields.
+pub fn write_generation_page_json(
+    out: &mut Vec<u8>,
+    generations: &[Generation],
+    next_cursor: Option<&str>,
+    api_base: &str,
+) {
+    out.extend_from_slice(b"{\"data\":[");
+    for (index, generation) in generations.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write_generation_json(out, generation, api_base);
+    }
+    out.extend_from_slice(b"],\"has_more\":");
+    out.extend_from_slice(if next_cursor.is_some() {
+        b"true"
+    } else {
+        b"false"
+    });
+    out.extend_from_slice(b",\"next_cursor\":");
+    match next_cursor {
+        Some(cursor) => write_string(out, cursor),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"object\":\"list\"}");
+}
+
 /// A page of `page_size` generations out of a list read with one row more
 /// than the page, and the cursor of the next page when that row was there.
 /// The API's lists (the account's and the operator's) and the dashboard's
@@ -347,6 +491,71 @@ mod tests {
                 value["urls"]["cancel"],
                 "https://api.example/api/v1/generations/gen_1/cancel"
             );
+        }
+    }
+
+    /// Generations of every state, with and without an output and an
+    /// error, with strings that need escaping and times at the ends of
+    /// what RFC 3339 writes.
+    fn generations_of_every_shape() -> Vec<Generation> {
+        let output = StoredJson::from_value(&serde_json::json!({
+            "content_type": "video/mp4", "duration_s": 5.0, "fps": 24, "has_audio": false,
+            "height": 720, "seed": 7, "size_bytes": 1_843_200,
+            "video_url": "https://x/files/a.mp4", "width": 1280,
+        }));
+        let error = StoredJson::from_value(
+            &serde_json::json!({ "code": "generation_failed", "message": "a \"quoted\"\nline" }),
+        );
+        let mut generations = Vec::new();
+        for status in GenerationStatus::ALL.iter().copied() {
+            let mut generation = sample_generation(status);
+            generation.id = format!("gen_{}\u{2028}\"é", status.as_str());
+            generation.input = StoredJson::from_value(&serde_json::json!({
+                "prompt": "two\nlines, \"quoted\", tab\t, é, \u{1F600}", "duration": 5,
+                "resolution": "720p", "ratio": 0.5,
+            }));
+            generation.output = (status == GenerationStatus::Succeeded).then(|| output.clone());
+            generation.error = (status == GenerationStatus::Failed).then(|| error.clone());
+            generation.started_at = (status != GenerationStatus::Queued).then_some(0);
+            generation.completed_at = status.is_final().then_some(i64::MAX);
+            generation.price = Micros(1);
+            generations.push(generation);
+        }
+        generations
+    }
+
+    /// The hot reads' hand-written JSON is the derived `Serialize`'s, byte
+    /// for byte: a field added to the record and not to the writer, or
+    /// written differently, fails here.
+    #[test]
+    fn the_hot_reads_write_the_bytes_of_the_derived_record() {
+        let api_base = "https://api.example/api/v1";
+        let generations = generations_of_every_shape();
+        // The second base has characters to escape (no real one has).
+        for base in [api_base, "https://api.example/\"odd\"\\base"] {
+            for generation in &generations {
+                let mut written = Vec::new();
+                write_generation_json(&mut written, generation, base);
+                let derived =
+                    serde_json::to_string(&GenerationRecord::new(generation, base)).unwrap();
+                assert_eq!(String::from_utf8(written).unwrap(), derived);
+            }
+        }
+        // A page, with and without a next page: the fields of `ListPage`.
+        let records: Vec<Value> = generations
+            .iter()
+            .map(|generation| generation_json(generation, api_base))
+            .collect();
+        for next_cursor in [None, Some("MTcwMDAwMDAwMDAwMDpnZW5fYQ")] {
+            let mut written = Vec::new();
+            write_generation_page_json(&mut written, &generations, next_cursor, api_base);
+            let expected = serde_json::json!({
+                "data": records,
+                "has_more": next_cursor.is_some(),
+                "next_cursor": next_cursor,
+                "object": "list",
+            });
+            assert_eq!(String::from_utf8(written).unwrap(), expected.to_string());
         }
     }
 }

@@ -457,7 +457,12 @@ fn job_for(
             generation.endpoint
         )
     })?;
-    let input = ValidatedInput::from_stored_json(generation.input.to_value());
+    let input = ValidatedInput::from_stored_json(
+        generation
+            .input
+            .value()
+            .map_err(|error| error.to_string())?,
+    );
     let (width, height) = endpoint.frame_size(&input);
     let seed = input
         .seed()

@@ -20,7 +20,7 @@ use vidgate_core::{Catalog, GenerationStatus, Micros};
 use super::session::SignedIn;
 use super::{Layout, Section, display_time, display_time_to_the_second, render, usd};
 use crate::state::AppState;
-use crate::store::{Generation, ListFilter, StoredJson};
+use crate::store::{Generation, ListFilter, StoreError, StoredJson};
 
 /// Generations on one page of the list, newest first.
 const PAGE_ROWS: usize = 25;
@@ -163,11 +163,15 @@ struct ParsedFields {
 }
 
 impl ParsedFields {
-    fn of(generation: &Generation) -> ParsedFields {
-        ParsedFields {
-            input: generation.input.to_value(),
-            output: generation.output.as_ref().map(StoredJson::to_value),
-        }
+    fn of(generation: &Generation) -> Result<ParsedFields, StoreError> {
+        Ok(ParsedFields {
+            input: generation.input.value()?,
+            output: generation
+                .output
+                .as_ref()
+                .map(StoredJson::value)
+                .transpose()?,
+        })
     }
 }
 
@@ -212,9 +216,9 @@ fn resolution(fields: &ParsedFields) -> String {
         .map_or_else(|| "—".to_owned(), str::to_owned)
 }
 
-fn row(catalog: &Catalog, generation: &Generation) -> GenerationRow {
-    let fields = ParsedFields::of(generation);
-    GenerationRow {
+fn row(catalog: &Catalog, generation: &Generation) -> Result<GenerationRow, StoreError> {
+    let fields = ParsedFields::of(generation)?;
+    Ok(GenerationRow {
         id: generation.id.clone(),
         status: generation.status.as_str().to_owned(),
         model: model_name(catalog, &generation.model),
@@ -225,7 +229,7 @@ fn row(catalog: &Catalog, generation: &Generation) -> GenerationRow {
         created: display_time(generation.created_at),
         created_to_the_second: display_time_to_the_second(generation.created_at),
         video_url: video_url(generation, &fields),
-    }
+    })
 }
 
 pub async fn list(
@@ -264,6 +268,14 @@ pub async fn list(
         Err(error) => return super::internal_error(error),
     };
     let (generations, next_cursor) = crate::representation::one_page(generations, PAGE_ROWS);
+    let rows = match generations
+        .iter()
+        .map(|generation| row(&state.catalog, generation))
+        .collect()
+    {
+        Ok(rows) => rows,
+        Err(error) => return super::internal_error(error),
+    };
     let filters_only = query.query_string(false);
     let next_page_href = next_cursor.map(|cursor| {
         let next = ListQuery {
@@ -294,10 +306,7 @@ pub async fn list(
         StatusCode::OK,
         &GenerationsPage {
             layout: Layout::signed_in(session, "Generations", Section::Generations),
-            generations: generations
-                .iter()
-                .map(|generation| row(&state.catalog, generation))
-                .collect(),
+            generations: rows,
             statuses,
             models,
             filtered: filter.status.is_some() || filter.model.is_some(),
@@ -376,7 +385,10 @@ pub async fn show(
         Ok(None) => return super::not_found(Some(session)),
         Err(error) => return super::internal_error(error),
     };
-    let fields = ParsedFields::of(&generation);
+    let fields = match ParsedFields::of(&generation) {
+        Ok(fields) => fields,
+        Err(error) => return super::internal_error(error),
+    };
     render(
         StatusCode::OK,
         &GenerationPage {
@@ -392,7 +404,8 @@ pub async fn show(
             error: generation
                 .error
                 .as_ref()
-                .map(|error| error_text(&error.to_value())),
+                .and_then(|error| error.value().ok())
+                .map(|error| error_text(&error)),
             video_url: video_url(&generation, &fields),
             back_href: format!("/dashboard/generations{}", from_list.query_string(true)),
             playground_href: playground_href(&generation, &fields),

@@ -323,17 +323,12 @@ impl TryFrom<GenerationRow> for Generation {
     type Error = StoreError;
 
     fn try_from(row: GenerationRow) -> Result<Self, StoreError> {
-        let id = &row.id;
-        let check_json = |text: String| {
-            StoredJson::from_text(text)
-                .map_err(|error| StoreError::Corrupt(format!("generation {id}: {error}")))
-        };
         Ok(Generation {
             status: GenerationStatus::from_str(&row.status)
                 .map_err(|error| StoreError::Corrupt(error.to_string()))?,
-            input: check_json(row.input)?,
-            output: row.output.map(check_json).transpose()?,
-            error: row.error.map(check_json).transpose()?,
+            input: StoredJson::from_store(row.input),
+            output: row.output.map(StoredJson::from_store),
+            error: row.error.map(StoredJson::from_store),
             price: Micros(row.price_micros),
             official_price: Micros(row.official_micros),
             id: row.id,

@@ -236,7 +236,10 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
     }
     let failed = store.generation("acct", "gen_lost").await.unwrap().unwrap();
     assert_eq!(failed.status, vidgate_core::GenerationStatus::Failed);
-    assert_eq!(failed.error.unwrap().to_value()["code"], "worker_lost");
+    assert_eq!(
+        failed.error.unwrap().value().unwrap()["code"],
+        "worker_lost"
+    );
     let account = store.account("acct").await.unwrap().unwrap();
     assert_eq!((account.balance.0, account.held.0), (1_000_000, 0));
 }

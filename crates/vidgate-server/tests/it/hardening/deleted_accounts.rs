@@ -171,7 +171,7 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
         .await
         .unwrap()
         .unwrap();
-    let error = failed.error.unwrap().to_value();
+    let error = failed.error.unwrap().value().unwrap();
     assert_eq!(error["message"], "[deleted]");
     assert!(error["code"].is_string(), "{error}");
     app.assert_ledger_invariant(&account_id).await;

@@ -56,9 +56,9 @@ async fn a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resu
             generation_id: claimed.id.clone(),
             model: claimed.model.clone(),
             mode: claimed.mode.parse().unwrap(),
-            input: ValidatedInput::from_stored_json(claimed.input.to_value()),
+            input: ValidatedInput::from_stored_json(claimed.input.value().unwrap()),
             // A text-to-video job has no media, so its media input is its input.
-            media_input: ValidatedInput::from_stored_json(claimed.input.to_value()),
+            media_input: ValidatedInput::from_stored_json(claimed.input.value().unwrap()),
             media: Default::default(),
             width: 1920,
             height: 1080,
