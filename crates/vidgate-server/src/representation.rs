@@ -17,9 +17,8 @@ use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 use vidgate_core::{GenerationStatus, Micros, Mode, Price};
 
-use crate::store::Generation;
 pub use crate::store::rfc3339;
-use crate::store::{Rfc3339, StoredJson};
+use crate::store::{Generation, GenerationView, Rfc3339, StoredJson};
 
 /// A string schema that allows only the given values: the schema of a
 /// field whose values come from a list the code already has (such as
@@ -80,7 +79,7 @@ pub struct Cost {
 }
 
 impl Cost {
-    fn of(generation: &Generation) -> Cost {
+    fn of(generation: &GenerationView<'_>) -> Cost {
         let (amount, estimated, official) = match generation.status {
             GenerationStatus::Queued | GenerationStatus::Running => (generation.price, true, None),
             GenerationStatus::Succeeded => {
@@ -196,7 +195,7 @@ impl<'a> GenerationRecord<'a> {
         let url = format!("{api_base}/generations/{}", generation.id);
         GenerationRecord {
             completed_at: generation.completed_at.map(Rfc3339),
-            cost: Cost::of(generation),
+            cost: Cost::of(&generation.view()),
             created_at: Rfc3339(generation.created_at),
             endpoint: &generation.endpoint,
             error: &generation.error,
@@ -225,7 +224,7 @@ impl<'a> GenerationRecord<'a> {
 /// that the stored input, output and error are JSON, which the store wrote
 /// from a `Value` (`StoredJson`). Strings and numbers are still written
 /// by serde_json.
-pub fn write_generation_json(out: &mut Vec<u8>, generation: &Generation, api_base: &str) {
+pub fn write_generation_json(out: &mut Vec<u8>, generation: &GenerationView<'_>, api_base: &str) {
     out.extend_from_slice(b"{\"completed_at\":");
     write_optional_time(out, generation.completed_at);
     out.extend_from_slice(b",\"cost\":");
@@ -233,30 +232,30 @@ pub fn write_generation_json(out: &mut Vec<u8>, generation: &Generation, api_bas
     out.extend_from_slice(b",\"created_at\":");
     write_optional_time(out, Some(generation.created_at));
     out.extend_from_slice(b",\"endpoint\":");
-    write_string(out, &generation.endpoint);
+    write_string(out, generation.endpoint);
     out.extend_from_slice(b",\"error\":");
-    write_optional_stored(out, generation.error.as_ref());
+    write_optional_stored(out, generation.error);
     out.extend_from_slice(b",\"id\":");
-    write_string(out, &generation.id);
+    write_string(out, generation.id);
     out.extend_from_slice(b",\"input\":");
-    out.extend_from_slice(generation.input.text().as_bytes());
+    out.extend_from_slice(generation.input.as_bytes());
     out.extend_from_slice(b",\"mode\":");
-    write_string(out, &generation.mode);
+    write_string(out, generation.mode);
     out.extend_from_slice(b",\"model\":");
-    write_string(out, &generation.model);
+    write_string(out, generation.model);
     out.extend_from_slice(b",\"object\":\"generation\",\"output\":");
-    write_optional_stored(out, generation.output.as_ref());
+    write_optional_stored(out, generation.output);
     out.extend_from_slice(b",\"source\":");
-    write_string(out, &generation.source);
+    write_string(out, generation.source);
     out.extend_from_slice(b",\"started_at\":");
     write_optional_time(out, generation.started_at);
     out.extend_from_slice(b",\"status\":");
     write_string(out, generation.status.as_str());
     // The URLs, written in pieces without being made into strings first.
     out.extend_from_slice(b",\"urls\":{\"cancel\":\"");
-    write_url_of(out, api_base, &generation.id);
+    write_url_of(out, api_base, generation.id);
     out.extend_from_slice(b"/cancel\",\"get\":\"");
-    write_url_of(out, api_base, &generation.id);
+    write_url_of(out, api_base, generation.id);
     out.extend_from_slice(b"\"}}");
 }
 
@@ -304,9 +303,10 @@ fn write_optional_time(out: &mut Vec<u8>, unix_millis: Option<i64>) {
     }
 }
 
-fn write_optional_stored(out: &mut Vec<u8>, stored: Option<&StoredJson>) {
+/// A JSON text the store wrote (`StoredJson`), as it is.
+fn write_optional_stored(out: &mut Vec<u8>, stored: Option<&str>) {
     match stored {
-        Some(stored) => out.extend_from_slice(stored.text().as_bytes()),
+        Some(stored) => out.extend_from_slice(stored.as_bytes()),
         None => out.extend_from_slice(b"null"),
     }
 }
@@ -331,34 +331,72 @@ fn write_cost(out: &mut Vec<u8>, cost: &Cost) {
     out.push(b'}');
 }
 
-/// Writes a page of the generations list into `out` as JSON, each record
-/// by `write_generation_json`: the bytes `http::generations::ListPage`
-/// describes, in its (alphabetical) order of fields.
-pub fn write_generation_page_json(
-    out: &mut Vec<u8>,
-    generations: &[Generation],
-    next_cursor: Option<&str>,
-    api_base: &str,
-) {
-    out.extend_from_slice(b"{\"data\":[");
-    for (index, generation) in generations.iter().enumerate() {
-        if index > 0 {
-            out.push(b',');
+/// A page of the generations list written as JSON while its generations
+/// are read (`Store::visit_generations`): the bytes `http::generations::
+/// ListPage` describes, each record by `write_generation_json`. The list is
+/// read with one generation more than the page, which is not written but
+/// tells that another page exists, as `one_page` does for a collected list.
+pub struct GenerationPageWriter<'a> {
+    out: Vec<u8>,
+    page_size: usize,
+    written: usize,
+    has_more: bool,
+    /// The position of the last generation written, for the next page's
+    /// cursor; its id is copied into the same buffer each time.
+    last_created_at: i64,
+    last_id: String,
+    api_base: &'a str,
+}
+
+/// Room for a Generation record's JSON (about 900 bytes with a short
+/// prompt), so that most answers are written without growing their buffer.
+pub const RECORD_BYTES: usize = 1024;
+
+impl<'a> GenerationPageWriter<'a> {
+    pub fn new(page_size: usize, api_base: &'a str) -> GenerationPageWriter<'a> {
+        let mut out = Vec::with_capacity((page_size + 1) * RECORD_BYTES);
+        out.extend_from_slice(b"{\"data\":[");
+        GenerationPageWriter {
+            out,
+            page_size,
+            written: 0,
+            has_more: false,
+            last_created_at: 0,
+            last_id: String::new(),
+            api_base,
         }
-        write_generation_json(out, generation, api_base);
     }
-    out.extend_from_slice(b"],\"has_more\":");
-    out.extend_from_slice(if next_cursor.is_some() {
-        b"true"
-    } else {
-        b"false"
-    });
-    out.extend_from_slice(b",\"next_cursor\":");
-    match next_cursor {
-        Some(cursor) => write_string(out, cursor),
-        None => out.extend_from_slice(b"null"),
+
+    /// Adds the next generation, newest first.
+    pub fn push(&mut self, generation: GenerationView<'_>) {
+        if self.written == self.page_size {
+            self.has_more = true;
+            return;
+        }
+        if self.written > 0 {
+            self.out.push(b',');
+        }
+        write_generation_json(&mut self.out, &generation, self.api_base);
+        self.written += 1;
+        self.last_created_at = generation.created_at;
+        self.last_id.clear();
+        self.last_id.push_str(generation.id);
     }
-    out.extend_from_slice(b",\"object\":\"list\"}");
+
+    /// The page's JSON.
+    pub fn finish(mut self) -> Vec<u8> {
+        let out = &mut self.out;
+        out.extend_from_slice(b"],\"has_more\":");
+        if self.has_more {
+            let cursor = encode_cursor(self.last_created_at, &self.last_id);
+            out.extend_from_slice(b"true,\"next_cursor\":");
+            write_string(out, &cursor);
+        } else {
+            out.extend_from_slice(b"false,\"next_cursor\":null");
+        }
+        out.extend_from_slice(b",\"object\":\"list\"}");
+        self.out
+    }
 }
 
 /// A page of `page_size` generations out of a list read with one row more
@@ -372,14 +410,19 @@ pub fn one_page(
     let has_more = generations.len() > page_size;
     generations.truncate(page_size);
     let next_cursor = has_more
-        .then(|| generations.last().map(encode_cursor))
+        .then(|| {
+            generations
+                .last()
+                .map(|last| encode_cursor(last.created_at, &last.id))
+        })
         .flatten();
     (generations, next_cursor)
 }
 
-/// A list cursor: the position after `generation`, opaque to clients.
-fn encode_cursor(generation: &Generation) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}:{}", generation.created_at, generation.id))
+/// A list cursor: the position after the generation of `created_at` and
+/// `id`, opaque to clients.
+fn encode_cursor(created_at: i64, id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{created_at}:{id}"))
 }
 
 /// The position a cursor of `encode_cursor` names, or `None` for one this
@@ -535,27 +578,32 @@ mod tests {
         for base in [api_base, "https://api.example/\"odd\"\\base"] {
             for generation in &generations {
                 let mut written = Vec::new();
-                write_generation_json(&mut written, generation, base);
+                write_generation_json(&mut written, &generation.view(), base);
                 let derived =
                     serde_json::to_string(&GenerationRecord::new(generation, base)).unwrap();
                 assert_eq!(String::from_utf8(written).unwrap(), derived);
             }
         }
-        // A page, with and without a next page: the fields of `ListPage`.
-        let records: Vec<Value> = generations
-            .iter()
-            .map(|generation| generation_json(generation, api_base))
-            .collect();
-        for next_cursor in [None, Some("MTcwMDAwMDAwMDAwMDpnZW5fYQ")] {
-            let mut written = Vec::new();
-            write_generation_page_json(&mut written, &generations, next_cursor, api_base);
+        // Pages of every size around the number of generations read: the
+        // fields of `ListPage`, with the cursor `one_page` gives.
+        for page_size in 1..=generations.len() {
+            let mut writer = GenerationPageWriter::new(page_size, api_base);
+            for generation in &generations {
+                writer.push(generation.view());
+            }
+            let written = String::from_utf8(writer.finish()).unwrap();
+            let (page, next_cursor) = one_page(generations.clone(), page_size);
             let expected = serde_json::json!({
-                "data": records,
+                "data": page
+                    .iter()
+                    .map(|generation| generation_json(generation, api_base))
+                    .collect::<Vec<_>>(),
                 "has_more": next_cursor.is_some(),
                 "next_cursor": next_cursor,
                 "object": "list",
             });
-            assert_eq!(String::from_utf8(written).unwrap(), expected.to_string());
+            assert_eq!(written, expected.to_string(), "a page of {page_size}");
+            assert_eq!(next_cursor.is_some(), page_size < generations.len());
         }
     }
 }

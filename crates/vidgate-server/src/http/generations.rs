@@ -12,8 +12,8 @@ use vidgate_core::{CancelRefusal, GenerationStatus};
 use super::{ApiError, AppState, live};
 use crate::backend::StartedJobCancel;
 use crate::representation::{
-    GenerationRecord, ListKind, decode_cursor, one_page, write_generation_json,
-    write_generation_page_json,
+    GenerationPageWriter, GenerationRecord, ListKind, RECORD_BYTES, decode_cursor,
+    write_generation_json,
 };
 use crate::store::{Caller, CancelOutcome, Generation, ListFilter};
 
@@ -24,19 +24,12 @@ const POLL_HINT_SECONDS: u32 = 5;
 pub(super) const DEFAULT_PAGE_SIZE: u32 = 20;
 pub(super) const MAX_PAGE_SIZE: u32 = 100;
 
-/// Room for a Generation record's JSON (about 900 bytes with a short
-/// prompt), so that most answers are written without growing their buffer.
-const RECORD_BYTES: usize = 1024;
-
-/// A JSON answer of the bytes `write` puts in a buffer of `capacity`,
-/// with the headers of axum's `Json`. axum's `Json` starts with 128 bytes
-/// of buffer and writes each of serde_json's small pieces through
-/// `BytesMut`'s checks; with room for the answer from the start, a page of
-/// 20 generations is written with 40 % fewer instructions (BENCHMARKS.md,
-/// session 18).
-fn json_answer(capacity: usize, write: impl FnOnce(&mut Vec<u8>)) -> Response {
-    let mut body = Vec::with_capacity(capacity);
-    write(&mut body);
+/// A JSON answer of `body`, with the headers of axum's `Json`. The hot
+/// reads write their JSON by hand into a buffer with room for it from the
+/// start (`representation::write_generation_json`): axum's `Json` starts
+/// with 128 bytes and writes each of serde_json's small pieces through
+/// `BytesMut`'s checks (BENCHMARKS.md, sessions 18 and 19).
+fn json_answer(body: Vec<u8>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
@@ -49,9 +42,9 @@ fn json_answer(capacity: usize, write: impl FnOnce(&mut Vec<u8>)) -> Response {
 
 /// A generation response, with the polling hint while it is unfinished.
 pub fn generation_response(generation: &Generation, api_base: &str) -> Response {
-    let mut response = json_answer(RECORD_BYTES, |body| {
-        write_generation_json(body, generation, api_base);
-    });
+    let mut body = Vec::with_capacity(RECORD_BYTES);
+    write_generation_json(&mut body, &generation.view(), api_base);
+    let mut response = json_answer(body);
     if !generation.status.is_final() {
         response
             .headers_mut()
@@ -248,17 +241,15 @@ pub async fn list(
     let page_size = filter.limit as usize;
     // One extra row tells whether another page exists.
     filter.limit += 1;
-    let generations = state
+    // The page is written as the rows are read, without collecting them.
+    let mut page = GenerationPageWriter::new(page_size, &state.api_base);
+    state
         .store
-        .list_generations(&caller.account_id, &filter)
+        .visit_generations(&caller.account_id, &filter, |generation| {
+            page.push(generation)
+        })
         .await?;
-    let (generations, next_cursor) = one_page(generations, page_size);
-    Ok(json_answer(
-        (generations.len() + 1) * RECORD_BYTES,
-        |body| {
-            write_generation_page_json(body, &generations, next_cursor.as_deref(), &state.api_base);
-        },
-    ))
+    Ok(json_answer(page.finish()))
 }
 
 /// A page of generations, newest first. Its answer is written by

@@ -11,6 +11,7 @@ use serde_json::Value;
 use vidgate_core::{GenerationStatus, Micros};
 
 use super::database::{Database, WriteTransaction};
+use super::inline_reads::ColumnsInPlace;
 use super::ledger::Movement;
 use super::{ProviderRun, Store, StoreError, StoredJson, now_millis};
 
@@ -33,6 +34,86 @@ pub struct Generation {
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub completed_at: Option<i64>,
+}
+
+/// A generation as the answers present it, borrowed from where it was
+/// read: a `Generation`, or, in the API's list on SQLite, the row itself
+/// (`Store::visit_generations`), so that a page copies no text of its rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GenerationView<'a> {
+    pub id: &'a str,
+    pub model: &'a str,
+    pub endpoint: &'a str,
+    pub mode: &'a str,
+    pub status: GenerationStatus,
+    /// The JSON texts the store wrote (`StoredJson`).
+    pub input: &'a str,
+    pub output: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub price: Micros,
+    pub official_price: Micros,
+    pub source: &'a str,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub completed_at: Option<i64>,
+}
+
+impl Generation {
+    pub fn view(&self) -> GenerationView<'_> {
+        GenerationView {
+            id: &self.id,
+            model: &self.model,
+            endpoint: &self.endpoint,
+            mode: &self.mode,
+            status: self.status,
+            input: self.input.text(),
+            output: self.output.as_ref().map(StoredJson::text),
+            error: self.error.as_ref().map(StoredJson::text),
+            price: self.price,
+            official_price: self.official_price,
+            source: &self.source,
+            created_at: self.created_at,
+            started_at: self.started_at,
+            completed_at: self.completed_at,
+        }
+    }
+}
+
+/// A row of `generation_columns!()` read in place, as a view.
+fn view_of_inline_row<'row>(
+    row: &'row rusqlite::Row<'_>,
+) -> rusqlite::Result<GenerationView<'row>> {
+    let mut columns = ColumnsInPlace::new(row);
+    let id = columns.text("id")?;
+    columns.skip("account_id")?;
+    let model = columns.text("model")?;
+    let endpoint = columns.text("endpoint")?;
+    let mode = columns.text("mode")?;
+    let status = columns.parsed_text("status")?;
+    let input = columns.text("input")?;
+    let output = columns.optional_text("output")?;
+    let error = columns.optional_text("error")?;
+    let price = Micros(columns.integer("price_micros")?);
+    let official_price = Micros(columns.integer("official_micros")?);
+    let source = columns.text("source")?;
+    columns.skip("webhook_url")?;
+    columns.skip("attempts")?;
+    Ok(GenerationView {
+        id,
+        model,
+        endpoint,
+        mode,
+        status,
+        input,
+        output,
+        error,
+        price,
+        official_price,
+        source,
+        created_at: columns.integer("created_at")?,
+        started_at: columns.optional_integer("started_at")?,
+        completed_at: columns.optional_integer("completed_at")?,
+    })
 }
 
 pub struct NewGeneration {
@@ -482,6 +563,34 @@ impl Store {
         rows.into_iter().map(Generation::try_from).collect()
     }
 
+    /// An account's list as `list_generations` reads it, handed to `visit`
+    /// one generation at a time, newest first, instead of collected. On
+    /// SQLite each row is read in place and none of its texts is copied:
+    /// the API's list writes its answer from these (issue 42).
+    pub async fn visit_generations(
+        &self,
+        account_id: &str,
+        filter: &ListFilter,
+        mut visit: impl FnMut(GenerationView<'_>) + Send,
+    ) -> Result<(), StoreError> {
+        let pieces = account_list_pieces(account_id, filter);
+        if let Database::Sqlite(database) = &self.database {
+            let statement = InlineListStatement::new(ACCOUNT_LIST_SELECT, &pieces);
+            let read_inline =
+                database.for_each_inline_row(&statement.text, &statement.values, |row| {
+                    visit(view_of_inline_row(row)?);
+                    Ok(())
+                })?;
+            if read_inline {
+                return Ok(());
+            }
+        }
+        for row in self.list_generation_rows_on_reader(&pieces).await? {
+            visit(Generation::try_from(row)?.view());
+        }
+        Ok(())
+    }
+
     /// An account's list (`account_list_pieces`) through the reader pool:
     /// always on PostgreSQL, and on SQLite when the inline read would wait.
     async fn list_generation_rows_on_reader(
@@ -704,6 +813,16 @@ pub(super) mod tests {
                         let pooled = store.list_generation_rows_on_reader(&pieces).await.unwrap();
                         let (inline, pooled) = (generations(inline), generations(pooled));
                         assert_eq!(inline, pooled, "{filter:?}");
+                        // The rows read in place are the pool's rows.
+                        let mut visited = 0;
+                        store
+                            .visit_generations(&account_id, &filter, |generation| {
+                                assert_eq!(generation, pooled[visited].view(), "{filter:?}");
+                                visited += 1;
+                            })
+                            .await
+                            .unwrap();
+                        assert_eq!(visited, pooled.len(), "{filter:?}");
                         assert!(inline.len() <= limit as usize, "{filter:?}");
                         pages_with_rows += usize::from(!inline.is_empty());
                     }

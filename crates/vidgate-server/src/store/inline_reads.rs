@@ -29,6 +29,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::config::DbConfig;
+use rusqlite::types::{FromSqlError, ValueRef};
 use rusqlite::{ErrorCode, OpenFlags, OptionalExtension};
 
 /// Idle connections kept for the next reads. Reads run on the runtime's
@@ -131,17 +132,36 @@ impl InlineReader {
         statement: &str,
         parameters: &[P],
     ) -> rusqlite::Result<Vec<R>> {
+        let mut rows = Vec::new();
+        self.for_each_row(statement, parameters, |row| {
+            rows.push(R::from_inline_row(row)?);
+            Ok(())
+        })?;
+        Ok(rows)
+    }
+
+    /// Runs `statement` as `read_all` does and hands each row to `each` in
+    /// place, where its texts can be borrowed rather than copied. A read
+    /// that SQLite refuses as busy is refused before the first row.
+    pub(super) fn for_each_row<P: rusqlite::ToSql>(
+        &self,
+        statement: &str,
+        parameters: &[P],
+        mut each: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
+    ) -> rusqlite::Result<()> {
         let connection = self.take()?;
-        let rows = connection
+        let read = connection
             .prepare_cached(statement)
             .and_then(|mut prepared| {
-                prepared
-                    .query_map(rusqlite::params_from_iter(parameters), R::from_inline_row)?
-                    .collect()
+                let mut rows = prepared.query(rusqlite::params_from_iter(parameters))?;
+                while let Some(row) = rows.next()? {
+                    each(row)?;
+                }
+                Ok(())
             });
         // As in `read_optional`: SQLite has ended the statement either way.
         self.give_back(connection);
-        rows
+        read
     }
 }
 
@@ -161,6 +181,85 @@ pub(super) fn column<T: rusqlite::types::FromSql>(
         "column {at} of an inline read is not the field it fills"
     );
     row.get(at)
+}
+
+/// A row's columns read in order and in place: texts borrowed from the
+/// row rather than copied, valid until the next row is read. Debug builds
+/// check each column's name, as `column` does.
+pub(super) struct ColumnsInPlace<'row, 'statement> {
+    row: &'row rusqlite::Row<'statement>,
+    position: usize,
+}
+
+impl<'row, 'statement> ColumnsInPlace<'row, 'statement> {
+    pub(super) fn new(row: &'row rusqlite::Row<'statement>) -> ColumnsInPlace<'row, 'statement> {
+        ColumnsInPlace { row, position: 0 }
+    }
+
+    /// The next column, which must be `name`.
+    fn next(&mut self, name: &str) -> rusqlite::Result<(usize, ValueRef<'row>)> {
+        let at = self.position;
+        self.position += 1;
+        debug_assert_eq!(
+            self.row.as_ref().column_name(at).ok(),
+            Some(name),
+            "column {at} of an inline read is not the field it fills"
+        );
+        Ok((at, self.row.get_ref(at)?))
+    }
+
+    pub(super) fn text(&mut self, name: &str) -> rusqlite::Result<&'row str> {
+        let (at, value) = self.next(name)?;
+        value
+            .as_str()
+            .map_err(|error| conversion_failure(at, value, error))
+    }
+
+    /// A text column parsed into `T`, such as a state's name.
+    pub(super) fn parsed_text<T>(&mut self, name: &str) -> rusqlite::Result<T>
+    where
+        T: std::str::FromStr,
+        T::Err: std::error::Error + Send + Sync + 'static,
+    {
+        let (at, value) = self.next(name)?;
+        let text = value
+            .as_str()
+            .map_err(|error| conversion_failure(at, value, error))?;
+        text.parse().map_err(|error| {
+            rusqlite::Error::FromSqlConversionFailure(at, value.data_type(), Box::new(error))
+        })
+    }
+
+    pub(super) fn optional_text(&mut self, name: &str) -> rusqlite::Result<Option<&'row str>> {
+        let (at, value) = self.next(name)?;
+        value
+            .as_str_or_null()
+            .map_err(|error| conversion_failure(at, value, error))
+    }
+
+    pub(super) fn integer(&mut self, name: &str) -> rusqlite::Result<i64> {
+        let (at, value) = self.next(name)?;
+        value
+            .as_i64()
+            .map_err(|error| conversion_failure(at, value, error))
+    }
+
+    pub(super) fn optional_integer(&mut self, name: &str) -> rusqlite::Result<Option<i64>> {
+        let (at, value) = self.next(name)?;
+        value
+            .as_i64_or_null()
+            .map_err(|error| conversion_failure(at, value, error))
+    }
+
+    /// Passes over a column the reader has no use for.
+    pub(super) fn skip(&mut self, name: &str) -> rusqlite::Result<()> {
+        self.next(name).map(drop)
+    }
+}
+
+/// The error `Row::get` gives for a column of another type than asked.
+fn conversion_failure(at: usize, value: ValueRef<'_>, error: FromSqlError) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(at, value.data_type(), Box::new(error))
 }
 
 /// Whether a read failed only because SQLite could not start it without

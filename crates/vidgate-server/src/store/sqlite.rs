@@ -172,6 +172,22 @@ impl SqliteStore {
         }
     }
 
+    /// Hands every row of `statement` to `each` inline, in place (see
+    /// `InlineReader::for_each_row`). `Ok(false)` when SQLite could not
+    /// start the read without waiting for a lock: nothing was handed to
+    /// `each`, and the caller reads the rows through the reader pool.
+    pub(super) fn for_each_inline_row<P: rusqlite::ToSql>(
+        &self,
+        statement: &str,
+        parameters: &[P],
+        each: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
+    ) -> Result<bool, StoreError> {
+        match self.inline_reader.for_each_row(statement, parameters, each) {
+            Err(error) if inline_reads::is_busy(&error) => Ok(false),
+            read => read.map(|()| true).map_err(StoreError::from),
+        }
+    }
+
     /// `VACUUM INTO` reads one snapshot (a read transaction, which in WAL
     /// mode never blocks the server's writers) and writes it compacted to
     /// a new file; it refuses a path that already exists.
@@ -357,6 +373,16 @@ mod tests {
         sqlite.inline_reader = InlineReader::open(&held.path).unwrap();
         let pooled = store.list_generations(&account_id, &filter).await.unwrap();
         assert_eq!(pooled, inline);
+        // The visited list falls back alike, and visits each row once.
+        let mut visited = Vec::new();
+        store
+            .visit_generations(&account_id, &filter, |generation| {
+                visited.push(generation.id.to_owned())
+            })
+            .await
+            .unwrap();
+        let ids: Vec<String> = inline.into_iter().map(|generation| generation.id).collect();
+        assert_eq!(visited, ids);
     }
 
     #[cfg(unix)]
