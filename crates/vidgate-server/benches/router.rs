@@ -90,13 +90,6 @@ where
     started.elapsed().as_nanos() as f64 / f64::from(iterations)
 }
 
-/// The input and output of every seeded generation, as the store writes
-/// them for a succeeded one (compact, keys in order): the input with the
-/// defaults filled in, the output as the worker records the clip, so that
-/// a page costs what a page of real generations costs.
-const SEEDED_INPUT: &str = r#"{"aspect_ratio":"16:9","duration":5,"generate_audio":false,"prompt":"a lighthouse on a cliff at dusk, waves below, slow push in","resolution":"720p"}"#;
-const SEEDED_OUTPUT: &str = r#"{"content_type":"video/mp4","duration_s":5.0,"fps":24,"has_audio":false,"height":720,"seed":1234567,"size_bytes":1843200,"video_url":"http://127.0.0.1:8080/api/v1/files/outputs/Zq8vT1sYb2xW9kLmN3pR5tU7/gen_01a223cd58f47639a998e892cf4882e8.mp4","width":1280}"#;
-
 /// Inserts `count` succeeded generations of `account_id` into the SQLite
 /// database at `database_url` in one statement: submitting them through
 /// the API would take minutes under callgrind.
@@ -116,8 +109,8 @@ async fn seed_finished_generations(database_url: &str, account_id: &str, count: 
     .bind(account_id)
     .bind(count)
     .bind(SEED_EPOCH_MILLIS)
-    .bind(SEEDED_INPUT)
-    .bind(SEEDED_OUTPUT)
+    .bind(vidgate_test_support::seeded_generation::INPUT)
+    .bind(vidgate_test_support::seeded_generation::OUTPUT)
     .execute(&pool)
     .await
     .unwrap();

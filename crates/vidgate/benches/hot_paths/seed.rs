@@ -4,6 +4,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use vidgate_test_support::seeded_generation;
 
 /// Generation `index` of a seeded account was created this many
 /// milliseconds after the Unix epoch: one per millisecond, newest first,
@@ -25,7 +26,8 @@ pub fn cursor_after(index: i64) -> String {
 }
 
 /// Inserts generations `first..=last` of `account_id`: succeeded, spread
-/// over five of the six models (never `vendor_6/model_6`), one statement.
+/// over five of the six models (never `vendor_6/model_6`), one statement;
+/// each with the input and output of a real one (`seeded_generation`).
 pub async fn generations(database_url: &str, account_id: &str, first: i64, last: i64) {
     if database_url.starts_with("sqlite:") {
         let pool = sqlx::SqlitePool::connect(database_url).await.unwrap();
@@ -37,14 +39,15 @@ pub async fn generations(database_url: &str, account_id: &str, first: i64, last:
              SELECT printf('gen_seed_%09d', i), $1, \
              'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1), \
              'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1) || '/text-to-video', \
-             'text-to-video', 'succeeded', '{\"prompt\":\"seeded\",\"duration\":5}', \
-             '{\"video_url\":\"https://example.com/seeded.mp4\"}', 250000, 300000, 'api', 1, 3, \
+             'text-to-video', 'succeeded', $5, $6, 250000, 300000, 'api', 1, 3, \
              $4 - i, $4 - i, $4 - i FROM n",
         )
         .bind(account_id)
         .bind(first)
         .bind(last)
         .bind(SEED_EPOCH_MILLIS)
+        .bind(seeded_generation::INPUT)
+        .bind(seeded_generation::OUTPUT)
         .execute(&pool)
         .await
         .unwrap();
@@ -58,14 +61,15 @@ pub async fn generations(database_url: &str, account_id: &str, first: i64, last:
              SELECT 'gen_seed_' || lpad(i::text, 9, '0'), $1, \
              'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1), \
              'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1) || '/text-to-video', \
-             'text-to-video', 'succeeded', '{\"prompt\":\"seeded\",\"duration\":5}', \
-             '{\"video_url\":\"https://example.com/seeded.mp4\"}', 250000, 300000, 'api', 1, 3, \
+             'text-to-video', 'succeeded', $5, $6, 250000, 300000, 'api', 1, 3, \
              $4 - i, $4 - i, $4 - i FROM generate_series($2::bigint, $3::bigint) AS i",
         )
         .bind(account_id)
         .bind(first)
         .bind(last)
         .bind(SEED_EPOCH_MILLIS)
+        .bind(seeded_generation::INPUT)
+        .bind(seeded_generation::OUTPUT)
         .execute(&pool)
         .await
         .unwrap();
