@@ -22,6 +22,8 @@ pub enum CallerRefusal {
     SessionEnded,
     #[error("a state-changing request with a session lacks the session's CSRF token")]
     MissingCsrfToken,
+    #[error("the session's user must replace a one-time password first")]
+    PasswordChangeRequired,
     #[error("could not read the caller")]
     Store(#[from] StoreError),
 }
@@ -52,6 +54,12 @@ pub async fn caller_for_session(
         .ok_or(CallerRefusal::SessionEnded)?;
     if changes_state && !tokens_match(&session.csrf_token, csrf_token) {
         return Err(CallerRefusal::MissingCsrfToken);
+    }
+    // Every dashboard page sends such a user to the password page; the API
+    // the pages call is held to the same, or a one-time password would
+    // open it without ever being replaced.
+    if session.must_change_password {
+        return Err(CallerRefusal::PasswordChangeRequired);
     }
     Ok(api_caller(&session))
 }

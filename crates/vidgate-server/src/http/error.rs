@@ -250,6 +250,10 @@ impl From<CallerRefusal> for ApiError {
             "A request made with the dashboard session needs the page's X-CSRF-Token header."
                 .into(),
         ),
+        CallerRefusal::PasswordChangeRequired => ApiError::Forbidden(
+            "The dashboard user must replace their one-time password first, at /dashboard/password."
+                .into(),
+        ),
         CallerRefusal::Store(error) => error.into(),
     }
     }

@@ -175,15 +175,24 @@ impl SqliteStore {
     /// Hands every row of `statement` to `each` inline, in place (see
     /// `InlineReader::for_each_row`). `Ok(false)` when SQLite could not
     /// start the read without waiting for a lock: nothing was handed to
-    /// `each`, and the caller reads the rows through the reader pool.
+    /// `each`, and the caller reads the rows through the reader pool. A
+    /// read that fails after its first row is an error, never `false`, so
+    /// that no row is handed over twice.
     pub(super) fn for_each_inline_row<P: rusqlite::ToSql>(
         &self,
         statement: &str,
         parameters: &[P],
-        each: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
+        mut each: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
     ) -> Result<bool, StoreError> {
-        match self.inline_reader.for_each_row(statement, parameters, each) {
-            Err(error) if inline_reads::is_busy(&error) => Ok(false),
+        let mut handed_over = false;
+        let read = self
+            .inline_reader
+            .for_each_row(statement, parameters, |row| {
+                handed_over = true;
+                each(row)
+            });
+        match read {
+            Err(error) if inline_reads::is_busy(&error) && !handed_over => Ok(false),
             read => read.map(|()| true).map_err(StoreError::from),
         }
     }

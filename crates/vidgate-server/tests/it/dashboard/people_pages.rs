@@ -135,6 +135,18 @@ async fn a_one_time_password_holds_the_user_at_the_password_page(store: StoreKin
         )
         .await;
     assert_eq!(held.location(), "/dashboard/password");
+    // The API the pages call is held alike, with a 403 that says where to go.
+    let held_api = browser.api(reqwest::Method::GET, "/account", None).await;
+    assert_eq!(held_api.status(), StatusCode::FORBIDDEN);
+    let refusal: Value = held_api.json().await.unwrap();
+    assert_eq!(refusal["error"]["code"], "forbidden");
+    assert!(
+        refusal["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/dashboard/password"),
+        "{refusal}"
+    );
     let page = browser.get("/dashboard/password").await;
     assert!(
         page.body.contains("id=\"must-change-password\""),
@@ -179,6 +191,13 @@ async fn a_one_time_password_holds_the_user_at_the_password_page(store: StoreKin
     assert!(told.body.contains("href=\"/dashboard/keys\""));
     assert_eq!(browser.get("/dashboard").await.status, StatusCode::OK);
     assert_eq!(browser.get("/dashboard/keys").await.status, StatusCode::OK);
+    assert_eq!(
+        browser
+            .api(reqwest::Method::GET, "/account", None)
+            .await
+            .status(),
+        StatusCode::OK
+    );
     assert!(
         !user(&app, "otp@example.com")
             .await
