@@ -27,6 +27,7 @@ use axum::routing::get;
 use tower::{Service, ServiceExt};
 use vidgate_server::ServerOptions;
 use vidgate_server::limits::PublicRateLimit;
+use vidgate_test_support::seeded_generation;
 
 const ROUNDS: usize = 3;
 
@@ -95,25 +96,16 @@ where
 /// the API would take minutes under callgrind.
 async fn seed_finished_generations(database_url: &str, account_id: &str, count: i64) {
     let pool = sqlx::SqlitePool::connect(database_url).await.unwrap();
-    sqlx::query(
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $2) \
-         INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, \
-         output, price_micros, official_micros, source, attempts, max_attempts, created_at, \
-         started_at, completed_at) \
-         SELECT printf('gen_seed_%09d', i), $1, \
-         'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1), \
-         'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1) || '/text-to-video', \
-         'text-to-video', 'succeeded', $4, $5, 250000, 300000, 'api', 1, 3, \
-         $3 - i, $3 - i, $3 - i FROM n",
-    )
-    .bind(account_id)
-    .bind(count)
-    .bind(SEED_EPOCH_MILLIS)
-    .bind(vidgate_test_support::seeded_generation::INPUT)
-    .bind(vidgate_test_support::seeded_generation::OUTPUT)
-    .execute(&pool)
-    .await
-    .unwrap();
+    sqlx::query(seeded_generation::SQLITE_INSERT)
+        .bind(account_id)
+        .bind(1_i64)
+        .bind(count)
+        .bind(SEED_EPOCH_MILLIS)
+        .bind(seeded_generation::INPUT)
+        .bind(seeded_generation::OUTPUT)
+        .execute(&pool)
+        .await
+        .unwrap();
     pool.close().await;
 }
 

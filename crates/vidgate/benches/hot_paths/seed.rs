@@ -31,26 +31,16 @@ pub fn cursor_after(index: i64) -> String {
 pub async fn generations(database_url: &str, account_id: &str, first: i64, last: i64) {
     if database_url.starts_with("sqlite:") {
         let pool = sqlx::SqlitePool::connect(database_url).await.unwrap();
-        sqlx::query(
-            "WITH RECURSIVE n(i) AS (SELECT $2 UNION ALL SELECT i + 1 FROM n WHERE i < $3) \
-             INSERT INTO generations (id, account_id, model, endpoint, mode, status, input, \
-             output, price_micros, official_micros, source, attempts, max_attempts, created_at, \
-             started_at, completed_at) \
-             SELECT printf('gen_seed_%09d', i), $1, \
-             'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1), \
-             'vendor_' || (i % 5 + 1) || '/model_' || (i % 5 + 1) || '/text-to-video', \
-             'text-to-video', 'succeeded', $5, $6, 250000, 300000, 'api', 1, 3, \
-             $4 - i, $4 - i, $4 - i FROM n",
-        )
-        .bind(account_id)
-        .bind(first)
-        .bind(last)
-        .bind(SEED_EPOCH_MILLIS)
-        .bind(seeded_generation::INPUT)
-        .bind(seeded_generation::OUTPUT)
-        .execute(&pool)
-        .await
-        .unwrap();
+        sqlx::query(seeded_generation::SQLITE_INSERT)
+            .bind(account_id)
+            .bind(first)
+            .bind(last)
+            .bind(SEED_EPOCH_MILLIS)
+            .bind(seeded_generation::INPUT)
+            .bind(seeded_generation::OUTPUT)
+            .execute(&pool)
+            .await
+            .unwrap();
         pool.close().await;
     } else {
         let pool = sqlx::PgPool::connect(database_url).await.unwrap();
