@@ -23,7 +23,7 @@ use crate::state::AppState;
 use crate::storage::{self, ReadError};
 use crate::store::{
     Caller, DirectUpload, Generation, IdempotencyKey, NewGeneration, NewUpload, StoreError,
-    SubmitOutcome, SubmitRefusal, now_millis,
+    StoredJson, SubmitOutcome, SubmitRefusal, now_millis,
 };
 
 /// The name clients send the idempotency key under (an HTTP header), as
@@ -345,7 +345,7 @@ async fn queue_generation(
             model: model.id.clone(),
             endpoint: endpoint_id,
             mode: endpoint.mode.as_str().to_owned(),
-            input: input.to_json(),
+            input: StoredJson::from_value(&input.to_json()),
             price: price.amount,
             official_price: price.official,
             webhook_url: input.webhook_url().map(str::to_owned),

@@ -155,11 +155,12 @@ pub(super) fn prompt_preview(input: &Value) -> String {
     preview
 }
 
-/// A generation's input and output, parsed once for the several fields of
-/// a page that read them (the store keeps them as JSON text).
+/// A generation's input, output and error, parsed once for the several
+/// fields of a page that read them (the store keeps them as JSON text).
 struct ParsedFields {
     input: Value,
     output: Option<Value>,
+    error: Option<Value>,
 }
 
 impl ParsedFields {
@@ -168,6 +169,11 @@ impl ParsedFields {
             input: generation.input.value()?,
             output: generation
                 .output
+                .as_ref()
+                .map(StoredJson::value)
+                .transpose()?,
+            error: generation
+                .error
                 .as_ref()
                 .map(StoredJson::value)
                 .transpose()?,
@@ -401,11 +407,7 @@ pub async fn show(
             created: display_time(generation.created_at),
             completed: generation.completed_at.map(display_time),
             input: serde_json::to_string_pretty(&fields.input).unwrap_or_default(),
-            error: generation
-                .error
-                .as_ref()
-                .and_then(|error| error.value().ok())
-                .map(|error| error_text(&error)),
+            error: fields.error.as_ref().map(error_text),
             video_url: video_url(&generation, &fields),
             back_href: format!("/dashboard/generations{}", from_list.query_string(true)),
             playground_href: playground_href(&generation, &fields),

@@ -253,8 +253,8 @@ pub async fn list(
 }
 
 /// A page of generations, newest first. Its answer is written by
-/// `write_generation_page_json`; this type is what the document describes,
-/// and a test holds the two to the same fields.
+/// `representation::GenerationPageWriter`; this type is what the document
+/// describes, and CI's schemathesis run checks the answers against it.
 #[derive(ToSchema)]
 #[schema(as = GenerationList)]
 #[expect(

@@ -123,7 +123,8 @@ pub struct NewGeneration {
     pub model: String,
     pub endpoint: String,
     pub mode: String,
-    pub input: Value,
+    /// The accepted input as the store writes it, made once per submit.
+    pub input: StoredJson,
     pub price: Micros,
     pub official_price: Micros,
     pub webhook_url: Option<String>,

@@ -3,11 +3,12 @@
 //! The hot reads write these texts into their answers as they are stored
 //! (`representation::write_generation_json`) instead of parsing each into a
 //! `serde_json::Value` and writing the value out again: a 20-row list spent
-//! a tenth of its time on that round trip, and as much again on checking
-//! the texts (issue 42). The store writes every such text from a `Value`
-//! (`Value::to_string`, compact, with its keys in order), so the stored
-//! text is exactly what writing the parsed value would give, and is JSON
-//! by construction. Code that reads fields parses it (`to_value`), and
+//! a quarter of its instructions parsing them, and checking them without
+//! parsing still cost an eighth (issue 42, BENCHMARKS.md session 19). The
+//! store writes every such text from a `Value` (`Value::to_string`,
+//! compact, with its keys in order), so the stored text is exactly what
+//! writing the parsed value would give, and is JSON by construction. Code
+//! that reads fields parses it (`value`), and
 //! serde's `Serialize`, which the webhooks and event streams use, checks it
 //! as it writes it.
 

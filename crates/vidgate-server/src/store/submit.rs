@@ -34,7 +34,7 @@ use super::group_commit::{BatchSubmitter, SubmitAnswer};
 use super::ledger::Movement;
 use super::postgres::WORK_CHANNEL;
 use super::sqlite::begin_immediate;
-use super::{Store, StoreError, StoredJson, now_millis};
+use super::{Store, StoreError, now_millis};
 use crate::spend_limits::SpendLimit;
 
 impl Store {
@@ -64,7 +64,7 @@ fn queued_generation(generation: &NewGeneration, now: i64) -> Generation {
         endpoint: generation.endpoint.clone(),
         mode: generation.mode.clone(),
         status: GenerationStatus::Queued,
-        input: StoredJson::from_value(&generation.input),
+        input: generation.input.clone(),
         output: None,
         error: None,
         price: generation.price,
@@ -107,7 +107,7 @@ macro_rules! bind_submitted_generation {
             .bind(&generation.model)
             .bind(&generation.endpoint)
             .bind(&generation.mode)
-            .bind(generation.input.to_string())
+            .bind(generation.input.text())
             .bind(generation.price.0)
             .bind(generation.official_price.0)
             .bind(&generation.webhook_url)
@@ -422,7 +422,7 @@ impl BatchSubmitter for PgSubmitter {
         .bind(column(|generation| generation.model.clone()))
         .bind(column(|generation| generation.endpoint.clone()))
         .bind(column(|generation| generation.mode.clone()))
-        .bind(column(|generation| generation.input.to_string()))
+        .bind(column(|generation| generation.input.text().to_owned()))
         .bind(number_column(|generation| generation.price.0))
         .bind(number_column(|generation| generation.official_price.0))
         .bind(optional_column(|generation| generation.webhook_url.clone()))

@@ -14,7 +14,8 @@ use proptest::test_runner::TestRunner;
 use serde_json::json;
 use vidgate_core::Micros;
 use vidgate_server::store::{
-    self, ClaimableModels, FailureDetail, Generation, NewGeneration, Store, SubmitOutcome,
+    self, ClaimableModels, FailureDetail, Generation, NewGeneration, Store, StoredJson,
+    SubmitOutcome,
 };
 
 #[derive(Debug, Clone)]
@@ -110,7 +111,7 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
                         model: "vendor_1/model_1".into(),
                         endpoint: "vendor_1/model_1/text-to-video".into(),
                         mode: "text-to-video".into(),
-                        input: json!({ "prompt": "x" }),
+                        input: StoredJson::from_value(&json!({ "prompt": "x" })),
                         price: Micros(price),
                         official_price: Micros(price * 2),
                         webhook_url: None,

@@ -21,7 +21,7 @@ use standardwebhooks::Webhook;
 use tokio::sync::Notify;
 use vidgate_core::Micros;
 use vidgate_server::operator_actions::accounts as account_actions;
-use vidgate_server::store::NewGeneration;
+use vidgate_server::store::{NewGeneration, StoredJson};
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
@@ -533,7 +533,7 @@ async fn the_rescuer_s_failures_write_deliveries(store: StoreKind) {
             model: "vendor_1/model_1".into(),
             endpoint: M1_T2V.into(),
             mode: "text-to-video".into(),
-            input: quick_body("lost"),
+            input: StoredJson::from_value(&quick_body("lost")),
             price: vidgate_core::Micros(100_000),
             official_price: vidgate_core::Micros(120_000),
             webhook_url: Some("https://hooks.example.com/vidgate".into()),

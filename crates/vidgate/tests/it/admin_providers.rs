@@ -9,7 +9,7 @@ use crate::support::sqlite_admin_json;
 use serde_json::{Value, json};
 use vidgate_core::Micros;
 use vidgate_server::store::{
-    self, NewGeneration, NewProviderJob, ProviderHealth, ProviderRun, SubmitOutcome,
+    self, NewGeneration, NewProviderJob, ProviderHealth, ProviderRun, StoredJson, SubmitOutcome,
 };
 
 /// Submits, claims and finishes a generation of M1 as a worker would; one
@@ -31,7 +31,7 @@ async fn succeed(
             model: "vendor_1/model_1".into(),
             endpoint: "vendor_1/model_1/text-to-video".into(),
             mode: "text-to-video".into(),
-            input: json!({ "prompt": "a kite", "duration": 2 }),
+            input: StoredJson::from_value(&json!({ "prompt": "a kite", "duration": 2 })),
             price,
             official_price: price,
             webhook_url: None,

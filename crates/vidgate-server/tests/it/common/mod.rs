@@ -17,7 +17,7 @@ use vidgate_core::Micros;
 use vidgate_server::accounts::{self, CreatedAccount};
 use vidgate_server::backend::BackendsConfig;
 use vidgate_server::storage::StorageConfig;
-use vidgate_server::store::{self, Account, NewAccount, NewGeneration, Store};
+use vidgate_server::store::{self, Account, NewAccount, NewGeneration, Store, StoredJson};
 use vidgate_server::webhook_senders::WebhookSettings;
 use vidgate_server::{RunningServer, ServerOptions};
 use vidgate_test_support::test_database;
@@ -141,7 +141,7 @@ pub fn new_test_generation(
         model: model.into(),
         endpoint: format!("{model}/text-to-video"),
         mode: "text-to-video".into(),
-        input: json!({ "prompt": id }),
+        input: StoredJson::from_value(&json!({ "prompt": id })),
         price,
         official_price: price,
         webhook_url: None,
