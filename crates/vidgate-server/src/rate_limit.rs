@@ -16,8 +16,9 @@
 //! asks Redis every `REDIS_RECHECK_INTERVAL` until it answers again.
 //!
 //! The dashboard's sign-in attempts are limited here too (`SignInLimits`),
-//! per client address and per (email, address) pair, and paced per email,
-//! in the same buckets (so in Redis when there is one).
+//! per client address, per (email, address) pair and, for browsers that
+//! never signed in to it, per email, in the same buckets (so in Redis when
+//! there is one).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -402,39 +403,39 @@ impl std::fmt::Display for NetworkBucket {
 /// more every 10 s: a wrong password from one place slows that place only.
 const ATTEMPTS_PER_PAIR_BURST: u32 = 5;
 const PAIR_REFILL: Duration = Duration::from_secs(10);
-/// Sign-in attempts allowed at once per email from all addresses, then one
-/// more every 5 s. Past it an attempt is not refused, only slowed by
-/// `EMAIL_PACE_DELAY`: many addresses together guessing one email's
-/// password must not lock its owner out, and each of them is still held to
-/// its own address's and pair's buckets.
-const ATTEMPTS_PER_EMAIL_BURST: u32 = 20;
-const EMAIL_REFILL: Duration = Duration::from_secs(5);
-/// How long an attempt waits before its password is checked while its
-/// email's bucket is empty.
-pub const EMAIL_PACE_DELAY: Duration = Duration::from_secs(2);
+/// Sign-in attempts allowed at once per email from browsers that never
+/// signed in to it, from all addresses together, then one more every 30 s:
+/// at most 130 guesses an hour at one email, however many addresses or IPv6
+/// networks they come from. A browser that signed in to the email before
+/// (its device cookie, `sessions::DeviceCookies`) does not count against it,
+/// so strangers emptying it do not lock the owner out.
+const ATTEMPTS_PER_EMAIL_BURST: u32 = 10;
+const EMAIL_REFILL: Duration = Duration::from_secs(30);
 /// Sign-in attempts allowed at once per client address, then one more
 /// every 2 s: room for a team behind one address, none for a password spray.
 const ATTEMPTS_PER_ADDRESS_BURST: u32 = 30;
 const ADDRESS_REFILL: Duration = Duration::from_secs(2);
 
-/// When an attempt the sign-in limits let through has its password checked.
+/// Where a sign-in attempt comes from, as far as the email's own bucket is
+/// concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignInPace {
-    /// At once.
-    Now,
-    /// After this delay: the email's attempts from all addresses together
-    /// ran out, so guesses at it are slowed, the right password included,
-    /// which still gets in.
-    After(Duration),
+pub enum SignInDevice {
+    /// A browser that signed in to this email before (a valid device
+    /// cookie), or a signed-in session: not held to the email's bucket.
+    Known,
+    /// Anything else: shares the email's bucket with every other stranger.
+    Unknown,
 }
 
-/// Sign-in attempts limited per client address and per (email, address)
-/// pair, and paced per email, in the node's rate limiter (so in Redis when
-/// it has one). Every attempt counts, right or wrong, so that guessing is
-/// slow whatever the outcome; an attempt refused by one bucket takes
-/// nothing from those checked after it. The email's own bucket never
-/// refuses: a bucket that wrong guesses from anywhere could empty would let
-/// strangers lock the owner out, so past it attempts are delayed instead.
+/// Sign-in attempts limited per client address, per (email, address) pair,
+/// and per email for unknown devices, in the node's rate limiter (so in
+/// Redis when it has one). Every attempt counts, right or wrong, so that
+/// guessing is slow whatever the outcome; an attempt refused by one bucket
+/// takes nothing from those checked after it. The email's bucket bounds
+/// the guesses at one email from everywhere; it does not apply to a known
+/// device, so a stranger emptying it cannot lock the owner out of a
+/// browser they signed in from before (the owner on a new browser waits for
+/// the bucket like anyone, which is the price of the bound).
 pub struct SignInLimits {
     limiter: std::sync::Arc<CallerRateLimiter>,
 }
@@ -444,15 +445,16 @@ impl SignInLimits {
         SignInLimits { limiter }
     }
 
-    /// Takes one attempt from the address's, the pair's and the email's
-    /// buckets: when the attempt's password may be checked, or the wait
-    /// before the next attempt when the address's or the pair's bucket is
+    /// Takes one attempt from the address's and the pair's buckets, and the
+    /// email's for an unknown device: `Ok` when the attempt's password may
+    /// be checked, or the wait before the next attempt when a bucket is
     /// empty.
     pub async fn check(
         &self,
         email: &str,
         address: Option<IpAddr>,
-    ) -> Result<SignInPace, Duration> {
+        device: SignInDevice,
+    ) -> Result<(), Duration> {
         // Keys of their own namespace, never an API key id. An IPv6 client
         // counts by its /64, as in the public endpoints' limit: whoever holds
         // one holds every address in it.
@@ -478,6 +480,9 @@ impl SignInLimits {
                 return Err(status.reset);
             }
         }
+        if device == SignInDevice::Known {
+            return Ok(());
+        }
         let email_status = self
             .limiter
             .check_every(
@@ -486,11 +491,11 @@ impl SignInLimits {
                 ATTEMPTS_PER_EMAIL_BURST,
             )
             .await;
-        Ok(if email_status.allowed {
-            SignInPace::Now
+        if email_status.allowed {
+            Ok(())
         } else {
-            SignInPace::After(EMAIL_PACE_DELAY)
-        })
+            Err(email_status.reset)
+        }
     }
 }
 
@@ -565,24 +570,44 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_email_guessed_at_from_many_addresses_is_paced_never_refused() {
+    async fn guesses_at_an_email_from_many_networks_are_bounded_but_its_known_devices_get_in() {
         let limits = SignInLimits::new(std::sync::Arc::new(CallerRateLimiter::local()));
+        // Each guess from another IPv6 /64, so no address or pair bucket
+        // ever fills: only the email's bounds them.
+        let network = |index: u32| -> IpAddr { format!("2001:db8:{index:x}::1").parse().unwrap() };
         for attempt in 0..ATTEMPTS_PER_EMAIL_BURST {
-            let address: IpAddr = format!("198.51.100.{}", attempt + 1).parse().unwrap();
             assert_eq!(
-                limits.check("ada@example.com", Some(address)).await,
-                Ok(SignInPace::Now)
+                limits
+                    .check(
+                        "ada@example.com",
+                        Some(network(attempt)),
+                        SignInDevice::Unknown
+                    )
+                    .await,
+                Ok(())
             );
         }
+        let refused = limits
+            .check("ada@example.com", Some(network(999)), SignInDevice::Unknown)
+            .await;
+        assert!(
+            matches!(refused, Err(wait) if wait > Duration::ZERO && wait <= EMAIL_REFILL),
+            "{refused:?}"
+        );
+        // The owner's browser, known to the email, still gets in.
         let owner: IpAddr = "203.0.113.9".parse().unwrap();
         assert_eq!(
-            limits.check("ada@example.com", Some(owner)).await,
-            Ok(SignInPace::After(EMAIL_PACE_DELAY))
+            limits
+                .check("ada@example.com", Some(owner), SignInDevice::Known)
+                .await,
+            Ok(())
         );
-        // Another email is not slowed.
+        // Another email is not touched.
         assert_eq!(
-            limits.check("bob@example.com", Some(owner)).await,
-            Ok(SignInPace::Now)
+            limits
+                .check("bob@example.com", Some(owner), SignInDevice::Unknown)
+                .await,
+            Ok(())
         );
     }
 
@@ -594,19 +619,24 @@ mod tests {
         for attempt in 0..ATTEMPTS_PER_ADDRESS_BURST {
             let address: IpAddr = format!("2001:db8:1:2::{:x}", attempt + 1).parse().unwrap();
             let email = format!("user{attempt}@example.com");
-            assert!(limits.check(&email, Some(address)).await.is_ok());
+            assert!(
+                limits
+                    .check(&email, Some(address), SignInDevice::Unknown)
+                    .await
+                    .is_ok()
+            );
         }
         let same_64: IpAddr = "2001:db8:1:2:ffff::1".parse().unwrap();
         assert!(
             limits
-                .check("another@example.com", Some(same_64))
+                .check("another@example.com", Some(same_64), SignInDevice::Known)
                 .await
                 .is_err()
         );
         let next_64: IpAddr = "2001:db8:1:3::1".parse().unwrap();
         assert!(
             limits
-                .check("another@example.com", Some(next_64))
+                .check("another@example.com", Some(next_64), SignInDevice::Unknown)
                 .await
                 .is_ok()
         );

@@ -56,14 +56,7 @@ impl PreSessionCsrf {
     }
 
     fn signature(&self, nonce: &str, expires_at: i64) -> String {
-        use base64::Engine;
-        use hmac::{KeyInit, Mac};
-        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.key)
-            .expect("HMAC accepts keys of any length");
-        mac.update(nonce.as_bytes());
-        mac.update(b".");
-        mac.update(expires_at.to_string().as_bytes());
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+        signature(&self.key, nonce, expires_at)
     }
 
     /// A new token, good for `PRE_SESSION_LIFETIME` from `now` (Unix ms).
@@ -87,6 +80,72 @@ impl PreSessionCsrf {
             return false;
         };
         tokens_match(&self.signature(nonce, expires_at), signature) && now < expires_at
+    }
+}
+
+/// The base64url HMAC-SHA256 under `key` of `{subject}.{expires_at}`, the
+/// signature of the dashboard's signed tokens.
+fn signature(key: &[u8], subject: &str, expires_at: i64) -> String {
+    use base64::Engine;
+    use hmac::{KeyInit, Mac};
+    let mut mac =
+        hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC accepts keys of any length");
+    mac.update(subject.as_bytes());
+    mac.update(b".");
+    mac.update(expires_at.to_string().as_bytes());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+}
+
+/// The purpose under which the device cookies' key is kept in the store.
+const DEVICE_KEY_PURPOSE: &str = "dashboard-device-cookie";
+
+/// How long a browser in which an email signed in stays known to it.
+pub const DEVICE_LIFETIME: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// Device cookies, OWASP's answer to online guessing that must not lock the
+/// owner out ("Slow Down Online Guessing Attacks with Device Cookies"): a
+/// browser in which an email's password was right once carries
+/// `<expiry>.<HMAC-SHA256 of the email and the expiry>`. Guesses at an
+/// email from browsers without one share the email's own bucket, which
+/// refuses when empty however many addresses or IPv6 networks they come
+/// from; a browser with one is held to its address's and pair's buckets
+/// only, so strangers emptying the email's bucket do not lock its owner out
+/// of a browser they used before.
+pub struct DeviceCookies {
+    key: Vec<u8>,
+}
+
+impl DeviceCookies {
+    /// The cookies' key every node shares: the store's, or a new random one
+    /// that this call stores when there is none yet.
+    pub async fn shared(store: &Store) -> Result<DeviceCookies, StoreError> {
+        let key = store
+            .server_key(DEVICE_KEY_PURPOSE, &random_secret())
+            .await?;
+        Ok(DeviceCookies::new(key.as_bytes()))
+    }
+
+    pub fn new(key: &[u8]) -> DeviceCookies {
+        DeviceCookies { key: key.to_vec() }
+    }
+
+    /// The cookie value for a browser in which `email` just signed in,
+    /// good for `DEVICE_LIFETIME` from `now` (Unix ms).
+    pub fn issue(&self, email: &str, now: i64) -> String {
+        let expires_at = now + DEVICE_LIFETIME.as_millis() as i64;
+        format!("{expires_at}.{}", signature(&self.key, email, expires_at))
+    }
+
+    /// Whether `value` is a cookie this service issued for `email` that has
+    /// not expired at `now`; the signature is compared in constant time.
+    pub fn is_valid_for(&self, value: &str, email: &str, now: i64) -> bool {
+        let Some((expires_at, given)) = value.split_once('.') else {
+            return false;
+        };
+        let Ok(expires_at) = expires_at.parse::<i64>() else {
+            return false;
+        };
+        tokens_match(&signature(&self.key, email, expires_at), given) && now < expires_at
     }
 }
 
@@ -146,6 +205,31 @@ mod tests {
             &format!("{nonce}.{}.x", now + 1),
         ] {
             assert!(!csrf.is_valid(forged, now), "{forged}");
+        }
+    }
+
+    #[test]
+    fn a_device_cookie_is_good_for_its_email_only_until_it_expires() {
+        let devices = DeviceCookies::new(b"a key");
+        let now = 1_800_000_000_000;
+        let cookie = devices.issue("ada@example.com", now);
+        assert!(devices.is_valid_for(&cookie, "ada@example.com", now));
+        assert!(!devices.is_valid_for(&cookie, "bob@example.com", now));
+        assert!(!devices.is_valid_for(
+            &cookie,
+            "ada@example.com",
+            now + DEVICE_LIFETIME.as_millis() as i64
+        ));
+        assert!(!DeviceCookies::new(b"another key").is_valid_for(&cookie, "ada@example.com", now));
+        // A later expiry with the old signature does not pass.
+        let (_, signature) = cookie.split_once('.').unwrap();
+        let stretched = format!("{}.{signature}", i64::MAX);
+        assert!(!devices.is_valid_for(&stretched, "ada@example.com", now));
+        for forged in ["", "planted", "1.", ".x"] {
+            assert!(
+                !devices.is_valid_for(forged, "ada@example.com", now),
+                "{forged}"
+            );
         }
     }
 

@@ -252,6 +252,7 @@ impl Components {
             development_account(&options, store.as_ref()).await?;
         let media_signer = MediaUrlSigner::shared(store.as_ref()).await?;
         let pre_session_csrf = crate::sessions::PreSessionCsrf::shared(store.as_ref()).await?;
+        let device_cookies = crate::sessions::DeviceCookies::shared(store.as_ref()).await?;
 
         let rate_limiter = match &options.redis_url {
             Some(redis_url) => CallerRateLimiter::shared(redis_url).await?,
@@ -345,6 +346,7 @@ impl Components {
                 &addresses.public_url,
                 rate_limiter,
                 pre_session_csrf,
+                device_cookies,
             )),
             health,
             operator_token: options

@@ -115,6 +115,8 @@ pub struct DashboardSettings {
     pub sign_in_limits: SignInLimits,
     /// Issues and checks the sign-in and sign-up forms' CSRF tokens.
     pub pre_session_csrf: crate::sessions::PreSessionCsrf,
+    /// Issues and checks the cookies of browsers that signed in to an email.
+    pub device_cookies: crate::sessions::DeviceCookies,
 }
 
 impl DashboardSettings {
@@ -125,12 +127,14 @@ impl DashboardSettings {
         public_url: &str,
         rate_limiter: Arc<CallerRateLimiter>,
         pre_session_csrf: crate::sessions::PreSessionCsrf,
+        device_cookies: crate::sessions::DeviceCookies,
     ) -> DashboardSettings {
         DashboardSettings {
             allow_sign_up,
             secure_cookies: public_url.starts_with("https://"),
             sign_in_limits: SignInLimits::new(rate_limiter),
             pre_session_csrf,
+            device_cookies,
         }
     }
 }

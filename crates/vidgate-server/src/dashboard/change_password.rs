@@ -16,7 +16,6 @@ use super::users;
 use super::{Layout, Section, render};
 use crate::client_address::client_address_of;
 use crate::metrics::RateLimit;
-use crate::rate_limit::SignInPace;
 use crate::state::AppState;
 
 #[derive(Template)]
@@ -90,16 +89,17 @@ pub async fn submit(
     }
     let session = &signed_in.0;
     // The current password is checked as a sign-in checks one, within the
-    // same limits, so a stolen session cannot guess it at leisure.
+    // same limits, so a stolen session cannot guess it at leisure: a session
+    // without its browser's device cookie counts against the email's bucket.
     let address = client_address_of(&parts, &state.trusted_proxies);
+    let device = super::sign_in::device_of(&state, &parts.headers, &session.email);
     match state
         .dashboard
         .sign_in_limits
-        .check(&session.email, address)
+        .check(&session.email, address, device)
         .await
     {
-        Ok(SignInPace::After(delay)) => tokio::time::sleep(delay).await,
-        Ok(SignInPace::Now) => {}
+        Ok(()) => {}
         Err(wait) => {
             state.metrics.record_rate_limit_refusal(RateLimit::SignIn);
             let alert = format!(
@@ -133,7 +133,19 @@ pub async fn submit(
                 field,
                 None,
             ),
-            None => super::internal_error(error),
+            None => match error.busy_retry_after() {
+                Some(wait) => super::with_retry_after(
+                    password_page(
+                        session,
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        Some(super::hashing_busy_alert(wait)),
+                        "",
+                        None,
+                    ),
+                    wait,
+                ),
+                None => super::internal_error(error),
+            },
         },
     }
 }

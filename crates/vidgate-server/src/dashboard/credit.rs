@@ -44,7 +44,15 @@ pub async fn add_credit(
     let Some(checkout) = state.stripe.as_deref() else {
         return super::not_found(Some(session));
     };
-    match stripe::start_checkout(checkout, &session.account_id, &form.amount_usd, None).await {
+    match stripe::start_checkout(
+        state.store.as_ref(),
+        checkout,
+        &session.account_id,
+        &form.amount_usd,
+        None,
+    )
+    .await
+    {
         Ok(created) => render(
             StatusCode::OK,
             &CheckoutPage {
@@ -59,6 +67,7 @@ pub async fn add_credit(
             "Add credit",
             &format!("{refusal}."),
         ),
+        Err(CheckoutError::Store(error)) => super::internal_error(error),
         Err(CheckoutError::Stripe(error)) => {
             crate::diagnostics::log_cause_chain(&error);
             super::error_page(

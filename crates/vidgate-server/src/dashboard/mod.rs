@@ -320,6 +320,25 @@ pub fn not_found(session: Option<&Session>) -> Response {
     )
 }
 
+/// What a form refused because every password-hashing slot was taken says
+/// (`passwords::PasswordError::Busy`).
+pub fn hashing_busy_alert(retry_after: std::time::Duration) -> String {
+    format!(
+        "The server is checking too many passwords at the moment. Wait {} seconds and try again.",
+        retry_after.as_secs().max(1)
+    )
+}
+
+/// `response` with `Retry-After: wait` (whole seconds, at least one), for a
+/// form refused for a while (429 or 503).
+pub fn with_retry_after(mut response: Response, wait: std::time::Duration) -> Response {
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(wait.as_secs().max(1)),
+    );
+    response
+}
+
 /// A failure on our side; the cause goes to the log, not to the page.
 pub fn internal_error(error: impl std::error::Error + 'static) -> Response {
     crate::diagnostics::log_cause_chain(&error);

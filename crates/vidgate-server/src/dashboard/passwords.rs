@@ -1,10 +1,22 @@
 //! Password hashing: Argon2id with the `argon2` crate's default parameters
 //! (19 MiB, 2 passes), always on a blocking thread, because one hash takes
 //! tens of milliseconds of CPU that would otherwise stall the async runtime.
+//!
+//! Every hash and every check, whoever asks (sign-in, sign-up, the password
+//! page, invitations, the operator), runs under one process-wide gate of
+//! about one slot per core. Without it each attempt took its 19 MiB at
+//! once: 60 wrong sign-ins from two addresses took a node from 48 MiB to
+//! 1.19 GiB, and glibc kept it (issue 50). An attempt waits for a slot at
+//! most `SLOT_WAIT`, then is refused with `PasswordError::Busy` before any
+//! memory is taken, and the last hash of a burst hands the freed memory
+//! back to the operating system. `cargo bench -p vidgate --bench hot_paths
+//! -- sign-in-memory` measures it.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use argon2::{Argon2, PasswordHasher, PasswordVerifier};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Passwords shorter than this are refused when set.
 pub const MIN_PASSWORD_CHARS: usize = 10;
@@ -12,12 +24,91 @@ pub const MIN_PASSWORD_CHARS: usize = 10;
 /// hash megabytes.
 pub const MAX_PASSWORD_BYTES: usize = 1024;
 
+/// How long an attempt waits for a hashing slot before it is refused. Long
+/// enough for a few hashes ahead of it (each takes tens of milliseconds),
+/// short enough that a burst is refused instead of queued for minutes.
+const SLOT_WAIT: Duration = Duration::from_secs(2);
+/// What a refused attempt is told to wait before trying again.
+pub const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+/// The most slots, whatever the core count: each slot is 19 MiB at most.
+const MAX_SLOTS: usize = 4;
+
 #[derive(Debug, thiserror::Error)]
 pub enum PasswordError {
     #[error("could not hash the password: {0}")]
     Hash(String),
     #[error("the hashing thread failed")]
     Join(#[from] tokio::task::JoinError),
+    /// Every hashing slot stayed taken for `SLOT_WAIT`: the caller answers
+    /// 503 with `Retry-After: retry_after`.
+    #[error("the server is checking too many passwords at once")]
+    Busy { retry_after: Duration },
+}
+
+impl PasswordError {
+    /// How long to wait before trying again, when every hashing slot was
+    /// taken; `None` for a failure on our side.
+    pub fn busy_retry_after(&self) -> Option<Duration> {
+        match self {
+            PasswordError::Busy { retry_after } => Some(*retry_after),
+            PasswordError::Hash(_) | PasswordError::Join(_) => None,
+        }
+    }
+}
+
+/// Hashing slots: the process has one set (`hashing_slots`), as many as
+/// the cores, at most `MAX_SLOTS`; tests make their own.
+struct HashingSlots {
+    slots: Semaphore,
+    count: usize,
+    /// How long an attempt waits for a slot before it is refused.
+    wait: Duration,
+}
+
+fn hashing_slots() -> &'static HashingSlots {
+    static SLOTS: OnceLock<HashingSlots> = OnceLock::new();
+    SLOTS.get_or_init(|| {
+        let count = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .clamp(1, MAX_SLOTS);
+        HashingSlots {
+            slots: Semaphore::new(count),
+            count,
+            wait: SLOT_WAIT,
+        }
+    })
+}
+
+impl HashingSlots {
+    /// Runs `work` (one Argon2 hash) on a blocking thread once a slot is
+    /// free, or refuses with `Busy` after `wait`. The slot goes with the
+    /// work, so a caller that stops waiting (a client that hung up) does not
+    /// free it before the hash has finished.
+    async fn run<T: Send + 'static>(
+        &'static self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, PasswordError> {
+        let permit: SemaphorePermit<'static> =
+            tokio::time::timeout(self.wait, self.slots.acquire())
+                .await
+                .map_err(|_| PasswordError::Busy {
+                    retry_after: BUSY_RETRY_AFTER,
+                })?
+                .expect("the hashing slots are never closed");
+        Ok(tokio::task::spawn_blocking(move || {
+            let result = work();
+            drop(permit);
+            // The last hash of a burst returns what the hashes freed: glibc
+            // keeps freed arena memory otherwise, and a burst of sign-ins
+            // would leave the node at its peak. When two finish together both
+            // may trim, which costs a walk of the free lists and nothing else.
+            if self.slots.available_permits() == self.count {
+                crate::allocator::return_freed_memory();
+            }
+            result
+        })
+        .await?)
+    }
 }
 
 /// Why a new password is not accepted, in words for the person setting it.
@@ -37,7 +128,7 @@ pub fn check_new_password(password: &str) -> Result<(), String> {
 
 /// The PHC string of a new salted Argon2id hash.
 pub async fn hash(password: String) -> Result<String, PasswordError> {
-    tokio::task::spawn_blocking(move || hash_now(&password)).await?
+    hashing_slots().run(move || hash_now(&password)).await?
 }
 
 fn hash_now(password: &str) -> Result<String, PasswordError> {
@@ -55,18 +146,19 @@ pub async fn verify(password: String, stored: Option<String>) -> Result<bool, Pa
     if password.len() > MAX_PASSWORD_BYTES {
         return Ok(false);
     }
-    tokio::task::spawn_blocking(move || {
-        let known = stored.is_some();
-        let hash = match stored {
-            Some(hash) => hash,
-            None => dummy_hash()?.to_owned(),
-        };
-        let matches = Argon2::default()
-            .verify_password(password.as_bytes(), hash.as_str())
-            .is_ok();
-        Ok(known && matches)
-    })
-    .await?
+    hashing_slots()
+        .run(move || {
+            let known = stored.is_some();
+            let hash = match stored {
+                Some(hash) => hash,
+                None => dummy_hash()?.to_owned(),
+            };
+            let matches = Argon2::default()
+                .verify_password(password.as_bytes(), hash.as_str())
+                .is_ok();
+            Ok(known && matches)
+        })
+        .await?
 }
 
 /// Computes the dummy hash ahead of the first sign-in for an unknown email,
@@ -105,6 +197,34 @@ mod tests {
                 .unwrap()
         );
         assert!(!verify("correct horse battery".into(), None).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_hash_waits_for_a_slot_and_is_refused_when_none_frees_in_time() {
+        let slots: &'static HashingSlots = Box::leak(Box::new(HashingSlots {
+            slots: Semaphore::new(1),
+            count: 1,
+            wait: Duration::from_millis(50),
+        }));
+        let held = slots.slots.acquire().await.unwrap();
+        let refused = slots.run(|| "hashed").await;
+        assert!(
+            matches!(refused, Err(PasswordError::Busy { retry_after }) if retry_after == BUSY_RETRY_AFTER),
+            "{refused:?}"
+        );
+        // A slot freed while the attempt waits lets it through.
+        let waiting = tokio::spawn(slots.run(|| "hashed"));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(held);
+        assert_eq!(waiting.await.unwrap().unwrap(), "hashed");
+        // And the slot is free again after the work.
+        assert_eq!(slots.slots.available_permits(), 1);
+    }
+
+    #[test]
+    fn the_process_has_a_slot_per_core_and_at_most_four() {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        assert_eq!(hashing_slots().count, cores.clamp(1, MAX_SLOTS));
     }
 
     #[test]

@@ -158,7 +158,16 @@ async fn refused(
         PeopleError::UserNotFound => return super::not_found(Some(&signed_in.0)),
         PeopleError::LastOwner | PeopleError::EmailTaken => StatusCode::CONFLICT,
         PeopleError::User(UserError::InvalidEmail(_)) => StatusCode::BAD_REQUEST,
-        PeopleError::User(_) | PeopleError::Store(_) => return super::internal_error(error),
+        PeopleError::User(user_error) => match user_error.busy_retry_after() {
+            Some(wait) => {
+                extras.alert = Some(super::hashing_busy_alert(wait));
+                let page =
+                    people_page(state, signed_in, StatusCode::SERVICE_UNAVAILABLE, extras).await;
+                return super::with_retry_after(page, wait);
+            }
+            None => return super::internal_error(error),
+        },
+        PeopleError::Store(_) => return super::internal_error(error),
     };
     extras.alert = Some(error.to_string());
     people_page(state, signed_in, status, extras).await

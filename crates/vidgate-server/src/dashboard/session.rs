@@ -57,6 +57,18 @@ pub fn pre_session_csrf_cookie(secure: bool) -> &'static str {
         PRE_SESSION_CSRF_COOKIE
     }
 }
+/// The cookie of a browser that signed in to an email
+/// (`sessions::DeviceCookies`); `__Host-` over https, as the others.
+pub const DEVICE_COOKIE: &str = "vg_device";
+pub const SECURE_DEVICE_COOKIE: &str = "__Host-vg_device";
+
+pub fn device_cookie(secure: bool) -> &'static str {
+    if secure {
+        SECURE_DEVICE_COOKIE
+    } else {
+        DEVICE_COOKIE
+    }
+}
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
 /// Tokens are 43 characters; anything much longer is not one of ours and

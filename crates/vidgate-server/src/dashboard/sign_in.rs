@@ -11,15 +11,15 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::{
-    self, CsrfForm, SignedInBeforePasswordChange, cookie, pre_session_csrf_cookie, session_cookie,
-    set_cookie,
+    self, CsrfForm, SignedInBeforePasswordChange, cookie, device_cookie, pre_session_csrf_cookie,
+    session_cookie, set_cookie,
 };
 use super::users::{self, UserError};
 use super::{Layout, passwords, render};
 use crate::client_address::client_address_of;
 use crate::metrics::RateLimit;
-use crate::rate_limit::SignInPace;
-use crate::sessions::{PRE_SESSION_LIFETIME, tokens_match};
+use crate::rate_limit::SignInDevice;
+use crate::sessions::{DEVICE_LIFETIME, PRE_SESSION_LIFETIME, tokens_match};
 use crate::state::AppState;
 use crate::store::now_millis;
 
@@ -129,11 +129,13 @@ fn pre_session_csrf_ok(state: &AppState, headers: &HeaderMap, form_token: &str) 
     })
 }
 
-/// Answers a successful sign-in or sign-up: the session cookie and a
-/// redirect to the overview, or to the password page for a user who must
-/// change their password first.
+/// Answers a successful sign-in or sign-up: the session cookie, the device
+/// cookie that makes this browser known to the email, and a redirect to the
+/// overview, or to the password page for a user who must change their
+/// password first.
 async fn signed_in(state: &AppState, user: &crate::store::User) -> Response {
-    match session::start_session(state.store.as_ref(), user, state.dashboard.secure_cookies).await {
+    let secure = state.dashboard.secure_cookies;
+    match session::start_session(state.store.as_ref(), user, secure).await {
         Ok(cookie) => {
             let next = if user.must_change_password {
                 session::PASSWORD_PAGE
@@ -142,9 +144,34 @@ async fn signed_in(state: &AppState, user: &crate::store::User) -> Response {
             };
             let mut response = Redirect::to(next).into_response();
             response.headers_mut().append(header::SET_COOKIE, cookie);
+            let device = state
+                .dashboard
+                .device_cookies
+                .issue(&user.email, now_millis());
+            response.headers_mut().append(
+                header::SET_COOKIE,
+                set_cookie(device_cookie(secure), &device, DEVICE_LIFETIME, secure),
+            );
             response
         }
         Err(error) => super::internal_error(error),
+    }
+}
+
+/// Whether the request comes from a browser that signed in to `email`
+/// before.
+pub(super) fn device_of(state: &AppState, headers: &HeaderMap, email: &str) -> SignInDevice {
+    let known =
+        cookie(headers, device_cookie(state.dashboard.secure_cookies)).is_some_and(|value| {
+            state
+                .dashboard
+                .device_cookies
+                .is_valid_for(value, email, now_millis())
+        });
+    if known {
+        SignInDevice::Known
+    } else {
+        SignInDevice::Unknown
     }
 }
 
@@ -152,7 +179,7 @@ async fn signed_in(state: &AppState, user: &crate::store::User) -> Response {
 /// wait before the next one.
 fn sign_in_refused(state: &AppState, headers: &HeaderMap, email: &str, wait: Duration) -> Response {
     state.metrics.record_rate_limit_refusal(RateLimit::SignIn);
-    let mut response = sign_in_page(
+    let response = sign_in_page(
         state,
         headers,
         StatusCode::TOO_MANY_REQUESTS,
@@ -163,20 +190,7 @@ fn sign_in_refused(state: &AppState, headers: &HeaderMap, email: &str, wait: Dur
             wait.as_secs().max(1)
         )),
     );
-    response.headers_mut().insert(
-        header::RETRY_AFTER,
-        HeaderValue::from(wait.as_secs().max(1)),
-    );
-    response
-}
-
-/// Holds an attempt back as long as its pace asks, before its password is
-/// checked: the email's attempts from everywhere ran out, so every guess at
-/// it is slowed, and the owner's right password still gets in after it.
-async fn wait_for_pace(pace: SignInPace) {
-    if let SignInPace::After(delay) = pace {
-        tokio::time::sleep(delay).await;
-    }
+    super::with_retry_after(response, wait)
 }
 
 pub async fn submit(
@@ -190,11 +204,15 @@ pub async fn submit(
     }
     let email = credentials.email.trim().to_lowercase();
     let address = client_address_of(&parts, &state.trusted_proxies);
-    let pace = match state.dashboard.sign_in_limits.check(&email, address).await {
-        Ok(pace) => pace,
-        Err(wait) => return sign_in_refused(&state, headers, &email, wait),
-    };
-    wait_for_pace(pace).await;
+    let device = device_of(&state, headers, &email);
+    if let Err(wait) = state
+        .dashboard
+        .sign_in_limits
+        .check(&email, address, device)
+        .await
+    {
+        return sign_in_refused(&state, headers, &email, wait);
+    }
     let user = match state.store.user_by_email(&email).await {
         Ok(user) => user,
         Err(error) => return super::internal_error(error),
@@ -212,7 +230,20 @@ pub async fn submit(
             &email,
             Some("The email or the password is wrong.".into()),
         ),
-        (Err(error), _) => super::internal_error(error),
+        (Err(error), _) => match error.busy_retry_after() {
+            Some(wait) => super::with_retry_after(
+                sign_in_page(
+                    &state,
+                    headers,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "sign-in",
+                    &email,
+                    Some(super::hashing_busy_alert(wait)),
+                ),
+                wait,
+            ),
+            None => super::internal_error(error),
+        },
     }
 }
 
@@ -238,8 +269,14 @@ pub async fn sign_up(
     // Sign-ups hash a password too, so they share the address limit.
     let address = client_address_of(&parts, &state.trusted_proxies);
     let email = credentials.email.trim().to_lowercase();
-    let pace = match state.dashboard.sign_in_limits.check(&email, address).await {
-        Ok(pace) => pace,
+    let device = device_of(&state, headers, &email);
+    match state
+        .dashboard
+        .sign_in_limits
+        .check(&email, address, device)
+        .await
+    {
+        Ok(()) => {}
         Err(wait) => {
             state.metrics.record_rate_limit_refusal(RateLimit::SignIn);
             return sign_in_page(
@@ -254,8 +291,7 @@ pub async fn sign_up(
                 )),
             );
         }
-    };
-    wait_for_pace(pace).await;
+    }
     match users::sign_up(state.store.as_ref(), &email, credentials.password).await {
         Ok((_, user)) => signed_in(&state, &user).await,
         Err(
@@ -278,7 +314,20 @@ pub async fn sign_up(
                 Some(message),
             )
         }
-        Err(error) => super::internal_error(error),
+        Err(error) => match error.busy_retry_after() {
+            Some(wait) => super::with_retry_after(
+                sign_in_page(
+                    &state,
+                    headers,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "sign-up",
+                    &email,
+                    Some(super::hashing_busy_alert(wait)),
+                ),
+                wait,
+            ),
+            None => super::internal_error(error),
+        },
     }
 }
 

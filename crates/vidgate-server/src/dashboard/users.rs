@@ -45,6 +45,17 @@ pub enum UserError {
     Password(#[from] PasswordError),
 }
 
+impl UserError {
+    /// How long to wait before trying again, when the password could not be
+    /// hashed because every hashing slot was taken.
+    pub fn busy_retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            UserError::Password(error) => error.busy_retry_after(),
+            _ => None,
+        }
+    }
+}
+
 pub struct CreatedUser {
     pub user: User,
     /// The generated password, when none was given; shown once.
@@ -306,6 +317,15 @@ pub enum PasswordChangeError {
 }
 
 impl PasswordChangeError {
+    /// How long to wait before trying again, when every hashing slot was
+    /// taken.
+    pub fn busy_retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            PasswordChangeError::Password(error) => error.busy_retry_after(),
+            _ => None,
+        }
+    }
+
     /// The form field the refusal is about; `None` for a failure on our
     /// side.
     pub fn field(&self) -> Option<&'static str> {

@@ -329,7 +329,16 @@ impl From<UserError> for ApiError {
                 param: None,
             },
             UserError::Store(error) => error.into(),
-            UserError::Password(error) => ApiError::internal(error),
+            UserError::Password(error) => match error.busy_retry_after() {
+                Some(retry_after) => ApiError::Busy {
+                    message: format!(
+                        "The server is hashing too many passwords at the moment. Retry after {} seconds.",
+                        retry_after.as_secs().max(1)
+                    ),
+                    retry_after,
+                },
+                None => ApiError::internal(error),
+            },
         }
     }
 }

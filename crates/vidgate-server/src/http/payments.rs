@@ -73,20 +73,27 @@ pub async fn checkout(
     let client_key = headers
         .get(IDEMPOTENCY_KEY)
         .and_then(|value| value.to_str().ok());
-    let session = stripe::start_checkout(checkout, &caller.account_id, &amount_text, client_key)
-        .await
-        .map_err(|error| match error {
-            CheckoutError::Amount(refusal) => ApiError::InvalidRequest {
-                message: format!("{refusal}."),
-                param: Some("amount_usd".into()),
-            },
-            CheckoutError::Stripe(error) => {
-                tracing::error!(error = %error, "Stripe refused to create a Checkout Session");
-                ApiError::Upstream(
-                    "Stripe could not create the Checkout Session. Retry with backoff.".into(),
-                )
-            }
-        })?;
+    let session = stripe::start_checkout(
+        state.store.as_ref(),
+        checkout,
+        &caller.account_id,
+        &amount_text,
+        client_key,
+    )
+    .await
+    .map_err(|error| match error {
+        CheckoutError::Amount(refusal) => ApiError::InvalidRequest {
+            message: format!("{refusal}."),
+            param: Some("amount_usd".into()),
+        },
+        CheckoutError::Stripe(error) => {
+            tracing::error!(error = %error, "Stripe refused to create a Checkout Session");
+            ApiError::Upstream(
+                "Stripe could not create the Checkout Session. Retry with backoff.".into(),
+            )
+        }
+        CheckoutError::Store(error) => error.into(),
+    })?;
     Ok((
         StatusCode::CREATED,
         Json(CheckoutSessionRecord {

@@ -54,7 +54,6 @@ pub struct ConfirmedSession {
     pub mode: String,
     /// `paid`, `unpaid` or `no_payment_required`.
     pub payment_status: String,
-    pub client_reference_id: Option<String>,
     /// In the smallest unit of `currency`: cents for `usd`.
     pub amount_total: Option<i64>,
     pub currency: Option<String>,

@@ -4,16 +4,25 @@
 //!
 //! - `checkout.session.completed` with `payment_status: paid` (a card
 //!   payment) and `checkout.session.async_payment_succeeded` (a bank debit
-//!   that cleared later) credit the session's `amount_total`, after reading
-//!   the session back from Stripe: the event's copy is not trusted alone.
+//!   that cleared later) credit a session vidgate made (recorded when it
+//!   made it) with the amount it recorded, to the account it recorded, after
+//!   reading the session back from Stripe: the event's copy is not trusted
+//!   alone. A paid session vidgate did not make (another product on the
+//!   same Stripe account) is answered and credits nothing, whatever its
+//!   `client_reference_id` says.
 //! - `charge.refunded` takes back what the charge's refunds add.
-//! - `charge.dispute.created` takes back the disputed amount.
-//! - `charge.dispute.closed` with the dispute's `status` `won` gives back,
-//!   once, what its creation took back.
+//! - `charge.dispute.created` takes back the disputed amount (an inquiry's
+//!   too, status `warning_needs_response`, in case it becomes a chargeback).
+//! - `charge.dispute.closed` with the dispute's `status` `won` (or
+//!   `warning_closed`, an inquiry that ended without a chargeback) gives
+//!   back, once, what its creation took back.
 //!
 //! Every other event is answered and ignored. Stripe retries an event for
 //! up to three days, in any order, so each is handled at most once (the
-//! store records its id), and each session is credited at most once.
+//! store records its id), and each session is credited at most once. A
+//! refund or dispute that arrives before its payment's credit waits in the
+//! store and is applied with the credit, so the account ends where it would
+//! have ended in order.
 //!
 //! Sources of the fields read: the `charge` and `dispute` objects of
 //! `openapi/fixtures3.json` in the public `stripe/openapi` repository (commit
@@ -159,13 +168,10 @@ async fn credit_session(
             "Stripe does not report the session paid",
         ));
     }
-    let Some(amount) = session.paid_amount() else {
+    let Some(paid) = session.paid_amount() else {
         return Ok(StripeEventOutcome::Ignored(
             "the session was not paid in US dollars",
         ));
-    };
-    let Some(account_id) = session.client_reference_id.clone() else {
-        return Ok(StripeEventOutcome::Ignored("the session names no account"));
     };
     let outcome = store
         .credit_stripe_checkout(&StripeCredit {
@@ -173,8 +179,7 @@ async fn credit_session(
             event_type: event.kind.clone(),
             checkout_session_id: session.id,
             payment_intent_id: session.payment_intent,
-            account_id,
-            amount,
+            paid,
         })
         .await?;
     Ok(StripeEventOutcome::Credited(outcome))
@@ -223,15 +228,17 @@ async fn take_back(
     Ok(StripeEventOutcome::TookBack(outcome))
 }
 
-/// A closed dispute: one Stripe decided for the seller (`won`) gives back
-/// what its creation took; any other ending (`lost`, a closed warning)
-/// keeps what was taken.
+/// A closed dispute: one Stripe decided for the seller (`won`), or an
+/// inquiry closed without becoming a chargeback (`warning_closed`), gives
+/// back what its creation took; any other ending (`lost`) keeps what was
+/// taken. Both statuses are values of the `Dispute` object's `status` in
+/// the official `stripe` Python package 16.1.0 (`stripe/_dispute.py`).
 async fn give_back_won_dispute(
     store: &Store,
     event: &Event,
     object: PaymentObject,
 ) -> Result<StripeEventOutcome, StripeEventError> {
-    if object.status.as_deref() != Some("won") {
+    if !matches!(object.status.as_deref(), Some("won" | "warning_closed")) {
         return Ok(StripeEventOutcome::Ignored("the dispute was not won"));
     }
     let Some(payment_intent_id) = object.payment_intent else {

@@ -80,13 +80,19 @@ pub enum CheckoutError {
     Amount(#[from] AmountRefusal),
     #[error("Stripe could not create the Checkout Session")]
     Stripe(#[from] StripeApiError),
+    /// The session could not be recorded: its URL is not handed out, so
+    /// nobody pays a session vidgate would not credit.
+    #[error("the Checkout Session could not be recorded")]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// Starts a Checkout in which the customer buys `amount_text` of credit for
 /// `account_id`. A retried request that sends the same `client_key` (its
 /// `Idempotency-Key`) reaches the same session at Stripe; without one,
-/// every request makes a session of its own.
+/// every request makes a session of its own. The session is recorded before
+/// it is answered: only recorded sessions are credited when paid.
 pub async fn start_checkout(
+    store: &crate::store::Store,
     checkout: &StripeCheckout,
     account_id: &str,
     amount_text: &str,
@@ -103,7 +109,7 @@ pub async fn start_checkout(
         }
         None => format!("vidgate-checkout-{}", uuid::Uuid::now_v7()),
     };
-    Ok(checkout
+    let session = checkout
         .api
         .create_checkout_session(&NewCheckoutSession {
             account_id,
@@ -112,7 +118,11 @@ pub async fn start_checkout(
             cancel_url: &format!("{}?checkout=canceled", checkout.return_url),
             idempotency_key: &idempotency_key,
         })
-        .await?)
+        .await?;
+    store
+        .record_stripe_checkout_session(&session.id, account_id, amount)
+        .await?;
+    Ok(session)
 }
 
 /// The amounts an account may buy in one Checkout: any whole-cent amount

@@ -28,6 +28,8 @@ pub enum SignatureError {
     Mismatch,
     #[error("the signature's timestamp is more than {SIGNATURE_TOLERANCE_SECONDS} s old")]
     Stale,
+    #[error("the signature's timestamp is more than {SIGNATURE_TOLERANCE_SECONDS} s ahead")]
+    Ahead,
 }
 
 /// Checks `header` (the `Stripe-Signature` value) against the raw `body`
@@ -60,10 +62,16 @@ pub fn verify_signature(
     if !matched {
         return Err(SignatureError::Mismatch);
     }
-    // Stripe's libraries refuse only the old ones: a timestamp ahead of
-    // this node's clock is the sender's clock, not a replay.
+    // Stripe's libraries refuse only the old ones. A timestamp far ahead of
+    // this node's clock is refused too (issue 50): otherwise a captured
+    // event signed for the future could be replayed until that time and
+    // past it, since it never grows old. Within the tolerance it is the
+    // sender's clock, not a replay.
     if timestamp < now_seconds - SIGNATURE_TOLERANCE_SECONDS {
         return Err(SignatureError::Stale);
+    }
+    if timestamp > now_seconds + SIGNATURE_TOLERANCE_SECONDS {
+        return Err(SignatureError::Ahead);
     }
     Ok(())
 }
@@ -155,6 +163,21 @@ mod tests {
         assert_eq!(
             verify_signature(Some(&header), BODY, SECRET, last_second + 1),
             Err(SignatureError::Stale)
+        );
+    }
+
+    #[test]
+    fn a_signature_further_ahead_than_the_tolerance_is_refused() {
+        let signature = signature_hex(SECRET, 1_700_000_000, BODY);
+        let header = header(1_700_000_000, &[&signature]);
+        let earliest = 1_700_000_000 - SIGNATURE_TOLERANCE_SECONDS;
+        assert_eq!(
+            verify_signature(Some(&header), BODY, SECRET, earliest),
+            Ok(())
+        );
+        assert_eq!(
+            verify_signature(Some(&header), BODY, SECRET, earliest - 1),
+            Err(SignatureError::Ahead)
         );
     }
 

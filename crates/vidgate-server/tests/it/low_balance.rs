@@ -62,13 +62,16 @@ async fn a_debt_refuses_even_a_free_submit_and_reports_the_negative_balance(kind
     let store = test_store.store.as_ref();
     create_store_account(store, "acct_debtor", Micros::ZERO).await;
     store
+        .record_stripe_checkout_session("cs_1", "acct_debtor", Micros(5_000_000))
+        .await
+        .unwrap();
+    store
         .credit_stripe_checkout(&StripeCredit {
             event_id: "evt_paid".into(),
             event_type: "checkout.session.completed".into(),
             checkout_session_id: "cs_1".into(),
             payment_intent_id: Some("pi_1".into()),
-            account_id: "acct_debtor".into(),
-            amount: Micros(5_000_000),
+            paid: Micros(5_000_000),
         })
         .await
         .unwrap();

@@ -24,6 +24,9 @@ on_both_stores!(
     a_refund_after_the_money_was_spent_leaves_a_debt_that_stops_submits,
     a_dispute_and_refunds_never_take_back_more_than_was_paid,
     a_won_dispute_gives_the_money_back_once,
+    take_backs_that_arrive_before_their_credit_wait_for_it,
+    a_paid_session_vidgate_did_not_make_credits_nothing,
+    an_inquiry_closed_without_a_chargeback_gives_the_money_back,
 );
 
 fn stripe_settings(fake: &FakeStripe) -> StripeSettings {
@@ -582,6 +585,194 @@ async fn a_won_dispute_gives_the_money_back_once(store: StoreKind) {
         .await;
     }
     assert_eq!(balance().await, Micros(20_000_000));
+    app.assert_ledger_invariant(account_id).await;
+}
+
+/// Issue 50: Stripe does not promise order, and a completion whose first
+/// delivery failed arrives late, so a refund or a dispute can come before the
+/// credit of its payment. Whatever the order, the account ends where it would
+/// have ended in order.
+async fn take_backs_that_arrive_before_their_credit_wait_for_it(store: StoreKind) {
+    let (app, fake) = app_with_stripe(store).await;
+    let customer = app.new_account(0).await;
+    let key = customer.api_key.as_str();
+    let account_id = customer.account.id.as_str();
+    let balance = || async { app.account_state(account_id).await.shown_balance() };
+
+    // A full refund of $20, then the completion: nothing is kept.
+    let refunded_session = start_checkout(&app, key, "20.00").await;
+    let refunded = fake.pay(&refunded_session);
+    let refunded_intent = refunded["payment_intent"].as_str().unwrap();
+    deliver(
+        &app,
+        &stripe_event(
+            "evt_early_refund",
+            "charge.refunded",
+            charge(refunded_intent, 2000),
+        ),
+    )
+    .await;
+    assert_eq!(balance().await, Micros::ZERO, "nothing to take back yet");
+    deliver(&app, &completed_event("evt_late_completion", &refunded)).await;
+    assert_eq!(balance().await, Micros::ZERO, "credited and refunded");
+    // The refund again, now that the payment is known: nothing more.
+    deliver(
+        &app,
+        &stripe_event(
+            "evt_early_refund",
+            "charge.refunded",
+            charge(refunded_intent, 2000),
+        ),
+    )
+    .await;
+    assert_eq!(balance().await, Micros::ZERO);
+
+    // A chargeback of $50, then the completion: nothing is kept.
+    let disputed_session = start_checkout(&app, key, "50.00").await;
+    let disputed = fake.pay(&disputed_session);
+    let disputed_intent = disputed["payment_intent"].as_str().unwrap();
+    let mut chargeback = dispute("dp_early", disputed_intent, "needs_response");
+    chargeback["amount"] = json!(5000);
+    deliver(
+        &app,
+        &stripe_event("evt_early_dispute", "charge.dispute.created", chargeback),
+    )
+    .await;
+    assert_eq!(balance().await, Micros::ZERO);
+    deliver(&app, &completed_event("evt_late_disputed", &disputed)).await;
+    assert_eq!(balance().await, Micros::ZERO, "credited and disputed");
+
+    // A $5 refund, a dispute of $10 opened and won, all before the
+    // completion of a $30 payment: $25 is kept, as in order.
+    let mixed_session = start_checkout(&app, key, "30.00").await;
+    let mixed = fake.pay(&mixed_session);
+    let mixed_intent = mixed["payment_intent"].as_str().unwrap();
+    for (event_id, event_type, object) in [
+        (
+            "evt_mixed_refund",
+            "charge.refunded",
+            charge(mixed_intent, 500),
+        ),
+        (
+            "evt_mixed_opened",
+            "charge.dispute.created",
+            dispute("dp_mixed", mixed_intent, "needs_response"),
+        ),
+        (
+            "evt_mixed_won",
+            "charge.dispute.closed",
+            dispute("dp_mixed", mixed_intent, "won"),
+        ),
+    ] {
+        deliver(&app, &stripe_event(event_id, event_type, object)).await;
+    }
+    assert_eq!(balance().await, Micros::ZERO);
+    deliver(&app, &completed_event("evt_late_mixed", &mixed)).await;
+    assert_eq!(balance().await, Micros(25_000_000));
+    // The completion again credits nothing and applies nothing twice.
+    deliver(&app, &completed_event("evt_late_mixed_again", &mixed)).await;
+    assert_eq!(balance().await, Micros(25_000_000));
+    app.assert_ledger_invariant(account_id).await;
+    // Every take-back is in the ledger with the event that caused it.
+    let entries = app.server.store.ledger_entries(account_id).await.unwrap();
+    for event_id in ["evt_early_refund", "evt_early_dispute", "evt_mixed_refund"] {
+        assert!(
+            entries.iter().any(|entry| entry.kind == "debit"
+                && entry
+                    .reference
+                    .as_deref()
+                    .is_some_and(|reference| reference.contains(event_id))),
+            "{event_id}: {entries:?}"
+        );
+    }
+}
+
+/// Issue 50: a paid session of another product on the same Stripe account
+/// credits nothing, even when it names an account of vidgate's.
+async fn a_paid_session_vidgate_did_not_make_credits_nothing(store: StoreKind) {
+    let (app, fake) = app_with_stripe(store).await;
+    let account_id = app.account.account.id.clone();
+    // Another product's server makes a $2,500 session with the secret key.
+    let form = [
+        ("mode", "payment"),
+        ("line_items[0][price_data][currency]", "usd"),
+        ("line_items[0][price_data][unit_amount]", "250000"),
+        ("line_items[0][price_data][product_data][name]", "a sofa"),
+        ("line_items[0][quantity]", "1"),
+        ("client_reference_id", account_id.as_str()),
+        ("success_url", "https://shop.example/done"),
+        ("cancel_url", "https://shop.example/cart"),
+    ];
+    let created: Value = reqwest::Client::new()
+        .post(format!("{}/v1/checkout/sessions", fake.base_url))
+        .bearer_auth(STRIPE_SECRET_KEY)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(
+            url::form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(form)
+                .finish(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let foreign = fake.pay(created["id"].as_str().unwrap());
+    assert_eq!(foreign["amount_total"], json!(250000), "{foreign}");
+    deliver(&app, &completed_event("evt_foreign_session", &foreign)).await;
+    assert_eq!(
+        app.account_state(&account_id).await.balance,
+        Micros(100_000_000)
+    );
+    // The same account's own top-up still credits.
+    top_up(&app, &fake, app.key(), "20.00").await;
+    assert_eq!(
+        app.account_state(&account_id).await.balance,
+        Micros(120_000_000)
+    );
+    app.assert_ledger_invariant(&account_id).await;
+}
+
+/// Issue 50: an inquiry (`warning_needs_response`) takes the money back in
+/// case it becomes a chargeback; closed without one (`warning_closed`), it
+/// gives it back once.
+async fn an_inquiry_closed_without_a_chargeback_gives_the_money_back(store: StoreKind) {
+    let (app, fake) = app_with_stripe(store).await;
+    let customer = app.new_account(0).await;
+    let key = customer.api_key.as_str();
+    let account_id = customer.account.id.as_str();
+    let paid = top_up(&app, &fake, key, "10.00").await;
+    let intent = paid["payment_intent"].as_str().unwrap();
+    deliver(
+        &app,
+        &stripe_event(
+            "evt_inquiry",
+            "charge.dispute.created",
+            dispute("dp_inquiry", intent, "warning_needs_response"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        app.account_state(account_id).await.shown_balance(),
+        Micros::ZERO
+    );
+    for event_id in ["evt_inquiry_closed", "evt_inquiry_closed_again"] {
+        deliver(
+            &app,
+            &stripe_event(
+                event_id,
+                "charge.dispute.closed",
+                dispute("dp_inquiry", intent, "warning_closed"),
+            ),
+        )
+        .await;
+        assert_eq!(
+            app.account_state(account_id).await.shown_balance(),
+            Micros(10_000_000),
+            "{event_id}"
+        );
+    }
     app.assert_ledger_invariant(account_id).await;
 }
 

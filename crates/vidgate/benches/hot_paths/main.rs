@@ -3,7 +3,7 @@
 //! the ratios are the point). Nothing here is asserted: it prints.
 //!
 //! `cargo bench -p vidgate --bench hot_paths [-- SECTION…]` with sections
-//! `reads`, `submit`, `lists`, `memory`, `postgres` (all by default; `postgres` needs
+//! `reads`, `submit`, `lists`, `memory`, `sign-in-memory`, `postgres` (all by default; `postgres` needs
 //! `VIDGATE_BENCH_POSTGRES_URL` or `VIDGATE_TEST_POSTGRES_URL`, a server on
 //! which it creates and drops a database). `VIDGATE_BENCH_SECONDS` sets the
 //! length of each run (default 5). It needs `wrk`, `python3` (the SQLite
@@ -594,6 +594,74 @@ async fn memory_after_renders(work: &Path, report: &mut Report) {
     ));
 }
 
+/// Resident memory of an API node while 60 wrong sign-ins arrive at once
+/// from two addresses (30 each, the address limit's burst) for emails that
+/// have no user, so each hashes against the dummy hash (issue 50): idle,
+/// the peak while they are answered, when all are answered, and 30 s later.
+/// Each Argon2id check takes 19 MiB; the hashing slots bound how many run at
+/// once, and the attempts past what the slots can take in time are refused.
+async fn memory_during_sign_in_burst(work: &Path, report: &mut Report) {
+    const ATTEMPTS: usize = 60;
+    let data_dir = work.join("sign-in");
+    let data_dir_text = data_dir.to_str().unwrap().to_owned();
+    // Loopback is the proxy, so the two addresses are X-Forwarded-For's.
+    let environment = [
+        ("VIDGATE_DATA_DIR", data_dir_text.as_str()),
+        ("VIDGATE_TRUSTED_PROXIES", "127.0.0.1/32"),
+    ];
+    let node = Node::start(&environment);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = node.resident_megabytes();
+    let client = reqwest::Client::new();
+    let sign_in_url = node.api_base.replace("/api/v1", "/dashboard/sign-in");
+    // The form's pre-session CSRF token is also its cookie (double submit).
+    let page = client.get(&sign_in_url).send().await.unwrap();
+    let cookie = page
+        .headers()
+        .get("set-cookie")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .expect("the sign-in page sets its CSRF cookie")
+        .to_owned();
+    let token = cookie.split_once('=').unwrap().1.to_owned();
+    let attempts: Vec<_> = (0..ATTEMPTS)
+        .map(|attempt| {
+            let request = client
+                .post(&sign_in_url)
+                .header("cookie", &cookie)
+                .header("x-forwarded-for", format!("198.51.100.{}", attempt % 2 + 1))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!(
+                    "email=nobody{attempt}%40example.com&password=wrong-password-{attempt}&csrf_token={token}"
+                ));
+            tokio::spawn(async move { request.send().await.map(|answer| answer.status().as_u16()) })
+        })
+        .collect();
+    let mut peak = idle;
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    for attempt in attempts {
+        while !attempt.is_finished() {
+            peak = peak.max(node.resident_megabytes());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let status = attempt.await.unwrap().expect("the sign-in is answered");
+        *statuses.entry(status).or_default() += 1;
+    }
+    let answered = node.resident_megabytes();
+    peak = peak.max(answered);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let statuses: Vec<String> = statuses
+        .iter()
+        .map(|(status, count)| format!("{count}x {status}"))
+        .collect();
+    report.note(format!(
+        "resident memory, {ATTEMPTS} wrong sign-ins at once from 2 addresses ({}): idle {idle:.1} MB, peak {peak:.1} MB (+{:.1} MB), all answered {answered:.1} MB, 30 s later {:.1} MB",
+        statuses.join(", "),
+        peak - idle,
+        node.resident_megabytes()
+    ));
+}
+
 /// Submits on PostgreSQL, one account and 16, against pgbench running the
 /// same-shaped transaction over 16 accounts with 32 clients.
 fn postgres_submit(
@@ -691,6 +759,9 @@ async fn main() {
     drop(node);
     if wants("memory") {
         memory_after_renders(work.path(), &mut report).await;
+    }
+    if wants("sign-in-memory") {
+        memory_during_sign_in_burst(work.path(), &mut report).await;
     }
 
     match (&postgres_url, wants("postgres")) {
