@@ -603,28 +603,17 @@ async fn take_backs_that_arrive_before_their_credit_wait_for_it(store: StoreKind
     let refunded_session = start_checkout(&app, key, "20.00").await;
     let refunded = fake.pay(&refunded_session);
     let refunded_intent = refunded["payment_intent"].as_str().unwrap();
-    deliver(
-        &app,
-        &stripe_event(
-            "evt_early_refund",
-            "charge.refunded",
-            charge(refunded_intent, 2000),
-        ),
-    )
-    .await;
+    let early_refund = stripe_event(
+        "evt_early_refund",
+        "charge.refunded",
+        charge(refunded_intent, 2000),
+    );
+    deliver(&app, &early_refund).await;
     assert_eq!(balance().await, Micros::ZERO, "nothing to take back yet");
     deliver(&app, &completed_event("evt_late_completion", &refunded)).await;
     assert_eq!(balance().await, Micros::ZERO, "credited and refunded");
     // The refund again, now that the payment is known: nothing more.
-    deliver(
-        &app,
-        &stripe_event(
-            "evt_early_refund",
-            "charge.refunded",
-            charge(refunded_intent, 2000),
-        ),
-    )
-    .await;
+    deliver(&app, &early_refund).await;
     assert_eq!(balance().await, Micros::ZERO);
 
     // A chargeback of $50, then the completion: nothing is kept.
