@@ -73,6 +73,7 @@ pub fn issue_api_key(account_id: &str, name: &str) -> IssuedKey {
             name: name.to_owned(),
             prefix: secret.display_prefix,
             secret_sha256: secret.sha256,
+            created_by_user_id: None,
         },
         secret: secret.secret,
     }

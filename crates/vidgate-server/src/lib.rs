@@ -13,6 +13,7 @@ pub mod diagnostics;
 pub mod health;
 pub mod http;
 pub mod ids;
+pub mod keys_and_secrets;
 pub mod limits;
 pub mod live_status;
 pub mod media;

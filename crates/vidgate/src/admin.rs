@@ -107,7 +107,8 @@ enum UserCommand {
         #[arg(long)]
         password_stdin: bool,
     },
-    /// Remove a dashboard user; its sessions end at once.
+    /// Remove a dashboard user; its sessions end at once and the API keys
+    /// they made in the dashboard are revoked.
     Remove { email: String },
     /// End every session of a dashboard user (signed in anywhere); the user
     /// can sign in again.

@@ -1,4 +1,8 @@
-//! API keys: the list, creation (the secret shown once) and revocation.
+//! API keys: the list with who made each, creation (the secret shown
+//! once), revocation and spend limits. The changes are
+//! `keys_and_secrets`'s, the operator's own, each with its audit row
+//! (actor `dashboard:<email>`); a member makes them only when the
+//! account's owners allow members to manage keys and secrets.
 
 use askama::Template;
 use axum::Form;
@@ -8,11 +12,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::{CsrfForm, SignedIn};
-use super::{Confirmation, Layout, Section, confirm_page, display_time, render, usd};
-use crate::accounts;
+use super::{Confirmation, Layout, Section, confirm_page, display_time, error_page, render, usd};
+use crate::keys_and_secrets::{self, Changer, KeyChangeError};
 use crate::spend_limits::{SpendPeriod, parse_spend_limit};
 use crate::state::AppState;
-use crate::store::ApiKeyRecord;
+use crate::store::{ApiKeyRecord, Session, User};
 
 /// Key names are labels for people; longer ones are refused.
 const MAX_KEY_NAME_CHARS: usize = 100;
@@ -30,11 +34,26 @@ struct KeyRow {
     /// the period.
     spend_limit_usd: String,
     spend_limit_period: &'static str,
+    /// Who made it: a person's email, "a removed person", or "the
+    /// operator" for a key made outside the dashboard (or before keys
+    /// recorded their maker).
+    made_by: String,
 }
 
-impl From<ApiKeyRecord> for KeyRow {
-    fn from(key: ApiKeyRecord) -> KeyRow {
+impl KeyRow {
+    fn new(key: ApiKeyRecord, people: &[User]) -> KeyRow {
+        let made_by = match &key.created_by_user_id {
+            None => "the operator".to_owned(),
+            Some(user_id) => people
+                .iter()
+                .find(|person| &person.id == user_id)
+                .map_or_else(
+                    || "a removed person".to_owned(),
+                    |person| person.email.clone(),
+                ),
+        };
         KeyRow {
+            made_by,
             id: key.id,
             name: key.name,
             prefix: key.prefix,
@@ -70,6 +89,9 @@ struct KeysPage {
     alert: Option<String>,
     /// What the last action did ("The key … was revoked").
     notice: Option<String>,
+    /// Whether the signed-in person may create and revoke keys and change
+    /// spend limits: only then does the page hold the forms.
+    may_manage: bool,
 }
 
 /// What the keys page shows besides the list.
@@ -88,9 +110,20 @@ async fn keys_page(
     extras: KeysPageExtras,
 ) -> Response {
     let session = &signed_in.0;
-    match state.store.api_keys(&session.account_id).await {
-        Ok(keys) => {
-            let keys: Vec<KeyRow> = keys.into_iter().map(KeyRow::from).collect();
+    let store = state.store.as_ref();
+    let loaded = async {
+        Ok::<_, crate::store::StoreError>((
+            store.api_keys(&session.account_id).await?,
+            store.account_users(&session.account_id).await?,
+            keys_and_secrets::person_may_manage(store, session).await?,
+        ))
+    };
+    match loaded.await {
+        Ok((keys, people, may_manage)) => {
+            let keys: Vec<KeyRow> = keys
+                .into_iter()
+                .map(|key| KeyRow::new(key, &people))
+                .collect();
             // Only a key of this account that is revoked is named, so the
             // query cannot make the page say anything else.
             let notice = extras.revoked_key_id.and_then(|revoked_id| {
@@ -111,6 +144,7 @@ async fn keys_page(
                     new_key_secret: extras.new_key_secret,
                     alert: extras.alert,
                     notice,
+                    may_manage,
                 },
             )
         }
@@ -163,7 +197,15 @@ pub async fn create(
         };
         return keys_page(&state, &signed_in, StatusCode::BAD_REQUEST, extras).await;
     }
-    match accounts::create_api_key(state.store.as_ref(), &signed_in.0.account_id, name).await {
+    let session = &signed_in.0;
+    match keys_and_secrets::create_key(
+        state.store.as_ref(),
+        Changer::Person(session),
+        &session.account_id,
+        name,
+    )
+    .await
+    {
         Ok(created) => {
             let extras = KeysPageExtras {
                 new_key_secret: Some(created.api_key),
@@ -171,7 +213,7 @@ pub async fn create(
             };
             keys_page(&state, &signed_in, StatusCode::OK, extras).await
         }
-        Err(error) => super::internal_error(error),
+        Err(error) => refused(session, error),
     }
 }
 
@@ -184,6 +226,11 @@ pub async fn confirm_revoke(
     Path(key_id): Path<String>,
 ) -> Response {
     let session = &signed_in.0;
+    match keys_and_secrets::person_may_manage(state.store.as_ref(), session).await {
+        Ok(true) => {}
+        Ok(false) => return refused(session, KeyChangeError::NotAllowed),
+        Err(error) => return super::internal_error(error),
+    }
     let keys = match state.store.api_keys(&session.account_id).await {
         Ok(keys) => keys,
         Err(error) => return super::internal_error(error),
@@ -210,6 +257,7 @@ pub async fn confirm_revoke(
             action: &action,
             confirm_label: "Revoke key",
             cancel_href: "/dashboard/keys",
+            choice: None,
         },
     )
 }
@@ -226,14 +274,12 @@ pub async fn revoke(
     if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
         return refused;
     }
-    match state
-        .store
-        .revoke_account_api_key(&signed_in.0.account_id, &key_id)
+    let session = &signed_in.0;
+    match keys_and_secrets::revoke_key(state.store.as_ref(), Changer::Person(session), &key_id)
         .await
     {
-        Ok(true) => Redirect::to(&format!("/dashboard/keys?revoked={key_id}")).into_response(),
-        Ok(false) => super::not_found(Some(&signed_in.0)),
-        Err(error) => super::internal_error(error),
+        Ok(()) => Redirect::to(&format!("/dashboard/keys?revoked={key_id}")).into_response(),
+        Err(error) => refused(session, error),
     }
 }
 
@@ -269,13 +315,34 @@ pub async fn set_limit(
             return keys_page(&state, &signed_in, StatusCode::BAD_REQUEST, extras).await;
         }
     };
-    match state
-        .store
-        .set_account_key_spend_limit(&signed_in.0.account_id, &key_id, limit)
-        .await
+    let session = &signed_in.0;
+    match keys_and_secrets::set_spend_limit(
+        state.store.as_ref(),
+        Changer::Person(session),
+        &key_id,
+        limit,
+    )
+    .await
     {
-        Ok(true) => Redirect::to("/dashboard/keys").into_response(),
-        Ok(false) => super::not_found(Some(&signed_in.0)),
-        Err(error) => super::internal_error(error),
+        Ok(()) => Redirect::to("/dashboard/keys").into_response(),
+        Err(error) => refused(session, error),
+    }
+}
+
+/// The answer to a refused change of keys or the webhook secret: a 403
+/// page for a member the owners do not allow, not found for another
+/// account's key (as for an unknown one).
+pub fn refused(session: &Session, error: KeyChangeError) -> Response {
+    match error {
+        KeyChangeError::NotAllowed => error_page(
+            StatusCode::FORBIDDEN,
+            Some(session),
+            "Owners only",
+            &error.to_string(),
+        ),
+        KeyChangeError::KeyNotFound(_) | KeyChangeError::Account(_) => {
+            super::not_found(Some(session))
+        }
+        KeyChangeError::Store(error) => super::internal_error(error),
     }
 }

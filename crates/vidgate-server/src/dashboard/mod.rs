@@ -82,6 +82,10 @@ pub fn router() -> Router<AppState> {
             get(change_password::show).post(change_password::submit),
         )
         .route("/people", get(people::list).post(people::invite))
+        .route(
+            "/people/members",
+            post(people::set_members_manage_keys_and_secrets),
+        )
         .route("/people/{user_id}/role", post(people::set_role))
         .route(
             "/people/{user_id}/remove",
@@ -281,6 +285,7 @@ struct ConfirmPage<'a> {
     action: &'a str,
     confirm_label: &'a str,
     cancel_href: &'a str,
+    choice: Option<ConfirmChoice<'a>>,
 }
 
 /// What a destructive action asks before it is taken: a page of its own
@@ -291,6 +296,17 @@ pub struct Confirmation<'a> {
     pub action: &'a str,
     pub confirm_label: &'a str,
     pub cancel_href: &'a str,
+    /// A choice the form posts with the action (how it is taken), if any.
+    pub choice: Option<ConfirmChoice<'a>>,
+}
+
+/// A choice of the confirmation's form: radio buttons named `name`, the
+/// first option checked, so that posting without a choice takes the first.
+pub struct ConfirmChoice<'a> {
+    pub legend: &'a str,
+    pub name: &'a str,
+    /// Each option's value and label.
+    pub options: Vec<(&'a str, &'a str)>,
 }
 
 pub fn confirm_page(
@@ -307,6 +323,7 @@ pub fn confirm_page(
             action: confirmation.action,
             confirm_label: confirmation.confirm_label,
             cancel_href: confirmation.cancel_href,
+            choice: confirmation.choice,
         },
     )
 }

@@ -1,8 +1,11 @@
 //! The account's people (`/dashboard/people`): who signs in to it, in what
 //! role, since when. Owners invite people (a one-time password shown once,
-//! as a new key's secret is), change roles, and remove people after a
-//! confirmation page; members see the list only. The decisions and their
-//! audit rows are `users::invite`, `users::set_role` and `users::remove`.
+//! as a new key's secret is), change roles, remove people after a
+//! confirmation page that asks whether the keys they made are revoked
+//! with them, and choose whether members manage keys and secrets; members
+//! see the list only. The decisions and their audit rows are
+//! `users::invite`, `users::set_role`, `users::remove` and
+//! `users::set_members_manage_keys_and_secrets`.
 
 use askama::Template;
 use axum::Form;
@@ -11,11 +14,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::session::{CsrfForm, SignedIn};
+use super::session::SignedIn;
 use super::users::{self, PeopleError, UserError};
-use super::{Confirmation, Layout, Section, confirm_page, display_time, error_page, render};
+use super::{
+    ConfirmChoice, Confirmation, Layout, Section, confirm_page, display_time, error_page, render,
+};
 use crate::state::AppState;
-use crate::store::{User, UserRole};
+use crate::store::{KeysOfRemovedPerson, User, UserRole};
 
 struct PersonRow {
     id: String,
@@ -39,9 +44,12 @@ struct PeoplePage {
     people: Vec<PersonRow>,
     /// Only owners see the forms that change people.
     is_owner: bool,
+    /// Whether the account's owners let members create and revoke keys,
+    /// change spend limits and read or rotate the webhook secret.
+    members_manage_keys_and_secrets: bool,
     invited: Option<Invited>,
     alert: Option<String>,
-    notice: Option<&'static str>,
+    notice: Option<String>,
     /// The invite form's values, kept after a refusal.
     invite_email: String,
     invite_role: &'static str,
@@ -51,7 +59,7 @@ struct PeoplePage {
 struct PeoplePageExtras {
     invited: Option<Invited>,
     alert: Option<String>,
-    notice: Option<&'static str>,
+    notice: Option<String>,
     invite_email: String,
     invite_role: UserRole,
 }
@@ -83,8 +91,17 @@ async fn people_page(
     extras: PeoplePageExtras,
 ) -> Response {
     let session = &signed_in.0;
-    let people = match state.store.account_users(&session.account_id).await {
-        Ok(people) => people,
+    let store = state.store.as_ref();
+    let loaded = async {
+        Ok::<_, crate::store::StoreError>((
+            store.account_users(&session.account_id).await?,
+            store
+                .members_manage_keys_and_secrets(&session.account_id)
+                .await?,
+        ))
+    };
+    let (people, members_manage_keys_and_secrets) = match loaded.await {
+        Ok(loaded) => loaded,
         Err(error) => return super::internal_error(error),
     };
     let is_owner = is_owner(&people, signed_in);
@@ -104,6 +121,7 @@ async fn people_page(
             layout: Layout::signed_in(session, "People", Section::People),
             people,
             is_owner,
+            members_manage_keys_and_secrets,
             invited: extras.invited,
             alert: extras.alert,
             notice: extras.notice,
@@ -117,6 +135,9 @@ async fn people_page(
 pub struct PeopleQuery {
     #[serde(default)]
     done: Option<String>,
+    /// After a removal: how many keys were revoked with the person.
+    #[serde(default)]
+    keys_revoked: Option<u32>,
 }
 
 pub async fn list(
@@ -124,10 +145,20 @@ pub async fn list(
     signed_in: SignedIn,
     Query(query): Query<PeopleQuery>,
 ) -> Response {
-    // Fixed words for each change: the query cannot put its own on the page.
+    // Fixed words for each change (and a number): the query cannot put its
+    // own words on the page.
     let notice = match query.done.as_deref() {
-        Some("role") => Some("The role was changed."),
-        Some("removed") => Some("The person was removed and signed out everywhere."),
+        Some("role") => Some("The role was changed.".to_owned()),
+        Some("removed") => Some(match query.keys_revoked {
+            Some(revoked @ 1..) => format!(
+                "The person was removed and signed out everywhere, and the {revoked} API \
+                 key(s) they made were revoked."
+            ),
+            _ => "The person was removed and signed out everywhere.".to_owned(),
+        }),
+        Some("members") => {
+            Some("What members may do with keys and secrets was changed.".to_owned())
+        }
         _ => None,
     };
     let extras = PeoplePageExtras {
@@ -294,11 +325,20 @@ pub async fn confirm_remove(
     let Some(person) = people.into_iter().find(|user| user.id == user_id) else {
         return super::not_found(Some(session));
     };
-    let (question, consequence) = if person.id == session.user_id {
+    let keys_made = match state.store.api_keys(&session.account_id).await {
+        Ok(keys) => keys
+            .into_iter()
+            .filter(|key| {
+                key.revoked_at.is_none() && key.created_by_user_id.as_deref() == Some(&person.id)
+            })
+            .count(),
+        Err(error) => return super::internal_error(error),
+    };
+    let (question, mut consequence) = if person.id == session.user_id {
         (
             "Remove yourself from this account?".to_owned(),
             "You are signed out at once and cannot sign in to this account again unless an \
-             owner invites you. The account's keys, generations and money stay."
+             owner invites you. The account's generations and money stay."
                 .to_owned(),
         )
     } else {
@@ -306,12 +346,28 @@ pub async fn confirm_remove(
             format!("Remove {}?", person.email),
             format!(
                 "{} is signed out at once, everywhere, and cannot sign in to this account \
-                 again unless an owner invites them. The account's keys, generations and \
-                 money stay.",
+                 again unless an owner invites them. The account's generations and money \
+                 stay.",
                 person.email
             ),
         )
     };
+    // The person's keys are revoked unless the owner keeps them: whoever
+    // leaves may still hold their secrets.
+    let choice = (keys_made > 0).then(|| {
+        consequence.push_str(&format!(
+            " They made {keys_made} API key(s) that still work: revoke them with the removal \
+             unless programs of the account need them."
+        ));
+        ConfirmChoice {
+            legend: "The API keys they made",
+            name: "keys",
+            options: vec![
+                ("revoke", "Revoke them: every request with them is refused"),
+                ("keep", "Keep them working"),
+            ],
+        }
+    });
     let action = format!("/dashboard/people/{}/remove", person.id);
     confirm_page(
         session,
@@ -322,26 +378,78 @@ pub async fn confirm_remove(
             action: &action,
             confirm_label: "Remove",
             cancel_href: "/dashboard/people",
+            choice,
         },
     )
 }
 
-/// Removes a person of the account (the confirmation page's form). Someone
-/// who removed themselves has no session left, and goes to the sign-in page.
+#[derive(Deserialize)]
+pub struct RemoveForm {
+    /// `keep` keeps the keys the person made; anything else, or nothing,
+    /// revokes them.
+    #[serde(default)]
+    keys: String,
+    #[serde(default)]
+    csrf_token: String,
+}
+
+/// Removes a person of the account (the confirmation page's form), with
+/// the keys they made unless the form keeps them. Someone who removed
+/// themselves has no session left, and goes to the sign-in page.
 pub async fn remove(
     State(state): State<AppState>,
     signed_in: SignedIn,
     Path(user_id): Path<String>,
-    Form(form): Form<CsrfForm>,
+    Form(form): Form<RemoveForm>,
 ) -> Response {
     if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
         return refused;
     }
-    match users::remove(state.store.as_ref(), &signed_in.0, &user_id).await {
-        Ok(removed) if removed.id == signed_in.0.user_id => {
+    let keys = if form.keys == "keep" {
+        KeysOfRemovedPerson::Keep
+    } else {
+        KeysOfRemovedPerson::Revoke
+    };
+    match users::remove(state.store.as_ref(), &signed_in.0, &user_id, keys).await {
+        Ok(removed) if removed.user.id == signed_in.0.user_id => {
             Redirect::to("/dashboard/sign-in").into_response()
         }
-        Ok(_) => Redirect::to("/dashboard/people?done=removed").into_response(),
+        Ok(removed) if removed.revoked_key_ids.is_empty() => {
+            Redirect::to("/dashboard/people?done=removed").into_response()
+        }
+        Ok(removed) => Redirect::to(&format!(
+            "/dashboard/people?done=removed&keys_revoked={}",
+            removed.revoked_key_ids.len()
+        ))
+        .into_response(),
+        Err(error) => refused(&state, &signed_in, error, Default::default()).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct MembersForm {
+    /// Present (a checked box) when members may manage keys and secrets.
+    #[serde(default)]
+    members_manage_keys_and_secrets: Option<String>,
+    #[serde(default)]
+    csrf_token: String,
+}
+
+/// An owner lets members create and revoke keys, change spend limits and
+/// read or rotate the webhook secret, or stops them.
+pub async fn set_members_manage_keys_and_secrets(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Form(form): Form<MembersForm>,
+) -> Response {
+    if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
+        return refused;
+    }
+    let allowed = form.members_manage_keys_and_secrets.is_some();
+    match users::set_members_manage_keys_and_secrets(state.store.as_ref(), &signed_in.0, allowed)
+        .await
+    {
+        Ok(()) => Redirect::to("/dashboard/people?done=members").into_response(),
         Err(error) => refused(&state, &signed_in, error, Default::default()).await,
     }
 }

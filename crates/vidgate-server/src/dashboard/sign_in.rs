@@ -221,6 +221,14 @@ pub async fn submit(
     // `verify` accepts no password without a stored hash, so a match always
     // comes with its user.
     match (passwords::verify(credentials.password, stored).await, user) {
+        (Ok(true), Some(user)) if user.one_time_password_expired(now_millis()) => sign_in_page(
+            &state,
+            headers,
+            StatusCode::UNAUTHORIZED,
+            "sign-in",
+            &email,
+            Some(users::ONE_TIME_PASSWORD_EXPIRED.into()),
+        ),
         (Ok(true), Some(user)) => signed_in(&state, &user).await,
         (Ok(_), _) => sign_in_page(
             &state,

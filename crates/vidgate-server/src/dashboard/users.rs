@@ -7,13 +7,16 @@
 //! checks that a concurrent change could otherwise slip past (the actor is
 //! still an owner, the account keeps an owner, the email is free).
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use crate::accounts::AccountChangeError;
 use crate::ids::{new_account_id, new_webhook_secret, random_token};
+use crate::keys_and_secrets::dashboard_actor;
 use crate::store::{
-    Account, AuditAction, NewAccount, NewAuditEntry, PeopleActor, PeopleRefusal, Session, Store,
-    StoreError, User, UserRole, now_millis,
+    Account, AuditAction, KeysOfRemovedPerson, NewAccount, NewAuditEntry, PeopleActor,
+    PeopleRefusal, RemovedPerson, Session, Store, StoreError, User, UserRole, now_millis,
 };
 
 use super::passwords::{self, PasswordError};
@@ -21,6 +24,17 @@ use super::passwords::{self, PasswordError};
 /// Length of a generated one-time password: 24 characters of 36 symbols,
 /// about 124 bits.
 const ONE_TIME_PASSWORD_CHARS: usize = 24;
+/// How long a one-time password signs in: three days, time for an invited
+/// person to find the message in a week's mail, and short enough that a
+/// password shown once and then left in a chat or a ticket stops working.
+/// After it, the person asks for a new invitation (or the operator for a
+/// new `user create`).
+pub const ONE_TIME_PASSWORD_LIFETIME: Duration = Duration::from_secs(72 * 60 * 60);
+/// What a sign-in with an expired one-time password is told. The password
+/// was right, so saying that it expired tells a guesser nothing.
+pub const ONE_TIME_PASSWORD_EXPIRED: &str = "This one-time password has expired: one-time \
+    passwords sign in for 72 hours. Ask an owner of the account to remove you and invite you \
+    again, or the operator to create your user again.";
 /// The dashboard user of the development account `vidgate serve` creates
 /// on a first start.
 pub const DEVELOPMENT_EMAIL: &str = "developer@localhost";
@@ -116,14 +130,18 @@ pub async fn prepare_user(
             (generated.clone(), Some(generated))
         }
     };
+    let created_at = now_millis();
     let user = User {
         id: new_user_id(),
         account_id: account_id.to_owned(),
         email,
         password_hash: passwords::hash(password).await?,
-        created_at: now_millis(),
+        created_at,
         role,
         must_change_password: one_time_password.is_some(),
+        one_time_password_expires_at: one_time_password
+            .is_some()
+            .then(|| created_at + ONE_TIME_PASSWORD_LIFETIME.as_millis() as i64),
     };
     Ok(CreatedUser {
         user,
@@ -168,6 +186,7 @@ pub async fn sign_up(
         // The first person of a new account owns it, and chose the password.
         role: UserRole::Owner,
         must_change_password: false,
+        one_time_password_expires_at: None,
     };
     store
         .sign_up(
@@ -181,11 +200,6 @@ pub async fn sign_up(
         )
         .await?
         .ok_or(UserError::EmailTaken(email))
-}
-
-/// Who the audit log names for a change made in the dashboard.
-pub fn dashboard_actor(session: &Session) -> String {
-    format!("dashboard:{}", session.email)
 }
 
 fn people_actor(session: &Session) -> PeopleActor<'_> {
@@ -282,18 +296,53 @@ pub async fn set_role(
     Ok(changed)
 }
 
-/// An owner removes a person of their account, whose sessions end at once;
-/// the account keeps at least one owner. Answers the person as they were.
-pub async fn remove(store: &Store, owner: &Session, user_id: &str) -> Result<User, PeopleError> {
+/// An owner removes a person of their account, whose sessions end at once,
+/// and revokes the API keys the person made or keeps them, as `keys` says;
+/// the account keeps at least one owner. Answers the person as they were,
+/// with the keys revoked.
+pub async fn remove(
+    store: &Store,
+    owner: &Session,
+    user_id: &str,
+    keys: KeysOfRemovedPerson,
+) -> Result<RemovedPerson, PeopleError> {
     let removed = store
-        .remove_account_user_audited(people_actor(owner), user_id, |user| NewAuditEntry {
-            actor: dashboard_actor(owner),
-            action: AuditAction::UserRemove,
-            target: user.id.clone(),
-            detail: json!({ "account_id": user.account_id, "email": user.email }),
-        })
+        .remove_account_user_audited(
+            people_actor(owner),
+            user_id,
+            keys,
+            |user, revoked_key_ids| NewAuditEntry {
+                actor: dashboard_actor(owner),
+                action: AuditAction::UserRemove,
+                target: user.id.clone(),
+                detail: json!({
+                    "account_id": user.account_id,
+                    "email": user.email,
+                    "keys_revoked": revoked_key_ids,
+                }),
+            },
+        )
         .await??;
     Ok(removed)
+}
+
+/// An owner lets the account's members create and revoke keys, change
+/// their spend limits and read or rotate the webhook secret, or stops them.
+pub async fn set_members_manage_keys_and_secrets(
+    store: &Store,
+    owner: &Session,
+    allowed: bool,
+) -> Result<(), PeopleError> {
+    let audit = NewAuditEntry {
+        actor: dashboard_actor(owner),
+        action: AuditAction::AccountMemberPermissions,
+        target: owner.account_id.clone(),
+        detail: json!({ "members_manage_keys_and_secrets": allowed }),
+    };
+    store
+        .set_members_manage_keys_and_secrets_audited(people_actor(owner), allowed, &audit)
+        .await??;
+    Ok(())
 }
 
 /// Why a password change was refused, in words for the person, with the

@@ -1,6 +1,9 @@
 //! Webhooks: the signing secret (revealed on demand, rotated), the
 //! account's recent deliveries with when each pending one is tried next, and
-//! a test event sent to a URL of the person's choosing.
+//! a test event sent to a URL of the person's choosing. Only a person who
+//! may manage keys and secrets (an owner, or a member the owners allow)
+//! reads or rotates the secret; the rotation is `keys_and_secrets`'s, the
+//! operator's own, with its audit row.
 
 use askama::Template;
 use axum::Form;
@@ -10,11 +13,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
+use super::keys::refused;
 use super::session::{CSRF_HEADER, CsrfForm, SignedIn};
 use super::{
     Confirmation, Layout, Section, confirm_page, display_time, display_time_to_the_second, render,
 };
 use crate::accounts::{self, MAX_LOW_BALANCE_URL_LENGTH};
+use crate::keys_and_secrets::{self, Changer, KeyChangeError};
 use crate::state::AppState;
 use crate::store::{AccountDelivery, DeliveryStatus, MAX_PENDING_TEST_EVENTS, now_millis};
 
@@ -116,6 +121,9 @@ struct WebhooksPage {
     /// What the test form's last use did, or why it was refused.
     test_notice: Option<String>,
     test_alert: Option<String>,
+    /// Whether the signed-in person may read and rotate the secret: only
+    /// then does the page offer to.
+    may_manage: bool,
 }
 
 #[derive(Deserialize)]
@@ -165,13 +173,17 @@ async fn webhooks_page(
         let deliveries = store
             .recent_webhook_deliveries(&session.account_id, DELIVERY_ROWS)
             .await?;
-        Ok::<_, crate::store::StoreError>((account, deliveries))
+        let may_manage = keys_and_secrets::person_may_manage(store, session).await?;
+        Ok::<_, crate::store::StoreError>((account, deliveries, may_manage))
     };
-    let (account, deliveries) = match loaded.await {
-        Ok((Some(account), deliveries)) => (account, deliveries),
-        Ok((None, _)) => return super::not_found(Some(session)),
+    let (account, deliveries, may_manage) = match loaded.await {
+        Ok((Some(account), deliveries, may_manage)) => (account, deliveries, may_manage),
+        Ok((None, _, _)) => return super::not_found(Some(session)),
         Err(error) => return super::internal_error(error),
     };
+    if query.reveal.is_some() && !may_manage {
+        return refused(session, KeyChangeError::NotAllowed);
+    }
     let now = now_millis();
     let deliveries: Vec<DeliveryRow> = deliveries
         .into_iter()
@@ -194,6 +206,7 @@ async fn webhooks_page(
             rotated: query.rotated.is_some(),
             test_notice: test.notice,
             test_alert: test.alert,
+            may_manage,
         },
     )
 }
@@ -282,7 +295,13 @@ pub async fn secret(
     if let Some(refused) = signed_in.csrf_refusal(token) {
         return refused;
     }
-    match state.store.account(&signed_in.0.account_id).await {
+    let session = &signed_in.0;
+    match keys_and_secrets::person_may_manage(state.store.as_ref(), session).await {
+        Ok(true) => {}
+        Ok(false) => return refused(session, KeyChangeError::NotAllowed),
+        Err(error) => return super::internal_error(error),
+    }
+    match state.store.account(&session.account_id).await {
         Ok(Some(account)) => {
             Json(serde_json::json!({ "webhook_secret": account.webhook_secret })).into_response()
         }
@@ -293,7 +312,12 @@ pub async fn secret(
 
 /// Asks before the secret is rotated: receivers that check signatures must
 /// be given the new secret within the day the old one keeps signing.
-pub async fn confirm_rotate(signed_in: SignedIn) -> Response {
+pub async fn confirm_rotate(State(state): State<AppState>, signed_in: SignedIn) -> Response {
+    match keys_and_secrets::person_may_manage(state.store.as_ref(), &signed_in.0).await {
+        Ok(true) => {}
+        Ok(false) => return refused(&signed_in.0, KeyChangeError::NotAllowed),
+        Err(error) => return super::internal_error(error),
+    }
     confirm_page(
         &signed_in.0,
         Section::Webhooks,
@@ -305,13 +329,14 @@ pub async fn confirm_rotate(signed_in: SignedIn) -> Response {
             action: "/dashboard/webhooks/rotate",
             confirm_label: "Rotate secret",
             cancel_href: "/dashboard/webhooks",
+            choice: None,
         },
     )
 }
 
-/// Issues a new secret (the confirmation page's form); the replaced one
-/// keeps signing beside it for a day, as `POST /account/webhook-secret/rotate`
-/// does.
+/// Issues a new secret (the confirmation page's form), with its audit row;
+/// the replaced one keeps signing beside it for a day, as
+/// `POST /account/webhook-secret/rotate` does.
 pub async fn rotate(
     State(state): State<AppState>,
     signed_in: SignedIn,
@@ -320,10 +345,16 @@ pub async fn rotate(
     if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
         return refused;
     }
-    match accounts::rotate_webhook_secret(state.store.as_ref(), &signed_in.0.account_id).await {
-        Ok(Some(_)) => Redirect::to("/dashboard/webhooks?rotated=1").into_response(),
-        Ok(None) => super::not_found(Some(&signed_in.0)),
-        Err(error) => super::internal_error(error),
+    let session = &signed_in.0;
+    match keys_and_secrets::rotate_webhook_secret(
+        state.store.as_ref(),
+        Changer::Person(session),
+        &session.account_id,
+    )
+    .await
+    {
+        Ok(_) => Redirect::to("/dashboard/webhooks?rotated=1").into_response(),
+        Err(error) => refused(session, error),
     }
 }
 

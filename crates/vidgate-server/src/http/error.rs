@@ -299,6 +299,7 @@ impl From<OperatorActionError> for ApiError {
             OperatorActionError::KeyNotFound(key_id) => {
                 ApiError::NotFound(format!("No unrevoked key {key_id:?} exists."))
             }
+            OperatorActionError::NotAllowed(message) => ApiError::Forbidden(message),
             OperatorActionError::ModelNotFound(model_id) => {
                 ApiError::NotFound(format!("No model {model_id:?} exists."))
             }

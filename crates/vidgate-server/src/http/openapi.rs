@@ -406,7 +406,10 @@ fn document(catalog: &Catalog, api_base: &str) -> Value {
     paths.insert("/account/webhook-secret/rotate".into(), json!({ "post": {
         "operationId": "rotate_webhook_secret", "summary": "Issue a new webhook signing secret; the old one keeps signing for 24 hours", "tags": ["webhooks"],
         "security": [{ "bearer": [] }],
-        "responses": with_success("200", "The new secret, shown once.", schema_ref("WebhookSecret"), authenticated_errors(&[]))
+        "responses": with_success("200", "The new secret, shown once.", schema_ref("WebhookSecret"),
+            authenticated_errors(&[
+                ("403", "forbidden: the request is authenticated by a dashboard session cookie; people rotate the secret on the dashboard's Webhooks page, where the account's owners decide who may and the change is audited.")
+            ]))
     }}));
     paths.insert("/account".into(), json!({ "get": {
         "operationId": "get_account", "summary": "The caller's account, balance and limits", "tags": ["account"],

@@ -16,7 +16,10 @@ use super::account::account_gone;
 use super::{ApiError, AppState, rfc3339};
 use crate::accounts;
 use crate::representation::{ListKind, nullable_time_schema, object_kind, one_of_strings};
-use crate::store::{Account, Caller, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, WebhookDelivery};
+use crate::store::{
+    Account, Caller, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, SESSION_CALLER_PREFIX,
+    WebhookDelivery,
+};
 
 // `"object": "webhook_secret"`.
 object_kind!(WebhookSecretKind, WebhookSecret);
@@ -53,10 +56,20 @@ pub fn webhook_secret_json(account: &Account) -> Value {
 }
 
 /// Returns the new secret once; it is not shown by any other endpoint.
+/// A dashboard session is refused: a person rotates the secret on the
+/// dashboard's Webhooks page, which checks what the account's owners allow
+/// and writes the audit row naming them.
 pub async fn rotate_secret(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, ApiError> {
+    if caller.key_id.starts_with(SESSION_CALLER_PREFIX) {
+        return Err(ApiError::Forbidden(
+            "Rotate the webhook signing secret on the dashboard's Webhooks page, or with an API \
+             key."
+                .into(),
+        ));
+    }
     let account = accounts::rotate_webhook_secret(state.store.as_ref(), &caller.account_id)
         .await?
         .ok_or_else(account_gone)?;

@@ -6,8 +6,8 @@ use serde_json::json;
 use vidgate_core::Micros;
 
 use super::{OperatorActionError, bounded_text};
-use crate::accounts::{self, CreatedAccount, ROTATION_GRACE, parse_low_balance_setting};
-use crate::ids::new_webhook_secret;
+use crate::accounts::{self, CreatedAccount, parse_low_balance_setting};
+use crate::keys_and_secrets::{self, Changer};
 use crate::store::{
     Account, AccountDeletion, AccountLimits, AdjustmentKind, AdjustmentOutcome, AuditAction,
     CreditAdjustment, NewAuditEntry, NewCreditAdjustment, Store,
@@ -211,17 +211,10 @@ pub async fn rotate_webhook_secret(
     actor: &str,
     account_id: &str,
 ) -> Result<Account, OperatorActionError> {
-    accounts::changeable_account(store, account_id).await?;
-    let audit = NewAuditEntry {
-        actor: actor.to_owned(),
-        action: AuditAction::AccountRotateWebhookSecret,
-        target: account_id.to_owned(),
-        detail: json!({}),
-    };
-    store
-        .rotate_webhook_secret_audited(account_id, &new_webhook_secret(), ROTATION_GRACE, &audit)
-        .await?
-        .ok_or_else(|| OperatorActionError::AccountNotFound(account_id.to_owned()))
+    Ok(
+        keys_and_secrets::rotate_webhook_secret(store, Changer::Operator(actor), account_id)
+            .await?,
+    )
 }
 
 /// What deleting an account left.

@@ -1,12 +1,12 @@
 //! The operator's actions on API keys: create one for an account (its
-//! secret shown once), revoke one, set or remove its spend limit.
-
-use serde_json::json;
+//! secret shown once), revoke one, set or remove its spend limit. Each is
+//! the change `keys_and_secrets` makes for a person in the dashboard too.
 
 use super::{OperatorActionError, bounded_text};
-use crate::accounts::{self, CreatedKey};
+use crate::accounts::CreatedKey;
+use crate::keys_and_secrets::{self, Changer};
 use crate::spend_limits::{SpendLimit, parse_spend_limit};
-use crate::store::{AuditAction, NewAuditEntry, Store};
+use crate::store::Store;
 
 pub const MAX_KEY_NAME_LENGTH: usize = 100;
 /// The name of a key created without one.
@@ -31,20 +31,10 @@ pub async fn create(
         name.unwrap_or(DEFAULT_KEY_NAME),
         MAX_KEY_NAME_LENGTH,
     )?;
-    accounts::changeable_account(store, account_id).await?;
-    let issued = accounts::issue_api_key(account_id, name);
-    let audit = NewAuditEntry {
-        actor: actor.to_owned(),
-        action: AuditAction::KeyCreate,
-        target: issued.record.id.clone(),
-        detail: json!({ "account_id": account_id, "name": name }),
-    };
-    store.create_api_key_audited(&issued.record, &audit).await?;
+    let key =
+        keys_and_secrets::create_key(store, Changer::Operator(actor), account_id, name).await?;
     Ok(NamedKey {
-        key: CreatedKey {
-            key_id: issued.record.id,
-            api_key: issued.secret,
-        },
+        key,
         name: name.to_owned(),
     })
 }
@@ -52,15 +42,7 @@ pub async fn create(
 /// Revokes an API key; it is refused from then on (by this process at
 /// once, by the others within `CALLER_CACHE_TTL`).
 pub async fn revoke(store: &Store, actor: &str, key_id: &str) -> Result<(), OperatorActionError> {
-    let audit = NewAuditEntry {
-        actor: actor.to_owned(),
-        action: AuditAction::KeyRevoke,
-        target: key_id.to_owned(),
-        detail: json!({}),
-    };
-    if !store.revoke_api_key_audited(key_id, &audit).await? {
-        return Err(OperatorActionError::KeyNotFound(key_id.to_owned()));
-    }
+    keys_and_secrets::revoke_key(store, Changer::Operator(actor), key_id).await?;
     Ok(())
 }
 
@@ -78,17 +60,6 @@ pub async fn set_spend_limit(
             param: error.param,
             message: error.message,
         })?;
-    let audit = NewAuditEntry {
-        actor: actor.to_owned(),
-        action: AuditAction::KeyLimit,
-        target: key_id.to_owned(),
-        detail: json!({
-            "spend_limit_micros": limit.map(|limit| limit.amount.0),
-            "spend_limit_period": limit.map(|limit| limit.period.as_str()),
-        }),
-    };
-    if !store.set_spend_limit_audited(key_id, limit, &audit).await? {
-        return Err(OperatorActionError::KeyNotFound(key_id.to_owned()));
-    }
+    keys_and_secrets::set_spend_limit(store, Changer::Operator(actor), key_id, limit).await?;
     Ok(limit)
 }

@@ -22,6 +22,7 @@ use vidgate_core::Micros;
 
 use crate::accounts::AccountChangeError;
 use crate::dashboard::users::UserError;
+use crate::keys_and_secrets::KeyChangeError;
 use crate::store::StoreError;
 
 /// Why an operator action was refused. The texts are the CLI's; the
@@ -60,6 +61,11 @@ pub enum OperatorActionError {
     },
     #[error("no active key {0}")]
     KeyNotFound(String),
+    /// A person in the dashboard whom the account's owners do not let
+    /// manage keys and secrets; the operator is never refused it, but the
+    /// change it shares with the dashboard (`keys_and_secrets`) can be.
+    #[error("{0}")]
+    NotAllowed(String),
     #[error("no model {0} in the catalog")]
     ModelNotFound(String),
     #[error("no user {0}")]
@@ -80,6 +86,17 @@ impl From<AccountChangeError> for OperatorActionError {
                 OperatorActionError::AccountDeleted(account_id)
             }
             AccountChangeError::Store(error) => OperatorActionError::Store(error),
+        }
+    }
+}
+
+impl From<KeyChangeError> for OperatorActionError {
+    fn from(error: KeyChangeError) -> Self {
+        match error {
+            KeyChangeError::NotAllowed => OperatorActionError::NotAllowed(error.to_string()),
+            KeyChangeError::KeyNotFound(key_id) => OperatorActionError::KeyNotFound(key_id),
+            KeyChangeError::Account(error) => error.into(),
+            KeyChangeError::Store(error) => OperatorActionError::Store(error),
         }
     }
 }

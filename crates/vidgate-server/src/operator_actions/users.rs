@@ -43,19 +43,23 @@ async fn user_named(store: &Store, email: &str) -> Result<User, OperatorActionEr
         .ok_or(OperatorActionError::UserNotFound(email))
 }
 
-/// Removes a dashboard user; its sessions end at once. Answers the user as
-/// it was. Unlike an owner in the dashboard, the operator may remove an
-/// account's last owner: that is how an account whose people have left is
-/// handed to new ones (`user create` makes the new owner).
+/// Removes a dashboard user; its sessions end at once, and the API keys
+/// they made in the dashboard are revoked (an owner removing a person in
+/// the dashboard may keep them instead). Answers the user as it was. Unlike
+/// an owner in the dashboard, the operator may remove an account's last
+/// owner: that is how an account whose people have left is handed to new
+/// ones (`user create` makes the new owner).
 pub async fn remove(store: &Store, actor: &str, email: &str) -> Result<User, OperatorActionError> {
     let user = user_named(store, email).await?;
-    let audit = NewAuditEntry {
-        actor: actor.to_owned(),
-        action: AuditAction::UserRemove,
-        target: user.id.clone(),
-        detail: json!({ "account_id": user.account_id }),
-    };
-    if !store.remove_user_audited(&user.id, &audit).await? {
+    let removed = store
+        .remove_user_audited(&user, |revoked_key_ids| NewAuditEntry {
+            actor: actor.to_owned(),
+            action: AuditAction::UserRemove,
+            target: user.id.clone(),
+            detail: json!({ "account_id": user.account_id, "keys_revoked": revoked_key_ids }),
+        })
+        .await?;
+    if removed.is_none() {
         return Err(OperatorActionError::UserNotFound(user.email));
     }
     Ok(user)

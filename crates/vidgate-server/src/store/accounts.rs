@@ -113,6 +113,9 @@ pub struct NewApiKey {
     pub name: String,
     pub prefix: String,
     pub secret_sha256: String,
+    /// The dashboard user who made the key; `None` when the operator or
+    /// the first start made it. Removing that user can revoke it.
+    pub created_by_user_id: Option<String>,
 }
 
 /// What a dashboard session's caller id starts with, before the session's id.
@@ -141,10 +144,13 @@ pub struct ApiKeyRecord {
     pub revoked_at: Option<i64>,
     /// At most this much per period (migration 0021).
     pub spend_limit: Option<SpendLimit>,
+    /// The dashboard user who made it (migration 0027), who may since have
+    /// been removed; `None` for a key the operator or the first start made.
+    pub created_by_user_id: Option<String>,
 }
 
 /// An API key row: id, name, prefix, creation, last use, revocation, spend
-/// limit amount and period.
+/// limit amount and period, maker.
 type ApiKeyRow = (
     String,
     String,
@@ -153,6 +159,7 @@ type ApiKeyRow = (
     Option<i64>,
     Option<i64>,
     Option<i64>,
+    Option<String>,
     Option<String>,
 );
 
@@ -341,7 +348,7 @@ impl Store {
             transaction,
             sqlx::query(
                 "INSERT INTO api_keys (id, account_id, name, prefix, secret_sha256, \
-                 created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                 created_at, created_by_user_id) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(&key.id)
             .bind(&key.account_id)
@@ -349,6 +356,7 @@ impl Store {
             .bind(&key.prefix)
             .bind(&key.secret_sha256)
             .bind(now_millis())
+            .bind(&key.created_by_user_id)
         )?;
         Ok(())
     }
@@ -431,28 +439,6 @@ impl Store {
                  WHERE id = $1",
             )
             .bind(key_id)
-            .bind(limit.map(|limit| limit.amount.0))
-            .bind(limit.map(|limit| limit.period.as_str()))
-        )?;
-        Ok(changed == 1)
-    }
-
-    /// As `set_spend_limit_in`, for a key of `account_id` only (the
-    /// dashboard's); false for another account's key.
-    pub async fn set_account_key_spend_limit(
-        &self,
-        account_id: &str,
-        key_id: &str,
-        limit: Option<SpendLimit>,
-    ) -> Result<bool, StoreError> {
-        let changed = execute_on_writer!(
-            self,
-            sqlx::query(
-                "UPDATE api_keys SET spend_limit_micros = $3, spend_limit_period = $4 \
-                 WHERE id = $1 AND account_id = $2",
-            )
-            .bind(key_id)
-            .bind(account_id)
             .bind(limit.map(|limit| limit.amount.0))
             .bind(limit.map(|limit| limit.period.as_str()))
         )?;
@@ -623,7 +609,7 @@ impl Store {
             fetch_all,
             sqlx::query_as(
                 "SELECT id, name, prefix, created_at, last_used_at, revoked_at, \
-                 spend_limit_micros, spend_limit_period \
+                 spend_limit_micros, spend_limit_period, created_by_user_id \
                  FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id DESC",
             )
             .bind(account_id)
@@ -640,6 +626,7 @@ impl Store {
                     revoked_at,
                     limit_amount,
                     limit_period,
+                    created_by_user_id,
                 )| ApiKeyRecord {
                     id,
                     name,
@@ -648,30 +635,10 @@ impl Store {
                     last_used_at,
                     revoked_at,
                     spend_limit: spend_limit_from_row((limit_amount, limit_period)),
+                    created_by_user_id,
                 },
             )
             .collect())
-    }
-
-    /// Revokes one of the account's keys; false when the account has no
-    /// unrevoked key with that id.
-    pub async fn revoke_account_api_key(
-        &self,
-        account_id: &str,
-        key_id: &str,
-    ) -> Result<bool, StoreError> {
-        let changed = execute_on_writer!(
-            self,
-            sqlx::query(
-                "UPDATE api_keys SET revoked_at = $1 \
-                 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL",
-            )
-            .bind(now_millis())
-            .bind(key_id)
-            .bind(account_id)
-        )?;
-        self.callers().forget_all();
-        Ok(changed == 1)
     }
 
     pub async fn set_model_paused(&self, model_id: &str, paused: bool) -> Result<(), StoreError> {

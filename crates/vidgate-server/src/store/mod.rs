@@ -113,6 +113,7 @@ pub use operator::{
     AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditAction, AuditEntry, CreditAdjustment,
     NewAuditEntry, NewCreditAdjustment, OperatorGenerationFilter,
 };
+pub use operator_changes::{KeyChangeRefusal, KeyChanger};
 pub use postgres::PgStore;
 pub use provider_health::ProviderHealth;
 pub use provider_jobs::{GenerationProvider, NewProviderJob, ProviderJob, ProviderRouting};
@@ -126,7 +127,10 @@ pub use stripe_payments::{
     StripeTakeBackKind, StripeTakeBackOutcome,
 };
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadUsage};
-pub use users::{NewSession, PeopleActor, PeopleRefusal, Session, User, UserRole};
+pub use users::{
+    KeysOfRemovedPerson, NewSession, PeopleActor, PeopleRefusal, RemovedPerson, Session, User,
+    UserRole,
+};
 pub use webhook_log::{
     AccountDelivery, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, MAX_PENDING_TEST_EVENTS, TEST_EVENT,
     WebhookAttempt, WebhookDelivery,

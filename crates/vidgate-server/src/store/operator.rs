@@ -56,6 +56,9 @@ pub enum AuditAction {
     UserRole,
     /// A user changed their own password (dashboard).
     UserPassword,
+    /// An owner let the account's members manage keys and secrets, or
+    /// stopped them (dashboard).
+    AccountMemberPermissions,
 }
 
 impl AuditAction {
@@ -79,6 +82,7 @@ impl AuditAction {
             AuditAction::UserRevokeSessions => "user.revoke_sessions",
             AuditAction::UserRole => "user.role",
             AuditAction::UserPassword => "user.password",
+            AuditAction::AccountMemberPermissions => "account.member_permissions",
         }
     }
 }

@@ -6,15 +6,74 @@
 //! taken email) rolls back and writes no audit row. Credit adjustments and
 //! account deletion, which were audited in their own transactions from the
 //! start, stay in `operator.rs`.
+//!
+//! The changes to an account's keys and webhook secret are also made by
+//! people in the dashboard (`KeyChanger::Person`): for them the same
+//! transaction checks that the person may manage keys and secrets and that
+//! the key is their account's.
 
 use std::time::Duration;
 
 use super::accounts::{Account, AccountLimits, NewAccount, NewApiKey};
+use super::database::WriteTransaction;
 use super::low_balance::LowBalanceSetting;
 use super::operator::NewAuditEntry;
-use super::users::User;
+use super::users::{PeopleActor, User};
 use super::{Store, StoreError};
 use crate::spend_limits::SpendLimit;
+
+/// Who changes an account's keys or webhook secret.
+#[derive(Debug, Clone, Copy)]
+pub enum KeyChanger<'a> {
+    /// The operator (the CLI or the operator API): any account's.
+    Operator,
+    /// A person in the dashboard: only their own account's, and only while
+    /// they are an owner or the account's owners let members manage keys
+    /// and secrets (`may_manage_keys_and_secrets_in`).
+    Person(PeopleActor<'a>),
+}
+
+/// Why a change to keys or a webhook secret was not made. Nothing was
+/// changed and no audit row was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyChangeRefusal {
+    /// The person may not manage the account's keys and secrets.
+    NotAllowed,
+    /// No such key (or account), or, for a person, another account's.
+    NotFound,
+}
+
+impl Store {
+    /// What every change by `changer` starts with: a person's permission,
+    /// decided with the account locked, and, when the change is to a key,
+    /// that the key exists and (for a person) is of their account.
+    async fn key_change_allowed_in(
+        transaction: &mut WriteTransaction,
+        changer: KeyChanger<'_>,
+        key_id: Option<&str>,
+    ) -> Result<Result<(), KeyChangeRefusal>, StoreError> {
+        if let KeyChanger::Person(actor) = changer
+            && !Self::may_manage_keys_and_secrets_in(&mut *transaction, actor).await?
+        {
+            return Ok(Err(KeyChangeRefusal::NotAllowed));
+        }
+        let Some(key_id) = key_id else {
+            return Ok(Ok(()));
+        };
+        let key_account: Option<String> = fetch_in_transaction!(
+            transaction,
+            fetch_optional,
+            sqlx::query_scalar("SELECT account_id FROM api_keys WHERE id = $1").bind(key_id)
+        )?;
+        Ok(match (changer, key_account) {
+            (_, None) => Err(KeyChangeRefusal::NotFound),
+            (KeyChanger::Person(actor), Some(account_id)) if account_id != actor.account_id => {
+                Err(KeyChangeRefusal::NotFound)
+            }
+            _ => Ok(()),
+        })
+    }
+}
 
 impl Store {
     /// Creates an account (with its initial credit) and its first API key.
@@ -74,15 +133,20 @@ impl Store {
     }
 
     /// Replaces an account's webhook secret as `rotate_webhook_secret`
-    /// does; `None` (and no audit row) when there is no such account.
+    /// does; refused (and no audit row) when there is no such account or
+    /// the changer may not.
     pub async fn rotate_webhook_secret_audited(
         &self,
+        changer: KeyChanger<'_>,
         account_id: &str,
         new_secret: &str,
         previous_valid_for: Duration,
         audit: &NewAuditEntry,
-    ) -> Result<Option<Account>, StoreError> {
+    ) -> Result<Result<Account, KeyChangeRefusal>, StoreError> {
         let mut transaction = self.begin_write().await?;
+        if let Err(refused) = Self::key_change_allowed_in(&mut transaction, changer, None).await? {
+            return Ok(Err(refused));
+        }
         let Some(account) = Self::rotate_webhook_secret_in(
             &mut transaction,
             account_id,
@@ -91,58 +155,75 @@ impl Store {
         )
         .await?
         else {
-            return Ok(None);
+            return Ok(Err(KeyChangeRefusal::NotFound));
         };
         Self::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
-        Ok(Some(account))
+        Ok(Ok(account))
     }
 
+    /// Creates a key of `key.account_id`; a person's is their account's.
     pub async fn create_api_key_audited(
         &self,
+        changer: KeyChanger<'_>,
         key: &NewApiKey,
         audit: &NewAuditEntry,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Result<(), KeyChangeRefusal>, StoreError> {
         let mut transaction = self.begin_write().await?;
+        if let Err(refused) = Self::key_change_allowed_in(&mut transaction, changer, None).await? {
+            return Ok(Err(refused));
+        }
         Self::insert_api_key_in(&mut transaction, key).await?;
         Self::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
-        Ok(())
+        Ok(Ok(()))
     }
 
-    /// Revokes a key; false (and no audit row) when no unrevoked key has
-    /// that id. Takes effect at once in this process and within
-    /// `CALLER_CACHE_TTL` in others.
+    /// Revokes a key; refused (and no audit row) when no unrevoked key has
+    /// that id or the changer may not. Takes effect at once in this process
+    /// and within `CALLER_CACHE_TTL` in others.
     pub async fn revoke_api_key_audited(
         &self,
+        changer: KeyChanger<'_>,
         key_id: &str,
         audit: &NewAuditEntry,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Result<(), KeyChangeRefusal>, StoreError> {
         let mut transaction = self.begin_write().await?;
+        if let Err(refused) =
+            Self::key_change_allowed_in(&mut transaction, changer, Some(key_id)).await?
+        {
+            return Ok(Err(refused));
+        }
         if !Self::revoke_api_key_in(&mut transaction, key_id).await? {
-            return Ok(false);
+            return Ok(Err(KeyChangeRefusal::NotFound));
         }
         Self::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         self.callers().forget_all();
-        Ok(true)
+        Ok(Ok(()))
     }
 
-    /// Sets or removes a key's spend limit; false (and no audit row) when
-    /// no such key exists.
+    /// Sets or removes a key's spend limit; refused (and no audit row)
+    /// when no such key exists or the changer may not.
     pub async fn set_spend_limit_audited(
         &self,
+        changer: KeyChanger<'_>,
         key_id: &str,
         limit: Option<SpendLimit>,
         audit: &NewAuditEntry,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Result<(), KeyChangeRefusal>, StoreError> {
         let mut transaction = self.begin_write().await?;
+        if let Err(refused) =
+            Self::key_change_allowed_in(&mut transaction, changer, Some(key_id)).await?
+        {
+            return Ok(Err(refused));
+        }
         if !Self::set_spend_limit_in(&mut transaction, key_id, limit).await? {
-            return Ok(false);
+            return Ok(Err(KeyChangeRefusal::NotFound));
         }
         Self::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
-        Ok(true)
+        Ok(Ok(()))
     }
 
     pub async fn set_model_paused_audited(
@@ -174,20 +255,26 @@ impl Store {
         Ok(Some(user.clone()))
     }
 
-    /// Removes a user and its sessions; false (and no audit row) when there
-    /// is no such user.
+    /// Removes a user and its sessions, and revokes the keys the user
+    /// made; `None` (and no audit row) when there is no such user. The
+    /// audit row is made from the ids of the keys revoked.
     pub async fn remove_user_audited(
         &self,
-        user_id: &str,
-        audit: &NewAuditEntry,
-    ) -> Result<bool, StoreError> {
+        user: &User,
+        audit: impl FnOnce(&[String]) -> NewAuditEntry,
+    ) -> Result<Option<Vec<String>>, StoreError> {
         let mut transaction = self.begin_write().await?;
-        if !Self::remove_user_in(&mut transaction, user_id).await? {
-            return Ok(false);
+        if !Self::remove_user_in(&mut transaction, &user.id).await? {
+            return Ok(None);
         }
-        Self::record_audit_in(&mut transaction, audit).await?;
+        let revoked =
+            Self::revoke_keys_made_by_in(&mut transaction, &user.account_id, &user.id).await?;
+        Self::record_audit_in(&mut transaction, &audit(&revoked)).await?;
         transaction.commit().await?;
-        Ok(true)
+        if !revoked.is_empty() {
+            self.callers().forget_all();
+        }
+        Ok(Some(revoked))
     }
 
     /// Revokes every live session of a user and answers how many were

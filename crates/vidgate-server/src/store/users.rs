@@ -12,9 +12,11 @@ use super::{Store, StoreError, now_millis};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UserRole {
     /// Everything, the account's people included: inviting, changing
-    /// roles, removing.
+    /// roles, removing, and whether members manage keys and secrets.
     Owner,
-    /// Everything but changing the account's people.
+    /// Everything but changing the account's people, and creating or
+    /// revoking keys, changing their spend limits and reading or rotating
+    /// the webhook secret unless the account's owners allow members to.
     Member,
 }
 
@@ -55,19 +57,52 @@ pub struct User {
     /// The password was generated and shown to someone (a one-time
     /// password): the dashboard asks for a new one before anything else.
     pub must_change_password: bool,
+    /// When the one-time password stops signing in (Unix ms); `None` for a
+    /// password the user chose.
+    pub one_time_password_expires_at: Option<i64>,
+}
+
+impl User {
+    /// Whether the user's password is a one-time password that has
+    /// expired at `now` (Unix ms): it no longer signs in.
+    pub fn one_time_password_expired(&self, now: i64) -> bool {
+        self.must_change_password
+            && self
+                .one_time_password_expires_at
+                .is_some_and(|expires_at| expires_at <= now)
+    }
 }
 
 macro_rules! user_columns {
     () => {
-        "id, account_id, email, password_hash, created_at, role, must_change_password"
+        "id, account_id, email, password_hash, created_at, role, must_change_password, \
+         one_time_password_expires_at"
     };
 }
 
 /// A user row, in `user_columns!` order.
-type UserRow = (String, String, String, String, i64, String, bool);
+type UserRow = (
+    String,
+    String,
+    String,
+    String,
+    i64,
+    String,
+    bool,
+    Option<i64>,
+);
 
 fn user_from_row(
-    (id, account_id, email, password_hash, created_at, role, must_change_password): UserRow,
+    (
+        id,
+        account_id,
+        email,
+        password_hash,
+        created_at,
+        role,
+        must_change_password,
+        one_time_password_expires_at,
+    ): UserRow,
 ) -> Result<User, StoreError> {
     Ok(User {
         id,
@@ -77,6 +112,7 @@ fn user_from_row(
         created_at,
         role: UserRole::from_stored(&role)?,
         must_change_password,
+        one_time_password_expires_at,
     })
 }
 
@@ -93,6 +129,24 @@ pub enum PeopleRefusal {
     LastOwner,
     /// The email already has a user, in this account or another.
     EmailTaken,
+}
+
+/// What removing a person does with the API keys they made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeysOfRemovedPerson {
+    /// Revoked with the removal: whoever the person gave them to, or kept
+    /// them for, is refused from then on.
+    Revoke,
+    /// Kept working, for programs of the account that use them.
+    Keep,
+}
+
+/// A person removed, as they were, with the ids of the keys revoked with
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovedPerson {
+    pub user: User,
+    pub revoked_key_ids: Vec<String>,
 }
 
 /// Who changes an account's people: one of its users, named by id.
@@ -154,8 +208,8 @@ impl Store {
             transaction,
             sqlx::query(
                 "INSERT INTO users (id, account_id, email, password_hash, created_at, role, \
-                 must_change_password) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                 ON CONFLICT (email) DO NOTHING",
+                 must_change_password, one_time_password_expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (email) DO NOTHING",
             )
             .bind(&user.id)
             .bind(&user.account_id)
@@ -164,6 +218,7 @@ impl Store {
             .bind(user.created_at)
             .bind(user.role.as_str())
             .bind(user.must_change_password)
+            .bind(user.one_time_password_expires_at)
         )?;
         Ok(inserted == 1)
     }
@@ -390,6 +445,15 @@ impl Store {
     }
 }
 
+/// A person's role and their account's choice for members, read by
+/// `may_manage_keys_and_secrets`: the user, then the account.
+const MAY_MANAGE_KEYS_AND_SECRETS: &str = "SELECT u.role, a.members_manage_keys_and_secrets \
+     FROM users u JOIN accounts a ON a.id = u.account_id WHERE u.id = $1 AND u.account_id = $2";
+
+fn may_manage_keys_and_secrets((role, members_may): (String, bool)) -> bool {
+    role == UserRole::Owner.as_str() || members_may
+}
+
 impl Store {
     /// Locks the actor's account and answers whether the actor is one of
     /// its owners. The lock makes every change to one account's people
@@ -521,15 +585,17 @@ impl Store {
         Ok(Ok(User { role, ..user }))
     }
 
-    /// Removes a user of the actor's account and its sessions, when the
+    /// Removes a user of the actor's account and its sessions, and
+    /// revokes the keys the user made unless `keys` keeps them, when the
     /// actor is one of its owners and the account keeps an owner after
-    /// it. Answers the user as it was.
+    /// it. The audit row is made from the user and the keys revoked.
     pub async fn remove_account_user_audited(
         &self,
         actor: PeopleActor<'_>,
         user_id: &str,
-        audit: impl FnOnce(&User) -> NewAuditEntry,
-    ) -> Result<Result<User, PeopleRefusal>, StoreError> {
+        keys: KeysOfRemovedPerson,
+        audit: impl FnOnce(&User, &[String]) -> NewAuditEntry,
+    ) -> Result<Result<RemovedPerson, PeopleRefusal>, StoreError> {
         let mut transaction = self.begin_write().await?;
         let user = match Self::owners_user_in(&mut transaction, actor, user_id).await? {
             Ok(user) => user,
@@ -540,9 +606,132 @@ impl Store {
         if Self::owner_count_in(&mut transaction, actor.account_id).await? == 0 {
             return Ok(Err(PeopleRefusal::LastOwner));
         }
-        Self::record_audit_in(&mut transaction, &audit(&user)).await?;
+        let revoked_key_ids = match keys {
+            KeysOfRemovedPerson::Revoke => {
+                Self::revoke_keys_made_by_in(&mut transaction, actor.account_id, user_id).await?
+            }
+            KeysOfRemovedPerson::Keep => Vec::new(),
+        };
+        Self::record_audit_in(&mut transaction, &audit(&user, &revoked_key_ids)).await?;
         transaction.commit().await?;
-        Ok(Ok(user))
+        if !revoked_key_ids.is_empty() {
+            self.callers().forget_all();
+        }
+        Ok(Ok(RemovedPerson {
+            user,
+            revoked_key_ids,
+        }))
+    }
+
+    /// Revokes the unrevoked keys of an account that a user made, inside
+    /// the caller's transaction; their ids. The caller forgets its
+    /// remembered callers after the commit.
+    pub(super) async fn revoke_keys_made_by_in(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut revoked: Vec<String> = fetch_in_transaction!(
+            transaction,
+            fetch_all,
+            sqlx::query_scalar(
+                "UPDATE api_keys SET revoked_at = $1 \
+                 WHERE account_id = $2 AND created_by_user_id = $3 AND revoked_at IS NULL \
+                 RETURNING id",
+            )
+            .bind(now_millis())
+            .bind(account_id)
+            .bind(user_id)
+        )?;
+        revoked.sort();
+        Ok(revoked)
+    }
+
+    /// Whether a person may create and revoke the account's keys, change
+    /// their spend limits and read or rotate its webhook secret: an owner
+    /// always, a member when the account's owners allow members to.
+    pub async fn may_manage_keys_and_secrets(
+        &self,
+        actor: PeopleActor<'_>,
+    ) -> Result<bool, StoreError> {
+        let row: Option<(String, bool)> = fetch_on_reader!(
+            self,
+            fetch_optional,
+            sqlx::query_as(MAY_MANAGE_KEYS_AND_SECRETS)
+                .bind(actor.user_id)
+                .bind(actor.account_id)
+        )?;
+        Ok(row.is_some_and(may_manage_keys_and_secrets))
+    }
+
+    /// As `may_manage_keys_and_secrets`, inside the caller's transaction,
+    /// with the account locked first (`actor_is_owner_in`), so that a
+    /// change of the person's role or of the account's choice made at the
+    /// same time is decided before or after this one, never beside it.
+    pub(super) async fn may_manage_keys_and_secrets_in(
+        transaction: &mut WriteTransaction,
+        actor: PeopleActor<'_>,
+    ) -> Result<bool, StoreError> {
+        if Self::account_in(&mut *transaction, actor.account_id)
+            .await?
+            .is_none()
+        {
+            return Ok(false);
+        }
+        let row: Option<(String, bool)> = fetch_in_transaction!(
+            transaction,
+            fetch_optional,
+            sqlx::query_as(MAY_MANAGE_KEYS_AND_SECRETS)
+                .bind(actor.user_id)
+                .bind(actor.account_id)
+        )?;
+        Ok(row.is_some_and(may_manage_keys_and_secrets))
+    }
+
+    /// Whether the account's members may manage its keys and secrets.
+    pub async fn members_manage_keys_and_secrets(
+        &self,
+        account_id: &str,
+    ) -> Result<bool, StoreError> {
+        let allowed: Option<bool> = fetch_on_reader!(
+            self,
+            fetch_optional,
+            sqlx::query_scalar(
+                "SELECT members_manage_keys_and_secrets FROM accounts WHERE id = $1"
+            )
+            .bind(account_id)
+        )?;
+        Ok(allowed.unwrap_or(false))
+    }
+
+    /// Lets the account's members manage its keys and secrets, or stops
+    /// them, when the actor is one of its owners. Setting what is already
+    /// set changes nothing and writes no audit row.
+    pub async fn set_members_manage_keys_and_secrets_audited(
+        &self,
+        actor: PeopleActor<'_>,
+        allowed: bool,
+        audit: &NewAuditEntry,
+    ) -> Result<Result<(), PeopleRefusal>, StoreError> {
+        let mut transaction = self.begin_write().await?;
+        if !Self::actor_is_owner_in(&mut transaction, actor).await? {
+            return Ok(Err(PeopleRefusal::NotAnOwner));
+        }
+        let changed = execute_in_transaction!(
+            &mut transaction,
+            sqlx::query(
+                "UPDATE accounts SET members_manage_keys_and_secrets = $1 \
+                 WHERE id = $2 AND members_manage_keys_and_secrets <> $1",
+            )
+            .bind(allowed)
+            .bind(actor.account_id)
+        )?;
+        if changed == 0 {
+            return Ok(Ok(()));
+        }
+        Self::record_audit_in(&mut transaction, audit).await?;
+        transaction.commit().await?;
+        Ok(Ok(()))
     }
 
     /// Replaces a user's password hash, if it is still `previous_hash`
@@ -562,8 +751,8 @@ impl Store {
         let changed = execute_in_transaction!(
             &mut transaction,
             sqlx::query(
-                "UPDATE users SET password_hash = $1, must_change_password = $2 \
-                 WHERE id = $3 AND password_hash = $4",
+                "UPDATE users SET password_hash = $1, must_change_password = $2, \
+                 one_time_password_expires_at = NULL WHERE id = $3 AND password_hash = $4",
             )
             .bind(new_hash)
             .bind(false)

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "callers",
             "sessions",
             "accounts",
+            "keys_and_secrets",
             "client_address",
         ],
     ),

@@ -43,13 +43,14 @@ async fn fifty_submits_at_once_never_pass_a_key_limit(store: StoreKind) {
         amount: Micros(price.0 * 7 + price.0 / 2),
         period: SpendPeriod::Day,
     };
-    assert!(
-        app.server
-            .store
-            .set_account_key_spend_limit(&account_id, &customer.key_id, Some(limit))
-            .await
-            .unwrap()
-    );
+    vidgate_server::keys_and_secrets::set_spend_limit(
+        app.server.store.as_ref(),
+        vidgate_server::keys_and_secrets::Changer::Operator("test"),
+        &customer.key_id,
+        Some(limit),
+    )
+    .await
+    .unwrap();
 
     let mut submits = tokio::task::JoinSet::new();
     for number in 0..50 {

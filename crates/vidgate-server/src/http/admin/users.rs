@@ -75,7 +75,7 @@ pub async fn create(
 
 pub const REMOVE: Operation = Operation {
     id: "operator_remove_user",
-    summary: "Remove a dashboard user; its sessions end at once",
+    summary: "Remove a dashboard user; its sessions end at once and the API keys they made are revoked",
     parameters: &USER_PATH,
     body: None,
     success: Success {

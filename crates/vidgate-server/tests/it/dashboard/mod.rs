@@ -8,6 +8,7 @@ use crate::common;
 mod account_pages;
 mod generations_pages;
 mod money_pages;
+mod people_keys;
 mod people_pages;
 mod sign_in;
 

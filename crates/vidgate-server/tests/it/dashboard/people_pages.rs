@@ -11,7 +11,12 @@ use super::*;
 const NEW_PASSWORD: &str = "a brand new password of mine";
 
 /// A user of `account` with `role` and the test password.
-async fn add_person(app: &TestApp, account: &CreatedAccount, email: &str, role: UserRole) -> User {
+pub(super) async fn add_person(
+    app: &TestApp,
+    account: &CreatedAccount,
+    email: &str,
+    role: UserRole,
+) -> User {
     let prepared = users::prepare_user(
         app.server.store.as_ref(),
         &account.account.id,
@@ -34,7 +39,7 @@ async fn user(app: &TestApp, email: &str) -> Option<User> {
 }
 
 /// The audit rows of one action, oldest first.
-async fn audit_rows(app: &TestApp, action: &str) -> Vec<AuditEntry> {
+pub(super) async fn audit_rows(app: &TestApp, action: &str) -> Vec<AuditEntry> {
     let mut rows: Vec<AuditEntry> = app
         .server
         .store
@@ -48,7 +53,7 @@ async fn audit_rows(app: &TestApp, action: &str) -> Vec<AuditEntry> {
     rows
 }
 
-fn detail(entry: &AuditEntry) -> Value {
+pub(super) fn detail(entry: &AuditEntry) -> Value {
     serde_json::from_str(&entry.detail).unwrap()
 }
 
