@@ -626,7 +626,11 @@ mod tests {
             }
         }
         assert!(held.len() <= 768 * 3 / 8, "{} of 768 held", held.len());
-        assert!(live_status.admit(&caller("key_other", "acct_other")).is_ok());
+        assert!(
+            live_status
+                .admit(&caller("key_other", "acct_other"))
+                .is_ok()
+        );
     }
 
     /// A node cap lowered alone lowers the default cap per account with it.

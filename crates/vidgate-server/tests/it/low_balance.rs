@@ -6,8 +6,8 @@
 //! most one alert waits per account, and the senders' claims let accounts
 //! take turns, so one account's deliveries never wait behind another's.
 
-use vidgate_core::Micros;
 use std::time::Duration;
+use vidgate_core::Micros;
 
 use vidgate_server::store::{
     AttemptOutcome, AttemptRecord, CancelOutcome, ClaimedDelivery, DeliverySubject,
@@ -179,7 +179,10 @@ async fn the_alert_is_raised_once_per_crossing_and_re_armed_at_the_threshold(kin
     let first = claim(store, "test-1").await.expect("the alert is due");
     assert_eq!(alert_balance(&first), 4_000_000);
     delivered(store, &first, "test-1").await;
-    store.credit_account("acct_low", Micros(10_000)).await.unwrap();
+    store
+        .credit_account("acct_low", Micros(10_000))
+        .await
+        .unwrap();
     hold(store, "acct_low", "gen_5", Micros(20_000)).await;
     assert_eq!(balance_low_events(store, "acct_low").await, 2);
     let second = claim(store, "test-2").await.expect("the alert is due");
