@@ -295,7 +295,7 @@ async fn queue_generation(
             .earlier_submit(&caller.account_id, idempotency)
             .await?
         {
-            Some(EarlierSubmit::SameRequest(generation)) => return Ok((generation, true)),
+            Some(EarlierSubmit::SameRequest(generation)) => return Ok((*generation, true)),
             Some(EarlierSubmit::OtherRequest) => return Err(SubmitError::IdempotencyKeyReused),
             None => {}
         }

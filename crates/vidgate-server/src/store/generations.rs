@@ -147,8 +147,9 @@ pub const IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// An earlier submit of an account under the idempotency key of a new one.
 #[derive(Debug)]
 pub enum EarlierSubmit {
-    /// The same request: the new submit replays this generation.
-    SameRequest(Generation),
+    /// The same request: the new submit replays this generation (boxed: a
+    /// generation is many times the size of the other variant).
+    SameRequest(Box<Generation>),
     /// Another request under the same key: the new submit is a conflict.
     OtherRequest,
 }
@@ -538,7 +539,7 @@ impl Store {
             .generation(account_id, &earlier_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt("an earlier submit's generation vanished".into()))?;
-        Ok(Some(EarlierSubmit::SameRequest(generation)))
+        Ok(Some(EarlierSubmit::SameRequest(Box::new(generation))))
     }
 
     pub async fn generation(
