@@ -13,7 +13,13 @@ Run by CI (and by hand) with PyYAML and kubernetes-validate installed:
 - The compose file has the worked example's shape (docs/deploy.md): two api
   nodes and one worker, all on the image that scripts/container-image.sh
   builds, every node with the same shared settings.
+- Both hold vidgate's containers to the same hardening: a non-root user, a
+  read-only root file system, no privilege escalation, every capability
+  dropped; pods mount no service-account token, a NetworkPolicy admits
+  connections, and no trusted proxy network is wider than a /16.
 """
+
+import ipaddress
 
 import pathlib
 import re
@@ -68,10 +74,19 @@ def check_kubernetes():
             if document["kind"] == "ConfigMap":
                 config_keys |= set(document["data"])
                 check_variables(path.name, document["data"])
+                check_trusted_proxies(path.name, document["data"])
             pod = pod_spec(document)
             if pod is not None:
                 check_pod(path.name, pod, config_keys_of(manifests))
-    for kind in ("Deployment", "Service", "PodDisruptionBudget", "Job", "ConfigMap", "Secret"):
+    for kind in (
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "Job",
+        "ConfigMap",
+        "Secret",
+        "NetworkPolicy",
+    ):
         if kind not in kinds:
             fail(f"deploy/kubernetes has no {kind}")
 
@@ -94,7 +109,16 @@ def config_keys_of(manifests):
 def check_pod(where, pod, config_maps):
     if pod.get("securityContext", {}).get("runAsNonRoot") is not True:
         fail(f"{where}: the pod may run as root")
+    if pod.get("automountServiceAccountToken") is not False:
+        fail(f"{where}: the pod mounts a service-account token")
     for container in pod["containers"]:
+        context = container.get("securityContext", {})
+        if (
+            context.get("readOnlyRootFilesystem") is not True
+            or context.get("allowPrivilegeEscalation") is not False
+            or context.get("capabilities", {}).get("drop") != ["ALL"]
+        ):
+            fail(f"{where}: {container['name']} lacks the hardening of the other containers")
         environment = {}
         for source in container.get("envFrom", []):
             environment.update(config_maps[source["configMapRef"]["name"]])
@@ -103,6 +127,26 @@ def check_pod(where, pod, config_maps):
         check_variables(where, environment)
         mounts = [mount["mountPath"] for mount in container.get("volumeMounts", [])]
         check_secret_files(where, environment, mounts)
+
+
+def check_trusted_proxies(where, environment):
+    """A trusted proxy chooses the client address every per-client limit keys
+    on: trust the ingress, not a whole private network."""
+    for network in environment.get("VIDGATE_TRUSTED_PROXIES", "").split(","):
+        if network.strip() and ipaddress.ip_network(network.strip()).prefixlen < 16:
+            fail(f"{where}: the trusted proxy network {network.strip()} is wider than a /16")
+
+
+def check_compose_hardening(name, service):
+    user = str(service.get("user", ""))
+    if not user or user.split(":")[0] in ("0", "root"):
+        fail(f"compose {name}: names no user other than root")
+    if service.get("read_only") is not True:
+        fail(f"compose {name}: its root file system is writable")
+    if "no-new-privileges:true" not in service.get("security_opt", []):
+        fail(f"compose {name}: may gain privileges")
+    if service.get("cap_drop") != ["ALL"]:
+        fail(f"compose {name}: keeps capabilities")
 
 
 def check_secret_files(where, environment, mounts):
@@ -120,7 +164,9 @@ def check_compose():
         if service.get("image") != "localhost/vidgate:dev":
             continue
         command = service["command"]
+        check_compose_hardening(name, service)
         check_variables(f"compose {name}", service.get("environment", {}))
+        check_trusted_proxies(f"compose {name}", service.get("environment", {}))
         mounts = ["/run/secrets"] if service.get("secrets") else []
         check_secret_files(f"compose {name}", service.get("environment", {}), mounts)
         for secret in service.get("secrets", []):

@@ -21,10 +21,12 @@ pub struct HttpLimits {
     pub idle_timeout: Duration,
     /// Connections open at once; more wait in the listen backlog.
     pub max_connections: usize,
-    /// Connections one client address (an IPv6 /64) may hold open at once;
-    /// one more is closed as soon as it is accepted, so that one address
-    /// cannot take every connection. The trusted proxies are exempt: every
-    /// client behind them shares their addresses.
+    /// Connections one client address (an IPv6 /64) may hold open at once
+    /// while other addresses hold none; as they fill the node, its share
+    /// shrinks in proportion (half of it when others hold half the
+    /// connections). One more is closed as soon as it is accepted, so that
+    /// no small group of addresses can take every connection. The trusted
+    /// proxies are exempt: every client behind them shares their addresses.
     pub max_connections_per_address: usize,
 }
 

@@ -56,20 +56,38 @@ pub struct LiveStatusLimits {
     pub per_key: u32,
     /// Open at once on this node for one account, all its keys and sessions
     /// together; below `per_node`, so that however many keys an account
-    /// makes, the rest of the node's slots stay for other accounts.
+    /// makes, the rest of the node's slots stay for other accounts. By
+    /// default a part of `per_node` (`default_per_account`).
     pub per_account: u32,
     /// Open at once on this node for everyone; below the HTTP connection
     /// cap, so that other requests still find connections.
     pub per_node: u32,
 }
 
-impl Default for LiveStatusLimits {
-    fn default() -> LiveStatusLimits {
+impl LiveStatusLimits {
+    /// The default cap per account: an eighth of the node's, so that eight
+    /// accounts are needed to take every slot (at a third, three took them
+    /// all), and a node cap lowered alone lowers it too instead of leaving
+    /// it above the node's. At least one, and below the node's cap from a
+    /// node cap of two.
+    pub const fn default_per_account(per_node: u32) -> u32 {
+        let share = per_node / 8;
+        if share == 0 { 1 } else { share }
+    }
+
+    /// The default limits for a node that holds `per_node` at once.
+    pub const fn for_node(per_node: u32) -> LiveStatusLimits {
         LiveStatusLimits {
             per_key: 100,
-            per_account: 256,
-            per_node: 768,
+            per_account: LiveStatusLimits::default_per_account(per_node),
+            per_node,
         }
+    }
+}
+
+impl Default for LiveStatusLimits {
+    fn default() -> LiveStatusLimits {
+        LiveStatusLimits::for_node(768)
     }
 }
 
@@ -586,6 +604,44 @@ mod tests {
             account_id: account_id.into(),
             limits: AccountLimits::default(),
         }
+    }
+
+    /// Three accounts held every slot of a node at the defaults (256 each
+    /// of 768); now eight are needed, and a ninth still finds slots.
+    #[test]
+    fn a_few_accounts_cannot_hold_every_slot_at_the_defaults() {
+        let live_status = Arc::new(LiveStatus::new(
+            LiveStatusLimits::default(),
+            Duration::from_secs(60),
+        ));
+        let mut held = Vec::new();
+        for account in 0..3 {
+            for key in 0.. {
+                let caller = caller(&format!("key_{account}_{key}"), &format!("acct_{account}"));
+                match live_status.admit(&caller) {
+                    Ok(slot) => held.push(slot),
+                    Err(LiveStatusRefusal::Account { .. }) => break,
+                    Err(other) => panic!("account {account}: {other:?}"),
+                }
+            }
+        }
+        assert!(held.len() <= 768 * 3 / 8, "{} of 768 held", held.len());
+        assert!(
+            live_status
+                .admit(&caller("key_other", "acct_other"))
+                .is_ok()
+        );
+    }
+
+    /// A node cap lowered alone lowers the default cap per account with it.
+    #[test]
+    fn the_default_cap_per_account_is_a_part_of_the_node_s() {
+        for per_node in [2, 8, 64, 100, 768, 10_000] {
+            let limits = LiveStatusLimits::for_node(per_node);
+            assert!(limits.per_account < per_node, "{limits:?}");
+            assert!(limits.per_account >= 1, "{limits:?}");
+        }
+        assert_eq!(LiveStatusLimits::default().per_account, 96);
     }
 
     #[test]

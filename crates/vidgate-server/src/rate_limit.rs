@@ -112,6 +112,35 @@ impl CallerRateLimiter {
     }
 }
 
+/// Stripe Checkout Sessions one account may start (from the API and the
+/// dashboard together): this many at once, then one more every
+/// `CHECKOUT_REFILL`. Each is a request to the operator's Stripe account,
+/// whose own rate limit every customer shares, and a person paying needs a
+/// few; one account's keys made them at ten a second per key.
+pub const CHECKOUT_BURST: u32 = 5;
+pub const CHECKOUT_REFILL: Duration = Duration::from_secs(12);
+
+impl CallerRateLimiter {
+    /// Takes one Checkout Session from the account's bucket, shared by
+    /// every node when the buckets are in Redis.
+    pub async fn check_checkout(&self, account_id: &str) -> RateStatus {
+        self.check_every(
+            &format!("checkout:{account_id}"),
+            CHECKOUT_REFILL,
+            CHECKOUT_BURST,
+        )
+        .await
+    }
+}
+
+/// What an account past its Checkout Sessions is told.
+pub fn checkout_refusal_message() -> String {
+    format!(
+        "Too many payments started for this account: {CHECKOUT_BURST} at once, then one every {} seconds. Finish one of them, or try again later.",
+        CHECKOUT_REFILL.as_secs()
+    )
+}
+
 /// Token buckets in this process (governor), one per caller.
 #[derive(Default)]
 pub struct LocalRateLimiter {

@@ -22,8 +22,8 @@ use crate::spend_limits::{SpendLimit, SpendPeriod};
 use crate::state::AppState;
 use crate::storage::{self, ReadError};
 use crate::store::{
-    Caller, DirectUpload, Generation, IdempotencyKey, NewGeneration, NewUpload, StoreError,
-    StoredJson, SubmitOutcome, SubmitRefusal, now_millis,
+    Caller, DirectUpload, EarlierSubmit, Generation, IdempotencyKey, NewGeneration, NewUpload,
+    StoreError, StoredJson, SubmitOutcome, SubmitRefusal, now_millis,
 };
 
 /// The name clients send the idempotency key under (an HTTP header), as
@@ -283,6 +283,23 @@ async fn queue_generation(
     check_upload_ownership(state, caller, &input).await?;
     let endpoint_id = endpoint.id();
     let idempotency = idempotency_key(idempotency_key_text, &endpoint_id, body)?;
+    // A retry of an accepted request is answered its generation before any
+    // check that could refuse it now (the backend, a paused model, the
+    // balance, the backend's admission): refused, the client would believe
+    // nothing is held while the first request's generation runs and is
+    // charged. The submit's transaction still decides a retry that races
+    // its original.
+    if let Some(idempotency) = &idempotency {
+        match state
+            .store
+            .earlier_submit(&caller.account_id, idempotency)
+            .await?
+        {
+            Some(EarlierSubmit::SameRequest(generation)) => return Ok((*generation, true)),
+            Some(EarlierSubmit::OtherRequest) => return Err(SubmitError::IdempotencyKeyReused),
+            None => {}
+        }
+    }
     let model = endpoint.model;
 
     let backend = state.backends.for_model(model).ok_or_else(|| {
@@ -297,8 +314,7 @@ async fn queue_generation(
             model.id
         )));
     }
-    refuse_what_the_account_cannot_pay(state, caller, endpoint, &input, idempotency.as_ref())
-        .await?;
+    refuse_what_the_account_cannot_pay(state, caller, endpoint, &input).await?;
     // Media is fetched and checked only once the cheap checks passed; its
     // probed durations price reference videos, exactly as a quote does. The
     // bytes are fetched afresh (never from the probe cache) and kept, so the
@@ -401,13 +417,13 @@ async fn queue_generation(
 /// run, only to be refused after. The submit's transaction still checks the
 /// whole price against the balance then; this is a read, and is skipped for
 /// a request without media, whose refusal costs no fetch. A submit that
-/// repeats an earlier one's idempotency key goes on, to be replayed.
+/// repeats an earlier one's idempotency key never reaches here: it was
+/// answered its generation first.
 async fn refuse_what_the_account_cannot_pay(
     state: &AppState,
     caller: &Caller,
     endpoint: Endpoint<'_>,
     input: &ValidatedInput,
-    idempotency: Option<&IdempotencyKey>,
 ) -> Result<(), SubmitError> {
     let names_media = input.image_url().is_some()
         || input.end_image_url().is_some()
@@ -424,14 +440,6 @@ async fn refuse_what_the_account_cannot_pay(
         .await?
         .ok_or(SubmitError::AccountNotFound)?;
     if account.debt == Micros::ZERO && account.balance >= least_price {
-        return Ok(());
-    }
-    if let Some(idempotency) = idempotency
-        && state
-            .store
-            .idempotency_key_in_use(&caller.account_id, &idempotency.key)
-            .await?
-    {
         return Ok(());
     }
     Err(SubmitError::InsufficientBalance {

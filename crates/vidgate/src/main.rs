@@ -95,9 +95,10 @@ struct ServeArgs {
     /// connections silent for 2 s are asked to close.
     #[arg(long, env = "VIDGATE_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
-    /// HTTP connections one client address (an IPv6 /64) may hold open at once; more are closed
-    /// when accepted. The --trusted-proxy addresses are exempt. Default: an eighth of
-    /// --max-connections.
+    /// HTTP connections one client address (an IPv6 /64) may hold open at once while other
+    /// addresses hold none; as they fill the node its share shrinks in proportion (half of it
+    /// when they hold half the connections). More are closed when accepted. The --trusted-proxy
+    /// addresses are exempt. Default: an eighth of --max-connections.
     #[arg(long, env = "VIDGATE_MAX_CONNECTIONS_PER_ADDRESS", value_parser = clap::value_parser!(u64).range(1..))]
     max_connections_per_address: Option<u64>,
     #[command(flatten)]
@@ -174,8 +175,9 @@ struct ServeArgs {
     /// and exit: 0 when all pass, 1 otherwise. Changes nothing.
     #[arg(long)]
     check_config: bool,
-    /// A proxy or load balancer (CIDR, e.g. 10.0.0.0/8; repeatable or comma-separated) whose
-    /// --client-address-header names the client; other peers' headers are ignored.
+    /// A proxy or load balancer (CIDR, e.g. 10.244.0.0/16 or 192.0.2.7/32; repeatable or
+    /// comma-separated) whose --client-address-header names the client; other peers' headers are
+    /// ignored. List only your proxies, never a whole private network.
     #[arg(
         long = "trusted-proxy",
         env = "VIDGATE_TRUSTED_PROXIES",
@@ -214,14 +216,14 @@ struct ServeArgs {
     max_waits_per_key: u32,
     /// Waits and event streams one account (all its keys and sessions) may hold open at once on
     /// this node; more are answered 429. Must be below --max-waits-per-node, so that the rest
-    /// stay for other accounts.
-    #[arg(long, env = "VIDGATE_MAX_WAITS_PER_ACCOUNT", default_value_t = vidgate_server::live_status::LiveStatusLimits::default().per_account,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    max_waits_per_account: u32,
+    /// stay for other accounts. Default: an eighth of --max-waits-per-node.
+    #[arg(long, env = "VIDGATE_MAX_WAITS_PER_ACCOUNT", value_parser = clap::value_parser!(u32).range(1..))]
+    max_waits_per_account: Option<u32>,
     /// Waits and event streams this node holds open at once for everyone; keep it below
-    /// --max-connections so that other requests still find connections.
+    /// --max-connections so that other requests still find connections. At least 2, so that
+    /// one account cannot hold them all.
     #[arg(long, env = "VIDGATE_MAX_WAITS_PER_NODE", default_value_t = vidgate_server::live_status::LiveStatusLimits::default().per_node,
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(2..))]
     max_waits_per_node: u32,
     #[command(flatten)]
     stripe: StripeArgs,
@@ -402,7 +404,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     options.retention.keep_for = Duration::from_secs(args.retain_days * 24 * 60 * 60);
     options.live_status = vidgate_server::live_status::LiveStatusLimits {
         per_key: args.max_waits_per_key,
-        per_account: args.max_waits_per_account,
+        per_account: args.max_waits_per_account.unwrap_or(
+            vidgate_server::live_status::LiveStatusLimits::default_per_account(
+                args.max_waits_per_node,
+            ),
+        ),
         per_node: args.max_waits_per_node,
     };
     options.stripe = args.stripe.settings()?;

@@ -14,9 +14,10 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState, body_bytes};
+use crate::rate_limit::checkout_refusal_message;
 use crate::representation::object_kind;
 use crate::store::{Caller, now_millis};
-use crate::stripe::{self, CheckoutError, StripeCheckout, StripeEventError};
+use crate::stripe::{self, AmountRefusal, CheckoutError, StripeCheckout, StripeEventError};
 use crate::submit::IDEMPOTENCY_KEY;
 
 /// The node's Stripe connection, or the 404 of a node without one.
@@ -50,7 +51,9 @@ pub struct CheckoutSessionRecord {
 }
 
 /// `POST /account/checkout` `{"amount_usd": "20.00"}`: 201 with the
-/// session's `id` and the `url` the customer pays at.
+/// session's `id` and the `url` the customer pays at; 429 with
+/// `Retry-After` past the account's Checkout Sessions
+/// (`rate_limit::CHECKOUT_BURST`).
 pub async fn checkout(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -70,6 +73,19 @@ pub async fn checkout(
         serde_json::Value::Number(number) => number.to_string(),
         _ => String::new(),
     };
+    // A refused amount reaches no one, so it takes nothing from the
+    // account's Checkout Sessions; the amount is read again below.
+    checkout
+        .amounts
+        .parse(&amount_text)
+        .map_err(|refusal| amount_refused(&refusal))?;
+    let allowed = state.rate_limiter.check_checkout(&caller.account_id).await;
+    if !allowed.allowed {
+        return Err(ApiError::RateLimited {
+            message: checkout_refusal_message(),
+            retry_after: allowed.reset,
+        });
+    }
     let client_key = headers
         .get(IDEMPOTENCY_KEY)
         .and_then(|value| value.to_str().ok());
@@ -82,10 +98,7 @@ pub async fn checkout(
     )
     .await
     .map_err(|error| match error {
-        CheckoutError::Amount(refusal) => ApiError::InvalidRequest {
-            message: format!("{refusal}."),
-            param: Some("amount_usd".into()),
-        },
+        CheckoutError::Amount(refusal) => amount_refused(&refusal),
         CheckoutError::Stripe(error) => {
             tracing::error!(error = %error, "Stripe refused to create a Checkout Session");
             ApiError::Upstream(
@@ -103,6 +116,14 @@ pub async fn checkout(
         }),
     )
         .into_response())
+}
+
+/// The answer to an amount outside what an account may buy.
+fn amount_refused(refusal: &AmountRefusal) -> ApiError {
+    ApiError::InvalidRequest {
+        message: format!("{refusal}."),
+        param: Some("amount_usd".into()),
+    }
 }
 
 /// `POST /webhooks/stripe`: an event from Stripe, verified by its

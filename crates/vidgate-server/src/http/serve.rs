@@ -1,7 +1,7 @@
 //! Accepting HTTP/1.1 connections with bounds a stranger cannot stretch:
-//! a cap on open connections and a share of it per client address, a
-//! deadline for each request's head and body, and an idle timeout, which
-//! `axum::serve` does not offer.
+//! a cap on open connections and a share of it per client address that
+//! shrinks as the node fills, a deadline for each request's head and body,
+//! and an idle timeout, which `axum::serve` does not offer.
 //!
 //! Each connection is served by hyper's HTTP/1 connection builder with a
 //! timer, so a head trickled byte by byte is cut off; request bodies are
@@ -206,6 +206,7 @@ async fn serve_connection(
 /// /64) and in all, and whether it is crowded.
 struct ConnectionTable {
     per_address_limit: usize,
+    max_connections: usize,
     crowded_from: usize,
     proxies: TrustedProxies,
     open: Mutex<OpenConnections>,
@@ -224,11 +225,28 @@ impl ConnectionTable {
         let (share, of) = CROWDED_SHARE;
         ConnectionTable {
             per_address_limit: limits.max_connections_per_address.max(1),
+            max_connections: limits.max_connections,
             crowded_from: (limits.max_connections * share / of).max(1),
             proxies,
             open: Mutex::default(),
             crowded: watch::Sender::new(false),
         }
+    }
+
+    /// The connections one address may hold while other addresses hold
+    /// `held_by_others`: its cap, scaled down by the part of the node the
+    /// others hold (half its cap when they hold half the node), and at
+    /// least one, since the accept loop took a free slot for the
+    /// connection. So the share shrinks as the node fills and no small
+    /// group of addresses can take every connection: where eight addresses
+    /// at a fixed eighth each held the whole node, each address now takes
+    /// at most its cap times the part still free, and eight of them leave
+    /// about a third of it free, however they arrive.
+    fn share_of_address(&self, held_by_others: usize) -> usize {
+        let left_by_others = self.max_connections.saturating_sub(held_by_others);
+        (self.per_address_limit * left_by_others)
+            .div_ceil(self.max_connections)
+            .max(1)
     }
 
     /// A place for a connection from `peer`, or `None` when its address
@@ -237,7 +255,9 @@ impl ConnectionTable {
         let address = address_group(peer);
         let mut open = self.open.lock().expect("the counts are never poisoned");
         let of_address = open.per_address.get(&address).copied().unwrap_or(0);
-        if of_address >= self.per_address_limit && !self.proxies.trusts(peer) {
+        if of_address >= self.share_of_address(open.total - of_address)
+            && !self.proxies.trusts(peer)
+        {
             return None;
         }
         open.per_address.insert(address, of_address + 1);
@@ -405,7 +425,8 @@ mod tests {
 
     #[test]
     fn an_address_past_its_share_is_refused_and_others_are_not() {
-        let table = table(8, 2, &["10.0.0.1/32"]);
+        // Room enough that the share does not shrink below the cap here.
+        let table = table(16, 2, &["10.0.0.1/32"]);
         let first = table.open("192.0.2.1".parse().unwrap()).unwrap();
         let _second = table.open("192.0.2.1".parse().unwrap()).unwrap();
         assert!(table.open("192.0.2.1".parse().unwrap()).is_none());
@@ -421,6 +442,54 @@ mod tests {
         assert_eq!(proxied.len(), 3);
         drop(first);
         assert!(table.open("192.0.2.1".parse().unwrap()).is_some());
+    }
+
+    /// Eight addresses at their default share (an eighth) held every
+    /// connection; the share shrinks as the node fills, so they leave a
+    /// quarter or more free and a ninth address still finds a connection.
+    #[test]
+    fn eight_addresses_cannot_hold_every_connection() {
+        let per_address = HttpLimits::default_connections_per_address(64);
+        for peers in [
+            (1..=8)
+                .map(|address| format!("192.0.2.{address}"))
+                .collect::<Vec<_>>(),
+            // Eight /64s are eight addresses too.
+            (1..=8)
+                .map(|network| format!("2001:db8:0:{network}::1"))
+                .collect(),
+        ] {
+            let table = table(64, per_address, &[]);
+            let mut held = Vec::new();
+            for peer in &peers {
+                let peer: IpAddr = peer.parse().unwrap();
+                while let Some(place) = table.open(peer) {
+                    held.push(place);
+                }
+            }
+            assert!(64 - held.len() >= 64 / 4, "{} of 64 held", held.len());
+            assert!(table.open("198.51.100.1".parse().unwrap()).is_some());
+        }
+    }
+
+    #[test]
+    fn the_share_of_one_address_shrinks_as_the_node_fills() {
+        let table = table(100, 40, &["10.0.0.1/32"]);
+        let take_all = |peer: &str| -> Vec<ConnectionPlace> {
+            std::iter::from_fn(|| table.open(peer.parse().unwrap()))
+                .take(100)
+                .collect()
+        };
+        // Alone, an address may take its whole cap.
+        assert_eq!(take_all("192.0.2.1").len(), 40);
+        // With 80 of the 100 held by others (here a proxy), a fifth of it.
+        let _proxied: Vec<_> = (0..80)
+            .map(|_| table.open("10.0.0.1".parse().unwrap()).unwrap())
+            .collect();
+        let crowded = take_all("192.0.2.1");
+        assert_eq!(crowded.len(), 8);
+        // Another address still finds one.
+        assert!(table.open("192.0.2.2".parse().unwrap()).is_some());
     }
 
     #[test]

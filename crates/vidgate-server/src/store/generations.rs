@@ -144,6 +144,16 @@ pub struct IdempotencyKey {
 /// How long an idempotency key replays its original generation.
 pub const IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// An earlier submit of an account under the idempotency key of a new one.
+#[derive(Debug)]
+pub enum EarlierSubmit {
+    /// The same request: the new submit replays this generation (boxed: a
+    /// generation is many times the size of the other variant).
+    SameRequest(Box<Generation>),
+    /// Another request under the same key: the new submit is a conflict.
+    OtherRequest,
+}
+
 #[derive(Debug)]
 pub enum SubmitOutcome {
     Created(Generation),
@@ -499,26 +509,37 @@ impl Store {
 }
 
 impl Store {
-    /// Whether the account submitted a generation under this idempotency
-    /// key within `IDEMPOTENCY_WINDOW`, so that a submit with it is a
-    /// replay (or a conflict), not a new charge.
-    pub async fn idempotency_key_in_use(
+    /// The account's submit under `idempotency`'s key within
+    /// `IDEMPOTENCY_WINDOW`, if there was one, and whether it was the same
+    /// request, so that a retry is answered its generation (or refused as a
+    /// conflict) before anything else is checked.
+    pub async fn earlier_submit(
         &self,
         account_id: &str,
-        idempotency_key: &str,
-    ) -> Result<bool, StoreError> {
-        let found: Option<String> = fetch_on_reader!(
+        idempotency: &IdempotencyKey,
+    ) -> Result<Option<EarlierSubmit>, StoreError> {
+        let found: Option<(String, Option<String>)> = fetch_on_reader!(
             self,
             fetch_optional,
-            sqlx::query_scalar(
-                "SELECT id FROM generations \
+            sqlx::query_as(
+                "SELECT id, request_sha256 FROM generations \
                  WHERE account_id = $1 AND idempotency_key = $2 AND created_at >= $3",
             )
             .bind(account_id)
-            .bind(idempotency_key)
+            .bind(&idempotency.key)
             .bind(now_millis() - IDEMPOTENCY_WINDOW.as_millis() as i64)
         )?;
-        Ok(found.is_some())
+        let Some((earlier_id, earlier_digest)) = found else {
+            return Ok(None);
+        };
+        if earlier_digest.as_deref() != Some(idempotency.request_sha256.as_str()) {
+            return Ok(Some(EarlierSubmit::OtherRequest));
+        }
+        let generation = self
+            .generation(account_id, &earlier_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("an earlier submit's generation vanished".into()))?;
+        Ok(Some(EarlierSubmit::SameRequest(Box::new(generation))))
     }
 
     pub async fn generation(

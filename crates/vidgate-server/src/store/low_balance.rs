@@ -1,9 +1,10 @@
 //! An account's low-balance alert (migration 0023): the threshold it sets,
 //! the URL its event goes to, and the event `account.balance_low`, written
 //! to the webhook outbox once per downward crossing of the threshold, in the
-//! transaction of the ledger change (or the new threshold) that crosses it.
-//! PostgreSQL's submit function makes the same decision for its hold
-//! (`0023_low_balance_and_won_disputes.sql`).
+//! transaction of the ledger change (or the new threshold) that crosses it,
+//! unless one is still pending (migration 0028). PostgreSQL's submit
+//! function makes the same decision for its hold
+//! (`0028_fair_webhook_outbox.sql`).
 
 use serde_json::json;
 use vidgate_core::Micros;
@@ -36,7 +37,8 @@ impl Store {
     /// the alert is raised and the event's delivery written (when the
     /// account gave a URL), so the event exists exactly when the change that
     /// caused it does, and is written once until a balance at or above the
-    /// threshold re-arms the alert.
+    /// threshold re-arms the alert; and never while an earlier one is
+    /// still pending.
     pub(super) async fn settle_low_balance_alert_in(
         transaction: &mut WriteTransaction,
         account_id: &str,
@@ -56,7 +58,12 @@ impl Store {
             return Ok(());
         }
         // The event's data is fixed now, so every attempt sends the
-        // balance that crossed the threshold, whatever happened since.
+        // balance that crossed the threshold, whatever happened since. At
+        // most one alert waits per account (migration 0028): one already
+        // pending tells the receiver the account is low, and a threshold
+        // set and removed in a loop must not fill the outbox. The account's
+        // row, updated above, is locked until the commit, so no other
+        // crossing can insert beside this one.
         let payload = json!({
             "account_id": account_id,
             "balance_micros": shown_balance,
@@ -69,7 +76,9 @@ impl Store {
                 "INSERT INTO webhook_deliveries (id, generation_id, account_id, event_type, url, \
                  status, next_attempt_at, created_at, payload) \
                  SELECT $1, NULL, id, $2, low_balance_webhook_url, 'pending', $3, $3, $4 \
-                 FROM accounts WHERE id = $5 AND low_balance_webhook_url IS NOT NULL",
+                 FROM accounts WHERE id = $5 AND low_balance_webhook_url IS NOT NULL \
+                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries \
+                   WHERE account_id = $5 AND status = 'pending' AND event_type = $2)",
             )
             .bind(crate::ids::new_webhook_message_id())
             .bind(BALANCE_LOW_EVENT)

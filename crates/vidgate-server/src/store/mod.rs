@@ -100,8 +100,8 @@ pub use accounts::{
 pub use caller_cache::CALLER_CACHE_TTL;
 pub use changes::{GenerationChanges, GenerationWatch};
 pub use generations::{
-    CancelOutcome, Generation, GenerationView, IDEMPOTENCY_WINDOW, IdempotencyKey, ListFilter,
-    NewGeneration, SubmitOutcome, SubmitRefusal,
+    CancelOutcome, EarlierSubmit, Generation, GenerationView, IDEMPOTENCY_WINDOW, IdempotencyKey,
+    ListFilter, NewGeneration, SubmitOutcome, SubmitRefusal,
 };
 pub use ledger::{
     DailySpend, LedgerEntry, LedgerGeneration, LedgerKind, LedgerPage, LedgerPageEntry,

@@ -4,12 +4,11 @@
 //! `webhook_log.rs`.
 
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use sqlx::AssertSqlSafe;
-
 use super::accounts::{Account, AccountRow, account_columns};
-use super::database::{RowLocking, WriteTransaction};
+use super::database::{Database, WriteTransaction};
 use super::generations::{Generation, GenerationRow, generation_columns};
 use super::webhook_log::WebhookDelivery;
 use super::{Store, StoreError, now_millis};
@@ -212,51 +211,116 @@ impl Store {
     }
 }
 
+/// How the two databases pick the delivery whose turn it is.
+#[derive(Clone, Copy)]
+enum DeliveryClaimDialect {
+    /// SQLite's single writer needs no row locks: the account whose turn it
+    /// is, then its delivery due longest, each by an index.
+    Sqlite,
+    /// Senders on several nodes pass over each other's rows: each account in
+    /// turn order, its delivery due longest that no one else has locked
+    /// (`FOR UPDATE SKIP LOCKED` in the lateral subquery, the only level
+    /// without an aggregate). The turns are sorted before the join, so the
+    /// nested loop stops at the first account with such a delivery.
+    Postgres,
+}
+
+/// The fair claim of a webhook delivery, for both databases, as the queue's
+/// claim of a job (`store/queue.rs`, `claim_statement`) is. Among the
+/// accounts with a due delivery and fewer live leases than their share of
+/// this node's senders, the one whose last claim is oldest, or that was
+/// never claimed for, goes first (then the one whose delivery has been due
+/// longest), and its delivery due longest is taken. So one account's burst
+/// of thousands of due deliveries (alerts, or the webhooks of thousands of
+/// generations) holds another account's delivery back by at most one claim
+/// per account waiting, instead of by the whole burst. Claims are numbered
+/// (`claim_sequence`, one more than the highest so far) rather than timed,
+/// since many fall in one millisecond; two PostgreSQL nodes claiming at
+/// once may draw the same number, which is harmless.
+///
+/// The claim takes the delivery by moving its due time to the end of the
+/// lease, so no other sender sees it as due until the lease has passed.
+/// Live leases are the rows whose `next_attempt_at`, the lease's end while
+/// a sender holds them, is still ahead; they are read from the small index
+/// of leased rows (migration 0012), the turns from migration 0028's.
+///
+/// `$1`..`$3` are the sender, the lease's end and now; `$4` and `$5` the
+/// length of the node's sender group and the group; `$6` the share of
+/// senders one account may hold.
+fn delivery_claim_statement(dialect: DeliveryClaimDialect) -> String {
+    let due = "status = 'pending' AND next_attempt_at <= $3";
+    let turns = format!(
+        "SELECT waiting.account_id, waiting.head, \
+           COALESCE((SELECT MAX(served.claim_sequence) FROM webhook_deliveries served \
+                     WHERE served.account_id = waiting.account_id \
+                     AND served.claim_sequence IS NOT NULL), 0) AS last_turn \
+         FROM (SELECT account_id, MIN(next_attempt_at) AS head FROM webhook_deliveries \
+               WHERE {due} AND account_id NOT IN \
+                 (SELECT account_id FROM webhook_deliveries \
+                  WHERE status = 'pending' AND lease_owner IS NOT NULL \
+                  AND next_attempt_at > $3 AND substr(lease_owner, 1, $4) = $5 \
+                  GROUP BY account_id HAVING COUNT(*) >= $6) \
+               GROUP BY account_id) waiting"
+    );
+    let pick = match dialect {
+        DeliveryClaimDialect::Sqlite => format!(
+            "SELECT d.id FROM webhook_deliveries d \
+             WHERE d.status = 'pending' AND d.next_attempt_at <= $3 AND d.account_id = \
+               (SELECT turns.account_id FROM ({turns}) turns \
+                ORDER BY turns.last_turn, turns.head, turns.account_id LIMIT 1) \
+             ORDER BY d.next_attempt_at, d.id LIMIT 1"
+        ),
+        DeliveryClaimDialect::Postgres => format!(
+            "SELECT head.id FROM \
+               (SELECT * FROM ({turns}) unordered \
+                ORDER BY last_turn, head, account_id) turns \
+             CROSS JOIN LATERAL \
+               (SELECT d.id FROM webhook_deliveries d \
+                WHERE d.account_id = turns.account_id AND d.status = 'pending' \
+                AND d.next_attempt_at <= $3 \
+                ORDER BY d.next_attempt_at, d.id LIMIT 1 FOR UPDATE SKIP LOCKED) head \
+             ORDER BY turns.last_turn, turns.head, turns.account_id LIMIT 1"
+        ),
+    };
+    format!(
+        "UPDATE webhook_deliveries SET lease_owner = $1, next_attempt_at = $2, \
+         claim_sequence = (SELECT COALESCE(MAX(claimed.claim_sequence), 0) + 1 \
+                           FROM webhook_deliveries claimed \
+                           WHERE claimed.claim_sequence IS NOT NULL) \
+         WHERE {due} AND id = ({pick}) \
+         RETURNING {columns}",
+        columns = delivery_columns!(),
+    )
+}
+
 impl Store {
-    /// Claims the delivery that has been due longest for `sender`, holding it
-    /// until `lease` has passed (then it falls due again if the sender has not
-    /// recorded an attempt, as when its process died). Deliveries of an
-    /// account that already has `fairness.max_in_flight_per_account` live
-    /// leases held by senders of `fairness.sender_group` are passed over, so
-    /// one account's slow receiver cannot take every sender of a node.
+    /// Claims a due delivery for `sender`, holding it until `lease` has
+    /// passed (then it falls due again if the sender has not recorded an
+    /// attempt, as when its process died). Accounts take turns (see
+    /// `delivery_claim_statement`); within an account the delivery due
+    /// longest goes first. Deliveries of an account that already has
+    /// `fairness.max_in_flight_per_account` live leases held by senders of
+    /// `fairness.sender_group` are passed over, so one account's slow
+    /// receiver cannot take every sender of a node.
     pub async fn claim_webhook_delivery(
         &self,
         sender: &str,
         lease: Duration,
         fairness: &SenderFairness,
     ) -> Result<Option<ClaimedDelivery>, StoreError> {
+        static SQLITE_CLAIM: LazyLock<String> =
+            LazyLock::new(|| delivery_claim_statement(DeliveryClaimDialect::Sqlite));
+        static POSTGRES_CLAIM: LazyLock<String> =
+            LazyLock::new(|| delivery_claim_statement(DeliveryClaimDialect::Postgres));
+        let statement = match &self.database {
+            Database::Sqlite(_) => SQLITE_CLAIM.as_str(),
+            Database::Postgres(_) => POSTGRES_CLAIM.as_str(),
+        };
         let now = now_millis();
-        // One statement, as for jobs: the delivery due longest is
-        // locked (rows other senders hold are skipped) and taken by
-        // moving its due time to the end of the lease, so no other
-        // sender sees it as due until the lease has passed. Accounts
-        // whose deliveries already hold their share of this node's
-        // senders (live leases: `next_attempt_at` is the lease's end
-        // while a sender holds a row) are left out, so the next
-        // account's delivery is taken instead. The inner list is
-        // read from the small index of leased rows.
-        let statement = format!(
-            concat!(
-                "UPDATE webhook_deliveries SET lease_owner = $1, next_attempt_at = $2 \
-                 WHERE status = 'pending' AND next_attempt_at <= $3 AND id = \
-                   (SELECT id FROM webhook_deliveries \
-                    WHERE status = 'pending' AND next_attempt_at <= $3 \
-                    AND account_id NOT IN \
-                      (SELECT account_id FROM webhook_deliveries \
-                       WHERE status = 'pending' AND lease_owner IS NOT NULL \
-                       AND next_attempt_at > $3 AND substr(lease_owner, 1, $4) = $5 \
-                       GROUP BY account_id HAVING COUNT(*) >= $6) \
-                    ORDER BY next_attempt_at, id LIMIT 1 ",
-                "{locking}",
-                ") RETURNING ",
-                delivery_columns!()
-            ),
-            locking = self.row_locking(RowLocking::SkipLocked),
-        );
         let claimed: Option<DeliveryRow> = fetch_on_writer!(
             self,
             fetch_optional,
-            sqlx::query_as(AssertSqlSafe(statement))
+            sqlx::query_as(statement)
                 .bind(sender)
                 .bind(now + lease.as_millis() as i64)
                 .bind(now)

@@ -417,6 +417,93 @@ async fn a_backend_refusal_at_admission_is_502_and_charges_nothing(store: StoreK
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
+/// A model server that admits one job, then refuses every other as
+/// unavailable, as a backend whose circuits opened does.
+#[derive(Default)]
+struct AdmitsOnceBackend {
+    admitted: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl Backend for AdmitsOnceBackend {
+    fn kind(&self) -> &'static str {
+        "admits-once"
+    }
+    async fn admit(&self, _admission: &Admission<'_>) -> Result<(), Rejection> {
+        if self
+            .admitted
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(Rejection::Unavailable(
+                "the model's circuits are open".into(),
+            ));
+        }
+        Ok(())
+    }
+    async fn run(&self, _job: Job, _cancel: CancellationToken) -> Result<RenderedClip, JobFailure> {
+        unreachable!("no worker runs here")
+    }
+}
+
+/// A retry of an accepted submit under its `Idempotency-Key` is answered
+/// the generation it made, while the model is paused or its backend
+/// refuses new jobs: a 503 would tell the client that nothing is held while
+/// the first request's generation runs and is charged.
+async fn a_retry_is_replayed_while_the_model_is_paused_or_refused(store: StoreKind) {
+    let mut backends = BackendsConfig::builtin(true);
+    let backend: Arc<dyn Backend> = Arc::new(AdmitsOnceBackend::default());
+    backends.set_for_model("vendor_1/model_1", move |_parts| backend.clone());
+    let app = spawn_app_with(TestSettings {
+        backends,
+        workers: 0,
+        ..TestSettings::new(store)
+    })
+    .await;
+    let send = |body: Value| {
+        app.client
+            .post(app.url(&format!("/run/{M1_T2V}")))
+            .bearer_auth(app.key())
+            .header("idempotency-key", "retry-1")
+            .json(&body)
+            .send()
+    };
+    let first = send(quick_body("once")).await.unwrap();
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let first: Value = first.json().await.unwrap();
+
+    // The backend refuses new jobs now: the retry is still its replay.
+    let refused_new = app.submit(M1_T2V, quick_body("new")).await;
+    assert_model_unavailable(refused_new).await;
+    let replay = send(quick_body("once")).await.unwrap();
+    assert_eq!(replay.status(), StatusCode::ACCEPTED);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let replay: Value = replay.json().await.unwrap();
+    assert_eq!(replay["id"], first["id"]);
+
+    // So while the model is paused.
+    app.server
+        .store
+        .set_model_paused("vendor_1/model_1", true)
+        .await
+        .unwrap();
+    let replay = send(quick_body("once")).await.unwrap();
+    assert_eq!(replay.status(), StatusCode::ACCEPTED);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let replay: Value = replay.json().await.unwrap();
+    assert_eq!(replay["id"], first["id"]);
+    // Another request under the key is still a conflict.
+    let different = send(quick_body("twice")).await.unwrap();
+    assert_error(
+        different,
+        StatusCode::CONFLICT,
+        "conflict",
+        Some("Idempotency-Key"),
+    )
+    .await;
+    let account = app.account_state(&app.account.account.id).await;
+    assert_eq!(account.held.0, 100_000, "one hold only");
+}
+
 async fn the_list_pages_newest_first_and_filters(store: StoreKind) {
     let app = spawn_app_without_workers(store).await;
     let mut ids = Vec::new();
@@ -516,5 +603,6 @@ on_both_stores!(
     an_idempotency_key_replays_the_original_and_rejects_a_different_body,
     a_paused_model_answers_503_and_holds_nothing,
     a_backend_refusal_at_admission_is_502_and_charges_nothing,
+    a_retry_is_replayed_while_the_model_is_paused_or_refused,
     the_list_pages_newest_first_and_filters,
 );

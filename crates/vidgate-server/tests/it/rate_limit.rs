@@ -128,3 +128,64 @@ async fn a_redis_outage_falls_back_to_the_nodes_own_bucket() {
         started.elapsed()
     );
 }
+
+/// An account starts at most `CHECKOUT_BURST` Stripe Checkout Sessions at
+/// once (its keys made them at ten a second each); the next is answered
+/// 429 with `Retry-After` and reaches no one, a refused amount takes none
+/// of them, and another account is not held back.
+#[tokio::test]
+async fn checkout_sessions_are_limited_per_account() {
+    use crate::common::{StoreKind, TestSettings, spawn_app_with};
+    use crate::fake_stripe::{FakeStripe, STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET};
+    use serde_json::json;
+    use vidgate_server::rate_limit::CHECKOUT_BURST;
+    use vidgate_server::stripe::{CheckoutAmounts, StripeSettings};
+
+    let fake = FakeStripe::start().await;
+    let app = spawn_app_with(TestSettings {
+        stripe: Some(StripeSettings {
+            secret_key: STRIPE_SECRET_KEY.into(),
+            webhook_secret: STRIPE_WEBHOOK_SECRET.into(),
+            api_url: fake.base_url.clone(),
+            amounts: CheckoutAmounts::default(),
+        }),
+        ..TestSettings::new(StoreKind::Sqlite)
+    })
+    .await;
+    let checkout = |key: String, amount: &'static str| {
+        let app = &app;
+        async move {
+            app.post_json("/account/checkout", &key, &json!({ "amount_usd": amount }))
+                .await
+        }
+    };
+    let refused_amount = checkout(app.key().to_owned(), "lots").await;
+    assert_eq!(refused_amount.status(), reqwest::StatusCode::BAD_REQUEST);
+    for _ in 0..CHECKOUT_BURST {
+        let started = checkout(app.key().to_owned(), "20.00").await;
+        assert_eq!(started.status(), reqwest::StatusCode::CREATED);
+    }
+    // A second key of the account draws on the same sessions.
+    let second_key = vidgate_server::accounts::create_api_key(
+        app.server.store.as_ref(),
+        &app.account.account.id,
+        "second",
+    )
+    .await
+    .unwrap();
+    let refused = checkout(second_key.api_key.clone(), "20.00").await;
+    assert_eq!(refused.status(), reqwest::StatusCode::TOO_MANY_REQUESTS);
+    let retry_after: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry_after >= 1);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    assert_eq!(fake.create_requests().len(), CHECKOUT_BURST as usize);
+
+    let other = app.new_account(10).await;
+    let started = checkout(other.api_key.clone(), "20.00").await;
+    assert_eq!(started.status(), reqwest::StatusCode::CREATED);
+}

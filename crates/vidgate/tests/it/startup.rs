@@ -121,6 +121,22 @@ async fn a_node_prints_its_bound_address_and_its_public_url_labelled() {
     assert_eq!(models.status(), reqwest::StatusCode::OK);
 }
 
+/// A node whose cap on waits and event streams is lowered alone starts: the
+/// cap per account defaults to a part of it, where the fixed default of 256
+/// per account refused every node cap up to 256.
+#[tokio::test]
+async fn a_node_cap_on_waits_lowered_alone_starts() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let node = support::start_node(
+        &[("VIDGATE_DATA_DIR", text(data_dir.path()))],
+        &["--max-waits-per-node", "64"],
+    );
+    let models = reqwest::get(format!("{}/models", node.api_base()))
+        .await
+        .unwrap();
+    assert_eq!(models.status(), reqwest::StatusCode::OK);
+}
+
 /// A node whose standard output nobody reads any more (the reader of its
 /// pipe went away before it announced itself) still starts and serves: its
 /// announcements are for people, not a condition of running.
