@@ -113,6 +113,10 @@ pub struct ModelDayUsage {
     /// Generations without a recorded cost (run on the operator's own
     /// engine or servers, or at a provider without a price line).
     pub uncosted: i64,
+    /// The part of `provider_cost` the providers may have billed but could
+    /// not confirm, and the generations it is of (see `ProviderRun`).
+    pub possible_cost: Micros,
+    pub possible_cost_generations: i64,
 }
 
 /// A model's revenue, cost and margin at one provider over a period: its
@@ -128,6 +132,8 @@ pub struct ProviderModelUsage {
     pub revenue: Micros,
     pub provider_cost: Micros,
     pub uncosted: i64,
+    pub possible_cost: Micros,
+    pub possible_cost_generations: i64,
 }
 
 /// The six ways money moves. Each is one ledger entry plus the matching
@@ -469,7 +475,7 @@ impl Store {
     /// Each model's succeeded generations per UTC day completed at or
     /// after `since` (Unix ms): revenue and provider cost.
     pub async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
-        let rows: Vec<(i64, String, i64, i64, i64, i64)> = fetch_on_reader!(
+        let rows: Vec<(i64, String, i64, i64, i64, i64, i64, i64)> = fetch_on_reader!(
             self,
             fetch_all,
             sqlx::query_as(
@@ -484,7 +490,10 @@ impl Store {
                  CAST(SUM(CASE WHEN status = 'succeeded' THEN price_micros ELSE 0 END) AS BIGINT), \
                  CAST(COALESCE(SUM(provider_cost_micros), 0) AS BIGINT), \
                  CAST(SUM(CASE WHEN status = 'succeeded' AND provider_cost_micros IS NULL \
-                 THEN 1 ELSE 0 END) AS BIGINT) \
+                 THEN 1 ELSE 0 END) AS BIGINT), \
+                 CAST(COALESCE(SUM(CASE WHEN provider_cost_possible \
+                 THEN provider_cost_micros ELSE 0 END), 0) AS BIGINT), \
+                 CAST(SUM(CASE WHEN provider_cost_possible THEN 1 ELSE 0 END) AS BIGINT) \
                  FROM generations WHERE (status = 'succeeded' \
                  OR (status IN ('canceled', 'failed') AND provider_cost_micros > 0)) \
                  AND completed_at >= $1 \
@@ -495,13 +504,24 @@ impl Store {
         Ok(rows
             .into_iter()
             .map(
-                |(day, model, generations, revenue, provider_cost, uncosted)| ModelDayUsage {
+                |(
+                    day,
+                    model,
+                    generations,
+                    revenue,
+                    provider_cost,
+                    uncosted,
+                    possible_cost,
+                    possible_cost_generations,
+                )| ModelDayUsage {
                     day,
                     model,
                     generations,
                     revenue: Micros(revenue),
                     provider_cost: Micros(provider_cost),
                     uncosted,
+                    possible_cost: Micros(possible_cost),
+                    possible_cost_generations,
                 },
             )
             .collect())
@@ -510,7 +530,7 @@ impl Store {
     /// Each model's usage per provider, over the generations completed at
     /// or after `since` (Unix ms), counted as `model_usage` counts them.
     pub async fn provider_usage(&self, since: i64) -> Result<Vec<ProviderModelUsage>, StoreError> {
-        let rows: Vec<(String, Option<String>, i64, i64, i64, i64)> = fetch_on_reader!(
+        let rows: Vec<(String, Option<String>, i64, i64, i64, i64, i64, i64)> = fetch_on_reader!(
             self,
             fetch_all,
             sqlx::query_as(
@@ -519,7 +539,10 @@ impl Store {
                  CAST(SUM(CASE WHEN status = 'succeeded' THEN price_micros ELSE 0 END) AS BIGINT), \
                  CAST(COALESCE(SUM(provider_cost_micros), 0) AS BIGINT), \
                  CAST(SUM(CASE WHEN status = 'succeeded' AND provider_cost_micros IS NULL \
-                 THEN 1 ELSE 0 END) AS BIGINT) \
+                 THEN 1 ELSE 0 END) AS BIGINT), \
+                 CAST(COALESCE(SUM(CASE WHEN provider_cost_possible \
+                 THEN provider_cost_micros ELSE 0 END), 0) AS BIGINT), \
+                 CAST(SUM(CASE WHEN provider_cost_possible THEN 1 ELSE 0 END) AS BIGINT) \
                  FROM generations WHERE (status = 'succeeded' \
                  OR (status IN ('canceled', 'failed') AND provider_cost_micros > 0)) \
                  AND completed_at >= $1 \
@@ -530,15 +553,24 @@ impl Store {
         Ok(rows
             .into_iter()
             .map(
-                |(model, provider, generations, revenue, provider_cost, uncosted)| {
-                    ProviderModelUsage {
-                        model,
-                        provider,
-                        generations,
-                        revenue: Micros(revenue),
-                        provider_cost: Micros(provider_cost),
-                        uncosted,
-                    }
+                |(
+                    model,
+                    provider,
+                    generations,
+                    revenue,
+                    provider_cost,
+                    uncosted,
+                    possible_cost,
+                    possible_cost_generations,
+                )| ProviderModelUsage {
+                    model,
+                    provider,
+                    generations,
+                    revenue: Micros(revenue),
+                    provider_cost: Micros(provider_cost),
+                    uncosted,
+                    possible_cost: Micros(possible_cost),
+                    possible_cost_generations,
                 },
             )
             .collect())
