@@ -4,7 +4,10 @@
 //! through the API. A task that succeeds, one that fails and one the
 //! content checks refuse (refunded), a cancel while the task is PENDING
 //! and one refused once it runs, a create whose answer is lost (one task,
-//! never two), an outage and DashScope's query limit.
+//! never two, under either reading of the list; never a stranger's task;
+//! nothing proved by a list not read whole), an outage, DashScope's query
+//! limit, polling from the start with a public URL, and lost answers whose
+//! tasks were found leaving the circuit closed (issue 51).
 
 use super::*;
 

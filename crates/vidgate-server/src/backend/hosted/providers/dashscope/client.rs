@@ -496,30 +496,30 @@ fn compare_task(sent: &Value, task: &Value) -> TaskComparison {
             sent_shape.is_none_or(|sent_shape| sent_shape.contains('*') == shown.contains('*'));
         same_form.then(|| Value::from(shown))
     });
+    let sent_resolution = sent["resolution"]
+        .as_str()
+        .map(|resolution| Value::from(resolution.to_ascii_uppercase()));
     let comparisons = [
         (
-            sent.get("prompt"),
+            sent.get("prompt").cloned(),
             task["output"]["orig_prompt"]
                 .as_str()
                 .map(|shown| Some(Value::from(shown))),
         ),
         (
-            sent.get("duration"),
+            sent.get("duration").cloned(),
             usage
                 .get("video_duration")
                 .filter(|shown| shown.is_number())
                 .map(|shown| Some(shown.clone())),
         ),
         (
-            sent.get("resolution")
-                .and_then(Value::as_str)
-                .map(|resolution| Value::from(resolution.to_ascii_uppercase()))
-                .as_ref(),
+            sent_resolution,
             usage["SR"]
                 .as_u64()
                 .map(|lines| Some(Value::from(format!("{lines}P")))),
         ),
-        (sent_shape.map(Value::from).as_ref(), shown_shape),
+        (sent_shape.map(Value::from), shown_shape),
     ];
     let mut all_shown = sent.get("prompt").is_some();
     for (sent_value, shown) in comparisons {
@@ -530,7 +530,7 @@ fn compare_task(sent: &Value, task: &Value) -> TaskComparison {
             // Shown in a form that cannot be compared.
             Some(None) => {}
             Some(Some(shown)) => {
-                if !same_value(sent_value, &shown) {
+                if !same_value(&sent_value, &shown) {
                     return TaskComparison::Different;
                 }
             }
