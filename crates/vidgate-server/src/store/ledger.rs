@@ -136,6 +136,14 @@ pub struct ProviderModelUsage {
     pub possible_cost_generations: i64,
 }
 
+/// A row of `model_usage`: the day, the model, the generations, the
+/// revenue, the provider cost, the uncosted generations, the possible cost
+/// and the generations it is of.
+type ModelDayRow = (i64, String, i64, i64, i64, i64, i64, i64);
+/// A row of `provider_usage`: the model and provider, then as
+/// `ModelDayRow`.
+type ProviderModelRow = (String, Option<String>, i64, i64, i64, i64, i64, i64);
+
 /// The six ways money moves. Each is one ledger entry plus the matching
 /// change of the account's running totals, always in the caller's transaction.
 ///
@@ -475,7 +483,7 @@ impl Store {
     /// Each model's succeeded generations per UTC day completed at or
     /// after `since` (Unix ms): revenue and provider cost.
     pub async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
-        let rows: Vec<(i64, String, i64, i64, i64, i64, i64, i64)> = fetch_on_reader!(
+        let rows: Vec<ModelDayRow> = fetch_on_reader!(
             self,
             fetch_all,
             sqlx::query_as(
@@ -530,7 +538,7 @@ impl Store {
     /// Each model's usage per provider, over the generations completed at
     /// or after `since` (Unix ms), counted as `model_usage` counts them.
     pub async fn provider_usage(&self, since: i64) -> Result<Vec<ProviderModelUsage>, StoreError> {
-        let rows: Vec<(String, Option<String>, i64, i64, i64, i64, i64, i64)> = fetch_on_reader!(
+        let rows: Vec<ProviderModelRow> = fetch_on_reader!(
             self,
             fetch_all,
             sqlx::query_as(
