@@ -347,7 +347,7 @@ async fn a_modelark_task_gone_after_a_cancel_may_have_run_and_its_cost_is_record
     assert_eq!(canceled["status"], "canceled", "{canceled}");
     assert_eq!(
         *fake.state.modelark_deleted_finished.lock().unwrap(),
-        [job.id.clone()]
+        std::slice::from_ref(&job.id)
     );
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(after.balance, before.balance, "refunded");
