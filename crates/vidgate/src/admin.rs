@@ -412,6 +412,11 @@ async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> 
                 "inputs_checked": check.inputs,
                 "page": check.page,
                 "unverified": check.unverified,
+                "below_cost": check.below_cost,
+                "guesses": check.guesses.iter().map(|guess| json!({
+                    "name": guess.name,
+                    "question": guess.question,
+                })).collect::<Vec<_>>(),
             });
             match &check.outcome {
                 Ok(differences) => shown["differences"] = json!(differences),
@@ -438,7 +443,11 @@ async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> 
 /// and provider over the whole period (`by_provider`; `null` for the
 /// operator's own engine or servers). A generation
 /// without a recorded cost counts as costing nothing and is counted in
-/// `uncosted_generations`, so a margin is never silently overstated.
+/// `uncosted_generations`, so a margin is never silently overstated. The
+/// part of the provider cost a provider may have billed but could not
+/// confirm (a job vidgate cannot tell was made, a task a cancel deleted
+/// that may have finished first) is in the provider cost and named apart
+/// in `possible_provider_cost_usd` and `possible_cost_generations`.
 async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
     const MILLIS_PER_DAY: i64 = 86_400_000;
     if !(1..=3660).contains(&days) {
@@ -463,6 +472,9 @@ async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
                 "provider_cost_micros": row.provider_cost.0,
                 "margin_micros": margin.0,
                 "uncosted_generations": row.uncosted,
+                "possible_provider_cost_usd": row.possible_cost.to_usd(),
+                "possible_provider_cost_micros": row.possible_cost.0,
+                "possible_cost_generations": row.possible_cost_generations,
             })
         })
         .collect();
@@ -483,6 +495,9 @@ async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
                 "provider_cost_micros": row.provider_cost.0,
                 "margin_micros": margin.0,
                 "uncosted_generations": row.uncosted,
+                "possible_provider_cost_usd": row.possible_cost.to_usd(),
+                "possible_provider_cost_micros": row.possible_cost.0,
+                "possible_cost_generations": row.possible_cost_generations,
             })
         })
         .collect();

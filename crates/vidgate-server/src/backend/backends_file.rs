@@ -25,7 +25,7 @@ use super::hosted::entry::{self, HostedEntry};
 use super::hosted::failover::{self, Routing};
 use super::hosted::plan::HostedPlan;
 use super::hosted::providers::{self, PROVIDERS};
-use super::hosted::route::Route;
+use super::hosted::route::{Route, Unpriced};
 use super::hosted::schema_check::{TargetCheck, check_hosted_entries};
 use super::parts::BackendParts;
 
@@ -119,6 +119,13 @@ pub struct FailoverConfig {
     /// by accident.
     #[serde(default)]
     pub allow_loss: bool,
+    /// What a provider with no `costs` line for a request gets: `leave_out`
+    /// (the loss guard cannot rule a loss out, so it is left out: the
+    /// default with `route: price`) or `after_priced` (tried after every
+    /// priced provider, in the file's order: the default with `order` and
+    /// `latency`).
+    #[serde(default)]
+    pub unpriced: Option<Unpriced>,
 }
 
 impl ModelBackendConfig {
@@ -236,6 +243,9 @@ pub fn apply_backends_file_with_credentials(
                     Routing {
                         route: config.route,
                         allow_loss: config.allow_loss,
+                        unpriced: config
+                            .unpriced
+                            .unwrap_or(Unpriced::default_for(config.route)),
                     },
                 )
             }

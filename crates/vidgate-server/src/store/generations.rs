@@ -475,7 +475,8 @@ impl Store {
                 "UPDATE generations SET status = 'canceled', completed_at = $1, \
                  lease_owner = NULL, lease_expires_at = NULL, \
                  provider = COALESCE($5, provider), \
-                 provider_cost_micros = COALESCE($6, provider_cost_micros) \
+                 provider_cost_micros = COALESCE($6, provider_cost_micros), \
+                 provider_cost_possible = COALESCE($7, provider_cost_possible) \
                  WHERE id = $2 AND account_id = $3 AND status = $4 \
                  RETURNING price_micros",
             )
@@ -485,6 +486,7 @@ impl Store {
             .bind(from.as_str())
             .bind(provider_run.map(|run| run.provider.as_str()))
             .bind(provider_run.and_then(|run| run.cost).map(|cost| cost.0))
+            .bind(provider_run.map(|run| run.cost_is_possible))
         )?;
         let current = Self::generation_in(&mut transaction, generation_id).await?;
         let Some(current) = current.filter(|found| found.account_id == account_id) else {

@@ -113,6 +113,10 @@ pub struct ModelDayUsage {
     /// Generations without a recorded cost (run on the operator's own
     /// engine or servers, or at a provider without a price line).
     pub uncosted: i64,
+    /// The part of `provider_cost` the providers may have billed but could
+    /// not confirm, and the generations it is of (see `ProviderRun`).
+    pub possible_cost: Micros,
+    pub possible_cost_generations: i64,
 }
 
 /// A model's revenue, cost and margin at one provider over a period: its
@@ -128,7 +132,17 @@ pub struct ProviderModelUsage {
     pub revenue: Micros,
     pub provider_cost: Micros,
     pub uncosted: i64,
+    pub possible_cost: Micros,
+    pub possible_cost_generations: i64,
 }
+
+/// A row of `model_usage`: the day, the model, the generations, the
+/// revenue, the provider cost, the uncosted generations, the possible cost
+/// and the generations it is of.
+type ModelDayRow = (i64, String, i64, i64, i64, i64, i64, i64);
+/// A row of `provider_usage`: the model and provider, then as
+/// `ModelDayRow`.
+type ProviderModelRow = (String, Option<String>, i64, i64, i64, i64, i64, i64);
 
 /// The six ways money moves. Each is one ledger entry plus the matching
 /// change of the account's running totals, always in the caller's transaction.
@@ -469,7 +483,7 @@ impl Store {
     /// Each model's succeeded generations per UTC day completed at or
     /// after `since` (Unix ms): revenue and provider cost.
     pub async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
-        let rows: Vec<(i64, String, i64, i64, i64, i64)> = fetch_on_reader!(
+        let rows: Vec<ModelDayRow> = fetch_on_reader!(
             self,
             fetch_all,
             sqlx::query_as(
@@ -484,7 +498,10 @@ impl Store {
                  CAST(SUM(CASE WHEN status = 'succeeded' THEN price_micros ELSE 0 END) AS BIGINT), \
                  CAST(COALESCE(SUM(provider_cost_micros), 0) AS BIGINT), \
                  CAST(SUM(CASE WHEN status = 'succeeded' AND provider_cost_micros IS NULL \
-                 THEN 1 ELSE 0 END) AS BIGINT) \
+                 THEN 1 ELSE 0 END) AS BIGINT), \
+                 CAST(COALESCE(SUM(CASE WHEN provider_cost_possible \
+                 THEN provider_cost_micros ELSE 0 END), 0) AS BIGINT), \
+                 CAST(SUM(CASE WHEN provider_cost_possible THEN 1 ELSE 0 END) AS BIGINT) \
                  FROM generations WHERE (status = 'succeeded' \
                  OR (status IN ('canceled', 'failed') AND provider_cost_micros > 0)) \
                  AND completed_at >= $1 \
@@ -495,13 +512,24 @@ impl Store {
         Ok(rows
             .into_iter()
             .map(
-                |(day, model, generations, revenue, provider_cost, uncosted)| ModelDayUsage {
+                |(
+                    day,
+                    model,
+                    generations,
+                    revenue,
+                    provider_cost,
+                    uncosted,
+                    possible_cost,
+                    possible_cost_generations,
+                )| ModelDayUsage {
                     day,
                     model,
                     generations,
                     revenue: Micros(revenue),
                     provider_cost: Micros(provider_cost),
                     uncosted,
+                    possible_cost: Micros(possible_cost),
+                    possible_cost_generations,
                 },
             )
             .collect())
@@ -510,7 +538,7 @@ impl Store {
     /// Each model's usage per provider, over the generations completed at
     /// or after `since` (Unix ms), counted as `model_usage` counts them.
     pub async fn provider_usage(&self, since: i64) -> Result<Vec<ProviderModelUsage>, StoreError> {
-        let rows: Vec<(String, Option<String>, i64, i64, i64, i64)> = fetch_on_reader!(
+        let rows: Vec<ProviderModelRow> = fetch_on_reader!(
             self,
             fetch_all,
             sqlx::query_as(
@@ -519,7 +547,10 @@ impl Store {
                  CAST(SUM(CASE WHEN status = 'succeeded' THEN price_micros ELSE 0 END) AS BIGINT), \
                  CAST(COALESCE(SUM(provider_cost_micros), 0) AS BIGINT), \
                  CAST(SUM(CASE WHEN status = 'succeeded' AND provider_cost_micros IS NULL \
-                 THEN 1 ELSE 0 END) AS BIGINT) \
+                 THEN 1 ELSE 0 END) AS BIGINT), \
+                 CAST(COALESCE(SUM(CASE WHEN provider_cost_possible \
+                 THEN provider_cost_micros ELSE 0 END), 0) AS BIGINT), \
+                 CAST(SUM(CASE WHEN provider_cost_possible THEN 1 ELSE 0 END) AS BIGINT) \
                  FROM generations WHERE (status = 'succeeded' \
                  OR (status IN ('canceled', 'failed') AND provider_cost_micros > 0)) \
                  AND completed_at >= $1 \
@@ -530,15 +561,24 @@ impl Store {
         Ok(rows
             .into_iter()
             .map(
-                |(model, provider, generations, revenue, provider_cost, uncosted)| {
-                    ProviderModelUsage {
-                        model,
-                        provider,
-                        generations,
-                        revenue: Micros(revenue),
-                        provider_cost: Micros(provider_cost),
-                        uncosted,
-                    }
+                |(
+                    model,
+                    provider,
+                    generations,
+                    revenue,
+                    provider_cost,
+                    uncosted,
+                    possible_cost,
+                    possible_cost_generations,
+                )| ProviderModelUsage {
+                    model,
+                    provider,
+                    generations,
+                    revenue: Micros(revenue),
+                    provider_cost: Micros(provider_cost),
+                    uncosted,
+                    possible_cost: Micros(possible_cost),
+                    possible_cost_generations,
                 },
             )
             .collect())

@@ -26,6 +26,10 @@ pub struct FailureDetail {
 pub struct ProviderRun {
     pub provider: String,
     pub cost: Option<Micros>,
+    /// Whether `cost` is what the provider may have billed rather than
+    /// what it did: a job vidgate cannot tell was made, or one a cancel
+    /// deleted that may have finished first.
+    pub cost_is_possible: bool,
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -374,10 +378,11 @@ impl Store {
     }
 
     /// Records on a running generation a provider job it may have made
-    /// without a result (a submit whose outcome its provider can no longer
-    /// tell): the provider, and what such a job costs the operator, which
-    /// the generation keeps when it then fails. False when it is no longer
-    /// running.
+    /// without a result (a submit whose outcome its provider cannot tell,
+    /// a task a cancel deleted that may have finished first): the
+    /// provider, and what such a job costs the operator, marked as
+    /// possible, which the generation keeps when it then fails. False when
+    /// it is no longer running.
     pub async fn record_possible_provider_cost(
         &self,
         generation_id: &str,
@@ -386,7 +391,8 @@ impl Store {
         let changed = execute_on_writer!(
             self,
             sqlx::query(
-                "UPDATE generations SET provider = $1, provider_cost_micros = $2 \
+                "UPDATE generations SET provider = $1, provider_cost_micros = $2, \
+                 provider_cost_possible = TRUE \
                  WHERE id = $3 AND status = 'running'",
             )
             .bind(provider_run.provider.as_str())

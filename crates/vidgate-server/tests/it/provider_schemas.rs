@@ -401,6 +401,40 @@ async fn the_live_check_finds_nothing_when_the_providers_publish_the_transcribed
     assert_eq!(checks.len(), expected);
 }
 
+/// Issue 51, item 7: where the catalog's price is below a provider's
+/// first-party cost (fal's Kling v3 standard is $0.084 a second without
+/// audio; the catalog sells M6 at 720p without audio for $0.07), the check
+/// warns, naming the model and the values, without failing.
+#[tokio::test]
+async fn the_check_warns_where_the_catalog_sells_below_a_providers_cost() {
+    let fake = SchemaFake::start().await;
+    let checks = live_checks(&fake, &replicate_token).await;
+    let kling = check_of(
+        &checks,
+        "fal",
+        "fal-ai/kling-video/v3/standard/text-to-video",
+    );
+    assert!(kling.is_sound(), "a warning is no failure: {kling}");
+    assert!(
+        kling
+            .below_cost
+            .iter()
+            .any(|warning| warning.contains("vendor_6/model_6")
+                && warning.contains("\"generate_audio\":false")
+                && warning.contains("\"resolution\":\"720p\"")),
+        "{:?}",
+        kling.below_cost
+    );
+    assert!(
+        kling.to_string().contains("a warning: vendor_6/model_6"),
+        "{kling}"
+    );
+    // A price line at or above what the catalog charges draws no warning.
+    for check in checks.iter().filter(|check| check.provider == "replicate") {
+        assert!(check.below_cost.is_empty(), "{check}");
+    }
+}
+
 fn check_of<'a>(checks: &'a [TargetCheck], provider: &str, target: &str) -> &'a TargetCheck {
     checks
         .iter()
@@ -543,6 +577,62 @@ async fn the_makers_targets_are_left_to_a_comparison_by_hand_not_failed() {
     }
 }
 
+/// Issue 51, item 6: the questions no fake can settle are reported by the
+/// check (`--check-config` prints each check's line, `vidgate admin
+/// providers check` its `guesses`) for the targets they concern: Wan 2.6's
+/// `ratio` or `size` at DashScope, Seedance 2.0's reference names and
+/// numbering at ModelArk; each named in the target's transcribed schema
+/// and in docs/upstreams.md.
+#[tokio::test]
+async fn the_guesses_no_fake_can_settle_are_reported_and_named_where_documented() {
+    let upstreams = std::fs::read_to_string(repository().join("docs/upstreams.md")).unwrap();
+    let mut reported = BTreeSet::new();
+    for name in ["dashscope.json", "modelark.json"] {
+        let path = repository().join("examples/hosted").join(name);
+        let checks = check_provider_schemas(&path, &Catalog::embedded(), &|_| None)
+            .await
+            .unwrap();
+        for check in &checks {
+            assert!(!check.fails(), "a guess is no failure: {check}");
+            for guess in &check.guesses {
+                assert!(check.to_string().contains(guess.name), "{check}");
+                let fixture = fixture(check.provider, &check.target);
+                assert!(
+                    fixture["guesses"].to_string().contains(guess.name),
+                    "{} {}: the fixture names {}",
+                    check.provider,
+                    check.target,
+                    guess.name
+                );
+                assert!(
+                    upstreams.contains(guess.name),
+                    "docs/upstreams.md names {}",
+                    guess.name
+                );
+                reported.insert((check.provider, check.target.clone(), guess.name));
+            }
+        }
+    }
+    for (provider, target, guess) in [
+        ("dashscope", "wan2.6-t2v", "dashscope-wan-ratio-or-size"),
+        (
+            "modelark",
+            "dreamina-seedance-2-0-260128",
+            "modelark-seedance-reference-names",
+        ),
+        (
+            "modelark",
+            "dreamina-seedance-2-0-260128",
+            "modelark-reference-numbering",
+        ),
+    ] {
+        assert!(
+            reported.contains(&(provider, target.to_owned(), guess)),
+            "{provider} {target} {guess}: {reported:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_schema_that_cannot_be_read_fails_the_check() {
     let fake = SchemaFake::start().await;
@@ -589,6 +679,15 @@ fn the_example_failover_file_routes_among_the_providers_own_example_entries() {
         assert!(
             entry.get("allow_loss").is_none(),
             "{model}: never at a loss"
+        );
+        // Issue 51: a price route says what it does with a request no
+        // provider has a price for.
+        assert!(
+            matches!(
+                entry["unpriced"].as_str(),
+                Some("leave_out" | "after_priced")
+            ),
+            "{model}: unpriced"
         );
         let providers = entry["providers"].as_array().unwrap();
         for provider_entry in providers {

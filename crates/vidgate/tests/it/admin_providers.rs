@@ -86,6 +86,7 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
     let fal = ProviderRun {
         provider: "fal".into(),
         cost: Some(Micros(200_000)),
+        cost_is_possible: false,
     };
     succeed(
         store.as_ref(),
@@ -142,11 +143,13 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
             { "model": "vendor_1/model_1", "provider": null, "generations": 1,
               "revenue_usd": 0.3, "provider_cost_usd": 0.0, "margin_usd": 0.3,
               "revenue_micros": 300_000, "provider_cost_micros": 0, "margin_micros": 300_000,
-              "uncosted_generations": 1 },
+              "uncosted_generations": 1, "possible_provider_cost_usd": 0.0,
+              "possible_provider_cost_micros": 0, "possible_cost_generations": 0 },
             { "model": "vendor_1/model_1", "provider": "fal", "generations": 1,
               "revenue_usd": 0.5, "provider_cost_usd": 0.2, "margin_usd": 0.3,
               "revenue_micros": 500_000, "provider_cost_micros": 200_000, "margin_micros": 300_000,
-              "uncosted_generations": 0 },
+              "uncosted_generations": 0, "possible_provider_cost_usd": 0.0,
+              "possible_provider_cost_micros": 0, "possible_cost_generations": 0 },
         ]),
         "{usage}"
     );

@@ -44,6 +44,22 @@ impl HostedBackend {
                                 })
                                 .unwrap_or(vidgate_core::Micros(0)),
                         ),
+                        cost_is_possible: false,
+                    },
+                }
+            }
+            // The task is gone, and may have finished first: the
+            // generation is canceled and refunded, and the whole job's cost
+            // recorded as possible.
+            Ok(CancelResult::Gone) => {
+                tracing::warn!(generation = %generation_id, provider = self.protocol.name(), provider_job = %job_id, "the job is gone after the cancel and may have finished first; recording its possible cost");
+                let today = time::OffsetDateTime::now_utc().date().to_string();
+                let duration_s = input["duration"].as_f64().unwrap_or_default();
+                StartedJobCancel::Canceled {
+                    provider_run: ProviderRun {
+                        provider: self.protocol.name().to_owned(),
+                        cost: self.config.cost_of(input, &target.0, &today, duration_s),
+                        cost_is_possible: true,
                     },
                 }
             }

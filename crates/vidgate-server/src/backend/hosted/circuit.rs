@@ -172,6 +172,25 @@ impl Circuit {
         self.save_if_due();
     }
 
+    /// Takes back one failure: a create whose answer was lost (counted as
+    /// a failure) whose job the provider's list later showed, so the
+    /// provider did its work. A circuit those failures opened closes once
+    /// fewer are left than open one.
+    pub fn retract_failure(&self) {
+        let mut state = self.state();
+        if state.consecutive_failures == 0 {
+            return;
+        }
+        state.consecutive_failures -= 1;
+        if state.consecutive_failures < FAILURES_TO_OPEN && state.opened_at.is_some() {
+            tracing::info!(circuit = %self.name, "a create counted as failed had made its job; the circuit closes");
+            state.opened_at = None;
+        }
+        state.changed = true;
+        drop(state);
+        self.save_if_due();
+    }
+
     /// Saves this node's view to the store when it changed, or when its
     /// latency was last saved long ago; in the background, so a provider
     /// call never waits for the database.
@@ -293,6 +312,14 @@ impl ProviderProtocol for ObservedProtocol {
         self.inner.start_deadline_is_ours()
     }
 
+    fn sends_webhooks(&self) -> bool {
+        self.inner.sends_webhooks()
+    }
+
+    fn cancel_deletes_finished_jobs(&self) -> bool {
+        self.inner.cancel_deletes_finished_jobs()
+    }
+
     /// Webhooks are the provider's calls to us, not a measure of its API.
     async fn verify_webhook(
         &self,
@@ -338,6 +365,27 @@ mod tests {
         // A failure after a success starts the count again.
         circuit.record_failure("503");
         assert!(circuit.allows());
+    }
+
+    /// Issue 51: five creates whose answers were lost open the circuit;
+    /// each whose job was found is taken back, and the circuit closes.
+    #[tokio::test]
+    async fn a_create_whose_job_was_found_is_not_a_failure() {
+        let (_directory, store) = store().await;
+        let circuit = Circuit::new("dashscope".into(), "test".into(), store);
+        for _ in 0..FAILURES_TO_OPEN {
+            circuit.record_failure("the answer was lost");
+        }
+        assert!(!circuit.allows());
+        circuit.retract_failure();
+        assert!(circuit.allows());
+        for _ in 1..FAILURES_TO_OPEN {
+            circuit.retract_failure();
+        }
+        assert_eq!(circuit.state().consecutive_failures, 0);
+        // Nothing is taken back below none.
+        circuit.retract_failure();
+        assert_eq!(circuit.state().consecutive_failures, 0);
     }
 
     #[tokio::test]

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
-use super::route::{Candidate, Route, RouteReason, rank, sells_at_a_loss};
+use super::route::{Candidate, LossGuard, Route, RouteReason, Unpriced, rank};
 use super::{HostedBackend, no_healthy_provider};
 use crate::backend::contract::{
     Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel, WebhookReceipt,
@@ -44,6 +44,18 @@ pub struct Routing {
     /// Whether a provider whose cost for a request is above its price may
     /// still take it.
     pub allow_loss: bool,
+    /// What becomes of a provider with no price for a request.
+    pub unpriced: Unpriced,
+}
+
+impl Routing {
+    /// The loss guard of the entry.
+    pub fn guard(&self) -> LossGuard {
+        LossGuard {
+            allow_loss: self.allow_loss,
+            unpriced: self.unpriced,
+        }
+    }
 }
 
 /// Checks a failover model's providers, named in the operator's order:
@@ -110,7 +122,7 @@ impl FailoverBackend {
         costs: &[Option<vidgate_core::Micros>],
     ) -> String {
         let costs: Vec<Option<i64>> = costs.iter().map(|cost| cost.map(|cost| cost.0)).collect();
-        tracing::warn!(model = %self.model_id, mode = mode.as_str(), price_micros = price.0, ?costs, "every provider that serves the request would cost more than its price; refused (allow_loss is off)");
+        tracing::warn!(model = %self.model_id, mode = mode.as_str(), price_micros = price.0, ?costs, unpriced = ?self.routing.unpriced, "every provider that serves the request would cost more than its price, or has no price for it that the loss guard could judge; refused (allow_loss is off)");
         format!(
             "The model {} cannot take this request on this deployment right now; nothing was charged.",
             self.model_id
@@ -176,9 +188,7 @@ impl Backend for FailoverBackend {
         let affordable: Vec<&Arc<HostedBackend>> = serving
             .iter()
             .zip(&costs)
-            .filter(|(_, cost)| {
-                self.routing.allow_loss || !sells_at_a_loss(**cost, admission.price)
-            })
+            .filter(|(_, cost)| self.routing.guard().admits(**cost, admission.price))
             .map(|(provider, _)| *provider)
             .collect();
         if affordable.is_empty() {
@@ -222,7 +232,7 @@ impl Backend for FailoverBackend {
             self.routing.route,
             &candidates,
             job.price,
-            self.routing.allow_loss,
+            self.routing.guard(),
         );
         if ranked.is_empty() && !providers.is_empty() {
             let costs: Vec<Option<vidgate_core::Micros>> =

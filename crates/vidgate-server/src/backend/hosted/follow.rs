@@ -13,11 +13,13 @@ use tokio_util::sync::CancellationToken;
 use super::budget::CallPriority;
 use super::model_config::seconds;
 use super::protocol::{
-    CancelOutcome, FailureKind, ProviderError, ProviderJobState, ProviderProtocol, ProviderTarget,
+    self, CancelOutcome, CancelResult, FailureKind, ProviderError, ProviderJobState,
+    ProviderProtocol, ProviderTarget,
 };
 use super::submit::SubmittedJob;
 use super::{Backoff, HostedBackend, failure, millis};
-use crate::backend::contract::JobFailure;
+use crate::backend::contract::{Job, JobFailure};
+use crate::store::ProviderRun;
 
 /// How long a worker whose provider job was canceled at the provider waits
 /// for the cancel that did it to cancel the generation too.
@@ -58,12 +60,13 @@ impl HostedBackend {
     ///
     /// Reads take the provider budget's tokens at their turn: a read woken
     /// by a verified webhook first, then the others earliest-due first.
-    /// With a provider webhook registered (`with_webhooks`) polling is the
-    /// backstop: the first read waits for the webhook or the model's usual
+    /// With a provider webhook registered (`with_webhooks`, only for a
+    /// provider that sends them) polling is the backstop: the first read waits for the webhook or the model's usual
     /// run time, later ones come at a growing interval. Without one, a job
     /// is read every `poll_seconds`, or as often as the budget allows.
     pub(super) async fn follow(
         &self,
+        job: &Job,
         submitted: &SubmittedJob,
         with_webhooks: bool,
         wakeup: &Notify,
@@ -73,6 +76,7 @@ impl HostedBackend {
             target,
             job_id,
             created_at,
+            found_by_reconcile,
             ..
         } = submitted;
         // Counted from the intent to create the job, recorded just before
@@ -89,9 +93,10 @@ impl HostedBackend {
         let mut priority = CallPriority::now();
         let mut last_read: Option<Instant> = None;
         // A job whose webhook will likely come before its usual run time
-        // ends is not read before then (a resumed older job is read at
-        // once).
-        let mut wait_first = with_webhooks && crate::store::now_millis() < usual_end;
+        // ends is not read before then (a resumed older job, and one found
+        // after its create's answer was lost, are read at once).
+        let mut wait_first =
+            with_webhooks && !found_by_reconcile && crate::store::now_millis() < usual_end;
         loop {
             if !wait_first {
                 let read = tokio::select! {
@@ -127,7 +132,7 @@ impl HostedBackend {
                         if self.protocol.start_deadline_is_ours()
                             && crate::store::now_millis() >= start_deadline =>
                     {
-                        if let Some(failed) = self.end_unstarted_job(target, job_id).await {
+                        if let Some(failed) = self.end_unstarted_job(job, target, job_id).await {
                             return Err(failed);
                         }
                     }
@@ -203,8 +208,14 @@ impl HostedBackend {
     /// generation gets once the provider ended it (refunded, as timed
     /// out), or `None` when the cancel could not be carried out (the job
     /// started meanwhile, or the provider could not be reached) and the job
-    /// is followed on.
-    async fn end_unstarted_job(&self, target: &ProviderTarget, job_id: &str) -> Option<JobFailure> {
+    /// is followed on. A job gone after a cancel that also deletes finished
+    /// jobs may have finished first: its cost is recorded as possible.
+    async fn end_unstarted_job(
+        &self,
+        job: &Job,
+        target: &ProviderTarget,
+        job_id: &str,
+    ) -> Option<JobFailure> {
         let timed_out = || {
             failure(
                 FailureKind::TimedOut.code(),
@@ -214,13 +225,45 @@ impl HostedBackend {
                 ),
             )
         };
-        match self.protocol.cancel(target, job_id).await {
+        let outcome = match self.protocol.cancel(target, job_id).await {
+            Ok(CancelOutcome::Requested) => {
+                protocol::confirm_cancel(self.protocol.as_ref(), target, job_id).await
+            }
             Ok(CancelOutcome::Canceled { ran_seconds }) => {
+                Ok(CancelResult::Carried { ran_seconds })
+            }
+            Ok(CancelOutcome::NotFound) => Ok(CancelResult::Carried { ran_seconds: None }),
+            Ok(CancelOutcome::Refused) => Ok(CancelResult::NotCarried),
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(CancelResult::Carried { ran_seconds }) => {
                 tracing::info!(provider = self.protocol.name(), provider_job = %job_id, ?ran_seconds, "canceled a job that did not start by its start deadline");
                 Some(timed_out())
             }
-            Ok(CancelOutcome::NotFound) => Some(timed_out()),
-            Ok(CancelOutcome::Requested | CancelOutcome::Refused) => None,
+            Ok(CancelResult::Gone) => {
+                let today = time::OffsetDateTime::now_utc().date().to_string();
+                let possible_run = ProviderRun {
+                    provider: self.protocol.name().to_owned(),
+                    cost: self.config.cost_of(
+                        &job.input.to_json(),
+                        &target.0,
+                        &today,
+                        f64::from(job.input.duration_s()),
+                    ),
+                    cost_is_possible: true,
+                };
+                tracing::warn!(generation = %job.generation_id, provider = self.protocol.name(), provider_job = %job_id, "a job past its start deadline is gone after the cancel and may have finished first; recording its possible cost");
+                if let Err(error) = self
+                    .store
+                    .record_possible_provider_cost(&job.generation_id, &possible_run)
+                    .await
+                {
+                    tracing::warn!(generation = %job.generation_id, %error, "could not record the possible provider cost");
+                }
+                Some(timed_out())
+            }
+            Ok(CancelResult::NotCarried | CancelResult::Declined) => None,
             Err(error) => {
                 tracing::warn!(provider = self.protocol.name(), provider_job = %job_id, %error, "canceling a job past its start deadline failed; reading it again");
                 None

@@ -101,8 +101,12 @@ pub struct HostedBackend {
 }
 
 impl HostedBackend {
-    /// Where the provider sends this job's webhooks, if anywhere.
+    /// Where the provider sends this job's webhooks, if anywhere: nowhere
+    /// for a provider that sends none, whatever the public URL.
     fn webhook_url(&self, generation_id: &str) -> Option<String> {
+        if !self.protocol.sends_webhooks() {
+            return None;
+        }
         self.webhook_urls.url(&self.model_id, generation_id)
     }
 
@@ -196,6 +200,7 @@ impl HostedBackend {
         tracing::info!(generation = %job.generation_id, provider = self.protocol.name(), target = %submitted.target.0, provider_job = %submitted.job_id, "following the provider job");
         let video_url = self
             .follow(
+                &job,
                 &submitted,
                 self.webhook_url(&job.generation_id).is_some(),
                 &following.wakeup,
@@ -219,6 +224,7 @@ impl HostedBackend {
                 &today,
                 clip.duration_s,
             ),
+            cost_is_possible: false,
         });
         Ok(clip)
     }

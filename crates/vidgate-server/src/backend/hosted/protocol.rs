@@ -166,6 +166,22 @@ pub struct SubmittedSearch {
     /// The jobs of the same target whose listed input is gone (removed by
     /// the provider, or not listed): any of them may be the submit's job.
     pub input_unknown: Vec<InputUnknownJob>,
+    /// The list could not be read whole: a page that is not a list of
+    /// jobs, more jobs counted than read, or more pages than vidgate
+    /// reads. Such a list proves neither that the submit created a job nor
+    /// that it created none: the job is never submitted again, and the
+    /// generation fails at its deadline with the job's possible cost.
+    pub list_incomplete: bool,
+}
+
+impl SubmittedSearch {
+    /// What a list that could not be read whole says: nothing either way.
+    pub fn cannot_tell() -> SubmittedSearch {
+        SubmittedSearch {
+            list_incomplete: true,
+            ..SubmittedSearch::default()
+        }
+    }
 }
 
 /// A listed job whose input cannot be compared with what was sent.
@@ -213,6 +229,11 @@ pub enum CancelResult {
     /// The cancel was sent, and the provider refused it or did not confirm
     /// it in time: the job goes on.
     NotCarried,
+    /// The cancel was sent and the job is gone, at a provider whose cancel
+    /// also deletes a job that has finished (ModelArk's `DELETE`): it will
+    /// not run on, but it may have finished between the read and the
+    /// cancel, and been billed in full.
+    Gone,
 }
 
 /// The HTTP client every provider's calls go out on: it follows no
@@ -297,6 +318,22 @@ pub trait ProviderProtocol: Send + Sync + 'static {
     /// canceled by vidgate.
     fn start_deadline_is_ours(&self) -> bool {
         false
+    }
+
+    /// Whether the provider's cancel call also deletes a job that has
+    /// finished (ModelArk's `DELETE` removes a finished task's record), so
+    /// that a job gone after a cancel may have run to its end first.
+    fn cancel_deletes_finished_jobs(&self) -> bool {
+        false
+    }
+
+    /// Whether the provider calls back when a job ends. Only then is a job
+    /// followed as webhook-driven (its first read waiting for the callback
+    /// or the model's usual run time); a provider that sends none
+    /// (DashScope documents no callback for video synthesis) is polled
+    /// from the start, whether or not vidgate has a public URL.
+    fn sends_webhooks(&self) -> bool {
+        true
     }
 
     /// Headers the output download needs (Replicate's delivery links may ask
@@ -660,7 +697,7 @@ pub async fn cancel_if_queued(
 
 /// Reads a job's state after a cancel the provider took, until it shows
 /// whether the cancel ended the job or `CANCEL_CONFIRM_WITHIN` passes.
-async fn confirm_cancel(
+pub async fn confirm_cancel(
     protocol: &dyn ProviderProtocol,
     target: &ProviderTarget,
     job_id: &str,
@@ -672,10 +709,16 @@ async fn confirm_cancel(
                 kind: FailureKind::Canceled,
                 ..
             })) => return Ok(CancelResult::Carried { ran_seconds: None }),
-            // A guess, as fal does not document the state of a request it
-            // removed from its queue: gone is as good as ended.
+            // Gone where the cancel deletes finished jobs too: it may have
+            // finished first. Elsewhere a guess, as fal does not document
+            // the state of a request it removed from its queue: gone is as
+            // good as ended.
             Err(ProviderError::NotFound { .. }) => {
-                return Ok(CancelResult::Carried { ran_seconds: None });
+                return Ok(if protocol.cancel_deletes_finished_jobs() {
+                    CancelResult::Gone
+                } else {
+                    CancelResult::Carried { ran_seconds: None }
+                });
             }
             Ok(ProviderJobState::Succeeded { .. } | ProviderJobState::Failed(_)) => {
                 return Ok(CancelResult::NotCarried);
@@ -705,7 +748,9 @@ pub fn sent_fields_match(sent: &Value, listed: &Value) -> bool {
     })
 }
 
-fn same_value(sent: &Value, listed: &Value) -> bool {
+/// Whether a value shown by a provider is the value sent: numbers by
+/// their value (`6` is `6.0`), objects by every field sent.
+pub fn same_value(sent: &Value, listed: &Value) -> bool {
     match (sent, listed) {
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
         (Value::Array(a), Value::Array(b)) => {

@@ -32,10 +32,13 @@ impl HostedBackend {
     ///
     /// A listed job of the same target, created while the submit's call was
     /// under way, whose input the provider no longer shows (Replicate
-    /// removes it after an hour) may be this submit's job: absence is then
-    /// never proved, so the job is never submitted again. Only a webhook
-    /// can still prove it; at the job's deadline the generation fails,
-    /// refunded, with the cost of the job it may have made recorded.
+    /// removes it after an hour) may be this submit's job, and so may each
+    /// of several that match what was sent; a list that could not be read
+    /// whole shows nothing either way. Absence is then never proved, so the
+    /// job is never submitted again, and no job is adopted. Only a later
+    /// read or a webhook can still settle it; at the job's deadline the
+    /// generation fails, refunded, with the cost of the job it may have
+    /// made recorded.
     pub(super) async fn reconcile(
         &self,
         store: &Arc<Store>,
@@ -70,7 +73,7 @@ impl HostedBackend {
         let created_by = settled_at / 1000 + CLOCK_SKEW_SECONDS;
         let target = ProviderTarget(recorded.target.clone());
         let mut interval = RECONCILE_FIRST_INTERVAL;
-        let mut cannot_tell = Vec::new();
+        let mut undecided = false;
         loop {
             let now = crate::store::now_millis();
             if now < settled_at {
@@ -90,18 +93,33 @@ impl HostedBackend {
                 .await
             {
                 Ok(listed) => {
+                    // The listed jobs this submit may have made: those that
+                    // match what was sent and those whose input cannot be
+                    // compared, less the jobs other generations own (an
+                    // identical request of another generation is that
+                    // generation's job).
+                    let mut matching = Vec::new();
                     for candidate in listed.matching {
                         let owner = store
                             .generation_of_provider_job(&recorded.provider, &candidate)
                             .await
                             .map_err(store_failure)?;
-                        // An identical request of another generation (the
-                        // same prompt and seed) is that generation's job.
-                        if owner.is_some_and(|owner| owner != recorded.generation_id) {
-                            continue;
+                        if owner.is_none_or(|owner| owner == recorded.generation_id) {
+                            matching.push(candidate);
                         }
+                    }
+                    let input_unknown = self
+                        .jobs_that_may_be_ours(store, recorded, listed.input_unknown, created_by)
+                        .await?;
+                    // Exactly one candidate, read from the whole list, is
+                    // the submit's job. More than one (another client of
+                    // the account sent the same request) or a list read in
+                    // part cannot tell which is ours: adopting a stranger's
+                    // job would leave ours paid for and unfollowed.
+                    if !listed.list_incomplete && matching.len() == 1 && input_unknown.is_empty() {
+                        let candidate = &matching[0];
                         let recorded_now = store
-                            .record_provider_job_id(&recorded.generation_id, &candidate)
+                            .record_provider_job_id(&recorded.generation_id, candidate)
                             .await
                             .map_err(store_failure)?;
                         if recorded_now {
@@ -110,18 +128,25 @@ impl HostedBackend {
                         // Whatever is recorded now is followed: this
                         // candidate, or the job a webhook proved meanwhile.
                         // Another generation that took the candidate first
-                        // (the unique index) leaves none, and the next
-                        // candidate is tried.
+                        // (the unique index) leaves none, and the list is
+                        // read again.
                         if let Some(job_id) =
                             self.recorded_job_id(store, &recorded.generation_id).await?
                         {
                             return Ok(Some(job_id));
                         }
                     }
-                    cannot_tell = self
-                        .jobs_that_may_be_ours(store, recorded, listed.input_unknown, created_by)
-                        .await?;
-                    if !cannot_tell.is_empty() {
+                    undecided = listed.list_incomplete || matching.len() + input_unknown.len() > 0;
+                    let cannot_tell: Vec<InputUnknownJob> = matching
+                        .into_iter()
+                        .map(|job_id| InputUnknownJob {
+                            job_id,
+                            created_at: None,
+                            ran_seconds: None,
+                        })
+                        .chain(input_unknown)
+                        .collect();
+                    if undecided {
                         if listed_at >= job_deadline {
                             return Err(self
                                 .give_up_undecided(store, job, recorded, &cannot_tell)
@@ -150,10 +175,10 @@ impl HostedBackend {
             }
             // The next read comes no later than the moment the job can be
             // proved absent or given up on.
-            let undecided_until = if cannot_tell.is_empty() {
-                absent_after
-            } else {
+            let undecided_until = if undecided {
                 job_deadline
+            } else {
+                absent_after
             };
             let next_milestone = [undecided_until, give_up_at]
                 .into_iter()
@@ -199,8 +224,8 @@ impl HostedBackend {
         Ok(may_be_ours)
     }
 
-    /// Fails a generation whose submit's outcome the provider can no
-    /// longer tell, at its job's deadline: refunded, never submitted again
+    /// Fails a generation whose submit's outcome the provider cannot
+    /// tell, at its job's deadline: refunded, never submitted again
     /// (that could make a second paid job), and with the cost of the one
     /// job it may have made recorded as its provider cost, so that
     /// `vidgate admin usage` counts what the operator may have paid.
@@ -220,12 +245,13 @@ impl HostedBackend {
                 &today,
                 f64::from(job.input.duration_s()),
             ),
+            cost_is_possible: true,
         };
         let provider_jobs: Vec<&str> = cannot_tell
             .iter()
             .map(|listed| listed.job_id.as_str())
             .collect();
-        tracing::warn!(generation = %job.generation_id, provider = %recorded.provider, ?provider_jobs, possible_cost_micros = ?possible_run.cost.map(|cost| cost.0), "the provider's list cannot tell whether a submit with an unknown outcome created one of these jobs (their input was removed); failing the generation, refunded, without submitting again");
+        tracing::warn!(generation = %job.generation_id, provider = %recorded.provider, ?provider_jobs, possible_cost_micros = ?possible_run.cost.map(|cost| cost.0), "the provider's list cannot tell whether a submit with an unknown outcome created a job (a listed job whose input cannot be compared, several that match, or a list not read whole); failing the generation, refunded, without submitting again");
         if let Err(error) = store
             .record_possible_provider_cost(&job.generation_id, &possible_run)
             .await

@@ -14,9 +14,13 @@
 //!   one; while that job runs it ranks after the measured providers.
 //!
 //! Whatever the route, a provider whose creates circuit is open comes
-//! after the healthy ones, and one whose known cost for the request is
-//! above its price to the customer is left out unless the operator
-//! allowed it (`"allow_loss": true`).
+//! after the healthy ones, and the loss guard (`LossGuard`) judges every
+//! provider's cost for the request: one whose known cost is above its
+//! price to the customer is left out unless the operator allowed it
+//! (`"allow_loss": true`), and one with no `costs` line for the request,
+//! whose loss cannot be ruled out, is left out or tried after the priced
+//! ones as the entry's `"unpriced"` says (left out by default with `route:
+//! price`, which would otherwise route there blind).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -42,6 +46,49 @@ impl Route {
             Route::Price => "price",
             Route::Latency => "latency",
         }
+    }
+}
+
+/// What a failover model does with a provider that has no `costs` line
+/// for a request (`"unpriced"` in the backends file): its cost is unknown,
+/// so whether it would sell at a loss cannot be judged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unpriced {
+    /// Left out, as one that would sell at a loss is (unless
+    /// `allow_loss`): the default with `route: price`.
+    LeaveOut,
+    /// Tried after every priced provider, in the operator's order: the
+    /// default with `order` and `latency` (and so of the default route),
+    /// routes that do not claim to judge prices.
+    #[default]
+    AfterPriced,
+}
+
+impl Unpriced {
+    /// What a failover entry with `route` does with an unpriced provider
+    /// when it does not say.
+    pub fn default_for(route: Route) -> Unpriced {
+        match route {
+            Route::Price => Unpriced::LeaveOut,
+            Route::Order | Route::Latency => Unpriced::AfterPriced,
+        }
+    }
+}
+
+/// Which providers a job may go to by their cost for it and its price.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LossGuard {
+    /// Whether a provider whose cost is above the price may take it.
+    pub allow_loss: bool,
+    pub unpriced: Unpriced,
+}
+
+impl LossGuard {
+    /// Whether a provider of `cost` (`None`: no `costs` line for the
+    /// request) may take a request sold at `price`.
+    pub fn admits(self, cost: Option<Micros>, price: Micros) -> bool {
+        self.allow_loss || cost.map_or(self.unpriced == Unpriced::AfterPriced, |cost| cost <= price)
     }
 }
 
@@ -120,25 +167,18 @@ pub struct Ranked {
     pub reason: RouteReason,
 }
 
-/// Whether selling a request at `price` through a provider of `cost`
-/// loses money: a known cost above the price. An unknown cost is not
-/// judged (the provider has no `costs` line for the request).
-pub fn sells_at_a_loss(cost: Option<Micros>, price: Micros) -> bool {
-    cost.is_some_and(|cost| cost > price)
-}
-
 /// The providers a job may go to, best first, each with the reason it
-/// would be chosen if those before it do not take the job. Providers that
-/// would sell at a loss are left out unless `allow_loss`; the healthy come
-/// before those whose circuit is open.
+/// would be chosen if those before it do not take the job. Providers the
+/// loss guard does not admit are left out; the healthy come before those
+/// whose circuit is open.
 pub fn rank(
     route: Route,
     candidates: &[Candidate],
     price: Micros,
-    allow_loss: bool,
+    guard: LossGuard,
 ) -> Vec<Ranked> {
     let eligible: Vec<usize> = (0..candidates.len())
-        .filter(|&index| allow_loss || !sells_at_a_loss(candidates[index].cost, price))
+        .filter(|&index| guard.admits(candidates[index].cost, price))
         .collect();
     let (mut healthy, unhealthy): (Vec<usize>, Vec<usize>) = eligible
         .iter()
@@ -320,6 +360,44 @@ mod tests {
     }
 
     const PRICE: Micros = Micros(1_000_000);
+    const AFTER_PRICED: LossGuard = LossGuard {
+        allow_loss: false,
+        unpriced: Unpriced::AfterPriced,
+    };
+    const AT_A_LOSS: LossGuard = LossGuard {
+        allow_loss: true,
+        unpriced: Unpriced::LeaveOut,
+    };
+    const LEAVE_OUT: LossGuard = LossGuard {
+        allow_loss: false,
+        unpriced: Unpriced::LeaveOut,
+    };
+
+    /// Issue 51: with `route: price` the loss guard judges every value: a
+    /// provider without a price for the request is left out unless the
+    /// entry says to try it after the priced ones (or allows a loss).
+    #[test]
+    fn an_unpriced_provider_is_left_out_unless_the_entry_says_otherwise() {
+        assert_eq!(Unpriced::default_for(Route::Price), Unpriced::LeaveOut);
+        assert_eq!(Unpriced::default_for(Route::Order), Unpriced::AfterPriced);
+        let candidates = [
+            candidate(true, None, None),
+            candidate(true, Some(400_000), None),
+        ];
+        assert_eq!(
+            order(&rank(Route::Price, &candidates, PRICE, LEAVE_OUT)),
+            [(1, "only_eligible")]
+        );
+        assert_eq!(
+            order(&rank(Route::Price, &candidates, PRICE, AFTER_PRICED)),
+            [(1, "cheapest"), (0, "failover")]
+        );
+        let unpriced = [candidate(true, None, None), candidate(true, None, None)];
+        assert!(rank(Route::Price, &unpriced, PRICE, LEAVE_OUT).is_empty());
+        assert!(LEAVE_OUT.admits(Some(PRICE), PRICE));
+        assert!(!LEAVE_OUT.admits(None, PRICE));
+        assert!(AT_A_LOSS.admits(None, PRICE));
+    }
 
     #[test]
     fn price_ranks_the_cheapest_first_and_unpriced_after_the_priced() {
@@ -329,12 +407,12 @@ mod tests {
             candidate(true, Some(400_000), None),
         ];
         assert_eq!(
-            order(&rank(Route::Price, &candidates, PRICE, false)),
+            order(&rank(Route::Price, &candidates, PRICE, AFTER_PRICED)),
             [(2, "cheapest"), (1, "failover"), (0, "failover")]
         );
         let unpriced = [candidate(true, None, None), candidate(true, None, None)];
         assert_eq!(
-            order(&rank(Route::Price, &unpriced, PRICE, false)),
+            order(&rank(Route::Price, &unpriced, PRICE, AFTER_PRICED)),
             [(0, "unpriced"), (1, "failover")]
         );
     }
@@ -347,7 +425,7 @@ mod tests {
             candidate(true, Some(500_000), None),
         ];
         assert_eq!(
-            order(&rank(Route::Price, &candidates, PRICE, false)),
+            order(&rank(Route::Price, &candidates, PRICE, AFTER_PRICED)),
             [(2, "cheapest"), (1, "failover"), (0, "failover")]
         );
         let all_open = [
@@ -355,7 +433,7 @@ mod tests {
             candidate(false, Some(200_000), None),
         ];
         assert_eq!(
-            order(&rank(Route::Order, &all_open, PRICE, false)),
+            order(&rank(Route::Order, &all_open, PRICE, AFTER_PRICED)),
             [(0, "failover"), (1, "last_resort")]
         );
     }
@@ -367,21 +445,21 @@ mod tests {
             candidate(true, Some(800_000), None),
         ];
         assert_eq!(
-            order(&rank(Route::Order, &candidates, PRICE, false)),
+            order(&rank(Route::Order, &candidates, PRICE, AFTER_PRICED)),
             [(1, "only_eligible")]
         );
         assert_eq!(
-            order(&rank(Route::Order, &candidates, PRICE, true)),
+            order(&rank(Route::Order, &candidates, PRICE, AT_A_LOSS)),
             [(0, "first_healthy"), (1, "failover")]
         );
         let all_at_a_loss = [
             candidate(true, Some(1_000_001), None),
             candidate(true, Some(2_000_000), None),
         ];
-        assert!(rank(Route::Price, &all_at_a_loss, PRICE, false).is_empty());
+        assert!(rank(Route::Price, &all_at_a_loss, PRICE, AFTER_PRICED).is_empty());
         // Exactly the price is no loss.
-        assert!(!sells_at_a_loss(Some(PRICE), PRICE));
-        assert!(!sells_at_a_loss(None, PRICE));
+        assert!(AFTER_PRICED.admits(Some(PRICE), PRICE));
+        assert!(!AFTER_PRICED.admits(Some(Micros(PRICE.0 + 1)), PRICE));
     }
 
     #[test]
@@ -392,13 +470,13 @@ mod tests {
             candidate(true, None, Some(1_000)),
         ];
         assert_eq!(
-            order(&rank(Route::Latency, &candidates, PRICE, false)),
+            order(&rank(Route::Latency, &candidates, PRICE, AFTER_PRICED)),
             [(1, "unmeasured"), (2, "failover"), (0, "failover")]
         );
         // While one job measures it, the measured go first.
         candidates[1].probing = true;
         assert_eq!(
-            order(&rank(Route::Latency, &candidates, PRICE, false)),
+            order(&rank(Route::Latency, &candidates, PRICE, AFTER_PRICED)),
             [(2, "fastest"), (0, "failover"), (1, "failover")]
         );
     }

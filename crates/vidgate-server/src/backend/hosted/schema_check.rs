@@ -21,7 +21,7 @@ use vidgate_core::Catalog;
 
 use super::entry::HostedEntry;
 use super::model_config::{HostedModelConfig, PlannedInput, TargetSettings, seconds};
-use super::providers::{Provider, SchemaUnread};
+use super::providers::{OpenGuess, Provider, SchemaUnread};
 use super::references::ReferenceKind;
 use super::schemas::InputSchema;
 
@@ -41,6 +41,16 @@ pub struct TargetCheck {
     /// Every difference (each once, with the mode it shows in), or why the
     /// schema was not read.
     pub outcome: Result<Vec<String>, SchemaUnread>,
+    /// What the entry guesses at this target that no page in vidgate's
+    /// sources settles (`HostedProvider::open_guesses`): reported, not a
+    /// failure, for the operator to confirm with the provider.
+    pub guesses: Vec<OpenGuess>,
+    /// Each request the catalog sells at this target below the provider's
+    /// cost by the file's `costs` lines (named with its values, its price
+    /// and its cost): a warning, not a failure, as routing's loss guard
+    /// keeps a failover model from selling it at a loss but a model at one
+    /// provider sells it anyway.
+    pub below_cost: Vec<String>,
 }
 
 impl TargetCheck {
@@ -98,7 +108,18 @@ impl fmt::Display for TargetCheck {
                 "the schema could not be checked: {reason}; read {}",
                 self.page
             ),
+        }?;
+        for warning in &self.below_cost {
+            write!(formatter, "; a warning: {warning}")?;
         }
+        for guess in &self.guesses {
+            write!(
+                formatter,
+                "; a guess to confirm ({}): {}",
+                guess.name, guess.question
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -128,10 +149,13 @@ pub async fn check_hosted_entries(
                     page: "docs/upstreams.md".into(),
                     unverified: false,
                     outcome: Err(SchemaUnread::Failed(reason)),
+                    guesses: Vec::new(),
+                    below_cost: Vec::new(),
                 });
                 continue;
             }
         };
+        let model = catalog.model(&model_id);
         let mut by_target: BTreeMap<String, Vec<PlannedInput>> = BTreeMap::new();
         for sent in planned.sent {
             by_target.entry(sent.target.clone()).or_default().push(sent);
@@ -147,6 +171,11 @@ pub async fn check_hosted_entries(
                 }
                 Err(reason) => Err(reason),
             };
+            let sent: Vec<&Value> = inputs.iter().map(|sent| &sent.input).collect();
+            let guesses = provider.open_guesses(&config, &target, &sent);
+            let below_cost = model
+                .map(|model| sold_below_cost(model, &config, &inputs))
+                .unwrap_or_default();
             checks.push(TargetCheck {
                 model: model_id.clone(),
                 provider: provider.name(),
@@ -155,10 +184,56 @@ pub async fn check_hosted_entries(
                 target,
                 inputs: inputs.len(),
                 outcome,
+                guesses,
+                below_cost,
             });
         }
     }
     checks
+}
+
+/// The requests among `inputs` that the catalog prices below their cost
+/// at the provider by the entry's `costs` lines on today's prices, each
+/// once with its values, price and cost.
+fn sold_below_cost(
+    model: &vidgate_core::Model,
+    config: &HostedModelConfig,
+    inputs: &[PlannedInput],
+) -> Vec<String> {
+    let today = time::OffsetDateTime::now_utc().date().to_string();
+    let mut found = BTreeSet::new();
+    for sent in inputs {
+        let Some(endpoint) = model.endpoint(sent.mode) else {
+            continue;
+        };
+        let Ok(input) = endpoint.validate_value(&sent.request, vidgate_core::Purpose::Submit)
+        else {
+            continue;
+        };
+        let Some(cost) = config.request_cost(sent.mode, &input, &today) else {
+            continue;
+        };
+        let price = endpoint
+            .price(&input, &vidgate_core::pricing::MediaFacts::default())
+            .amount;
+        if cost > price {
+            // The values that price a request, not its sample prompt or media.
+            let values: serde_json::Map<String, Value> =
+                ["resolution", "duration", "generate_audio"]
+                    .into_iter()
+                    .filter_map(|name| Some((name.to_owned(), sent.request.get(name)?.clone())))
+                    .collect();
+            found.insert(format!(
+                "{} {} {} sells at ${} but costs ${} here by the costs lines (a loss on every such job)",
+                model.id,
+                sent.mode.as_str(),
+                Value::Object(values),
+                price.to_usd(),
+                cost.to_usd()
+            ));
+        }
+    }
+    found.into_iter().collect()
 }
 
 /// The words of a schema: every description of the input and its fields.

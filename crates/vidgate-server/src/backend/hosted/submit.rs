@@ -37,6 +37,9 @@ impl HostedBackend {
                     .min(self.timeouts().job_seconds),
             );
         let mut backoff = Backoff::new();
+        // Whether this call's own create had an unknown outcome, which the
+        // creates circuit counted as a failure of the provider.
+        let mut unknown_create_counted = false;
         loop {
             let recorded = store
                 .provider_job(&job.generation_id)
@@ -50,16 +53,24 @@ impl HostedBackend {
                         job_id,
                         created_at: recorded.intent_at,
                         input: recorded.input,
+                        found_by_reconcile: false,
                     });
                 }
                 if let Some(job_id) = self.reconcile(store, job, &recorded, wakeup).await? {
+                    // The provider did create the job: the lost answer was
+                    // not a failure of its creates.
+                    if unknown_create_counted {
+                        self.circuit.creates.retract_failure();
+                    }
                     return Ok(SubmittedJob {
                         target,
                         job_id,
                         created_at: recorded.intent_at,
                         input: recorded.input,
+                        found_by_reconcile: true,
                     });
                 }
+                unknown_create_counted = false;
                 store
                     .forget_provider_intent(&job.generation_id)
                     .await
@@ -181,6 +192,7 @@ impl HostedBackend {
                 // reconciles it.
                 Err(error) => {
                     tracing::warn!(generation = %job.generation_id, %error, "the submit's outcome is unknown; reconciling");
+                    unknown_create_counted = true;
                 }
             }
         }
@@ -212,4 +224,8 @@ pub(super) struct SubmittedJob {
     pub(super) created_at: i64,
     /// The input the provider was sent (the recorded intent's).
     pub(super) input: serde_json::Value,
+    /// Whether it was found by reconcile after its create's answer was
+    /// lost: its callbacks may have been refused before then, and the list
+    /// already showed its state, so it is read at once.
+    pub(super) found_by_reconcile: bool,
 }

@@ -25,11 +25,25 @@
 //! - The Java SDK's `VideoSynthesisOutput` (dashscope/dashscope-sdk-java):
 //!   `orig_prompt` in a task's output.
 //!
+//! - The list's answer: the v2 SDK's `JobList.from_payload`
+//!   (`v2/resources/_jobs.py`) reads a flat `{tasks: [...], total, page_no,
+//!   page_size}` (or the same under `output`), each task as a `Job`
+//!   (`task_id`, `task_status`, `submit_time`, …); the 1.x SDK's
+//!   `http_request.py` also keeps a top-level `data` list of tasks
+//!   ("Compatible with wan"). The fake answers the v2 reading; the switch
+//!   `list_shape` gives the 1.x one, and two answers no reading proves
+//!   anything by (`ListShape::NotAList`, `ListShape::TotalAboveTasks`).
+//! - A task read's `usage`: the Python SDK's `VideoSynthesisUsage`
+//!   (`video_count`, `video_duration`, `video_ratio`).
+//!
 //! Where the sources are silent the fake guesses, and every guess is here:
-//! - GUESS dashscope-list-shape: the list answers `{request_id, data:
-//!   [{task_id, task_status, model_name, …}], total, page_no, page_size}`,
-//!   newest first; the SDK hands the answer back whole and no page in our
-//!   sources shows it.
+//! - GUESS dashscope-list-shape: which of the SDK's two readings the list
+//!   answers (no first-party page shows it); listed newest first, each task
+//!   with its `model_name`.
+//! - GUESS dashscope-usage: a task shows its `usage` once it succeeded,
+//!   with `video_ratio` the `size` sent (`1280*720`), or the `ratio` sent
+//!   (`16:9`) where no size was, and `SR` its resolution's lines (`720`
+//!   for `720P`: only third-party copies of the task read show `SR`).
 //! - GUESS dashscope-cancel-refusal: a cancel of a task that is not
 //!   PENDING answers 400 with code `UnsupportedOperation`; the sources say
 //!   only that queued tasks can be canceled.
@@ -120,6 +134,20 @@ impl FakeTask {
     }
 }
 
+/// How the task list answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListShape {
+    /// `{tasks, total, page_no, page_size}`: the v2 SDK's `JobList`.
+    Tasks,
+    /// `{data, total, page_no, page_size}`: the 1.x SDK's "Compatible with
+    /// wan" reading.
+    Data,
+    /// The tasks under a key neither SDK reads (`items`).
+    NotAList,
+    /// A page whose `total` counts the tasks but which shows none of them.
+    TotalAboveTasks,
+}
+
 /// Whole-fake misbehaviour, changed by tests at any time.
 #[derive(Debug, Clone)]
 pub struct DashScopeSwitches {
@@ -134,6 +162,7 @@ pub struct DashScopeSwitches {
     pub enforce_query_limit: bool,
     /// Whether a task's read shows `orig_prompt` (the Java SDK's field).
     pub shows_orig_prompt: bool,
+    pub list_shape: ListShape,
     pub queue_for: Duration,
     pub run_for: Duration,
 }
@@ -146,6 +175,7 @@ impl Default for DashScopeSwitches {
             lose_create_answers: 0,
             enforce_query_limit: false,
             shows_orig_prompt: true,
+            list_shape: ListShape::Tasks,
             queue_for: Duration::from_millis(100),
             run_for: Duration::from_millis(100),
         }
@@ -206,6 +236,30 @@ impl FakeDashScope {
 
     pub fn switches(&self, change: impl FnOnce(&mut DashScopeSwitches)) {
         change(&mut self.state.switches.lock().unwrap());
+    }
+
+    /// Creates a task as another client of the same account would (a
+    /// staging deployment sharing the key, an operator's script): `body`
+    /// is the create's `{model, input, parameters}`; the task's id.
+    pub async fn create_as_another_client(&self, body: Value) -> String {
+        let answer: Value = reqwest::Client::new()
+            .post(format!(
+                "{}/services/aigc/video-generation/video-synthesis",
+                self.api_url()
+            ))
+            .bearer_auth(DASHSCOPE_KEY)
+            .header("X-DashScope-Async", "enable")
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["output"]["task_id"]
+            .as_str()
+            .expect("the create is taken")
+            .to_owned()
     }
 
     pub fn tasks(&self) -> Vec<FakeTask> {
@@ -296,9 +350,22 @@ impl DashScopeState {
             _ => {}
         }
         let mut answer = json!({ "request_id": request_id(), "output": output });
+        // GUESS dashscope-usage.
         if task.status == TaskStatus::Succeeded {
+            let parameters = &task.parameters;
+            let size = parameters["size"].as_str();
+            let lines = match (parameters["resolution"].as_str(), size) {
+                (Some(resolution), _) => resolution.trim_end_matches(['P', 'p']).parse().ok(),
+                (None, Some(size)) => size
+                    .split('*')
+                    .filter_map(|side| side.parse::<u64>().ok())
+                    .min(),
+                (None, None) => Some(1080),
+            };
             answer["usage"] = json!({ "video_count": 1,
-                "video_duration": task.parameters["duration"].as_u64().unwrap_or(5) });
+                "video_duration": parameters["duration"].as_u64().unwrap_or(5),
+                "video_ratio": size.or(parameters["ratio"].as_str()).unwrap_or("16:9"),
+                "SR": lines });
         }
         answer
     }
@@ -582,15 +649,25 @@ async fn list(
         .take(page_size)
         .map(|task| {
             json!({ "task_id": task.task_id, "task_status": task.status.name(),
-                "model_name": task.model, "gmt_create": beijing_time(task.submitted_at) })
+                "model_name": task.model, "submit_time": beijing_time(task.submitted_at) })
         })
         .collect();
     // GUESS dashscope-list-shape.
-    Json(
-        json!({ "request_id": request_id(), "data": data, "total": total,
-        "page_no": page_no, "page_size": page_size }),
-    )
-    .into_response()
+    let shape = state.switches.lock().unwrap().list_shape;
+    let key = match shape {
+        ListShape::Tasks | ListShape::TotalAboveTasks => "tasks",
+        ListShape::Data => "data",
+        ListShape::NotAList => "items",
+    };
+    let data = if shape == ListShape::TotalAboveTasks {
+        Vec::new()
+    } else {
+        data
+    };
+    let mut answer = json!({ "request_id": request_id(), "total": total,
+        "page_no": page_no, "page_size": page_size });
+    answer[key] = json!(data);
+    Json(answer).into_response()
 }
 
 fn parse_list_time(text: &str) -> Option<f64> {

@@ -303,6 +303,10 @@ pub struct Switches {
     /// master account is 120", its documentation page; the 429 is GUESS
     /// modelark-queue-full).
     pub modelark_queued_limit: usize,
+    /// A ModelArk task still queued when its `DELETE` arrives finishes
+    /// first, as one can between vidgate's read and its cancel: the
+    /// `DELETE` then removes a finished task's record, output and all.
+    pub modelark_finishes_before_delete: bool,
 }
 
 /// Calls per minute a provider takes, by class.
@@ -355,6 +359,7 @@ impl Default for Switches {
             replicate_429_headers: true,
             fal_list_shows_unfinished: false,
             modelark_queued_limit: 120,
+            modelark_finishes_before_delete: false,
         }
     }
 }
@@ -406,6 +411,8 @@ pub struct FakeState {
     /// What ModelArk keeps of each task beyond its flat input: its
     /// `safety_identifier` and `execution_expires_after`, by task id.
     pub modelark_tasks: Mutex<HashMap<String, modelark::TaskExtras>>,
+    /// The ModelArk tasks a `DELETE` removed once they had finished.
+    pub modelark_deleted_finished: Mutex<Vec<String>>,
     next_id: Mutex<u64>,
     http: reqwest::Client,
 }
@@ -440,6 +447,7 @@ impl FakeProviders {
             output_fetches: Mutex::default(),
             submit_headers: Mutex::default(),
             modelark_tasks: Mutex::default(),
+            modelark_deleted_finished: Mutex::default(),
             next_id: Mutex::new(0),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))

@@ -488,7 +488,18 @@ async fn delete(
     else {
         return not_found();
     };
+    let finishes_first = state
+        .switches
+        .lock()
+        .unwrap()
+        .modelark_finishes_before_delete;
     match job.status {
+        FakeStatus::Queued if finishes_first => {
+            // It ran and finished a moment before the DELETE, billed; the
+            // DELETE then removes its record.
+            state.jobs.lock().unwrap().retain(|job| job.id != id);
+            state.modelark_deleted_finished.lock().unwrap().push(id);
+        }
         FakeStatus::Queued => {
             state.cancel(&id);
         }
@@ -501,7 +512,10 @@ async fn delete(
             );
         }
         // A finished task's record is deleted.
-        _ => state.jobs.lock().unwrap().retain(|job| job.id != id),
+        _ => {
+            state.jobs.lock().unwrap().retain(|job| job.id != id);
+            state.modelark_deleted_finished.lock().unwrap().push(id);
+        }
     }
     Json(json!({})).into_response()
 }

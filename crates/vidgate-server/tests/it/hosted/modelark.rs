@@ -278,6 +278,124 @@ async fn modelark_callbacks_are_taken_as_hints_and_the_job_ends_as_read(store: S
     assert!(answer.status().is_client_error(), "{}", answer.status());
 }
 
+/// Issue 51, item 3: a task found in the list after its create's answer
+/// was lost (its callbacks came before it was adopted, and were refused)
+/// is read at once, since the list already shows its state: not first
+/// after the model's usual run time.
+async fn a_modelark_task_found_after_a_lost_create_is_read_at_once(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| switches.lose_submit_answers = 1);
+    let timeouts = json!({ "request_seconds": 1, "start_seconds": 30, "job_seconds": 120,
+        "poll_seconds": 30, "usual_run_seconds": 40, "retry_seconds": 20 });
+    let app = app_with_webhooks(
+        store,
+        backends_with(&fake, Provider::ModelArk, timeouts, json!([])),
+    )
+    .await;
+    let started = Instant::now();
+    let done = run_seedance(&app, "a kite found in the list").await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 1, "one task");
+    // Waiting for a callback that already came, the first read would come
+    // after 40 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A price of $0.10 a second for every ModelArk task: 400 000
+/// micro-dollars for the 4 s clips these tests ask for.
+fn modelark_test_costs() -> Value {
+    json!([{ "from": "2026-01-01", "usd_per_second": "0.10", "source": "a test price" }])
+}
+
+/// Issue 51, item 4: a task that finishes between the cancel's read
+/// (`queued`) and its `DELETE` is deleted with its output, and vidgate
+/// cannot tell it from one canceled: the generation is canceled and
+/// refunded, and the task's whole cost is recorded as possible, which the
+/// usage report names apart.
+async fn a_modelark_task_gone_after_a_cancel_may_have_run_and_its_cost_is_recorded(
+    store: StoreKind,
+) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.queue_for = Duration::from_secs(30);
+        switches.modelark_finishes_before_delete = true;
+    });
+    let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
+        "poll_seconds": 0.1, "retry_seconds": 20 });
+    let app = app_at(
+        store,
+        backends_with(&fake, Provider::ModelArk, timeouts, modelark_test_costs()),
+        2,
+    )
+    .await;
+    let before = app.account_state(&app.account.account.id).await;
+    let generation = submit(
+        &app,
+        SEEDANCE,
+        text_to_video(SEEDANCE, "a kite that finishes as it is canceled"),
+    )
+    .await;
+    let id = generation["id"].as_str().unwrap();
+    let job = recorded_job(&app, &fake, id).await;
+    let canceled = app.cancel(&generation, app.key()).await;
+    assert_eq!(canceled.status(), 200);
+    let canceled: Value = canceled.json().await.unwrap();
+    assert_eq!(canceled["status"], "canceled", "{canceled}");
+    assert_eq!(
+        *fake.state.modelark_deleted_finished.lock().unwrap(),
+        std::slice::from_ref(&job.id)
+    );
+    let after = app.account_state(&app.account.account.id).await;
+    assert_eq!(after.balance, before.balance, "refunded");
+    let usage = app.server.store.model_usage(0).await.unwrap();
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    assert_eq!(usage[0].generations, 0);
+    assert_eq!(usage[0].provider_cost.0, 400_000, "{usage:?}");
+    assert_eq!(usage[0].possible_cost.0, 400_000, "{usage:?}");
+    assert_eq!(usage[0].possible_cost_generations, 1);
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
+/// Issue 51, item 4: the same window at the start deadline: a task gone
+/// after the deadline's cancel may have finished first. The generation
+/// fails as timed out, refunded, with the task's possible cost recorded.
+async fn a_modelark_task_gone_after_its_start_deadline_cancel_records_its_possible_cost(
+    store: StoreKind,
+) {
+    let fake = FakeProviders::start().await;
+    fake.switches(|switches| {
+        switches.queue_for = Duration::from_secs(30);
+        switches.modelark_finishes_before_delete = true;
+    });
+    let timeouts = json!({ "request_seconds": 5, "start_seconds": 1, "job_seconds": 60,
+        "poll_seconds": 0.2, "retry_seconds": 20 });
+    let app = app_at(
+        store,
+        backends_with(&fake, Provider::ModelArk, timeouts, modelark_test_costs()),
+        2,
+    )
+    .await;
+    let before = app.account_state(&app.account.account.id).await;
+    let done = run_seedance(&app, "a kite that finishes at its start deadline").await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], "upstream_timeout", "{done}");
+    assert_eq!(
+        fake.state.modelark_deleted_finished.lock().unwrap().len(),
+        1
+    );
+    let after = app.account_state(&app.account.account.id).await;
+    assert_eq!(after.balance, before.balance, "refunded");
+    let usage = app.server.store.model_usage(0).await.unwrap();
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    assert_eq!(usage[0].possible_cost.0, 400_000, "{usage:?}");
+    assert_eq!(usage[0].possible_cost_generations, 1);
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
 /// Issue 40: a newcomer starts with the vendor key alone. The example
 /// file as shipped (only its API root pointed at the fake, which a test
 /// must do, and nothing else changed: its timeouts are the defaults),
@@ -336,4 +454,7 @@ on_both_stores!(
     modelark_429s_and_its_queued_task_limit_are_waited_out_by_the_budget,
     modelark_callbacks_are_taken_as_hints_and_the_job_ends_as_read,
     a_newcomer_runs_seedance_with_the_modelark_key_alone,
+    a_modelark_task_found_after_a_lost_create_is_read_at_once,
+    a_modelark_task_gone_after_a_cancel_may_have_run_and_its_cost_is_recorded,
+    a_modelark_task_gone_after_its_start_deadline_cancel_records_its_possible_cost,
 );

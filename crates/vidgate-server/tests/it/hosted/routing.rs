@@ -286,6 +286,76 @@ async fn a_provider_that_would_sell_at_a_loss_is_skipped_unless_the_operator_all
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
+/// Issue 51, item 7: with `route: price` a provider with no price for
+/// the request is left out by default, as the loss guard cannot rule a
+/// loss out there; a request no provider has a price for is refused,
+/// nothing charged. An entry that says `"unpriced": "after_priced"` tries
+/// such a provider after the priced ones, in the file's order.
+async fn price_leaves_an_unpriced_provider_out_unless_the_entry_says_otherwise(store: StoreKind) {
+    let fake = FakeProviders::start().await;
+    // fal comes first in the file and has no price; Replicate has one.
+    let app = app_at(
+        store.clone(),
+        routed(
+            &fake,
+            json!({ "route": "price" }),
+            json!([]),
+            per_second("0.001"),
+            5.0,
+        ),
+        2,
+    )
+    .await;
+    let job = run_routed(&app, "a kite sold at a known price").await;
+    assert_eq!(
+        (job.provider.as_str(), reason(&job)),
+        ("replicate", "only_eligible")
+    );
+
+    let fake = FakeProviders::start().await;
+    let app = app_at(
+        store.clone(),
+        routed(
+            &fake,
+            json!({ "route": "price" }),
+            json!([]),
+            json!([]),
+            5.0,
+        ),
+        2,
+    )
+    .await;
+    let before = app.account_state(&app.account.account.id).await;
+    let refused = app
+        .submit(
+            "vendor_1/model_1/text-to-video",
+            text_to_video("vendor_1/model_1", "a kite nobody has priced"),
+        )
+        .await;
+    assert_eq!(refused.status(), 503);
+    let after = app.account_state(&app.account.account.id).await;
+    assert_eq!(after.balance, before.balance, "nothing charged");
+    assert!(fake.jobs_at(Provider::Fal).is_empty());
+    assert!(fake.jobs_at(Provider::Replicate).is_empty());
+
+    let fake = FakeProviders::start().await;
+    let app = app_at(
+        store,
+        routed(
+            &fake,
+            json!({ "route": "price", "unpriced": "after_priced" }),
+            json!([]),
+            json!([]),
+            5.0,
+        ),
+        2,
+    )
+    .await;
+    let job = run_routed(&app, "a kite routed unpriced on purpose").await;
+    assert_eq!((job.provider.as_str(), reason(&job)), ("fal", "unpriced"));
+    app.assert_ledger_invariant(&app.account.account.id).await;
+}
+
 /// Exactly one provider job across providers: a submit to the cheapest
 /// provider whose answer is lost is settled there (the job is found in its
 /// list), never sent to the other provider as well.
@@ -414,4 +484,5 @@ on_both_stores!(
     a_provider_that_would_sell_at_a_loss_is_skipped_unless_the_operator_allows_it,
     a_lost_submit_answer_stays_with_its_provider,
     the_example_failover_file_sends_what_only_the_maker_serves_to_the_maker,
+    price_leaves_an_unpriced_provider_out_unless_the_entry_says_otherwise,
 );

@@ -672,6 +672,14 @@ impl ProviderProtocol for BudgetedProtocol {
         self.inner.start_deadline_is_ours()
     }
 
+    fn sends_webhooks(&self) -> bool {
+        self.inner.sends_webhooks()
+    }
+
+    fn cancel_deletes_finished_jobs(&self) -> bool {
+        self.inner.cancel_deletes_finished_jobs()
+    }
+
     fn output_headers(&self, video_url: &str) -> HeaderMap {
         self.inner.output_headers(video_url)
     }

@@ -94,6 +94,30 @@ pub trait HostedProvider: Send + Sync + 'static {
         http: &reqwest::Client,
         credentials: &dyn for<'name> Fn(&'name str) -> Option<String>,
     ) -> Result<InputSchema, SchemaUnread>;
+
+    /// The guesses the entry makes at `target` for the flat inputs it
+    /// sends there (`sent`), which `--check-config` and `vidgate admin
+    /// providers check` report; none by default.
+    fn open_guesses(
+        &self,
+        _config: &HostedModelConfig,
+        _target: &str,
+        _sent: &[&serde_json::Value],
+    ) -> Vec<OpenGuess> {
+        Vec::new()
+    }
+}
+
+/// A question about a target that no fake and no page in vidgate's sources
+/// can settle, which the entry answers by a guess: named as in
+/// docs/upstreams.md and the target's transcribed schema
+/// (`tests/fixtures/provider_schemas/`), for the operator to confirm with
+/// the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenGuess {
+    pub name: &'static str,
+    /// The question, and what vidgate does meanwhile.
+    pub question: &'static str,
 }
 
 /// Why a target's current input schema was not read.

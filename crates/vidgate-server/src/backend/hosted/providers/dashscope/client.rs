@@ -38,8 +38,8 @@ use serde_json::{Map, Value, json};
 use crate::backend::hosted::protocol::{
     BearerApi, CancelOutcome, FailureKind, InputUnknownJob, JobToCreate, ProviderError,
     ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget, SubmittedSearch,
-    VerifiedWebhook, WebhookError, WebhookRejection, classify_status, limited_body, shortened,
-    unreadable,
+    VerifiedWebhook, WebhookError, WebhookRejection, classify_status, limited_body, same_value,
+    shortened, unreadable,
 };
 
 /// DashScope's international (Singapore) API root, unless configured
@@ -202,14 +202,17 @@ impl ProviderProtocol for DashScopeClient {
 
     /// The account's tasks of the target's model created since the intent
     /// (the list's `model_name` and `start_time` filters, SDK
-    /// `BaseAsyncApi.list`). The list is not documented to show a task's
-    /// input, so each listed task is read (`GET /tasks/{id}`), whose
-    /// `output.orig_prompt` is the prompt it was sent (the official Java
-    /// SDK's `VideoSynthesisOutput.origPrompt`; GUESS: the Python SDK and
-    /// the pages in our sources do not show it). A task with another prompt
-    /// is not ours; one with the prompt sent is matched, as Replicate's are
-    /// by every sent field; one whose prompt the read does not show can be
-    /// neither matched nor ruled out.
+    /// `BaseAsyncApi.list`). The list shows no task's request, so each
+    /// listed task is read (`GET /tasks/{id}`) and compared with what was
+    /// sent by everything the read shows of it (`compare_task`): a task
+    /// that differs in any of it is not ours, one that shows all of it the
+    /// same is, and one that does not yet show all of it (a task's usage,
+    /// with its duration and resolution, shows once it has run) can be
+    /// neither matched nor ruled out, and is read again on the next round.
+    ///
+    /// A page that cannot be read as a list of tasks, a `total` above the
+    /// tasks read, or more pages than `MAX_LIST_PAGES` proves nothing:
+    /// `SubmittedSearch::cannot_tell`.
     async fn find_submitted(
         &self,
         target: &ProviderTarget,
@@ -217,14 +220,36 @@ impl ProviderProtocol for DashScopeClient {
         since: i64,
     ) -> Result<SubmittedSearch, ProviderError> {
         let mut listed = Vec::new();
+        let mut read_whole = false;
+        let mut tasks_read = 0;
+        let mut total = 0;
         for page_no in 1..=MAX_LIST_PAGES {
-            let page = self.list_page(&target.0, since, page_no).await?;
-            let tasks = listed_task_ids(&page, &target.0);
-            let full_page = page_items(&page).len() >= LIST_PAGE_SIZE;
-            listed.extend(tasks);
+            let answer = self.list_page(&target.0, since, page_no).await?;
+            let Some(page) = ListPage::read(&answer) else {
+                tracing::warn!(
+                    provider = "dashscope",
+                    page_no,
+                    "a page of the task list is not a list of tasks; it proves nothing"
+                );
+                return Ok(SubmittedSearch::cannot_tell());
+            };
+            tasks_read += page.tasks.len();
+            total = total.max(page.total.unwrap_or(0));
+            let full_page = page.tasks.len() >= LIST_PAGE_SIZE;
+            listed.extend(listed_task_ids(&page.tasks, &target.0));
             if !full_page {
+                read_whole = true;
                 break;
             }
+        }
+        if !read_whole || total > tasks_read {
+            tracing::warn!(
+                provider = "dashscope",
+                total,
+                tasks_read,
+                "the task list was not read whole; it proves nothing"
+            );
+            return Ok(SubmittedSearch::cannot_tell());
         }
         let mut found = SubmittedSearch::default();
         for task_id in listed {
@@ -242,10 +267,10 @@ impl ProviderProtocol for DashScopeClient {
                 Err(ProviderError::NotFound { .. }) => continue,
                 Err(error) => return Err(error),
             };
-            match sent_prompt_matches(input, &task) {
-                Some(true) => found.matching.push(task_id),
-                Some(false) => {}
-                None => found.input_unknown.push(InputUnknownJob {
+            match compare_task(input, &task) {
+                TaskComparison::Same => found.matching.push(task_id),
+                TaskComparison::Different => {}
+                TaskComparison::NotShown => found.input_unknown.push(InputUnknownJob {
                     job_id: task_id,
                     created_at: None,
                     ran_seconds: None,
@@ -269,6 +294,12 @@ impl ProviderProtocol for DashScopeClient {
     /// the start deadline is canceled by vidgate.
     fn start_deadline_is_ours(&self) -> bool {
         true
+    }
+
+    /// DashScope documents no callback for video synthesis (T2V, SDK): its
+    /// tasks are polled from the start, even where vidgate has a public URL.
+    fn sends_webhooks(&self) -> bool {
+        false
     }
 }
 
@@ -361,19 +392,56 @@ fn failure_kind(code: &str) -> FailureKind {
     }
 }
 
-/// A list page's tasks (GUESS: `data`, as the console's task list shows
-/// them; the list's answer is not shown in our sources beyond the SDK
-/// handing it back whole).
-fn page_items(page: &Value) -> Vec<&Value> {
-    page["data"].as_array().into_iter().flatten().collect()
+/// One page of the task list, as the SDK reads it: v2's `JobList`
+/// (`v2/resources/_jobs.py`) takes a flat `tasks` list with `total`,
+/// `page_no` and `page_size` (or the same under `output`, through
+/// `flatten_envelope`); 1.x's `http_request.py` keeps a top-level `data`
+/// list of tasks with a `task_id` ("Compatible with wan"). No first-party
+/// page shows the answer, so every reading the SDK accepts is accepted.
+struct ListPage<'a> {
+    tasks: Vec<&'a Value>,
+    /// How many tasks the list holds in all, where the page says.
+    total: Option<usize>,
 }
 
-/// The ids of a list page's tasks of `model`: a task that names another
-/// model is left out, one that names none is kept (the list was asked for
+impl<'a> ListPage<'a> {
+    /// `None` when the page is not a list of tasks: no list under any of
+    /// the keys the SDK reads (unless its `total` says there are none), a
+    /// list that is not one of task objects with a `task_id`, or a `total`
+    /// that is not a count.
+    fn read(answer: &'a Value) -> Option<ListPage<'a>> {
+        let body = if answer["tasks"].is_null() && answer["output"].is_object() {
+            &answer["output"]
+        } else {
+            answer
+        };
+        let total = match &body["total"] {
+            Value::Null => None,
+            count => Some(usize::try_from(count.as_u64()?).ok()?),
+        };
+        let list = [&body["tasks"], &body["data"]]
+            .into_iter()
+            .find(|list| !list.is_null());
+        let tasks: Vec<&Value> = match list {
+            Some(list) => list.as_array()?.iter().collect(),
+            // A page that names no list but counts no task says there are
+            // none.
+            None if total == Some(0) => Vec::new(),
+            None => return None,
+        };
+        let all_tasks = tasks
+            .iter()
+            .all(|task| task["task_id"].as_str().is_some_and(|id| !id.is_empty()));
+        all_tasks.then_some(ListPage { tasks, total })
+    }
+}
+
+/// The ids of a page's tasks of `model`: a task that names another model
+/// is left out, one that names none is kept (the list was asked for
 /// `model`).
-fn listed_task_ids(page: &Value, model: &str) -> Vec<String> {
-    page_items(page)
-        .into_iter()
+fn listed_task_ids(tasks: &[&Value], model: &str) -> Vec<String> {
+    tasks
+        .iter()
         .filter(|task| {
             task["model_name"]
                 .as_str()
@@ -383,12 +451,97 @@ fn listed_task_ids(page: &Value, model: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether a task read shows the prompt that was sent: `None` when the
-/// read does not show it (or nothing was sent as a prompt).
-fn sent_prompt_matches(sent: &Value, task: &Value) -> Option<bool> {
-    let sent_prompt = sent["prompt"].as_str()?;
-    let shown = task["output"]["orig_prompt"].as_str()?;
-    Some(shown == sent_prompt)
+/// What a task's read says of whether it is the request that was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TaskComparison {
+    /// It shows the prompt, and everything else sent that a read can show,
+    /// each the same.
+    Same,
+    /// Something it shows differs from what was sent.
+    Different,
+    /// Nothing it shows differs, but it does not (yet) show all of it.
+    NotShown,
+}
+
+/// Compares a task's read with the flat input that was sent, by all that
+/// a read shows of a request:
+/// - the prompt, `output.orig_prompt` (the official Java SDK's
+///   `VideoSynthesisOutput.origPrompt`; GUESS dashscope-orig-prompt: the
+///   Python SDK does not name it);
+/// - the duration, `usage.video_duration` (the Python SDK's
+///   `VideoSynthesisUsage`);
+/// - the size or ratio, `usage.video_ratio` (the same class; GUESS
+///   dashscope-video-ratio: whether it is written `1280*720` as `size` is
+///   or `16:9` as `ratio` is, so it is compared with whichever was sent in
+///   the same form);
+/// - the resolution, `usage.SR` (`720` for `720P`; GUESS dashscope-sr:
+///   only third-party copies of the task read show it).
+///
+/// The model was compared by the list already. The seed and the media sent
+/// (`img_url`, `reference_video_urls`, …) show in no read in our sources,
+/// so they cannot be compared: two requests that differ only there cannot
+/// be told apart, and reconcile treats more than one candidate as a
+/// question it cannot settle. The usage shows once the task has run, so a
+/// task still queued or running is `NotShown` until then.
+fn compare_task(sent: &Value, task: &Value) -> TaskComparison {
+    let usage = &task["usage"];
+    // The size or ratio sent, and the usage's `video_ratio` where it is
+    // written in the same form (`W*H` or `W:H`); one in the other form
+    // cannot be compared.
+    let sent_shape = ["size", "ratio"]
+        .into_iter()
+        .find_map(|field| sent[field].as_str());
+    let shown_shape = usage["video_ratio"].as_str().map(|shown| {
+        let same_form =
+            sent_shape.is_none_or(|sent_shape| sent_shape.contains('*') == shown.contains('*'));
+        same_form.then(|| Value::from(shown))
+    });
+    let sent_resolution = sent["resolution"]
+        .as_str()
+        .map(|resolution| Value::from(resolution.to_ascii_uppercase()));
+    let comparisons = [
+        (
+            sent.get("prompt").cloned(),
+            task["output"]["orig_prompt"]
+                .as_str()
+                .map(|shown| Some(Value::from(shown))),
+        ),
+        (
+            sent.get("duration").cloned(),
+            usage
+                .get("video_duration")
+                .filter(|shown| shown.is_number())
+                .map(|shown| Some(shown.clone())),
+        ),
+        (
+            sent_resolution,
+            usage["SR"]
+                .as_u64()
+                .map(|lines| Some(Value::from(format!("{lines}P")))),
+        ),
+        (sent_shape.map(Value::from), shown_shape),
+    ];
+    let mut all_shown = sent.get("prompt").is_some();
+    for (sent_value, shown) in comparisons {
+        let Some(sent_value) = sent_value else {
+            continue;
+        };
+        match shown {
+            // Shown in a form that cannot be compared.
+            Some(None) => {}
+            Some(Some(shown)) => {
+                if !same_value(&sent_value, &shown) {
+                    return TaskComparison::Different;
+                }
+            }
+            None => all_shown = false,
+        }
+    }
+    if all_shown {
+        TaskComparison::Same
+    } else {
+        TaskComparison::NotShown
+    }
 }
 
 /// The list's time filter, `YYYYMMDDhhmmss` (SDK `list`: "for example:
@@ -563,25 +716,90 @@ mod tests {
         ));
     }
 
+    /// Issue 51: a task is ours only when its read shows the prompt and
+    /// every other field sent that a read shows, each the same.
     #[test]
-    fn a_listed_task_is_ours_only_with_the_sent_prompt() {
-        let sent = json!({ "prompt": "a kite", "duration": 5 });
-        let read = |prompt: Option<&str>| json!({ "output": { "task_status": "PENDING", "orig_prompt": prompt } });
+    fn a_listed_task_is_ours_only_when_all_it_shows_of_the_request_is_the_same() {
+        let sent = json!({ "prompt": "a kite", "duration": 5, "resolution": "720P",
+            "ratio": "16:9", "seed": 7 });
+        let read = |prompt: Option<&str>, usage: Value| {
+            json!({ "output": { "task_status": "SUCCEEDED", "orig_prompt": prompt },
+                "usage": usage })
+        };
+        let shown = json!({ "video_count": 1, "video_duration": 5, "SR": 720,
+            "video_ratio": "16:9" });
         assert_eq!(
-            sent_prompt_matches(&sent, &read(Some("a kite"))),
-            Some(true)
+            compare_task(&sent, &read(Some("a kite"), shown.clone())),
+            TaskComparison::Same
         );
         assert_eq!(
-            sent_prompt_matches(&sent, &read(Some("a cat"))),
-            Some(false)
+            compare_task(&sent, &read(Some("a cat"), shown.clone())),
+            TaskComparison::Different
         );
-        assert_eq!(sent_prompt_matches(&sent, &read(None)), None);
-        let page = json!({ "data": [
-            { "task_id": "a", "model_name": "wan2.6-t2v" },
-            { "task_id": "b", "model_name": "wan2.6-i2v" },
-            { "task_id": "c" },
-        ]});
-        assert_eq!(listed_task_ids(&page, "wan2.6-t2v"), ["a", "c"]);
+        // The same prompt, sent by someone else as a 15 s 1080p task.
+        let mut longer = shown.clone();
+        longer["video_duration"] = json!(15);
+        assert_eq!(
+            compare_task(&sent, &read(Some("a kite"), longer)),
+            TaskComparison::Different
+        );
+        let mut sharper = shown.clone();
+        sharper["SR"] = json!(1080);
+        assert_eq!(
+            compare_task(&sent, &read(Some("a kite"), sharper)),
+            TaskComparison::Different
+        );
+        let mut portrait = shown.clone();
+        portrait["video_ratio"] = json!("9:16");
+        assert_eq!(
+            compare_task(&sent, &read(Some("a kite"), portrait)),
+            TaskComparison::Different
+        );
+        // A size written as `W*H` cannot be compared with a ratio sent.
+        let mut sized = shown.clone();
+        sized["video_ratio"] = json!("1280*720");
+        assert_eq!(
+            compare_task(&sent, &read(Some("a kite"), sized)),
+            TaskComparison::Same
+        );
+        // A task that has not run shows no usage: neither ours nor not.
+        assert_eq!(
+            compare_task(&sent, &read(Some("a kite"), Value::Null)),
+            TaskComparison::NotShown
+        );
+        assert_eq!(
+            compare_task(&sent, &read(None, shown)),
+            TaskComparison::NotShown
+        );
+    }
+
+    /// Issue 51: the list is read as the SDK reads it, flat `tasks` (v2
+    /// `JobList`), the same under `output`, or `data` (1.x), and a page
+    /// that is not a list of tasks is not read as an empty one.
+    #[test]
+    fn a_list_page_is_read_as_the_sdk_reads_it_or_not_at_all() {
+        let task = |id: &str, model: &str| json!({ "task_id": id, "model_name": model });
+        let tasks = json!([task("a", "wan2.6-t2v"), task("b", "wan2.6-i2v"), { "task_id": "c" }]);
+        for answer in [
+            json!({ "request_id": "r", "tasks": tasks, "total": 3, "page_no": 1, "page_size": 10 }),
+            json!({ "request_id": "r", "output": { "tasks": tasks, "total": 3 } }),
+            json!({ "request_id": "r", "data": tasks, "total": 3 }),
+        ] {
+            let page = ListPage::read(&answer).expect("a list of tasks");
+            assert_eq!(page.total, Some(3));
+            assert_eq!(listed_task_ids(&page.tasks, "wan2.6-t2v"), ["a", "c"]);
+        }
+        let empty = json!({ "request_id": "r", "total": 0, "page_no": 1, "page_size": 10 });
+        assert!(ListPage::read(&empty).unwrap().tasks.is_empty());
+        for unreadable in [
+            json!({ "request_id": "r" }),
+            json!({ "request_id": "r", "total": 2 }),
+            json!({ "request_id": "r", "tasks": { "a": {} } }),
+            json!({ "request_id": "r", "tasks": [{ "id": "a" }] }),
+            json!({ "request_id": "r", "tasks": [], "total": "many" }),
+        ] {
+            assert!(ListPage::read(&unreadable).is_none(), "{unreadable}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{HostedProvider, SchemaUnread};
+use super::{HostedProvider, OpenGuess, SchemaUnread};
 use crate::backend::hosted::budget::BudgetConfig;
 use crate::backend::hosted::model_config::HostedModelConfig;
 use crate::backend::hosted::protocol::ProviderProtocol;
@@ -94,4 +94,27 @@ impl HostedProvider for DashScope {
     ) -> Result<InputSchema, SchemaUnread> {
         Err(SchemaUnread::NotPublished)
     }
+
+    /// The SDK's `VideoSynthesis.call` takes both `ratio` ("16:9") and
+    /// `size` ("1280*720"), and no page in our sources says which Wan 2.6
+    /// honours.
+    fn open_guesses(
+        &self,
+        _config: &HostedModelConfig,
+        _target: &str,
+        sent: &[&serde_json::Value],
+    ) -> Vec<OpenGuess> {
+        let sends_ratio = sent.iter().any(|input| input.get("ratio").is_some());
+        if sends_ratio {
+            vec![WAN_RATIO_OR_SIZE]
+        } else {
+            Vec::new()
+        }
+    }
 }
+
+/// Whether Wan 2.6 honours `parameters.ratio`, which the example file sends.
+pub const WAN_RATIO_OR_SIZE: OpenGuess = OpenGuess {
+    name: "dashscope-wan-ratio-or-size",
+    question: "whether Wan 2.6 honours parameters.ratio or only size (width*height); the file sends ratio, and if Wan ignores it a 9:16 order comes back 16:9 with no error: confirm with a 9:16 clip, or map the aspect ratio to size",
+};

@@ -323,6 +323,7 @@ impl ProviderProtocol for FalClient {
         Ok(SubmittedSearch {
             matching: found.into_iter().map(|(_, id)| id).collect(),
             input_unknown,
+            list_incomplete: false,
         })
     }
 

@@ -156,6 +156,14 @@ impl ProviderProtocol for ModelArkClient {
         }
     }
 
+    /// The same `DELETE` removes a finished task's record (the SDK's
+    /// `Tasks.delete` is one call for both; docs/upstreams.md), so a task
+    /// gone after it may have finished, billed, between the read and the
+    /// cancel.
+    fn cancel_deletes_finished_jobs(&self) -> bool {
+        true
+    }
+
     /// ModelArk documents no signature on its callbacks: the body is taken
     /// for the task id it names only, as a hint to read the task with our
     /// own key. The URL it came to carries the generation's token, so a
@@ -226,6 +234,7 @@ impl ProviderProtocol for ModelArkClient {
             // list keeps it as long as the task: no listed task is one
             // whose input cannot be compared.
             input_unknown: Vec::new(),
+            list_incomplete: false,
         })
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{HostedProvider, SchemaUnread};
+use super::{HostedProvider, OpenGuess, SchemaUnread};
 use crate::backend::hosted::budget::BudgetConfig;
 use crate::backend::hosted::model_config::HostedModelConfig;
 use crate::backend::hosted::protocol::ProviderProtocol;
@@ -97,4 +97,41 @@ impl HostedProvider for ModelArk {
     ) -> Result<InputSchema, SchemaUnread> {
         Err(SchemaUnread::NotPublished)
     }
+
+    /// No page in our sources shows how Seedance 2.0 at ModelArk names the
+    /// references of a prompt, nor how it numbers them.
+    fn open_guesses(
+        &self,
+        config: &HostedModelConfig,
+        target: &str,
+        sent: &[&serde_json::Value],
+    ) -> Vec<OpenGuess> {
+        let sends_references = sent.iter().any(|input| {
+            ["reference_images", "reference_videos", "reference_audios"]
+                .iter()
+                .any(|field| input.get(*field).is_some())
+        });
+        if !sends_references {
+            return Vec::new();
+        }
+        let mut guesses = Vec::new();
+        if config.target_settings(target).references.is_none() {
+            guesses.push(SEEDANCE_REFERENCE_NAMES);
+        }
+        guesses.push(REFERENCE_NUMBERING);
+        guesses
+    }
 }
+
+/// How Seedance 2.0 at ModelArk names a reference in the prompt.
+pub const SEEDANCE_REFERENCE_NAMES: OpenGuess = OpenGuess {
+    name: "modelark-seedance-reference-names",
+    question: "how Seedance 2.0 at ModelArk names references in the prompt: the customer's @Image1, @Video1 and @Audio1 are sent verbatim (the file sets no references syntax); confirm with the page, or set references",
+};
+
+/// Whether ModelArk numbers references per kind or across the content
+/// list.
+pub const REFERENCE_NUMBERING: OpenGuess = OpenGuess {
+    name: "modelark-reference-numbering",
+    question: "whether ModelArk numbers references per kind (@Image1 is the first image) or across the content list, which vidgate sends as audio, then images, then videos: confirm with a request of one image and one video",
+};
