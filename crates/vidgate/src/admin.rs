@@ -447,7 +447,10 @@ async fn providers_check(backends_file: &std::path::Path) -> anyhow::Result<()> 
 /// part of the provider cost a provider may have billed but could not
 /// confirm (a job vidgate cannot tell was made, a task a cancel deleted
 /// that may have finished first) is in the provider cost and named apart
-/// in `possible_provider_cost_usd` and `possible_cost_generations`.
+/// in `possible_provider_cost_usd` and `possible_cost_generations`. Where a
+/// provider's recorded cost of a model came above what the catalog charged
+/// for it, `below_cost` says so in words, naming the model and the provider
+/// (issue 51: the catalog sells below a provider's cost there).
 async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
     const MILLIS_PER_DAY: i64 = 86_400_000;
     if !(1..=3660).contains(&days) {
@@ -478,9 +481,22 @@ async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
             })
         })
         .collect();
-    let by_provider: Vec<serde_json::Value> = store
-        .provider_usage(since)
-        .await?
+    let provider_rows = store.provider_usage(since).await?;
+    let below_cost: Vec<String> = provider_rows
+        .iter()
+        .filter(|row| row.provider_cost > row.revenue)
+        .map(|row| {
+            format!(
+                "{} at {}: charged ${} but cost ${} over {} generation(s); the catalog sells below this provider's cost",
+                row.model,
+                row.provider.as_deref().unwrap_or("the operator's own backend"),
+                row.revenue.usd_text(),
+                row.provider_cost.usd_text(),
+                row.generations
+            )
+        })
+        .collect();
+    let by_provider: Vec<serde_json::Value> = provider_rows
         .into_iter()
         .map(|row| {
             let margin = Micros(row.revenue.0 - row.provider_cost.0);
@@ -501,7 +517,7 @@ async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
             })
         })
         .collect();
-    Ok(json!({ "usage": rows, "by_provider": by_provider }))
+    Ok(json!({ "usage": rows, "by_provider": by_provider, "below_cost": below_cost }))
 }
 
 /// Copies the database to `path`. The path is checked here so the operator

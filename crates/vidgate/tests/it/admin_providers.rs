@@ -154,6 +154,12 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
         "{usage}"
     );
 
+    assert_eq!(
+        usage["below_cost"],
+        json!([]),
+        "no provider cost a job more than it was sold for"
+    );
+
     let providers = sqlite_admin_json(data_dir.path(), &["providers"]);
     let fal = &providers["providers"][0];
     assert_eq!(fal["provider"], "fal");
@@ -200,6 +206,32 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
             "max_in_flight": null, "nodes_without_redis": 2 }])
     );
     assert_eq!(providers["providers"][0]["provider"], "fal");
+
+    // A job that cost the operator more than the customer was charged: the
+    // catalog sells below that provider's cost, and usage says so.
+    let replicate = ProviderRun {
+        provider: "replicate".into(),
+        cost: Some(Micros(900_000)),
+        cost_is_possible: false,
+    };
+    succeed(
+        store.as_ref(),
+        account_id,
+        key_id,
+        "gen_at_a_loss",
+        Micros(400_000),
+        Some(replicate),
+    )
+    .await;
+    let usage = sqlite_admin_json(data_dir.path(), &["usage", "--days", "1"]);
+    let warnings = usage["below_cost"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{usage}");
+    let warning = warnings[0].as_str().unwrap();
+    assert!(
+        warning.starts_with("vendor_1/model_1 at replicate: charged $0.40")
+            && warning.contains("cost $0.90"),
+        "{warning}"
+    );
 }
 
 use crate::schema_fake;
