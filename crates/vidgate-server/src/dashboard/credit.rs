@@ -7,13 +7,12 @@
 use askama::Template;
 use axum::Form;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 
 use super::session::SignedIn;
 use super::{Layout, Section, render};
-use crate::rate_limit::checkout_refusal_message;
 use crate::state::AppState;
 use crate::stripe::{self, CheckoutError};
 
@@ -45,26 +44,9 @@ pub async fn add_credit(
     let Some(checkout) = state.stripe.as_deref() else {
         return super::not_found(Some(session));
     };
-    // As the API's checkout: a refused amount takes nothing from the
-    // account's Checkout Sessions.
-    if checkout.amounts.parse(&form.amount_usd).is_ok() {
-        let allowed = state.rate_limiter.check_checkout(&session.account_id).await;
-        if !allowed.allowed {
-            let mut refused = super::error_page(
-                StatusCode::TOO_MANY_REQUESTS,
-                Some(session),
-                "Add credit",
-                &checkout_refusal_message(),
-            );
-            refused.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from(allowed.reset.as_secs().max(1)),
-            );
-            return refused;
-        }
-    }
     match stripe::start_checkout(
         state.store.as_ref(),
+        &state.rate_limiter,
         checkout,
         &session.account_id,
         &form.amount_usd,
@@ -85,6 +67,15 @@ pub async fn add_credit(
             Some(session),
             "Add credit",
             &format!("{refusal}."),
+        ),
+        Err(refused @ CheckoutError::TooMany { retry_after }) => super::with_retry_after(
+            super::error_page(
+                StatusCode::TOO_MANY_REQUESTS,
+                Some(session),
+                "Add credit",
+                &refused.to_string(),
+            ),
+            retry_after,
         ),
         Err(CheckoutError::Store(error)) => super::internal_error(error),
         Err(CheckoutError::Stripe(error)) => {

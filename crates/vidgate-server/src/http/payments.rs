@@ -14,7 +14,6 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState, body_bytes};
-use crate::rate_limit::checkout_refusal_message;
 use crate::representation::object_kind;
 use crate::store::{Caller, now_millis};
 use crate::stripe::{self, AmountRefusal, CheckoutError, StripeCheckout, StripeEventError};
@@ -73,24 +72,12 @@ pub async fn checkout(
         serde_json::Value::Number(number) => number.to_string(),
         _ => String::new(),
     };
-    // A refused amount reaches no one, so it takes nothing from the
-    // account's Checkout Sessions; the amount is read again below.
-    checkout
-        .amounts
-        .parse(&amount_text)
-        .map_err(|refusal| amount_refused(&refusal))?;
-    let allowed = state.rate_limiter.check_checkout(&caller.account_id).await;
-    if !allowed.allowed {
-        return Err(ApiError::RateLimited {
-            message: checkout_refusal_message(),
-            retry_after: allowed.reset,
-        });
-    }
     let client_key = headers
         .get(IDEMPOTENCY_KEY)
         .and_then(|value| value.to_str().ok());
     let session = stripe::start_checkout(
         state.store.as_ref(),
+        &state.rate_limiter,
         checkout,
         &caller.account_id,
         &amount_text,
@@ -106,6 +93,10 @@ pub async fn checkout(
             )
         }
         CheckoutError::Store(error) => error.into(),
+        refused @ CheckoutError::TooMany { retry_after } => ApiError::RateLimited {
+            message: refused.to_string(),
+            retry_after,
+        },
     })?;
     Ok((
         StatusCode::CREATED,

@@ -80,6 +80,11 @@ pub enum CheckoutError {
     Amount(#[from] AmountRefusal),
     #[error("Stripe could not create the Checkout Session")]
     Stripe(#[from] StripeApiError),
+    /// The account started as many Checkout Sessions as it may for now
+    /// (`rate_limit::CallerRateLimiter::check_checkout`); the next may start
+    /// after `retry_after`.
+    #[error("{}", crate::rate_limit::checkout_refusal_message())]
+    TooMany { retry_after: std::time::Duration },
     /// The session could not be recorded: its URL is not handed out, so
     /// nobody pays a session vidgate would not credit.
     #[error("the Checkout Session could not be recorded")]
@@ -89,16 +94,26 @@ pub enum CheckoutError {
 /// Starts a Checkout in which the customer buys `amount_text` of credit for
 /// `account_id`. A retried request that sends the same `client_key` (its
 /// `Idempotency-Key`) reaches the same session at Stripe; without one,
-/// every request makes a session of its own. The session is recorded before
-/// it is answered: only recorded sessions are credited when paid.
+/// every request makes a session of its own. An amount that may be bought
+/// takes one session from the account's Checkout limit (a refused amount
+/// reaches no one and takes nothing), whichever door it came through. The
+/// session is recorded before it is answered: only recorded sessions are
+/// credited when paid.
 pub async fn start_checkout(
     store: &crate::store::Store,
+    limiter: &crate::rate_limit::CallerRateLimiter,
     checkout: &StripeCheckout,
     account_id: &str,
     amount_text: &str,
     client_key: Option<&str>,
 ) -> Result<CheckoutSession, CheckoutError> {
     let amount = checkout.amounts.parse(amount_text)?;
+    let allowed = limiter.check_checkout(account_id).await;
+    if !allowed.allowed {
+        return Err(CheckoutError::TooMany {
+            retry_after: allowed.reset,
+        });
+    }
     // The account is part of the key, so two accounts sending the same
     // client key never share a session.
     let idempotency_key = match client_key {
