@@ -135,7 +135,8 @@ impl Timing {
 async fn timed_call(store: &Store, filter: &ListFilter) -> Duration {
     let started = Instant::now();
     store
-        .list_generations(MEASURED_ACCOUNT, filter)
+        .generations()
+        .list(MEASURED_ACCOUNT, filter)
         .await
         .unwrap();
     started.elapsed()
@@ -363,7 +364,8 @@ async fn measure(small: Database, large: Database, layout: Layout) {
         );
         let plan = large
             .store
-            .explain_list_generations(MEASURED_ACCOUNT, &large_filter)
+            .generations()
+            .explain_list(MEASURED_ACCOUNT, &large_filter)
             .await
             .unwrap();
         plans.push((label, plan));

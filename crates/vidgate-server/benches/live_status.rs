@@ -112,6 +112,7 @@ impl Nodes {
         let committer = self.committer();
         for _ in 0..count {
             committer
+                .queue()
                 .claim_next("bench-worker", Duration::from_secs(600))
                 .await
                 .unwrap()
@@ -131,6 +132,7 @@ impl Nodes {
             };
             assert!(
                 committer
+                    .queue()
                     .finish_failed(id, "bench-worker", failure)
                     .await
                     .unwrap()

@@ -47,7 +47,8 @@ pub async fn changeable_account(
     account_id: &str,
 ) -> Result<Account, AccountChangeError> {
     let account = store
-        .account(account_id)
+        .accounts()
+        .get(account_id)
         .await?
         .ok_or_else(|| AccountChangeError::NotFound(account_id.to_owned()))?;
     if account.deleted_at.is_some() {
@@ -86,7 +87,7 @@ pub async fn create_api_key(
 ) -> Result<CreatedKey, StoreError> {
     let issued = issue_api_key(account_id, name);
     let key_id = issued.record.id.clone();
-    store.create_api_key(issued.record).await?;
+    store.accounts().create_api_key(issued.record).await?;
     Ok(CreatedKey {
         key_id,
         api_key: issued.secret,
@@ -111,7 +112,8 @@ pub async fn create_account(
     initial_credit: Micros,
 ) -> Result<CreatedAccount, StoreError> {
     let account = store
-        .create_account(new_account(name, initial_credit))
+        .accounts()
+        .create(new_account(name, initial_credit))
         .await?;
     let key = create_api_key(store, &account.id, "default").await?;
     Ok(CreatedAccount {
@@ -129,7 +131,8 @@ pub async fn rotate_webhook_secret(
     account_id: &str,
 ) -> Result<Option<Account>, StoreError> {
     store
-        .rotate_webhook_secret(account_id, &new_webhook_secret(), ROTATION_GRACE)
+        .webhooks()
+        .rotate_secret(account_id, &new_webhook_secret(), ROTATION_GRACE)
         .await
 }
 

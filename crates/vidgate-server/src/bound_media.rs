@@ -209,7 +209,8 @@ impl MediaUrlSigner {
     /// random one that this call stores when there is none yet.
     pub async fn shared(store: &Store) -> Result<MediaUrlSigner, StoreError> {
         let stored = store
-            .server_key(MEDIA_URL_KEY_PURPOSE, &random_secret())
+            .server_keys()
+            .get(MEDIA_URL_KEY_PURPOSE, &random_secret())
             .await?;
         let key = URL_SAFE_NO_PAD
             .decode(stored)
@@ -315,7 +316,7 @@ impl JobMedia {
 /// outside a worker (a cancel, or the rescuer failing it after its last
 /// attempt); a failure is logged and leaves the copies.
 pub async fn release_generation_media(store: &Store, storage: &Storage, generation_id: &str) {
-    match store.generation_media(generation_id).await {
+    match store.generations().media(generation_id).await {
         Ok(binding) => {
             MediaBinding::from_json(binding.as_ref())
                 .release(storage)

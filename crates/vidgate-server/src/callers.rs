@@ -34,6 +34,7 @@ pub async fn caller_for_api_key(store: &Store, key: &str) -> Result<Caller, Call
         return Err(CallerRefusal::MalformedApiKey);
     }
     store
+        .accounts()
         .authenticate(&sha256_hex(key.as_bytes()))
         .await?
         .ok_or(CallerRefusal::UnknownApiKey)

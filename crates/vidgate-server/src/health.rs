@@ -182,9 +182,10 @@ impl Health {
                 tokio::time::sleep(OUTAGE_RECHECK_INTERVAL).await;
                 // Bounded by the store's own waits; the timeout is for a
                 // connection that hangs without failing.
-                let answered = tokio::time::timeout(CONNECTION_WAIT * 2, store.check_writable())
-                    .await
-                    .is_ok_and(|writable| writable.is_ok());
+                let answered =
+                    tokio::time::timeout(CONNECTION_WAIT * 2, store.operations().check_writable())
+                        .await
+                        .is_ok_and(|writable| writable.is_ok());
                 if answered {
                     let began = outage.lock().unwrap_or_else(PoisonError::into_inner).take();
                     let lasted = began.map_or(0.0, |began| began.elapsed().as_secs_f64());
@@ -227,7 +228,8 @@ impl Health {
     }
 
     async fn check(&self) -> Readiness {
-        let schema = tokio::time::timeout(DATABASE_PROBE_WAIT, self.store.schema_state()).await;
+        let schema =
+            tokio::time::timeout(DATABASE_PROBE_WAIT, self.store.operations().schema_state()).await;
         let database = match schema {
             Ok(Ok(schema)) if schema.is_migrated() => CheckOutcome::Ok,
             Ok(Ok(schema)) => {

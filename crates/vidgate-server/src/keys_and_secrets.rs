@@ -98,6 +98,7 @@ pub async fn create_key(
         }),
     };
     store
+        .operator()
         .create_api_key_audited(changer.for_store(), &issued.record, &audit)
         .await?
         .map_err(|refused| refusal(refused, &issued.record.id))?;
@@ -121,6 +122,7 @@ pub async fn revoke_key(
         detail: json!({}),
     };
     store
+        .operator()
         .revoke_api_key_audited(changer.for_store(), key_id, &audit)
         .await?
         .map_err(|refused| refusal(refused, key_id))
@@ -143,6 +145,7 @@ pub async fn set_spend_limit(
         }),
     };
     store
+        .operator()
         .set_spend_limit_audited(changer.for_store(), key_id, limit, &audit)
         .await?
         .map_err(|refused| refusal(refused, key_id))
@@ -164,6 +167,7 @@ pub async fn rotate_webhook_secret(
         detail: json!({}),
     };
     store
+        .operator()
         .rotate_webhook_secret_audited(
             changer.for_store(),
             account_id,
@@ -185,6 +189,7 @@ pub async fn rotate_webhook_secret(
 /// changes nothing, is checked with this alone.
 pub async fn person_may_manage(store: &Store, session: &Session) -> Result<bool, StoreError> {
     store
+        .users()
         .may_manage_keys_and_secrets(PeopleActor {
             account_id: &session.account_id,
             user_id: &session.user_id,

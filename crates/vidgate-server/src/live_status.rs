@@ -263,7 +263,7 @@ impl LiveStatus {
         store: Arc<Store>,
         shutdown: CancellationToken,
     ) {
-        let mut revocations = store.revocations();
+        let mut revocations = store.accounts().revocations();
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -283,7 +283,7 @@ impl LiveStatus {
             if callers.is_empty() {
                 continue;
             }
-            match store.live_callers(&callers).await {
+            match store.accounts().live_callers(&callers).await {
                 Ok(live) => self.end_callers_not_in(&callers, &live),
                 Err(error) => {
                     tracing::warn!(error = %error, "could not check the callers of open waits and streams; trying again in a second");
@@ -384,8 +384,8 @@ impl FollowedGenerations {
         }
         // The watch starts before the read, so that a change committed
         // after the read wakes the reader.
-        let watch = store.watch_generation(generation_id).await;
-        let Some(current) = store.generation(account_id, generation_id).await? else {
+        let watch = store.generations().watch(generation_id).await;
+        let Some(current) = store.generations().get(account_id, generation_id).await? else {
             return Ok(None);
         };
         let receiver = {
@@ -443,7 +443,7 @@ async fn read_for_followers(
     sender: Arc<watch::Sender<Latest>>,
 ) {
     let (account_id, generation_id) = key;
-    let mut announcements_heard = store.announcements_heard();
+    let mut announcements_heard = store.generations().announcements_heard();
     loop {
         if sender
             .borrow()
@@ -474,7 +474,7 @@ async fn read_for_followers(
                 continue;
             }
         }
-        match store.generation(&account_id, &generation_id).await {
+        match store.generations().get(&account_id, &generation_id).await {
             Ok(found) => {
                 sender.send_if_modified(|latest| {
                     let changed = match (latest.as_deref(), &found) {

@@ -79,14 +79,17 @@ pub async fn sweep(
     let cutoff = now.saturating_sub(i64::try_from(keep_for.as_millis()).unwrap_or(i64::MAX));
     let mut report = SweepReport::default();
     loop {
-        let expired = store.expire_generation_outputs(cutoff, now, BATCH).await?;
+        let expired = store
+            .retention()
+            .expire_generation_outputs(cutoff, now, BATCH)
+            .await?;
         report.generations_expired += expired;
         if expired < BATCH as usize {
             break;
         }
     }
     loop {
-        let expired = store.expire_uploads(cutoff, now, BATCH).await?;
+        let expired = store.retention().expire_uploads(cutoff, now, BATCH).await?;
         report.uploads_expired += expired;
         if expired < BATCH as usize {
             break;
@@ -94,11 +97,17 @@ pub async fn sweep(
     }
     let claimed_until = now.saturating_add(DELETION_LEASE.as_millis() as i64);
     loop {
-        let claimed = store.claim_expired_files(now, claimed_until, BATCH).await?;
+        let claimed = store
+            .retention()
+            .claim_expired_files(now, claimed_until, BATCH)
+            .await?;
         for file in &claimed {
             match storage.delete_if_present(&file.relative_path).await {
                 Ok(()) => {
-                    store.record_file_deleted(&file.relative_path, now).await?;
+                    store
+                        .retention()
+                        .record_file_deleted(&file.relative_path, now)
+                        .await?;
                     report.files_deleted += 1;
                 }
                 Err(error) => tracing::warn!(

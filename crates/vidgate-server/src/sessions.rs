@@ -46,7 +46,8 @@ impl PreSessionCsrf {
     /// that this call stores when there is none yet.
     pub async fn shared(store: &Store) -> Result<PreSessionCsrf, StoreError> {
         let key = store
-            .server_key(PRE_SESSION_KEY_PURPOSE, &random_secret())
+            .server_keys()
+            .get(PRE_SESSION_KEY_PURPOSE, &random_secret())
             .await?;
         Ok(PreSessionCsrf::new(key.as_bytes()))
     }
@@ -120,7 +121,8 @@ impl DeviceCookies {
     /// that this call stores when there is none yet.
     pub async fn shared(store: &Store) -> Result<DeviceCookies, StoreError> {
         let key = store
-            .server_key(DEVICE_KEY_PURPOSE, &random_secret())
+            .server_keys()
+            .get(DEVICE_KEY_PURPOSE, &random_secret())
             .await?;
         Ok(DeviceCookies::new(key.as_bytes()))
     }
@@ -152,6 +154,7 @@ impl DeviceCookies {
 /// The live session a token names, if any.
 pub async fn live_session(store: &Store, token: &str) -> Result<Option<Session>, StoreError> {
     store
+        .users()
         .session(&sha256_hex(token.as_bytes()), IDLE_TIMEOUT)
         .await
 }
@@ -161,6 +164,7 @@ pub async fn live_session(store: &Store, token: &str) -> Result<Option<Session>,
 pub async fn start_session(store: &Store, user: &User) -> Result<String, StoreError> {
     let token = random_secret();
     store
+        .users()
         .create_session(&NewSession {
             id: format!("ses_{}", random_token(20)),
             token_sha256: sha256_hex(token.as_bytes()),

@@ -498,7 +498,7 @@ async fn development_account(
     options: &ServerOptions,
     store: &Store,
 ) -> Result<(Option<CreatedAccount>, Option<CreatedUser>), ServerError> {
-    if !options.bootstrap_development_account || store.count_accounts().await? != 0 {
+    if !options.bootstrap_development_account || store.accounts().count().await? != 0 {
         return Ok((None, None));
     }
     let account = accounts::create_development_account(store).await?;

@@ -292,6 +292,7 @@ async fn queue_generation(
     if let Some(idempotency) = &idempotency {
         match state
             .store
+            .generations()
             .earlier_submit(&caller.account_id, idempotency)
             .await?
         {
@@ -308,7 +309,7 @@ async fn queue_generation(
             model.id
         ))
     })?;
-    if state.store.is_model_paused(&model.id).await? {
+    if state.store.accounts().is_model_paused(&model.id).await? {
         return Err(SubmitError::ModelUnavailable(format!(
             "{} is temporarily not accepting new generations. Retry later with backoff.",
             model.id
@@ -354,7 +355,8 @@ async fn queue_generation(
     let generation_id = new_generation_id();
     let outcome = state
         .store
-        .submit_generation(NewGeneration {
+        .generations()
+        .submit(NewGeneration {
             id: generation_id.clone(),
             account_id: caller.account_id.clone(),
             api_key_id: caller.key_id.clone(),
@@ -436,7 +438,8 @@ async fn refuse_what_the_account_cannot_pay(
     let least_price = endpoint.price(input, &MediaFacts::default()).amount;
     let account = state
         .store
-        .account(&caller.account_id)
+        .accounts()
+        .get(&caller.account_id)
         .await?
         .ok_or(SubmitError::AccountNotFound)?;
     if account.debt == Micros::ZERO && account.balance >= least_price {
@@ -508,9 +511,9 @@ async fn check_upload_ownership(
         if !relative_path.starts_with("uploads/") {
             continue;
         }
-        let owned = match state.store.upload_owner(relative_path).await? {
+        let owned = match state.store.uploads().owner(relative_path).await? {
             Some(owner) => owner == caller.account_id,
-            None => match state.store.direct_upload(relative_path).await? {
+            None => match state.store.uploads().direct(relative_path).await? {
                 Some(direct) if direct.account_id == caller.account_id => {
                     record_direct_upload(state, &direct, relative_path, field).await?;
                     true
@@ -520,7 +523,12 @@ async fn check_upload_ownership(
         };
         if !owned {
             // Only a refused request pays for this look-up.
-            let message = match state.store.file_expired_at(relative_path).await? {
+            let message = match state
+                .store
+                .retention()
+                .file_expired_at(relative_path)
+                .await?
+            {
                 Some(_) => format!("{field} names an upload that expired and was deleted."),
                 None => format!("{field} names an upload this account did not make."),
             };
@@ -600,7 +608,8 @@ async fn record_direct_upload(
     }
     state
         .store
-        .record_direct_upload(&NewUpload {
+        .uploads()
+        .record_direct(&NewUpload {
             id: direct.id.clone(),
             account_id: direct.account_id.clone(),
             relative_path: relative_path.to_owned(),

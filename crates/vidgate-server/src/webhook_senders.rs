@@ -487,7 +487,8 @@ async fn sender_loop(context: Arc<WebhookContext>, sender_id: String, shutdown: 
             let _turn = context.claim_turn.lock().await;
             context
                 .store
-                .claim_webhook_delivery(&sender_id, context.settings.lease, &fairness)
+                .webhooks()
+                .claim_delivery(&sender_id, context.settings.lease, &fairness)
                 .await
         };
         let pause = match claimed {
@@ -573,7 +574,8 @@ async fn deliver(context: &WebhookContext, sender_id: &str, delivery: ClaimedDel
     log_outcome(&delivery, attempts_made, &record, outcome);
     match context
         .store
-        .record_webhook_attempt(&delivery.id, sender_id, &record, outcome)
+        .webhooks()
+        .record_attempt(&delivery.id, sender_id, &record, outcome)
         .await
     {
         Ok(true) => context.metrics.record_webhook_attempt(match outcome {

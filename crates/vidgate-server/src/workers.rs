@@ -165,6 +165,7 @@ async fn worker_loop(
     while !shutdown.is_cancelled() {
         match context
             .store
+            .queue()
             .claim_next_among(
                 &worker_id,
                 context.settings.lease,
@@ -194,7 +195,7 @@ async fn worker_loop(
                 // that anything missed is still found by polling.
                 tokio::select! {
                     _ = context.wakeup.cpu_workers.notified() => {}
-                    _ = context.store.wait_for_work(context.settings.idle_poll) => {}
+                    _ = context.store.queue().wait_for_work(context.settings.idle_poll) => {}
                     _ = shutdown.cancelled() => {}
                 }
             }
@@ -300,6 +301,7 @@ async fn hosted_pool_loop(
         let owner = pool.next_owner();
         let claimed = context
             .store
+            .queue()
             .claim_next_among(
                 &owner,
                 context.settings.lease,
@@ -328,7 +330,7 @@ async fn hosted_pool_loop(
                 drop(slot);
                 tokio::select! {
                     _ = context.wakeup.hosted_pool.notified() => {}
-                    _ = context.store.wait_for_work(context.settings.idle_poll) => {}
+                    _ = context.store.queue().wait_for_work(context.settings.idle_poll) => {}
                     _ = shutdown.cancelled() => {}
                 }
             }
@@ -378,7 +380,12 @@ async fn pool_heartbeat(
         // The claims in flight now; a claim made while the statement runs
         // is extended at the next tick, well within its lease.
         let claims_before: Vec<String> = pool.in_flight().keys().cloned().collect();
-        match context.store.extend_leases(&claims_before, lease).await {
+        match context
+            .store
+            .queue()
+            .extend_leases(&claims_before, lease)
+            .await
+        {
             Ok(extended) => {
                 let extended: HashSet<String> = extended.into_iter().collect();
                 let in_flight = pool.in_flight();
@@ -407,7 +414,7 @@ async fn pool_heartbeat(
 
 async fn rescue_loop(context: Arc<WorkerContext>, shutdown: CancellationToken) {
     loop {
-        match context.store.rescue_expired_leases().await {
+        match context.store.queue().rescue_expired_leases().await {
             Ok(report) => {
                 context
                     .metrics
@@ -497,7 +504,7 @@ async fn run_claimed(
     };
     // The media submit kept for this job; a failed read leaves the job to
     // the rescuer rather than run it on the customer's URLs.
-    let binding = match context.store.generation_media(&generation_id).await {
+    let binding = match context.store.generations().media(&generation_id).await {
         Ok(binding) => MediaBinding::from_json(binding.as_ref()),
         Err(error) => {
             tracing::error!(generation = %generation_id, error = %error, "could not read the job's media; the rescuer will retry it");
@@ -559,6 +566,7 @@ async fn run_claimed(
         Err(JobFailure::Interrupted) => {
             match context
                 .store
+                .queue()
                 .release_to_queue(&generation_id, worker_id)
                 .await
             {
@@ -596,7 +604,11 @@ async fn heartbeat(
     ticker.tick().await;
     loop {
         ticker.tick().await;
-        match store.extend_lease(&generation_id, &worker_id, lease).await {
+        match store
+            .queue()
+            .extend_lease(&generation_id, &worker_id, lease)
+            .await
+        {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(generation = %generation_id, "lease lost; stopping the job");
@@ -653,6 +665,7 @@ async fn record_success(
     let output = serde_json::to_value(output).expect("a generation's output is plain JSON");
     match context
         .store
+        .queue()
         .finish_succeeded(generation_id, worker_id, output, clip.provider_run.as_ref())
         .await
     {
@@ -708,6 +721,7 @@ async fn finish_failed(
 ) -> JobOutcome {
     match context
         .store
+        .queue()
         .finish_failed(generation_id, worker_id, failure)
         .await
     {

@@ -291,6 +291,7 @@ async fn providers(
 ) -> anyhow::Result<serde_json::Value> {
     let shown: Vec<serde_json::Value> = store
         .provider_health()
+        .read()
         .await?
         .into_iter()
         .map(|health| {
@@ -341,7 +342,7 @@ const ROUTING_WINDOW_MILLIS: i64 = 24 * 3_600_000;
 async fn recent_routing(store: &Store) -> anyhow::Result<Vec<serde_json::Value>> {
     use std::collections::BTreeMap;
     let since = vidgate_server::store::now_millis() - ROUTING_WINDOW_MILLIS;
-    let rows = store.provider_routing(since).await?;
+    let rows = store.provider_jobs().routing(since).await?;
     let mut totals: BTreeMap<(&str, &str), i64> = BTreeMap::new();
     for row in &rows {
         *totals.entry((&row.model, &row.mode)).or_default() += row.jobs;
@@ -459,6 +460,7 @@ async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
     let today = vidgate_server::store::now_millis() / MILLIS_PER_DAY;
     let since = (today - i64::from(days) + 1) * MILLIS_PER_DAY;
     let rows: Vec<serde_json::Value> = store
+        .ledger()
         .model_usage(since)
         .await?
         .into_iter()
@@ -481,7 +483,7 @@ async fn usage(store: &Store, days: u32) -> anyhow::Result<serde_json::Value> {
             })
         })
         .collect();
-    let provider_rows = store.provider_usage(since).await?;
+    let provider_rows = store.ledger().provider_usage(since).await?;
     let below_cost: Vec<String> = provider_rows
         .iter()
         .filter(|row| row.provider_cost > row.revenue)
@@ -531,6 +533,7 @@ async fn backup(store: &Store, path: &std::path::Path) -> anyhow::Result<serde_j
         .to_str()
         .with_context(|| format!("{} is not a UTF-8 path", path.display()))?;
     store
+        .operations()
         .backup_into(path_text)
         .await
         .with_context(|| format!("backing up the database to {}", path.display()))?;

@@ -19,7 +19,8 @@ pub async fn unlimited_account(server: &RunningServer) -> CreatedAccount {
     };
     server
         .store
-        .set_account_limits(&account.account.id, unlimited)
+        .accounts()
+        .set_limits(&account.account.id, unlimited)
         .await
         .unwrap();
     account

@@ -158,7 +158,8 @@ impl Backends {
     ) -> tokio::task::JoinHandle<()> {
         let backends = self.clone();
         tokio::spawn(async move {
-            let Some(mut announcements) = store.provider_webhook_announcements().await else {
+            let Some(mut announcements) = store.provider_jobs().webhook_announcements().await
+            else {
                 return;
             };
             loop {

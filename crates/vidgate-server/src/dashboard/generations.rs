@@ -267,7 +267,8 @@ pub async fn list(
     };
     let generations = match state
         .store
-        .list_generations(&session.account_id, &filter)
+        .generations()
+        .list(&session.account_id, &filter)
         .await
     {
         Ok(generations) => generations,
@@ -384,7 +385,8 @@ pub async fn show(
     let session = &signed_in.0;
     let generation = match state
         .store
-        .generation(&session.account_id, &generation_id)
+        .generations()
+        .get(&session.account_id, &generation_id)
         .await
     {
         Ok(Some(generation)) => generation,

@@ -113,8 +113,8 @@ async fn keys_page(
     let store = state.store.as_ref();
     let loaded = async {
         Ok::<_, crate::store::StoreError>((
-            store.api_keys(&session.account_id).await?,
-            store.account_users(&session.account_id).await?,
+            store.accounts().api_keys(&session.account_id).await?,
+            store.users().account_users(&session.account_id).await?,
             keys_and_secrets::person_may_manage(store, session).await?,
         ))
     };
@@ -231,7 +231,7 @@ pub async fn confirm_revoke(
         Ok(false) => return refused(session, KeyChangeError::NotAllowed),
         Err(error) => return super::internal_error(error),
     }
-    let keys = match state.store.api_keys(&session.account_id).await {
+    let keys = match state.store.accounts().api_keys(&session.account_id).await {
         Ok(keys) => keys,
         Err(error) => return super::internal_error(error),
     };

@@ -194,7 +194,12 @@ pub async fn show(
         // One row more than the page tells whether another page exists.
         limit: PAGE_ROWS + 1,
     };
-    let mut page = match state.store.ledger_page(&session.account_id, &request).await {
+    let mut page = match state
+        .store
+        .ledger()
+        .page(&session.account_id, &request)
+        .await
+    {
         Ok(page) => page,
         Err(error) => return super::internal_error(error),
     };

@@ -47,6 +47,7 @@ pub async fn set_alert(
         };
     match state
         .store
+        .accounts()
         .set_low_balance_alert(&session.account_id, &setting)
         .await
     {

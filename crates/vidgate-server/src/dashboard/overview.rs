@@ -247,10 +247,14 @@ pub async fn show(
     let since = (today - days + 1) * DAY_MILLIS;
     let store = state.store.as_ref();
     let loaded = async {
-        let account = store.account(&session.account_id).await?;
-        let spend = store.daily_spend(&session.account_id, since).await?;
+        let account = store.accounts().get(&session.account_id).await?;
+        let spend = store
+            .ledger()
+            .daily_spend(&session.account_id, since)
+            .await?;
         let ledger = store
-            .ledger_page(
+            .ledger()
+            .page(
                 &session.account_id,
                 &LedgerPageRequest {
                     kind: None,

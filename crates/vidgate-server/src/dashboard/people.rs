@@ -94,8 +94,9 @@ async fn people_page(
     let store = state.store.as_ref();
     let loaded = async {
         Ok::<_, crate::store::StoreError>((
-            store.account_users(&session.account_id).await?,
+            store.users().account_users(&session.account_id).await?,
             store
+                .users()
                 .members_manage_keys_and_secrets(&session.account_id)
                 .await?,
         ))
@@ -309,7 +310,7 @@ pub async fn confirm_remove(
     Path(user_id): Path<String>,
 ) -> Response {
     let session = &signed_in.0;
-    let people = match state.store.account_users(&session.account_id).await {
+    let people = match state.store.users().account_users(&session.account_id).await {
         Ok(people) => people,
         Err(error) => return super::internal_error(error),
     };
@@ -325,7 +326,7 @@ pub async fn confirm_remove(
     let Some(person) = people.into_iter().find(|user| user.id == user_id) else {
         return super::not_found(Some(session));
     };
-    let keys_made = match state.store.api_keys(&session.account_id).await {
+    let keys_made = match state.store.accounts().api_keys(&session.account_id).await {
         Ok(keys) => keys
             .into_iter()
             .filter(|key| {

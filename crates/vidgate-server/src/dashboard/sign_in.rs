@@ -213,7 +213,7 @@ pub async fn submit(
     {
         return sign_in_refused(&state, headers, &email, wait);
     }
-    let user = match state.store.user_by_email(&email).await {
+    let user = match state.store.users().by_email(&email).await {
         Ok(user) => user,
         Err(error) => return super::internal_error(error),
     };
@@ -349,7 +349,7 @@ pub async fn sign_out(
     if let Some(refused) = signed_in.csrf_refusal(&form.csrf_token) {
         return refused;
     }
-    if let Err(error) = state.store.revoke_session(&signed_in.0.id).await {
+    if let Err(error) = state.store.users().revoke_session(&signed_in.0.id).await {
         return super::internal_error(error);
     }
     let mut response = Redirect::to("/dashboard/sign-in").into_response();

@@ -158,7 +158,8 @@ pub async fn create_user(
 ) -> Result<CreatedUser, UserError> {
     let prepared = prepare_user(store, account_id, email, password, UserRole::Owner).await?;
     let user = store
-        .create_user(&prepared.user)
+        .users()
+        .create(&prepared.user)
         .await?
         .ok_or_else(|| UserError::EmailTaken(prepared.user.email.clone()))?;
     Ok(CreatedUser {
@@ -189,6 +190,7 @@ pub async fn sign_up(
         one_time_password_expires_at: None,
     };
     store
+        .users()
         .sign_up(
             NewAccount {
                 id: account_id,
@@ -264,6 +266,7 @@ pub async fn invite(
         }),
     };
     let user = store
+        .users()
         .invite_user_audited(people_actor(inviter), &prepared.user, &audit)
         .await??;
     Ok(CreatedUser {
@@ -281,6 +284,7 @@ pub async fn set_role(
     role: UserRole,
 ) -> Result<User, PeopleError> {
     let changed = store
+        .users()
         .set_user_role_audited(people_actor(owner), user_id, role, |user| NewAuditEntry {
             actor: dashboard_actor(owner),
             action: AuditAction::UserRole,
@@ -307,6 +311,7 @@ pub async fn remove(
     keys: KeysOfRemovedPerson,
 ) -> Result<RemovedPerson, PeopleError> {
     let removed = store
+        .users()
         .remove_account_user_audited(
             people_actor(owner),
             user_id,
@@ -340,6 +345,7 @@ pub async fn set_members_manage_keys_and_secrets(
         detail: json!({ "members_manage_keys_and_secrets": allowed }),
     };
     store
+        .users()
         .set_members_manage_keys_and_secrets_audited(people_actor(owner), allowed, &audit)
         .await??;
     Ok(())
@@ -410,7 +416,8 @@ pub async fn change_password(
     // A session outlives no user (removing one ends its sessions), so a
     // missing user is only a removal racing this request.
     let Some(previous_hash) = store
-        .user_by_id(&session.user_id)
+        .users()
+        .by_id(&session.user_id)
         .await?
         .map(|user| user.password_hash)
     else {
@@ -421,6 +428,7 @@ pub async fn change_password(
     }
     let new_hash = passwords::hash(new_password).await?;
     store
+        .users()
         .change_password_audited(
             &session.user_id,
             &previous_hash,

@@ -169,9 +169,10 @@ async fn webhooks_page(
     let session = &signed_in.0;
     let store = state.store.as_ref();
     let loaded = async {
-        let account = store.account(&session.account_id).await?;
+        let account = store.accounts().get(&session.account_id).await?;
         let deliveries = store
-            .recent_webhook_deliveries(&session.account_id, DELIVERY_ROWS)
+            .webhook_log()
+            .recent_deliveries(&session.account_id, DELIVERY_ROWS)
             .await?;
         let may_manage = keys_and_secrets::person_may_manage(store, session).await?;
         Ok::<_, crate::store::StoreError>((account, deliveries, may_manage))
@@ -259,7 +260,8 @@ pub async fn send_test_event(
     let payload = serde_json::json!({ "account_id": signed_in.0.account_id });
     match state
         .store
-        .queue_test_webhook(&signed_in.0.account_id, url, &payload)
+        .webhook_log()
+        .queue_test(&signed_in.0.account_id, url, &payload)
         .await
     {
         Ok(true) => Redirect::to("/dashboard/webhooks?tested=1").into_response(),
@@ -301,7 +303,7 @@ pub async fn secret(
         Ok(false) => return refused(session, KeyChangeError::NotAllowed),
         Err(error) => return super::internal_error(error),
     }
-    match state.store.account(&session.account_id).await {
+    match state.store.accounts().get(&session.account_id).await {
         Ok(Some(account)) => {
             Json(serde_json::json!({ "webhook_secret": account.webhook_secret })).into_response()
         }

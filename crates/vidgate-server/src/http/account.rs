@@ -79,7 +79,8 @@ pub async fn show(
 pub(super) async fn caller_account(state: &AppState, caller: &Caller) -> Result<Account, ApiError> {
     state
         .store
-        .account(&caller.account_id)
+        .accounts()
+        .get(&caller.account_id)
         .await?
         .ok_or_else(account_gone)
 }

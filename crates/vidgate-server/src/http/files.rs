@@ -159,7 +159,11 @@ pub async fn gone_when_expired(
 ) -> Result<Response, ApiError> {
     let relative_path = stored_name_of(&request);
     let mut response = if is_stored_name(&relative_path)
-        && let Some(expired_at) = state.store.file_expired_at(&relative_path).await?
+        && let Some(expired_at) = state
+            .store
+            .retention()
+            .file_expired_at(&relative_path)
+            .await?
     {
         ApiError::Gone(format!(
             "This file expired at {} and was deleted; the record that named it remains.",
@@ -191,7 +195,7 @@ async fn served_type(state: &AppState, relative_path: &str) -> Result<&'static s
     if named != UNKNOWN_CONTENT_TYPE || !relative_path.starts_with("uploads/") {
         return Ok(named);
     }
-    let recorded = state.store.upload_content_type(relative_path).await?;
+    let recorded = state.store.uploads().content_type(relative_path).await?;
     Ok(recorded
         .as_deref()
         .and_then(media_type_named)

@@ -70,7 +70,8 @@ pub async fn show(
     let Some(wait) = live::requested_wait(&headers)? else {
         let generation = state
             .store
-            .generation(&caller.account_id, &generation_id)
+            .generations()
+            .get(&caller.account_id, &generation_id)
             .await?
             .ok_or_else(|| not_found(&generation_id))?;
         return Ok(generation_response(&generation, &state.api_base));
@@ -90,7 +91,8 @@ pub async fn cancel(
 ) -> Result<Response, ApiError> {
     let mut outcome = state
         .store
-        .cancel_generation(&caller.account_id, &generation_id)
+        .generations()
+        .cancel(&caller.account_id, &generation_id)
         .await?;
     if matches!(outcome, CancelOutcome::Refused(GenerationStatus::Running)) {
         outcome = cancel_before_start(&state, &caller, &generation_id, outcome).await?;
@@ -132,7 +134,8 @@ async fn cancel_before_start(
 ) -> Result<CancelOutcome, ApiError> {
     let Some(generation) = state
         .store
-        .generation(&caller.account_id, generation_id)
+        .generations()
+        .get(&caller.account_id, generation_id)
         .await?
     else {
         return Ok(refused);
@@ -153,8 +156,8 @@ async fn cancel_before_start(
         // canceled): the refund is then the worker's, and the cancel is
         // refused with the state the generation reached.
         StartedJobCancel::Canceled { provider_run } => Ok(state
-            .store
-            .cancel_generation_canceled_at_provider(
+            .store.generations()
+            .cancel_canceled_at_provider(
                 &caller.account_id,
                 generation_id,
                 &provider_run,
@@ -245,7 +248,8 @@ pub async fn list(
     let mut page = GenerationPageWriter::new(page_size, &state.api_base);
     state
         .store
-        .visit_generations(&caller.account_id, &filter, |generation| {
+        .generations()
+        .visit(&caller.account_id, &filter, |generation| {
             page.push(generation)
         })
         .await?;

@@ -105,13 +105,14 @@ pub fn metrics_router(store: Arc<Store>, metrics: Arc<Metrics>) -> Router {
 /// most during a database outage), counts the failure and logs it.
 async fn scrape(State(state): State<MetricsState>) -> Response {
     let store_state = async {
-        let depth = state.store.queue_depth().await?;
+        let depth = state.store.queue().queue_depth().await?;
         let longest_waiting = state
             .store
+            .queue()
             .longest_waiting_accounts(crate::metrics::WAITING_ACCOUNTS_RANKED)
             .await?;
-        let pending = state.store.pending_webhook_deliveries().await?;
-        let providers = state.store.provider_health().await?;
+        let pending = state.store.webhooks().pending_deliveries().await?;
+        let providers = state.store.provider_health().read().await?;
         Ok::<_, crate::store::StoreError>((depth, longest_waiting, pending, providers))
     }
     .await;

@@ -68,7 +68,8 @@ pub async fn initiate(
     };
     state
         .store
-        .create_direct_upload(&NewDirectUpload {
+        .uploads()
+        .create_direct(&NewDirectUpload {
             id: upload_id.clone(),
             account_id: caller.account_id,
             relative_path: relative_path.clone(),
@@ -295,7 +296,7 @@ pub async fn create(
             media: media.to_json(),
             created_at,
         };
-        state.store.create_upload(&upload).await?;
+        state.store.uploads().create(&upload).await?;
         let record = UploadRecord {
             content_type: upload.content_type,
             created_at: rfc3339(created_at),
@@ -345,7 +346,7 @@ async fn check_upload_quota(
     } else {
         UPLOAD_QUOTA_WITHOUT_CREDIT
     };
-    let usage = state.store.upload_usage(&caller.account_id).await?;
+    let usage = state.store.uploads().usage(&caller.account_id).await?;
     let adding_bytes = i64::try_from(adding_bytes).unwrap_or(i64::MAX);
     // The upload being checked is not recorded yet: it is the one more.
     let count_after = usage.count + 1;

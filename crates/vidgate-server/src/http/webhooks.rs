@@ -178,7 +178,8 @@ async fn require_generation(
 ) -> Result<(), ApiError> {
     match state
         .store
-        .generation(&caller.account_id, generation_id)
+        .generations()
+        .get(&caller.account_id, generation_id)
         .await?
     {
         Some(_) => Ok(()),
@@ -198,7 +199,8 @@ pub async fn list_deliveries(
     require_generation(&state, &caller, &generation_id).await?;
     let deliveries = state
         .store
-        .webhook_deliveries(&caller.account_id, &generation_id)
+        .webhook_log()
+        .deliveries(&caller.account_id, &generation_id)
         .await?;
     Ok(Json(DeliveryList {
         data: deliveries
@@ -246,7 +248,8 @@ pub async fn retry_delivery(
     }
     match state
         .store
-        .retry_webhook_delivery(&caller.account_id, &generation_id, &delivery_id)
+        .webhook_log()
+        .retry_delivery(&caller.account_id, &generation_id, &delivery_id)
         .await?
     {
         DeliveryRetryOutcome::Scheduled => {}
@@ -273,7 +276,8 @@ pub async fn retry_delivery(
     tracing::info!(delivery = %delivery_id, generation = %generation_id, "webhook re-send requested");
     let deliveries = state
         .store
-        .webhook_deliveries(&caller.account_id, &generation_id)
+        .webhook_log()
+        .deliveries(&caller.account_id, &generation_id)
         .await?;
     let delivery = deliveries
         .iter()

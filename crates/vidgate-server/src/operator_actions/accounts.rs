@@ -45,6 +45,7 @@ pub async fn create(
         }),
     };
     let account = store
+        .operator()
         .create_account_audited(&new_account, &first_key.record, &audit)
         .await?;
     Ok(CreatedAccount {
@@ -57,7 +58,8 @@ pub async fn create(
 /// The account, deleted or not.
 pub async fn show(store: &Store, account_id: &str) -> Result<Account, OperatorActionError> {
     store
-        .account(account_id)
+        .accounts()
+        .get(account_id)
         .await?
         .ok_or_else(|| OperatorActionError::AccountNotFound(account_id.to_owned()))
 }
@@ -114,6 +116,7 @@ pub async fn adjust_credit(
     }
     let reason = bounded_text("reason", request.reason, MAX_REASON_LENGTH)?;
     let outcome = store
+        .operator()
         .adjust_credit(NewCreditAdjustment {
             idempotency_key: idempotency_key.to_owned(),
             account_id: request.account_id.to_owned(),
@@ -198,6 +201,7 @@ pub async fn set_limits(
         }),
     };
     store
+        .operator()
         .set_account_limits_audited(account_id, limits, &audit)
         .await?
         .ok_or_else(|| OperatorActionError::AccountNotFound(account_id.to_owned()))
@@ -237,7 +241,7 @@ pub async fn delete(
     actor: &str,
     account_id: &str,
 ) -> Result<DeletedAccount, OperatorActionError> {
-    match store.delete_account(account_id, actor).await? {
+    match store.operator().delete_account(account_id, actor).await? {
         AccountDeletion::Deleted { account, files } => Ok(DeletedAccount {
             account,
             files_expired: files,
@@ -284,6 +288,7 @@ pub async fn set_low_balance_alert(
         }),
     };
     store
+        .operator()
         .set_low_balance_alert_audited(account_id, &setting, &audit)
         .await?
         .ok_or_else(|| OperatorActionError::AccountNotFound(account_id.to_owned()))

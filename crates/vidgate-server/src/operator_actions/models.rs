@@ -31,6 +31,7 @@ pub async fn set_paused(
         detail: json!({}),
     };
     store
+        .operator()
         .set_model_paused_audited(model_id, paused, &audit)
         .await?;
     Ok(())

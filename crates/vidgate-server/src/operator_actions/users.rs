@@ -25,6 +25,7 @@ pub async fn create(
         detail: json!({ "account_id": account_id, "email": prepared.user.email }),
     };
     let user = store
+        .operator()
         .create_user_audited(&prepared.user, &audit)
         .await?
         .ok_or_else(|| UserError::EmailTaken(prepared.user.email.clone()))?;
@@ -38,7 +39,8 @@ pub async fn create(
 async fn user_named(store: &Store, email: &str) -> Result<User, OperatorActionError> {
     let email = email.trim().to_lowercase();
     store
-        .user_by_email(&email)
+        .users()
+        .by_email(&email)
         .await?
         .ok_or(OperatorActionError::UserNotFound(email))
 }
@@ -52,6 +54,7 @@ async fn user_named(store: &Store, email: &str) -> Result<User, OperatorActionEr
 pub async fn remove(store: &Store, actor: &str, email: &str) -> Result<User, OperatorActionError> {
     let user = user_named(store, email).await?;
     let removed = store
+        .operator()
         .remove_user_audited(&user, |revoked_key_ids| NewAuditEntry {
             actor: actor.to_owned(),
             action: AuditAction::UserRemove,
@@ -74,6 +77,7 @@ pub async fn revoke_sessions(
 ) -> Result<(User, u64), OperatorActionError> {
     let user = user_named(store, email).await?;
     let revoked = store
+        .operator()
         .revoke_user_sessions_audited(&user.id, |revoked| NewAuditEntry {
             actor: actor.to_owned(),
             action: AuditAction::UserRevokeSessions,

@@ -446,17 +446,23 @@ impl Store {
     }
 }
 
-impl Store {
-    pub async fn create_account(&self, account: NewAccount) -> Result<Account, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let created = Self::create_account_in(&mut transaction, &account).await?;
+/// The operations of `accounts` (see `Store::accounts`).
+#[derive(Clone, Copy)]
+pub struct Accounts<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Accounts<'_> {
+    pub async fn create(self, account: NewAccount) -> Result<Account, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        let created = Store::create_account_in(&mut transaction, &account).await?;
         transaction.commit().await?;
         Ok(created)
     }
 
-    pub async fn account(&self, account_id: &str) -> Result<Option<Account>, StoreError> {
+    pub async fn get(self, account_id: &str) -> Result<Option<Account>, StoreError> {
         let row: Option<AccountRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_as(concat!(
                 "SELECT ",
@@ -468,52 +474,52 @@ impl Store {
         Ok(row.map(Account::from))
     }
 
-    pub async fn count_accounts(&self) -> Result<i64, StoreError> {
+    pub async fn count(self) -> Result<i64, StoreError> {
         Ok(fetch_on_reader!(
-            self,
+            self.store,
             fetch_one,
             sqlx::query_scalar("SELECT COUNT(*) FROM accounts")
         )?)
     }
 
-    pub async fn set_account_limits(
-        &self,
+    pub async fn set_limits(
+        self,
         account_id: &str,
         limits: AccountLimits,
     ) -> Result<Option<Account>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let account = Self::set_account_limits_in(&mut transaction, account_id, limits).await?;
+        let mut transaction = self.store.begin_write().await?;
+        let account = Store::set_account_limits_in(&mut transaction, account_id, limits).await?;
         transaction.commit().await?;
         // Remembered callers carry their account's limits.
-        self.callers().forget_all();
+        self.store.callers().forget_all();
         Ok(account)
     }
 
-    pub async fn create_api_key(&self, key: NewApiKey) -> Result<(), StoreError> {
-        let mut transaction = self.begin_write().await?;
-        Self::insert_api_key_in(&mut transaction, &key).await?;
+    pub async fn create_api_key(self, key: NewApiKey) -> Result<(), StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        Store::insert_api_key_in(&mut transaction, &key).await?;
         transaction.commit().await?;
         Ok(())
     }
 
     /// Revokes a key; false when no unrevoked key has that id. Takes effect
     /// at once in this process and within `CALLER_CACHE_TTL` in others.
-    pub async fn revoke_api_key(&self, key_id: &str) -> Result<bool, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let revoked = Self::revoke_api_key_in(&mut transaction, key_id).await?;
+    pub async fn revoke_api_key(self, key_id: &str) -> Result<bool, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        let revoked = Store::revoke_api_key_in(&mut transaction, key_id).await?;
         transaction.commit().await?;
-        self.callers().forget_all();
+        self.store.callers().forget_all();
         Ok(revoked)
     }
 
     /// The caller owning an unrevoked key with this secret digest; a caller
     /// found within the last `CALLER_CACHE_TTL` is answered from memory.
-    pub async fn authenticate(&self, secret_sha256: &str) -> Result<Option<Caller>, StoreError> {
-        if let Some(caller) = self.callers().get(secret_sha256) {
+    pub async fn authenticate(self, secret_sha256: &str) -> Result<Option<Caller>, StoreError> {
+        if let Some(caller) = self.store.callers().get(secret_sha256) {
             return Ok(Some(caller));
         }
-        let ticket = self.callers().ticket();
-        let row: Option<KeyOwnerRow> = self.point_read(KEY_OWNER, &[secret_sha256]).await?;
+        let ticket = self.store.callers().ticket();
+        let row: Option<KeyOwnerRow> = self.store.point_read(KEY_OWNER, &[secret_sha256]).await?;
         // The last use is written only when the recorded one is
         // older than the resolution the dashboard shows, so most
         // authenticated requests do not write at all.
@@ -524,7 +530,7 @@ impl Store {
                 .is_none_or(|last| now - last >= KEY_USE_RESOLUTION.as_millis() as i64)
         {
             execute_on_writer!(
-                self,
+                self.store,
                 sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
                     .bind(now)
                     .bind(&owner.key_id)
@@ -540,7 +546,7 @@ impl Store {
             account_id: owner.account_id,
         });
         if let Some(caller) = &caller {
-            self.callers().remember(ticket, secret_sha256, caller);
+            self.store.callers().remember(ticket, secret_sha256, caller);
         }
         Ok(caller)
     }
@@ -550,7 +556,7 @@ impl Store {
     /// a session not expired) in an account not deleted: the callers whose
     /// open waits and event streams may go on. A few hundred ids to a
     /// statement.
-    pub async fn live_callers(&self, caller_ids: &[String]) -> Result<HashSet<String>, StoreError> {
+    pub async fn live_callers(self, caller_ids: &[String]) -> Result<HashSet<String>, StoreError> {
         /// Well under SQLite's and PostgreSQL's limits on bound values.
         const IDS_PER_STATEMENT: usize = 500;
         let (sessions, keys): (Vec<&str>, Vec<&str>) = caller_ids
@@ -559,7 +565,7 @@ impl Store {
             .partition(|caller_id| caller_id.starts_with(SESSION_CALLER_PREFIX));
         let mut live = HashSet::new();
         for chunk in keys.chunks(IDS_PER_STATEMENT) {
-            let rows: Vec<(String,)> = on_reader!(self, |reader| {
+            let rows: Vec<(String,)> = on_reader!(self.store, |reader| {
                 let mut query = sqlx::QueryBuilder::new(
                     "SELECT k.id FROM api_keys k JOIN accounts a ON a.id = k.account_id \
                      WHERE k.revoked_at IS NULL AND a.deleted_at IS NULL AND k.id IN (",
@@ -575,7 +581,7 @@ impl Store {
         }
         let now = now_millis();
         for chunk in sessions.chunks(IDS_PER_STATEMENT) {
-            let rows: Vec<(String,)> = on_reader!(self, |reader| {
+            let rows: Vec<(String,)> = on_reader!(self.store, |reader| {
                 let mut query = sqlx::QueryBuilder::new(
                     "SELECT s.id FROM sessions s JOIN accounts a ON a.id = s.account_id \
                      WHERE s.revoked_at IS NULL AND a.deleted_at IS NULL AND s.expires_at > ",
@@ -598,14 +604,14 @@ impl Store {
 
     /// Changes after every revocation of a key on this node (an account's
     /// deletion among them).
-    pub fn revocations(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.callers().revocations()
+    pub fn revocations(self) -> tokio::sync::watch::Receiver<u64> {
+        self.store.callers().revocations()
     }
 
     /// The account's keys, newest first.
-    pub async fn api_keys(&self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError> {
+    pub async fn api_keys(self, account_id: &str) -> Result<Vec<ApiKeyRecord>, StoreError> {
         let rows: Vec<ApiKeyRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 "SELECT id, name, prefix, created_at, last_used_at, revoked_at, \
@@ -641,16 +647,16 @@ impl Store {
             .collect())
     }
 
-    pub async fn set_model_paused(&self, model_id: &str, paused: bool) -> Result<(), StoreError> {
-        let mut transaction = self.begin_write().await?;
-        Self::set_model_paused_in(&mut transaction, model_id, paused).await?;
+    pub async fn set_model_paused(self, model_id: &str, paused: bool) -> Result<(), StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        Store::set_model_paused_in(&mut transaction, model_id, paused).await?;
         transaction.commit().await?;
         Ok(())
     }
 
-    pub async fn is_model_paused(&self, model_id: &str) -> Result<bool, StoreError> {
+    pub async fn is_model_paused(self, model_id: &str) -> Result<bool, StoreError> {
         let paused: Option<bool> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_scalar("SELECT paused FROM model_states WHERE model_id = $1")
                 .bind(model_id)

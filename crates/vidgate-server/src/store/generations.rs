@@ -511,17 +511,40 @@ impl Store {
 }
 
 impl Store {
+    /// An account's list (`account_list_pieces`) through the reader pool:
+    /// always on PostgreSQL, and on SQLite when the inline read would wait.
+    async fn list_generation_rows_on_reader(
+        &self,
+        pieces: &[ListPiece<'_>],
+    ) -> Result<Vec<GenerationRow>, StoreError> {
+        // The builder is written once and typed for each database by
+        // the pool it runs on.
+        Ok(on_reader!(self, |reader| {
+            let mut query = sqlx::QueryBuilder::new(ACCOUNT_LIST_SELECT);
+            push_list_pieces(&mut query, pieces);
+            query.build_query_as().fetch_all(reader).await
+        })?)
+    }
+}
+
+/// The operations of `generations` (see `Store::generations`).
+#[derive(Clone, Copy)]
+pub struct Generations<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Generations<'_> {
     /// The account's submit under `idempotency`'s key within
     /// `IDEMPOTENCY_WINDOW`, if there was one, and whether it was the same
     /// request, so that a retry is answered its generation (or refused as a
     /// conflict) before anything else is checked.
     pub async fn earlier_submit(
-        &self,
+        self,
         account_id: &str,
         idempotency: &IdempotencyKey,
     ) -> Result<Option<EarlierSubmit>, StoreError> {
         let found: Option<(String, Option<String>)> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_as(
                 "SELECT id, request_sha256 FROM generations \
@@ -538,25 +561,28 @@ impl Store {
             return Ok(Some(EarlierSubmit::OtherRequest));
         }
         let generation = self
-            .generation(account_id, &earlier_id)
+            .store
+            .generations()
+            .get(account_id, &earlier_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt("an earlier submit's generation vanished".into()))?;
         Ok(Some(EarlierSubmit::SameRequest(Box::new(generation))))
     }
 
-    pub async fn generation(
-        &self,
+    pub async fn get(
+        self,
         account_id: &str,
         generation_id: &str,
     ) -> Result<Option<Generation>, StoreError> {
         let row: Option<GenerationRow> = self
+            .store
             .point_read(GENERATION_OF_ACCOUNT, &[generation_id, account_id])
             .await?;
         row.map(Generation::try_from).transpose()
     }
 
-    pub async fn list_generations(
-        &self,
+    pub async fn list(
+        self,
         account_id: &str,
         filter: &ListFilter,
     ) -> Result<Vec<Generation>, StoreError> {
@@ -569,7 +595,7 @@ impl Store {
         // `($2 IS NULL OR status = $2)` made them walk every row of
         // the account instead.
         let pieces = account_list_pieces(account_id, filter);
-        let rows = match &self.database {
+        let rows = match &self.store.database {
             // SQLite reads the page inline (see `inline_reads.rs`): sqlx's
             // connection thread costs a hand-off per statement and per row.
             Database::Sqlite(database) => {
@@ -578,11 +604,11 @@ impl Store {
                     .read_all(
                         &statement.text,
                         &statement.values,
-                        self.list_generation_rows_on_reader(&pieces),
+                        self.store.list_generation_rows_on_reader(&pieces),
                     )
                     .await?
             }
-            Database::Postgres(_) => self.list_generation_rows_on_reader(&pieces).await?,
+            Database::Postgres(_) => self.store.list_generation_rows_on_reader(&pieces).await?,
         };
         rows.into_iter().map(Generation::try_from).collect()
     }
@@ -591,14 +617,14 @@ impl Store {
     /// one generation at a time, newest first, instead of collected. On
     /// SQLite each row is read in place and none of its texts is copied:
     /// the API's list writes its answer from these (issue 42).
-    pub async fn visit_generations(
-        &self,
+    pub async fn visit(
+        self,
         account_id: &str,
         filter: &ListFilter,
         mut visit: impl FnMut(GenerationView<'_>) + Send,
     ) -> Result<(), StoreError> {
         let pieces = account_list_pieces(account_id, filter);
-        if let Database::Sqlite(database) = &self.database {
+        if let Database::Sqlite(database) = &self.store.database {
             let statement = InlineListStatement::new(ACCOUNT_LIST_SELECT, &pieces);
             let read_inline =
                 database.for_each_inline_row(&statement.text, &statement.values, |row| {
@@ -609,38 +635,23 @@ impl Store {
                 return Ok(());
             }
         }
-        for row in self.list_generation_rows_on_reader(&pieces).await? {
+        for row in self.store.list_generation_rows_on_reader(&pieces).await? {
             visit(Generation::try_from(row)?.view());
         }
         Ok(())
-    }
-
-    /// An account's list (`account_list_pieces`) through the reader pool:
-    /// always on PostgreSQL, and on SQLite when the inline read would wait.
-    async fn list_generation_rows_on_reader(
-        &self,
-        pieces: &[ListPiece<'_>],
-    ) -> Result<Vec<GenerationRow>, StoreError> {
-        // The builder is written once and typed for each database by
-        // the pool it runs on.
-        Ok(on_reader!(self, |reader| {
-            let mut query = sqlx::QueryBuilder::new(ACCOUNT_LIST_SELECT);
-            push_list_pieces(&mut query, pieces);
-            query.build_query_as().fetch_all(reader).await
-        })?)
     }
 
     /// How the database runs `list_generations` of `account_id` with
     /// `filter`, one line per step: `EXPLAIN QUERY PLAN` on SQLite,
     /// `EXPLAIN ANALYZE` on PostgreSQL (which runs it). The lists bench
     /// prints it, to say which index each shape of list uses.
-    pub async fn explain_list_generations(
-        &self,
+    pub async fn explain_list(
+        self,
         account_id: &str,
         filter: &ListFilter,
     ) -> Result<Vec<String>, StoreError> {
         let pieces = account_list_pieces(account_id, filter);
-        match &self.database {
+        match &self.store.database {
             // The plan of the inline reader's connections, which serve the
             // list, each planning a statement without its values.
             Database::Sqlite(database) => {
@@ -668,9 +679,9 @@ impl Store {
     }
 
     /// The request media a generation is bound to, as submit recorded it.
-    pub async fn generation_media(&self, generation_id: &str) -> Result<Option<Value>, StoreError> {
+    pub async fn media(self, generation_id: &str) -> Result<Option<Value>, StoreError> {
         let binding: Option<String> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_scalar("SELECT binding FROM generation_media WHERE generation_id = $1")
                 .bind(generation_id)
@@ -679,12 +690,13 @@ impl Store {
     }
 
     /// Cancels a queued generation and releases its hold, in one transaction.
-    pub async fn cancel_generation(
-        &self,
+    pub async fn cancel(
+        self,
         account_id: &str,
         generation_id: &str,
     ) -> Result<CancelOutcome, StoreError> {
-        self.cancel_from(account_id, generation_id, GenerationStatus::Queued, None)
+        self.store
+            .cancel_from(account_id, generation_id, GenerationStatus::Queued, None)
             .await
     }
 
@@ -692,34 +704,35 @@ impl Store {
     /// at our cancel, and releases its hold, in one transaction, recording
     /// the provider and what the seconds the job ran first cost the
     /// operator; refused when the generation is no longer running.
-    pub async fn cancel_generation_canceled_at_provider(
-        &self,
+    pub async fn cancel_canceled_at_provider(
+        self,
         account_id: &str,
         generation_id: &str,
         provider_run: &ProviderRun,
     ) -> Result<CancelOutcome, StoreError> {
-        self.cancel_from(
-            account_id,
-            generation_id,
-            GenerationStatus::Running,
-            Some(provider_run),
-        )
-        .await
+        self.store
+            .cancel_from(
+                account_id,
+                generation_id,
+                GenerationStatus::Running,
+                Some(provider_run),
+            )
+            .await
     }
 
     /// Watches a generation for changes of its status committed on any
     /// node from now on (see `changes.rs`): the watch is woken, and its
     /// holder reads the generation again. Holds no database connection.
-    pub async fn watch_generation(&self, generation_id: &str) -> super::GenerationWatch {
-        self.watch_generation_changes(generation_id).await
+    pub async fn watch(self, generation_id: &str) -> super::GenerationWatch {
+        self.store.watch_generation_changes(generation_id).await
     }
 
     /// Whether every committed change of a generation is announced to this
     /// process now (`true`), so that a watcher hears it without reading
     /// on a timer, and each change of that: always on SQLite, while the
     /// listener is connected on PostgreSQL.
-    pub fn announcements_heard(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.generation_announcements_heard()
+    pub fn announcements_heard(self) -> tokio::sync::watch::Receiver<bool> {
+        self.store.generation_announcements_heard()
     }
 }
 
@@ -738,7 +751,8 @@ pub(super) mod tests {
         let mut accounts = Vec::new();
         for name in ["listed", "other"] {
             let created = store
-                .create_account(crate::store::NewAccount {
+                .accounts()
+                .create(crate::store::NewAccount {
                     id: format!("acct_{name}"),
                     name: name.to_owned(),
                     initial_credit: Micros(1_000_000),
@@ -840,7 +854,8 @@ pub(super) mod tests {
                         // The rows read in place are the pool's rows.
                         let mut visited = 0;
                         store
-                            .visit_generations(&account_id, &filter, |generation| {
+                            .generations()
+                            .visit(&account_id, &filter, |generation| {
                                 assert_eq!(generation, pooled[visited].view(), "{filter:?}");
                                 visited += 1;
                             })
@@ -884,7 +899,8 @@ pub(super) mod tests {
                     limit: 21,
                 };
                 let plan = store
-                    .explain_list_generations(&account_id, &filter)
+                    .generations()
+                    .explain_list(&account_id, &filter)
                     .await
                     .unwrap()
                     .join("; ");

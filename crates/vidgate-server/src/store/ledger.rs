@@ -318,28 +318,61 @@ impl Store {
 }
 
 impl Store {
-    /// Adds credit; `None` when the account does not exist.
-    pub async fn credit_account(
+    /// The available balance (less any debt) right after the entry
+    /// `entry_id`: the balance now less the change of every later entry,
+    /// in one statement, so one snapshot.
+    async fn balance_after_entry(
         &self,
+        account_id: &str,
+        entry_id: i64,
+    ) -> Result<Micros, StoreError> {
+        let (balance,): (i64,) = fetch_on_reader!(
+            self,
+            fetch_one,
+            sqlx::query_as(
+                "SELECT a.balance_micros - a.debt_micros - CAST(COALESCE((\
+                 SELECT SUM(CASE l.kind WHEN 'credit' THEN l.amount_micros \
+                 WHEN 'release' THEN l.amount_micros WHEN 'hold' THEN -l.amount_micros \
+                 WHEN 'debit' THEN -l.amount_micros ELSE 0 END) \
+                 FROM ledger_entries l WHERE l.account_id = a.id AND l.id > $2), 0) AS BIGINT) \
+                 FROM accounts a WHERE a.id = $1",
+            )
+            .bind(account_id)
+            .bind(entry_id)
+        )?;
+        Ok(Micros(balance))
+    }
+}
+
+/// The operations of `ledger` (see `Store::ledger`).
+#[derive(Clone, Copy)]
+pub struct Ledger<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Ledger<'_> {
+    /// Adds credit; `None` when the account does not exist.
+    pub async fn credit(
+        self,
         account_id: &str,
         amount: Micros,
     ) -> Result<Option<Account>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if Self::account_in(&mut transaction, account_id)
+        let mut transaction = self.store.begin_write().await?;
+        if Store::account_in(&mut transaction, account_id)
             .await?
             .is_none()
         {
             return Ok(None);
         }
-        Self::move_money(&mut transaction, account_id, None, Movement::Credit, amount).await?;
-        let account = Self::account_in(&mut transaction, account_id).await?;
+        Store::move_money(&mut transaction, account_id, None, Movement::Credit, amount).await?;
+        let account = Store::account_in(&mut transaction, account_id).await?;
         transaction.commit().await?;
         Ok(account)
     }
 
-    pub async fn ledger_entries(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+    pub async fn entries(self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         let rows: Vec<LedgerRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 "SELECT id, generation_id, kind, amount_micros, created_at, reference \
@@ -359,8 +392,8 @@ impl Store {
     /// statement as the balance now less every later entry's change; the
     /// balance after each older entry of the page follows from it. A
     /// filtered page skips entries between its rows and carries none.
-    pub async fn ledger_page(
-        &self,
+    pub async fn page(
+        self,
         account_id: &str,
         request: &LedgerPageRequest,
     ) -> Result<LedgerPage, StoreError> {
@@ -379,7 +412,7 @@ impl Store {
             statement.push_str(&format!(" AND l.id < ${parameter}"));
         }
         statement.push_str(&format!(" ORDER BY l.id DESC LIMIT ${}", parameter + 1));
-        let rows: Vec<LedgerPageRow> = fetch_on_reader!(self, fetch_all, {
+        let rows: Vec<LedgerPageRow> = fetch_on_reader!(self.store, fetch_all, {
             let mut query = sqlx::query_as(AssertSqlSafe(statement.clone())).bind(account_id);
             if let Some(kind) = request.kind {
                 query = query.bind(kind.as_str());
@@ -390,7 +423,9 @@ impl Store {
             query.bind(i64::from(request.limit))
         })?;
         let balance_after_newest = match (request.kind, rows.first()) {
-            (None, Some(newest)) => Some(self.balance_after_entry(account_id, newest.0).await?),
+            (None, Some(newest)) => {
+                Some(self.store.balance_after_entry(account_id, newest.0).await?)
+            }
             _ => None,
         };
         let entries = rows
@@ -425,42 +460,17 @@ impl Store {
         })
     }
 
-    /// The available balance (less any debt) right after the entry
-    /// `entry_id`: the balance now less the change of every later entry,
-    /// in one statement, so one snapshot.
-    async fn balance_after_entry(
-        &self,
-        account_id: &str,
-        entry_id: i64,
-    ) -> Result<Micros, StoreError> {
-        let (balance,): (i64,) = fetch_on_reader!(
-            self,
-            fetch_one,
-            sqlx::query_as(
-                "SELECT a.balance_micros - a.debt_micros - CAST(COALESCE((\
-                 SELECT SUM(CASE l.kind WHEN 'credit' THEN l.amount_micros \
-                 WHEN 'release' THEN l.amount_micros WHEN 'hold' THEN -l.amount_micros \
-                 WHEN 'debit' THEN -l.amount_micros ELSE 0 END) \
-                 FROM ledger_entries l WHERE l.account_id = a.id AND l.id > $2), 0) AS BIGINT) \
-                 FROM accounts a WHERE a.id = $1",
-            )
-            .bind(account_id)
-            .bind(entry_id)
-        )?;
-        Ok(Micros(balance))
-    }
-
     /// Money captured per UTC day since `since` (Unix ms), days without any
     /// left out, oldest first.
     pub async fn daily_spend(
-        &self,
+        self,
         account_id: &str,
         since: i64,
     ) -> Result<Vec<DailySpend>, StoreError> {
         // Integer division of non-negative milliseconds is the UTC
         // day in both databases.
         let rows: Vec<(i64, i64)> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 "SELECT created_at / 86400000 AS day, CAST(SUM(amount_micros) AS BIGINT) \
@@ -482,9 +492,9 @@ impl Store {
 
     /// Each model's succeeded generations per UTC day completed at or
     /// after `since` (Unix ms): revenue and provider cost.
-    pub async fn model_usage(&self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
+    pub async fn model_usage(self, since: i64) -> Result<Vec<ModelDayUsage>, StoreError> {
         let rows: Vec<ModelDayRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 // A generation canceled at its provider after its job
@@ -537,9 +547,9 @@ impl Store {
 
     /// Each model's usage per provider, over the generations completed at
     /// or after `since` (Unix ms), counted as `model_usage` counts them.
-    pub async fn provider_usage(&self, since: i64) -> Result<Vec<ProviderModelUsage>, StoreError> {
+    pub async fn provider_usage(self, since: i64) -> Result<Vec<ProviderModelUsage>, StoreError> {
         let rows: Vec<ProviderModelRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 "SELECT model, provider, \

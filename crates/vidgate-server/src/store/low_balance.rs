@@ -10,6 +10,7 @@ use serde_json::json;
 use vidgate_core::Micros;
 
 use super::accounts::Account;
+use super::accounts::Accounts;
 use super::database::WriteTransaction;
 use super::{Store, StoreError, now_millis};
 
@@ -117,16 +118,19 @@ impl Store {
         Self::settle_low_balance_alert_in(transaction, account_id, state).await?;
         Self::account_in(transaction, account_id).await
     }
+}
 
+impl Accounts<'_> {
     /// Sets the account's low-balance alert, as the dashboard's owner or
     /// admin does; `None` when there is no such account.
     pub async fn set_low_balance_alert(
-        &self,
+        self,
         account_id: &str,
         setting: &LowBalanceSetting,
     ) -> Result<Option<Account>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let account = Self::set_low_balance_alert_in(&mut transaction, account_id, setting).await?;
+        let mut transaction = self.store.begin_write().await?;
+        let account =
+            Store::set_low_balance_alert_in(&mut transaction, account_id, setting).await?;
         transaction.commit().await?;
         Ok(account)
     }

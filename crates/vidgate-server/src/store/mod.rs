@@ -8,7 +8,7 @@
 //! same `Store` for several nodes.
 //!
 //! The operations are split by aggregate, one file each with its types, its
-//! rows and an `impl Store` block of methods holding its SQL: `accounts`
+//! rows and a view of the store (`store.accounts()`, …) holding its SQL: `accounts`
 //! (accounts, limits, API keys, model pause state), `ledger` (money
 //! movements and ledger reads), `generations` (submit, read, list, cancel),
 //! `queue` (claim, lease, finish, release, rescue), `webhooks` (the outbox:
@@ -93,22 +93,27 @@ mod users;
 mod webhook_log;
 mod webhooks;
 
+pub use accounts::Accounts;
 pub use accounts::{
     Account, AccountLimits, ApiKeyRecord, Caller, KEY_USE_RESOLUTION, LowBalanceAlert, NewAccount,
     NewApiKey, SESSION_CALLER_PREFIX,
 };
 pub use caller_cache::CALLER_CACHE_TTL;
 pub use changes::{GenerationChanges, GenerationWatch};
+pub use generations::Generations;
 pub use generations::{
     CancelOutcome, EarlierSubmit, Generation, GenerationView, IDEMPOTENCY_WINDOW, IdempotencyKey,
     ListFilter, NewGeneration, SubmitOutcome, SubmitRefusal,
 };
+pub use ledger::Ledger;
 pub use ledger::{
     DailySpend, LedgerEntry, LedgerGeneration, LedgerKind, LedgerPage, LedgerPageEntry,
     LedgerPageRequest, ModelDayUsage, ProviderModelUsage,
 };
 pub use low_balance::{BALANCE_LOW_EVENT, LowBalanceSetting};
+pub use operations::Operations;
 pub use operations::SchemaState;
+pub use operator::Operator;
 pub use operator::{
     AccountDeletion, AdjustmentKind, AdjustmentOutcome, AuditAction, AuditEntry, CreditAdjustment,
     NewAuditEntry, NewCreditAdjustment, OperatorGenerationFilter,
@@ -116,25 +121,35 @@ pub use operator::{
 pub use operator_changes::{KeyChangeRefusal, KeyChanger};
 pub use postgres::PgStore;
 pub use provider_health::ProviderHealth;
+pub use provider_health::ProviderHealthRecords;
+pub use provider_jobs::ProviderJobs;
 pub use provider_jobs::{GenerationProvider, NewProviderJob, ProviderJob, ProviderRouting};
+pub use queue::Queue;
 pub use queue::{ClaimableModels, FailureDetail, ProviderRun, QueueDepth, RescueReport};
 pub use retention::ExpiredFile;
+pub use retention::Retention;
 pub use schema::{Migration, Migrations, migrate, pending_migrations};
+pub use server_keys::ServerKeys;
 pub use sqlite::{SqliteDurability, SqliteStore};
 pub use stored_json::StoredJson;
+pub use stripe_payments::StripePayments;
 pub use stripe_payments::{
     StripeCredit, StripeCreditOutcome, StripeDisputeWon, StripeDisputeWonOutcome, StripeTakeBack,
     StripeTakeBackKind, StripeTakeBackOutcome,
 };
+pub use uploads::Uploads;
 pub use uploads::{DirectUpload, NewDirectUpload, NewUpload, UploadUsage};
+pub use users::Users;
 pub use users::{
     KeysOfRemovedPerson, NewSession, PeopleActor, PeopleRefusal, RemovedPerson, Session, User,
     UserRole,
 };
+pub use webhook_log::WebhookLog;
 pub use webhook_log::{
     AccountDelivery, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, MAX_PENDING_TEST_EVENTS, TEST_EVENT,
     WebhookAttempt, WebhookDelivery,
 };
+pub use webhooks::Webhooks;
 pub use webhooks::{
     AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliveryStatus, DeliverySubject, SenderFairness,
 };
@@ -230,10 +245,91 @@ fn sqlx_error_is_unavailable(error: &sqlx::Error) -> bool {
 }
 
 /// Every operation of the store, on whichever database it runs. Callers
-/// share one as `Arc<Store>` and call any aggregate's methods on it: each
-/// aggregate's file adds its own `impl Store` block.
+/// share one as `Arc<Store>` and reach each aggregate's operations through
+/// its view (`store.accounts()`, `store.generations()`, …), which its file
+/// implements.
 pub struct Store {
     database: database::Database,
+}
+
+/// Each aggregate's operations are reached through its view, so a call
+/// site names the file that holds the method: `store.generations().get(…)`
+/// is in `generations.rs`. The views are thin borrows of the store.
+impl Store {
+    /// The store's view of accounts, their limits, API keys, the low-balance alert and model pause state (`accounts.rs`, `low_balance.rs`).
+    pub fn accounts(&self) -> Accounts<'_> {
+        Accounts { store: self }
+    }
+
+    /// The store's view of submitting, reading, listing, cancelling and watching generations (`generations.rs`, `submit.rs`).
+    pub fn generations(&self) -> Generations<'_> {
+        Generations { store: self }
+    }
+
+    /// The store's view of money movements and the ledger's reads (`ledger.rs`).
+    pub fn ledger(&self) -> Ledger<'_> {
+        Ledger { store: self }
+    }
+
+    /// The store's view of claiming, leasing, finishing, releasing and rescuing jobs (`queue.rs`).
+    pub fn queue(&self) -> Queue<'_> {
+        Queue { store: self }
+    }
+
+    /// The store's view of a generation's job at a hosted provider (`provider_jobs.rs`).
+    pub fn provider_jobs(&self) -> ProviderJobs<'_> {
+        ProviderJobs { store: self }
+    }
+
+    /// The store's view of each provider's circuit as a node last saw it (`provider_health.rs`).
+    pub fn provider_health(&self) -> ProviderHealthRecords<'_> {
+        ProviderHealthRecords { store: self }
+    }
+
+    /// The store's view of the webhook outbox: claiming deliveries, recording attempts, signing secrets (`webhooks.rs`).
+    pub fn webhooks(&self) -> Webhooks<'_> {
+        Webhooks { store: self }
+    }
+
+    /// The store's view of the customer's webhook delivery log and its retries (`webhook_log.rs`).
+    pub fn webhook_log(&self) -> WebhookLog<'_> {
+        WebhookLog { store: self }
+    }
+
+    /// The store's view of dashboard users, their sessions and roles (`users.rs`).
+    pub fn users(&self) -> Users<'_> {
+        Users { store: self }
+    }
+
+    /// The store's view of uploaded files and direct uploads (`uploads.rs`).
+    pub fn uploads(&self) -> Uploads<'_> {
+        Uploads { store: self }
+    }
+
+    /// The store's view of what the operator adds: lists across accounts, credit adjustments, deletion, the audit log and every audited change (`operator.rs`, `operator_changes.rs`).
+    pub fn operator(&self) -> Operator<'_> {
+        Operator { store: self }
+    }
+
+    /// The store's view of the schema's state, the writable check and backups (`operations.rs`).
+    pub fn operations(&self) -> Operations<'_> {
+        Operations { store: self }
+    }
+
+    /// The store's view of expiring old clips and uploads and the files to delete (`retention.rs`).
+    pub fn retention(&self) -> Retention<'_> {
+        Retention { store: self }
+    }
+
+    /// The store's view of secrets the server makes for itself (`server_keys.rs`).
+    pub fn server_keys(&self) -> ServerKeys<'_> {
+        ServerKeys { store: self }
+    }
+
+    /// The store's view of money in and back through Stripe (`stripe_payments.rs`).
+    pub fn stripe_payments(&self) -> StripePayments<'_> {
+        StripePayments { store: self }
+    }
 }
 
 /// Opens the store at `database_url`, applying this version's pending

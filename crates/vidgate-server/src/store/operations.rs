@@ -24,15 +24,21 @@ impl SchemaState {
     }
 }
 
-impl Store {
+/// The operations of `operations` (see `Store::operations`).
+#[derive(Clone, Copy)]
+pub struct Operations<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Operations<'_> {
     /// Runs one cheap query, so it fails when the database is unreachable.
-    pub async fn schema_state(&self) -> Result<SchemaState, StoreError> {
+    pub async fn schema_state(self) -> Result<SchemaState, StoreError> {
         let applied_version: i64 = fetch_on_reader!(
-            self,
+            self.store,
             fetch_one,
             sqlx::query_scalar(NEWEST_APPLIED_MIGRATION)
         )?;
-        let migrator = match &self.database {
+        let migrator = match &self.store.database {
             Database::Sqlite(_) => schema::sqlite_migrator(),
             Database::Postgres(_) => schema::postgres_migrator(),
         };
@@ -45,15 +51,15 @@ impl Store {
     /// Starts a write transaction and rolls it back: fails while a write
     /// could not start (the database unreachable, or SQLite's write lock
     /// held by another process), which reads alone would not show.
-    pub async fn check_writable(&self) -> Result<(), StoreError> {
-        self.begin_write().await?.rollback().await
+    pub async fn check_writable(self) -> Result<(), StoreError> {
+        self.store.begin_write().await?.rollback().await
     }
 
     /// Writes a consistent copy of the whole database to a new file at
     /// `path`, without stopping writers. Only the embedded SQLite database
     /// can; PostgreSQL has its own tools (`pg_dump`, base backups).
-    pub async fn backup_into(&self, path: &str) -> Result<(), StoreError> {
-        match &self.database {
+    pub async fn backup_into(self, path: &str) -> Result<(), StoreError> {
+        match &self.store.database {
             Database::Sqlite(database) => database.backup_into(path).await,
             Database::Postgres(_) => Err(StoreError::Unsupported(
                 "backups of PostgreSQL are taken with its own tools (pg_dump, pg_basebackup)",

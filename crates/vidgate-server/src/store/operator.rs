@@ -327,10 +327,16 @@ impl Store {
     }
 }
 
-impl Store {
+/// The operations of `operator` (see `Store::operator`).
+#[derive(Clone, Copy)]
+pub struct Operator<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Operator<'_> {
     /// Generations of every account (or one), newest first, filtered.
     pub async fn list_generations_across_accounts(
-        &self,
+        self,
         filter: &OperatorGenerationFilter,
     ) -> Result<Vec<Generation>, StoreError> {
         // As the public list does, only the filters given are
@@ -340,7 +346,7 @@ impl Store {
         // seek to the cursor.
         // The builder is written once and typed for each database by
         // the pool it runs on.
-        let rows: Vec<GenerationRow> = on_reader!(self, |reader| {
+        let rows: Vec<GenerationRow> = on_reader!(self.store, |reader| {
             let mut query = sqlx::QueryBuilder::new(concat!(
                 "SELECT ",
                 generation_columns!(),
@@ -373,12 +379,12 @@ impl Store {
 
     /// Accounts in id order, after `after` when given.
     pub async fn list_accounts(
-        &self,
+        self,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Account>, StoreError> {
         let rows: Vec<AccountRow> =
-            fetch_on_reader!(self, fetch_all, sqlx::query_as(concat!(
+            fetch_on_reader!(self.store, fetch_all, sqlx::query_as(concat!(
                 "SELECT ",
                 account_columns!(),
                 " FROM accounts WHERE (CAST($1 AS TEXT) IS NULL OR id > $1) ORDER BY id LIMIT $2"
@@ -392,13 +398,13 @@ impl Store {
     /// Adds or takes credit once per idempotency key: the adjustment, its
     /// ledger entry and its audit row in one transaction.
     pub async fn adjust_credit(
-        &self,
+        self,
         adjustment: NewCreditAdjustment,
     ) -> Result<AdjustmentOutcome, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         // The account row is locked first, so two deliveries of one
         // webhook take turns and the second finds the first's row.
-        let Some(account) = Self::account_in(&mut transaction, &adjustment.account_id).await?
+        let Some(account) = Store::account_in(&mut transaction, &adjustment.account_id).await?
         else {
             return Ok(AdjustmentOutcome::AccountNotFound);
         };
@@ -447,7 +453,7 @@ impl Store {
             .bind(&adjustment.actor)
             .bind(created_at)
         )?;
-        Self::move_money(
+        Store::move_money(
             &mut transaction,
             &adjustment.account_id,
             None,
@@ -455,7 +461,7 @@ impl Store {
             adjustment.amount,
         )
         .await?;
-        Self::record_audit_in(
+        Store::record_audit_in(
             &mut transaction,
             &NewAuditEntry {
                 actor: adjustment.actor.clone(),
@@ -472,7 +478,7 @@ impl Store {
             },
         )
         .await?;
-        let account = Self::account_in(&mut transaction, &adjustment.account_id)
+        let account = Store::account_in(&mut transaction, &adjustment.account_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
         transaction.commit().await?;
@@ -500,14 +506,14 @@ impl Store {
     /// row stays with its money figures and its ledger, so the books still
     /// add up.
     pub async fn delete_account(
-        &self,
+        self,
         account_id: &str,
         actor: &str,
     ) -> Result<AccountDeletion, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         // Locked first, so no submit of the account slips in while
         // its data goes.
-        let Some(account) = Self::account_in(&mut transaction, account_id).await? else {
+        let Some(account) = Store::account_in(&mut transaction, account_id).await? else {
             return Ok(AccountDeletion::AccountNotFound);
         };
         if account.deleted_at.is_some() {
@@ -599,7 +605,7 @@ impl Store {
                 .bind(account_id)
                 .bind(REDACTED)
         )?;
-        Self::redact_idempotency_keys_in(&mut transaction, account_id).await?;
+        Store::redact_idempotency_keys_in(&mut transaction, account_id).await?;
         let failures: Vec<(String, String)> = fetch_in_transaction!(
             &mut transaction,
             fetch_all,
@@ -655,7 +661,7 @@ impl Store {
             .bind(account_id)
             .bind(now)
         )?;
-        Self::record_audit_in(
+        Store::record_audit_in(
             &mut transaction,
             &NewAuditEntry {
                 actor: actor.to_owned(),
@@ -670,34 +676,34 @@ impl Store {
             },
         )
         .await?;
-        let account = Self::account_in(&mut transaction, account_id)
+        let account = Store::account_in(&mut transaction, account_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt("account vanished".into()))?;
         transaction.commit().await?;
         // Its keys are gone: this node forgets them at once, other
         // nodes when their cached entries expire.
-        self.callers().forget_all();
+        self.store.callers().forget_all();
         Ok(AccountDeletion::Deleted {
             account,
             files: files.len(),
         })
     }
 
-    pub async fn record_audit(&self, entry: NewAuditEntry) -> Result<(), StoreError> {
-        let mut transaction = self.begin_write().await?;
-        Self::record_audit_in(&mut transaction, &entry).await?;
+    pub async fn record_audit(self, entry: NewAuditEntry) -> Result<(), StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        Store::record_audit_in(&mut transaction, &entry).await?;
         transaction.commit().await?;
         Ok(())
     }
 
     /// The audit log, newest first, before the entry `before` when given.
     pub async fn audit_log(
-        &self,
+        self,
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         let rows: Vec<AuditRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 "SELECT id, actor, action, target, detail, created_at FROM audit_log \

@@ -18,6 +18,7 @@ use super::accounts::{Account, AccountLimits, NewAccount, NewApiKey};
 use super::database::WriteTransaction;
 use super::low_balance::LowBalanceSetting;
 use super::operator::NewAuditEntry;
+use super::operator::Operator;
 use super::users::{PeopleActor, User};
 use super::{Store, StoreError};
 use crate::spend_limits::SpendLimit;
@@ -75,18 +76,18 @@ impl Store {
     }
 }
 
-impl Store {
+impl Operator<'_> {
     /// Creates an account (with its initial credit) and its first API key.
     pub async fn create_account_audited(
-        &self,
+        self,
         account: &NewAccount,
         first_key: &NewApiKey,
         audit: &NewAuditEntry,
     ) -> Result<Account, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let created = Self::create_account_in(&mut transaction, account).await?;
-        Self::insert_api_key_in(&mut transaction, first_key).await?;
-        Self::record_audit_in(&mut transaction, audit).await?;
+        let mut transaction = self.store.begin_write().await?;
+        let created = Store::create_account_in(&mut transaction, account).await?;
+        Store::insert_api_key_in(&mut transaction, first_key).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         Ok(created)
     }
@@ -94,21 +95,21 @@ impl Store {
     /// Sets an account's limits; `None` (and no audit row) when there is no
     /// such account.
     pub async fn set_account_limits_audited(
-        &self,
+        self,
         account_id: &str,
         limits: AccountLimits,
         audit: &NewAuditEntry,
     ) -> Result<Option<Account>, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         let Some(account) =
-            Self::set_account_limits_in(&mut transaction, account_id, limits).await?
+            Store::set_account_limits_in(&mut transaction, account_id, limits).await?
         else {
             return Ok(None);
         };
-        Self::record_audit_in(&mut transaction, audit).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         // Remembered callers carry their account's limits.
-        self.callers().forget_all();
+        self.store.callers().forget_all();
         Ok(Some(account))
     }
 
@@ -116,18 +117,18 @@ impl Store {
     /// does, the event a new threshold may raise included; `None` (and no
     /// audit row) when there is no such account.
     pub async fn set_low_balance_alert_audited(
-        &self,
+        self,
         account_id: &str,
         setting: &LowBalanceSetting,
         audit: &NewAuditEntry,
     ) -> Result<Option<Account>, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         let Some(account) =
-            Self::set_low_balance_alert_in(&mut transaction, account_id, setting).await?
+            Store::set_low_balance_alert_in(&mut transaction, account_id, setting).await?
         else {
             return Ok(None);
         };
-        Self::record_audit_in(&mut transaction, audit).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         Ok(Some(account))
     }
@@ -136,18 +137,18 @@ impl Store {
     /// does; refused (and no audit row) when there is no such account or
     /// the changer may not.
     pub async fn rotate_webhook_secret_audited(
-        &self,
+        self,
         changer: KeyChanger<'_>,
         account_id: &str,
         new_secret: &str,
         previous_valid_for: Duration,
         audit: &NewAuditEntry,
     ) -> Result<Result<Account, KeyChangeRefusal>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if let Err(refused) = Self::key_change_allowed_in(&mut transaction, changer, None).await? {
+        let mut transaction = self.store.begin_write().await?;
+        if let Err(refused) = Store::key_change_allowed_in(&mut transaction, changer, None).await? {
             return Ok(Err(refused));
         }
-        let Some(account) = Self::rotate_webhook_secret_in(
+        let Some(account) = Store::rotate_webhook_secret_in(
             &mut transaction,
             account_id,
             new_secret,
@@ -157,24 +158,24 @@ impl Store {
         else {
             return Ok(Err(KeyChangeRefusal::NotFound));
         };
-        Self::record_audit_in(&mut transaction, audit).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         Ok(Ok(account))
     }
 
     /// Creates a key of `key.account_id`; a person's is their account's.
     pub async fn create_api_key_audited(
-        &self,
+        self,
         changer: KeyChanger<'_>,
         key: &NewApiKey,
         audit: &NewAuditEntry,
     ) -> Result<Result<(), KeyChangeRefusal>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if let Err(refused) = Self::key_change_allowed_in(&mut transaction, changer, None).await? {
+        let mut transaction = self.store.begin_write().await?;
+        if let Err(refused) = Store::key_change_allowed_in(&mut transaction, changer, None).await? {
             return Ok(Err(refused));
         }
-        Self::insert_api_key_in(&mut transaction, key).await?;
-        Self::record_audit_in(&mut transaction, audit).await?;
+        Store::insert_api_key_in(&mut transaction, key).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         Ok(Ok(()))
     }
@@ -183,58 +184,58 @@ impl Store {
     /// that id or the changer may not. Takes effect at once in this process
     /// and within `CALLER_CACHE_TTL` in others.
     pub async fn revoke_api_key_audited(
-        &self,
+        self,
         changer: KeyChanger<'_>,
         key_id: &str,
         audit: &NewAuditEntry,
     ) -> Result<Result<(), KeyChangeRefusal>, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         if let Err(refused) =
-            Self::key_change_allowed_in(&mut transaction, changer, Some(key_id)).await?
+            Store::key_change_allowed_in(&mut transaction, changer, Some(key_id)).await?
         {
             return Ok(Err(refused));
         }
-        if !Self::revoke_api_key_in(&mut transaction, key_id).await? {
+        if !Store::revoke_api_key_in(&mut transaction, key_id).await? {
             return Ok(Err(KeyChangeRefusal::NotFound));
         }
-        Self::record_audit_in(&mut transaction, audit).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
-        self.callers().forget_all();
+        self.store.callers().forget_all();
         Ok(Ok(()))
     }
 
     /// Sets or removes a key's spend limit; refused (and no audit row)
     /// when no such key exists or the changer may not.
     pub async fn set_spend_limit_audited(
-        &self,
+        self,
         changer: KeyChanger<'_>,
         key_id: &str,
         limit: Option<SpendLimit>,
         audit: &NewAuditEntry,
     ) -> Result<Result<(), KeyChangeRefusal>, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         if let Err(refused) =
-            Self::key_change_allowed_in(&mut transaction, changer, Some(key_id)).await?
+            Store::key_change_allowed_in(&mut transaction, changer, Some(key_id)).await?
         {
             return Ok(Err(refused));
         }
-        if !Self::set_spend_limit_in(&mut transaction, key_id, limit).await? {
+        if !Store::set_spend_limit_in(&mut transaction, key_id, limit).await? {
             return Ok(Err(KeyChangeRefusal::NotFound));
         }
-        Self::record_audit_in(&mut transaction, audit).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         Ok(Ok(()))
     }
 
     pub async fn set_model_paused_audited(
-        &self,
+        self,
         model_id: &str,
         paused: bool,
         audit: &NewAuditEntry,
     ) -> Result<(), StoreError> {
-        let mut transaction = self.begin_write().await?;
-        Self::set_model_paused_in(&mut transaction, model_id, paused).await?;
-        Self::record_audit_in(&mut transaction, audit).await?;
+        let mut transaction = self.store.begin_write().await?;
+        Store::set_model_paused_in(&mut transaction, model_id, paused).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         Ok(())
     }
@@ -242,15 +243,15 @@ impl Store {
     /// Creates a dashboard user; `None` (and no audit row) when the email
     /// is taken.
     pub async fn create_user_audited(
-        &self,
+        self,
         user: &User,
         audit: &NewAuditEntry,
     ) -> Result<Option<User>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if !Self::insert_user_in(&mut transaction, user).await? {
+        let mut transaction = self.store.begin_write().await?;
+        if !Store::insert_user_in(&mut transaction, user).await? {
             return Ok(None);
         }
-        Self::record_audit_in(&mut transaction, audit).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         Ok(Some(user.clone()))
     }
@@ -259,20 +260,20 @@ impl Store {
     /// made; `None` (and no audit row) when there is no such user. The
     /// audit row is made from the ids of the keys revoked.
     pub async fn remove_user_audited(
-        &self,
+        self,
         user: &User,
         audit: impl FnOnce(&[String]) -> NewAuditEntry,
     ) -> Result<Option<Vec<String>>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if !Self::remove_user_in(&mut transaction, &user.id).await? {
+        let mut transaction = self.store.begin_write().await?;
+        if !Store::remove_user_in(&mut transaction, &user.id).await? {
             return Ok(None);
         }
         let revoked =
-            Self::revoke_keys_made_by_in(&mut transaction, &user.account_id, &user.id).await?;
-        Self::record_audit_in(&mut transaction, &audit(&revoked)).await?;
+            Store::revoke_keys_made_by_in(&mut transaction, &user.account_id, &user.id).await?;
+        Store::record_audit_in(&mut transaction, &audit(&revoked)).await?;
         transaction.commit().await?;
         if !revoked.is_empty() {
-            self.callers().forget_all();
+            self.store.callers().forget_all();
         }
         Ok(Some(revoked))
     }
@@ -281,13 +282,13 @@ impl Store {
     /// live; the audit row is made from that count, since it is known only
     /// inside the transaction.
     pub async fn revoke_user_sessions_audited(
-        &self,
+        self,
         user_id: &str,
         audit: impl FnOnce(u64) -> NewAuditEntry,
     ) -> Result<u64, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let revoked = Self::revoke_user_sessions_in(&mut transaction, user_id).await?;
-        Self::record_audit_in(&mut transaction, &audit(revoked)).await?;
+        let mut transaction = self.store.begin_write().await?;
+        let revoked = Store::revoke_user_sessions_in(&mut transaction, user_id).await?;
+        Store::record_audit_in(&mut transaction, &audit(revoked)).await?;
         transaction.commit().await?;
         Ok(revoked)
     }

@@ -26,11 +26,17 @@ pub struct ProviderHealth {
     pub updated_at: i64,
 }
 
-impl Store {
+/// The operations of `provider_health` (see `Store::provider_health`).
+#[derive(Clone, Copy)]
+pub struct ProviderHealthRecords<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl ProviderHealthRecords<'_> {
     /// Saves a node's view of a provider, replacing the previous one.
-    pub async fn save_provider_health(&self, health: &ProviderHealth) -> Result<(), StoreError> {
+    pub async fn save(self, health: &ProviderHealth) -> Result<(), StoreError> {
         execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "INSERT INTO provider_health (provider, open, consecutive_failures, \
                  last_error, last_error_at, latency_ms, node_id, updated_at) \
@@ -54,9 +60,9 @@ impl Store {
     }
 
     /// Every provider's latest saved view, by provider name.
-    pub async fn provider_health(&self) -> Result<Vec<ProviderHealth>, StoreError> {
+    pub async fn read(self) -> Result<Vec<ProviderHealth>, StoreError> {
         Ok(fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 "SELECT provider, open, consecutive_failures, last_error, last_error_at, \

@@ -70,16 +70,19 @@ fn provider_job_from_row(row: ProviderJobRow) -> Result<ProviderJob, StoreError>
     })
 }
 
-impl Store {
+/// The operations of `provider_jobs` (see `Store::provider_jobs`).
+#[derive(Clone, Copy)]
+pub struct ProviderJobs<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl ProviderJobs<'_> {
     /// The provider job recorded for a generation.
-    pub async fn provider_job(
-        &self,
-        generation_id: &str,
-    ) -> Result<Option<ProviderJob>, StoreError> {
+    pub async fn get(self, generation_id: &str) -> Result<Option<ProviderJob>, StoreError> {
         // Read from the writer: a worker must see the intent an earlier
         // attempt committed a moment ago.
         let row: Option<ProviderJobRow> = fetch_on_writer!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_as(
                 "SELECT generation_id, provider, target, input, intent_at, job_id, \
@@ -93,12 +96,9 @@ impl Store {
     /// Records the intent to submit a running generation; false when an
     /// intent is already recorded (another attempt's, to be followed
     /// instead) or the generation is no longer running.
-    pub async fn record_provider_intent(
-        &self,
-        intent: &NewProviderJob,
-    ) -> Result<bool, StoreError> {
+    pub async fn record_intent(self, intent: &NewProviderJob) -> Result<bool, StoreError> {
         let inserted = execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "INSERT INTO provider_jobs \
                  (generation_id, provider, target, input, intent_at, route_reason) \
@@ -121,13 +121,13 @@ impl Store {
     /// at the same provider: the unique index on (`provider`, `job_id`)
     /// settles two adoptions of one job at once, and the second is refused
     /// here rather than failing.
-    pub async fn record_provider_job_id(
-        &self,
+    pub async fn record_job_id(
+        self,
         generation_id: &str,
         job_id: &str,
     ) -> Result<bool, StoreError> {
         let updated = execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "UPDATE provider_jobs SET job_id = $1, submitted_at = $2 \
                  WHERE generation_id = $3 AND job_id IS NULL",
@@ -146,13 +146,13 @@ impl Store {
     /// The generation whose recorded job at `provider` is `job_id`, if any:
     /// a job found in a provider's list, or named by a webhook, is taken
     /// for a generation only when no other generation has it.
-    pub async fn generation_of_provider_job(
-        &self,
+    pub async fn generation_of(
+        self,
         provider: &str,
         job_id: &str,
     ) -> Result<Option<String>, StoreError> {
         Ok(fetch_on_writer!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_scalar(
                 "SELECT generation_id FROM provider_jobs WHERE provider = $1 AND job_id = $2",
@@ -165,9 +165,9 @@ impl Store {
     /// Forgets an intent the provider is known not to have acted on (it
     /// refused the submit, or a reconcile did not find the job), so that a
     /// later submit is allowed. An intent with a job id is never forgotten.
-    pub async fn forget_provider_intent(&self, generation_id: &str) -> Result<(), StoreError> {
+    pub async fn forget_intent(self, generation_id: &str) -> Result<(), StoreError> {
         execute_on_writer!(
-            self,
+            self.store,
             sqlx::query("DELETE FROM provider_jobs WHERE generation_id = $1 AND job_id IS NULL")
                 .bind(generation_id)
         )?;
@@ -176,13 +176,13 @@ impl Store {
 
     /// Records a verified provider webhook about a generation's job; false
     /// when this delivery was taken before (a provider's retry).
-    pub async fn record_provider_webhook(
-        &self,
+    pub async fn record_webhook(
+        self,
         generation_id: &str,
         delivery_id: &str,
     ) -> Result<bool, StoreError> {
         let inserted = execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "INSERT INTO provider_webhook_deliveries \
                  (generation_id, delivery_id, received_at) VALUES ($1, $2, $3) \
@@ -199,16 +199,16 @@ impl Store {
     /// provider job arrived, so that whichever node follows the job reads
     /// its state now instead of at its next poll. A node that received the
     /// webhook but does not follow the job calls it.
-    pub async fn announce_provider_webhook(&self, generation_id: &str) -> Result<(), StoreError> {
-        self.announce_to_other_nodes(generation_id).await
+    pub async fn announce_webhook(self, generation_id: &str) -> Result<(), StoreError> {
+        self.store.announce_to_other_nodes(generation_id).await
     }
 
     /// The generations whose webhooks other nodes announced, heard from now
     /// on; `None` where the store cannot carry announcements between
     /// processes (SQLite, which one node serves, and whose node hears its
     /// own webhooks).
-    pub async fn provider_webhook_announcements(&self) -> Option<broadcast::Receiver<String>> {
-        self.hear_other_nodes().await
+    pub async fn webhook_announcements(self) -> Option<broadcast::Receiver<String>> {
+        self.store.hear_other_nodes().await
     }
 }
 
@@ -260,17 +260,17 @@ type GenerationProviderRow = (
 /// A row of `provider_routing`, in `ProviderRouting`'s field order.
 type ProviderRoutingRow = (String, String, String, Option<String>, i64, i64, i64);
 
-impl Store {
+impl ProviderJobs<'_> {
     /// The provider of each of `generation_ids` that has one (a hosted
     /// generation's job recorded, or its end recorded with a provider).
     pub async fn generation_providers(
-        &self,
+        self,
         generation_ids: &[String],
     ) -> Result<Vec<GenerationProvider>, StoreError> {
         if generation_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<GenerationProviderRow> = on_reader!(self, |reader| {
+        let rows: Vec<GenerationProviderRow> = on_reader!(self.store, |reader| {
             let mut query = sqlx::QueryBuilder::new(
                 "SELECT generations.id, generations.provider, \
                      generations.provider_cost_micros, provider_jobs.provider, \
@@ -303,9 +303,9 @@ impl Store {
 
     /// The provider jobs whose intent was recorded at or after `since`
     /// (Unix ms), by provider, model, mode and routing reason.
-    pub async fn provider_routing(&self, since: i64) -> Result<Vec<ProviderRouting>, StoreError> {
+    pub async fn routing(self, since: i64) -> Result<Vec<ProviderRouting>, StoreError> {
         let rows: Vec<ProviderRoutingRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 "SELECT provider_jobs.provider, generations.model, generations.mode, \

@@ -192,15 +192,23 @@ impl Store {
     }
 }
 
-impl Store {
+/// The operations of `queue` (see `Store::queue`).
+#[derive(Clone, Copy)]
+pub struct Queue<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Queue<'_> {
     /// Claims a queued job of any model for `worker`, as
     /// [`Store::claim_next_among`] does.
     pub async fn claim_next(
-        &self,
+        self,
         worker: &str,
         lease: Duration,
     ) -> Result<Option<Generation>, StoreError> {
-        self.claim_next_among(worker, lease, ClaimableModels::AllBut(&[]))
+        self.store
+            .queue()
+            .claim_next_among(worker, lease, ClaimableModels::AllBut(&[]))
             .await
     }
 
@@ -208,14 +216,14 @@ impl Store {
     /// under a lease that ends after `lease`. Accounts take turns (see
     /// `claim_statement`); within an account the oldest job goes first.
     pub async fn claim_next_among(
-        &self,
+        self,
         worker: &str,
         lease: Duration,
         models: ClaimableModels<'_>,
     ) -> Result<Option<Generation>, StoreError> {
         static SQLITE_CLAIM: LazyLock<String> = LazyLock::new(claim_statement::<SqliteStore>);
         static POSTGRES_CLAIM: LazyLock<String> = LazyLock::new(claim_statement::<PgStore>);
-        let claim = match &self.database {
+        let claim = match &self.store.database {
             Database::Sqlite(_) => SQLITE_CLAIM.as_str(),
             Database::Postgres(_) => POSTGRES_CLAIM.as_str(),
         };
@@ -228,7 +236,7 @@ impl Store {
         // One statement: the row whose turn it is is locked (rows
         // other claimers hold are skipped) and taken in the same step.
         let row: Option<GenerationRow> = fetch_on_writer!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_as(claim)
                 .bind(worker)
@@ -239,7 +247,7 @@ impl Store {
         )?;
         let claimed = row.map(Generation::try_from).transpose()?;
         if let Some(generation) = &claimed {
-            self.announce_generation_change(&generation.id).await;
+            self.store.announce_generation_change(&generation.id).await;
         }
         Ok(claimed)
     }
@@ -252,7 +260,7 @@ impl Store {
     /// write failed) runs out and is rescued, where extending every lease
     /// of the pool kept such a job `running` for ever.
     pub async fn extend_leases(
-        &self,
+        self,
         owners: &[String],
         lease: Duration,
     ) -> Result<Vec<String>, StoreError> {
@@ -261,7 +269,7 @@ impl Store {
         let expires_at = now_millis() + lease.as_millis() as i64;
         let mut extended = Vec::with_capacity(owners.len());
         for chunk in owners.chunks(OWNERS_PER_STATEMENT) {
-            let rows: Vec<(String,)> = on_writer!(self, |writer| {
+            let rows: Vec<(String,)> = on_writer!(self.store, |writer| {
                 let mut query =
                     sqlx::QueryBuilder::new("UPDATE generations SET lease_expires_at = ");
                 query
@@ -281,9 +289,9 @@ impl Store {
 
     /// The submit times (Unix ms) of the oldest queued job of each of the
     /// `accounts` accounts that have waited longest, oldest first.
-    pub async fn longest_waiting_accounts(&self, accounts: usize) -> Result<Vec<i64>, StoreError> {
+    pub async fn longest_waiting_accounts(self, accounts: usize) -> Result<Vec<i64>, StoreError> {
         let oldest: Vec<(i64,)> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 "SELECT MIN(created_at) AS oldest FROM generations \
@@ -297,13 +305,13 @@ impl Store {
 
     /// Extends the lease; false when the worker no longer holds it.
     pub async fn extend_lease(
-        &self,
+        self,
         generation_id: &str,
         worker: &str,
         lease: Duration,
     ) -> Result<bool, StoreError> {
         let changed = execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "UPDATE generations SET lease_expires_at = $1 \
                  WHERE id = $2 AND status = 'running' AND lease_owner = $3",
@@ -319,13 +327,13 @@ impl Store {
     /// cost, and captures its hold; false when the guard no longer matches
     /// (the lease was lost), in which case nothing changed.
     pub async fn finish_succeeded(
-        &self,
+        self,
         generation_id: &str,
         worker: &str,
         output: Value,
         provider_run: Option<&ProviderRun>,
     ) -> Result<bool, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         let finished: Option<(String, i64)> = fetch_in_transaction!(
             &mut transaction,
             fetch_optional,
@@ -346,7 +354,7 @@ impl Store {
         let Some((account_id, price)) = finished else {
             return Ok(false);
         };
-        Self::move_money(
+        Store::move_money(
             &mut transaction,
             &account_id,
             Some(generation_id),
@@ -354,25 +362,25 @@ impl Store {
             Micros(price),
         )
         .await?;
-        Self::enqueue_webhook_in(&mut transaction, generation_id).await?;
+        Store::enqueue_webhook_in(&mut transaction, generation_id).await?;
         transaction.commit().await?;
-        self.announce_generation_change(generation_id).await;
+        self.store.announce_generation_change(generation_id).await;
         Ok(true)
     }
 
     /// Marks the job failed and refunds its hold; false when the worker no
     /// longer holds the job's lease, in which case nothing changed.
     pub async fn finish_failed(
-        &self,
+        self,
         generation_id: &str,
         worker: &str,
         failure: FailureDetail,
     ) -> Result<bool, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let failed = Self::fail_in(&mut transaction, generation_id, worker, &failure).await?;
+        let mut transaction = self.store.begin_write().await?;
+        let failed = Store::fail_in(&mut transaction, generation_id, worker, &failure).await?;
         transaction.commit().await?;
         if failed {
-            self.announce_generation_change(generation_id).await;
+            self.store.announce_generation_change(generation_id).await;
         }
         Ok(failed)
     }
@@ -384,12 +392,12 @@ impl Store {
     /// possible, which the generation keeps when it then fails. False when
     /// it is no longer running.
     pub async fn record_possible_provider_cost(
-        &self,
+        self,
         generation_id: &str,
         provider_run: &ProviderRun,
     ) -> Result<bool, StoreError> {
         let changed = execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "UPDATE generations SET provider = $1, provider_cost_micros = $2, \
                  provider_cost_possible = TRUE \
@@ -405,11 +413,11 @@ impl Store {
     /// Puts a running job back in the queue without counting the attempt
     /// (used at shutdown); false when the worker no longer holds it.
     pub async fn release_to_queue(
-        &self,
+        self,
         generation_id: &str,
         worker: &str,
     ) -> Result<bool, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         let changed = execute_in_transaction!(
             &mut transaction,
             sqlx::query(
@@ -422,19 +430,19 @@ impl Store {
         )?;
         let released = changed == 1;
         if released {
-            Self::announce_work(&mut transaction, generation_id).await?;
+            Store::announce_work(&mut transaction, generation_id).await?;
         }
         transaction.commit().await?;
         if released {
-            self.announce_generation_change(generation_id).await;
+            self.store.announce_generation_change(generation_id).await;
         }
         Ok(released)
     }
 
     /// Re-queues running jobs whose lease expired, or fails and refunds them
     /// after their last attempt.
-    pub async fn rescue_expired_leases(&self) -> Result<RescueReport, StoreError> {
-        let mut transaction = self.begin_write().await?;
+    pub async fn rescue_expired_leases(self) -> Result<RescueReport, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
         let now = now_millis();
         // Ordered by account so that two rescuers on different nodes
         // lock accounts in the same order and cannot deadlock.
@@ -466,7 +474,7 @@ impl Store {
                     .bind(&owner)
                 )?;
                 if requeued == 1 {
-                    Self::announce_work(&mut transaction, &generation_id).await?;
+                    Store::announce_work(&mut transaction, &generation_id).await?;
                     report.requeued.push(generation_id);
                 }
             } else {
@@ -476,14 +484,14 @@ impl Store {
                         "the job was interrupted {attempts} times and will not be retried"
                     ),
                 };
-                if Self::fail_in(&mut transaction, &generation_id, &owner, &failure).await? {
+                if Store::fail_in(&mut transaction, &generation_id, &owner, &failure).await? {
                     report.failed.push(generation_id);
                 }
             }
         }
         transaction.commit().await?;
         for generation_id in report.requeued.iter().chain(&report.failed) {
-            self.announce_generation_change(generation_id).await;
+            self.store.announce_generation_change(generation_id).await;
         }
         Ok(report)
     }
@@ -493,16 +501,16 @@ impl Store {
     /// node's submits and requeues (`LISTEN`/`NOTIFY`); SQLite has no such
     /// signal and just waits out the timeout, so its workers rely on the
     /// in-process wake-up after a submit and on polling.
-    pub async fn wait_for_work(&self, timeout: Duration) {
-        self.wait_for_announced_work(timeout).await
+    pub async fn wait_for_work(self, timeout: Duration) {
+        self.store.wait_for_announced_work(timeout).await
     }
 
     /// Counts the queued and running generations and sums their holds, in
     /// one statement over the rows the queue's partial indexes cover.
-    pub async fn queue_depth(&self) -> Result<QueueDepth, StoreError> {
+    pub async fn queue_depth(self) -> Result<QueueDepth, StoreError> {
         // PostgreSQL sums BIGINT as NUMERIC; the cast brings it back.
         let rows: Vec<(String, i64, i64)> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(
                 "SELECT status, COUNT(*), CAST(COALESCE(SUM(price_micros), 0) AS BIGINT) \

@@ -94,17 +94,23 @@ where
     )?)
 }
 
-impl Store {
+/// The operations of `retention` (see `Store::retention`).
+#[derive(Clone, Copy)]
+pub struct Retention<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Retention<'_> {
     /// Marks up to `limit` succeeded generations completed at or before
     /// `cutoff` as expired: their output says so from now on, and their
     /// clips join the expired files. Returns how many were marked.
     pub async fn expire_generation_outputs(
-        &self,
+        self,
         cutoff: i64,
         now: i64,
         limit: u32,
     ) -> Result<usize, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         let expiring: Vec<(String, String, Option<String>)> = select_expiring(
             &mut transaction,
             "SELECT id, account_id, output FROM generations \
@@ -145,12 +151,12 @@ impl Store {
     /// them in requests, and their objects join the expired files. Returns
     /// how many were retired.
     pub async fn expire_uploads(
-        &self,
+        self,
         cutoff: i64,
         now: i64,
         limit: u32,
     ) -> Result<usize, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         let mut expiring: Vec<(String, String, String)> = select_expiring(
             &mut transaction,
             "SELECT id, account_id, relative_path FROM uploads \
@@ -190,7 +196,7 @@ impl Store {
     /// Claims up to `limit` expired files whose objects are not deleted yet
     /// and not claimed by a live lease, until `claimed_until`.
     pub async fn claim_expired_files(
-        &self,
+        self,
         now: i64,
         claimed_until: i64,
         limit: u32,
@@ -204,10 +210,10 @@ impl Store {
                 "{locking}",
                 ") RETURNING relative_path, account_id"
             ),
-            locking = self.row_locking(RowLocking::SkipLocked),
+            locking = self.store.row_locking(RowLocking::SkipLocked),
         );
         let claimed: Vec<(String, String)> = fetch_on_writer!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(AssertSqlSafe(statement))
                 .bind(claimed_until)
@@ -225,12 +231,12 @@ impl Store {
 
     /// Records that the object of an expired file is gone from storage.
     pub async fn record_file_deleted(
-        &self,
+        self,
         relative_path: &str,
         now: i64,
     ) -> Result<(), StoreError> {
         execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "UPDATE expired_files SET deleted_at = $1, claimed_until = NULL \
                  WHERE relative_path = $2",
@@ -242,9 +248,9 @@ impl Store {
     }
 
     /// When the file at `relative_path` expired, if it did.
-    pub async fn file_expired_at(&self, relative_path: &str) -> Result<Option<i64>, StoreError> {
+    pub async fn file_expired_at(self, relative_path: &str) -> Result<Option<i64>, StoreError> {
         Ok(fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_scalar("SELECT expired_at FROM expired_files WHERE relative_path = $1")
                 .bind(relative_path)

@@ -5,13 +5,19 @@
 
 use super::{Store, StoreError, now_millis};
 
-impl Store {
+/// The operations of `server_keys` (see `Store::server_keys`).
+#[derive(Clone, Copy)]
+pub struct ServerKeys<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl ServerKeys<'_> {
     /// The key of `purpose`: the stored one, or `generated` when none is
     /// stored yet. Of several nodes storing their own at once, the first
     /// wins and every node gets that one.
-    pub async fn server_key(&self, purpose: &str, generated: &str) -> Result<String, StoreError> {
+    pub async fn get(self, purpose: &str, generated: &str) -> Result<String, StoreError> {
         execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "INSERT INTO server_keys (purpose, secret, created_at) VALUES ($1, $2, $3) \
                  ON CONFLICT (purpose) DO NOTHING",
@@ -23,7 +29,7 @@ impl Store {
         // Read on the writer, which has just seen the row whoever
         // stored it.
         let secret: String = fetch_on_writer!(
-            self,
+            self.store,
             fetch_one,
             sqlx::query_scalar("SELECT secret FROM server_keys WHERE purpose = $1").bind(purpose)
         )?;

@@ -352,6 +352,7 @@ mod tests {
         };
         sqlite.inline_reader = InlineReader::open(&held.path).unwrap();
         let caller = store
+            .accounts()
             .authenticate(&crate::ids::sha256_hex(created.api_key.as_bytes()))
             .await
             .unwrap()
@@ -371,7 +372,11 @@ mod tests {
             before: None,
             limit: 4,
         };
-        let inline = store.list_generations(&account_id, &filter).await.unwrap();
+        let inline = store
+            .generations()
+            .list(&account_id, &filter)
+            .await
+            .unwrap();
         assert_eq!(inline.len(), 4);
         // The inline reader now meets a lock on every read, as it would
         // while another process recovers the WAL.
@@ -380,12 +385,17 @@ mod tests {
             unreachable!("the store was opened on SQLite");
         };
         sqlite.inline_reader = InlineReader::open(&held.path).unwrap();
-        let pooled = store.list_generations(&account_id, &filter).await.unwrap();
+        let pooled = store
+            .generations()
+            .list(&account_id, &filter)
+            .await
+            .unwrap();
         assert_eq!(pooled, inline);
         // The visited list falls back alike, and visits each row once.
         let mut visited = Vec::new();
         store
-            .visit_generations(&account_id, &filter, |generation| {
+            .generations()
+            .visit(&account_id, &filter, |generation| {
                 visited.push(generation.id.to_owned())
             })
             .await

@@ -144,124 +144,6 @@ impl Store {
         Ok(inserted == 1)
     }
 
-    /// Records a Checkout Session vidgate made for `account_id` to buy
-    /// `amount`, before its URL goes to the customer: only recorded sessions
-    /// are credited. A retried checkout that reached the same session at
-    /// Stripe (the same idempotency key) records nothing new.
-    pub async fn record_stripe_checkout_session(
-        &self,
-        checkout_session_id: &str,
-        account_id: &str,
-        amount: Micros,
-    ) -> Result<(), StoreError> {
-        let mut transaction = self.begin_write().await?;
-        execute_in_transaction!(
-            &mut transaction,
-            sqlx::query(
-                "INSERT INTO stripe_checkout_sessions (checkout_session_id, account_id, \
-                 amount_micros, created_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (checkout_session_id) DO NOTHING",
-            )
-            .bind(checkout_session_id)
-            .bind(account_id)
-            .bind(amount.0)
-            .bind(now_millis())
-        )?;
-        transaction.commit().await
-    }
-
-    /// Credits a paid Checkout Session once, to the account and for the
-    /// amount vidgate recorded when it made the session: the event, the
-    /// session and the credit with its ledger entry are written in one
-    /// transaction, so a retried or a second event about the session finds
-    /// one of them and credits nothing. Refunds and disputes of the payment
-    /// that arrived first are applied in the same transaction.
-    pub async fn credit_stripe_checkout(
-        &self,
-        credit: &StripeCredit,
-    ) -> Result<StripeCreditOutcome, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let recorded: Option<(String, i64)> = fetch_in_transaction!(
-            &mut transaction,
-            fetch_optional,
-            sqlx::query_as(
-                "SELECT account_id, amount_micros FROM stripe_checkout_sessions \
-                 WHERE checkout_session_id = $1",
-            )
-            .bind(&credit.checkout_session_id)
-        )?;
-        let Some((account_id, recorded_amount)) = recorded else {
-            transaction.rollback().await?;
-            return Ok(StripeCreditOutcome::NotVidgatesSession);
-        };
-        if credit.paid.0 != recorded_amount {
-            transaction.rollback().await?;
-            return Ok(StripeCreditOutcome::AmountDiffers {
-                recorded: Micros(recorded_amount),
-            });
-        }
-        if Self::account_in(&mut transaction, &account_id)
-            .await?
-            .is_none()
-        {
-            transaction.rollback().await?;
-            return Ok(StripeCreditOutcome::NotVidgatesSession);
-        }
-        if !Self::record_stripe_event_in(&mut transaction, &credit.event_id, &credit.event_type)
-            .await?
-        {
-            transaction.rollback().await?;
-            return Ok(StripeCreditOutcome::EventAlreadyHandled);
-        }
-        let now = now_millis();
-        let inserted = execute_in_transaction!(
-            &mut transaction,
-            sqlx::query(
-                "INSERT INTO stripe_payments (checkout_session_id, account_id, \
-                 payment_intent_id, amount_micros, credited_at) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (checkout_session_id) DO NOTHING",
-            )
-            .bind(&credit.checkout_session_id)
-            .bind(&account_id)
-            .bind(&credit.payment_intent_id)
-            .bind(recorded_amount)
-            .bind(now)
-        )?;
-        if inserted == 0 {
-            // The event is kept as handled: it will never credit.
-            transaction.commit().await?;
-            return Ok(StripeCreditOutcome::SessionAlreadyCredited);
-        }
-        let reference = match &credit.payment_intent_id {
-            Some(payment_intent_id) => format!(
-                "stripe {} {payment_intent_id} {}",
-                credit.checkout_session_id, credit.event_id
-            ),
-            None => format!("stripe {} {}", credit.checkout_session_id, credit.event_id),
-        };
-        Self::move_money_with_reference(
-            &mut transaction,
-            &account_id,
-            None,
-            Some(&reference),
-            Movement::Credit,
-            Micros(recorded_amount),
-        )
-        .await?;
-        let took_back = match &credit.payment_intent_id {
-            Some(payment_intent_id) => {
-                Self::apply_waiting_take_backs_in(&mut transaction, payment_intent_id).await?
-            }
-            None => Micros(0),
-        };
-        transaction.commit().await?;
-        Ok(StripeCreditOutcome::Credited {
-            account_id,
-            amount: Micros(recorded_amount),
-            took_back,
-        })
-    }
-
     /// Applies, in the order they arrived, the refunds and disputes of
     /// `payment_intent_id` that waited for its credit, and forgets them.
     /// Answers what they took back in all (less what won disputes gave back).
@@ -361,47 +243,6 @@ impl Store {
         Ok(())
     }
 
-    /// Takes back what a refund or a dispute of a credited session's
-    /// payment adds to what was taken back before, never more than the
-    /// session paid; one about a payment not credited yet waits for it.
-    pub async fn take_back_stripe_payment(
-        &self,
-        take_back: &StripeTakeBack,
-    ) -> Result<StripeTakeBackOutcome, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if !Self::record_stripe_event_in(
-            &mut transaction,
-            &take_back.event_id,
-            &take_back.event_type,
-        )
-        .await?
-        {
-            transaction.rollback().await?;
-            return Ok(StripeTakeBackOutcome::EventAlreadyHandled);
-        }
-        let outcome = Self::take_back_in(&mut transaction, take_back).await?;
-        if outcome == StripeTakeBackOutcome::WaitsForCredit {
-            let (kind, amount) = match take_back.kind {
-                StripeTakeBackKind::Refund { refunded_in_total } => {
-                    (PENDING_REFUND, refunded_in_total)
-                }
-                StripeTakeBackKind::Dispute { amount } => (PENDING_DISPUTE, amount),
-            };
-            Self::wait_for_credit_in(
-                &mut transaction,
-                &take_back.event_id,
-                &take_back.event_type,
-                &take_back.payment_intent_id,
-                &take_back.object_id,
-                kind,
-                amount,
-            )
-            .await?;
-        }
-        transaction.commit().await?;
-        Ok(outcome)
-    }
-
     /// The take-back itself, in the transaction that recorded its event.
     /// The account is locked before the session's figures are read, so two
     /// events about one payment take turns.
@@ -480,36 +321,6 @@ impl Store {
             account_id,
             amount: Micros(taken),
         })
-    }
-
-    /// Gives back, once, what a dispute Stripe reports won took back: the
-    /// event, the dispute's new state, the payment's figures and the credit
-    /// with its ledger entry in one transaction, under the account's lock.
-    /// One about a payment not credited yet waits for it.
-    pub async fn give_back_won_stripe_dispute(
-        &self,
-        won: &StripeDisputeWon,
-    ) -> Result<StripeDisputeWonOutcome, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if !Self::record_stripe_event_in(&mut transaction, &won.event_id, &won.event_type).await? {
-            transaction.rollback().await?;
-            return Ok(StripeDisputeWonOutcome::EventAlreadyHandled);
-        }
-        let outcome = Self::give_back_won_dispute_in(&mut transaction, won).await?;
-        if outcome == StripeDisputeWonOutcome::WaitsForCredit {
-            Self::wait_for_credit_in(
-                &mut transaction,
-                &won.event_id,
-                &won.event_type,
-                &won.payment_intent_id,
-                &won.dispute_id,
-                PENDING_DISPUTE_WON,
-                Micros(0),
-            )
-            .await?;
-        }
-        transaction.commit().await?;
-        Ok(outcome)
     }
 
     /// The give-back itself, in the transaction that recorded its event.
@@ -607,5 +418,202 @@ impl Store {
             )
             .bind(payment_intent_id)
         )?)
+    }
+}
+
+/// The operations of `stripe_payments` (see `Store::stripe_payments`).
+#[derive(Clone, Copy)]
+pub struct StripePayments<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl StripePayments<'_> {
+    /// Records a Checkout Session vidgate made for `account_id` to buy
+    /// `amount`, before its URL goes to the customer: only recorded sessions
+    /// are credited. A retried checkout that reached the same session at
+    /// Stripe (the same idempotency key) records nothing new.
+    pub async fn record_checkout_session(
+        self,
+        checkout_session_id: &str,
+        account_id: &str,
+        amount: Micros,
+    ) -> Result<(), StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        execute_in_transaction!(
+            &mut transaction,
+            sqlx::query(
+                "INSERT INTO stripe_checkout_sessions (checkout_session_id, account_id, \
+                 amount_micros, created_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (checkout_session_id) DO NOTHING",
+            )
+            .bind(checkout_session_id)
+            .bind(account_id)
+            .bind(amount.0)
+            .bind(now_millis())
+        )?;
+        transaction.commit().await
+    }
+
+    /// Credits a paid Checkout Session once, to the account and for the
+    /// amount vidgate recorded when it made the session: the event, the
+    /// session and the credit with its ledger entry are written in one
+    /// transaction, so a retried or a second event about the session finds
+    /// one of them and credits nothing. Refunds and disputes of the payment
+    /// that arrived first are applied in the same transaction.
+    pub async fn credit_checkout(
+        self,
+        credit: &StripeCredit,
+    ) -> Result<StripeCreditOutcome, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        let recorded: Option<(String, i64)> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_optional,
+            sqlx::query_as(
+                "SELECT account_id, amount_micros FROM stripe_checkout_sessions \
+                 WHERE checkout_session_id = $1",
+            )
+            .bind(&credit.checkout_session_id)
+        )?;
+        let Some((account_id, recorded_amount)) = recorded else {
+            transaction.rollback().await?;
+            return Ok(StripeCreditOutcome::NotVidgatesSession);
+        };
+        if credit.paid.0 != recorded_amount {
+            transaction.rollback().await?;
+            return Ok(StripeCreditOutcome::AmountDiffers {
+                recorded: Micros(recorded_amount),
+            });
+        }
+        if Store::account_in(&mut transaction, &account_id)
+            .await?
+            .is_none()
+        {
+            transaction.rollback().await?;
+            return Ok(StripeCreditOutcome::NotVidgatesSession);
+        }
+        if !Store::record_stripe_event_in(&mut transaction, &credit.event_id, &credit.event_type)
+            .await?
+        {
+            transaction.rollback().await?;
+            return Ok(StripeCreditOutcome::EventAlreadyHandled);
+        }
+        let now = now_millis();
+        let inserted = execute_in_transaction!(
+            &mut transaction,
+            sqlx::query(
+                "INSERT INTO stripe_payments (checkout_session_id, account_id, \
+                 payment_intent_id, amount_micros, credited_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (checkout_session_id) DO NOTHING",
+            )
+            .bind(&credit.checkout_session_id)
+            .bind(&account_id)
+            .bind(&credit.payment_intent_id)
+            .bind(recorded_amount)
+            .bind(now)
+        )?;
+        if inserted == 0 {
+            // The event is kept as handled: it will never credit.
+            transaction.commit().await?;
+            return Ok(StripeCreditOutcome::SessionAlreadyCredited);
+        }
+        let reference = match &credit.payment_intent_id {
+            Some(payment_intent_id) => format!(
+                "stripe {} {payment_intent_id} {}",
+                credit.checkout_session_id, credit.event_id
+            ),
+            None => format!("stripe {} {}", credit.checkout_session_id, credit.event_id),
+        };
+        Store::move_money_with_reference(
+            &mut transaction,
+            &account_id,
+            None,
+            Some(&reference),
+            Movement::Credit,
+            Micros(recorded_amount),
+        )
+        .await?;
+        let took_back = match &credit.payment_intent_id {
+            Some(payment_intent_id) => {
+                Store::apply_waiting_take_backs_in(&mut transaction, payment_intent_id).await?
+            }
+            None => Micros(0),
+        };
+        transaction.commit().await?;
+        Ok(StripeCreditOutcome::Credited {
+            account_id,
+            amount: Micros(recorded_amount),
+            took_back,
+        })
+    }
+
+    /// Takes back what a refund or a dispute of a credited session's
+    /// payment adds to what was taken back before, never more than the
+    /// session paid; one about a payment not credited yet waits for it.
+    pub async fn take_back_payment(
+        self,
+        take_back: &StripeTakeBack,
+    ) -> Result<StripeTakeBackOutcome, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        if !Store::record_stripe_event_in(
+            &mut transaction,
+            &take_back.event_id,
+            &take_back.event_type,
+        )
+        .await?
+        {
+            transaction.rollback().await?;
+            return Ok(StripeTakeBackOutcome::EventAlreadyHandled);
+        }
+        let outcome = Store::take_back_in(&mut transaction, take_back).await?;
+        if outcome == StripeTakeBackOutcome::WaitsForCredit {
+            let (kind, amount) = match take_back.kind {
+                StripeTakeBackKind::Refund { refunded_in_total } => {
+                    (PENDING_REFUND, refunded_in_total)
+                }
+                StripeTakeBackKind::Dispute { amount } => (PENDING_DISPUTE, amount),
+            };
+            Store::wait_for_credit_in(
+                &mut transaction,
+                &take_back.event_id,
+                &take_back.event_type,
+                &take_back.payment_intent_id,
+                &take_back.object_id,
+                kind,
+                amount,
+            )
+            .await?;
+        }
+        transaction.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Gives back, once, what a dispute Stripe reports won took back: the
+    /// event, the dispute's new state, the payment's figures and the credit
+    /// with its ledger entry in one transaction, under the account's lock.
+    /// One about a payment not credited yet waits for it.
+    pub async fn give_back_won_dispute(
+        self,
+        won: &StripeDisputeWon,
+    ) -> Result<StripeDisputeWonOutcome, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        if !Store::record_stripe_event_in(&mut transaction, &won.event_id, &won.event_type).await? {
+            transaction.rollback().await?;
+            return Ok(StripeDisputeWonOutcome::EventAlreadyHandled);
+        }
+        let outcome = Store::give_back_won_dispute_in(&mut transaction, won).await?;
+        if outcome == StripeDisputeWonOutcome::WaitsForCredit {
+            Store::wait_for_credit_in(
+                &mut transaction,
+                &won.event_id,
+                &won.event_type,
+                &won.payment_intent_id,
+                &won.dispute_id,
+                PENDING_DISPUTE_WON,
+                Micros(0),
+            )
+            .await?;
+        }
+        transaction.commit().await?;
+        Ok(outcome)
     }
 }

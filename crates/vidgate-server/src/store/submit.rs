@@ -26,6 +26,7 @@ use vidgate_core::{GenerationStatus, Micros};
 
 use super::accounts::{SPEND_LIMIT_OF_KEY, SpendLimitRow, spend_limit_from_row};
 use super::database::{Database, WriteTransaction};
+use super::generations::Generations;
 use super::generations::{
     GENERATION_BY_ID, Generation, GenerationRow, IDEMPOTENCY_WINDOW, NewGeneration, SubmitOutcome,
     SubmitRefusal,
@@ -37,17 +38,14 @@ use super::sqlite::begin_immediate;
 use super::{Store, StoreError, now_millis};
 use crate::spend_limits::SpendLimit;
 
-impl Store {
+impl Generations<'_> {
     /// In one transaction: idempotent replay, the concurrency limit, the
     /// balance check, the hold and the insert of the queued generation.
     /// The submit joins its database's group commit (`group_commit.rs`),
     /// whose batch task hands it to `SqliteSubmitter` or `PgSubmitter`
     /// below.
-    pub async fn submit_generation(
-        &self,
-        generation: NewGeneration,
-    ) -> Result<SubmitOutcome, SubmitRefusal> {
-        match &self.database {
+    pub async fn submit(self, generation: NewGeneration) -> Result<SubmitOutcome, SubmitRefusal> {
+        match &self.store.database {
             Database::Sqlite(database) => database.submits().submit(generation).await,
             Database::Postgres(database) => database.submits().submit(generation).await,
         }

@@ -41,34 +41,6 @@ pub struct UploadUsage {
 }
 
 impl Store {
-    /// How many uploads the account holds and their recorded bytes.
-    pub async fn upload_usage(&self, account_id: &str) -> Result<UploadUsage, StoreError> {
-        let (count, bytes): (i64, i64) = fetch_on_reader!(
-            self,
-            fetch_one,
-            sqlx::query_as(
-                "SELECT \
-                 (SELECT COUNT(*) FROM uploads WHERE account_id = $1) + \
-                 (SELECT COUNT(*) FROM direct_uploads AS pending WHERE account_id = $1 \
-                  AND NOT EXISTS (SELECT 1 FROM uploads WHERE uploads.id = pending.id)), \
-                 CAST((SELECT COALESCE(SUM(size_bytes), 0) FROM uploads \
-                  WHERE account_id = $1) AS BIGINT)",
-            )
-            .bind(account_id)
-        )?;
-        Ok(UploadUsage { count, bytes })
-    }
-
-    /// Records a file an account uploaded (already written to storage).
-    pub async fn create_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
-        self.insert_upload(
-            "INSERT INTO uploads (id, account_id, relative_path, content_type, \
-             size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            upload,
-        )
-        .await
-    }
-
     /// Runs `statement`, an insert into `uploads` with or without a
     /// conflict clause, for `upload`: the two ways an upload is recorded
     /// bind the same columns in the same order.
@@ -90,11 +62,48 @@ impl Store {
         )?;
         Ok(())
     }
+}
+
+/// The operations of `uploads` (see `Store::uploads`).
+#[derive(Clone, Copy)]
+pub struct Uploads<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Uploads<'_> {
+    /// How many uploads the account holds and their recorded bytes.
+    pub async fn usage(self, account_id: &str) -> Result<UploadUsage, StoreError> {
+        let (count, bytes): (i64, i64) = fetch_on_reader!(
+            self.store,
+            fetch_one,
+            sqlx::query_as(
+                "SELECT \
+                 (SELECT COUNT(*) FROM uploads WHERE account_id = $1) + \
+                 (SELECT COUNT(*) FROM direct_uploads AS pending WHERE account_id = $1 \
+                  AND NOT EXISTS (SELECT 1 FROM uploads WHERE uploads.id = pending.id)), \
+                 CAST((SELECT COALESCE(SUM(size_bytes), 0) FROM uploads \
+                  WHERE account_id = $1) AS BIGINT)",
+            )
+            .bind(account_id)
+        )?;
+        Ok(UploadUsage { count, bytes })
+    }
+
+    /// Records a file an account uploaded (already written to storage).
+    pub async fn create(self, upload: &NewUpload) -> Result<(), StoreError> {
+        self.store
+            .insert_upload(
+                "INSERT INTO uploads (id, account_id, relative_path, content_type, \
+             size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                upload,
+            )
+            .await
+    }
 
     /// The account that uploaded the file stored at `relative_path`.
-    pub async fn upload_owner(&self, relative_path: &str) -> Result<Option<String>, StoreError> {
+    pub async fn owner(self, relative_path: &str) -> Result<Option<String>, StoreError> {
         Ok(fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_scalar("SELECT account_id FROM uploads WHERE relative_path = $1")
                 .bind(relative_path)
@@ -102,9 +111,9 @@ impl Store {
     }
 
     /// Records a presigned direct upload before its object exists.
-    pub async fn create_direct_upload(&self, upload: &NewDirectUpload) -> Result<(), StoreError> {
+    pub async fn create_direct(self, upload: &NewDirectUpload) -> Result<(), StoreError> {
         execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "INSERT INTO direct_uploads (id, account_id, relative_path, created_at) \
                  VALUES ($1, $2, $3, $4)",
@@ -118,12 +127,9 @@ impl Store {
     }
 
     /// The direct upload whose object is stored at `relative_path`.
-    pub async fn direct_upload(
-        &self,
-        relative_path: &str,
-    ) -> Result<Option<DirectUpload>, StoreError> {
+    pub async fn direct(self, relative_path: &str) -> Result<Option<DirectUpload>, StoreError> {
         let row: Option<(String, String)> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_as("SELECT id, account_id FROM direct_uploads WHERE relative_path = $1")
                 .bind(relative_path)
@@ -133,23 +139,21 @@ impl Store {
 
     /// Records a direct upload's probed object as an upload; a second
     /// recording of the same upload (two first uses at once) is a no-op.
-    pub async fn record_direct_upload(&self, upload: &NewUpload) -> Result<(), StoreError> {
-        self.insert_upload(
-            "INSERT INTO uploads (id, account_id, relative_path, content_type, \
+    pub async fn record_direct(self, upload: &NewUpload) -> Result<(), StoreError> {
+        self.store
+            .insert_upload(
+                "INSERT INTO uploads (id, account_id, relative_path, content_type, \
              size_bytes, media, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (id) DO NOTHING",
-            upload,
-        )
-        .await
+                upload,
+            )
+            .await
     }
 
     /// The probed media type of the upload stored at `relative_path`.
-    pub async fn upload_content_type(
-        &self,
-        relative_path: &str,
-    ) -> Result<Option<String>, StoreError> {
+    pub async fn content_type(self, relative_path: &str) -> Result<Option<String>, StoreError> {
         Ok(fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_scalar("SELECT content_type FROM uploads WHERE relative_path = $1")
                 .bind(relative_path)

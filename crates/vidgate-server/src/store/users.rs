@@ -224,11 +224,17 @@ impl Store {
     }
 }
 
-impl Store {
+/// The operations of `users` (see `Store::users`).
+#[derive(Clone, Copy)]
+pub struct Users<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Users<'_> {
     /// Creates a user; `None` when the email is already taken.
-    pub async fn create_user(&self, user: &User) -> Result<Option<User>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if !Self::insert_user_in(&mut transaction, user).await? {
+    pub async fn create(self, user: &User) -> Result<Option<User>, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        if !Store::insert_user_in(&mut transaction, user).await? {
             return Ok(None);
         }
         transaction.commit().await?;
@@ -238,24 +244,24 @@ impl Store {
     /// Creates an account with no credit and its first user in one
     /// transaction; `None` (and no account) when the email is taken.
     pub async fn sign_up(
-        &self,
+        self,
         account: NewAccount,
         user: &User,
     ) -> Result<Option<(Account, User)>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let created = Self::create_account_in(&mut transaction, &account).await?;
+        let mut transaction = self.store.begin_write().await?;
+        let created = Store::create_account_in(&mut transaction, &account).await?;
         // Dropping the transaction rolls the account back when the
         // email is taken.
-        if !Self::insert_user_in(&mut transaction, user).await? {
+        if !Store::insert_user_in(&mut transaction, user).await? {
             return Ok(None);
         }
         transaction.commit().await?;
         Ok(Some((created, user.clone())))
     }
 
-    pub async fn user_by_email(&self, email: &str) -> Result<Option<User>, StoreError> {
+    pub async fn by_email(self, email: &str) -> Result<Option<User>, StoreError> {
         let row: Option<UserRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_as(concat!(
                 "SELECT ",
@@ -267,9 +273,9 @@ impl Store {
         row.map(user_from_row).transpose()
     }
 
-    pub async fn user_by_id(&self, user_id: &str) -> Result<Option<User>, StoreError> {
+    pub async fn by_id(self, user_id: &str) -> Result<Option<User>, StoreError> {
         let row: Option<UserRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_as(concat!(
                 "SELECT ",
@@ -282,9 +288,9 @@ impl Store {
     }
 
     /// An account's users, oldest first.
-    pub async fn account_users(&self, account_id: &str) -> Result<Vec<User>, StoreError> {
+    pub async fn account_users(self, account_id: &str) -> Result<Vec<User>, StoreError> {
         let rows: Vec<UserRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_all,
             sqlx::query_as(concat!(
                 "SELECT ",
@@ -296,14 +302,14 @@ impl Store {
         rows.into_iter().map(user_from_row).collect()
     }
 
-    pub async fn create_session(&self, session: &NewSession) -> Result<(), StoreError> {
+    pub async fn create_session(self, session: &NewSession) -> Result<(), StoreError> {
         let now = now_millis();
         // The user's sessions that ended (expired, or revoked a day
         // ago or more) go, so the table grows with active sessions
         // only. Sessions ended by idleness stay until their
         // absolute expiry (30 days after sign-in at most).
         execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "DELETE FROM sessions WHERE user_id = $1 \
                  AND (expires_at <= $2 OR revoked_at <= $3)",
@@ -313,7 +319,7 @@ impl Store {
             .bind(now - 24 * 60 * 60 * 1000)
         )?;
         execute_on_writer!(
-            self,
+            self.store,
             sqlx::query(
                 "INSERT INTO sessions (id, token_sha256, user_id, account_id, csrf_token, \
                  created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $6, $7)",
@@ -332,13 +338,13 @@ impl Store {
     /// The live session with this token digest: not revoked, not past its
     /// absolute expiry, and used within `idle_timeout`. Records the use.
     pub async fn session(
-        &self,
+        self,
         token_sha256: &str,
         idle_timeout: Duration,
     ) -> Result<Option<Session>, StoreError> {
         let now = now_millis();
         let row: Option<SessionRow> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_as(
                 "SELECT s.id, s.user_id, u.email, s.account_id, s.csrf_token, \
@@ -371,7 +377,7 @@ impl Store {
         // resolution, so a busy session does not write on every call.
         if now - last_seen_at >= KEY_USE_RESOLUTION.as_millis() as i64 {
             execute_on_writer!(
-                self,
+                self.store,
                 sqlx::query("UPDATE sessions SET last_seen_at = $1 WHERE id = $2")
                     .bind(now)
                     .bind(&id)
@@ -389,9 +395,9 @@ impl Store {
     }
 
     /// Revokes a session; false when it was already revoked or unknown.
-    pub async fn revoke_session(&self, session_id: &str) -> Result<bool, StoreError> {
+    pub async fn revoke_session(self, session_id: &str) -> Result<bool, StoreError> {
         let changed = execute_on_writer!(
-            self,
+            self.store,
             sqlx::query("UPDATE sessions SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                 .bind(now_millis())
                 .bind(session_id)
@@ -401,9 +407,9 @@ impl Store {
 
     /// Removes a user and its sessions in one transaction, so none of its
     /// cookies works afterwards; false when there is no such user.
-    pub async fn remove_user(&self, user_id: &str) -> Result<bool, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let removed = Self::remove_user_in(&mut transaction, user_id).await?;
+    pub async fn remove_user(self, user_id: &str) -> Result<bool, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        let removed = Store::remove_user_in(&mut transaction, user_id).await?;
         transaction.commit().await?;
         Ok(removed)
     }
@@ -532,97 +538,6 @@ impl Store {
         )?)
     }
 
-    /// Adds `user` to the actor's account, when the actor is one of its
-    /// owners and the email is free.
-    pub async fn invite_user_audited(
-        &self,
-        actor: PeopleActor<'_>,
-        user: &User,
-        audit: &NewAuditEntry,
-    ) -> Result<Result<User, PeopleRefusal>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if !Self::actor_is_owner_in(&mut transaction, actor).await? {
-            return Ok(Err(PeopleRefusal::NotAnOwner));
-        }
-        if !Self::insert_user_in(&mut transaction, user).await? {
-            return Ok(Err(PeopleRefusal::EmailTaken));
-        }
-        Self::record_audit_in(&mut transaction, audit).await?;
-        transaction.commit().await?;
-        Ok(Ok(user.clone()))
-    }
-
-    /// Gives a user of the actor's account a role, when the actor is one
-    /// of its owners and the account keeps an owner after it. Giving a
-    /// user the role they have changes nothing and writes no audit row.
-    pub async fn set_user_role_audited(
-        &self,
-        actor: PeopleActor<'_>,
-        user_id: &str,
-        role: UserRole,
-        audit: impl FnOnce(&User) -> NewAuditEntry,
-    ) -> Result<Result<User, PeopleRefusal>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let user = match Self::owners_user_in(&mut transaction, actor, user_id).await? {
-            Ok(user) => user,
-            Err(refused) => return Ok(Err(refused)),
-        };
-        if user.role == role {
-            return Ok(Ok(user));
-        }
-        execute_in_transaction!(
-            &mut transaction,
-            sqlx::query("UPDATE users SET role = $1 WHERE id = $2")
-                .bind(role.as_str())
-                .bind(user_id)
-        )?;
-        // Dropping the transaction rolls the change back.
-        if Self::owner_count_in(&mut transaction, actor.account_id).await? == 0 {
-            return Ok(Err(PeopleRefusal::LastOwner));
-        }
-        Self::record_audit_in(&mut transaction, &audit(&user)).await?;
-        transaction.commit().await?;
-        Ok(Ok(User { role, ..user }))
-    }
-
-    /// Removes a user of the actor's account and its sessions, and
-    /// revokes the keys the user made unless `keys` keeps them, when the
-    /// actor is one of its owners and the account keeps an owner after
-    /// it. The audit row is made from the user and the keys revoked.
-    pub async fn remove_account_user_audited(
-        &self,
-        actor: PeopleActor<'_>,
-        user_id: &str,
-        keys: KeysOfRemovedPerson,
-        audit: impl FnOnce(&User, &[String]) -> NewAuditEntry,
-    ) -> Result<Result<RemovedPerson, PeopleRefusal>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let user = match Self::owners_user_in(&mut transaction, actor, user_id).await? {
-            Ok(user) => user,
-            Err(refused) => return Ok(Err(refused)),
-        };
-        Self::remove_user_in(&mut transaction, user_id).await?;
-        // Dropping the transaction rolls the removal back.
-        if Self::owner_count_in(&mut transaction, actor.account_id).await? == 0 {
-            return Ok(Err(PeopleRefusal::LastOwner));
-        }
-        let revoked_key_ids = match keys {
-            KeysOfRemovedPerson::Revoke => {
-                Self::revoke_keys_made_by_in(&mut transaction, actor.account_id, user_id).await?
-            }
-            KeysOfRemovedPerson::Keep => Vec::new(),
-        };
-        Self::record_audit_in(&mut transaction, &audit(&user, &revoked_key_ids)).await?;
-        transaction.commit().await?;
-        if !revoked_key_ids.is_empty() {
-            self.callers().forget_all();
-        }
-        Ok(Ok(RemovedPerson {
-            user,
-            revoked_key_ids,
-        }))
-    }
-
     /// Revokes the unrevoked keys of an account that a user made, inside
     /// the caller's transaction; their ids. The caller forgets its
     /// remembered callers after the commit.
@@ -645,23 +560,6 @@ impl Store {
         )?;
         revoked.sort();
         Ok(revoked)
-    }
-
-    /// Whether a person may create and revoke the account's keys, change
-    /// their spend limits and read or rotate its webhook secret: an owner
-    /// always, a member when the account's owners allow members to.
-    pub async fn may_manage_keys_and_secrets(
-        &self,
-        actor: PeopleActor<'_>,
-    ) -> Result<bool, StoreError> {
-        let row: Option<(String, bool)> = fetch_on_reader!(
-            self,
-            fetch_optional,
-            sqlx::query_as(MAY_MANAGE_KEYS_AND_SECRETS)
-                .bind(actor.user_id)
-                .bind(actor.account_id)
-        )?;
-        Ok(row.is_some_and(may_manage_keys_and_secrets))
     }
 
     /// As `may_manage_keys_and_secrets`, inside the caller's transaction,
@@ -687,14 +585,124 @@ impl Store {
         )?;
         Ok(row.is_some_and(may_manage_keys_and_secrets))
     }
+}
+
+impl Users<'_> {
+    /// Adds `user` to the actor's account, when the actor is one of its
+    /// owners and the email is free.
+    pub async fn invite_user_audited(
+        self,
+        actor: PeopleActor<'_>,
+        user: &User,
+        audit: &NewAuditEntry,
+    ) -> Result<Result<User, PeopleRefusal>, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        if !Store::actor_is_owner_in(&mut transaction, actor).await? {
+            return Ok(Err(PeopleRefusal::NotAnOwner));
+        }
+        if !Store::insert_user_in(&mut transaction, user).await? {
+            return Ok(Err(PeopleRefusal::EmailTaken));
+        }
+        Store::record_audit_in(&mut transaction, audit).await?;
+        transaction.commit().await?;
+        Ok(Ok(user.clone()))
+    }
+
+    /// Gives a user of the actor's account a role, when the actor is one
+    /// of its owners and the account keeps an owner after it. Giving a
+    /// user the role they have changes nothing and writes no audit row.
+    pub async fn set_user_role_audited(
+        self,
+        actor: PeopleActor<'_>,
+        user_id: &str,
+        role: UserRole,
+        audit: impl FnOnce(&User) -> NewAuditEntry,
+    ) -> Result<Result<User, PeopleRefusal>, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        let user = match Store::owners_user_in(&mut transaction, actor, user_id).await? {
+            Ok(user) => user,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        if user.role == role {
+            return Ok(Ok(user));
+        }
+        execute_in_transaction!(
+            &mut transaction,
+            sqlx::query("UPDATE users SET role = $1 WHERE id = $2")
+                .bind(role.as_str())
+                .bind(user_id)
+        )?;
+        // Dropping the transaction rolls the change back.
+        if Store::owner_count_in(&mut transaction, actor.account_id).await? == 0 {
+            return Ok(Err(PeopleRefusal::LastOwner));
+        }
+        Store::record_audit_in(&mut transaction, &audit(&user)).await?;
+        transaction.commit().await?;
+        Ok(Ok(User { role, ..user }))
+    }
+
+    /// Removes a user of the actor's account and its sessions, and
+    /// revokes the keys the user made unless `keys` keeps them, when the
+    /// actor is one of its owners and the account keeps an owner after
+    /// it. The audit row is made from the user and the keys revoked.
+    pub async fn remove_account_user_audited(
+        self,
+        actor: PeopleActor<'_>,
+        user_id: &str,
+        keys: KeysOfRemovedPerson,
+        audit: impl FnOnce(&User, &[String]) -> NewAuditEntry,
+    ) -> Result<Result<RemovedPerson, PeopleRefusal>, StoreError> {
+        let mut transaction = self.store.begin_write().await?;
+        let user = match Store::owners_user_in(&mut transaction, actor, user_id).await? {
+            Ok(user) => user,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        Store::remove_user_in(&mut transaction, user_id).await?;
+        // Dropping the transaction rolls the removal back.
+        if Store::owner_count_in(&mut transaction, actor.account_id).await? == 0 {
+            return Ok(Err(PeopleRefusal::LastOwner));
+        }
+        let revoked_key_ids = match keys {
+            KeysOfRemovedPerson::Revoke => {
+                Store::revoke_keys_made_by_in(&mut transaction, actor.account_id, user_id).await?
+            }
+            KeysOfRemovedPerson::Keep => Vec::new(),
+        };
+        Store::record_audit_in(&mut transaction, &audit(&user, &revoked_key_ids)).await?;
+        transaction.commit().await?;
+        if !revoked_key_ids.is_empty() {
+            self.store.callers().forget_all();
+        }
+        Ok(Ok(RemovedPerson {
+            user,
+            revoked_key_ids,
+        }))
+    }
+
+    /// Whether a person may create and revoke the account's keys, change
+    /// their spend limits and read or rotate its webhook secret: an owner
+    /// always, a member when the account's owners allow members to.
+    pub async fn may_manage_keys_and_secrets(
+        self,
+        actor: PeopleActor<'_>,
+    ) -> Result<bool, StoreError> {
+        let row: Option<(String, bool)> = fetch_on_reader!(
+            self.store,
+            fetch_optional,
+            sqlx::query_as(MAY_MANAGE_KEYS_AND_SECRETS)
+                .bind(actor.user_id)
+                .bind(actor.account_id)
+        )?;
+        Ok(row.is_some_and(may_manage_keys_and_secrets))
+    }
 
     /// Whether the account's members may manage its keys and secrets.
     pub async fn members_manage_keys_and_secrets(
-        &self,
+        self,
         account_id: &str,
     ) -> Result<bool, StoreError> {
         let allowed: Option<bool> = fetch_on_reader!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_scalar(
                 "SELECT members_manage_keys_and_secrets FROM accounts WHERE id = $1"
@@ -708,13 +716,13 @@ impl Store {
     /// them, when the actor is one of its owners. Setting what is already
     /// set changes nothing and writes no audit row.
     pub async fn set_members_manage_keys_and_secrets_audited(
-        &self,
+        self,
         actor: PeopleActor<'_>,
         allowed: bool,
         audit: &NewAuditEntry,
     ) -> Result<Result<(), PeopleRefusal>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        if !Self::actor_is_owner_in(&mut transaction, actor).await? {
+        let mut transaction = self.store.begin_write().await?;
+        if !Store::actor_is_owner_in(&mut transaction, actor).await? {
             return Ok(Err(PeopleRefusal::NotAnOwner));
         }
         let changed = execute_in_transaction!(
@@ -729,7 +737,7 @@ impl Store {
         if changed == 0 {
             return Ok(Ok(()));
         }
-        Self::record_audit_in(&mut transaction, audit).await?;
+        Store::record_audit_in(&mut transaction, audit).await?;
         transaction.commit().await?;
         Ok(Ok(()))
     }
@@ -740,14 +748,14 @@ impl Store {
     /// with the audit row. Answers how many other sessions were live, or
     /// `None` (nothing changed) when the password changed meanwhile.
     pub async fn change_password_audited(
-        &self,
+        self,
         user_id: &str,
         previous_hash: &str,
         new_hash: &str,
         kept_session_id: &str,
         audit: impl FnOnce(u64) -> NewAuditEntry,
     ) -> Result<Option<u64>, StoreError> {
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         let changed = execute_in_transaction!(
             &mut transaction,
             sqlx::query(
@@ -772,7 +780,7 @@ impl Store {
             .bind(user_id)
             .bind(kept_session_id)
         )?;
-        Self::record_audit_in(&mut transaction, &audit(revoked)).await?;
+        Store::record_audit_in(&mut transaction, &audit(revoked)).await?;
         transaction.commit().await?;
         Ok(Some(revoked))
     }

@@ -98,151 +98,6 @@ macro_rules! attempt_columns {
 }
 
 impl Store {
-    /// The deliveries of one generation of the account, oldest first, each
-    /// with its attempts.
-    pub async fn webhook_deliveries(
-        &self,
-        account_id: &str,
-        generation_id: &str,
-    ) -> Result<Vec<WebhookDelivery>, StoreError> {
-        let deliveries = self
-            .deliveries_with_attempts(
-                concat!(
-                    "SELECT ",
-                    delivery_columns!(),
-                    " FROM webhook_deliveries WHERE generation_id = $1 AND account_id = $2 \
-                      ORDER BY created_at, id"
-                ),
-                concat!(
-                    "SELECT ",
-                    attempt_columns!(),
-                    " FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
-                      WHERE d.generation_id = $1 AND d.account_id = $2 ORDER BY a.id"
-                ),
-                generation_id,
-                account_id,
-            )
-            .await?;
-        Ok(deliveries
-            .into_iter()
-            .map(|account_delivery| account_delivery.delivery)
-            .collect())
-    }
-
-    /// Makes a delivery pending and due now, whatever its status.
-    pub async fn retry_webhook_delivery(
-        &self,
-        account_id: &str,
-        generation_id: &str,
-        delivery_id: &str,
-    ) -> Result<DeliveryRetryOutcome, StoreError> {
-        let now = now_millis();
-        let mut transaction = self.begin_write().await?;
-        // A delivery a live sender holds is left alone: the attempt
-        // under way is the re-send asked for. A lease that ran out
-        // (its sender died) is cleared.
-        let scheduled = execute_in_transaction!(
-            &mut transaction,
-            sqlx::query(
-                "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $1, \
-                 completed_at = NULL, lease_owner = NULL, \
-                 manual_retries = manual_retries + 1 \
-                 WHERE id = $2 AND generation_id = $3 AND account_id = $4 \
-                 AND manual_retries < $5 \
-                 AND NOT (status = 'pending' AND lease_owner IS NOT NULL \
-                          AND next_attempt_at > $1)",
-            )
-            .bind(now)
-            .bind(delivery_id)
-            .bind(generation_id)
-            .bind(account_id)
-            .bind(MAX_MANUAL_RETRIES)
-        )?;
-        if scheduled == 1 {
-            transaction.commit().await?;
-            return Ok(DeliveryRetryOutcome::Scheduled);
-        }
-        let exists: Option<i64> = fetch_in_transaction!(
-            &mut transaction,
-            fetch_optional,
-            sqlx::query_scalar(
-                "SELECT manual_retries FROM webhook_deliveries \
-                 WHERE id = $1 AND generation_id = $2 AND account_id = $3",
-            )
-            .bind(delivery_id)
-            .bind(generation_id)
-            .bind(account_id)
-        )?;
-        Ok(match exists {
-            Some(retries) if retries >= MAX_MANUAL_RETRIES => {
-                DeliveryRetryOutcome::RetriesExhausted
-            }
-            Some(_) => DeliveryRetryOutcome::InFlight,
-            None => DeliveryRetryOutcome::NotFound,
-        })
-    }
-
-    /// Queues a `webhook.test` event for the account to `url`, due now,
-    /// signed and retried like every other delivery. False, and nothing
-    /// queued, when the account is deleted or already has
-    /// `MAX_PENDING_TEST_EVENTS` test events waiting. The check and the
-    /// insert are one statement, so two clicks at once cannot pass it both.
-    pub async fn queue_test_webhook(
-        &self,
-        account_id: &str,
-        url: &str,
-        payload: &serde_json::Value,
-    ) -> Result<bool, StoreError> {
-        let now = now_millis();
-        let inserted = execute_on_writer!(
-            self,
-            sqlx::query(
-                "INSERT INTO webhook_deliveries (id, generation_id, account_id, event_type, url, \
-                 status, next_attempt_at, created_at, payload) \
-                 SELECT $1, NULL, id, $2, $3, 'pending', $4, $4, $5 FROM accounts \
-                 WHERE id = $6 AND deleted_at IS NULL AND (SELECT COUNT(*) FROM \
-                 webhook_deliveries WHERE account_id = $6 AND event_type = $2 \
-                 AND status = 'pending') < $7",
-            )
-            .bind(crate::ids::new_webhook_message_id())
-            .bind(TEST_EVENT)
-            .bind(url)
-            .bind(now)
-            .bind(payload.to_string())
-            .bind(account_id)
-            .bind(MAX_PENDING_TEST_EVENTS)
-        )?;
-        Ok(inserted == 1)
-    }
-
-    /// The account's latest webhook deliveries, newest first, each with its
-    /// attempts.
-    pub async fn recent_webhook_deliveries(
-        &self,
-        account_id: &str,
-        limit: u32,
-    ) -> Result<Vec<AccountDelivery>, StoreError> {
-        self.deliveries_with_attempts(
-            concat!(
-                "SELECT ",
-                delivery_columns!(),
-                " FROM webhook_deliveries WHERE account_id = $1 \
-                  ORDER BY created_at DESC, id DESC LIMIT $2"
-            ),
-            concat!(
-                "SELECT ",
-                attempt_columns!(),
-                " FROM webhook_attempts a WHERE a.delivery_id IN \
-                  (SELECT id FROM webhook_deliveries WHERE account_id = $1 \
-                   ORDER BY created_at DESC, id DESC LIMIT $2) \
-                  ORDER BY a.id"
-            ),
-            account_id,
-            limit as i64,
-        )
-        .await
-    }
-
     /// The deliveries `deliveries_statement` selects, in its order, each
     /// with the attempts among those `attempts_statement` selects that
     /// belong to it, in the order they were made. Both statements take the
@@ -299,5 +154,160 @@ impl Store {
             }
         }
         Ok(deliveries)
+    }
+}
+
+/// The operations of `webhook_log` (see `Store::webhook_log`).
+#[derive(Clone, Copy)]
+pub struct WebhookLog<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl WebhookLog<'_> {
+    /// The deliveries of one generation of the account, oldest first, each
+    /// with its attempts.
+    pub async fn deliveries(
+        self,
+        account_id: &str,
+        generation_id: &str,
+    ) -> Result<Vec<WebhookDelivery>, StoreError> {
+        let deliveries = self
+            .store
+            .deliveries_with_attempts(
+                concat!(
+                    "SELECT ",
+                    delivery_columns!(),
+                    " FROM webhook_deliveries WHERE generation_id = $1 AND account_id = $2 \
+                      ORDER BY created_at, id"
+                ),
+                concat!(
+                    "SELECT ",
+                    attempt_columns!(),
+                    " FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
+                      WHERE d.generation_id = $1 AND d.account_id = $2 ORDER BY a.id"
+                ),
+                generation_id,
+                account_id,
+            )
+            .await?;
+        Ok(deliveries
+            .into_iter()
+            .map(|account_delivery| account_delivery.delivery)
+            .collect())
+    }
+
+    /// Makes a delivery pending and due now, whatever its status.
+    pub async fn retry_delivery(
+        self,
+        account_id: &str,
+        generation_id: &str,
+        delivery_id: &str,
+    ) -> Result<DeliveryRetryOutcome, StoreError> {
+        let now = now_millis();
+        let mut transaction = self.store.begin_write().await?;
+        // A delivery a live sender holds is left alone: the attempt
+        // under way is the re-send asked for. A lease that ran out
+        // (its sender died) is cleared.
+        let scheduled = execute_in_transaction!(
+            &mut transaction,
+            sqlx::query(
+                "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $1, \
+                 completed_at = NULL, lease_owner = NULL, \
+                 manual_retries = manual_retries + 1 \
+                 WHERE id = $2 AND generation_id = $3 AND account_id = $4 \
+                 AND manual_retries < $5 \
+                 AND NOT (status = 'pending' AND lease_owner IS NOT NULL \
+                          AND next_attempt_at > $1)",
+            )
+            .bind(now)
+            .bind(delivery_id)
+            .bind(generation_id)
+            .bind(account_id)
+            .bind(MAX_MANUAL_RETRIES)
+        )?;
+        if scheduled == 1 {
+            transaction.commit().await?;
+            return Ok(DeliveryRetryOutcome::Scheduled);
+        }
+        let exists: Option<i64> = fetch_in_transaction!(
+            &mut transaction,
+            fetch_optional,
+            sqlx::query_scalar(
+                "SELECT manual_retries FROM webhook_deliveries \
+                 WHERE id = $1 AND generation_id = $2 AND account_id = $3",
+            )
+            .bind(delivery_id)
+            .bind(generation_id)
+            .bind(account_id)
+        )?;
+        Ok(match exists {
+            Some(retries) if retries >= MAX_MANUAL_RETRIES => {
+                DeliveryRetryOutcome::RetriesExhausted
+            }
+            Some(_) => DeliveryRetryOutcome::InFlight,
+            None => DeliveryRetryOutcome::NotFound,
+        })
+    }
+
+    /// Queues a `webhook.test` event for the account to `url`, due now,
+    /// signed and retried like every other delivery. False, and nothing
+    /// queued, when the account is deleted or already has
+    /// `MAX_PENDING_TEST_EVENTS` test events waiting. The check and the
+    /// insert are one statement, so two clicks at once cannot pass it both.
+    pub async fn queue_test(
+        self,
+        account_id: &str,
+        url: &str,
+        payload: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        let now = now_millis();
+        let inserted = execute_on_writer!(
+            self.store,
+            sqlx::query(
+                "INSERT INTO webhook_deliveries (id, generation_id, account_id, event_type, url, \
+                 status, next_attempt_at, created_at, payload) \
+                 SELECT $1, NULL, id, $2, $3, 'pending', $4, $4, $5 FROM accounts \
+                 WHERE id = $6 AND deleted_at IS NULL AND (SELECT COUNT(*) FROM \
+                 webhook_deliveries WHERE account_id = $6 AND event_type = $2 \
+                 AND status = 'pending') < $7",
+            )
+            .bind(crate::ids::new_webhook_message_id())
+            .bind(TEST_EVENT)
+            .bind(url)
+            .bind(now)
+            .bind(payload.to_string())
+            .bind(account_id)
+            .bind(MAX_PENDING_TEST_EVENTS)
+        )?;
+        Ok(inserted == 1)
+    }
+
+    /// The account's latest webhook deliveries, newest first, each with its
+    /// attempts.
+    pub async fn recent_deliveries(
+        self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<AccountDelivery>, StoreError> {
+        self.store
+            .deliveries_with_attempts(
+                concat!(
+                    "SELECT ",
+                    delivery_columns!(),
+                    " FROM webhook_deliveries WHERE account_id = $1 \
+                  ORDER BY created_at DESC, id DESC LIMIT $2"
+                ),
+                concat!(
+                    "SELECT ",
+                    attempt_columns!(),
+                    " FROM webhook_attempts a WHERE a.delivery_id IN \
+                  (SELECT id FROM webhook_deliveries WHERE account_id = $1 \
+                   ORDER BY created_at DESC, id DESC LIMIT $2) \
+                  ORDER BY a.id"
+                ),
+                account_id,
+                limit as i64,
+            )
+            .await
     }
 }

@@ -294,6 +294,38 @@ fn delivery_claim_statement(dialect: DeliveryClaimDialect) -> String {
 }
 
 impl Store {
+    /// Rotates the secret inside the caller's transaction and answers the
+    /// account after it; `None` when there is no such account.
+    pub(super) async fn rotate_webhook_secret_in(
+        transaction: &mut WriteTransaction,
+        account_id: &str,
+        new_secret: &str,
+        previous_valid_for: Duration,
+    ) -> Result<Option<Account>, StoreError> {
+        // The right-hand sides read the row as it was, so the
+        // current secret becomes the previous one.
+        execute_in_transaction!(
+            &mut *transaction,
+            sqlx::query(
+                "UPDATE accounts SET previous_webhook_secret = webhook_secret, \
+                 previous_webhook_secret_expires_at = $1, webhook_secret = $2 \
+                 WHERE id = $3",
+            )
+            .bind(now_millis() + previous_valid_for.as_millis() as i64)
+            .bind(new_secret)
+            .bind(account_id)
+        )?;
+        Self::account_in(transaction, account_id).await
+    }
+}
+
+/// The operations of `webhooks` (see `Store::webhooks`).
+#[derive(Clone, Copy)]
+pub struct Webhooks<'store> {
+    pub(super) store: &'store Store,
+}
+
+impl Webhooks<'_> {
     /// Claims a due delivery for `sender`, holding it until `lease` has
     /// passed (then it falls due again if the sender has not recorded an
     /// attempt, as when its process died). Accounts take turns (see
@@ -302,8 +334,8 @@ impl Store {
     /// `fairness.max_in_flight_per_account` live leases held by senders of
     /// `fairness.sender_group` are passed over, so one account's slow
     /// receiver cannot take every sender of a node.
-    pub async fn claim_webhook_delivery(
-        &self,
+    pub async fn claim_delivery(
+        self,
         sender: &str,
         lease: Duration,
         fairness: &SenderFairness,
@@ -312,13 +344,13 @@ impl Store {
             LazyLock::new(|| delivery_claim_statement(DeliveryClaimDialect::Sqlite));
         static POSTGRES_CLAIM: LazyLock<String> =
             LazyLock::new(|| delivery_claim_statement(DeliveryClaimDialect::Postgres));
-        let statement = match &self.database {
+        let statement = match &self.store.database {
             Database::Sqlite(_) => SQLITE_CLAIM.as_str(),
             Database::Postgres(_) => POSTGRES_CLAIM.as_str(),
         };
         let now = now_millis();
         let claimed: Option<DeliveryRow> = fetch_on_writer!(
-            self,
+            self.store,
             fetch_optional,
             sqlx::query_as(statement)
                 .bind(sender)
@@ -336,7 +368,7 @@ impl Store {
             // the claim reads what the event is about.
             (Some(generation_id), _) => {
                 let generation: GenerationRow = fetch_on_reader!(
-                    self,
+                    self.store,
                     fetch_one,
                     sqlx::query_as(concat!(
                         "SELECT ",
@@ -360,7 +392,7 @@ impl Store {
             }
         };
         let account: AccountRow = fetch_on_reader!(
-            self,
+            self.store,
             fetch_one,
             sqlx::query_as(concat!(
                 "SELECT ",
@@ -375,8 +407,8 @@ impl Store {
 
     /// Logs an attempt and moves the delivery on, in one transaction; false
     /// when `sender` no longer holds it, in which case nothing changed.
-    pub async fn record_webhook_attempt(
-        &self,
+    pub async fn record_attempt(
+        self,
         delivery_id: &str,
         sender: &str,
         attempt: &AttemptRecord,
@@ -387,7 +419,7 @@ impl Store {
             AttemptOutcome::RetryAt(due) => (DeliveryStatus::Pending, Some(due), None),
             AttemptOutcome::Failed => (DeliveryStatus::Failed, None, Some(now_millis())),
         };
-        let mut transaction = self.begin_write().await?;
+        let mut transaction = self.store.begin_write().await?;
         // Guarded by the lease: a sender that took longer than its
         // lease, while another sender took the delivery over, records
         // nothing.
@@ -432,14 +464,14 @@ impl Store {
     /// Replaces the account's webhook secret; the replaced one keeps signing
     /// deliveries (beside the new one) for `previous_valid_for`. `None` when
     /// the account does not exist.
-    pub async fn rotate_webhook_secret(
-        &self,
+    pub async fn rotate_secret(
+        self,
         account_id: &str,
         new_secret: &str,
         previous_valid_for: Duration,
     ) -> Result<Option<Account>, StoreError> {
-        let mut transaction = self.begin_write().await?;
-        let account = Self::rotate_webhook_secret_in(
+        let mut transaction = self.store.begin_write().await?;
+        let account = Store::rotate_webhook_secret_in(
             &mut transaction,
             account_id,
             new_secret,
@@ -450,35 +482,11 @@ impl Store {
         Ok(account)
     }
 
-    /// Rotates the secret inside the caller's transaction and answers the
-    /// account after it; `None` when there is no such account.
-    pub(super) async fn rotate_webhook_secret_in(
-        transaction: &mut WriteTransaction,
-        account_id: &str,
-        new_secret: &str,
-        previous_valid_for: Duration,
-    ) -> Result<Option<Account>, StoreError> {
-        // The right-hand sides read the row as it was, so the
-        // current secret becomes the previous one.
-        execute_in_transaction!(
-            &mut *transaction,
-            sqlx::query(
-                "UPDATE accounts SET previous_webhook_secret = webhook_secret, \
-                 previous_webhook_secret_expires_at = $1, webhook_secret = $2 \
-                 WHERE id = $3",
-            )
-            .bind(now_millis() + previous_valid_for.as_millis() as i64)
-            .bind(new_secret)
-            .bind(account_id)
-        )?;
-        Self::account_in(transaction, account_id).await
-    }
-
     /// Deliveries still waiting for an attempt (due, scheduled or leased),
     /// for the metrics.
-    pub async fn pending_webhook_deliveries(&self) -> Result<i64, StoreError> {
+    pub async fn pending_deliveries(self) -> Result<i64, StoreError> {
         Ok(fetch_on_reader!(
-            self,
+            self.store,
             fetch_one,
             sqlx::query_scalar("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'pending'")
         )?)

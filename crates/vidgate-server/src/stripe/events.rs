@@ -174,7 +174,8 @@ async fn credit_session(
         ));
     };
     let outcome = store
-        .credit_stripe_checkout(&StripeCredit {
+        .stripe_payments()
+        .credit_checkout(&StripeCredit {
             event_id: event.id.clone(),
             event_type: event.kind.clone(),
             checkout_session_id: session.id,
@@ -217,7 +218,8 @@ async fn take_back(
         }
     };
     let outcome = store
-        .take_back_stripe_payment(&StripeTakeBack {
+        .stripe_payments()
+        .take_back_payment(&StripeTakeBack {
             event_id: event.id.clone(),
             event_type: event.kind.clone(),
             payment_intent_id,
@@ -247,7 +249,8 @@ async fn give_back_won_dispute(
         ));
     };
     let outcome = store
-        .give_back_won_stripe_dispute(&StripeDisputeWon {
+        .stripe_payments()
+        .give_back_won_dispute(&StripeDisputeWon {
             event_id: event.id.clone(),
             event_type: event.kind.clone(),
             payment_intent_id,

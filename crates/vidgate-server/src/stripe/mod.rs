@@ -135,7 +135,8 @@ pub async fn start_checkout(
         })
         .await?;
     store
-        .record_stripe_checkout_session(&session.id, account_id, amount)
+        .stripe_payments()
+        .record_checkout_session(&session.id, account_id, amount)
         .await?;
     Ok(session)
 }

@@ -41,7 +41,7 @@ async fn create_account(store: &Store, id: &str, credit: Micros, max_concurrent:
         max_concurrent,
         ..AccountLimits::default()
     };
-    store.set_account_limits(id, limits).await.unwrap();
+    store.accounts().set_limits(id, limits).await.unwrap();
 }
 
 fn new_generation(id: &str, account_id: &str) -> NewGeneration {
@@ -125,7 +125,8 @@ async fn submit_in_one_batch(
         let id = format!("gen_pilot_{}", generations[0].id);
         tokio::spawn(async move {
             store
-                .submit_generation(new_generation(&id, PILOT_ACCOUNT))
+                .generations()
+                .submit(new_generation(&id, PILOT_ACCOUNT))
                 .await
         })
     };
@@ -135,7 +136,7 @@ async fn submit_in_one_batch(
         .into_iter()
         .map(|generation| {
             let store = store.clone();
-            tokio::spawn(async move { store.submit_generation(generation).await })
+            tokio::spawn(async move { store.generations().submit(generation).await })
         })
         .collect();
     // Every submit is queued behind the pilot.
@@ -169,7 +170,7 @@ fn assert_created_together(answers: &[Answer]) {
 /// The ledger invariant of an account, and its totals: the holds it holds
 /// are `held_generations` generations' prices, taken from `credit`.
 async fn check_ledger(store: &Store, account_id: &str, credit: Micros, held_generations: i64) {
-    let account = store.account(account_id).await.unwrap().unwrap();
+    let account = store.accounts().get(account_id).await.unwrap().unwrap();
     let held = Micros(held_generations * PRICE.0);
     assert_eq!(account.held, held, "{account_id} holds");
     assert_eq!(account.balance, credit - held, "{account_id}'s balance");
@@ -177,7 +178,7 @@ async fn check_ledger(store: &Store, account_id: &str, credit: Micros, held_gene
         account.credited,
         account.balance + account.held + account.captured
     );
-    let entries = store.ledger_entries(account_id).await.unwrap();
+    let entries = store.ledger().entries(account_id).await.unwrap();
     let holds: Vec<_> = entries
         .iter()
         .filter(|entry| entry.kind == "hold")
@@ -192,7 +193,8 @@ async fn check_ledger(store: &Store, account_id: &str, credit: Micros, held_gene
         held.0
     );
     let generations = store
-        .list_generations(
+        .generations()
+        .list(
             account_id,
             &store::ListFilter {
                 limit: 100,
@@ -262,7 +264,7 @@ async fn one_batch_admits_exactly_what_each_cap_and_balance_allow(store_kind: St
                     // Each caller gets its own generation.
                     assert_eq!(&generation.id, id);
                     assert_eq!(generation.account_id, account);
-                    let binding = store.generation_media(id).await.unwrap();
+                    let binding = store.generations().media(id).await.unwrap();
                     let expected = (position % 3 == 0).then(|| json!({ "item": position }));
                     assert_eq!(binding, expected, "{id}'s media binding");
                 }
@@ -343,7 +345,8 @@ async fn a_database_error_fails_only_its_own_submit(store_kind: StoreKind) {
     create_account(store.as_ref(), "acct", credit, 50).await;
     create_account(store.as_ref(), "acct_broke", Micros::ZERO, 50).await;
     let taken = store
-        .submit_generation(new_generation("gen_taken", "acct"))
+        .generations()
+        .submit(new_generation("gen_taken", "acct"))
         .await;
     assert!(matches!(taken, Ok(SubmitOutcome::Created(_))), "{taken:?}");
 
@@ -370,7 +373,8 @@ async fn a_database_error_fails_only_its_own_submit(store_kind: StoreKind) {
     check_ledger(store.as_ref(), "acct_broke", Micros::ZERO, 0).await;
     // The taken generation is the first submit's, untouched.
     let first = store
-        .generation("acct", "gen_taken")
+        .generations()
+        .get("acct", "gen_taken")
         .await
         .unwrap()
         .unwrap();
@@ -378,7 +382,8 @@ async fn a_database_error_fails_only_its_own_submit(store_kind: StoreKind) {
 
     // The next submit goes on as usual.
     let next = store
-        .submit_generation(new_generation("gen_d", "acct"))
+        .generations()
+        .submit(new_generation("gen_d", "acct"))
         .await;
     assert!(matches!(next, Ok(SubmitOutcome::Created(_))), "{next:?}");
     check_ledger(store.as_ref(), "acct", credit, 5).await;
@@ -450,7 +455,8 @@ async fn two_nodes_batches_lock_accounts_in_one_order() {
         .map(|(node, pilot)| {
             let node = node.clone();
             tokio::spawn(async move {
-                node.submit_generation(new_generation(&format!("gen_{pilot}"), pilot))
+                node.generations()
+                    .submit(new_generation(&format!("gen_{pilot}"), pilot))
                     .await
             })
         })
@@ -469,7 +475,9 @@ async fn two_nodes_batches_lock_accounts_in_one_order() {
                 submits.push((
                     node_index,
                     tokio::spawn(async move {
-                        node.submit_generation(new_generation(&id, account)).await
+                        node.generations()
+                            .submit(new_generation(&id, account))
+                            .await
                     }),
                 ));
             }

@@ -42,7 +42,7 @@ fn operation() -> impl Strategy<Value = Operation> {
 }
 
 async fn check_invariant(store: &Store, account_id: &str) {
-    let account = store.account(account_id).await.unwrap().unwrap();
+    let account = store.accounts().get(account_id).await.unwrap().unwrap();
     assert!(
         !account.balance.is_negative()
             && !account.held.is_negative()
@@ -52,7 +52,7 @@ async fn check_invariant(store: &Store, account_id: &str) {
         account.credited,
         account.balance + account.held + account.captured
     );
-    let entries = store.ledger_entries(account_id).await.unwrap();
+    let entries = store.ledger().entries(account_id).await.unwrap();
     let sum = |kind: &str| {
         entries
             .iter()
@@ -68,7 +68,8 @@ async fn check_invariant(store: &Store, account_id: &str) {
     );
     // Every active generation is backed by exactly its hold.
     let all = store
-        .list_generations(
+        .generations()
+        .list(
             account_id,
             &store::ListFilter {
                 limit: 1000,
@@ -97,14 +98,16 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
         match operation {
             Operation::Credit(amount) => {
                 store
-                    .credit_account(&account_id, Micros(amount))
+                    .ledger()
+                    .credit(&account_id, Micros(amount))
                     .await
                     .unwrap();
             }
             Operation::Submit(price) => {
                 let id = format!("gen_{step}");
                 let submitted = store
-                    .submit_generation(NewGeneration {
+                    .generations()
+                    .submit(NewGeneration {
                         id: id.clone(),
                         account_id: account_id.clone(),
                         api_key_id: "key".into(),
@@ -126,6 +129,7 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
             }
             Operation::Claim => {
                 if let Some(generation) = store
+                    .queue()
                     .claim_next(worker, Duration::from_secs(60))
                     .await
                     .unwrap()
@@ -136,6 +140,7 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
             Operation::Succeed(index) => {
                 if let Some(id) = claimed.get(index) {
                     store
+                        .queue()
                         .finish_succeeded(id, worker, json!({}), None)
                         .await
                         .unwrap();
@@ -147,17 +152,21 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
                         code: "x".into(),
                         message: "x".into(),
                     };
-                    store.finish_failed(id, worker, failure).await.unwrap();
+                    store
+                        .queue()
+                        .finish_failed(id, worker, failure)
+                        .await
+                        .unwrap();
                 }
             }
             Operation::Cancel(index) => {
                 if let Some(id) = generations.get(index) {
-                    store.cancel_generation(&account_id, id).await.unwrap();
+                    store.generations().cancel(&account_id, id).await.unwrap();
                 }
             }
             Operation::HandBack(index) => {
                 if let Some(id) = claimed.get(index) {
-                    store.release_to_queue(id, worker).await.unwrap();
+                    store.queue().release_to_queue(id, worker).await.unwrap();
                 }
             }
         }
@@ -205,7 +214,8 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
     let store = test_store.store.clone();
     create_account(store.as_ref(), Micros(1_000_000)).await;
     store
-        .submit_generation(NewGeneration {
+        .generations()
+        .submit(NewGeneration {
             official_price: Micros(400_000),
             max_attempts: 2,
             media_binding: None,
@@ -215,6 +225,7 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
         .unwrap();
     for attempt in 1..=2 {
         let claimed = store
+            .queue()
             .claim_next("dead-worker", Duration::from_millis(1))
             .await
             .unwrap()
@@ -222,9 +233,10 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
         assert_eq!(claimed.attempts, attempt);
         tokio::time::sleep(Duration::from_millis(5)).await;
         // The dead worker's late result is refused once its lease expired and was rescued.
-        let report = store.rescue_expired_leases().await.unwrap();
+        let report = store.queue().rescue_expired_leases().await.unwrap();
         assert!(
             !store
+                .queue()
                 .finish_succeeded("gen_lost", "dead-worker", json!({}), None)
                 .await
                 .unwrap()
@@ -235,13 +247,18 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
             assert_eq!(report.failed, vec!["gen_lost".to_owned()]);
         }
     }
-    let failed = store.generation("acct", "gen_lost").await.unwrap().unwrap();
+    let failed = store
+        .generations()
+        .get("acct", "gen_lost")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(failed.status, vidgate_core::GenerationStatus::Failed);
     assert_eq!(
         failed.error.unwrap().value().unwrap()["code"],
         "worker_lost"
     );
-    let account = store.account("acct").await.unwrap().unwrap();
+    let account = store.accounts().get("acct").await.unwrap().unwrap();
     assert_eq!((account.balance.0, account.held.0), (1_000_000, 0));
 }
 
@@ -251,7 +268,8 @@ async fn two_workers_never_claim_the_same_job(store_kind: StoreKind) {
     create_account(store.as_ref(), Micros(100_000_000)).await;
     for index in 0..30 {
         store
-            .submit_generation(new_generation(&format!("gen_{index:02}"), Micros(10_000)))
+            .generations()
+            .submit(new_generation(&format!("gen_{index:02}"), Micros(10_000)))
             .await
             .ok();
     }
@@ -261,6 +279,7 @@ async fn two_workers_never_claim_the_same_job(store_kind: StoreKind) {
         claimers.spawn(async move {
             let mut mine = Vec::new();
             while let Some(generation) = store
+                .queue()
                 .claim_next(&format!("w{worker}"), Duration::from_secs(60))
                 .await
                 .unwrap()
@@ -300,7 +319,8 @@ async fn submit_concurrently(store: &std::sync::Arc<Store>, prefix: &str, count:
         let id = format!("gen_{prefix}_{index:02}");
         submits.spawn(async move {
             store
-                .submit_generation(new_generation(&id, Micros(100_000)))
+                .generations()
+                .submit(new_generation(&id, Micros(100_000)))
                 .await
         });
     }
@@ -325,7 +345,8 @@ async fn submit_concurrently(store: &std::sync::Arc<Store>, prefix: &str, count:
 /// A generation of `model` for `account_id`, submitted.
 async fn submit_of(store: &Store, account_id: &str, id: &str, model: &str) {
     let submitted = store
-        .submit_generation(NewGeneration {
+        .generations()
+        .submit(NewGeneration {
             account_id: account_id.into(),
             model: model.into(),
             endpoint: format!("{model}/text-to-video"),
@@ -339,6 +360,7 @@ async fn submit_of(store: &Store, account_id: &str, id: &str, model: &str) {
 /// The id of the job the next claim of any model takes.
 async fn next_claimed(store: &Store) -> Option<String> {
     store
+        .queue()
         .claim_next("worker", Duration::from_secs(60))
         .await
         .unwrap()
@@ -356,7 +378,7 @@ async fn accounts_take_turns_so_a_backlog_does_not_hold_back_another_account(
         max_concurrent: 100,
         ..store::AccountLimits::default()
     };
-    store.set_account_limits("big", raised).await.unwrap();
+    store.accounts().set_limits("big", raised).await.unwrap();
     for index in 0..40 {
         submit_of(store, "big", &format!("big_{index:02}"), "m").await;
     }
@@ -365,6 +387,7 @@ async fn accounts_take_turns_so_a_backlog_does_not_hold_back_another_account(
     // finishes each job before the next claim is fair too.
     assert!(
         store
+            .queue()
             .finish_succeeded("big_00", "worker", json!({}), None)
             .await
             .unwrap()
@@ -438,6 +461,7 @@ async fn a_claim_takes_only_the_models_it_is_given(store_kind: StoreKind) {
 /// The id of the job a claim of `models` takes.
 async fn claimed_among(store: &Store, models: ClaimableModels<'_>) -> Option<String> {
     store
+        .queue()
         .claim_next_among("worker", Duration::from_secs(60), models)
         .await
         .unwrap()
@@ -460,6 +484,7 @@ async fn a_pools_heartbeat_extends_only_the_claims_in_flight(store_kind: StoreKi
     for (index, owner) in owners.iter().enumerate() {
         submit_of(store, "acct", &format!("gen_{index}"), "m").await;
         store
+            .queue()
             .claim_next(owner, Duration::from_millis(1))
             .await
             .unwrap()
@@ -473,12 +498,18 @@ async fn a_pools_heartbeat_extends_only_the_claims_in_flight(store_kind: StoreKi
         .collect();
     in_flight.extend(["node_a/hosted/0", "node_a/hosted/9", "node_a/hosted/1"].map(String::from));
     let mut extended = store
+        .queue()
         .extend_leases(&in_flight, Duration::from_secs(60))
         .await
         .unwrap();
     extended.sort();
     assert_eq!(extended, ["node_a/hosted/0", "node_a/hosted/1"]);
-    let mut rescued = store.rescue_expired_leases().await.unwrap().requeued;
+    let mut rescued = store
+        .queue()
+        .rescue_expired_leases()
+        .await
+        .unwrap()
+        .requeued;
     rescued.sort();
     assert_eq!(rescued, ["gen_2", "gen_3"]);
 }
@@ -496,9 +527,9 @@ async fn concurrent_submits_respect_the_cap_and_the_balance(store_kind: StoreKin
         max_concurrent: 100,
         ..store::AccountLimits::default()
     };
-    store.set_account_limits("acct", limits).await.unwrap();
+    store.accounts().set_limits("acct", limits).await.unwrap();
     assert_eq!(submit_concurrently(&store, "funded", 40).await, 5);
-    let account = store.account("acct").await.unwrap().unwrap();
+    let account = store.accounts().get("acct").await.unwrap().unwrap();
     assert_eq!((account.balance.0, account.held.0), (0, 25 * 100_000));
     check_invariant(store.as_ref(), "acct").await;
 }
@@ -529,16 +560,23 @@ async fn postgres_announces_a_queued_job_to_every_node() {
     create_account(submitting_node.as_ref(), Micros(1_000_000)).await;
     // The first wait starts listening; with nothing announced it times out.
     let started = std::time::Instant::now();
-    waiting_node.wait_for_work(Duration::from_millis(300)).await;
+    waiting_node
+        .queue()
+        .wait_for_work(Duration::from_millis(300))
+        .await;
     assert!(started.elapsed() >= Duration::from_millis(300));
 
     let waiter = tokio::spawn(async move {
         let started = std::time::Instant::now();
-        waiting_node.wait_for_work(Duration::from_secs(20)).await;
+        waiting_node
+            .queue()
+            .wait_for_work(Duration::from_secs(20))
+            .await;
         started.elapsed()
     });
     submitting_node
-        .submit_generation(new_generation("gen_announced", Micros(100_000)))
+        .generations()
+        .submit(new_generation("gen_announced", Micros(100_000)))
         .await
         .unwrap();
     let waited = waiter.await.unwrap();

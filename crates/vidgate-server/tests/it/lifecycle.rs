@@ -202,7 +202,8 @@ async fn insufficient_balance_is_402_and_holds_nothing(store: StoreKind) {
     assert!(
         app.server
             .store
-            .ledger_entries(&poor.account.id)
+            .ledger()
+            .entries(&poor.account.id)
             .await
             .unwrap()
             .is_empty()
@@ -264,7 +265,8 @@ async fn a_burst_of_25_requests_lets_20_through(store: StoreKind) {
     };
     app.server
         .store
-        .set_account_limits(&app.account.account.id, limits)
+        .accounts()
+        .set_limits(&app.account.account.id, limits)
         .await
         .unwrap();
     let mut burst = tokio::task::JoinSet::new();
@@ -345,6 +347,7 @@ async fn a_paused_model_answers_503_and_holds_nothing(store: StoreKind) {
     let app = spawn_app_without_workers(store).await;
     app.server
         .store
+        .accounts()
         .set_model_paused("vendor_1/model_1", true)
         .await
         .unwrap();
@@ -358,6 +361,7 @@ async fn a_paused_model_answers_503_and_holds_nothing(store: StoreKind) {
     assert_eq!(other.status(), StatusCode::ACCEPTED);
     app.server
         .store
+        .accounts()
         .set_model_paused("vendor_1/model_1", false)
         .await
         .unwrap();
@@ -405,7 +409,8 @@ async fn a_backend_refusal_at_admission_is_502_and_charges_nothing(store: StoreK
     let entries = app
         .server
         .store
-        .ledger_entries(&app.account.account.id)
+        .ledger()
+        .entries(&app.account.account.id)
         .await
         .unwrap();
     assert!(
@@ -483,6 +488,7 @@ async fn a_retry_is_replayed_while_the_model_is_paused_or_refused(store: StoreKi
     // So while the model is paused.
     app.server
         .store
+        .accounts()
         .set_model_paused("vendor_1/model_1", true)
         .await
         .unwrap();

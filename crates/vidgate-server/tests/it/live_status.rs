@@ -511,7 +511,13 @@ async fn a_revoked_keys_streams_and_waits_end_within_seconds(store: StoreKind) {
     let elsewhere = vidgate_server::store::open(&app.database.url())
         .await
         .unwrap();
-    assert!(elsewhere.revoke_api_key(&app.account.key_id).await.unwrap());
+    assert!(
+        elsewhere
+            .accounts()
+            .revoke_api_key(&app.account.key_id)
+            .await
+            .unwrap()
+    );
     let revoked_at = Instant::now();
     let ended = tokio::time::timeout(Duration::from_secs(3), events.next())
         .await
@@ -537,6 +543,7 @@ async fn a_revoked_keys_streams_and_waits_end_within_seconds(store: StoreKind) {
     assert!(
         app.server
             .store
+            .accounts()
             .revoke_api_key(&other.key_id)
             .await
             .unwrap()
@@ -573,6 +580,7 @@ async fn shutdown_answers_open_waits_and_closes_open_streams(store: StoreKind) {
 /// Claims the next queued job as the worker "test-worker" would.
 async fn claim_as_the_test_worker(store: &Store) -> Generation {
     store
+        .queue()
         .claim_next("test-worker", Duration::from_secs(30))
         .await
         .unwrap()
@@ -587,6 +595,7 @@ async fn fail_as_the_test_worker(store: &Store, id: &str) {
     };
     assert!(
         store
+            .queue()
             .finish_failed(id, "test-worker", failure)
             .await
             .unwrap()
@@ -653,17 +662,20 @@ async fn every_committed_status_change_wakes_a_watcher(store: StoreKind) {
     // Claim, then finish.
     let first = app.submit_ok(M1_T2V, quick_body("first")).await;
     let first_id = first["id"].as_str().unwrap();
-    let watch = store.watch_generation(first_id).await;
+    let watch = store.generations().watch(first_id).await;
     let claimed = claim_as_the_test_worker(&store).await;
     assert_eq!(claimed.id, first_id);
     assert!(woken(watch).await, "the claim");
-    let watch = store.watch_generation(first_id).await;
+    let watch = store.generations().watch(first_id).await;
     fail_as_the_test_worker(&store, first_id).await;
     assert!(woken(watch).await, "the finish");
 
     // A cancel.
     let second = app.submit_ok(M1_T2V, quick_body("second")).await;
-    let watch = store.watch_generation(second["id"].as_str().unwrap()).await;
+    let watch = store
+        .generations()
+        .watch(second["id"].as_str().unwrap())
+        .await;
     assert_eq!(
         app.cancel(&second, app.key()).await.status(),
         StatusCode::OK
@@ -674,13 +686,14 @@ async fn every_committed_status_change_wakes_a_watcher(store: StoreKind) {
     let third = app.submit_ok(M1_T2V, quick_body("third")).await;
     let third_id = third["id"].as_str().unwrap();
     store
+        .queue()
         .claim_next("lost-worker", Duration::from_millis(1))
         .await
         .unwrap()
         .unwrap();
-    let watch = store.watch_generation(third_id).await;
+    let watch = store.generations().watch(third_id).await;
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let report = store.rescue_expired_leases().await.unwrap();
+    let report = store.queue().rescue_expired_leases().await.unwrap();
     assert_eq!(report.requeued, vec![third_id.to_owned()]);
     assert!(woken(watch).await, "the rescue");
 }
@@ -805,10 +818,11 @@ async fn a_change_committed_on_another_node_wakes_a_watcher_here() {
         .await;
     let submitted = app.submit_ok(M1_T2V, quick_body("elsewhere")).await;
     let id = submitted["id"].as_str().unwrap();
-    let mut watch = app.server.store.watch_generation(id).await;
+    let mut watch = app.server.store.generations().watch(id).await;
     let claimed = other_node
         .server
         .store
+        .queue()
         .claim_next("other-node-worker", Duration::from_secs(30))
         .await
         .unwrap()

@@ -39,7 +39,8 @@ fn alert(threshold_usd_cents: i64, webhook_url: Option<&str>) -> LowBalanceSetti
 /// Holds `price` for a new generation `id`, which must be accepted.
 async fn hold(store: &Store, account_id: &str, id: &str, price: Micros) {
     store
-        .submit_generation(new_test_generation(
+        .generations()
+        .submit(new_test_generation(
             id,
             account_id,
             "vendor_1/model_1",
@@ -52,7 +53,8 @@ async fn hold(store: &Store, account_id: &str, id: &str, price: Micros) {
 /// The account's `account.balance_low` deliveries, oldest first.
 async fn balance_low_events(store: &Store, account_id: &str) -> usize {
     let deliveries = store
-        .recent_webhook_deliveries(account_id, 50)
+        .webhook_log()
+        .recent_deliveries(account_id, 50)
         .await
         .unwrap();
     assert!(
@@ -69,11 +71,13 @@ async fn a_debt_refuses_even_a_free_submit_and_reports_the_negative_balance(kind
     let store = test_store.store.as_ref();
     create_store_account(store, "acct_debtor", Micros::ZERO).await;
     store
-        .record_stripe_checkout_session("cs_1", "acct_debtor", Micros(5_000_000))
+        .stripe_payments()
+        .record_checkout_session("cs_1", "acct_debtor", Micros(5_000_000))
         .await
         .unwrap();
     store
-        .credit_stripe_checkout(&StripeCredit {
+        .stripe_payments()
+        .credit_checkout(&StripeCredit {
             event_id: "evt_paid".into(),
             event_type: "checkout.session.completed".into(),
             checkout_session_id: "cs_1".into(),
@@ -86,7 +90,8 @@ async fn a_debt_refuses_even_a_free_submit_and_reports_the_negative_balance(kind
     // The whole payment is refunded while $3 of it is held: $2 comes out
     // of the balance and $3 becomes the debt.
     store
-        .take_back_stripe_payment(&StripeTakeBack {
+        .stripe_payments()
+        .take_back_payment(&StripeTakeBack {
             event_id: "evt_refund".into(),
             event_type: "charge.refunded".into(),
             payment_intent_id: "pi_1".into(),
@@ -97,12 +102,13 @@ async fn a_debt_refuses_even_a_free_submit_and_reports_the_negative_balance(kind
         })
         .await
         .unwrap();
-    let account = store.account("acct_debtor").await.unwrap().unwrap();
+    let account = store.accounts().get("acct_debtor").await.unwrap().unwrap();
     assert_eq!(account.shown_balance(), Micros(-3_000_000));
 
     for (id, price) in [("gen_free", Micros::ZERO), ("gen_paid", Micros(10_000))] {
         match store
-            .submit_generation(new_test_generation(
+            .generations()
+            .submit(new_test_generation(
                 id,
                 "acct_debtor",
                 "vendor_1/model_1",
@@ -121,7 +127,7 @@ async fn a_debt_refuses_even_a_free_submit_and_reports_the_negative_balance(kind
         }
     }
     assert_eq!(
-        store.account("acct_debtor").await.unwrap().unwrap(),
+        store.accounts().get("acct_debtor").await.unwrap().unwrap(),
         account,
         "a refused submit changes nothing"
     );
@@ -132,6 +138,7 @@ async fn the_alert_is_raised_once_per_crossing_and_re_armed_at_the_threshold(kin
     let store = test_store.store.as_ref();
     create_store_account(store, "acct_low", Micros(10_000_000)).await;
     let account = store
+        .accounts()
         .set_low_balance_alert("acct_low", &alert(500, Some(HOOK)))
         .await
         .unwrap()
@@ -146,19 +153,26 @@ async fn the_alert_is_raised_once_per_crossing_and_re_armed_at_the_threshold(kin
     assert_eq!(balance_low_events(store, "acct_low").await, 1);
     hold(store, "acct_low", "gen_3", Micros(1_000_000)).await;
     assert_eq!(balance_low_events(store, "acct_low").await, 1);
-    let account = store.account("acct_low").await.unwrap().unwrap();
+    let account = store.accounts().get("acct_low").await.unwrap().unwrap();
     assert!(account.is_below_low_balance_threshold());
     assert!(account.low_balance_alert.unwrap().raised);
 
     // A cancel's release to $4 stays below; a credit to exactly $5 re-arms
     // the alert without an event; the next hold crosses again.
-    assert!(store.cancel_generation("acct_low", "gen_3").await.is_ok());
+    assert!(
+        store
+            .generations()
+            .cancel("acct_low", "gen_3")
+            .await
+            .is_ok()
+    );
     assert_eq!(balance_low_events(store, "acct_low").await, 1);
     store
-        .credit_account("acct_low", Micros(1_000_000))
+        .ledger()
+        .credit("acct_low", Micros(1_000_000))
         .await
         .unwrap();
-    let account = store.account("acct_low").await.unwrap().unwrap();
+    let account = store.accounts().get("acct_low").await.unwrap().unwrap();
     assert_eq!(account.shown_balance(), Micros(5_000_000));
     assert!(!account.low_balance_alert.unwrap().raised);
     assert_eq!(balance_low_events(store, "acct_low").await, 1);
@@ -167,7 +181,8 @@ async fn the_alert_is_raised_once_per_crossing_and_re_armed_at_the_threshold(kin
     hold(store, "acct_low", "gen_4", Micros(10_000)).await;
     assert!(
         store
-            .account("acct_low")
+            .accounts()
+            .get("acct_low")
             .await
             .unwrap()
             .unwrap()
@@ -183,7 +198,8 @@ async fn the_alert_is_raised_once_per_crossing_and_re_armed_at_the_threshold(kin
     assert_eq!(alert_balance(&first), 4_000_000);
     delivered(store, &first, "test-1").await;
     store
-        .credit_account("acct_low", Micros(10_000))
+        .ledger()
+        .credit("acct_low", Micros(10_000))
         .await
         .unwrap();
     hold(store, "acct_low", "gen_5", Micros(20_000)).await;
@@ -203,7 +219,8 @@ fn senders() -> SenderFairness {
 
 async fn claim(store: &Store, sender: &str) -> Option<ClaimedDelivery> {
     store
-        .claim_webhook_delivery(sender, Duration::from_secs(60), &senders())
+        .webhooks()
+        .claim_delivery(sender, Duration::from_secs(60), &senders())
         .await
         .unwrap()
 }
@@ -219,7 +236,8 @@ async fn delivered(store: &Store, claimed: &ClaimedDelivery, sender: &str) {
     };
     assert!(
         store
-            .record_webhook_attempt(&claimed.id, sender, &attempt, AttemptOutcome::Delivered)
+            .webhooks()
+            .record_attempt(&claimed.id, sender, &attempt, AttemptOutcome::Delivered)
             .await
             .unwrap()
     );
@@ -247,12 +265,14 @@ async fn a_threshold_set_and_removed_in_a_loop_leaves_one_pending_alert(kind: St
     };
     for _ in 0..20 {
         let account = store
+            .accounts()
             .set_low_balance_alert("acct_empty", &alert(500, Some(HOOK)))
             .await
             .unwrap()
             .unwrap();
         assert!(account.low_balance_alert.unwrap().raised);
         store
+            .accounts()
             .set_low_balance_alert("acct_empty", &removed)
             .await
             .unwrap();
@@ -262,6 +282,7 @@ async fn a_threshold_set_and_removed_in_a_loop_leaves_one_pending_alert(kind: St
     let sent = claim(store, "test-1").await.expect("the alert is due");
     delivered(store, &sent, "test-1").await;
     store
+        .accounts()
         .set_low_balance_alert("acct_empty", &alert(500, Some(HOOK)))
         .await
         .unwrap();
@@ -273,9 +294,9 @@ async fn a_threshold_set_and_removed_in_a_loop_leaves_one_pending_alert(kind: St
 async fn canceled_with_webhook(store: &Store, account_id: &str, id: &str, url: &str) {
     let mut generation = new_test_generation(id, account_id, "vendor_1/model_1", Micros::ZERO);
     generation.webhook_url = Some(url.to_owned());
-    store.submit_generation(generation).await.unwrap();
+    store.generations().submit(generation).await.unwrap();
     assert!(matches!(
-        store.cancel_generation(account_id, id).await.unwrap(),
+        store.generations().cancel(account_id, id).await.unwrap(),
         CancelOutcome::Canceled(_)
     ));
 }
@@ -321,6 +342,7 @@ async fn a_threshold_above_the_balance_raises_the_alert_at_once(kind: StoreKind)
     // Without a URL the alert is raised (the dashboard warns) and nothing
     // is sent.
     let quiet = store
+        .accounts()
         .set_low_balance_alert("acct_quiet", &alert(500, None))
         .await
         .unwrap()
@@ -330,6 +352,7 @@ async fn a_threshold_above_the_balance_raises_the_alert_at_once(kind: StoreKind)
     assert_eq!(balance_low_events(store, "acct_quiet").await, 0);
 
     let loud = store
+        .accounts()
         .set_low_balance_alert("acct_loud", &alert(500, Some(HOOK)))
         .await
         .unwrap()
@@ -338,11 +361,13 @@ async fn a_threshold_above_the_balance_raises_the_alert_at_once(kind: StoreKind)
     assert_eq!(balance_low_events(store, "acct_loud").await, 1);
     // Setting it again while below sends nothing more; removing it re-arms.
     store
+        .accounts()
         .set_low_balance_alert("acct_loud", &alert(400, Some(HOOK)))
         .await
         .unwrap();
     assert_eq!(balance_low_events(store, "acct_loud").await, 1);
     let removed = store
+        .accounts()
         .set_low_balance_alert(
             "acct_loud",
             &LowBalanceSetting {
@@ -357,6 +382,7 @@ async fn a_threshold_above_the_balance_raises_the_alert_at_once(kind: StoreKind)
     assert!(!removed.is_below_low_balance_threshold());
     assert_eq!(
         store
+            .accounts()
             .set_low_balance_alert("acct_missing", &alert(500, None))
             .await
             .unwrap(),

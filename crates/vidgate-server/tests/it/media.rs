@@ -394,6 +394,7 @@ async fn the_kept_media_of_a_job_the_rescuer_fails_is_removed(store: StoreKind) 
         if status == "queued" {
             app.server
                 .store
+                .queue()
                 .claim_next("dead-worker", std::time::Duration::from_millis(1))
                 .await
                 .unwrap();

@@ -114,7 +114,7 @@ async fn backups_copy_the_embedded_database(store: StoreKind) {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("backup.sqlite");
     let path_text = path.to_str().unwrap();
-    let outcome = test_store.store.backup_into(path_text).await;
+    let outcome = test_store.store.operations().backup_into(path_text).await;
     if matches!(store, StoreKind::Postgres { .. }) {
         assert!(
             matches!(outcome, Err(StoreError::Unsupported(_))),
@@ -126,21 +126,37 @@ async fn backups_copy_the_embedded_database(store: StoreKind) {
     // Written after the backup, so it must not be in it.
     test_store
         .store
-        .credit_account(&created.account.id, Micros(1_000_000))
+        .ledger()
+        .credit(&created.account.id, Micros(1_000_000))
         .await
         .unwrap();
 
     let restored = store::open(&format!("sqlite://{path_text}")).await.unwrap();
     let account = restored
-        .account(&created.account.id)
+        .accounts()
+        .get(&created.account.id)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(account.balance, Micros(7_000_000));
     assert_eq!(account.credited, Micros(7_000_000));
-    assert!(restored.schema_state().await.unwrap().is_migrated());
+    assert!(
+        restored
+            .operations()
+            .schema_state()
+            .await
+            .unwrap()
+            .is_migrated()
+    );
     // A backup never overwrites a file.
-    assert!(test_store.store.backup_into(path_text).await.is_err());
+    assert!(
+        test_store
+            .store
+            .operations()
+            .backup_into(path_text)
+            .await
+            .is_err()
+    );
 }
 
 /// A node with a metrics listener on a free port.
@@ -302,7 +318,12 @@ fn assert_queued_and_held(text: &str, queued: u32, held_micros: i64) {
 
 /// Saves a provider's health as a node would, then scrapes the metrics.
 async fn scrape_after_saving(app: &TestApp, health: &ProviderHealth) -> String {
-    app.server.store.save_provider_health(health).await.unwrap();
+    app.server
+        .store
+        .provider_health()
+        .save(health)
+        .await
+        .unwrap();
     scrape(app).await
 }
 

@@ -86,6 +86,7 @@ fn assert_refused_by_the_store<T>(result: Result<T, OperatorActionError>, action
 
 async fn sign_in(store: &Store, user_id: &str, account_id: &str) {
     store
+        .users()
         .create_session(&NewSession {
             id: "session_1".into(),
             token_sha256: SESSION_TOKEN_SHA256.into(),
@@ -110,14 +111,14 @@ async fn a_change_whose_audit_row_fails_is_not_kept(kind: StoreKind) {
         .await
         .unwrap();
     sign_in(store, &kept_user.user.id, &account_id).await;
-    let accounts_before = store.count_accounts().await.unwrap();
+    let accounts_before = store.accounts().count().await.unwrap();
     refuse_audit_rows(&test_store.database).await;
 
     assert_refused_by_the_store(
         account_actions::create(store, ACTOR, "refused", Micros(1_000_000)).await,
         "account create",
     );
-    assert_eq!(store.count_accounts().await.unwrap(), accounts_before);
+    assert_eq!(store.accounts().count().await.unwrap(), accounts_before);
 
     for kind in [AdjustmentKind::Credit, AdjustmentKind::Debit] {
         let request = account_actions::AdjustmentRequest {
@@ -160,7 +161,8 @@ async fn a_change_whose_audit_row_fails_is_not_kept(kind: StoreKind) {
     );
     assert!(
         store
-            .recent_webhook_deliveries(&account_id, 10)
+            .webhook_log()
+            .recent_deliveries(&account_id, 10)
             .await
             .unwrap()
             .is_empty(),
@@ -171,7 +173,7 @@ async fn a_change_whose_audit_row_fails_is_not_kept(kind: StoreKind) {
         "account delete",
     );
     assert_eq!(
-        store.account(&account_id).await.unwrap().unwrap(),
+        store.accounts().get(&account_id).await.unwrap().unwrap(),
         account.account
     );
 
@@ -187,7 +189,7 @@ async fn a_change_whose_audit_row_fails_is_not_kept(kind: StoreKind) {
         keys::set_spend_limit(store, ACTOR, &account.key_id, Some("1.00"), Some("day")).await,
         "key limit",
     );
-    let keys_left = store.api_keys(&account_id).await.unwrap();
+    let keys_left = store.accounts().api_keys(&account_id).await.unwrap();
     assert_eq!(keys_left.len(), 1);
     assert_eq!(keys_left[0].id, account.key_id);
     assert_eq!(keys_left[0].revoked_at, None);
@@ -197,14 +199,20 @@ async fn a_change_whose_audit_row_fails_is_not_kept(kind: StoreKind) {
         models::set_paused(store, &catalog, ACTOR, "vendor_1/model_1", true).await,
         "model pause",
     );
-    assert!(!store.is_model_paused("vendor_1/model_1").await.unwrap());
+    assert!(
+        !store
+            .accounts()
+            .is_model_paused("vendor_1/model_1")
+            .await
+            .unwrap()
+    );
 
     assert_refused_by_the_store(
         users::create(store, ACTOR, &account_id, "refused@example.com", None).await,
         "user create",
     );
     assert_eq!(
-        store.user_by_email("refused@example.com").await.unwrap(),
+        store.users().by_email("refused@example.com").await.unwrap(),
         None
     );
     assert_refused_by_the_store(
@@ -216,18 +224,26 @@ async fn a_change_whose_audit_row_fails_is_not_kept(kind: StoreKind) {
         "user remove",
     );
     assert_eq!(
-        store.user_by_email("kept@example.com").await.unwrap(),
+        store.users().by_email("kept@example.com").await.unwrap(),
         Some(kept_user.user)
     );
     assert!(
         store
+            .users()
             .session(SESSION_TOKEN_SHA256, IDLE_TIMEOUT)
             .await
             .unwrap()
             .is_some(),
         "the session outlives a revocation whose audit row failed"
     );
-    assert!(store.audit_log(None, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .operator()
+            .audit_log(None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // With audit rows accepted again, the same action is kept with its row:
     // the refusal above was the audit row's, not the action's own.
@@ -235,8 +251,14 @@ async fn a_change_whose_audit_row_fails_is_not_kept(kind: StoreKind) {
     models::set_paused(store, &catalog, ACTOR, "vendor_1/model_1", true)
         .await
         .unwrap();
-    assert!(store.is_model_paused("vendor_1/model_1").await.unwrap());
-    let log = store.audit_log(None, 10).await.unwrap();
+    assert!(
+        store
+            .accounts()
+            .is_model_paused("vendor_1/model_1")
+            .await
+            .unwrap()
+    );
+    let log = store.operator().audit_log(None, 10).await.unwrap();
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].action, "model.pause");
     assert_eq!(log[0].actor, ACTOR);
@@ -262,7 +284,14 @@ async fn a_refused_action_writes_no_audit_row(kind: StoreKind) {
         matches!(refusal, Err(OperatorActionError::AccountNotFound(_))),
         "{refusal:?}"
     );
-    assert!(store.audit_log(None, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .operator()
+            .audit_log(None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 on_both_stores!(

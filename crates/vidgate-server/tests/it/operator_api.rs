@@ -476,7 +476,8 @@ async fn deleting_an_account_keeps_only_its_books(store: StoreKind) {
     let record = app
         .server
         .store
-        .generation(&account_id, &finished_id)
+        .generations()
+        .get(&account_id, &finished_id)
         .await
         .unwrap()
         .unwrap();
@@ -589,7 +590,13 @@ async fn debits_take_money_back_once_and_never_below_zero(store: StoreKind) {
     assert_eq!(response.status(), StatusCode::CREATED);
     assert_eq!(app.account_state(&account_id).await.balance, Micros::ZERO);
     app.assert_ledger_invariant(&account_id).await;
-    let entries = app.server.store.ledger_entries(&account_id).await.unwrap();
+    let entries = app
+        .server
+        .store
+        .ledger()
+        .entries(&account_id)
+        .await
+        .unwrap();
     let debits: Vec<i64> = entries
         .iter()
         .filter(|entry| entry.kind == "debit")
@@ -746,6 +753,7 @@ async fn webhook_secrets_rotate_and_users_are_signed_out_and_removed(store: Stor
     .unwrap();
     app.server
         .store
+        .users()
         .create_session(&vidgate_server::store::NewSession {
             id: "session_1".into(),
             token_sha256: "session-token-digest".into(),
@@ -774,7 +782,8 @@ async fn webhook_secrets_rotate_and_users_are_signed_out_and_removed(store: Stor
     assert_eq!(
         app.server
             .store
-            .user_by_email("ada@example.com")
+            .users()
+            .by_email("ada@example.com")
             .await
             .unwrap(),
         None

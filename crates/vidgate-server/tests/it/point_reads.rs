@@ -21,7 +21,8 @@ async fn a_generation_changed_by_another_process_is_read_at_once(store: StoreKin
 
     let elsewhere = store::open(&app.database.url()).await.unwrap();
     let outcome = elsewhere
-        .cancel_generation(&app.account.account.id, id)
+        .generations()
+        .cancel(&app.account.account.id, id)
         .await
         .unwrap();
     assert!(matches!(outcome, CancelOutcome::Canceled(_)), "{outcome:?}");
@@ -65,7 +66,13 @@ async fn a_key_revoked_on_the_node_is_refused_at_once_and_elsewhere_within_the_c
     app.revoke_own_key_and_see_it_refused().await;
 
     let elsewhere = store::open(&app.database.url()).await.unwrap();
-    assert!(elsewhere.revoke_api_key(&second.key_id).await.unwrap());
+    assert!(
+        elsewhere
+            .accounts()
+            .revoke_api_key(&second.key_id)
+            .await
+            .unwrap()
+    );
     tokio::time::sleep(CALLER_CACHE_TTL).await;
     let revoked = app.get("/account", &second.api_key).await;
     assert_error(revoked, StatusCode::UNAUTHORIZED, "unauthorized", None).await;

@@ -27,7 +27,8 @@ async fn fifty_submits_at_once_never_pass_a_key_limit(store: StoreKind) {
     // Neither the request rate nor the concurrency cap may refuse first.
     app.server
         .store
-        .set_account_limits(
+        .accounts()
+        .set_limits(
             &account_id,
             AccountLimits {
                 requests_per_second: 10_000,

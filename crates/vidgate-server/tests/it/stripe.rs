@@ -257,7 +257,13 @@ async fn a_paid_session_is_credited_once_however_its_events_arrive(store: StoreK
     assert_eq!(app.account_state(&account_id).await.balance, credited);
 
     // One ledger entry, carrying Stripe's ids; visible in the API's balance.
-    let entries = app.server.store.ledger_entries(&account_id).await.unwrap();
+    let entries = app
+        .server
+        .store
+        .ledger()
+        .entries(&account_id)
+        .await
+        .unwrap();
     let stripe_entries: Vec<_> = entries
         .iter()
         .filter(|entry| entry.reference.is_some())
@@ -471,7 +477,7 @@ async fn a_dispute_and_refunds_never_take_back_more_than_was_paid(store: StoreKi
         &stripe_event("evt_foreign", "charge.refunded", charge("pi_foreign", 500)),
     )
     .await;
-    let entries = app.server.store.ledger_entries(account_id).await.unwrap();
+    let entries = app.server.store.ledger().entries(account_id).await.unwrap();
     let debits: Vec<i64> = entries
         .iter()
         .filter(|entry| entry.kind == "debit")
@@ -536,7 +542,7 @@ async fn a_won_dispute_gives_the_money_back_once(store: StoreKind) {
         .await;
         assert_eq!(balance().await, Micros(10_000_000), "{event_id}");
     }
-    let entries = app.server.store.ledger_entries(account_id).await.unwrap();
+    let entries = app.server.store.ledger().entries(account_id).await.unwrap();
     let given_back: Vec<&str> = entries
         .iter()
         .filter(|entry| entry.kind == "credit")
@@ -663,7 +669,7 @@ async fn take_backs_that_arrive_before_their_credit_wait_for_it(store: StoreKind
     assert_eq!(balance().await, Micros(25_000_000));
     app.assert_ledger_invariant(account_id).await;
     // Every take-back is in the ledger with the event that caused it.
-    let entries = app.server.store.ledger_entries(account_id).await.unwrap();
+    let entries = app.server.store.ledger().entries(account_id).await.unwrap();
     for event_id in ["evt_early_refund", "evt_early_dispute", "evt_mixed_refund"] {
         assert!(
             entries.iter().any(|entry| entry.kind == "debit"

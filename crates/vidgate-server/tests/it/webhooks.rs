@@ -178,7 +178,8 @@ async fn wait_for_delivery_status(
         let deliveries = app
             .server
             .store
-            .webhook_deliveries(&app.account.account.id, generation_id)
+            .webhook_log()
+            .deliveries(&app.account.account.id, generation_id)
             .await
             .unwrap();
         if let [delivery] = deliveries.as_slice()
@@ -243,7 +244,7 @@ async fn hold_of_a_quick_job(app: &TestApp, key: &str, account_id: &str, prompt:
         .await;
     assert_eq!(response.status(), reqwest::StatusCode::ACCEPTED);
     let generation: Value = response.json().await.unwrap();
-    let entries = app.server.store.ledger_entries(account_id).await.unwrap();
+    let entries = app.server.store.ledger().entries(account_id).await.unwrap();
     entries
         .iter()
         .find(|entry| {
@@ -277,7 +278,8 @@ async fn the_low_balance_event_is_delivered_signed_once_per_crossing(store: Stor
     assert!(!account.is_below_low_balance_threshold());
     let deliveries = || async move {
         store
-            .recent_webhook_deliveries(account_id, 10)
+            .webhook_log()
+            .recent_deliveries(account_id, 10)
             .await
             .unwrap()
     };
@@ -315,7 +317,8 @@ async fn the_low_balance_event_is_delivered_signed_once_per_crossing(store: Stor
 
     // Back to the threshold exactly re-arms it; the next hold crosses again.
     store
-        .credit_account(account_id, first + second)
+        .ledger()
+        .credit(account_id, first + second)
         .await
         .unwrap();
     assert!(
@@ -526,7 +529,8 @@ async fn the_rescuer_s_failures_write_deliveries(store: StoreKind) {
             .await
             .unwrap();
     store
-        .submit_generation(NewGeneration {
+        .generations()
+        .submit(NewGeneration {
             id: "gen_lost".into(),
             account_id: created.account.id.clone(),
             api_key_id: created.key_id.clone(),
@@ -544,16 +548,18 @@ async fn the_rescuer_s_failures_write_deliveries(store: StoreKind) {
         .await
         .unwrap();
     store
+        .queue()
         .claim_next("dead-worker", Duration::from_millis(1))
         .await
         .unwrap()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let report = store.rescue_expired_leases().await.unwrap();
+    let report = store.queue().rescue_expired_leases().await.unwrap();
     assert_eq!(report.failed, ["gen_lost"]);
 
     let deliveries = store
-        .webhook_deliveries(&created.account.id, "gen_lost")
+        .webhook_log()
+        .deliveries(&created.account.id, "gen_lost")
         .await
         .unwrap();
     assert_eq!(deliveries.len(), 1, "{deliveries:?}");
@@ -846,7 +852,8 @@ async fn one_account_s_tarpit_does_not_delay_another_account_s_deliveries(store:
         let deliveries = app
             .server
             .store
-            .webhook_deliveries(&app.account.account.id, id)
+            .webhook_log()
+            .deliveries(&app.account.account.id, id)
             .await
             .unwrap();
         assert_eq!(deliveries.len(), 1);
@@ -856,7 +863,8 @@ async fn one_account_s_tarpit_does_not_delay_another_account_s_deliveries(store:
     let in_flight = app
         .server
         .store
-        .recent_webhook_deliveries(&app.account.account.id, 20)
+        .webhook_log()
+        .recent_deliveries(&app.account.account.id, 20)
         .await
         .unwrap()
         .iter()

@@ -55,11 +55,12 @@ async fn key_limit_and_low_balance_alert_are_set_and_audited(database_url: &str)
     assert_eq!(cleared["low_balance_alert"], Value::Null);
 
     let store: std::sync::Arc<Store> = store::open(database_url).await.unwrap();
-    let keys = store.api_keys(account_id).await.unwrap();
+    let keys = store.accounts().api_keys(account_id).await.unwrap();
     assert_eq!(keys[0].spend_limit, None);
     assert_eq!(
         store
-            .account(account_id)
+            .accounts()
+            .get(account_id)
             .await
             .unwrap()
             .unwrap()
@@ -67,12 +68,14 @@ async fn key_limit_and_low_balance_alert_are_set_and_audited(database_url: &str)
         None
     );
     let events = store
-        .recent_webhook_deliveries(account_id, 10)
+        .webhook_log()
+        .recent_deliveries(account_id, 10)
         .await
         .unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].delivery.event_type, "account.balance_low");
     let actions: Vec<String> = store
+        .operator()
         .audit_log(None, 20)
         .await
         .unwrap()
@@ -116,7 +119,13 @@ async fn key_limit_and_low_balance_alert_are_set_and_audited(database_url: &str)
         assert!(stderr.contains(says), "{arguments:?}: {stderr}");
     }
     assert_eq!(
-        store.account(account_id).await.unwrap().unwrap().balance,
+        store
+            .accounts()
+            .get(account_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .balance,
         Micros(3_000_000)
     );
 }

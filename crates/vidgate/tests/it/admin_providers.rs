@@ -24,7 +24,8 @@ async fn succeed(
     provider_run: Option<ProviderRun>,
 ) {
     let submitted = store
-        .submit_generation(NewGeneration {
+        .generations()
+        .submit(NewGeneration {
             id: id.into(),
             account_id: account_id.into(),
             api_key_id: key_id.into(),
@@ -43,6 +44,7 @@ async fn succeed(
         .unwrap();
     assert!(matches!(submitted, SubmitOutcome::Created(_)));
     let claimed = store
+        .queue()
         .claim_next("node/w0", Duration::from_secs(60))
         .await
         .unwrap()
@@ -57,10 +59,11 @@ async fn succeed(
             intent_at: store::now_millis(),
             route_reason: Some("cheapest".into()),
         };
-        assert!(store.record_provider_intent(&intent).await.unwrap());
+        assert!(store.provider_jobs().record_intent(&intent).await.unwrap());
     }
     assert!(
         store
+            .queue()
             .finish_succeeded(id, "node/w0", json!({}), provider_run.as_ref())
             .await
             .unwrap()
@@ -109,7 +112,8 @@ async fn the_operator_sees_provider_health_and_margin_per_model_and_day() {
     .await;
     let now = store::now_millis();
     store
-        .save_provider_health(&ProviderHealth {
+        .provider_health()
+        .save(&ProviderHealth {
             provider: "fal".into(),
             open: true,
             consecutive_failures: 5,

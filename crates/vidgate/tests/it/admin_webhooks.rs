@@ -24,7 +24,7 @@ async fn rotating_a_webhook_secret_keeps_the_previous_one_for_a_day() {
 
     let database_url = vidgate_server::default_database_url(data_dir.path());
     let store = store::open(&database_url).await.unwrap();
-    let account = store.account(account_id).await.unwrap().unwrap();
+    let account = store.accounts().get(account_id).await.unwrap().unwrap();
     assert_eq!(account.webhook_secret, current);
     assert_eq!(account.previous_webhook_secret.as_deref(), Some(original));
     let day_from_now = store::now_millis() + 24 * 3600 * 1000;

@@ -133,6 +133,7 @@ async fn a_503_from_a_paused_model_is_retried_until_it_resumes() {
     server
         .server
         .store
+        .accounts()
         .set_model_paused("vendor_1/model_1", true)
         .await
         .unwrap();
@@ -140,6 +141,7 @@ async fn a_503_from_a_paused_model_is_retried_until_it_resumes() {
     let resume = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(2500)).await;
         store
+            .accounts()
             .set_model_paused("vendor_1/model_1", false)
             .await
             .unwrap();
@@ -157,7 +159,8 @@ async fn a_503_from_a_paused_model_is_retried_until_it_resumes() {
     let account = server
         .server
         .store
-        .account(&server.account_id)
+        .accounts()
+        .get(&server.account_id)
         .await
         .unwrap()
         .unwrap();
@@ -175,7 +178,8 @@ async fn a_429_at_the_concurrency_limit_is_retried_until_a_slot_frees() {
     server
         .server
         .store
-        .set_account_limits(&server.account_id, limits)
+        .accounts()
+        .set_limits(&server.account_id, limits)
         .await
         .unwrap();
     let blocker = reqwest::Client::new()

@@ -179,7 +179,7 @@ async fn admin_commands_work_beside_a_running_server() {
     ))
     .await
     .unwrap();
-    let log = store.audit_log(None, 100).await.unwrap();
+    let log = store.operator().audit_log(None, 100).await.unwrap();
     for action in [
         "account.create",
         "account.credit",

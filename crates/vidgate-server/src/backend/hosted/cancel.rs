@@ -13,7 +13,7 @@ impl HostedBackend {
         generation_id: &str,
         input: &serde_json::Value,
     ) -> StartedJobCancel {
-        let recorded = match self.store.provider_job(generation_id).await {
+        let recorded = match self.store.provider_jobs().get(generation_id).await {
             Ok(recorded) => recorded,
             Err(error) => return StartedJobCancel::Unreachable(format!("the store: {error}")),
         };

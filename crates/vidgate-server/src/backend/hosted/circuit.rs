@@ -219,7 +219,7 @@ impl Circuit {
         };
         let store = self.store.clone();
         tokio::spawn(async move {
-            if let Err(error) = store.save_provider_health(&health).await {
+            if let Err(error) = store.provider_health().save(&health).await {
                 tracing::warn!(provider = %health.provider, %error, "saving the provider's health failed");
             }
         });

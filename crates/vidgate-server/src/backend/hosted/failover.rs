@@ -135,7 +135,7 @@ impl FailoverBackend {
         &self,
         generation_id: &str,
     ) -> Result<Option<&Arc<HostedBackend>>, crate::store::StoreError> {
-        let recorded = self.store.provider_job(generation_id).await?;
+        let recorded = self.store.provider_jobs().get(generation_id).await?;
         Ok(recorded.and_then(|recorded| {
             self.providers
                 .iter()

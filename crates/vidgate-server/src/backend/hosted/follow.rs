@@ -256,6 +256,7 @@ impl HostedBackend {
                 tracing::warn!(generation = %job.generation_id, provider = self.protocol.name(), provider_job = %job_id, "a job past its start deadline is gone after the cancel and may have finished first; recording its possible cost");
                 if let Err(error) = self
                     .store
+                    .queue()
                     .record_possible_provider_cost(&job.generation_id, &possible_run)
                     .await
                 {

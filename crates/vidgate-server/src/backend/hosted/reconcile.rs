@@ -101,7 +101,8 @@ impl HostedBackend {
                     let mut matching = Vec::new();
                     for candidate in listed.matching {
                         let owner = store
-                            .generation_of_provider_job(&recorded.provider, &candidate)
+                            .provider_jobs()
+                            .generation_of(&recorded.provider, &candidate)
                             .await
                             .map_err(store_failure)?;
                         if owner.is_none_or(|owner| owner == recorded.generation_id) {
@@ -119,7 +120,8 @@ impl HostedBackend {
                     if !listed.list_incomplete && matching.len() == 1 && input_unknown.is_empty() {
                         let candidate = &matching[0];
                         let recorded_now = store
-                            .record_provider_job_id(&recorded.generation_id, candidate)
+                            .provider_jobs()
+                            .record_job_id(&recorded.generation_id, candidate)
                             .await
                             .map_err(store_failure)?;
                         if recorded_now {
@@ -214,7 +216,8 @@ impl HostedBackend {
                 continue;
             }
             let owner = store
-                .generation_of_provider_job(&recorded.provider, &listed.job_id)
+                .provider_jobs()
+                .generation_of(&recorded.provider, &listed.job_id)
                 .await
                 .map_err(store_failure)?;
             if owner.is_none_or(|owner| owner == recorded.generation_id) {
@@ -253,6 +256,7 @@ impl HostedBackend {
             .collect();
         tracing::warn!(generation = %job.generation_id, provider = %recorded.provider, ?provider_jobs, possible_cost_micros = ?possible_run.cost.map(|cost| cost.0), "the provider's list cannot tell whether a submit with an unknown outcome created a job (a listed job whose input cannot be compared, several that match, or a list not read whole); failing the generation, refunded, without submitting again");
         if let Err(error) = store
+            .queue()
             .record_possible_provider_cost(&job.generation_id, &possible_run)
             .await
         {
@@ -274,7 +278,8 @@ impl HostedBackend {
         generation_id: &str,
     ) -> Result<Option<String>, HostedFailure> {
         Ok(store
-            .provider_job(generation_id)
+            .provider_jobs()
+            .get(generation_id)
             .await
             .map_err(store_failure)?
             .and_then(|recorded| recorded.job_id))

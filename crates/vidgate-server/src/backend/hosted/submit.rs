@@ -42,7 +42,8 @@ impl HostedBackend {
         let mut unknown_create_counted = false;
         loop {
             let recorded = store
-                .provider_job(&job.generation_id)
+                .provider_jobs()
+                .get(&job.generation_id)
                 .await
                 .map_err(store_failure)?;
             if let Some(recorded) = recorded {
@@ -72,7 +73,8 @@ impl HostedBackend {
                 }
                 unknown_create_counted = false;
                 store
-                    .forget_provider_intent(&job.generation_id)
+                    .provider_jobs()
+                    .forget_intent(&job.generation_id)
                     .await
                     .map_err(store_failure)?;
                 // Known absent at the provider: another provider may take
@@ -113,7 +115,8 @@ impl HostedBackend {
                 route_reason: route.map(|reason| reason.as_str().to_owned()),
             };
             if !store
-                .record_provider_intent(&intent)
+                .provider_jobs()
+                .record_intent(&intent)
                 .await
                 .map_err(store_failure)?
             {
@@ -138,7 +141,8 @@ impl HostedBackend {
                     // A webhook may have recorded this job a moment before
                     // the answer came: the recorded id is followed either way.
                     store
-                        .record_provider_job_id(&job.generation_id, &job_id)
+                        .provider_jobs()
+                        .record_job_id(&job.generation_id, &job_id)
                         .await
                         .map_err(store_failure)?;
                     continue;
@@ -153,7 +157,8 @@ impl HostedBackend {
                     | ProviderError::NotFound { .. }),
                 ) => {
                     store
-                        .forget_provider_intent(&job.generation_id)
+                        .provider_jobs()
+                        .forget_intent(&job.generation_id)
                         .await
                         .map_err(store_failure)?;
                     match error {

@@ -63,7 +63,8 @@ impl ProviderWebhookUrls {
         base_url: Option<&str>,
     ) -> Result<ProviderWebhookUrls, StoreError> {
         let stored = store
-            .server_key(PROVIDER_WEBHOOK_KEY_PURPOSE, &random_secret())
+            .server_keys()
+            .get(PROVIDER_WEBHOOK_KEY_PURPOSE, &random_secret())
             .await?;
         let key = URL_SAFE_NO_PAD.decode(stored).map_err(|_| {
             StoreError::Corrupt("the provider webhook URL key is not base64url".into())

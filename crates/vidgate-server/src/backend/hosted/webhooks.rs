@@ -32,7 +32,8 @@ impl HostedBackend {
             })?;
         let store = &self.store;
         let Some(recorded) = store
-            .provider_job(generation_id)
+            .provider_jobs()
+            .get(generation_id)
             .await?
             .filter(|recorded| recorded.provider == self.protocol.name())
         else {
@@ -50,7 +51,8 @@ impl HostedBackend {
             None => self.adopt_webhook_job(store, &recorded, &verified).await?,
         }
         if !store
-            .record_provider_webhook(generation_id, &verified.delivery_id)
+            .provider_jobs()
+            .record_webhook(generation_id, &verified.delivery_id)
             .await?
         {
             return Ok(WebhookReceipt::Duplicate);
@@ -60,7 +62,7 @@ impl HostedBackend {
             // one), or nowhere yet. Should telling the others fail, the
             // follower's polling still finds the job's end, so the webhook
             // is taken either way.
-            if let Err(error) = store.announce_provider_webhook(generation_id).await {
+            if let Err(error) = store.provider_jobs().announce_webhook(generation_id).await {
                 tracing::warn!(generation = %generation_id, error = %error,
                     "could not tell the other nodes of a provider webhook");
             }
@@ -81,7 +83,8 @@ impl HostedBackend {
             .as_ref()
             .is_some_and(|listed| !protocol::sent_fields_match(&recorded.input, listed));
         let taken_elsewhere = store
-            .generation_of_provider_job(&recorded.provider, &verified.job_id)
+            .provider_jobs()
+            .generation_of(&recorded.provider, &verified.job_id)
             .await?
             .is_some_and(|owner| owner != recorded.generation_id);
         if input_differs || taken_elsewhere {
@@ -90,12 +93,13 @@ impl HostedBackend {
         self.confirm_with_our_credential(recorded, &verified.job_id)
             .await?;
         if !store
-            .record_provider_job_id(&recorded.generation_id, &verified.job_id)
+            .provider_jobs()
+            .record_job_id(&recorded.generation_id, &verified.job_id)
             .await?
         {
             // The submit's answer (or a reconcile) recorded an id in the
             // meantime: the webhook is taken only if it is that job.
-            let now_recorded = store.provider_job(&recorded.generation_id).await?;
+            let now_recorded = store.provider_jobs().get(&recorded.generation_id).await?;
             if now_recorded.and_then(|job| job.job_id).as_deref() != Some(verified.job_id.as_str())
             {
                 return Err(WebhookRefusal::UnknownJob);

@@ -107,6 +107,7 @@ pub async fn list(
     let limit = page_limit(query.limit)?;
     let accounts = state
         .store
+        .operator()
         .list_accounts(query.after.as_deref(), limit)
         .await?;
     let next_after = (accounts.len() == limit as usize)

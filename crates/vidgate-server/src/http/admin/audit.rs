@@ -47,7 +47,11 @@ pub async fn list(
     Query(query): Query<AuditQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = page_limit(query.limit)?;
-    let entries = state.store.audit_log(query.before, limit).await?;
+    let entries = state
+        .store
+        .operator()
+        .audit_log(query.before, limit)
+        .await?;
     let data: Vec<Value> = entries
         .iter()
         .map(|entry| {

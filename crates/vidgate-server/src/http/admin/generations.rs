@@ -102,6 +102,7 @@ pub async fn list(
     filter.list.limit += 1;
     let generations = state
         .store
+        .operator()
         .list_generations_across_accounts(&filter)
         .await?;
     let (generations, next_cursor) = one_page(generations, page_size);
@@ -111,6 +112,7 @@ pub async fn list(
         .collect();
     let providers: HashMap<String, GenerationProvider> = state
         .store
+        .provider_jobs()
         .generation_providers(&ids)
         .await?
         .into_iter()

@@ -81,7 +81,7 @@ pub async fn show(
         Some("csv") => true,
         Some(_) => return Err(ApiError::invalid("format", "format must be json or csv.")),
     };
-    if state.store.account(&account_id).await?.is_none() {
+    if state.store.accounts().get(&account_id).await?.is_none() {
         return Err(ApiError::NotFound(format!(
             "No account {account_id:?} exists."
         )));
@@ -89,7 +89,7 @@ pub async fn show(
     // Whole UTC days: today and the `days - 1` before it.
     let today = now_millis() / MILLIS_PER_DAY;
     let since = (today - i64::from(days) + 1) * MILLIS_PER_DAY;
-    let spend = state.store.daily_spend(&account_id, since).await?;
+    let spend = state.store.ledger().daily_spend(&account_id, since).await?;
     if csv {
         let mut body = String::from("date,account_id,spent_micros\n");
         for day in &spend {

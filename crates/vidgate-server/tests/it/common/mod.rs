@@ -116,7 +116,8 @@ pub async fn open_test_store(kind: &StoreKind) -> TestStore {
 /// with `credit` and the default limits: for tests below the HTTP layer.
 pub async fn create_store_account(store: &Store, id: &str, credit: Micros) {
     store
-        .create_account(NewAccount {
+        .accounts()
+        .create(NewAccount {
             id: id.into(),
             name: id.into(),
             initial_credit: credit,
@@ -399,7 +400,8 @@ impl TestApp {
     pub async fn account_state(&self, account_id: &str) -> Account {
         self.server
             .store
-            .account(account_id)
+            .accounts()
+            .get(account_id)
             .await
             .unwrap()
             .unwrap()
@@ -593,6 +595,7 @@ impl TestApp {
         assert!(
             self.server
                 .store
+                .accounts()
                 .revoke_api_key(&self.account.key_id)
                 .await
                 .unwrap()
@@ -643,7 +646,13 @@ impl TestApp {
             account.balance + account.held + account.captured,
             "{account:?}"
         );
-        let entries = self.server.store.ledger_entries(account_id).await.unwrap();
+        let entries = self
+            .server
+            .store
+            .ledger()
+            .entries(account_id)
+            .await
+            .unwrap();
         let sum = |kind: &str| -> i64 {
             entries
                 .iter()

@@ -60,7 +60,8 @@ async fn the_list_filters_pages_and_keeps_the_filters(store: StoreKind) {
     // 53 API calls in a row: past the default burst of 20.
     app.server
         .store
-        .set_account_limits(
+        .accounts()
+        .set_limits(
             &app.account.account.id,
             AccountLimits {
                 requests_per_second: 1000,

@@ -248,6 +248,7 @@ async fn every_form_needs_its_csrf_token(store: StoreKind) {
     let keys_before = app
         .server
         .store
+        .accounts()
         .api_keys(&app.account.account.id)
         .await
         .unwrap();
@@ -265,6 +266,7 @@ async fn every_form_needs_its_csrf_token(store: StoreKind) {
     assert_eq!(
         app.server
             .store
+            .accounts()
             .api_keys(&app.account.account.id)
             .await
             .unwrap(),
@@ -313,7 +315,8 @@ async fn a_session_is_an_api_caller_with_its_own_bucket(store: StoreKind) {
     // A tiny bucket: the key empties its own, the session still has one.
     app.server
         .store
-        .set_account_limits(
+        .accounts()
+        .set_limits(
             &app.account.account.id,
             AccountLimits {
                 requests_per_second: 1,
@@ -420,6 +423,7 @@ async fn a_key_is_created_shown_once_used_and_revoked(store: StoreKind) {
     let key = app
         .server
         .store
+        .accounts()
         .api_keys(&app.account.account.id)
         .await
         .unwrap()

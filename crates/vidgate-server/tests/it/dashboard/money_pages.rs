@@ -109,7 +109,8 @@ async fn the_ledger_pages_back_and_filters_by_kind(store: StoreKind) {
     for cents in 1..=60 {
         app.server
             .store
-            .credit_account(&account_id, Micros::from_usd_cents(cents))
+            .ledger()
+            .credit(&account_id, Micros::from_usd_cents(cents))
             .await
             .unwrap()
             .unwrap();
@@ -161,7 +162,8 @@ async fn the_ledger_pages_back_and_filters_by_kind(store: StoreKind) {
     let first_credit = app
         .server
         .store
-        .ledger_entries(&account_id)
+        .ledger()
+        .entries(&account_id)
         .await
         .unwrap()
         .first()

@@ -34,6 +34,7 @@ async fn key_status(app: &TestApp, secret: &str) -> StatusCode {
 async fn key_id_named(app: &TestApp, name: &str) -> String {
     app.server
         .store
+        .accounts()
         .api_keys(&app.account.account.id)
         .await
         .unwrap()
@@ -88,6 +89,7 @@ async fn a_removed_persons_keys_are_revoked_unless_the_owner_keeps_them(store: S
     let keys = app
         .server
         .store
+        .accounts()
         .api_keys(&app.account.account.id)
         .await
         .unwrap();
@@ -205,7 +207,8 @@ async fn a_member_manages_keys_and_the_secret_only_when_the_owners_allow(store: 
     let secret_before = app
         .server
         .store
-        .account(&app.account.account.id)
+        .accounts()
+        .get(&app.account.account.id)
         .await
         .unwrap()
         .unwrap()
@@ -280,6 +283,7 @@ async fn a_member_manages_keys_and_the_secret_only_when_the_owners_allow(store: 
     let keys_after = app
         .server
         .store
+        .accounts()
         .api_keys(&app.account.account.id)
         .await
         .unwrap();
@@ -288,7 +292,8 @@ async fn a_member_manages_keys_and_the_secret_only_when_the_owners_allow(store: 
     let account = app
         .server
         .store
-        .account(&app.account.account.id)
+        .accounts()
+        .get(&app.account.account.id)
         .await
         .unwrap()
         .unwrap();
@@ -296,6 +301,7 @@ async fn a_member_manages_keys_and_the_secret_only_when_the_owners_allow(store: 
     assert!(
         app.server
             .store
+            .operator()
             .audit_log(None, 50)
             .await
             .unwrap()
@@ -343,7 +349,8 @@ async fn a_member_manages_keys_and_the_secret_only_when_the_owners_allow(store: 
     let account = app
         .server
         .store
-        .account(&app.account.account.id)
+        .accounts()
+        .get(&app.account.account.id)
         .await
         .unwrap()
         .unwrap();
@@ -420,7 +427,8 @@ async fn an_expired_one_time_password_is_refused(store: StoreKind) {
     expired.user.one_time_password_expires_at = Some(now_millis() - 1000);
     app.server
         .store
-        .create_user(&expired.user)
+        .users()
+        .create(&expired.user)
         .await
         .unwrap()
         .unwrap();
@@ -480,7 +488,8 @@ async fn an_expired_one_time_password_is_refused(store: StoreKind) {
     let user = app
         .server
         .store
-        .user_by_email("fresh@example.com")
+        .users()
+        .by_email("fresh@example.com")
         .await
         .unwrap()
         .unwrap();

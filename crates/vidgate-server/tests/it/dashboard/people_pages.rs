@@ -28,14 +28,15 @@ pub(super) async fn add_person(
     .unwrap();
     app.server
         .store
-        .create_user(&prepared.user)
+        .users()
+        .create(&prepared.user)
         .await
         .unwrap()
         .unwrap()
 }
 
 async fn user(app: &TestApp, email: &str) -> Option<User> {
-    app.server.store.user_by_email(email).await.unwrap()
+    app.server.store.users().by_email(email).await.unwrap()
 }
 
 /// The audit rows of one action, oldest first.
@@ -43,6 +44,7 @@ pub(super) async fn audit_rows(app: &TestApp, action: &str) -> Vec<AuditEntry> {
     let mut rows: Vec<AuditEntry> = app
         .server
         .store
+        .operator()
         .audit_log(None, 500)
         .await
         .unwrap()
@@ -417,6 +419,7 @@ async fn a_member_is_refused_every_change_with_403(store: StoreKind) {
     let people_before = app
         .server
         .store
+        .users()
         .account_users(&app.account.account.id)
         .await
         .unwrap();
@@ -446,6 +449,7 @@ async fn a_member_is_refused_every_change_with_403(store: StoreKind) {
     assert_eq!(
         app.server
             .store
+            .users()
             .account_users(&app.account.account.id)
             .await
             .unwrap(),
@@ -455,6 +459,7 @@ async fn a_member_is_refused_every_change_with_403(store: StoreKind) {
     assert!(
         app.server
             .store
+            .operator()
             .audit_log(None, 50)
             .await
             .unwrap()
@@ -548,6 +553,7 @@ async fn two_owners_demoting_each_other_at_once_leave_an_owner(store: StoreKind)
     let owners = app
         .server
         .store
+        .users()
         .account_users(&app.account.account.id)
         .await
         .unwrap()
@@ -720,6 +726,7 @@ async fn people_and_password_forms_need_their_csrf_token(store: StoreKind) {
     let people_before = app
         .server
         .store
+        .users()
         .account_users(&app.account.account.id)
         .await
         .unwrap();
@@ -767,6 +774,7 @@ async fn people_and_password_forms_need_their_csrf_token(store: StoreKind) {
     assert_eq!(
         app.server
             .store
+            .users()
             .account_users(&app.account.account.id)
             .await
             .unwrap(),
@@ -775,6 +783,7 @@ async fn people_and_password_forms_need_their_csrf_token(store: StoreKind) {
     assert!(
         app.server
             .store
+            .operator()
             .audit_log(None, 50)
             .await
             .unwrap()

@@ -339,11 +339,18 @@ async fn sign_up_is_off_unless_enabled(store: StoreKind) {
     );
     let user = open
         .store
-        .user_by_email("new@example.com")
+        .users()
+        .by_email("new@example.com")
         .await
         .unwrap()
         .unwrap();
-    let account = open.store.account(&user.account_id).await.unwrap().unwrap();
+    let account = open
+        .store
+        .accounts()
+        .get(&user.account_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(account.credited.0, 0);
     let taken = browser
         .post(

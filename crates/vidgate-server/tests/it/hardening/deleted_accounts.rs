@@ -78,6 +78,7 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
     let failed_id = failed["id"].as_str().unwrap().to_owned();
     app.wait_for_status(&failed_id, &["failed"]).await;
     store
+        .operator()
         .record_audit(NewAuditEntry {
             actor: "operator".into(),
             action: AuditAction::AccountCreate,
@@ -86,7 +87,7 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
         })
         .await
         .unwrap();
-    store
+    store.operator()
         .record_audit(NewAuditEntry {
             actor: "operator".into(),
             action: AuditAction::KeyCreate,
@@ -107,6 +108,7 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
     .await
     .unwrap();
     store
+        .operator()
         .record_audit(NewAuditEntry {
             actor: "operator".into(),
             action: AuditAction::UserCreate,
@@ -116,8 +118,9 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
         })
         .await
         .unwrap();
-    assert!(store.remove_user(&removed.user.id).await.unwrap());
+    assert!(store.users().remove_user(&removed.user.id).await.unwrap());
     store
+        .operator()
         .adjust_credit(NewCreditAdjustment {
             idempotency_key: "refund-for-jane@example.com".into(),
             account_id: account_id.clone(),
@@ -129,6 +132,7 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
         .await
         .unwrap();
     store
+        .operator()
         .adjust_credit(NewCreditAdjustment {
             idempotency_key: "goodwill-1".into(),
             account_id: account_id.clone(),
@@ -146,11 +150,15 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
         assert_eq!(response.headers()["x-content-type-options"], "nosniff");
     }
 
-    store.delete_account(&account_id, "operator").await.unwrap();
+    store
+        .operator()
+        .delete_account(&account_id, "operator")
+        .await
+        .unwrap();
     for url in [&video_url, &upload_url] {
         app.assert_gone(url).await;
     }
-    let log = store.audit_log(None, 100).await.unwrap();
+    let log = store.operator().audit_log(None, 100).await.unwrap();
     let actions: Vec<&str> = log.iter().map(|entry| entry.action.as_str()).collect();
     assert!(actions.contains(&"account.create"), "{actions:?}");
     assert!(actions.contains(&"key.create"), "{actions:?}");
@@ -167,7 +175,8 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
         assert!(!key.to_lowercase().contains("jane"), "{key}");
     }
     let failed = store
-        .generation(&account_id, &failed_id)
+        .generations()
+        .get(&account_id, &failed_id)
         .await
         .unwrap()
         .unwrap();

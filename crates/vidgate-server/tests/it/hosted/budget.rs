@@ -113,7 +113,7 @@ async fn a_rate_limit_on_create_and_on_read_never_fails_the_job(store: StoreKind
     assert_eq!(fake.state.switches.lock().unwrap().rate_limit_next, 0);
     assert_eq!(fake.jobs_at(Provider::Replicate).len(), 1);
     // A 429 counts toward no circuit.
-    let health = app.server.store.provider_health().await.unwrap();
+    let health = app.server.store.provider_health().read().await.unwrap();
     assert!(
         health.iter().all(|view| view.consecutive_failures == 0),
         "{health:?}"

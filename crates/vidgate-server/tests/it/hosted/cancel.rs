@@ -55,7 +55,7 @@ async fn cancel_while_queued_at_the_provider_cancels_there_and_refunds(store: St
         // The seconds a prediction ran before the cancel are the
         // operator's cost; a fal request removed from its queue cost
         // nothing.
-        let usage = app.server.store.model_usage(0).await.unwrap();
+        let usage = app.server.store.ledger().model_usage(0).await.unwrap();
         match provider {
             Provider::Replicate => {
                 let ran = job.completed_at.unwrap() - job.started_at.unwrap();

@@ -82,7 +82,13 @@ async fn recorded_task(
 ) -> fake_providers::dashscope::FakeTask {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let recorded = app.server.store.provider_job(generation_id).await.unwrap();
+        let recorded = app
+            .server
+            .store
+            .provider_jobs()
+            .get(generation_id)
+            .await
+            .unwrap();
         if let Some(task_id) = recorded.and_then(|recorded| recorded.job_id) {
             return fake.task(&task_id).expect("the fake has the task");
         }
@@ -219,7 +225,8 @@ async fn a_lost_create_answer_is_reconciled_to_its_one_task(store: StoreKind) {
     let recorded = app
         .server
         .store
-        .provider_job(done["id"].as_str().unwrap())
+        .provider_jobs()
+        .get(done["id"].as_str().unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -378,7 +385,7 @@ async fn a_list_that_cannot_be_read_whole_never_proves_a_lost_create_absent(stor
         assert_eq!(fake.tasks().len(), 1, "{shape:?}: never a second task");
         let after = app.account_state(&app.account.account.id).await;
         assert_eq!(after.balance, before.balance, "{shape:?}: refunded");
-        let usage = app.server.store.model_usage(0).await.unwrap();
+        let usage = app.server.store.ledger().model_usage(0).await.unwrap();
         assert_eq!(usage.len(), 1, "{shape:?}: {usage:?}");
         assert_eq!(usage[0].generations, 0);
         assert_eq!(
@@ -440,14 +447,15 @@ async fn two_tasks_that_show_the_same_request_are_never_adopted(store: StoreKind
     let recorded = app
         .server
         .store
-        .provider_job(done["id"].as_str().unwrap())
+        .provider_jobs()
+        .get(done["id"].as_str().unwrap())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(recorded.job_id, None, "neither task is adopted");
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(after.balance, before.balance, "refunded");
-    let usage = app.server.store.model_usage(0).await.unwrap();
+    let usage = app.server.store.ledger().model_usage(0).await.unwrap();
     assert_eq!(usage[0].provider_cost.0, 500_000, "the possible cost");
     app.assert_ledger_invariant(&app.account.account.id).await;
 }

@@ -153,7 +153,7 @@ async fn provider_health_when(
 ) -> Vec<ProviderHealth> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let health = app.server.store.provider_health().await.unwrap();
+        let health = app.server.store.provider_health().read().await.unwrap();
         if ready(health.as_slice()) {
             return health;
         }

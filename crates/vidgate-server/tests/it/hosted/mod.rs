@@ -125,7 +125,13 @@ async fn app_with_webhooks(store: StoreKind, backends: BackendsConfig) -> TestAp
 async fn recorded_job(app: &TestApp, fake: &FakeProviders, generation_id: &str) -> FakeJob {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let recorded = app.server.store.provider_job(generation_id).await.unwrap();
+        let recorded = app
+            .server
+            .store
+            .provider_jobs()
+            .get(generation_id)
+            .await
+            .unwrap();
         if let Some(job_id) = recorded.and_then(|recorded| recorded.job_id) {
             return fake.state.job(&job_id).expect("the fake has the job");
         }

@@ -351,7 +351,7 @@ async fn a_modelark_task_gone_after_a_cancel_may_have_run_and_its_cost_is_record
     );
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(after.balance, before.balance, "refunded");
-    let usage = app.server.store.model_usage(0).await.unwrap();
+    let usage = app.server.store.ledger().model_usage(0).await.unwrap();
     assert_eq!(usage.len(), 1, "{usage:?}");
     assert_eq!(usage[0].generations, 0);
     assert_eq!(usage[0].provider_cost.0, 400_000, "{usage:?}");
@@ -389,7 +389,7 @@ async fn a_modelark_task_gone_after_its_start_deadline_cancel_records_its_possib
     );
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(after.balance, before.balance, "refunded");
-    let usage = app.server.store.model_usage(0).await.unwrap();
+    let usage = app.server.store.ledger().model_usage(0).await.unwrap();
     assert_eq!(usage.len(), 1, "{usage:?}");
     assert_eq!(usage[0].possible_cost.0, 400_000, "{usage:?}");
     assert_eq!(usage[0].possible_cost_generations, 1);

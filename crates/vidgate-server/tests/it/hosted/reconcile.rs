@@ -42,6 +42,7 @@ async fn a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resu
         let generation_id = generation["id"].as_str().unwrap().to_owned();
         let store_handle = app.server.store.clone();
         let claimed = store_handle
+            .queue()
             .claim_next("dead-node/w0", Duration::from_secs(1))
             .await
             .unwrap()
@@ -68,7 +69,11 @@ async fn a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resu
         let dying = tokio::spawn(async move { backend.run(job, CancellationToken::new()).await });
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let recorded = store_handle.provider_job(&generation_id).await.unwrap();
+            let recorded = store_handle
+                .provider_jobs()
+                .get(&generation_id)
+                .await
+                .unwrap();
             if recorded.is_some_and(|recorded| recorded.job_id.is_some()) {
                 break;
             }
@@ -226,7 +231,7 @@ async fn a_listed_prediction_whose_data_was_removed_is_never_submitted_again(sto
     assert_eq!(after.balance, before.balance, "refunded");
     app.assert_ledger_invariant(&app.account.account.id).await;
     // M1's 2 s at $0.10 a second: what the operator may have paid.
-    let usage = app.server.store.model_usage(0).await.unwrap();
+    let usage = app.server.store.ledger().model_usage(0).await.unwrap();
     assert_eq!(usage.len(), 1, "{usage:?}");
     assert_eq!(usage[0].generations, 0);
     assert_eq!(usage[0].provider_cost.0, 200_000);

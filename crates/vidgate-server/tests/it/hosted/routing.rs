@@ -63,7 +63,8 @@ async fn run_routed(app: &TestApp, prompt: &str) -> ProviderJob {
     assert_eq!(done["status"], "succeeded", "{done}");
     app.server
         .store
-        .provider_job(done["id"].as_str().unwrap())
+        .provider_jobs()
+        .get(done["id"].as_str().unwrap())
         .await
         .unwrap()
         .expect("the generation's provider job is recorded")
@@ -196,7 +197,8 @@ async fn a_provider_that_would_sell_at_a_loss_is_skipped_unless_the_operator_all
         let generation = app
             .server
             .store
-            .generation(&app.account.account.id, &job.generation_id)
+            .generations()
+            .get(&app.account.account.id, &job.generation_id)
             .await
             .unwrap()
             .expect("the generation");
@@ -204,7 +206,7 @@ async fn a_provider_that_would_sell_at_a_loss_is_skipped_unless_the_operator_all
     }
     assert!(fake.jobs_at(Provider::Fal).is_empty());
     // `admin usage` reads the margin per provider and model from here.
-    let usage = app.server.store.provider_usage(0).await.unwrap();
+    let usage = app.server.store.ledger().provider_usage(0).await.unwrap();
     let replicate = usage
         .iter()
         .find(|row| row.provider.as_deref() == Some("replicate"))
@@ -462,7 +464,8 @@ async fn the_example_failover_file_sends_what_only_the_maker_serves_to_the_maker
     let job = app
         .server
         .store
-        .provider_job(done["id"].as_str().unwrap())
+        .provider_jobs()
+        .get(done["id"].as_str().unwrap())
         .await
         .unwrap()
         .expect("the generation's provider job is recorded");

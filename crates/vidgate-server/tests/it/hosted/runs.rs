@@ -167,7 +167,7 @@ async fn a_succeeded_generation_records_its_provider_cost_for_the_usage_report(s
         let done = run_m1(&app, "a kite with a cost").await;
         assert_eq!(done["status"], "succeeded", "{provider:?}: {done}");
         let duration_s = done["output"]["duration_s"].as_f64().unwrap();
-        let usage = app.server.store.model_usage(0).await.unwrap();
+        let usage = app.server.store.ledger().model_usage(0).await.unwrap();
         assert_eq!(usage.len(), 1, "{provider:?}: {usage:?}");
         let row = &usage[0];
         assert_eq!(row.model, "vendor_1/model_1");

@@ -323,7 +323,8 @@ async fn a_fal_webhook_for_a_request_in_another_account_adopts_nothing(store: St
         assert!(
             app.server
                 .store
-                .provider_job(id)
+                .provider_jobs()
+                .get(id)
                 .await
                 .unwrap()
                 .and_then(|recorded| recorded.job_id)
@@ -333,7 +334,14 @@ async fn a_fal_webhook_for_a_request_in_another_account_adopts_nothing(store: St
 
         let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
         assert_eq!(done["status"], "succeeded", "{webhook_user_id:?}: {done}");
-        let recorded = app.server.store.provider_job(id).await.unwrap().unwrap();
+        let recorded = app
+            .server
+            .store
+            .provider_jobs()
+            .get(id)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(recorded.job_id.as_deref(), Some(ours.id.as_str()));
         let answers: Vec<u16> = fake
             .state
@@ -379,6 +387,7 @@ async fn two_adoptions_of_one_provider_job_at_once_give_it_to_one_generation(sto
             )
             .await;
             let claimed = store
+                .queue()
                 .claim_next("a-node/hosted/0", Duration::from_secs(600))
                 .await
                 .unwrap()
@@ -392,13 +401,17 @@ async fn two_adoptions_of_one_provider_job_at_once_give_it_to_one_generation(sto
                 intent_at: unix_now() * 1000,
                 route_reason: None,
             };
-            assert!(store.record_provider_intent(&intent).await.unwrap());
+            assert!(store.provider_jobs().record_intent(&intent).await.unwrap());
             generation_ids.push(claimed.id);
         }
         let job_id = format!("00000000-0000-4000-8000-{round:012}");
         let (first, second) = tokio::join!(
-            store.record_provider_job_id(&generation_ids[0], &job_id),
-            store.record_provider_job_id(&generation_ids[1], &job_id),
+            store
+                .provider_jobs()
+                .record_job_id(&generation_ids[0], &job_id),
+            store
+                .provider_jobs()
+                .record_job_id(&generation_ids[1], &job_id),
         );
         let (first, second) = (first.unwrap(), second.unwrap());
         assert!(
@@ -406,7 +419,8 @@ async fn two_adoptions_of_one_provider_job_at_once_give_it_to_one_generation(sto
             "round {round}: exactly one adopts: {first} {second}"
         );
         let owner = store
-            .generation_of_provider_job("fal", &job_id)
+            .provider_jobs()
+            .generation_of("fal", &job_id)
             .await
             .unwrap()
             .expect("the job has an owner");
@@ -421,7 +435,7 @@ async fn two_adoptions_of_one_provider_job_at_once_give_it_to_one_generation(sto
         } else {
             &generation_ids[0]
         };
-        let lost = store.provider_job(loser).await.unwrap().unwrap();
+        let lost = store.provider_jobs().get(loser).await.unwrap().unwrap();
         assert_eq!(
             lost.job_id, None,
             "round {round}: the other keeps its intent open"
