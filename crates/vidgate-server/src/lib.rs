@@ -1,19 +1,16 @@
 //! The vidgate service: HTTP API, store, ledger, queue, workers, backends.
 //! See ARCHITECTURE.md at the repository root for the map and invariants.
 
-pub mod accounts;
 pub mod allocator;
+pub mod application;
 pub mod backend;
 pub mod bound_media;
-pub mod callers;
 pub mod checks;
-pub mod client_address;
 pub mod dashboard;
 pub mod diagnostics;
 pub mod health;
 pub mod http;
 pub mod ids;
-pub mod keys_and_secrets;
 pub mod limits;
 pub mod live_status;
 pub mod media;
@@ -24,14 +21,11 @@ pub mod rate_limit;
 pub mod representation;
 pub mod retention;
 pub mod secrets;
-pub mod sessions;
 pub mod spend_limits;
 pub mod startup;
-pub mod state;
 pub mod storage;
 pub mod store;
 pub mod stripe;
-pub mod submit;
 pub mod webhook_senders;
 pub mod workers;
 

@@ -121,7 +121,7 @@ pub struct ServerOptions {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The one header the trusted proxies write the client's address into
     /// (`X-Forwarded-For` by default); every other is the client's own.
-    pub client_address_header: crate::client_address::ClientAddressHeader,
+    pub client_address_header: crate::application::client_address::ClientAddressHeader,
     /// How many trusted proxies in a row append to that header (1 by
     /// default): the client is that many entries from its right.
     pub proxy_hops: usize,

@@ -34,12 +34,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use vidgate_media::FetchSettings;
 
-use crate::accounts::{self, CreatedAccount};
+use crate::application::accounts::{self, CreatedAccount};
+use crate::application::client_address::TrustedProxies;
+use crate::application::state::{AppState, AppStateFields, DashboardSettings, OperatorToken};
+use crate::application::users::{self, CreatedUser};
 use crate::backend::{BackendBuildError, BackendParts, Backends, ProviderWebhookUrls};
 use crate::bound_media::MediaUrlSigner;
 use crate::checks::{self, CheckFailure};
-use crate::client_address::TrustedProxies;
-use crate::dashboard::{self, users::CreatedUser};
 use crate::health::{Health, QueueLiveness};
 use crate::limits::HttpLimits;
 use crate::live_status::LiveStatus;
@@ -49,7 +50,6 @@ use crate::options::{
 };
 use crate::rate_limit::CallerRateLimiter;
 use crate::retention::{self, RetentionSettings};
-use crate::state::{AppState, AppStateFields, DashboardSettings, OperatorToken};
 use crate::storage::Storage;
 use crate::store::{self, Store, StoreError};
 use crate::stripe::StripeCheckout;
@@ -78,7 +78,7 @@ pub enum ServerError {
     #[error("could not configure the object store")]
     Storage(#[from] object_store::Error),
     #[error("could not create the development account's dashboard user")]
-    DevelopmentUser(#[from] dashboard::users::UserError),
+    DevelopmentUser(#[from] users::UserError),
     #[error("the operator token is shorter than {MIN_OPERATOR_TOKEN_LENGTH} characters")]
     WeakOperatorToken,
     #[error(
@@ -251,8 +251,10 @@ impl Components {
         let (development_account, development_user) =
             development_account(&options, store.as_ref()).await?;
         let media_signer = MediaUrlSigner::shared(store.as_ref()).await?;
-        let pre_session_csrf = crate::sessions::PreSessionCsrf::shared(store.as_ref()).await?;
-        let device_cookies = crate::sessions::DeviceCookies::shared(store.as_ref()).await?;
+        let pre_session_csrf =
+            crate::application::sessions::PreSessionCsrf::shared(store.as_ref()).await?;
+        let device_cookies =
+            crate::application::sessions::DeviceCookies::shared(store.as_ref()).await?;
 
         let rate_limiter = match &options.redis_url {
             Some(redis_url) => CallerRateLimiter::shared(redis_url).await?,
@@ -301,7 +303,7 @@ impl Components {
         )?;
         // So that the first sign-in for an unknown email is no slower than
         // one for a known email.
-        tokio::task::spawn_blocking(dashboard::prepare_dummy_hash);
+        tokio::task::spawn_blocking(crate::application::passwords::prepare_dummy_hash);
         let queue_liveness = options.role.runs_jobs().then(|| {
             Arc::new(QueueLiveness::new(
                 options.queue.claiming_loops(),
@@ -503,13 +505,8 @@ async fn development_account(
     }
     let account = accounts::create_development_account(store).await?;
     // So that a newcomer can sign in to the dashboard straight away too.
-    let user = dashboard::users::create_user(
-        store,
-        &account.account.id,
-        dashboard::users::DEVELOPMENT_EMAIL,
-        None,
-    )
-    .await?;
+    let user =
+        users::create_user(store, &account.account.id, users::DEVELOPMENT_EMAIL, None).await?;
     Ok((Some(account), Some(user)))
 }
 

@@ -191,7 +191,7 @@ struct ServeArgs {
         env = "VIDGATE_CLIENT_ADDRESS_HEADER",
         default_value = "x-forwarded-for"
     )]
-    client_address_header: vidgate_server::client_address::ClientAddressHeader,
+    client_address_header: vidgate_server::application::client_address::ClientAddressHeader,
     /// How many trusted proxies in a row append to that header: the client is that many entries
     /// from its right.
     #[arg(long, env = "VIDGATE_PROXY_HOPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]

@@ -2,8 +2,9 @@
 
 use vidgate_core::Micros;
 use vidgate_server::RunningServer;
-use vidgate_server::accounts::{self, CreatedAccount};
-use vidgate_server::store::AccountLimits;
+use vidgate_server::application::accounts::{self, CreatedAccount};
+use vidgate_server::operator_actions;
+use vidgate_server::operator_actions::accounts::{LimitChanges, MAX_LIMIT_FIGURE};
 
 /// An account with ample credit and limits no benchmark reaches, so the
 /// figures are the server's and not its refusals.
@@ -12,16 +13,20 @@ pub async fn unlimited_account(server: &RunningServer) -> CreatedAccount {
         accounts::create_account(server.store.as_ref(), "bench", Micros(1_000_000_000_000))
             .await
             .unwrap();
-    let unlimited = AccountLimits {
-        requests_per_second: 1_000_000_000,
-        burst: 1_000_000_000,
-        max_concurrent: 1_000_000,
+    // The highest figures the operator may set, as `vidgate admin account
+    // limits` would.
+    let unlimited = LimitChanges {
+        requests_per_second: Some(MAX_LIMIT_FIGURE),
+        burst: Some(MAX_LIMIT_FIGURE),
+        max_concurrent: Some(MAX_LIMIT_FIGURE),
     };
-    server
-        .store
-        .accounts()
-        .set_limits(&account.account.id, unlimited)
-        .await
-        .unwrap();
+    operator_actions::accounts::set_limits(
+        server.store.as_ref(),
+        "bench",
+        &account.account.id,
+        unlimited,
+    )
+    .await
+    .unwrap();
     account
 }

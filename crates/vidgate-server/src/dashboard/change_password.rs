@@ -12,11 +12,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::SignedInBeforePasswordChange;
-use super::users;
 use super::{Layout, Section, render};
-use crate::client_address::client_address_of;
+use crate::application::client_address::client_address_of;
+use crate::application::state::AppState;
+use crate::application::users;
 use crate::metrics::RateLimit;
-use crate::state::AppState;
 
 #[derive(Template)]
 #[template(path = "password.html")]

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::session::SignedIn;
 use super::{Layout, Section, render};
-use crate::state::AppState;
+use crate::application::state::AppState;
 use crate::stripe::{self, CheckoutError};
 
 #[derive(Deserialize)]

@@ -19,7 +19,7 @@ use vidgate_core::{Catalog, GenerationStatus, Micros};
 
 use super::session::SignedIn;
 use super::{Layout, Section, display_time, display_time_to_the_second, render, usd};
-use crate::state::AppState;
+use crate::application::state::AppState;
 use crate::store::{Generation, ListFilter, StoreError, StoredJson};
 
 /// Generations on one page of the list, newest first.

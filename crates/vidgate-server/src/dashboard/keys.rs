@@ -13,9 +13,9 @@ use serde::Deserialize;
 
 use super::session::{CsrfForm, SignedIn};
 use super::{Confirmation, Layout, Section, confirm_page, display_time, error_page, render, usd};
-use crate::keys_and_secrets::{self, Changer, KeyChangeError};
+use crate::application::keys_and_secrets::{self, Changer, KeyChangeError};
+use crate::application::state::AppState;
 use crate::spend_limits::{SpendPeriod, parse_spend_limit};
-use crate::state::AppState;
 use crate::store::{ApiKeyRecord, Session, User};
 
 /// Key names are labels for people; longer ones are refused.

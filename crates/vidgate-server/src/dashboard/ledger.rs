@@ -13,7 +13,7 @@ use vidgate_core::{Catalog, Micros};
 use super::generations::{model_name, prompt_preview};
 use super::session::SignedIn;
 use super::{Layout, Section, display_time, display_time_to_the_second, render, usd};
-use crate::state::AppState;
+use crate::application::state::AppState;
 use crate::store::{LedgerKind, LedgerPageEntry, LedgerPageRequest};
 
 /// Entries on one page of the ledger.

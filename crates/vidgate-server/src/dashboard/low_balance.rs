@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::SignedIn;
-use crate::accounts::parse_low_balance_setting;
-use crate::state::AppState;
+use crate::application::accounts::parse_low_balance_setting;
+use crate::application::state::AppState;
 
 #[derive(Deserialize)]
 pub struct LowBalanceForm {

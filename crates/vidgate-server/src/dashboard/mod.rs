@@ -13,7 +13,7 @@
 //! A signed-in browser holds a random session token in an HttpOnly cookie;
 //! the database keeps only its SHA-256 (`session.rs`). Every form carries the
 //! session's CSRF token, and the sign-in form a pre-session one. The same
-//! session is an API caller (`crate::callers`), used by the playground.
+//! session is an API caller (`crate::application::callers`), used by the playground.
 //! Every read and action is scoped to the session's account: what belongs
 //! to another account answers 404, as an unknown id does.
 
@@ -25,12 +25,10 @@ mod keys;
 mod ledger;
 mod low_balance;
 mod overview;
-mod passwords;
 mod people;
 mod playground;
 mod session;
 mod sign_in;
-pub mod users;
 mod webhooks;
 
 use askama::Template;
@@ -43,10 +41,9 @@ use axum::routing::{get, post};
 use vidgate_core::Micros;
 use vidgate_core::money::MICROS_PER_CENT;
 
-pub use passwords::prepare_dummy_hash;
 pub use session::{CSRF_HEADER, session_token};
 
-use crate::state::AppState;
+use crate::application::state::AppState;
 use crate::store::Session;
 
 /// Largest form body a dashboard page accepts; the playground's prompt
@@ -338,7 +335,7 @@ pub fn not_found(session: Option<&Session>) -> Response {
 }
 
 /// What a form refused because every password-hashing slot was taken says
-/// (`passwords::PasswordError::Busy`).
+/// (`application::passwords::PasswordError::Busy`).
 pub fn hashing_busy_alert(retry_after: std::time::Duration) -> String {
     format!(
         "The server is checking too many passwords at the moment. Wait {} seconds and try again.",

@@ -12,7 +12,7 @@ use super::{Layout, Section, display_time, render, usd};
 use serde::Deserialize;
 
 use super::ledger::{LedgerRow, ledger_rows};
-use crate::state::AppState;
+use crate::application::state::AppState;
 use crate::store::{DailySpend, LedgerPageRequest, now_millis};
 use crate::stripe::plain_dollars;
 

@@ -15,11 +15,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::session::SignedIn;
-use super::users::{self, PeopleError, UserError};
 use super::{
     ConfirmChoice, Confirmation, Layout, Section, confirm_page, display_time, error_page, render,
 };
-use crate::state::AppState;
+use crate::application::state::AppState;
+use crate::application::users::{self, PeopleError, UserError};
 use crate::store::{KeysOfRemovedPerson, User, UserRole};
 
 struct PersonRow {

@@ -8,7 +8,7 @@
 //! (polling when streams are refused) with the time since the run began, and
 //! offers the API's cancel while it is unfinished. Without JavaScript the
 //! form posts here, is turned into the same body by `body_from_form`, and is
-//! submitted through the API's own submit path (`crate::submit`), so both
+//! submitted through the API's own submit path (`crate::application::submit`), so both
 //! paths validate, price and charge alike.
 //!
 //! The page also opens filled in: `?endpoint=…&prompt=…&duration=…` sets the
@@ -28,12 +28,12 @@ use vidgate_core::{Catalog, Endpoint, MediaFacts, Purpose};
 
 use super::session::SignedIn;
 use super::{Layout, Section, render, usd};
+use crate::application::sessions::api_caller;
+use crate::application::state::AppState;
+use crate::application::submit::{SubmitError, submit_generation};
 use crate::diagnostics::log_cause_chain;
 use crate::metrics::RateLimit;
-use crate::sessions::api_caller;
-use crate::state::AppState;
 use crate::store::Session;
-use crate::submit::{SubmitError, submit_generation};
 
 /// The endpoint shown when none is chosen.
 const DEFAULT_ENDPOINT: &str = "vendor_1/model_1/text-to-video";

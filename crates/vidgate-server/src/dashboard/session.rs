@@ -1,6 +1,6 @@
 //! Sessions and CSRF.
 //!
-//! A session (`crate::sessions`: its token, lifetimes and CSRF token) is
+//! A session (`crate::application::sessions`: its token, lifetimes and CSRF token) is
 //! carried in the `vg_session` cookie (HttpOnly, SameSite=Lax, Path=/);
 //! behind https it is `__Host-vg_session` (Secure, no Domain), which no
 //! sibling subdomain or plain-HTTP answer can set, so nobody can plant a
@@ -22,8 +22,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use crate::sessions::{self, ABSOLUTE_LIFETIME, live_session, tokens_match};
-use crate::state::AppState;
+use crate::application::sessions::{self, ABSOLUTE_LIFETIME, live_session, tokens_match};
+use crate::application::state::AppState;
 use crate::store::{Session, Store, StoreError, User};
 
 pub const SESSION_COOKIE: &str = "vg_session";

@@ -14,13 +14,14 @@ use super::session::{
     self, CsrfForm, SignedInBeforePasswordChange, cookie, device_cookie, pre_session_csrf_cookie,
     session_cookie, set_cookie,
 };
-use super::users::{self, UserError};
-use super::{Layout, passwords, render};
-use crate::client_address::client_address_of;
+use super::{Layout, render};
+use crate::application::client_address::client_address_of;
+use crate::application::passwords;
+use crate::application::sessions::{DEVICE_LIFETIME, PRE_SESSION_LIFETIME, tokens_match};
+use crate::application::state::AppState;
+use crate::application::users::{self, UserError};
 use crate::metrics::RateLimit;
 use crate::rate_limit::SignInDevice;
-use crate::sessions::{DEVICE_LIFETIME, PRE_SESSION_LIFETIME, tokens_match};
-use crate::state::AppState;
 use crate::store::now_millis;
 
 /// What a sign-up with an email that already has a user is told.

@@ -18,9 +18,9 @@ use super::session::{CSRF_HEADER, CsrfForm, SignedIn};
 use super::{
     Confirmation, Layout, Section, confirm_page, display_time, display_time_to_the_second, render,
 };
-use crate::accounts::{self, MAX_LOW_BALANCE_URL_LENGTH};
-use crate::keys_and_secrets::{self, Changer, KeyChangeError};
-use crate::state::AppState;
+use crate::application::accounts::{self, MAX_LOW_BALANCE_URL_LENGTH};
+use crate::application::keys_and_secrets::{self, Changer, KeyChangeError};
+use crate::application::state::AppState;
 use crate::store::{AccountDelivery, DeliveryStatus, MAX_PENDING_TEST_EVENTS, now_millis};
 
 /// Deliveries listed, newest first.

@@ -10,14 +10,14 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::application::callers::CallerRefusal;
+use crate::application::submit::{CONCURRENCY_RETRY_AFTER, IDEMPOTENCY_KEY, SubmitError};
+use crate::application::users::UserError;
 use crate::backend::WebhookRefusal;
 use crate::backend::WebhookRejection;
-use crate::callers::CallerRefusal;
-use crate::dashboard::users::UserError;
 use crate::diagnostics::log_cause_chain;
 use crate::operator_actions::OperatorActionError;
 use crate::store::{CONNECTION_WAIT, StoreError};
-use crate::submit::{CONCURRENCY_RETRY_AFTER, IDEMPOTENCY_KEY, SubmitError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

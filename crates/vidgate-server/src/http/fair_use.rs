@@ -17,9 +17,9 @@ use axum::response::{IntoResponse, Response};
 use tower::{Layer, Service, ServiceExt};
 
 use super::ApiError;
+use crate::application::state::AppState;
 use crate::metrics::RateLimit;
 use crate::rate_limit::{AddressBucket, RateStatus};
-use crate::state::AppState;
 
 /// The fair-use limit as a route layer: takes one request from the client
 /// address's public bucket, or answers 429 with `Retry-After`.

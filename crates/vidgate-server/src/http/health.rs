@@ -11,7 +11,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use crate::state::AppState;
+use crate::application::state::AppState;
 
 pub async fn healthz() -> Response {
     no_store(StatusCode::OK, json!({ "status": "ok" }))

@@ -41,10 +41,10 @@ pub use metrics::metrics_router;
 pub use serve::{HttpService, serve};
 pub use webhooks::webhook_secret_json;
 
-use crate::callers::{self, CallerRefusal};
+use crate::application::callers::{self, CallerRefusal};
+use crate::application::state::AppState;
 use crate::dashboard::{CSRF_HEADER, session_token};
 use crate::metrics::RateLimit;
-use crate::state::AppState;
 use crate::store::Caller;
 
 /// Largest JSON body accepted. The biggest legitimate body (a 5000-character

@@ -14,10 +14,10 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 use super::{ApiError, AppState, body_bytes};
+use crate::application::submit::IDEMPOTENCY_KEY;
 use crate::representation::object_kind;
 use crate::store::{Caller, now_millis};
 use crate::stripe::{self, AmountRefusal, CheckoutError, StripeCheckout, StripeEventError};
-use crate::submit::IDEMPOTENCY_KEY;
 
 /// The node's Stripe connection, or the 404 of a node without one.
 fn stripe_checkout(state: &AppState) -> Result<&StripeCheckout, ApiError> {

@@ -12,7 +12,7 @@ use vidgate_core::{Breakdown, Mode, Purpose};
 use vidgate_media::{InspectError, Requester, Scope};
 
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
-use crate::client_address::ClientAddress;
+use crate::application::client_address::ClientAddress;
 use crate::metrics::RateLimit;
 use crate::rate_limit::NetworkBucket;
 use crate::representation::{Cost, object_kind};
@@ -34,7 +34,7 @@ pub async fn quote(
     let input = endpoint
         .validate(&body, Purpose::Quote)
         .map_err(invalid_request)?;
-    crate::submit::refuse_kept_media(&state.api_base, &input)?;
+    crate::application::submit::refuse_kept_media(&state.api_base, &input)?;
     // Only the media that changes the price is fetched: reference videos,
     // whose probed durations are billed. The submit prices them the same way
     // (from the probe cache when it follows soon), so the quote is the charge.

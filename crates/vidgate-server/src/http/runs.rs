@@ -9,9 +9,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, live};
+use crate::application::submit::{IDEMPOTENCY_KEY, submit_generation};
 use crate::representation::GenerationRecord;
 use crate::store::Caller;
-use crate::submit::{IDEMPOTENCY_KEY, submit_generation};
 
 pub async fn submit(
     State(state): State<AppState>,

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt};
 use tower_http::timeout::DeadlineBody;
 
-use crate::client_address::TrustedProxies;
+use crate::application::client_address::TrustedProxies;
 use crate::limits::HttpLimits;
 
 /// How long a connection may stay silent before it is asked to close while

@@ -14,7 +14,7 @@ use vidgate_core::GenerationStatus;
 
 use super::account::account_gone;
 use super::{ApiError, AppState, rfc3339};
-use crate::accounts;
+use crate::application::keys_and_secrets::{self, Changer, KeyChangeError};
 use crate::representation::{ListKind, nullable_time_schema, object_kind, one_of_strings};
 use crate::store::{
     Account, Caller, DeliveryRetryOutcome, MAX_MANUAL_RETRIES, SESSION_CALLER_PREFIX,
@@ -70,9 +70,21 @@ pub async fn rotate_secret(
                 .into(),
         ));
     }
-    let account = accounts::rotate_webhook_secret(state.store.as_ref(), &caller.account_id)
-        .await?
-        .ok_or_else(account_gone)?;
+    let account = keys_and_secrets::rotate_webhook_secret(
+        state.store.as_ref(),
+        Changer::ApiKey(&caller.key_id),
+        &caller.account_id,
+    )
+    .await
+    .map_err(|refused| match refused {
+        KeyChangeError::Store(error) => ApiError::from(error),
+        // A key's own account can only be gone (a deleted account), and
+        // the key with it; a key holds its account's full rights, so
+        // nothing else refuses it.
+        KeyChangeError::NotAllowed
+        | KeyChangeError::KeyNotFound(_)
+        | KeyChangeError::Account(_) => account_gone(),
+    })?;
     tracing::info!(account = %account.id, "webhook secret rotated");
     Ok(Json(WebhookSecretRecord::new(&account)).into_response())
 }

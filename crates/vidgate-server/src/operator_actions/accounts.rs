@@ -6,19 +6,22 @@ use serde_json::json;
 use vidgate_core::Micros;
 
 use super::{OperatorActionError, bounded_text};
-use crate::accounts::{self, CreatedAccount, parse_low_balance_setting};
-use crate::keys_and_secrets::{self, Changer};
+use crate::application::accounts::{self, CreatedAccount, parse_low_balance_setting};
+use crate::application::keys_and_secrets::{self, Changer};
+use crate::application::submit::IDEMPOTENCY_KEY;
 use crate::store::{
     Account, AccountDeletion, AccountLimits, AdjustmentKind, AdjustmentOutcome, AuditAction,
     CreditAdjustment, NewAuditEntry, NewCreditAdjustment, Store,
 };
-use crate::submit::IDEMPOTENCY_KEY;
 
 pub const MAX_NAME_LENGTH: usize = 200;
 pub const MAX_REASON_LENGTH: usize = 500;
 pub const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
-/// The highest figure any limit may be set to, a bound against typos.
-pub const MAX_LIMIT_FIGURE: u32 = 10_000;
+/// The highest figure any limit may be set to, a bound against a typo's
+/// extra zeros; far above what one customer needs (one node answers some
+/// 50k reads a second), so that a big account or a benchmark is not held
+/// below what the cluster can do.
+pub const MAX_LIMIT_FIGURE: u32 = 1_000_000;
 /// The largest single adjustment, a bound against a typo's extra zeros.
 pub const MAX_ADJUSTMENT: Micros = Micros(1_000_000 * 1_000_000);
 

@@ -3,8 +3,8 @@
 //! the change `keys_and_secrets` makes for a person in the dashboard too.
 
 use super::{OperatorActionError, bounded_text};
-use crate::accounts::CreatedKey;
-use crate::keys_and_secrets::{self, Changer};
+use crate::application::accounts::CreatedKey;
+use crate::application::keys_and_secrets::{self, Changer};
 use crate::spend_limits::{SpendLimit, parse_spend_limit};
 use crate::store::Store;
 

@@ -20,9 +20,9 @@ pub mod users;
 
 use vidgate_core::Micros;
 
-use crate::accounts::AccountChangeError;
-use crate::dashboard::users::UserError;
-use crate::keys_and_secrets::KeyChangeError;
+use crate::application::accounts::AccountChangeError;
+use crate::application::keys_and_secrets::KeyChangeError;
+use crate::application::users::UserError;
 use crate::store::StoreError;
 
 /// Why an operator action was refused. The texts are the CLI's; the

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::OperatorActionError;
-use crate::dashboard::users::{self, CreatedUser, UserError};
+use crate::application::users::{self, CreatedUser, UserError};
 use crate::store::{AuditAction, NewAuditEntry, Store, User, UserRole};
 
 /// Creates a dashboard user of an account that is not deleted, an owner of

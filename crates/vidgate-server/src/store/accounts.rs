@@ -482,34 +482,11 @@ impl Accounts<'_> {
         )?)
     }
 
-    pub async fn set_limits(
-        self,
-        account_id: &str,
-        limits: AccountLimits,
-    ) -> Result<Option<Account>, StoreError> {
-        let mut transaction = self.store.begin_write().await?;
-        let account = Store::set_account_limits_in(&mut transaction, account_id, limits).await?;
-        transaction.commit().await?;
-        // Remembered callers carry their account's limits.
-        self.store.callers().forget_all();
-        Ok(account)
-    }
-
     pub async fn create_api_key(self, key: NewApiKey) -> Result<(), StoreError> {
         let mut transaction = self.store.begin_write().await?;
         Store::insert_api_key_in(&mut transaction, &key).await?;
         transaction.commit().await?;
         Ok(())
-    }
-
-    /// Revokes a key; false when no unrevoked key has that id. Takes effect
-    /// at once in this process and within `CALLER_CACHE_TTL` in others.
-    pub async fn revoke_api_key(self, key_id: &str) -> Result<bool, StoreError> {
-        let mut transaction = self.store.begin_write().await?;
-        let revoked = Store::revoke_api_key_in(&mut transaction, key_id).await?;
-        transaction.commit().await?;
-        self.store.callers().forget_all();
-        Ok(revoked)
     }
 
     /// The caller owning an unrevoked key with this secret digest; a caller
@@ -645,13 +622,6 @@ impl Accounts<'_> {
                 },
             )
             .collect())
-    }
-
-    pub async fn set_model_paused(self, model_id: &str, paused: bool) -> Result<(), StoreError> {
-        let mut transaction = self.store.begin_write().await?;
-        Store::set_model_paused_in(&mut transaction, model_id, paused).await?;
-        transaction.commit().await?;
-        Ok(())
     }
 
     pub async fn is_model_paused(self, model_id: &str) -> Result<bool, StoreError> {

@@ -32,7 +32,7 @@ pub struct AuditEntry {
 
 /// What an operator did, as the audit log names it. Every operator action
 /// (`operator_actions`) has one, and so has every change an account's
-/// owners make to its people in the dashboard (`dashboard::users`, its
+/// owners make to its people in the dashboard (`application::users`, its
 /// actor `dashboard:<email>`), so a new action adds a variant here and its
 /// name is written in this one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

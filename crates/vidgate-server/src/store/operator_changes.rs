@@ -26,8 +26,10 @@ use crate::spend_limits::SpendLimit;
 /// Who changes an account's keys or webhook secret.
 #[derive(Debug, Clone, Copy)]
 pub enum KeyChanger<'a> {
-    /// The operator (the CLI or the operator API): any account's.
-    Operator,
+    /// The operator (the CLI or the operator API), any account's; or an
+    /// account's own API key, which holds the account's full rights: no
+    /// person's permission to check.
+    Trusted,
     /// A person in the dashboard: only their own account's, and only while
     /// they are an owner or the account's owners let members manage keys
     /// and secrets (`may_manage_keys_and_secrets_in`).

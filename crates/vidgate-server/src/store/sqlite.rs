@@ -340,10 +340,13 @@ mod tests {
         let mut store = crate::store::Store {
             database: Database::Sqlite(sqlite),
         };
-        let created =
-            crate::accounts::create_account(&store, "pool", vidgate_core::Micros(1_000_000))
-                .await
-                .unwrap();
+        let created = crate::application::accounts::create_account(
+            &store,
+            "pool",
+            vidgate_core::Micros(1_000_000),
+        )
+        .await
+        .unwrap();
         // The inline reader now meets a lock on every read, as it would
         // while another process recovers the WAL.
         let held = inline_reads::tests::held_database();

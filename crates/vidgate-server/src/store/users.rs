@@ -404,15 +404,6 @@ impl Users<'_> {
         )?;
         Ok(changed == 1)
     }
-
-    /// Removes a user and its sessions in one transaction, so none of its
-    /// cookies works afterwards; false when there is no such user.
-    pub async fn remove_user(self, user_id: &str) -> Result<bool, StoreError> {
-        let mut transaction = self.store.begin_write().await?;
-        let removed = Store::remove_user_in(&mut transaction, user_id).await?;
-        transaction.commit().await?;
-        Ok(removed)
-    }
 }
 
 impl Store {

@@ -461,27 +461,6 @@ impl Webhooks<'_> {
         Ok(true)
     }
 
-    /// Replaces the account's webhook secret; the replaced one keeps signing
-    /// deliveries (beside the new one) for `previous_valid_for`. `None` when
-    /// the account does not exist.
-    pub async fn rotate_secret(
-        self,
-        account_id: &str,
-        new_secret: &str,
-        previous_valid_for: Duration,
-    ) -> Result<Option<Account>, StoreError> {
-        let mut transaction = self.store.begin_write().await?;
-        let account = Store::rotate_webhook_secret_in(
-            &mut transaction,
-            account_id,
-            new_secret,
-            previous_valid_for,
-        )
-        .await?;
-        transaction.commit().await?;
-        Ok(account)
-    }
-
     /// Deliveries still waiting for an attempt (due, scheduled or leased),
     /// for the metrics.
     pub async fn pending_deliveries(self) -> Result<i64, StoreError> {

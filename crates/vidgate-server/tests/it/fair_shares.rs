@@ -74,7 +74,7 @@ async fn a_replay_with_media_is_answered_after_the_balance_is_spent(store: Store
         .unwrap();
     // Prices are whole cents, so the dollars convert exactly.
     let price = (quoted["cost"]["amount_usd"].as_f64().unwrap() * 1_000_000.0).round() as i64;
-    let exact = vidgate_server::accounts::create_account(
+    let exact = vidgate_server::application::accounts::create_account(
         app.server.store.as_ref(),
         "exact",
         vidgate_core::Micros(price),

@@ -41,7 +41,7 @@ async fn create_account(store: &Store, id: &str, credit: Micros, max_concurrent:
         max_concurrent,
         ..AccountLimits::default()
     };
-    store.accounts().set_limits(id, limits).await.unwrap();
+    set_account_limits(store, id, limits).await;
 }
 
 fn new_generation(id: &str, account_id: &str) -> NewGeneration {

@@ -14,22 +14,12 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("wiring", &["startup", "checks", "options"]),
     ("http", &["http"]),
-    // Above the dashboard, whose user creation the operator's `user create`
-    // uses; called by the operator API and the CLI.
+    // The three doors callers come in by: the API, the operator's actions
+    // (called by the operator API and the CLI) and the dashboard.
     ("operator actions", &["operator_actions"]),
     ("dashboard", &["dashboard"]),
-    (
-        "application",
-        &[
-            "state",
-            "submit",
-            "callers",
-            "sessions",
-            "accounts",
-            "keys_and_secrets",
-            "client_address",
-        ],
-    ),
+    // Everything the doors share, in its own folder (`src/application/`).
+    ("application", &["application"]),
     (
         "services",
         &[

@@ -378,7 +378,7 @@ async fn accounts_take_turns_so_a_backlog_does_not_hold_back_another_account(
         max_concurrent: 100,
         ..store::AccountLimits::default()
     };
-    store.accounts().set_limits("big", raised).await.unwrap();
+    set_account_limits(store, "big", raised).await;
     for index in 0..40 {
         submit_of(store, "big", &format!("big_{index:02}"), "m").await;
     }
@@ -527,7 +527,7 @@ async fn concurrent_submits_respect_the_cap_and_the_balance(store_kind: StoreKin
         max_concurrent: 100,
         ..store::AccountLimits::default()
     };
-    store.accounts().set_limits("acct", limits).await.unwrap();
+    set_account_limits(&store, "acct", limits).await;
     assert_eq!(submit_concurrently(&store, "funded", 40).await, 5);
     let account = store.accounts().get("acct").await.unwrap().unwrap();
     assert_eq!((account.balance.0, account.held.0), (0, 25 * 100_000));

@@ -215,7 +215,7 @@ async fn the_21st_concurrent_generation_is_refused_and_a_finished_one_frees_a_sl
 ) {
     let app = spawn_app_without_workers(store).await;
     // Two keys of one account share the account's limit.
-    let second_key = vidgate_server::accounts::create_api_key(
+    let second_key = vidgate_server::application::accounts::create_api_key(
         app.server.store.as_ref(),
         &app.account.account.id,
         "second",
@@ -263,12 +263,7 @@ async fn a_burst_of_25_requests_lets_20_through(store: StoreKind) {
         burst: 20,
         max_concurrent: 20,
     };
-    app.server
-        .store
-        .accounts()
-        .set_limits(&app.account.account.id, limits)
-        .await
-        .unwrap();
+    set_account_limits(&app.server.store, &app.account.account.id, limits).await;
     let mut burst = tokio::task::JoinSet::new();
     for _ in 0..25 {
         let request = app.client.get(app.url("/account")).bearer_auth(app.key());
@@ -345,12 +340,7 @@ async fn an_idempotency_key_replays_the_original_and_rejects_a_different_body(st
 
 async fn a_paused_model_answers_503_and_holds_nothing(store: StoreKind) {
     let app = spawn_app_without_workers(store).await;
-    app.server
-        .store
-        .accounts()
-        .set_model_paused("vendor_1/model_1", true)
-        .await
-        .unwrap();
+    set_model_paused(&app.server.store, "vendor_1/model_1", true).await;
     let response = app.submit(M1_T2V, quick_body("x")).await;
     assert_model_unavailable(response).await;
     assert_eq!(app.account_state(&app.account.account.id).await.held.0, 0);
@@ -359,12 +349,7 @@ async fn a_paused_model_answers_503_and_holds_nothing(store: StoreKind) {
         .submit("vendor_2/model_2/text-to-video", json!({ "prompt": "x" }))
         .await;
     assert_eq!(other.status(), StatusCode::ACCEPTED);
-    app.server
-        .store
-        .accounts()
-        .set_model_paused("vendor_1/model_1", false)
-        .await
-        .unwrap();
+    set_model_paused(&app.server.store, "vendor_1/model_1", false).await;
     assert_eq!(
         app.submit(M1_T2V, quick_body("x")).await.status(),
         StatusCode::ACCEPTED
@@ -486,12 +471,7 @@ async fn a_retry_is_replayed_while_the_model_is_paused_or_refused(store: StoreKi
     assert_eq!(replay["id"], first["id"]);
 
     // So while the model is paused.
-    app.server
-        .store
-        .accounts()
-        .set_model_paused("vendor_1/model_1", true)
-        .await
-        .unwrap();
+    set_model_paused(&app.server.store, "vendor_1/model_1", true).await;
     let replay = send(quick_body("once")).await.unwrap();
     assert_eq!(replay.status(), StatusCode::ACCEPTED);
     assert_eq!(replay.headers()["idempotent-replayed"], "true");

@@ -11,7 +11,7 @@ use common::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use vidgate_core::Micros;
-use vidgate_server::accounts;
+use vidgate_server::application::accounts;
 use vidgate_server::health::{CheckOutcome, QueueLiveness};
 use vidgate_server::retention::{self, RetentionSettings, SweepReport};
 use vidgate_server::storage::Storage;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use sqlx::{Connection, PgConnection, SqliteConnection};
 use vidgate_core::{Catalog, Micros};
-use vidgate_server::accounts;
-use vidgate_server::dashboard::users as dashboard_users;
+use vidgate_server::application::accounts;
+use vidgate_server::application::users as dashboard_users;
 use vidgate_server::operator_actions::{
     OperatorActionError, accounts as account_actions, keys, models, users,
 };

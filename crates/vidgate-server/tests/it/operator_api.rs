@@ -743,7 +743,7 @@ async fn webhook_secrets_rotate_and_users_are_signed_out_and_removed(store: Stor
         .unwrap();
     assert_error(missing, StatusCode::NOT_FOUND, "not_found", None).await;
 
-    let user = vidgate_server::dashboard::users::create_user(
+    let user = vidgate_server::application::users::create_user(
         app.server.store.as_ref(),
         &account_id,
         "ada@example.com",

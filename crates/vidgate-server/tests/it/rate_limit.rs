@@ -166,7 +166,7 @@ async fn checkout_sessions_are_limited_per_account() {
         assert_eq!(started.status(), reqwest::StatusCode::CREATED);
     }
     // A second key of the account draws on the same sessions.
-    let second_key = vidgate_server::accounts::create_api_key(
+    let second_key = vidgate_server::application::accounts::create_api_key(
         app.server.store.as_ref(),
         &app.account.account.id,
         "second",

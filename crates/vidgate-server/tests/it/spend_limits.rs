@@ -11,7 +11,7 @@ use vidgate_server::store::AccountLimits;
 
 use crate::common::{
     M1_T2V, StoreKind, TestSettings, assert_error, assert_error_message_contains,
-    assert_insufficient_balance, on_both_stores, quick_body, spawn_app_with,
+    assert_insufficient_balance, on_both_stores, quick_body, set_account_limits, spawn_app_with,
     spawn_app_without_workers,
 };
 
@@ -25,28 +25,25 @@ async fn fifty_submits_at_once_never_pass_a_key_limit(store: StoreKind) {
     let customer = app.new_account(100).await;
     let account_id = customer.account.id.clone();
     // Neither the request rate nor the concurrency cap may refuse first.
-    app.server
-        .store
-        .accounts()
-        .set_limits(
-            &account_id,
-            AccountLimits {
-                requests_per_second: 10_000,
-                burst: 10_000,
-                max_concurrent: 10_000,
-            },
-        )
-        .await
-        .unwrap();
+    set_account_limits(
+        &app.server.store,
+        &account_id,
+        AccountLimits {
+            requests_per_second: 10_000,
+            burst: 10_000,
+            max_concurrent: 10_000,
+        },
+    )
+    .await;
     let price = app.quoted_price(M1_T2V, &quick_body("a quote")).await;
     assert!(price > Micros::ZERO);
     let limit = SpendLimit {
         amount: Micros(price.0 * 7 + price.0 / 2),
         period: SpendPeriod::Day,
     };
-    vidgate_server::keys_and_secrets::set_spend_limit(
+    vidgate_server::application::keys_and_secrets::set_spend_limit(
         app.server.store.as_ref(),
-        vidgate_server::keys_and_secrets::Changer::Operator("test"),
+        vidgate_server::application::keys_and_secrets::Changer::Operator("test"),
         &customer.key_id,
         Some(limit),
     )

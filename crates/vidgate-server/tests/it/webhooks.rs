@@ -524,10 +524,13 @@ async fn a_failed_generation_is_delivered(store: StoreKind) {
 async fn the_rescuer_s_failures_write_deliveries(store: StoreKind) {
     let test_store = open_test_store(&store).await;
     let store = test_store.store.as_ref();
-    let created =
-        vidgate_server::accounts::create_account(store, "rescued", vidgate_core::Micros(1_000_000))
-            .await
-            .unwrap();
+    let created = vidgate_server::application::accounts::create_account(
+        store,
+        "rescued",
+        vidgate_core::Micros(1_000_000),
+    )
+    .await
+    .unwrap();
     store
         .generations()
         .submit(NewGeneration {
@@ -623,6 +626,21 @@ async fn a_rotated_secret_signs_beside_the_previous_one_for_a_day(store: StoreKi
         rotated["previous_secret_expires_at"],
         vidgate_server::http::rfc3339(expires_at)
     );
+    // The rotation is the operator's and the dashboard's audited change,
+    // naming the key that made it.
+    let log = app
+        .server
+        .store
+        .operator()
+        .audit_log(None, 10)
+        .await
+        .unwrap();
+    let rotation = log
+        .iter()
+        .find(|entry| entry.action == "account.rotate_webhook_secret")
+        .expect("an audit row for the rotation");
+    assert_eq!(rotation.actor, format!("api_key:{}", app.account.key_id));
+    assert_eq!(rotation.target, app.account.account.id);
 
     app.submit_ok(M1_T2V, body_with_webhook("rotated", &receiver.url()))
         .await;

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use vidgate_core::Micros;
+use vidgate_server::application::accounts;
 use vidgate_server::backend::BackendsConfig;
-use vidgate_server::store::AccountLimits;
-use vidgate_server::{RunningServer, ServerOptions, accounts};
+use vidgate_server::operator_actions::{self, accounts::LimitChanges};
+use vidgate_server::store::{AccountLimits, Store};
+use vidgate_server::{RunningServer, ServerOptions};
 
 struct TestServer {
     server: RunningServer,
@@ -130,21 +132,11 @@ async fn models_quote_and_run_with_wait_and_download() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_503_from_a_paused_model_is_retried_until_it_resumes() {
     let server = start(0).await;
-    server
-        .server
-        .store
-        .accounts()
-        .set_model_paused("vendor_1/model_1", true)
-        .await
-        .unwrap();
+    set_model_paused(&server.server.store, true).await;
     let store = server.server.store.clone();
     let resume = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        store
-            .accounts()
-            .set_model_paused("vendor_1/model_1", false)
-            .await
-            .unwrap();
+        set_model_paused(&store, false).await;
     });
     let output = vidgate(&server, &["run", M1, "--prompt", "patience", "--json"]).await;
     resume.await.unwrap();
@@ -175,13 +167,19 @@ async fn a_429_at_the_concurrency_limit_is_retried_until_a_slot_frees() {
         burst: 20,
         max_concurrent: 1,
     };
-    server
-        .server
-        .store
-        .accounts()
-        .set_limits(&server.account_id, limits)
-        .await
-        .unwrap();
+    let changes = LimitChanges {
+        requests_per_second: Some(limits.requests_per_second),
+        burst: Some(limits.burst),
+        max_concurrent: Some(limits.max_concurrent),
+    };
+    operator_actions::accounts::set_limits(
+        &server.server.store,
+        "test",
+        &server.account_id,
+        changes,
+    )
+    .await
+    .unwrap();
     let blocker = reqwest::Client::new()
         .post(format!("{}/run/{M1}", server.server.api_base))
         .bearer_auth(&server.api_key)
@@ -290,4 +288,17 @@ async fn local_files_are_uploaded_and_used_as_images() {
             .starts_with(&prefix),
         "{submitted}"
     );
+}
+
+/// Pauses or resumes M1 as the operator does (`vidgate admin model pause`).
+async fn set_model_paused(store: &Store, paused: bool) {
+    operator_actions::models::set_paused(
+        store,
+        &vidgate_core::Catalog::embedded(),
+        "test",
+        "vendor_1/model_1",
+        paused,
+    )
+    .await
+    .unwrap();
 }

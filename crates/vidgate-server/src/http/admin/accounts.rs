@@ -21,15 +21,15 @@ use super::openapi::{
     ACCOUNT_DELETED, Field, NOT_FOUND, Operation, Parameter, Refusal, Schema, Success,
 };
 use super::{Operator, PAGE_LIMIT, page_limit};
+use crate::application::state::AppState;
+use crate::application::submit::IDEMPOTENCY_KEY;
 use crate::http::{ApiError, account_json, rfc3339, webhook_secret_json};
 use crate::operator_actions::accounts::{
     self, Adjusted, AdjustmentRequest, LimitChanges, MAX_ADJUSTMENT, MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_LIMIT_FIGURE, MAX_NAME_LENGTH, MAX_REASON_LENGTH,
 };
 use crate::representation::low_balance_alert_json;
-use crate::state::AppState;
 use crate::store::{Account, AdjustmentKind};
-use crate::submit::IDEMPOTENCY_KEY;
 
 /// The account as operators see it: the customer's view plus when it was
 /// made and, for a tombstone, deleted (never its webhook secret).

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::openapi::{Operation, Parameter, Schema, Success};
 use super::{PAGE_LIMIT, page_limit};
+use crate::application::state::AppState;
 use crate::http::{ApiError, rfc3339};
-use crate::state::AppState;
 
 #[derive(Deserialize)]
 pub struct AuditQuery {

@@ -16,12 +16,12 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::openapi::{Operation, Parameter, Schema, Success};
+use crate::application::state::AppState;
 use crate::http::generations::{
     DEFAULT_PAGE_SIZE, ListParameters, MAX_PAGE_SIZE, parse_list_filter,
 };
 use crate::http::{ApiError, generation_json};
 use crate::representation::one_page;
-use crate::state::AppState;
 use crate::store::{GenerationProvider, OperatorGenerationFilter};
 
 #[derive(Deserialize)]

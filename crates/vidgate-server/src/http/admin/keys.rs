@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 
 use super::Operator;
 use super::openapi::{ACCOUNT_DELETED, Field, NOT_FOUND, Operation, Parameter, Schema, Success};
+use crate::application::state::AppState;
 use crate::http::ApiError;
 use crate::operator_actions::keys::{self, MAX_KEY_NAME_LENGTH};
 use crate::representation::spend_limit_json;
-use crate::state::AppState;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

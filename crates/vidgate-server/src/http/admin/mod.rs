@@ -27,7 +27,7 @@ use axum::response::Response;
 use axum::routing::{MethodFilter, MethodRouter, on};
 
 use super::ApiError;
-use crate::state::AppState;
+use crate::application::state::AppState;
 use openapi::Operation;
 
 /// Names the operator in the audit log; optional.

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::Operator;
 use super::openapi::{NOT_FOUND, Operation, Parameter, Success};
+use crate::application::state::AppState;
 use crate::http::ApiError;
 use crate::operator_actions::models;
-use crate::state::AppState;
 
 const MODEL_PATH: [Parameter; 3] = [
     Parameter::Operator,

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::openapi::{NOT_FOUND, Operation, Parameter, Schema, Success};
+use crate::application::state::AppState;
 use crate::http::ApiError;
-use crate::state::AppState;
 use crate::store::now_millis;
 
 const DEFAULT_DAYS: u32 = 30;

@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 
 use super::Operator;
 use super::openapi::{Field, NOT_FOUND, Operation, Parameter, Refusal, Schema, Success};
+use crate::application::state::AppState;
 use crate::http::ApiError;
 use crate::operator_actions::users;
-use crate::state::AppState;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -14,10 +14,13 @@ use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use vidgate_core::Micros;
-use vidgate_server::accounts::{self, CreatedAccount};
+use vidgate_server::application::accounts::{self, CreatedAccount};
 use vidgate_server::backend::BackendsConfig;
+use vidgate_server::operator_actions;
 use vidgate_server::storage::StorageConfig;
-use vidgate_server::store::{self, Account, NewAccount, NewGeneration, Store, StoredJson};
+use vidgate_server::store::{
+    self, Account, AccountLimits, NewAccount, NewGeneration, Store, StoredJson,
+};
 use vidgate_server::webhook_senders::WebhookSettings;
 use vidgate_server::{RunningServer, ServerOptions};
 use vidgate_test_support::test_database;
@@ -592,14 +595,7 @@ impl TestApp {
     /// Revokes the app's own key through the node's store and asserts that
     /// the node refuses it on the very next request.
     pub async fn revoke_own_key_and_see_it_refused(&self) {
-        assert!(
-            self.server
-                .store
-                .accounts()
-                .revoke_api_key(&self.account.key_id)
-                .await
-                .unwrap()
-        );
+        revoke_key(&self.server.store, &self.account.key_id).await;
         let revoked = self.get("/account", self.key()).await;
         assert_error(revoked, StatusCode::UNAUTHORIZED, "unauthorized", None).await;
     }
@@ -794,4 +790,41 @@ pub fn wav_tone(seconds: u32) -> Vec<u8> {
         bytes.extend_from_slice(&((phase.sin() * 8000.0) as i16).to_le_bytes());
     }
     bytes
+}
+
+/// Who the audit log names for a change a test makes as the operator.
+pub const TEST_OPERATOR: &str = "test";
+
+/// Sets an account's limits as the operator does (`vidgate admin account
+/// limits`), through the same audited action, so tests reach a state only
+/// the way production does.
+pub async fn set_account_limits(store: &Store, account_id: &str, limits: AccountLimits) -> Account {
+    let changes = operator_actions::accounts::LimitChanges {
+        requests_per_second: Some(limits.requests_per_second),
+        burst: Some(limits.burst),
+        max_concurrent: Some(limits.max_concurrent),
+    };
+    operator_actions::accounts::set_limits(store, TEST_OPERATOR, account_id, changes)
+        .await
+        .expect("the operator may set these limits")
+}
+
+/// Revokes an active API key as the operator does; panics if there is none.
+pub async fn revoke_key(store: &Store, key_id: &str) {
+    operator_actions::keys::revoke(store, TEST_OPERATOR, key_id)
+        .await
+        .expect("an active key to revoke");
+}
+
+/// Pauses or resumes a model of the embedded catalog as the operator does.
+pub async fn set_model_paused(store: &Store, model_id: &str, paused: bool) {
+    operator_actions::models::set_paused(
+        store,
+        &vidgate_core::Catalog::embedded(),
+        TEST_OPERATOR,
+        model_id,
+        paused,
+    )
+    .await
+    .expect("a model of the catalog");
 }

@@ -58,19 +58,16 @@ async fn the_list_filters_pages_and_keeps_the_filters(store: StoreKind) {
     // more generations than a page holds fit under the concurrency limit.
     let app = spawn_app_without_workers(store).await;
     // 53 API calls in a row: past the default burst of 20.
-    app.server
-        .store
-        .accounts()
-        .set_limits(
-            &app.account.account.id,
-            AccountLimits {
-                requests_per_second: 1000,
-                burst: 1000,
-                max_concurrent: 20,
-            },
-        )
-        .await
-        .unwrap();
+    set_account_limits(
+        &app.server.store,
+        &app.account.account.id,
+        AccountLimits {
+            requests_per_second: 1000,
+            burst: 1000,
+            max_concurrent: 20,
+        },
+    )
+    .await;
     let mut canceled = Vec::new();
     for number in 0..26 {
         let generation = app

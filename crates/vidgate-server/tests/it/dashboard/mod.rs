@@ -3,7 +3,7 @@
 //! playground's form path, webhooks, sign-up, people and passwords, and the
 //! isolation of accounts.
 
-use crate::common;
+use crate::common::{self, set_account_limits};
 
 mod account_pages;
 mod generations_pages;
@@ -19,8 +19,8 @@ use reqwest::header::{HeaderMap, LOCATION};
 use reqwest::{Client, StatusCode, redirect};
 use serde_json::Value;
 use vidgate_server::ServerOptions;
-use vidgate_server::accounts::CreatedAccount;
-use vidgate_server::dashboard::users;
+use vidgate_server::application::accounts::CreatedAccount;
+use vidgate_server::application::users;
 use vidgate_server::store::AccountLimits;
 
 use common::{
@@ -313,19 +313,16 @@ async fn a_session_is_an_api_caller_with_its_own_bucket(store: StoreKind) {
     assert_eq!(account["id"], app.account.account.id.as_str());
 
     // A tiny bucket: the key empties its own, the session still has one.
-    app.server
-        .store
-        .accounts()
-        .set_limits(
-            &app.account.account.id,
-            AccountLimits {
-                requests_per_second: 1,
-                burst: 2,
-                max_concurrent: 20,
-            },
-        )
-        .await
-        .unwrap();
+    set_account_limits(
+        &app.server.store,
+        &app.account.account.id,
+        AccountLimits {
+            requests_per_second: 1,
+            burst: 2,
+            max_concurrent: 20,
+        },
+    )
+    .await;
     let mut key_statuses = Vec::new();
     for _ in 0..3 {
         key_statuses.push(app.get("/account", app.key()).await.status());

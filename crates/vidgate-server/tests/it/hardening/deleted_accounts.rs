@@ -99,7 +99,7 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
     // Issue 38, item 7: a user removed before the account, whose entry
     // names the account only in its detail, and an idempotency key the
     // operator wrote from what they knew of the customer.
-    let removed = vidgate_server::dashboard::users::create_user(
+    let removed = vidgate_server::application::users::create_user(
         store.as_ref(),
         &account_id,
         "jane.removed@example.com",
@@ -118,7 +118,13 @@ async fn a_deleted_account_leaves_no_reachable_file_and_no_personal_text(store: 
         })
         .await
         .unwrap();
-    assert!(store.users().remove_user(&removed.user.id).await.unwrap());
+    vidgate_server::operator_actions::users::remove(
+        store.as_ref(),
+        "operator",
+        "jane.removed@example.com",
+    )
+    .await
+    .unwrap();
     store
         .operator()
         .adjust_credit(NewCreditAdjustment {

@@ -14,7 +14,7 @@
 
 use serde_json::json;
 
-use crate::accounts::{self, AccountChangeError, CreatedKey, ROTATION_GRACE};
+use crate::application::accounts::{self, AccountChangeError, CreatedKey, ROTATION_GRACE};
 use crate::ids::new_webhook_secret;
 use crate::spend_limits::SpendLimit;
 use crate::store::{
@@ -29,6 +29,8 @@ pub enum Changer<'a> {
     Operator(&'a str),
     /// A person signed in to the dashboard.
     Person(&'a Session),
+    /// An account's own API key (its id), changing its own account.
+    ApiKey(&'a str),
 }
 
 impl Changer<'_> {
@@ -36,12 +38,13 @@ impl Changer<'_> {
         match self {
             Changer::Operator(actor) => (*actor).to_owned(),
             Changer::Person(session) => dashboard_actor(session),
+            Changer::ApiKey(key_id) => format!("api_key:{key_id}"),
         }
     }
 
     fn for_store(&self) -> KeyChanger<'_> {
         match self {
-            Changer::Operator(_) => KeyChanger::Operator,
+            Changer::Operator(_) | Changer::ApiKey(_) => KeyChanger::Trusted,
             Changer::Person(session) => KeyChanger::Person(PeopleActor {
                 account_id: &session.account_id,
                 user_id: &session.user_id,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use vidgate_core::{Endpoint, InvalidRequest, MediaFacts, Micros, Purpose, ValidatedInput};
 use vidgate_media::InspectError;
 
+use crate::application::state::AppState;
 use crate::backend::{Admission, Rejection};
 use crate::bound_media::{MediaBinding, is_kept_media};
 use crate::ids::{new_generation_id, sha256_hex};
@@ -19,7 +20,6 @@ use crate::media::{
 };
 use crate::metrics::RateLimit;
 use crate::spend_limits::{SpendLimit, SpendPeriod};
-use crate::state::AppState;
 use crate::storage::{self, ReadError};
 use crate::store::{
     Caller, DirectUpload, EarlierSubmit, Generation, IdempotencyKey, NewGeneration, NewUpload,

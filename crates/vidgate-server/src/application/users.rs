@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::accounts::AccountChangeError;
+use crate::application::accounts::AccountChangeError;
+use crate::application::keys_and_secrets::dashboard_actor;
 use crate::ids::{new_account_id, new_webhook_secret, random_token};
-use crate::keys_and_secrets::dashboard_actor;
 use crate::store::{
     Account, AuditAction, KeysOfRemovedPerson, NewAccount, NewAuditEntry, PeopleActor,
     PeopleRefusal, RemovedPerson, Session, Store, StoreError, User, UserRole, now_millis,
@@ -113,7 +113,7 @@ pub async fn prepare_user(
     role: UserRole,
 ) -> Result<CreatedUser, UserError> {
     let email = normalize_email(email)?;
-    crate::accounts::changeable_account(store, account_id)
+    crate::application::accounts::changeable_account(store, account_id)
         .await
         .map_err(|error| match error {
             AccountChangeError::NotFound(account_id) => UserError::NoAccount(account_id),

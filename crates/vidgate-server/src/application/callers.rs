@@ -3,8 +3,8 @@
 //! the credentials from the request and decides what a refusal answers;
 //! this module decides whether the credentials name a caller.
 
+use crate::application::sessions::{api_caller, live_session, tokens_match};
 use crate::ids::{API_KEY_PREFIX, sha256_hex};
-use crate::sessions::{api_caller, live_session, tokens_match};
 use crate::store::{Caller, Store, StoreError};
 
 /// API keys are about 50 characters; anything much longer is not one of

@@ -123,19 +123,6 @@ pub async fn create_account(
     })
 }
 
-/// Issues a new webhook signing secret. The replaced one keeps signing
-/// deliveries beside it for a day, so receivers can switch over without
-/// rejecting anything; `None` when the account does not exist.
-pub async fn rotate_webhook_secret(
-    store: &Store,
-    account_id: &str,
-) -> Result<Option<Account>, StoreError> {
-    store
-        .webhooks()
-        .rotate_secret(account_id, &new_webhook_secret(), ROTATION_GRACE)
-        .await
-}
-
 pub async fn create_development_account(store: &Store) -> Result<CreatedAccount, StoreError> {
     create_account(store, "development", DEVELOPMENT_CREDIT).await
 }

@@ -9,9 +9,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use vidgate_core::Catalog;
 
+use crate::application::client_address::{KnowsTrustedProxies, TrustedProxies};
 use crate::backend::Backends;
 use crate::bound_media::MediaUrlSigner;
-use crate::client_address::{KnowsTrustedProxies, TrustedProxies};
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::rate_limit::{CallerRateLimiter, SignInLimits};
@@ -114,9 +114,9 @@ pub struct DashboardSettings {
     pub secure_cookies: bool,
     pub sign_in_limits: SignInLimits,
     /// Issues and checks the sign-in and sign-up forms' CSRF tokens.
-    pub pre_session_csrf: crate::sessions::PreSessionCsrf,
+    pub pre_session_csrf: crate::application::sessions::PreSessionCsrf,
     /// Issues and checks the cookies of browsers that signed in to an email.
-    pub device_cookies: crate::sessions::DeviceCookies,
+    pub device_cookies: crate::application::sessions::DeviceCookies,
 }
 
 impl DashboardSettings {
@@ -126,8 +126,8 @@ impl DashboardSettings {
         allow_sign_up: bool,
         public_url: &str,
         rate_limiter: Arc<CallerRateLimiter>,
-        pre_session_csrf: crate::sessions::PreSessionCsrf,
-        device_cookies: crate::sessions::DeviceCookies,
+        pre_session_csrf: crate::application::sessions::PreSessionCsrf,
+        device_cookies: crate::application::sessions::DeviceCookies,
     ) -> DashboardSettings {
         DashboardSettings {
             allow_sign_up,
