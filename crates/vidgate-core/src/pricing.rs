@@ -317,30 +317,47 @@ fn rate_micros(rate: Micros) -> u128 {
     u128::try_from(rate.0).unwrap_or(0)
 }
 
+/// What a request asks to be billed for, read once from its input and
+/// media: the frame, the seconds of output and of reference video.
+struct Billed<'a> {
+    frame: &'a Frame,
+    pixels: u128,
+    generate_audio: bool,
+    output_milliseconds: u128,
+    has_reference_videos: bool,
+    reference_milliseconds: u128,
+}
+
+/// A rule's rates and its two unrounded amounts (ours, the official one).
+type RuleOutcome = (Rates, (Micros, Micros));
+
 pub(crate) fn price(endpoint: Endpoint<'_>, input: &ValidatedInput, media: &MediaFacts) -> Price {
     let frame: Frame = endpoint.frame(input);
-    let generate_audio = input.generate_audio();
-    let output_seconds = input.duration_s();
-    let output_milliseconds = u128::from(output_seconds) * 1000;
     let has_reference_videos = !input.reference_video_urls().is_empty();
-    let reference_milliseconds: u128 = if has_reference_videos {
-        media
-            .reference_video_durations_ms
-            .iter()
-            .map(|&duration| u128::from(duration))
-            .sum()
-    } else {
-        0
+    let billed = Billed {
+        frame: &frame,
+        pixels: u128::from(frame.pixels()),
+        generate_audio: input.generate_audio(),
+        output_milliseconds: u128::from(input.duration_s()) * 1000,
+        has_reference_videos,
+        reference_milliseconds: if has_reference_videos {
+            media
+                .reference_video_durations_ms
+                .iter()
+                .map(|&duration| u128::from(duration))
+                .sum()
+        } else {
+            0
+        },
     };
-    let pixels = u128::from(frame.pixels());
     let mut breakdown = Breakdown {
         unit: endpoint.model.pricing().unit(),
         resolution: frame.resolution.clone(),
         aspect_ratio: frame.aspect_ratio.clone(),
         width: frame.width,
         height: frame.height,
-        generate_audio,
-        output_seconds,
+        generate_audio: billed.generate_audio,
+        output_seconds: input.duration_s(),
         reference_video_milliseconds: 0,
         billed_milliseconds: None,
         tokens: None,
@@ -355,47 +372,13 @@ pub(crate) fn price(endpoint: Endpoint<'_>, input: &ValidatedInput, media: &Medi
         PricingRule::Second {
             rates,
             reference_video_seconds,
-        } => {
-            let billed_reference = match reference_video_seconds {
-                ReferenceVideoBilling::OutputRate => reference_milliseconds,
-                ReferenceVideoBilling::None => 0,
-            };
-            let billed_milliseconds = output_milliseconds + billed_reference;
-            let audio_priced = rates.iter().any(|rate| rate.generate_audio.is_some());
-            let wanted_audio = audio_priced.then_some(generate_audio);
-            let rate = rates
-                .iter()
-                .find(|rate| {
-                    rate.resolution == frame.resolution && rate.generate_audio == wanted_audio
-                })
-                .map_or(
-                    Rates {
-                        ours: Micros::ZERO,
-                        official: Micros::ZERO,
-                    },
-                    |rate| rate.rates,
-                );
-            let rate_frame = endpoint
-                .model
-                .frame(&frame.resolution, crate::catalog::BASE_ASPECT_RATIO)
-                .unwrap_or(&frame);
-            let rate_pixels = u128::from(rate_frame.pixels());
-            breakdown.reference_video_milliseconds =
-                u64::try_from(billed_reference).unwrap_or(u64::MAX);
-            breakdown.billed_milliseconds =
-                Some(u64::try_from(billed_milliseconds).unwrap_or(u64::MAX));
-            breakdown.rate_frame_width = Some(rate_frame.width);
-            breakdown.rate_frame_height = Some(rate_frame.height);
-            let amount = |rate: Micros| {
-                to_micros(floor_ratio(
-                    rate_micros(rate)
-                        .saturating_mul(billed_milliseconds)
-                        .saturating_mul(pixels),
-                    rate_pixels * 1000,
-                ))
-            };
-            (rate, (amount(rate.ours), amount(rate.official)))
-        }
+        } => per_second(
+            endpoint,
+            &billed,
+            rates,
+            *reference_video_seconds,
+            &mut breakdown,
+        ),
         PricingRule::Clip { rate } => (*rate, (rate.ours, rate.official)),
         PricingRule::Token {
             frames_per_second,
@@ -403,30 +386,18 @@ pub(crate) fn price(endpoint: Endpoint<'_>, input: &ValidatedInput, media: &Medi
             rate,
             with_reference_video_rate,
         } => {
-            let (rate, billed_reference) = if has_reference_videos {
-                (*with_reference_video_rate, reference_milliseconds)
+            let rate = if billed.has_reference_videos {
+                *with_reference_video_rate
             } else {
-                (*rate, 0)
+                *rate
             };
-            let tokens = floor_ratio(
-                pixels
-                    .saturating_mul(u128::from(*frames_per_second))
-                    .saturating_mul(output_milliseconds + billed_reference),
-                u128::from(*pixels_per_token) * 1000,
-            );
-            breakdown.reference_video_milliseconds =
-                u64::try_from(billed_reference).unwrap_or(u64::MAX);
-            breakdown.billed_milliseconds =
-                Some(u64::try_from(output_milliseconds + billed_reference).unwrap_or(u64::MAX));
-            breakdown.tokens = Some(u64::try_from(tokens).unwrap_or(u64::MAX));
-            // Token rates are quoted per million tokens.
-            let amount = |rate: Micros| {
-                to_micros(floor_ratio(
-                    tokens.saturating_mul(rate_micros(rate)),
-                    1_000_000,
-                ))
-            };
-            (rate, (amount(rate.ours), amount(rate.official)))
+            per_token(
+                &billed,
+                *frames_per_second,
+                *pixels_per_token,
+                rate,
+                &mut breakdown,
+            )
         }
     };
     breakdown.rate_micros = rates.ours;
@@ -438,4 +409,87 @@ pub(crate) fn price(endpoint: Endpoint<'_>, input: &ValidatedInput, media: &Medi
         official: unrounded.1.round_to_cent(),
         breakdown,
     }
+}
+
+/// A per-second rate, chosen by resolution (and audio, where the rates
+/// differ by it), is quoted for the resolution's base frame and scaled by
+/// the requested frame's pixels; reference video is billed at the output
+/// rate where the rule says so.
+fn per_second(
+    endpoint: Endpoint<'_>,
+    billed: &Billed<'_>,
+    rates: &[SecondRate],
+    reference_video_seconds: ReferenceVideoBilling,
+    breakdown: &mut Breakdown,
+) -> RuleOutcome {
+    let frame = billed.frame;
+    let billed_reference = match reference_video_seconds {
+        ReferenceVideoBilling::OutputRate => billed.reference_milliseconds,
+        ReferenceVideoBilling::None => 0,
+    };
+    let billed_milliseconds = billed.output_milliseconds + billed_reference;
+    let audio_priced = rates.iter().any(|rate| rate.generate_audio.is_some());
+    let wanted_audio = audio_priced.then_some(billed.generate_audio);
+    let rate = rates
+        .iter()
+        .find(|rate| rate.resolution == frame.resolution && rate.generate_audio == wanted_audio)
+        .map_or(
+            Rates {
+                ours: Micros::ZERO,
+                official: Micros::ZERO,
+            },
+            |rate| rate.rates,
+        );
+    let rate_frame = endpoint
+        .model
+        .frame(&frame.resolution, crate::catalog::BASE_ASPECT_RATIO)
+        .unwrap_or(frame);
+    let rate_pixels = u128::from(rate_frame.pixels());
+    breakdown.reference_video_milliseconds = u64::try_from(billed_reference).unwrap_or(u64::MAX);
+    breakdown.billed_milliseconds = Some(u64::try_from(billed_milliseconds).unwrap_or(u64::MAX));
+    breakdown.rate_frame_width = Some(rate_frame.width);
+    breakdown.rate_frame_height = Some(rate_frame.height);
+    let amount = |rate: Micros| {
+        to_micros(floor_ratio(
+            rate_micros(rate)
+                .saturating_mul(billed_milliseconds)
+                .saturating_mul(billed.pixels),
+            rate_pixels * 1000,
+        ))
+    };
+    (rate, (amount(rate.ours), amount(rate.official)))
+}
+
+/// Tokens are the frame's pixels times frames over the output and any
+/// reference video, per `pixels_per_token`; rates are per million tokens.
+fn per_token(
+    billed: &Billed<'_>,
+    frames_per_second: u32,
+    pixels_per_token: u32,
+    rate: Rates,
+    breakdown: &mut Breakdown,
+) -> RuleOutcome {
+    let billed_reference = if billed.has_reference_videos {
+        billed.reference_milliseconds
+    } else {
+        0
+    };
+    let billed_milliseconds = billed.output_milliseconds + billed_reference;
+    let tokens = floor_ratio(
+        billed
+            .pixels
+            .saturating_mul(u128::from(frames_per_second))
+            .saturating_mul(billed_milliseconds),
+        u128::from(pixels_per_token) * 1000,
+    );
+    breakdown.reference_video_milliseconds = u64::try_from(billed_reference).unwrap_or(u64::MAX);
+    breakdown.billed_milliseconds = Some(u64::try_from(billed_milliseconds).unwrap_or(u64::MAX));
+    breakdown.tokens = Some(u64::try_from(tokens).unwrap_or(u64::MAX));
+    let amount = |rate: Micros| {
+        to_micros(floor_ratio(
+            tokens.saturating_mul(rate_micros(rate)),
+            1_000_000,
+        ))
+    };
+    (rate, (amount(rate.ours), amount(rate.official)))
 }
