@@ -714,7 +714,7 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
     // The fake counts Replicate's calls per class in one-minute windows.
     let (mut creates, mut others, mut refused) = (0u64, 0u64, 0u64);
     let (mut busiest_creates, mut busiest_others) = (0u32, 0u32);
-    for (class, _window, calls) in fake.calls_by_window(Provider::Replicate) {
+    for (class, _window, calls) in fake.calls_by_window(Provider::REPLICATE) {
         refused += u64::from(calls.refused);
         match class {
             CallClass::Creates => {

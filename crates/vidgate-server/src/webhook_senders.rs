@@ -510,6 +510,7 @@ async fn sender_loop(context: Arc<WebhookContext>, sender_id: String, shutdown: 
 }
 
 /// Makes one attempt and records it with what happens next.
+#[tracing::instrument(name = "webhook.deliver", skip_all, fields(delivery_id = %delivery.id, generation_id = delivery.subject.generation_id(), event_type = %delivery.event_type, attempt = delivery.attempts + 1, outcome = tracing::field::Empty))]
 async fn deliver(context: &WebhookContext, sender_id: &str, delivery: ClaimedDelivery) {
     let body = event_body(&delivery, &context.api_base);
     let started_at = now_millis();
@@ -571,6 +572,14 @@ async fn deliver(context: &WebhookContext, sender_id: &str, delivery: ClaimedDel
             AttemptOutcome::Failed
         }
     };
+    tracing::Span::current().record(
+        "outcome",
+        match outcome {
+            AttemptOutcome::Delivered => "delivered",
+            AttemptOutcome::RetryAt(_) => "retrying",
+            AttemptOutcome::Failed => "failed",
+        },
+    );
     log_outcome(&delivery, attempts_made, &record, outcome);
     match context
         .store

@@ -27,6 +27,7 @@ use rand::RngExt;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use vidgate_core::{Catalog, Mode, ValidatedInput};
 
 use crate::backend::{Backends, ClipBytes, Job, JobFailure, RenderedClip};
@@ -163,7 +164,8 @@ async fn worker_loop(
 ) {
     let _running = context.liveness.worker_running();
     while !shutdown.is_cancelled() {
-        match context
+        let claim_span = tracing::info_span!("job.claim", worker = %worker_id, generation_id = tracing::field::Empty);
+        let claimed = context
             .store
             .queue()
             .claim_next_among(
@@ -171,8 +173,10 @@ async fn worker_loop(
                 context.settings.lease,
                 ClaimableModels::AllBut(&hosted_models),
             )
-            .await
-        {
+            .instrument(claim_span.clone())
+            .await;
+        record_claimed(&claim_span, &claimed);
+        match claimed {
             Ok(Some(generation)) => {
                 // The job stops when the process shuts down or when its
                 // lease is lost (another node rescued it), so a job never
@@ -299,6 +303,7 @@ async fn hosted_pool_loop(
             continue;
         }
         let owner = pool.next_owner();
+        let claim_span = tracing::info_span!("job.claim", worker = %owner, generation_id = tracing::field::Empty);
         let claimed = context
             .store
             .queue()
@@ -307,7 +312,9 @@ async fn hosted_pool_loop(
                 context.settings.lease,
                 ClaimableModels::Only(&models),
             )
+            .instrument(claim_span.clone())
             .await;
+        record_claimed(&claim_span, &claimed);
         match claimed {
             Ok(Some(generation)) => {
                 if let Some(model) = context.catalog.model(&generation.model) {
@@ -488,9 +495,18 @@ fn job_for(
     })
 }
 
+/// Names the claimed generation on its claim's span, so a trace shows
+/// which claim took it.
+fn record_claimed<E>(span: &tracing::Span, claimed: &Result<Option<Generation>, E>) {
+    if let Ok(Some(generation)) = claimed {
+        span.record("generation_id", generation.id.as_str());
+    }
+}
+
 /// Runs a claimed job to its end and records it. `job_cancel` stops the
 /// backend: it fires at shutdown, or when the claimer's heartbeat finds the
 /// lease lost.
+#[tracing::instrument(name = "job.run", skip_all, fields(generation_id = %generation.id, model = %generation.model, worker = %worker_id, attempt = generation.attempts, backend = tracing::field::Empty))]
 async fn run_claimed(
     context: &WorkerContext,
     worker_id: &str,
@@ -537,6 +553,7 @@ async fn run_claimed(
         return;
     };
     let backend_kind = backend.kind();
+    tracing::Span::current().record("backend", backend_kind);
     // From the submit to this claim; a job rescued from a dead worker
     // counts its first wait and run too.
     let waited = now_millis() - generation.created_at;
@@ -563,33 +580,37 @@ async fn run_claimed(
             )
             .await
         }
-        Err(JobFailure::Interrupted) => {
-            match context
-                .store
-                .queue()
-                .release_to_queue(&generation_id, worker_id)
-                .await
-            {
-                Ok(true) => {
-                    tracing::info!(generation = %generation_id, "job handed back to the queue");
-                    JobOutcome::HandedBack
-                }
-                Ok(false) => {
-                    tracing::warn!(generation = %generation_id, "job interrupted after its lease was lost");
-                    JobOutcome::LeaseLost
-                }
-                Err(error) => {
-                    tracing::error!(generation = %generation_id, error = %error, "could not hand the job back; the rescuer will");
-                    JobOutcome::NotRecorded
-                }
-            }
-        }
+        Err(JobFailure::Interrupted) => hand_back(context, &generation_id, worker_id).await,
     };
     context
         .metrics
         .record_job(&generation.model, backend_kind, ran, outcome);
     if outcome.is_final() {
         binding.release(&context.storage).await;
+    }
+}
+
+/// Hands an interrupted job back to the queue, if this claim still holds
+/// its lease.
+async fn hand_back(context: &WorkerContext, generation_id: &str, worker_id: &str) -> JobOutcome {
+    match context
+        .store
+        .queue()
+        .release_to_queue(generation_id, worker_id)
+        .await
+    {
+        Ok(true) => {
+            tracing::info!(generation = %generation_id, "job handed back to the queue");
+            JobOutcome::HandedBack
+        }
+        Ok(false) => {
+            tracing::warn!(generation = %generation_id, "job interrupted after its lease was lost");
+            JobOutcome::LeaseLost
+        }
+        Err(error) => {
+            tracing::error!(generation = %generation_id, error = %error, "could not hand the job back; the rescuer will");
+            JobOutcome::NotRecorded
+        }
     }
 }
 

@@ -560,6 +560,71 @@ mod tests {
         }
     }
 
+    /// Issue 52, item 6: a setting that one provider alone takes (fal's
+    /// `platform_url`, …) is written in the entry like the shared ones, and
+    /// refused by name at any other provider, alone or in a failover.
+    #[tokio::test]
+    async fn a_setting_of_one_provider_is_refused_by_name_at_another() {
+        let apply_with_every_variable = |file: &Value| {
+            let directory = tempfile::tempdir().unwrap();
+            let path = directory.path().join("backends.json");
+            std::fs::write(&path, file.to_string()).unwrap();
+            let mut backends = BackendsConfig::builtin(false);
+            let credentials = |_: &str| Some("a-set-value".to_owned());
+            apply_backends_file_with_credentials(
+                &mut backends,
+                &path,
+                &Catalog::embedded(),
+                &credentials,
+            )
+        };
+        let fal_example: Value =
+            serde_json::from_str(include_str!("../../../../examples/hosted/fal.json")).unwrap();
+        for provider in crate::backend::hosted::providers::PROVIDERS {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(provider.example_file());
+            let example: Value =
+                serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            let (model_id, entry) = example["models"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .next()
+                .unwrap();
+            for (setting, value) in [
+                ("platform_url", json!("https://api.fal.example")),
+                ("jwks_url", json!("https://fal.example/jwks.json")),
+                ("schema_url", json!("https://fal.example/openapi.json")),
+                ("webhook_user_id", json!("a-user")),
+            ] {
+                let mut entry = entry.clone();
+                entry[setting] = value;
+                if provider.name() == "fal" {
+                    entry["api_url"] = json!("https://queue.fal.example");
+                }
+                let alone = json!({ "models": { model_id: entry.clone() } });
+                if provider.name() == "fal" {
+                    apply_with_every_variable(&alone)
+                        .unwrap_or_else(|error| panic!("{setting} at fal: {error}"));
+                    continue;
+                }
+                let in_failover = json!({ "models": { model_id: {
+                    "backend": "failover",
+                    "providers": [fal_example["models"][model_id].clone(), entry] } } });
+                for file in [alone, in_failover] {
+                    let applied = apply_with_every_variable(&file);
+                    let error = applied.err().expect("the file is refused").to_string();
+                    assert!(
+                        error.contains(&format!("{setting} is for fal only")),
+                        "{setting} at {}: {error}",
+                        provider.name()
+                    );
+                }
+            }
+        }
+    }
+
     #[tokio::test]
     async fn a_backends_file_must_name_catalog_models_and_known_fields() {
         let cog = |extra: Value| {

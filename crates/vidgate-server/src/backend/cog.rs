@@ -273,6 +273,7 @@ impl CogBackend {
         }
     }
 
+    #[tracing::instrument(name = "cog.predict", skip_all, fields(generation_id = %job.generation_id, model = %self.model_id))]
     async fn run_prediction(
         &self,
         job: &Job,
@@ -308,78 +309,27 @@ impl CogBackend {
             {
                 return self.finished(job, prediction).await;
             }
-            let mut body = json!({ "input": input.clone() });
-            let mut request = self
-                .client
-                .put(self.url(&format!("predictions/{generation_id}")));
-            match &registration {
-                Some(registration) => {
-                    body["webhook"] = json!(registration.url);
-                    body["webhook_events_filter"] = json!(["completed"]);
-                    request = request
-                        .header("Prefer", "respond-async")
-                        .timeout(seconds(timeouts.request_seconds));
-                }
-                // Without a webhook the request itself waits for the end.
-                None => {
-                    request = request.timeout(deadline.saturating_duration_since(Instant::now()));
-                }
-            }
-            let answer = tokio::select! {
-                answer = request
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body.to_string())
-                    .send() => answer,
-                _ = cancel.cancelled() => {
-                    self.cancel_remote(generation_id).await;
-                    return Err(JobFailure::Interrupted);
-                }
+            let answer = self
+                .put_prediction(
+                    generation_id,
+                    &input,
+                    registration.as_ref(),
+                    deadline,
+                    cancel,
+                )
+                .await?;
+            let Some(prediction) = self
+                .read_answer(
+                    answer,
+                    &mut unreachable_since,
+                    &mut at_capacity_backoff,
+                    cancel,
+                    generation_id,
+                )
+                .await?
+            else {
+                continue;
             };
-            let prediction = match answer {
-                Ok(response) if response.status() == reqwest::StatusCode::CONFLICT => {
-                    // Every slot of the server is busy (other clients, or a
-                    // prediction of ours still being canceled): try again.
-                    unreachable_since = None;
-                    self.pause(at_capacity_backoff, cancel, generation_id)
-                        .await?;
-                    at_capacity_backoff =
-                        (at_capacity_backoff * 2).min(seconds(timeouts.poll_seconds));
-                    continue;
-                }
-                Ok(response) if response.status().is_client_error() => {
-                    let status = response.status();
-                    let text = response.text().await.unwrap_or_default();
-                    return Err(upstream_failure(format!(
-                        "the model server refused the prediction ({status}): {}",
-                        text.chars().take(300).collect::<String>()
-                    )));
-                }
-                Ok(response) if response.status().is_success() => match read_json(response).await {
-                    Ok(prediction) => prediction,
-                    Err(error) => {
-                        self.note_unreachable(&mut unreachable_since, &error)?;
-                        self.pause(seconds(timeouts.poll_seconds), cancel, generation_id)
-                            .await?;
-                        continue;
-                    }
-                },
-                Ok(response) => {
-                    self.note_unreachable(
-                        &mut unreachable_since,
-                        &format!("it answered {}", response.status()),
-                    )?;
-                    self.pause(seconds(timeouts.poll_seconds), cancel, generation_id)
-                        .await?;
-                    continue;
-                }
-                Err(error) => {
-                    self.note_unreachable(&mut unreachable_since, &error.to_string())?;
-                    self.pause(seconds(timeouts.poll_seconds), cancel, generation_id)
-                        .await?;
-                    continue;
-                }
-            };
-            unreachable_since = None;
             if canceled_rerun && prediction["status"] == "canceled" {
                 self.pause(seconds(timeouts.poll_seconds), cancel, generation_id)
                     .await?;
@@ -402,23 +352,121 @@ impl CogBackend {
                 continue;
             }
             dispatched = true;
-            let poll = seconds(timeouts.poll_seconds);
-            match registration.as_mut() {
-                Some(registration) => {
-                    tokio::select! {
-                        delivered = registration.receiver.recv() => {
-                            if let Some(prediction) = delivered.filter(is_final) {
-                                return self.finished(job, prediction).await;
-                            }
-                        }
-                        _ = tokio::time::sleep(poll) => {}
-                        _ = cancel.cancelled() => {
-                            self.cancel_remote(generation_id).await;
-                            return Err(JobFailure::Interrupted);
-                        }
-                    }
+            if let Some(prediction) = self
+                .await_completion(registration.as_mut(), cancel, generation_id)
+                .await?
+            {
+                return self.finished(job, prediction).await;
+            }
+        }
+    }
+
+    /// Sends the prediction's PUT: with a webhook registered, answered at
+    /// once (`Prefer: respond-async`); without one, the request itself
+    /// waits for the end, up to `deadline`. An interrupted job cancels the
+    /// prediction.
+    async fn put_prediction(
+        &self,
+        generation_id: &str,
+        input: &Value,
+        registration: Option<&CallbackRegistration>,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Result<reqwest::Response, reqwest::Error>, JobFailure> {
+        let mut body = json!({ "input": input });
+        let mut request = self
+            .client
+            .put(self.url(&format!("predictions/{generation_id}")));
+        match registration {
+            Some(registration) => {
+                body["webhook"] = json!(registration.url);
+                body["webhook_events_filter"] = json!(["completed"]);
+                request = request
+                    .header("Prefer", "respond-async")
+                    .timeout(seconds(self.config.timeouts.request_seconds));
+            }
+            None => {
+                request = request.timeout(deadline.saturating_duration_since(Instant::now()));
+            }
+        }
+        tokio::select! {
+            answer = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_string())
+                .send() => Ok(answer),
+            _ = cancel.cancelled() => {
+                self.cancel_remote(generation_id).await;
+                Err(JobFailure::Interrupted)
+            }
+        }
+    }
+
+    /// The prediction a PUT answered, or `None` when it is to be sent again
+    /// after a pause: the server busy (409, with a growing backoff), not
+    /// answering, or answering what is not a prediction. A refusal (4xx)
+    /// fails the job, and so does a server that stays unreachable.
+    async fn read_answer(
+        &self,
+        answer: Result<reqwest::Response, reqwest::Error>,
+        unreachable_since: &mut Option<Instant>,
+        at_capacity_backoff: &mut Duration,
+        cancel: &CancellationToken,
+        generation_id: &str,
+    ) -> Result<Option<Value>, JobFailure> {
+        let poll = seconds(self.config.timeouts.poll_seconds);
+        let unreachable = match answer {
+            Ok(response) if response.status() == reqwest::StatusCode::CONFLICT => {
+                // Every slot of the server is busy (other clients, or a
+                // prediction of ours still being canceled): try again.
+                *unreachable_since = None;
+                self.pause(*at_capacity_backoff, cancel, generation_id)
+                    .await?;
+                *at_capacity_backoff = (*at_capacity_backoff * 2).min(poll);
+                return Ok(None);
+            }
+            Ok(response) if response.status().is_client_error() => {
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                return Err(upstream_failure(format!(
+                    "the model server refused the prediction ({status}): {}",
+                    text.chars().take(300).collect::<String>()
+                )));
+            }
+            Ok(response) if response.status().is_success() => match read_json(response).await {
+                Ok(prediction) => {
+                    *unreachable_since = None;
+                    return Ok(Some(prediction));
                 }
-                None => self.pause(poll, cancel, generation_id).await?,
+                Err(error) => error,
+            },
+            Ok(response) => format!("it answered {}", response.status()),
+            Err(error) => error.to_string(),
+        };
+        self.note_unreachable(unreachable_since, &unreachable)?;
+        self.pause(poll, cancel, generation_id).await?;
+        Ok(None)
+    }
+
+    /// Waits for the prediction's completion webhook, or the poll interval
+    /// when none is registered (or none comes): the final prediction the
+    /// webhook delivered, if any.
+    async fn await_completion(
+        &self,
+        registration: Option<&mut CallbackRegistration>,
+        cancel: &CancellationToken,
+        generation_id: &str,
+    ) -> Result<Option<Value>, JobFailure> {
+        let poll = seconds(self.config.timeouts.poll_seconds);
+        let Some(registration) = registration else {
+            self.pause(poll, cancel, generation_id).await?;
+            return Ok(None);
+        };
+        tokio::select! {
+            delivered = registration.receiver.recv() => Ok(delivered.filter(is_final)),
+            _ = tokio::time::sleep(poll) => Ok(None),
+            _ = cancel.cancelled() => {
+                self.cancel_remote(generation_id).await;
+                Err(JobFailure::Interrupted)
             }
         }
     }

@@ -47,7 +47,7 @@ async fn a_value_no_provider_of_the_model_serves_is_refused_naming_it_with_nothi
     store: StoreKind,
 ) {
     let fake = FakeProviders::start().await;
-    let backends = example_backends(&fake, Provider::Fal, |model| {
+    let backends = example_backends(&fake, Provider::FAL, |model| {
         model["timeouts"] = fast_timeouts();
     });
     let app = app_with(store, backends).await;
@@ -96,7 +96,7 @@ async fn a_value_no_provider_of_the_model_serves_is_refused_naming_it_with_nothi
         .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
         .await;
     assert_eq!(done["status"], "succeeded", "{done}");
-    let jobs = fake.jobs_at(Provider::Fal);
+    let jobs = fake.jobs_at(Provider::FAL);
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].input["resolution"], "1080p");
     assert_eq!(
@@ -138,10 +138,10 @@ async fn a_failover_model_sends_a_value_its_first_provider_cannot_serve_to_one_t
         assert_eq!(done["status"], "succeeded", "{done}");
     }
     // 4k went to Replicate, at 4k; 720p to fal, the first choice.
-    let at_replicate = fake.jobs_at(Provider::Replicate);
+    let at_replicate = fake.jobs_at(Provider::REPLICATE);
     assert_eq!(at_replicate.len(), 1, "{at_replicate:?}");
     assert_eq!(at_replicate[0].input["resolution"], "4k");
-    let at_fal = fake.jobs_at(Provider::Fal);
+    let at_fal = fake.jobs_at(Provider::FAL);
     assert_eq!(at_fal.len(), 1, "{at_fal:?}");
     assert_eq!(at_fal[0].input["resolution"], "720p");
     app.assert_ledger_invariant(&app.account.account.id).await;

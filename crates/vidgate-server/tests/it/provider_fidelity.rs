@@ -72,7 +72,7 @@ async fn assert_nothing_held_or_sent(
 const MENTIONS: &str = "@Image1 meets @Image2 (write to a@Image1.com)";
 
 async fn every_target_that_takes_references_receives_them_in_its_own_syntax(store: StoreKind) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         let app = app_with(store.clone(), at(&fake, provider)).await;
         let image = app.upload_png().await["url"].clone();
@@ -92,8 +92,8 @@ async fn every_target_that_takes_references_receives_them_in_its_own_syntax(stor
             "prompt": format!("{MENTIONS}, to @Audio1, moving like @Video1"),
             "duration": 4, "reference_image_urls": two_images,
             "reference_video_urls": [video], "reference_audio_urls": [audio] });
-        match provider {
-            Provider::Fal => {
+        match provider.name {
+            "fal" => {
                 let unchanged = format!("{MENTIONS}, to @Audio1, moving like @Video1");
                 cases.push((
                     "vendor_1/model_1/reference-to-video",
@@ -126,7 +126,7 @@ async fn every_target_that_takes_references_receives_them_in_its_own_syntax(stor
                     MENTIONS.into(),
                 ));
             }
-            Provider::Replicate => {
+            "replicate" => {
                 cases.push((
                     "vendor_4/model_4/reference-to-video",
                     seedance,
@@ -141,7 +141,7 @@ async fn every_target_that_takes_references_receives_them_in_its_own_syntax(stor
                     "<<<image_1>>> meets <<<image_2>>> (write to a@Image1.com)".into(),
                 ));
             }
-            Provider::ModelArk => unreachable!("this test runs fal and Replicate"),
+            other => unreachable!("this test runs fal and Replicate, not {other}"),
         }
         for (endpoint, body, target, expected) in cases {
             let done = run(&app, endpoint, body).await;
@@ -181,7 +181,7 @@ fn prompt_of(length: usize) -> String {
 async fn a_limit_across_fields_or_lengths_is_refused_at_a_single_provider_with_nothing_held(
     store: StoreKind,
 ) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         let app = app_with(store.clone(), at(&fake, provider)).await;
         let before = app.account_state(&app.account.account.id).await;
@@ -195,7 +195,7 @@ async fn a_limit_across_fields_or_lengths_is_refused_at_a_single_provider_with_n
             "2501 characters long; at most 2500",
         )
         .await;
-        if provider == Provider::Fal {
+        if provider == Provider::FAL {
             // fal's Seedance takes 12 reference files in all.
             let image = app.upload_png().await["url"].clone();
             let video = app.upload_mp4(2).await["url"].clone();
@@ -255,7 +255,7 @@ async fn a_failover_model_sends_a_request_beyond_its_first_providers_limit_to_on
         REPLICATE_TOKEN,
         &fast_timeouts(),
         |provider, entry| {
-            if provider == Provider::Replicate {
+            if provider == Provider::REPLICATE {
                 entry.as_object_mut().unwrap().remove("limits");
             }
         },
@@ -275,14 +275,14 @@ async fn a_failover_model_sends_a_request_beyond_its_first_providers_limit_to_on
     .await;
     assert_eq!(long["status"], "succeeded");
     assert_eq!(short["status"], "succeeded");
-    let at_replicate = fake.jobs_at(Provider::Replicate);
+    let at_replicate = fake.jobs_at(Provider::REPLICATE);
     assert_eq!(at_replicate.len(), 1, "{at_replicate:?}");
     assert_eq!(
         at_replicate[0].input["prompt"],
         prompt_of(3000).as_str(),
         "never cut"
     );
-    let at_fal = fake.jobs_at(Provider::Fal);
+    let at_fal = fake.jobs_at(Provider::FAL);
     assert_eq!(at_fal.len(), 1, "{at_fal:?}");
     assert_eq!(at_fal[0].input["prompt"], prompt_of(100).as_str());
     // With the limit at both, nothing serves it: 400, nothing held.
@@ -348,7 +348,7 @@ async fn a_failover_model_sends_a_request_beyond_its_first_providers_limit_to_on
     for done in [&thirteen, &seeded, &twelve] {
         assert_eq!(done["status"], "succeeded");
     }
-    let at_replicate = fake.jobs_at(Provider::Replicate);
+    let at_replicate = fake.jobs_at(Provider::REPLICATE);
     assert_eq!(at_replicate.len(), 2, "{at_replicate:?}");
     assert!(
         at_replicate
@@ -363,7 +363,7 @@ async fn a_failover_model_sends_a_request_beyond_its_first_providers_limit_to_on
         "{at_replicate:?}"
     );
     assert_eq!(seeded["output"]["seed"], 7, "{seeded}");
-    let at_fal = fake.jobs_at(Provider::Fal);
+    let at_fal = fake.jobs_at(Provider::FAL);
     assert_eq!(at_fal.len(), 1, "{at_fal:?}");
     assert_eq!(at_fal[0].input["prompt"], "@Image9 and @Video3");
     app.assert_ledger_invariant(&app.account.account.id).await;
@@ -372,7 +372,7 @@ async fn a_failover_model_sends_a_request_beyond_its_first_providers_limit_to_on
 async fn what_the_first_party_schemas_serve_is_served(store: StoreKind) {
     // fal's Seedance 2.0 image-to-video (standard tier) serves 1080p.
     let fake = FakeProviders::start().await;
-    let app = app_with(store.clone(), at(&fake, Provider::Fal)).await;
+    let app = app_with(store.clone(), at(&fake, Provider::FAL)).await;
     let image = app.upload_png().await["url"].clone();
     let done = run(
         &app,
@@ -382,7 +382,7 @@ async fn what_the_first_party_schemas_serve_is_served(store: StoreKind) {
     .await;
     let sent = sent_to(
         &fake,
-        Provider::Fal,
+        Provider::FAL,
         "bytedance/seedance-2.0/image-to-video",
     );
     assert_eq!(sent["resolution"], "1080p");
@@ -393,7 +393,7 @@ async fn what_the_first_party_schemas_serve_is_served(store: StoreKind) {
     // Replicate's FLUX 3: any whole number of seconds from 5 to 20, and
     // image-to-video with the opening and closing frames in `images`.
     let fake = FakeProviders::start().await;
-    let app = app_with(store, at(&fake, Provider::Replicate)).await;
+    let app = app_with(store, at(&fake, Provider::REPLICATE)).await;
     run(
         &app,
         "vendor_3/model_3/text-to-video",
@@ -410,7 +410,7 @@ async fn what_the_first_party_schemas_serve_is_served(store: StoreKind) {
                 "end_image_url": closing }),
     )
     .await;
-    let jobs = fake.jobs_at(Provider::Replicate);
+    let jobs = fake.jobs_at(Provider::REPLICATE);
     assert_eq!(jobs.len(), 2, "{jobs:?}");
     assert_eq!(jobs[0].input["duration"], 7);
     let frames = jobs[1].input["images"].as_array().unwrap();
@@ -478,7 +478,7 @@ fn entry(provider: Provider, model: &str) -> Value {
 /// M6 at Replicate as the example file has it, its reference-to-video
 /// sending the catalog's reference video as Kling omni's.
 fn kling_with_a_reference_video() -> Value {
-    let mut kling = entry(Provider::Replicate, "vendor_6/model_6");
+    let mut kling = entry(Provider::REPLICATE, "vendor_6/model_6");
     let mode = &mut kling["modes"]["reference-to-video"];
     mode["fields"]["reference_video_urls"] =
         json!({ "to": "reference_video", "transform": "first" });
@@ -492,7 +492,7 @@ async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: 
     // Replicate's Veo 3.1 Lite alone: 1080p at 6 s is refused, at 8 s sent.
     let fake = FakeProviders::start().await;
     let veo =
-        json!({ "models": { "vendor_2/model_2": entry(Provider::Replicate, "vendor_2/model_2") } });
+        json!({ "models": { "vendor_2/model_2": entry(Provider::REPLICATE, "vendor_2/model_2") } });
     let app = app_selling_more(store.clone(), backends_file_at_fake(&fake, veo, &catalog)).await;
     let before = app.account_state(&app.account.account.id).await;
     assert_refused(
@@ -510,7 +510,7 @@ async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: 
         json!({ "prompt": "a kite", "duration": 8, "resolution": "1080p" }),
     )
     .await;
-    let sent = sent_to(&fake, Provider::Replicate, "google/veo-3.1-lite");
+    let sent = sent_to(&fake, Provider::REPLICATE, "google/veo-3.1-lite");
     assert_eq!(
         (sent["duration"].clone(), sent["resolution"].clone()),
         (json!(8), json!("1080p"))
@@ -519,10 +519,10 @@ async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: 
     // Replicate first, then fal, whose Veo takes 1080p at any length: the
     // 6 s clip goes to fal, never shortened nor lowered.
     let fake = FakeProviders::start().await;
-    let mut replicate_first = entry(Provider::Replicate, "vendor_2/model_2");
+    let mut replicate_first = entry(Provider::REPLICATE, "vendor_2/model_2");
     replicate_first["backend"] = json!("replicate");
     let failover = json!({ "models": { "vendor_2/model_2": { "backend": "failover",
-        "providers": [replicate_first, entry(Provider::Fal, "vendor_2/model_2")] } } });
+        "providers": [replicate_first, entry(Provider::FAL, "vendor_2/model_2")] } } });
     let app = app_selling_more(
         store.clone(),
         backends_file_at_fake(&fake, failover, &catalog),
@@ -534,12 +534,12 @@ async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: 
         json!({ "prompt": "a kite", "duration": 6, "resolution": "1080p" }),
     )
     .await;
-    let at_fal = sent_to(&fake, Provider::Fal, "fal-ai/veo3.1/lite");
+    let at_fal = sent_to(&fake, Provider::FAL, "fal-ai/veo3.1/lite");
     assert_eq!(
         (at_fal["duration"].clone(), at_fal["resolution"].clone()),
         (json!("6s"), json!("1080p"))
     );
-    assert!(fake.jobs_at(Provider::Replicate).is_empty());
+    assert!(fake.jobs_at(Provider::REPLICATE).is_empty());
 
     // Kling omni takes no sound with a reference video: refused naming
     // generate_audio; without sound it is sent, the video named as omni
@@ -570,7 +570,7 @@ async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: 
         with_video(false),
     )
     .await;
-    let sent = sent_to(&fake, Provider::Replicate, "kwaivgi/kling-v3-omni-video");
+    let sent = sent_to(&fake, Provider::REPLICATE, "kwaivgi/kling-v3-omni-video");
     assert_eq!(sent["prompt"], "<<<image_1>>> walks like <<<video_1>>>");
     assert_eq!(sent["generate_audio"], false);
     assert!(sent["reference_video"].is_string(), "{sent}");
@@ -579,7 +579,7 @@ async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: 
     // nothing serves sound with a video, and the refusal names the
     // parameter of the first provider's limit; sound without a video runs.
     let fake = FakeProviders::start().await;
-    let mut fal = entry(Provider::Fal, "vendor_6/model_6");
+    let mut fal = entry(Provider::FAL, "vendor_6/model_6");
     fal["modes"]["reference-to-video"]["fields"]["reference_video_urls"] = Value::Null;
     fal["modes"]["reference-to-video"]["accepts"]["reference_video_urls"] = json!([]);
     let failover = json!({ "models": { "vendor_6/model_6": { "backend": "failover",
@@ -606,7 +606,7 @@ async fn limits_a_catalog_selling_more_would_reach_are_refused_or_routed(store: 
     )
     .await;
     assert_eq!(
-        sent_to(&fake, Provider::Replicate, "kwaivgi/kling-v3-omni-video")["prompt"],
+        sent_to(&fake, Provider::REPLICATE, "kwaivgi/kling-v3-omni-video")["prompt"],
         "<<<image_1>>> sings"
     );
     app.assert_ledger_invariant(&app.account.account.id).await;

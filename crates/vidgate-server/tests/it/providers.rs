@@ -147,7 +147,7 @@ async fn both_providers_run_a_job_to_a_real_mp4() {
         assert_is_mp4(&download(client, &video_url).await);
     }
     // Replicate's delivery link wants the token: without it, 401.
-    let prediction = &fake.jobs_at(Provider::Replicate)[0];
+    let prediction = &fake.jobs_at(Provider::REPLICATE)[0];
     let url = format!(
         "{}/replicate/delivery/{}/output.mp4",
         fake.base_url(),
@@ -286,11 +286,11 @@ async fn a_submit_whose_answer_is_lost_is_found_again_by_listing() {
     let fal = fal_client(&fake, Duration::from_millis(500));
     let replicate = replicate_client(&fake, Duration::from_millis(500));
     for (client, target, provider) in [
-        (&fal as &dyn ProviderProtocol, FAL_T2V, Provider::Fal),
+        (&fal as &dyn ProviderProtocol, FAL_T2V, Provider::FAL),
         (
             &replicate as &dyn ProviderProtocol,
             REPLICATE_KLING,
-            Provider::Replicate,
+            Provider::REPLICATE,
         ),
     ] {
         let target = ProviderTarget(target.into());

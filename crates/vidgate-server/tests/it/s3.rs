@@ -300,7 +300,7 @@ async fn a_hosted_providers_output_is_streamed_into_the_bucket(store: StoreKind)
     let fake = FakeProviders::start().await;
     let app = spawn_app_with(TestSettings {
         storage: moto.storage(),
-        backends: example_backends(&fake, Provider::Fal, |model| {
+        backends: example_backends(&fake, Provider::FAL, |model| {
             model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 30,
                 "job_seconds": 60, "poll_seconds": 0.1, "retry_seconds": 20 });
         }),
@@ -314,7 +314,7 @@ async fn a_hosted_providers_output_is_streamed_into_the_bucket(store: StoreKind)
             json!({ "prompt": "a kite over the sea [fake:padded-output]", "duration": 2 }),
         )
         .await;
-    let job = &fake.jobs_at(Provider::Fal)[0];
+    let job = &fake.jobs_at(Provider::FAL)[0];
     let produced = fake
         .state
         .output(&job.id)

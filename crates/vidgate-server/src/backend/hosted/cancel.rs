@@ -8,6 +8,7 @@ use crate::backend::contract::StartedJobCancel;
 use crate::store::ProviderRun;
 
 impl HostedBackend {
+    #[tracing::instrument(name = "provider.cancel", skip_all, fields(generation_id = %generation_id, provider = self.protocol.name(), model = %self.model_id))]
     pub(super) async fn cancel_queued_job(
         &self,
         generation_id: &str,

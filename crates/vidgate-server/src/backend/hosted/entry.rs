@@ -35,11 +35,26 @@ impl HostedEntry {
         let Some(provider) = providers::provider_named(backend) else {
             return Ok(None);
         };
-        Ok(Some(HostedEntry {
-            provider,
-            config: settings::<_, D>(fields)?,
-        }))
+        let (shared, provider_settings) = split_provider_settings(fields);
+        let mut config: HostedModelConfig = settings::<_, D>(shared)?;
+        config.provider_settings = provider_settings;
+        Ok(Some(HostedEntry { provider, config }))
     }
+}
+
+/// Takes the settings that a provider alone takes (fal's `platform_url`,
+/// …) out of an entry's fields, so the shared ones are read as
+/// `HostedModelConfig` (unknown fields refused) and the rest go to the
+/// provider; one that belongs to another provider is refused by name when
+/// the entry is checked (`providers::check_settings`).
+fn split_provider_settings(fields: Value) -> (Value, Map<String, Value>) {
+    let Value::Object(mut shared) = fields else {
+        return (fields, Map::new());
+    };
+    let own = providers::own_setting_names()
+        .filter_map(|name| Some((name.to_owned(), shared.remove(name)?)))
+        .collect();
+    (Value::Object(shared), own)
 }
 
 impl<'de> Deserialize<'de> for HostedEntry {

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::budget::CallPriority;
-use super::model_config::seconds;
+use super::model_config::{HostedTimeouts, seconds};
 use super::protocol::{
     self, CancelOutcome, CancelResult, FailureKind, ProviderError, ProviderJobState,
     ProviderProtocol, ProviderTarget,
@@ -64,6 +65,7 @@ impl HostedBackend {
     /// provider that sends them) polling is the backstop: the first read waits for the webhook or the model's usual
     /// run time, later ones come at a growing interval. Without one, a job
     /// is read every `poll_seconds`, or as often as the budget allows.
+    #[tracing::instrument(name = "provider.follow", skip_all, fields(generation_id = %job.generation_id, provider = self.protocol.name(), model = %self.model_id, provider_job = %submitted.job_id))]
     pub(super) async fn follow(
         &self,
         job: &Job,
@@ -79,28 +81,20 @@ impl HostedBackend {
             found_by_reconcile,
             ..
         } = submitted;
-        // Counted from the intent to create the job, recorded just before
-        // its create call (whose token the pool promised when it claimed
-        // the job), as the provider counts its lifetime from the create: a
-        // job resumed after a restart keeps the deadline it had, where a
-        // deadline counted from each run would start again.
-        let deadline = created_at + millis(self.timeouts().job_seconds);
-        let start_deadline = created_at + millis(self.timeouts().start_seconds);
-        let usual_end = created_at + millis(self.timeouts().usual_run_seconds);
-        let mut retry_until: Option<Instant> = None;
-        let mut backoff = Backoff::new();
-        let mut backstop_interval = seconds(self.timeouts().poll_seconds);
+        let mut pace = FollowPace::new(self.timeouts(), *created_at, with_webhooks);
+        let mut retries = ReadRetries::new();
         let mut priority = CallPriority::now();
         let mut last_read: Option<Instant> = None;
         // A job whose webhook will likely come before its usual run time
         // ends is not read before then (a resumed older job, and one found
         // after its create's answer was lost, are read at once).
         let mut wait_first =
-            with_webhooks && !found_by_reconcile && crate::store::now_millis() < usual_end;
+            with_webhooks && !found_by_reconcile && crate::store::now_millis() < pace.usual_end;
         loop {
             if !wait_first {
+                let poll_span = tracing::info_span!("provider.poll", generation_id = %job.generation_id, provider = self.protocol.name(), model = %self.model_id, provider_job = %job_id);
                 let read = tokio::select! {
-                    read = self.protocol.state_at(target, job_id, priority, wakeup) => read,
+                    read = self.protocol.state_at(target, job_id, priority, wakeup).instrument(poll_span) => read,
                     _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
                 };
                 let now = Instant::now();
@@ -108,60 +102,17 @@ impl HostedBackend {
                     self.budget()
                         .record_poll_interval(with_webhooks, now.duration_since(previous));
                 }
-                match read {
-                    Ok(ProviderJobState::Succeeded { video_url }) => return Ok(video_url),
-                    Ok(ProviderJobState::Failed(provider_failure)) => {
-                        if provider_failure.kind == FailureKind::Canceled {
-                            // Our own cancel ends a queued job at the
-                            // provider and then cancels the generation with
-                            // its refund; this worker waits for that (its
-                            // heartbeat then fails and interrupts it) rather
-                            // than race it with a failure. A job canceled by
-                            // anyone else fails after the wait.
-                            tokio::select! {
-                                _ = tokio::time::sleep(CANCELED_AT_PROVIDER_GRACE) => {}
-                                _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
-                            }
-                        }
-                        return Err(failure(
-                            provider_failure.kind.code(),
-                            format!("the model failed: {}", provider_failure.message),
-                        ));
-                    }
-                    Ok(ProviderJobState::Queued)
-                        if self.protocol.start_deadline_is_ours()
-                            && crate::store::now_millis() >= start_deadline =>
-                    {
-                        if let Some(failed) = self.end_unstarted_job(job, target, job_id).await {
-                            return Err(failed);
-                        }
-                    }
-                    Ok(ProviderJobState::Queued | ProviderJobState::Running) => {
-                        retry_until = None;
-                        backoff = Backoff::new();
-                    }
-                    // A rate limit says "slower", never "fail": the budget
-                    // paused reads for as long as the provider asked, and
-                    // the read waits for its turn again, with no deadline.
-                    Err(ProviderError::RateLimited { .. }) => continue,
-                    Err(error) if error.is_transient() => {
-                        let until = *retry_until.get_or_insert_with(|| {
-                            Instant::now() + seconds(self.timeouts().retry_seconds)
-                        });
-                        if Instant::now() >= until {
-                            return Err(failure("upstream_error", error.to_string()));
-                        }
-                        let wait = backoff.next(error.retry_after());
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => continue,
-                            _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
-                        }
-                    }
-                    Err(error) => return Err(failure("upstream_error", error.to_string())),
+                match self
+                    .judge_read((job, target, job_id), read, &pace, &mut retries, cancel)
+                    .await?
+                {
+                    ReadNext::Ended(video_url) => return Ok(video_url),
+                    ReadNext::ReadAgain => continue,
+                    ReadNext::Wait => {}
                 }
             }
             wait_first = false;
-            if crate::store::now_millis() >= deadline {
+            if crate::store::now_millis() >= pace.deadline {
                 return Err(failure(
                     FailureKind::TimedOut.code(),
                     format!(
@@ -174,28 +125,7 @@ impl HostedBackend {
             // the next worker resumes it by its id. A verified webhook
             // ends the wait early; polling is the backstop for webhooks
             // that never arrive.
-            let mut poll = if with_webhooks {
-                let until_usual_end = usual_end - crate::store::now_millis();
-                if until_usual_end > 0 {
-                    Duration::from_millis(until_usual_end as u64)
-                } else {
-                    let interval = backstop_interval;
-                    backstop_interval = (backstop_interval * 2)
-                        .max(interval)
-                        .min(BACKSTOP_LONGEST_INTERVAL.max(seconds(self.timeouts().poll_seconds)));
-                    interval
-                }
-            } else {
-                seconds(self.timeouts().poll_seconds)
-            };
-            if self.protocol.start_deadline_is_ours() {
-                let until_start_deadline = Duration::from_millis(
-                    (start_deadline - crate::store::now_millis()).max(0) as u64,
-                );
-                if !until_start_deadline.is_zero() {
-                    poll = poll.min(until_start_deadline);
-                }
-            }
+            let poll = pace.next_wait(self.protocol.start_deadline_is_ours());
             priority = tokio::select! {
                 _ = tokio::time::sleep(poll) => CallPriority::now(),
                 _ = wakeup.notified() => CallPriority::Urgent,
@@ -204,12 +134,95 @@ impl HostedBackend {
         }
     }
 
+    /// What one read of the job's state means: it ended (with its video,
+    /// or a failure), it is read again at once (a rate limit, or a
+    /// transient error after its backoff), or it is read after the next
+    /// wait. A job still queued at a start deadline that is vidgate's is
+    /// canceled here.
+    async fn judge_read(
+        &self,
+        (job, target, job_id): (&Job, &ProviderTarget, &str),
+        read: Result<ProviderJobState, ProviderError>,
+        pace: &FollowPace,
+        retries: &mut ReadRetries,
+        cancel: &CancellationToken,
+    ) -> Result<ReadNext, JobFailure> {
+        match read {
+            Ok(ProviderJobState::Succeeded { video_url }) => Ok(ReadNext::Ended(video_url)),
+            Ok(ProviderJobState::Failed(provider_failure)) => {
+                if provider_failure.kind == FailureKind::Canceled {
+                    // Our own cancel ends a queued job at the provider and
+                    // then cancels the generation with its refund; this
+                    // worker waits for that (its heartbeat then fails and
+                    // interrupts it) rather than race it with a failure. A
+                    // job canceled by anyone else fails after the wait.
+                    tokio::select! {
+                        _ = tokio::time::sleep(CANCELED_AT_PROVIDER_GRACE) => {}
+                        _ = cancel.cancelled() => return Err(JobFailure::Interrupted),
+                    }
+                }
+                Err(failure(
+                    provider_failure.kind.code(),
+                    format!("the model failed: {}", provider_failure.message),
+                ))
+            }
+            Ok(ProviderJobState::Queued)
+                if self.protocol.start_deadline_is_ours()
+                    && crate::store::now_millis() >= pace.start_deadline =>
+            {
+                match self.end_unstarted_job(job, target, job_id).await {
+                    Some(failed) => Err(failed),
+                    None => Ok(ReadNext::Wait),
+                }
+            }
+            Ok(ProviderJobState::Queued | ProviderJobState::Running) => {
+                *retries = ReadRetries::new();
+                Ok(ReadNext::Wait)
+            }
+            // A rate limit says "slower", never "fail": the budget paused
+            // reads for as long as the provider asked, and the read waits
+            // for its turn again, with no deadline.
+            Err(ProviderError::RateLimited { .. }) => Ok(ReadNext::ReadAgain),
+            Err(error) if error.is_transient() => {
+                let until = *retries
+                    .until
+                    .get_or_insert_with(|| Instant::now() + seconds(self.timeouts().retry_seconds));
+                if Instant::now() >= until {
+                    return Err(failure("upstream_error", error.to_string()));
+                }
+                let wait = retries.backoff.next(error.retry_after());
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => Ok(ReadNext::ReadAgain),
+                    _ = cancel.cancelled() => Err(JobFailure::Interrupted),
+                }
+            }
+            Err(error) => Err(failure("upstream_error", error.to_string())),
+        }
+    }
+
+    /// Measures a job the provider finished: the time from its submit (the
+    /// intent, as recorded, so a job resumed after a restart counts from
+    /// its first submit) to now, without our copy of its output.
+    pub(super) fn record_latency(&self, mode: vidgate_core::Mode, submitted: &SubmittedJob) {
+        let took_ms = (crate::store::now_millis() - submitted.created_at).max(0);
+        let mean = self
+            .latencies
+            .record(mode, Duration::from_millis(took_ms as u64));
+        self.metrics.set_provider_latency(
+            &self.model_id,
+            self.provider_name(),
+            mode.as_str(),
+            mean,
+        );
+    }
+
     /// Cancels a job still queued at its start deadline: the failure its
     /// generation gets once the provider ended it (refunded, as timed
     /// out), or `None` when the cancel could not be carried out (the job
     /// started meanwhile, or the provider could not be reached) and the job
     /// is followed on. A job gone after a cancel that also deletes finished
     /// jobs may have finished first: its cost is recorded as possible.
+    #[tracing::instrument(name = "provider.cancel", skip_all, fields(generation_id = %job.generation_id, provider = self.protocol.name(), model = %self.model_id, provider_job = %job_id))]
     async fn end_unstarted_job(
         &self,
         job: &Job,
@@ -302,3 +315,88 @@ impl Drop for Following {
 /// webhook is registered: a lost webhook delays its job's end by at most
 /// about this.
 const BACKSTOP_LONGEST_INTERVAL: Duration = Duration::from_secs(120);
+
+/// What follows one read of a job's state.
+enum ReadNext {
+    /// The job succeeded: its video's URL.
+    Ended(String),
+    /// Read again now.
+    ReadAgain,
+    /// Read after the next wait, if the job's deadline has not passed.
+    Wait,
+}
+
+/// How long transient read errors are retried, and the backoff between
+/// them; both start again once a read succeeds.
+struct ReadRetries {
+    until: Option<Instant>,
+    backoff: Backoff,
+}
+
+impl ReadRetries {
+    fn new() -> ReadRetries {
+        ReadRetries {
+            until: None,
+            backoff: Backoff::new(),
+        }
+    }
+}
+
+/// When a followed job is read, and its deadlines (Unix ms), counted from
+/// the intent to create the job, recorded just before its create call
+/// (whose token the pool promised when it claimed the job), as the
+/// provider counts its lifetime from the create: a job resumed after a
+/// restart keeps the deadline it had, where a deadline counted from each
+/// run would start again.
+struct FollowPace {
+    deadline: i64,
+    start_deadline: i64,
+    usual_end: i64,
+    with_webhooks: bool,
+    poll: Duration,
+    backstop_interval: Duration,
+}
+
+impl FollowPace {
+    fn new(timeouts: &HostedTimeouts, created_at: i64, with_webhooks: bool) -> FollowPace {
+        FollowPace {
+            deadline: created_at + millis(timeouts.job_seconds),
+            start_deadline: created_at + millis(timeouts.start_seconds),
+            usual_end: created_at + millis(timeouts.usual_run_seconds),
+            with_webhooks,
+            poll: seconds(timeouts.poll_seconds),
+            backstop_interval: seconds(timeouts.poll_seconds),
+        }
+    }
+
+    /// The wait before the next read. With a webhook registered, polling
+    /// is the backstop: until the model's usual run time is over, then at
+    /// an interval growing to `BACKSTOP_LONGEST_INTERVAL`; without one,
+    /// every `poll_seconds`. Never past a start deadline that is vidgate's
+    /// to keep (`start_deadline_is_ours`).
+    fn next_wait(&mut self, start_deadline_is_ours: bool) -> Duration {
+        let mut wait = if self.with_webhooks {
+            let until_usual_end = self.usual_end - crate::store::now_millis();
+            if until_usual_end > 0 {
+                Duration::from_millis(until_usual_end as u64)
+            } else {
+                let interval = self.backstop_interval;
+                self.backstop_interval = (self.backstop_interval * 2)
+                    .max(interval)
+                    .min(BACKSTOP_LONGEST_INTERVAL.max(self.poll));
+                interval
+            }
+        } else {
+            self.poll
+        };
+        if start_deadline_is_ours {
+            let until_start_deadline = Duration::from_millis(
+                (self.start_deadline - crate::store::now_millis()).max(0) as u64,
+            );
+            if !until_start_deadline.is_zero() {
+                wait = wait.min(until_start_deadline);
+            }
+        }
+        wait
+    }
+}

@@ -61,6 +61,7 @@ use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::contract::{
     Admission, Backend, Job, JobFailure, Rejection, RenderedClip, StartedJobCancel, WebhookReceipt,
@@ -181,6 +182,7 @@ impl HostedBackend {
     /// to have created nothing, so that another provider can take it.
     /// `route` is why a failover model's routing chose this provider,
     /// recorded with a new intent.
+    #[tracing::instrument(name = "provider.job", skip_all, fields(generation_id = %job.generation_id, provider = self.protocol.name(), model = %self.model_id))]
     async fn run_job(
         &self,
         job: Job,
@@ -208,8 +210,9 @@ impl HostedBackend {
             )
             .await?;
         self.record_latency(job.mode, &submitted);
+        let copy_span = tracing::info_span!("provider.output_copy", generation_id = %job.generation_id, provider = self.protocol.name(), model = %self.model_id);
         let mut clip = tokio::select! {
-            copied = self.copy_output(&video_url) => copied?,
+            copied = self.copy_output(&video_url).instrument(copy_span) => copied?,
             _ = cancel.cancelled() => return Err(JobFailure::Interrupted.into()),
         };
         // Only a seed the provider was sent is reported as the clip's: a
@@ -227,24 +230,6 @@ impl HostedBackend {
             cost_is_possible: false,
         });
         Ok(clip)
-    }
-}
-
-impl HostedBackend {
-    /// Measures a job the provider finished: the time from its submit (the
-    /// intent, as recorded, so a job resumed after a restart counts from
-    /// its first submit) to now, without our copy of its output.
-    fn record_latency(&self, mode: vidgate_core::Mode, submitted: &submit::SubmittedJob) {
-        let took_ms = (crate::store::now_millis() - submitted.created_at).max(0);
-        let mean = self
-            .latencies
-            .record(mode, Duration::from_millis(took_ms as u64));
-        self.metrics.set_provider_latency(
-            &self.model_id,
-            self.provider_name(),
-            mode.as_str(),
-            mean,
-        );
     }
 }
 

@@ -11,7 +11,7 @@ use super::budget::{
     BudgetLimits, BudgetedProtocol, BudgetsInFile, ProviderBudget, ProviderBudgets,
 };
 use super::circuit::{ObservedProtocol, ProviderCircuit, ProviderCircuits};
-use super::model_config::{HostedModelConfig, seconds};
+use super::model_config::{HostedModelConfig, check_provider_url, seconds};
 use super::protocol::ProviderProtocol;
 use super::providers::{self, Provider};
 use super::webhook_urls::ProviderWebhookUrls;
@@ -61,18 +61,10 @@ impl HostedPlan {
         let credential = credentials(&credential_env)
             .filter(|value| !value.trim().is_empty())
             .ok_or_else(|| format!("the credential variable {credential_env} is not set"))?;
-        for url in [
-            &config.api_url,
-            &config.platform_url,
-            &config.jwks_url,
-            &config.schema_url,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        if let Some(url) = &config.api_url {
             check_provider_url(url)?;
         }
-        provider.check_settings(&config)?;
+        providers::check_settings(provider, &config)?;
         let limits = BudgetLimits::resolve(&providers::budget_of(provider, &config))?;
         Ok(HostedPlan {
             model_id: model.id.clone(),
@@ -183,25 +175,4 @@ fn check_credential_env(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Refuses a provider URL of the backends file that would carry the
-/// credential in the clear: https, or plain http to this machine only (a
-/// local proxy, a test's fake).
-fn check_provider_url(text: &str) -> Result<(), String> {
-    let url = url::Url::parse(text).map_err(|_| format!("{text:?} is not an http(s) URL"))?;
-    let loopback = match url.host() {
-        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(address)) => address.is_loopback(),
-        Some(url::Host::Ipv6(address)) => address.is_loopback(),
-        None => false,
-    };
-    match url.scheme() {
-        "https" => Ok(()),
-        "http" if loopback => Ok(()),
-        "http" => Err(format!(
-            "{text:?} is plain http to another machine: use https (plain http only to loopback)"
-        )),
-        _ => Err(format!("{text:?} is not an http(s) URL")),
-    }
 }

@@ -3,9 +3,11 @@
 //! OpenAPI documents and Replicate's model versions use (`type`, `enum`,
 //! `required`, `properties`, `additionalProperties`, `items`, ranges,
 //! `$ref`, `allOf`, `anyOf`, `oneOf`); `validate` lists every difference of
-//! one input from it, each saying what vidgate would have to change. The
-//! schema tests hold the backends files against transcribed copies, and the
-//! live check (`schema_check.rs`) against the providers' current documents.
+//! one input from it, each saying what vidgate would have to change. Each
+//! provider finds the input schema in its own documents
+//! (`providers/*/schema.rs`). The schema tests hold the backends files
+//! against transcribed copies, and the live check (`schema_check.rs`)
+//! against the providers' current documents.
 
 use std::fmt;
 
@@ -118,36 +120,6 @@ impl InputSchema {
         }
     }
 
-    /// The input schema of `endpoint_id` in fal's per-endpoint queue OpenAPI
-    /// document: the JSON body of the `POST` at `/{endpoint_id}`.
-    pub fn from_fal_openapi(document: Value, endpoint_id: &str) -> Result<InputSchema, String> {
-        let paths = document
-            .get("paths")
-            .and_then(Value::as_object)
-            .ok_or("the document has no paths")?;
-        let path = format!("/{}", endpoint_id.trim_start_matches('/'));
-        let body = paths
-            .get(&path)
-            .and_then(|item| item.pointer("/post/requestBody/content/application~1json/schema"))
-            .ok_or_else(|| format!("the document has no POST {path} with a JSON body"))?;
-        let schema = resolve(&document, body, 0)?.clone();
-        Ok(InputSchema { document, schema })
-    }
-
-    /// The input schema of a Replicate model as `GET /v1/models/{owner}/
-    /// {name}` answers it: `latest_version.openapi_schema`'s `Input`.
-    pub fn from_replicate_model(model: &Value) -> Result<InputSchema, String> {
-        let document = model
-            .pointer("/latest_version/openapi_schema")
-            .ok_or("the model has no latest_version.openapi_schema")?
-            .clone();
-        let schema = document
-            .pointer("/components/schemas/Input")
-            .ok_or("the model's schema has no components.schemas.Input")?
-            .clone();
-        Ok(InputSchema { document, schema })
-    }
-
     /// Every difference of `input` from the schema.
     pub fn validate(&self, input: &Value) -> Vec<Difference> {
         let mut differences = Vec::new();
@@ -157,7 +129,11 @@ impl InputSchema {
 }
 
 /// Follows `$ref`s (`#/…` into `document`) to the schema they name.
-fn resolve<'a>(document: &'a Value, schema: &'a Value, depth: usize) -> Result<&'a Value, String> {
+pub(in crate::backend::hosted) fn resolve<'a>(
+    document: &'a Value,
+    schema: &'a Value,
+    depth: usize,
+) -> Result<&'a Value, String> {
     let Some(reference) = schema.get("$ref").and_then(Value::as_str) else {
         return Ok(schema);
     };
@@ -173,6 +149,9 @@ fn resolve<'a>(document: &'a Value, schema: &'a Value, depth: usize) -> Result<&
     resolve(document, target, depth + 1)
 }
 
+/// Adds every difference of `value` (at `field`) from `schema` to
+/// `differences`: the schema's parts (`allOf`, `anyOf`, `oneOf`), then the
+/// value's type, enumeration and bounds, then its members.
 fn check(
     document: &Value,
     schema: &Value,
@@ -203,30 +182,12 @@ fn check(
         });
         return;
     }
-    for part in schema
-        .get("allOf")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        check(document, part, value, field, depth + 1, differences);
-    }
-    for key in ["anyOf", "oneOf"] {
-        let Some(branches) = schema.get(key).and_then(Value::as_array) else {
-            continue;
-        };
-        // Any branch that takes the value will do; otherwise the branch
-        // closest to taking it says what is wrong.
-        let mut closest: Option<Vec<Difference>> = None;
-        for branch in branches {
-            let mut found = Vec::new();
-            check(document, branch, value, field, depth + 1, &mut found);
-            if closest.as_ref().is_none_or(|best| found.len() < best.len()) {
-                closest = Some(found);
-            }
-        }
-        differences.extend(closest.unwrap_or_default());
-    }
+    let at = Position {
+        document,
+        field,
+        depth,
+    };
+    check_parts(&at, schema, value, differences);
     if let Some(expected) = schema.get("type")
         && !type_matches(expected, value)
     {
@@ -257,42 +218,7 @@ fn check(
     }
     check_bounds(schema, value, field, differences);
     match value {
-        Value::Object(object) => {
-            let properties = schema.get("properties").and_then(Value::as_object);
-            for required in schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-            {
-                if !object.contains_key(required) {
-                    differences.push(Difference::MissingRequired {
-                        field: join(field, required),
-                    });
-                }
-            }
-            for (name, item) in object {
-                let nested = join(field, name);
-                match properties.and_then(|properties| properties.get(name)) {
-                    Some(property) => {
-                        check(document, property, item, &nested, depth + 1, differences);
-                    }
-                    None => match schema.get("additionalProperties") {
-                        // Documents that list their fields and say nothing
-                        // of others are held to their list: a field the
-                        // provider does not know is at best ignored.
-                        None | Some(Value::Bool(false)) if properties.is_some() => {
-                            differences.push(Difference::UnknownField { field: nested });
-                        }
-                        Some(additional @ Value::Object(_)) => {
-                            check(document, additional, item, &nested, depth + 1, differences);
-                        }
-                        _ => {}
-                    },
-                }
-            }
-        }
+        Value::Object(object) => check_members(&at, schema, object, differences),
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (index, item) in items.iter().enumerate() {
@@ -302,6 +228,94 @@ fn check(
             }
         }
         _ => {}
+    }
+}
+
+/// Where in a document a value is checked: the document its `$ref`s point
+/// into, the field's path and how deep the check is.
+struct Position<'a> {
+    document: &'a Value,
+    field: &'a str,
+    depth: usize,
+}
+
+/// The differences of `value` from each part of an `allOf`, and from the
+/// closest branch of an `anyOf` or `oneOf` when none takes it.
+fn check_parts(
+    at: &Position<'_>,
+    schema: &Value,
+    value: &Value,
+    differences: &mut Vec<Difference>,
+) {
+    let (document, field, depth) = (at.document, at.field, at.depth);
+    for part in schema
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        check(document, part, value, field, depth + 1, differences);
+    }
+    for key in ["anyOf", "oneOf"] {
+        let Some(branches) = schema.get(key).and_then(Value::as_array) else {
+            continue;
+        };
+        // Any branch that takes the value will do; otherwise the branch
+        // closest to taking it says what is wrong.
+        let mut closest: Option<Vec<Difference>> = None;
+        for branch in branches {
+            let mut found = Vec::new();
+            check(document, branch, value, field, depth + 1, &mut found);
+            if closest.as_ref().is_none_or(|best| found.len() < best.len()) {
+                closest = Some(found);
+            }
+        }
+        differences.extend(closest.unwrap_or_default());
+    }
+}
+
+/// The differences of an object's members: required ones missing, each
+/// present one against its property, and ones the schema does not list.
+fn check_members(
+    at: &Position<'_>,
+    schema: &Value,
+    object: &serde_json::Map<String, Value>,
+    differences: &mut Vec<Difference>,
+) {
+    let (document, field, depth) = (at.document, at.field, at.depth);
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for required in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if !object.contains_key(required) {
+            differences.push(Difference::MissingRequired {
+                field: join(field, required),
+            });
+        }
+    }
+    for (name, item) in object {
+        let nested = join(field, name);
+        match properties.and_then(|properties| properties.get(name)) {
+            Some(property) => {
+                check(document, property, item, &nested, depth + 1, differences);
+            }
+            None => match schema.get("additionalProperties") {
+                // Documents that list their fields and say nothing of
+                // others are held to their list: a field the provider does
+                // not know is at best ignored.
+                None | Some(Value::Bool(false)) if properties.is_some() => {
+                    differences.push(Difference::UnknownField { field: nested });
+                }
+                Some(additional @ Value::Object(_)) => {
+                    check(document, additional, item, &nested, depth + 1, differences);
+                }
+                _ => {}
+            },
+        }
     }
 }
 
@@ -543,32 +557,7 @@ mod tests {
     }
 
     #[test]
-    fn references_are_followed_in_fal_and_replicate_documents() {
-        let fal = json!({
-            "paths": { "/bytedance/seedance-2.0/text-to-video": { "post": { "requestBody": {
-                "content": { "application/json": { "schema": {
-                    "$ref": "#/components/schemas/TextToVideoInput" } } } } } } },
-            "components": { "schemas": {
-                "TextToVideoInput": { "type": "object", "properties": {
-                    "resolution": { "$ref": "#/components/schemas/ResolutionEnum" } } },
-                "ResolutionEnum": { "type": "string", "enum": ["480p", "720p"] } } }
-        });
-        let schema =
-            InputSchema::from_fal_openapi(fal, "bytedance/seedance-2.0/text-to-video").unwrap();
-        assert!(schema.validate(&json!({ "resolution": "720p" })).is_empty());
-        assert_eq!(schema.validate(&json!({ "resolution": "4k" })).len(), 1);
-        let replicate = json!({ "latest_version": { "openapi_schema": { "components": { "schemas": {
-            "Input": { "type": "object", "properties": {
-                "mode": { "allOf": [{ "$ref": "#/components/schemas/mode" }], "default": "pro" } } },
-            "mode": { "type": "string", "enum": ["standard", "pro"] } } } } } });
-        let schema = InputSchema::from_replicate_model(&replicate).unwrap();
-        assert!(schema.validate(&json!({ "mode": "pro" })).is_empty());
-        assert_eq!(
-            schema
-                .validate(&json!({ "mode": "4k", "negative_prompt": "x" }))
-                .len(),
-            2
-        );
+    fn a_reference_that_loops_is_unreadable() {
         let looping = InputSchema::standalone(json!({ "$ref": "#" }));
         assert!(matches!(
             looping.validate(&json!({}))[0],

@@ -14,6 +14,7 @@ use crate::backend::contract::{WebhookReceipt, WebhookRefusal};
 use crate::store::{ProviderJob, Store};
 
 impl HostedBackend {
+    #[tracing::instrument(name = "provider.webhook", skip_all, fields(generation_id = %generation_id, provider = self.protocol.name(), model = %self.model_id))]
     pub(super) async fn receive_webhook(
         &self,
         generation_id: &str,

@@ -13,30 +13,29 @@ pub fn example_backends(
 ) -> BackendsConfig {
     let mut file = example_file(provider);
     for model in file["models"].as_object_mut().unwrap().values_mut() {
-        match provider {
-            Provider::Fal => {
-                model["api_url"] = json!(fake.fal_queue_url());
-                model["platform_url"] = json!(fake.fal_api_url());
-                model["jwks_url"] = json!(fake.fal_jwks_url());
-            }
-            Provider::Replicate => model["api_url"] = json!(fake.replicate_api_url()),
-            Provider::ModelArk => model["api_url"] = json!(fake.modelark_api_url()),
-        }
+        (provider.point_at)(fake, model);
         adjust(model);
     }
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join(example_file_name(provider));
     std::fs::write(&path, file.to_string()).unwrap();
     let mut backends = BackendsConfig::builtin(true);
-    let credentials = |name: &str| match name {
-        "FAL_KEY" => Some(FAL_KEY.to_owned()),
-        "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
-        "ARK_API_KEY" => Some(ARK_API_KEY.to_owned()),
-        _ => None,
-    };
-    apply_backends_file_with_credentials(&mut backends, &path, &Catalog::embedded(), &credentials)
-        .expect("the example backends file applies");
+    apply_backends_file_with_credentials(
+        &mut backends,
+        &path,
+        &Catalog::embedded(),
+        &fake_credentials,
+    )
+    .expect("the example backends file applies");
     backends
+}
+
+/// The fakes' credentials, by the variables their example files read.
+fn fake_credentials(variable: &str) -> Option<String> {
+    FAKES
+        .iter()
+        .find(|fake| fake.credential.0 == variable)
+        .map(|fake| fake.credential.1.to_owned())
 }
 
 /// A backends file running `model` at fal, then at Replicate (a failover
@@ -95,17 +94,15 @@ pub fn failover_backends_routed(
         file["models"][model].clone()
     };
     let mut fal = entry("fal.json");
-    fal["api_url"] = json!(fake.fal_queue_url());
-    fal["platform_url"] = json!(fake.fal_api_url());
-    fal["jwks_url"] = json!(fake.fal_jwks_url());
+    (Provider::FAL.point_at)(fake, &mut fal);
     fal["credential_env"] = json!("TEST_FAL_KEY");
     fal["timeouts"] = timeouts.clone();
     let mut replicate = entry("replicate.json");
-    replicate["api_url"] = json!(fake.replicate_api_url());
+    (Provider::REPLICATE.point_at)(fake, &mut replicate);
     replicate["credential_env"] = json!("TEST_REPLICATE_TOKEN");
     replicate["timeouts"] = timeouts.clone();
-    adjust(Provider::Fal, &mut fal);
-    adjust(Provider::Replicate, &mut replicate);
+    adjust(Provider::FAL, &mut fal);
+    adjust(Provider::REPLICATE, &mut replicate);
     let mut entry = json!({ "backend": "failover", "providers": [fal, replicate] });
     for (field, value) in routing.as_object().cloned().unwrap_or_default() {
         entry[field] = value;
@@ -126,7 +123,7 @@ pub fn failover_backends_routed(
     backends
 }
 
-/// A backends file `file` (models at fal, Replicate or both, in the
+/// A backends file `file` (models at any of the fakes' providers, in the
 /// example files' form) with every provider's URLs pointed at the fake,
 /// applied against `catalog` with the fake's credentials.
 pub fn backends_file_at_fake(
@@ -134,14 +131,10 @@ pub fn backends_file_at_fake(
     mut file: Value,
     catalog: &Catalog,
 ) -> BackendsConfig {
-    let point = |entry: &mut Value| match entry["backend"].as_str() {
-        Some("fal") => {
-            entry["api_url"] = json!(fake.fal_queue_url());
-            entry["platform_url"] = json!(fake.fal_api_url());
-            entry["jwks_url"] = json!(fake.fal_jwks_url());
+    let point = |entry: &mut Value| {
+        if let Some(provider) = entry["backend"].as_str().and_then(Provider::named) {
+            (provider.point_at)(fake, entry);
         }
-        Some("replicate") => entry["api_url"] = json!(fake.replicate_api_url()),
-        _ => {}
     };
     for model in file["models"].as_object_mut().unwrap().values_mut() {
         point(model);
@@ -153,23 +146,14 @@ pub fn backends_file_at_fake(
     let path = directory.path().join("backends.json");
     std::fs::write(&path, file.to_string()).unwrap();
     let mut backends = BackendsConfig::builtin(true);
-    let credentials = |name: &str| match name {
-        "FAL_KEY" => Some(FAL_KEY.to_owned()),
-        "REPLICATE_API_TOKEN" => Some(REPLICATE_TOKEN.to_owned()),
-        _ => None,
-    };
-    apply_backends_file_with_credentials(&mut backends, &path, catalog, &credentials)
+    apply_backends_file_with_credentials(&mut backends, &path, catalog, &fake_credentials)
         .expect("the backends file applies");
     backends
 }
 
 /// The name of the example backends file of `provider` in `examples/hosted/`.
-fn example_file_name(provider: Provider) -> &'static str {
-    match provider {
-        Provider::Fal => "fal.json",
-        Provider::Replicate => "replicate.json",
-        Provider::ModelArk => "modelark.json",
-    }
+fn example_file_name(provider: Provider) -> String {
+    format!("{}.json", provider.name)
 }
 
 /// The example backends file of `provider` (`examples/hosted/`), parsed.

@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{
-    FAL_KEY, FakeJob, FakeState, FakeStatus, JobDeadline, Provider, listed_input, now_seconds,
+    FAL_KEY, FakeJob, FakeProvider, FakeProviders, FakeState, FakeStatus, JobDeadline, Provider,
+    listed_input, now_seconds,
 };
 
 pub const USER_ID: &str = "fake-fal-user";
@@ -40,6 +41,41 @@ fn user_id_of(account: &str) -> &'static str {
         .iter()
         .find(|(key, _)| *key == account)
         .map_or(USER_ID, |(_, user_id)| user_id)
+}
+
+impl Provider {
+    /// fal's queue API, its platform API's request list and its JWKS.
+    pub const FAL: Provider = Provider(&FakeProvider {
+        name: "fal",
+        routes,
+        job_id,
+        credential: ("FAL_KEY", FAL_KEY),
+        point_at,
+        rate_limits: super::no_rate_limits,
+        cancel_queued: super::canceled_at_once,
+        webhook_request: completion_webhook,
+    });
+}
+
+/// fal request ids are UUIDs.
+fn job_id(next: u64) -> String {
+    format!("00000000-0000-4000-8000-{next:012x}")
+}
+
+fn point_at(fake: &FakeProviders, entry: &mut Value) {
+    entry["api_url"] = json!(fake.fal_queue_url());
+    entry["platform_url"] = json!(fake.fal_api_url());
+    entry["jwks_url"] = json!(fake.fal_jwks_url());
+}
+
+/// fal sends only the final result.
+fn completion_webhook(
+    state: &FakeState,
+    job: &FakeJob,
+    event: &str,
+    url: &str,
+) -> Option<reqwest::RequestBuilder> {
+    (event == "completed").then(|| webhook_request(state, job, url))
 }
 
 pub fn routes() -> Router<Arc<FakeState>> {
@@ -181,7 +217,7 @@ async fn submit(
     if let Some(refused) = gate(&state, &headers) {
         return refused;
     }
-    if state.submits_are_down_at(Provider::Fal) {
+    if state.submits_are_down_at(Provider::FAL) {
         if !state.switches.lock().unwrap().fal_submit_outage_at_ingress {
             let mut response = error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -226,7 +262,7 @@ async fn submit(
     // with one `detail` item per problem ("Model errors", fal's error
     // reference); fal says a 422 may still be charged.
     if state.validates_inputs() {
-        let problems = super::invalid_input(Provider::Fal, &endpoint_id, &input);
+        let problems = super::invalid_input(Provider::FAL, &endpoint_id, &input);
         if !problems.is_empty() {
             let detail: Vec<Value> = problems
                 .iter()
@@ -245,7 +281,7 @@ async fn submit(
         .map(JobDeadline::Start);
     let job = state.create_job_in(
         caller_account(&headers).unwrap_or(FAL_KEY),
-        Provider::Fal,
+        Provider::FAL,
         &endpoint_id,
         input,
         query.get("fal_webhook").cloned(),
@@ -288,7 +324,7 @@ fn job_for_path(
     let (prefix, id, action) = parse_request_path(path)?;
     let job = state
         .job(&id)
-        .filter(|job| job.provider == Provider::Fal)
+        .filter(|job| job.provider == Provider::FAL)
         .filter(|job| Some(job.account) == caller_account(headers))?;
     let app = job
         .target
@@ -444,7 +480,7 @@ async fn list(
         .lock()
         .unwrap()
         .iter()
-        .filter(|job| job.provider == Provider::Fal && &job.target == endpoint_id)
+        .filter(|job| job.provider == Provider::FAL && &job.target == endpoint_id)
         .filter(|job| Some(job.account) == caller_account(&headers))
         .filter(|job| shows_unfinished || job.status.is_final())
         .filter(|job| job.completed_at.unwrap_or(job.created_at) >= start)
@@ -501,7 +537,7 @@ fn signing_key(state: &FakeState) -> Ed25519KeyPair {
 /// fal's published webhook keys; unauthenticated, and down in an outage
 /// like the rest of fal.
 async fn jwks(State(state): State<Arc<FakeState>>) -> Response {
-    state.count_key_fetch(Provider::Fal);
+    state.count_key_fetch(Provider::FAL);
     if state.is_down() {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }

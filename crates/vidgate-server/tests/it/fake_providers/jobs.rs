@@ -7,15 +7,7 @@ impl FakeState {
     pub(super) fn new_id(&self, provider: Provider) -> String {
         let mut next = self.next_id.lock().unwrap();
         *next += 1;
-        match provider {
-            // fal request ids are UUIDs; Replicate's are 26 lowercase
-            // base32 characters.
-            Provider::Fal => format!("00000000-0000-4000-8000-{:012x}", *next),
-            Provider::Replicate => format!("fakepred{:018}", *next),
-            // ModelArk's task ids begin `cgt-` (the documentation's
-            // examples).
-            Provider::ModelArk => format!("cgt-20261128{:012}", *next),
-        }
+        (provider.job_id)(*next)
     }
 
     /// Keeps the headers of job `job_id`'s submit, the credential left out.
@@ -65,10 +57,7 @@ impl FakeState {
     /// whether the provider's limits refuse it: the seconds until the
     /// window ends when they do.
     pub(super) fn count_call(&self, provider: Provider, class: CallClass) -> Option<u64> {
-        let limits = match provider {
-            Provider::Replicate => self.switches.lock().unwrap().replicate_limits,
-            Provider::Fal | Provider::ModelArk => None,
-        };
+        let limits = (provider.rate_limits)(&self.switches.lock().unwrap());
         let now = now_seconds();
         let window = (now / 60.0) as u64;
         let mut calls = self.calls.lock().unwrap();
@@ -198,11 +187,10 @@ impl FakeState {
         job
     }
 
-    /// Cancels a job the way both providers do: a queued one is removed at
-    /// once; a running one is canceled too (and noted, since vidgate must
-    /// never ask for that). A queued Replicate prediction comes back as the
-    /// recorded one did (GUESS replicate-cancel-answer-while-queued): it had
-    /// started 47 ms after its creation and ran 0.128 s.
+    /// Cancels a job the way the providers do: a queued one is removed at
+    /// once (each provider's `cancel_queued` adds what its answer shows);
+    /// a running one is canceled too (and noted, since vidgate must never
+    /// ask for that).
     pub(super) fn cancel(&self, id: &str) -> Option<(FakeStatus, FakeJob)> {
         let mut before = None;
         let job = self.update(id, |job| {
@@ -212,14 +200,7 @@ impl FakeState {
                     let now = now_seconds();
                     job.status = FakeStatus::Canceled;
                     job.completed_at = Some(now);
-                    if job.provider == Provider::Replicate {
-                        // As recorded: it started (at the earliest 47 ms
-                        // after its creation) and ran 0.128 s before the
-                        // cancel stopped it.
-                        let started = (job.created_at + 0.047).max(now);
-                        job.started_at = Some(started);
-                        job.completed_at = Some(started + 0.128);
-                    }
+                    (job.provider.cancel_queued)(job, now);
                 }
                 FakeStatus::Running => {
                     job.canceled_while_running = true;

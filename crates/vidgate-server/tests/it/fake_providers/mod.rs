@@ -81,7 +81,11 @@
 //! steer one job; `Switches` steer the whole fake
 //! (rate limiting, an outage, a submit whose answer is lost, no webhooks).
 //!
-//! This file holds the fake's state and handle; `jobs.rs` drives each job
+//! Each provider's fake is its own file, which gives the shared machinery
+//! what it needs of the provider as a `FakeProvider` (its routes, its ids,
+//! its webhooks, how a backends file points at it); `FAKES` lists them, so
+//! a new provider's fake is one file and one line there. This file holds
+//! the fake's state and handle; `jobs.rs` drives each job
 //! through its life, `media.rs` makes its outputs, `webhooks.rs` signs and
 //! sends its webhooks, and `backends_files.rs` points the example backends
 //! files at the fake.
@@ -121,12 +125,90 @@ use serde_json::{Value, json};
 use vidgate_core::Catalog;
 use vidgate_server::backend::{BackendsConfig, apply_backends_file_with_credentials};
 
-/// Which provider a job was submitted to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Provider {
-    Fal,
-    Replicate,
-    ModelArk,
+/// The fakes on the shared server, one line each: a new provider's fake
+/// is its own file, which defines its `FakeProvider` (as a `Provider`
+/// constant), and its line here.
+pub const FAKES: &[Provider] = &[Provider::FAL, Provider::REPLICATE, Provider::MODELARK];
+
+/// One fake provider: what the fake's shared machinery (its server, its
+/// jobs' lives, its webhooks, the backends files pointed at it) asks of
+/// it, so that nothing outside its own file matches on which one it is.
+pub struct FakeProvider {
+    /// Its registered name: the `backend` of its entries, its folder of
+    /// transcribed schemas (`fixtures/provider_schemas/`) and its example
+    /// file (`examples/hosted/<name>.json`).
+    pub name: &'static str,
+    /// Its routes on the fake's server.
+    pub routes: fn() -> Router<Arc<FakeState>>,
+    /// A job id as the provider writes them, made from the fake's counter.
+    pub job_id: fn(u64) -> String,
+    /// The credential variable its example file reads, and the fake's
+    /// credential.
+    pub credential: (&'static str, &'static str),
+    /// Points a backends file entry of the provider at the fake.
+    pub point_at: fn(&FakeProviders, &mut Value),
+    /// The provider's limits per minute that the fake enforces, if any.
+    pub rate_limits: fn(&Switches) -> Option<RateLimits>,
+    /// What a cancel does to a queued job, besides its status and end time.
+    pub cancel_queued: fn(&mut FakeJob, f64),
+    /// The request of its webhook about `job`'s `event` (`start`,
+    /// `completed`) to `url`, signed as it signs them; `None` when it sends
+    /// none for that event.
+    pub webhook_request: fn(&FakeState, &FakeJob, &str, &str) -> Option<reqwest::RequestBuilder>,
+}
+
+/// A fake provider of `FAKES`, compared, ordered and shown by its name.
+#[derive(Clone, Copy)]
+pub struct Provider(&'static FakeProvider);
+
+impl std::ops::Deref for Provider {
+    type Target = FakeProvider;
+
+    fn deref(&self) -> &FakeProvider {
+        self.0
+    }
+}
+
+impl PartialEq for Provider {
+    fn eq(&self, other: &Provider) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Provider {}
+
+impl PartialOrd for Provider {
+    fn partial_cmp(&self, other: &Provider) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Provider {
+    fn cmp(&self, other: &Provider) -> std::cmp::Ordering {
+        self.name.cmp(other.name)
+    }
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.name)
+    }
+}
+
+impl Provider {
+    /// The fake of the provider the backends file names `name`, if any.
+    pub fn named(name: &str) -> Option<Provider> {
+        FAKES.iter().copied().find(|fake| fake.name == name)
+    }
+}
+
+/// A cancel of a queued job that changes nothing else, as most providers
+/// answer it.
+fn canceled_at_once(_job: &mut FakeJob, _now: f64) {}
+
+/// No limits per minute enforced.
+fn no_rate_limits(_switches: &Switches) -> Option<RateLimits> {
+    None
 }
 
 /// Where a job is in its life at the fake provider.
@@ -223,14 +305,9 @@ pub fn listed_input(input: &Value) -> Value {
 /// published schema as transcribed in `fixtures/provider_schemas/` (a
 /// target without one takes anything): one line per difference.
 pub fn invalid_input(provider: Provider, target: &str, input: &Value) -> Vec<String> {
-    let directory = match provider {
-        Provider::Fal => "fal",
-        Provider::Replicate => "replicate",
-        Provider::ModelArk => "modelark",
-    };
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/provider_schemas")
-        .join(directory)
+        .join(provider.name)
         .join(format!("{target}.json"));
     let Ok(text) = std::fs::read_to_string(path) else {
         return Vec::new();
@@ -454,10 +531,11 @@ impl FakeProviders {
                 .build()
                 .unwrap(),
         });
-        let router = Router::new()
-            .merge(fal::routes())
-            .merge(replicate::routes())
-            .merge(modelark::routes())
+        let router = FAKES
+            .iter()
+            .fold(Router::<Arc<FakeState>>::new(), |router, fake| {
+                router.merge((fake.routes)())
+            })
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();

@@ -64,7 +64,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Map, Value, json};
 
-use super::{CallClass, FakeJob, FakeState, FakeStatus, JobDeadline, Provider};
+use super::{
+    ARK_API_KEY, CallClass, FakeJob, FakeProvider, FakeProviders, FakeState, FakeStatus,
+    JobDeadline, Provider,
+};
 
 /// The models the fake serves; another answers 404.
 pub const MODELS: &[&str] = &["dreamina-seedance-2-0-260128"];
@@ -77,6 +80,40 @@ pub struct TaskExtras {
     pub execution_expires_after: Option<u64>,
     /// The whole body the task was created with, for assertions.
     pub body: Value,
+}
+
+impl Provider {
+    /// BytePlus ModelArk's content-generation tasks API.
+    pub const MODELARK: Provider = Provider(&FakeProvider {
+        name: "modelark",
+        routes,
+        job_id,
+        credential: ("ARK_API_KEY", ARK_API_KEY),
+        point_at,
+        rate_limits: super::no_rate_limits,
+        cancel_queued: super::canceled_at_once,
+        webhook_request: every_change_callback,
+    });
+}
+
+/// ModelArk's task ids begin `cgt-` (the documentation's examples).
+fn job_id(next: u64) -> String {
+    format!("cgt-20261128{next:012}")
+}
+
+fn point_at(fake: &FakeProviders, entry: &mut Value) {
+    entry["api_url"] = json!(fake.modelark_api_url());
+}
+
+/// ModelArk calls back on each change of a task's status (GUESS
+/// modelark-callback-events), unsigned.
+fn every_change_callback(
+    state: &FakeState,
+    job: &FakeJob,
+    _event: &str,
+    url: &str,
+) -> Option<reqwest::RequestBuilder> {
+    Some(callback_request(state, job, url))
 }
 
 pub fn routes() -> Router<Arc<FakeState>> {
@@ -120,7 +157,7 @@ fn gate(state: &FakeState, headers: &HeaderMap, class: CallClass) -> Option<Resp
             "The service is temporarily unavailable.",
         ));
     }
-    state.count_call(Provider::ModelArk, class);
+    state.count_call(Provider::MODELARK, class);
     if state.take(|switches| &mut switches.rate_limit_next) {
         // GUESS modelark-429.
         return Some(error(
@@ -225,7 +262,7 @@ async fn create(State(state): State<Arc<FakeState>>, headers: HeaderMap, body: B
     if let Some(refused) = gate(&state, &headers, CallClass::Creates) {
         return refused;
     }
-    if state.submits_are_down_at(Provider::ModelArk) {
+    if state.submits_are_down_at(Provider::MODELARK) {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "ServiceUnavailable",
@@ -266,7 +303,7 @@ async fn create(State(state): State<Arc<FakeState>>, headers: HeaderMap, body: B
         Err(reason) => return error(StatusCode::BAD_REQUEST, "InvalidParameter", &reason),
     };
     if state.validates_inputs() {
-        let problems = super::invalid_input(Provider::ModelArk, &model, &input);
+        let problems = super::invalid_input(Provider::MODELARK, &model, &input);
         if !problems.is_empty() {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -281,7 +318,7 @@ async fn create(State(state): State<Arc<FakeState>>, headers: HeaderMap, body: B
         .lock()
         .unwrap()
         .iter()
-        .filter(|job| job.provider == Provider::ModelArk && job.status == FakeStatus::Queued)
+        .filter(|job| job.provider == Provider::MODELARK && job.status == FakeStatus::Queued)
         .count();
     if queued >= queued_limit {
         // GUESS modelark-queue-full.
@@ -295,7 +332,7 @@ async fn create(State(state): State<Arc<FakeState>>, headers: HeaderMap, body: B
         .get("execution_expires_after")
         .and_then(Value::as_u64);
     let job = state.create_job(
-        Provider::ModelArk,
+        Provider::MODELARK,
         &model,
         input,
         request
@@ -393,7 +430,7 @@ async fn read(
     state.count_state_read(&id);
     match state
         .job(&id)
-        .filter(|job| job.provider == Provider::ModelArk)
+        .filter(|job| job.provider == Provider::MODELARK)
     {
         Some(job) => Json(task(&state, &job)).into_response(),
         None => not_found(),
@@ -453,7 +490,7 @@ async fn list(
         .lock()
         .unwrap()
         .iter()
-        .filter(|job| job.provider == Provider::ModelArk)
+        .filter(|job| job.provider == Provider::MODELARK)
         .filter(|job| model.as_ref().is_none_or(|model| &job.target == model))
         .filter(|job| task_ids.is_empty() || task_ids.contains(&&job.id))
         .map(|job| task(&state, job))
@@ -484,7 +521,7 @@ async fn delete(
     }
     let Some(job) = state
         .job(&id)
-        .filter(|job| job.provider == Provider::ModelArk)
+        .filter(|job| job.provider == Provider::MODELARK)
     else {
         return not_found();
     };

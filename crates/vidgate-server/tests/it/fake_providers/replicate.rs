@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use super::{
-    CallClass, FakeJob, FakeState, FakeStatus, JobDeadline, Provider, listed_input, now_seconds,
+    CallClass, FakeJob, FakeProvider, FakeProviders, FakeState, FakeStatus, JobDeadline, Provider,
+    REPLICATE_TOKEN, RateLimits, Switches, listed_input, now_seconds,
 };
 
 /// The models the fake hosts (the official video models of
@@ -36,6 +37,56 @@ pub const MODELS: &[&str] = &[
     "kwaivgi/kling-v3-video",
     "kwaivgi/kling-v3-omni-video",
 ];
+
+impl Provider {
+    /// Replicate's predictions API and its default webhook secret.
+    pub const REPLICATE: Provider = Provider(&FakeProvider {
+        name: "replicate",
+        routes,
+        job_id,
+        credential: ("REPLICATE_API_TOKEN", REPLICATE_TOKEN),
+        point_at,
+        rate_limits,
+        cancel_queued,
+        webhook_request: filtered_webhook,
+    });
+}
+
+/// Replicate's ids are 26 lowercase base32 characters.
+fn job_id(next: u64) -> String {
+    format!("fakepred{next:018}")
+}
+
+fn point_at(fake: &FakeProviders, entry: &mut Value) {
+    entry["api_url"] = json!(fake.replicate_api_url());
+}
+
+/// Replicate's documented limits, when a test turns them on (GUESS
+/// replicate-rate-window).
+fn rate_limits(switches: &Switches) -> Option<RateLimits> {
+    switches.replicate_limits
+}
+
+/// A queued prediction's cancel comes back as the recorded one did (GUESS
+/// replicate-cancel-answer-while-queued): it started (at the earliest
+/// 47 ms after its creation) and ran 0.128 s before the cancel stopped it.
+fn cancel_queued(job: &mut FakeJob, now: f64) {
+    let started = (job.created_at + 0.047).max(now);
+    job.started_at = Some(started);
+    job.completed_at = Some(started + 0.128);
+}
+
+/// Replicate sends the events the prediction's `webhook_events_filter`
+/// names (all of them without one).
+fn filtered_webhook(
+    state: &FakeState,
+    job: &FakeJob,
+    event: &str,
+    url: &str,
+) -> Option<reqwest::RequestBuilder> {
+    let wanted = job.webhook_events.is_empty() || job.webhook_events.iter().any(|e| e == event);
+    wanted.then(|| webhook_request(state, job, url))
+}
 
 pub fn routes() -> Router<Arc<FakeState>> {
     Router::new()
@@ -85,7 +136,7 @@ fn gate(state: &FakeState, headers: &HeaderMap, class: CallClass) -> Option<Resp
         ));
     }
     let with_headers = state.switches.lock().unwrap().replicate_429_headers;
-    if let Some(reset) = state.count_call(Provider::Replicate, class) {
+    if let Some(reset) = state.count_call(Provider::REPLICATE, class) {
         return Some(throttled(reset, with_headers));
     }
     if state.take(|switches| &mut switches.rate_limit_next) {
@@ -258,7 +309,7 @@ async fn create(
     if let Some(refused) = gate(&state, &headers, CallClass::Creates) {
         return refused;
     }
-    if state.submits_are_down_at(Provider::Replicate) {
+    if state.submits_are_down_at(Provider::REPLICATE) {
         return problem(
             StatusCode::SERVICE_UNAVAILABLE,
             "Service Unavailable",
@@ -299,7 +350,7 @@ async fn create(
     // 422 problem+json it answers is the fake's guess (GUESS replicate-422:
     // its OpenAPI document lists no status for a refused input).
     if state.validates_inputs() {
-        let problems = super::invalid_input(Provider::Replicate, &model, &input);
+        let problems = super::invalid_input(Provider::REPLICATE, &model, &input);
         if !problems.is_empty() {
             return problem(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -352,7 +403,7 @@ async fn create(
         })
         .unwrap_or_default();
     let job = state.create_job(
-        Provider::Replicate,
+        Provider::REPLICATE,
         &model,
         input,
         request["webhook"].as_str().map(str::to_owned),
@@ -398,7 +449,7 @@ async fn read(
     state.count_state_read(&id);
     match state
         .job(&id)
-        .filter(|job| job.provider == Provider::Replicate)
+        .filter(|job| job.provider == Provider::REPLICATE)
     {
         Some(job) => Json(prediction(&state, &job)).into_response(),
         None => problem(
@@ -462,7 +513,7 @@ async fn list(
         .lock()
         .unwrap()
         .iter()
-        .filter(|job| job.provider == Provider::Replicate)
+        .filter(|job| job.provider == Provider::REPLICATE)
         // Every prediction of the fake was created through the API.
         .filter(|_| !from_the_web_only)
         .filter(|job| job.created_at >= after && job.created_at < before)
@@ -503,7 +554,7 @@ async fn cancel(
     }
     if state
         .job(&id)
-        .filter(|job| job.provider == Provider::Replicate)
+        .filter(|job| job.provider == Provider::REPLICATE)
         .is_none()
     {
         return problem(
@@ -517,7 +568,7 @@ async fn cancel(
 }
 
 async fn secret(State(state): State<Arc<FakeState>>, headers: HeaderMap) -> Response {
-    state.count_key_fetch(Provider::Replicate);
+    state.count_key_fetch(Provider::REPLICATE);
     if let Some(refused) = gate(&state, &headers, CallClass::Others) {
         return refused;
     }

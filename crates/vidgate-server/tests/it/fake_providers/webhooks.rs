@@ -9,23 +9,8 @@ pub(super) async fn send_webhook(state: &Arc<FakeState>, job: &FakeJob, event: &
     if state.switches.lock().unwrap().drop_webhooks || job.marker("drop-webhook") {
         return;
     }
-    let request = match job.provider {
-        Provider::Fal => {
-            // fal sends only the final result.
-            if event != "completed" {
-                return;
-            }
-            fal::webhook_request(state, job, &url)
-        }
-        Provider::Replicate => {
-            if !job.webhook_events.is_empty() && !job.webhook_events.iter().any(|e| e == event) {
-                return;
-            }
-            replicate::webhook_request(state, job, &url)
-        }
-        // ModelArk calls back on each change of a task's status (GUESS
-        // modelark-callback-events), unsigned.
-        Provider::ModelArk => modelark::callback_request(state, job, &url),
+    let Some(request) = (job.provider.webhook_request)(state, job, event, &url) else {
+        return;
     };
     // Both providers retry a failed delivery (fal's webhooks page; Replicate
     // "a few times"); how often and how soon is GUESS webhook-retries.

@@ -531,7 +531,7 @@ async fn webhooks_refused_while_the_providers_keys_are_unreadable_cannot_fill_th
     fake.switches(|switches| switches.drop_webhooks = true);
     let port = free_port();
     let app = spawn_app_with(TestSettings {
-        backends: example_backends(&fake, Provider::Fal, |_| {}),
+        backends: example_backends(&fake, Provider::FAL, |_| {}),
         listen: format!("127.0.0.1:{port}").parse().unwrap(),
         public_url: Some(format!("http://127.0.0.1:{port}")),
         ..TestSettings::new(StoreKind::Sqlite)
@@ -542,7 +542,7 @@ async fn webhooks_refused_while_the_providers_keys_are_unreadable_cannot_fill_th
     let deadline = Instant::now() + Duration::from_secs(20);
     let url = loop {
         if let Some(url) = fake
-            .jobs_at(Provider::Fal)
+            .jobs_at(Provider::FAL)
             .pop()
             .and_then(|job| job.webhook_url)
         {

@@ -9,9 +9,9 @@ use super::*;
 /// ~1s" sets the pause.
 async fn a_rate_limit_storm_delays_jobs_but_does_not_fail_them(store: StoreKind) {
     for (provider, with_headers) in [
-        (Provider::Fal, true),
-        (Provider::Replicate, true),
-        (Provider::Replicate, false),
+        (Provider::FAL, true),
+        (Provider::REPLICATE, true),
+        (Provider::REPLICATE, false),
     ] {
         let fake = FakeProviders::start().await;
         fake.switches(|switches| {
@@ -47,7 +47,7 @@ async fn many_jobs_stay_within_the_providers_limits_and_all_succeed(store: Store
     const JOBS: usize = 12;
     let fake = FakeProviders::start().await;
     fake.switches(|switches| switches.replicate_limits = Some(SCALED_LIMITS));
-    let backends = example_backends(&fake, Provider::Replicate, |model| {
+    let backends = example_backends(&fake, Provider::REPLICATE, |model| {
         model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 60,
             "job_seconds": 120, "poll_seconds": 0.1, "retry_seconds": 5 });
         model["budget"] = scaled_budget();
@@ -67,8 +67,8 @@ async fn many_jobs_stay_within_the_providers_limits_and_all_succeed(store: Store
         let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
         assert_eq!(done["status"], "succeeded", "{done}");
     }
-    assert_eq!(fake.jobs_at(Provider::Replicate).len(), JOBS);
-    let windows = fake.calls_by_window(Provider::Replicate);
+    assert_eq!(fake.jobs_at(Provider::REPLICATE).len(), JOBS);
+    let windows = fake.calls_by_window(Provider::REPLICATE);
     for (class, window, calls) in &windows {
         let limit = match class {
             fake_providers::CallClass::Creates => SCALED_LIMITS.creates_per_minute,
@@ -92,7 +92,7 @@ async fn a_rate_limit_on_create_and_on_read_never_fails_the_job(store: StoreKind
         switches.rate_limit_next = 2;
         switches.queue_for = Duration::from_millis(1500);
     });
-    let backends = example_backends(&fake, Provider::Replicate, |model| {
+    let backends = example_backends(&fake, Provider::REPLICATE, |model| {
         model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 60,
             "job_seconds": 120, "poll_seconds": 0.1, "retry_seconds": 0.2 });
     });
@@ -111,7 +111,7 @@ async fn a_rate_limit_on_create_and_on_read_never_fails_the_job(store: StoreKind
     let done = app.wait_for_status(&id, &["succeeded", "failed"]).await;
     assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(fake.state.switches.lock().unwrap().rate_limit_next, 0);
-    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 1);
+    assert_eq!(fake.jobs_at(Provider::REPLICATE).len(), 1);
     // A 429 counts toward no circuit.
     let health = app.server.store.provider_health().read().await.unwrap();
     assert!(
@@ -127,7 +127,7 @@ async fn a_rate_limit_on_create_and_on_read_never_fails_the_job(store: StoreKind
 async fn jobs_beyond_the_create_budget_wait_queued(store: StoreKind) {
     let fake = FakeProviders::start().await;
     fake.switches(|switches| switches.queue_for = Duration::from_secs(30));
-    let backends = example_backends(&fake, Provider::Replicate, |model| {
+    let backends = example_backends(&fake, Provider::REPLICATE, |model| {
         model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 60,
             "job_seconds": 120, "poll_seconds": 0.5, "retry_seconds": 5 });
         // One create now, the next a minute later.
@@ -145,7 +145,7 @@ async fn jobs_beyond_the_create_budget_wait_queued(store: StoreKind) {
         ids.push(generation["id"].as_str().unwrap().to_owned());
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    while fake.jobs_at(Provider::Replicate).is_empty() {
+    while fake.jobs_at(Provider::REPLICATE).is_empty() {
         assert!(Instant::now() < deadline, "no job reached the provider");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -165,7 +165,7 @@ async fn jobs_beyond_the_create_budget_wait_queued(store: StoreKind) {
     // next create; the rest wait in the queue.
     statuses.sort();
     assert_eq!(statuses, ["queued", "queued", "running", "running"]);
-    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 1);
+    assert_eq!(fake.jobs_at(Provider::REPLICATE).len(), 1);
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 

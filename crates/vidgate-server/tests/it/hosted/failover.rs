@@ -31,8 +31,8 @@ async fn a_provider_that_refuses_the_job_hands_it_to_the_next_and_its_circuit_op
     }
     // fal refused every submit it saw (our key is wrong), so it has no job;
     // Replicate ran each generation exactly once.
-    assert!(fake.jobs_at(Provider::Fal).is_empty());
-    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 6);
+    assert!(fake.jobs_at(Provider::FAL).is_empty());
+    assert_eq!(fake.jobs_at(Provider::REPLICATE).len(), 6);
     let health = provider_health_when(&app, |health| {
         health_of(health, "fal").is_some_and(|fal| fal.open)
             && health_of(health, "replicate")
@@ -101,7 +101,7 @@ async fn a_submit_outage_at_the_first_provider_moves_new_jobs_to_the_next(store:
     for at_ingress in [true, false] {
         let fake = FakeProviders::start().await;
         fake.switches(|switches| {
-            switches.submits_down_at = Some(Provider::Fal);
+            switches.submits_down_at = Some(Provider::FAL);
             switches.fal_submit_outage_at_ingress = at_ingress;
         });
         let timeouts = json!({ "request_seconds": 1, "start_seconds": 2, "job_seconds": 4,
@@ -129,8 +129,8 @@ async fn a_submit_outage_at_the_first_provider_moves_new_jobs_to_the_next(store:
             let done = app.wait_for_status(id, &["succeeded", "failed"]).await;
             assert_eq!(done["status"], "succeeded", "ingress {at_ingress}: {done}");
         }
-        assert!(fake.jobs_at(Provider::Fal).is_empty());
-        assert_eq!(fake.jobs_at(Provider::Replicate).len(), 8);
+        assert!(fake.jobs_at(Provider::FAL).is_empty());
+        assert_eq!(fake.jobs_at(Provider::REPLICATE).len(), 8);
         let health = provider_health_when(&app, |health| {
             health_of(health, "fal").is_some_and(|fal| fal.open)
                 && (at_ingress || health_of(health, "fal reads").is_some())

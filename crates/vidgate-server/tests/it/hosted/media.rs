@@ -7,7 +7,7 @@ use super::*;
 /// its URL's lifetime, through a signed URL of the exact bytes submit
 /// checked; the URL lasts the model's start deadline and ten minutes more.
 async fn a_provider_fetches_the_kept_media_through_a_signed_url(store: StoreKind) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         let app = app_at(store.clone(), backends_for(&fake, provider, 5.0, 20.0), 2).await;
         let upload = app.upload_png().await;
@@ -74,7 +74,7 @@ async fn a_media_url_is_refused_after_it_expires_or_when_tampered_with(store: St
     });
     let app = app_at(
         store,
-        backends_with(&fake, Provider::Replicate, timeouts, json!([])),
+        backends_with(&fake, Provider::REPLICATE, timeouts, json!([])),
         2,
     )
     .await;

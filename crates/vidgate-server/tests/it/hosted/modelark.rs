@@ -20,7 +20,7 @@ fn modelark_backends(
     request_seconds: f64,
     retry_seconds: f64,
 ) -> BackendsConfig {
-    backends_for(fake, Provider::ModelArk, request_seconds, retry_seconds)
+    backends_for(fake, Provider::MODELARK, request_seconds, retry_seconds)
 }
 
 async fn run_seedance(app: &TestApp, prompt: &str) -> Value {
@@ -38,7 +38,7 @@ async fn seedance_runs_at_modelark_with_its_video_in_our_storage(store: StoreKin
     assert!(video_url.starts_with(&app.api_base), "{video_url}");
     let stored = app.download(video_url).await;
     assert_eq!(done["output"]["size_bytes"], json!(stored.len()));
-    let jobs = fake.jobs_at(Provider::ModelArk);
+    let jobs = fake.jobs_at(Provider::MODELARK);
     assert_eq!(jobs.len(), 1);
     assert_eq!(
         fake.state.output(&jobs[0].id).unwrap().len(),
@@ -87,7 +87,7 @@ async fn failed_and_moderated_modelark_tasks_fail_and_are_refunded(store: StoreK
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(after.balance, before.balance, "refunded");
     assert_eq!(after.captured, before.captured);
-    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 2);
+    assert_eq!(fake.jobs_at(Provider::MODELARK).len(), 2);
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
@@ -147,13 +147,13 @@ async fn a_lost_modelark_create_is_found_by_its_identifier_never_sent_twice(stor
     let app = app_at(store.clone(), modelark_backends(&fake, 1.0, 20.0), 2).await;
     let done = run_seedance(&app, "a kite whose create is lost").await;
     assert_eq!(done["status"], "succeeded", "{done}");
-    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 1, "one task");
+    assert_eq!(fake.jobs_at(Provider::MODELARK).len(), 1, "one task");
     // Another generation's task of the same target, already in the list,
     // is not taken for this one: its identifier differs.
     fake.switches(|switches| switches.lose_submit_answers = 1);
     let again = run_seedance(&app, "another kite whose create is lost").await;
     assert_eq!(again["status"], "succeeded", "{again}");
-    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 2);
+    assert_eq!(fake.jobs_at(Provider::MODELARK).len(), 2);
     app.assert_ledger_invariant(&app.account.account.id).await;
 
     // When the list cannot be read, nothing proves the task absent: the
@@ -169,7 +169,7 @@ async fn a_lost_modelark_create_is_found_by_its_identifier_never_sent_twice(stor
     assert_eq!(done["status"], "failed", "{done}");
     assert_eq!(done["error"]["code"], "upstream_error", "{done}");
     assert_eq!(
-        fake.jobs_at(Provider::ModelArk).len(),
+        fake.jobs_at(Provider::MODELARK).len(),
         1,
         "never sent twice"
     );
@@ -189,13 +189,13 @@ async fn a_modelark_outage_then_recovery_leaves_one_task(store: StoreKind) {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(fake.jobs_at(Provider::ModelArk).is_empty());
+    assert!(fake.jobs_at(Provider::MODELARK).is_empty());
     fake.switches(|switches| switches.down = false);
     let done = app
         .wait_for_status(generation["id"].as_str().unwrap(), &["succeeded", "failed"])
         .await;
     assert_eq!(done["status"], "succeeded", "{done}");
-    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 1);
+    assert_eq!(fake.jobs_at(Provider::MODELARK).len(), 1);
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
@@ -222,7 +222,7 @@ async fn modelark_429s_and_its_queued_task_limit_are_waited_out_by_the_budget(st
         0,
         "the 429s were answered"
     );
-    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 2, "one task each");
+    assert_eq!(fake.jobs_at(Provider::MODELARK).len(), 2, "one task each");
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
@@ -232,7 +232,7 @@ async fn modelark_callbacks_are_taken_as_hints_and_the_job_ends_as_read(store: S
         "poll_seconds": 30, "usual_run_seconds": 30, "retry_seconds": 20 });
     let app = app_with_webhooks(
         store,
-        backends_with(&fake, Provider::ModelArk, timeouts, json!([])),
+        backends_with(&fake, Provider::MODELARK, timeouts, json!([])),
     )
     .await;
     let started = Instant::now();
@@ -244,7 +244,7 @@ async fn modelark_callbacks_are_taken_as_hints_and_the_job_ends_as_read(store: S
         "{:?}",
         started.elapsed()
     );
-    let job = &fake.jobs_at(Provider::ModelArk)[0];
+    let job = &fake.jobs_at(Provider::MODELARK)[0];
     let body = created_body(&fake.state, &job.id);
     assert!(
         body["callback_url"]
@@ -289,13 +289,13 @@ async fn a_modelark_task_found_after_a_lost_create_is_read_at_once(store: StoreK
         "poll_seconds": 30, "usual_run_seconds": 40, "retry_seconds": 20 });
     let app = app_with_webhooks(
         store,
-        backends_with(&fake, Provider::ModelArk, timeouts, json!([])),
+        backends_with(&fake, Provider::MODELARK, timeouts, json!([])),
     )
     .await;
     let started = Instant::now();
     let done = run_seedance(&app, "a kite found in the list").await;
     assert_eq!(done["status"], "succeeded", "{done}");
-    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 1, "one task");
+    assert_eq!(fake.jobs_at(Provider::MODELARK).len(), 1, "one task");
     // Waiting for a callback that already came, the first read would come
     // after 40 s.
     assert!(
@@ -328,7 +328,7 @@ async fn a_modelark_task_gone_after_a_cancel_may_have_run_and_its_cost_is_record
         "poll_seconds": 0.1, "retry_seconds": 20 });
     let app = app_at(
         store,
-        backends_with(&fake, Provider::ModelArk, timeouts, modelark_test_costs()),
+        backends_with(&fake, Provider::MODELARK, timeouts, modelark_test_costs()),
         2,
     )
     .await;
@@ -375,7 +375,7 @@ async fn a_modelark_task_gone_after_its_start_deadline_cancel_records_its_possib
         "poll_seconds": 0.2, "retry_seconds": 20 });
     let app = app_at(
         store,
-        backends_with(&fake, Provider::ModelArk, timeouts, modelark_test_costs()),
+        backends_with(&fake, Provider::MODELARK, timeouts, modelark_test_costs()),
         2,
     )
     .await;
@@ -441,7 +441,7 @@ async fn a_newcomer_runs_seedance_with_the_modelark_key_alone(store: StoreKind) 
             .unwrap()
             .starts_with(&app.api_base)
     );
-    assert_eq!(fake.jobs_at(Provider::ModelArk).len(), 1);
+    assert_eq!(fake.jobs_at(Provider::MODELARK).len(), 1);
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 

@@ -7,7 +7,7 @@ async fn hosted_jobs_are_at_the_provider_together_beyond_the_cpu_workers(store: 
     let fake = FakeProviders::start().await;
     fake.switches(|switches| switches.run_for = Duration::from_millis(1500));
     // One CPU worker: it bounded hosted jobs too, one at the provider at a time.
-    let app = app_at(store, backends_for(&fake, Provider::Fal, 5.0, 20.0), 1).await;
+    let app = app_at(store, backends_for(&fake, Provider::FAL, 5.0, 20.0), 1).await;
     const JOBS: usize = 6;
     let mut ids = Vec::new();
     for index in 0..JOBS {
@@ -21,7 +21,7 @@ async fn hosted_jobs_are_at_the_provider_together_beyond_the_cpu_workers(store: 
     }
     // Every job was at the provider before the first one ended: the pool
     // ran them together, not one after another.
-    let jobs = fake.jobs_at(Provider::Fal);
+    let jobs = fake.jobs_at(Provider::FAL);
     assert_eq!(jobs.len(), JOBS);
     let last_created = jobs
         .iter()
@@ -75,7 +75,7 @@ async fn the_pool_heartbeat_stops_a_job_whose_lease_was_taken(store: StoreKind) 
     // The job waits at the provider for the whole test.
     fake.switches(|switches| switches.queue_for = Duration::from_secs(60));
     let mut settings = TestSettings::new(store);
-    settings.backends = backends_for(&fake, Provider::Fal, 5.0, 20.0);
+    settings.backends = backends_for(&fake, Provider::FAL, 5.0, 20.0);
     settings.lease = Duration::from_millis(1500);
     settings.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
     let app = spawn_app_with(settings).await;
@@ -88,7 +88,7 @@ async fn the_pool_heartbeat_stops_a_job_whose_lease_was_taken(store: StoreKind) 
     let generation_id = generation["id"].as_str().unwrap();
     let in_flight = "vidgate_hosted_jobs_in_flight{backend=\"fal\"}";
     let deadline = Instant::now() + Duration::from_secs(10);
-    while fake.jobs_at(Provider::Fal).is_empty() || scraped(&app, in_flight).await != Some(1.0) {
+    while fake.jobs_at(Provider::FAL).is_empty() || scraped(&app, in_flight).await != Some(1.0) {
         assert!(
             Instant::now() < deadline,
             "the job never reached the provider"

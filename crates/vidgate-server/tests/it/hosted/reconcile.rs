@@ -6,7 +6,7 @@ use super::*;
 async fn a_submit_whose_answer_is_lost_is_reconciled_without_a_second_provider_job(
     store: StoreKind,
 ) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         fake.switches(|switches| switches.lose_submit_answers = 1);
         let app = app_at(store.clone(), backends_for(&fake, provider, 1.0, 20.0), 2).await;
@@ -23,7 +23,7 @@ async fn a_submit_whose_answer_is_lost_is_reconciled_without_a_second_provider_j
 async fn a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resubmitted(
     store: StoreKind,
 ) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         fake.switches(|switches| switches.queue_for = Duration::from_secs(2));
         // No workers nor hosted pool: the test plays the claimer that dies.
@@ -107,7 +107,7 @@ async fn a_worker_killed_after_the_provider_accepted_the_job_is_resumed_not_resu
 async fn an_outage_fails_the_generation_after_the_retry_deadline_with_no_provider_job(
     store: StoreKind,
 ) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         fake.switches(|switches| switches.down = true);
         // fal lists finished requests only: a submit with an unknown
@@ -150,14 +150,14 @@ async fn a_lost_fal_submit_of_a_long_job_is_found_when_it_ends_never_submitted_t
         });
         let app = app_at(
             store.clone(),
-            backends_for(&fake, Provider::Fal, 1.0, 20.0),
+            backends_for(&fake, Provider::FAL, 1.0, 20.0),
             2,
         )
         .await;
         let done = run_m1(&app, "a long kite whose submit is lost").await;
         assert_eq!(done["status"], "succeeded", "{shows_unfinished}: {done}");
         assert_eq!(
-            fake.jobs_at(Provider::Fal).len(),
+            fake.jobs_at(Provider::FAL).len(),
             1,
             "{shows_unfinished}: one fal request"
         );
@@ -169,7 +169,7 @@ async fn a_lost_fal_submit_of_a_long_job_is_found_when_it_ends_never_submitted_t
 /// of a submit whose answer was lost, even where the provider's list
 /// cannot be read.
 async fn a_webhook_proves_the_job_of_a_submit_whose_answer_was_lost(store: StoreKind) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         fake.switches(|switches| {
             switches.lose_submit_answers = 1;
@@ -208,14 +208,14 @@ async fn a_listed_prediction_whose_data_was_removed_is_never_submitted_again(sto
     let costs = json!([{ "from": "2020-01-01", "usd_per_second": "0.10" }]);
     let app = app_at(
         store,
-        backends_with(&fake, Provider::Replicate, timeouts, costs),
+        backends_with(&fake, Provider::REPLICATE, timeouts, costs),
         2,
     )
     .await;
     let before = app.account_state(&app.account.account.id).await;
     let submitted_at = Instant::now();
     let done = run_m1(&app, "a kite whose prediction's data was removed").await;
-    let predictions = fake.jobs_at(Provider::Replicate);
+    let predictions = fake.jobs_at(Provider::REPLICATE);
     assert_eq!(
         predictions.len(),
         1,

@@ -37,9 +37,9 @@ fn routed(
         &timeouts,
         routing,
         |provider, entry| {
-            entry["costs"] = match provider {
-                Provider::Fal => fal_costs.clone(),
-                Provider::Replicate => replicate_costs.clone(),
+            entry["costs"] = match provider.name {
+                "fal" => fal_costs.clone(),
+                "replicate" => replicate_costs.clone(),
                 other => panic!("the routed model runs at fal and Replicate, not {other:?}"),
             };
         },
@@ -96,12 +96,12 @@ async fn price_sends_jobs_to_the_cheapest_healthy_provider_and_moves_when_its_ci
         assert_eq!(job.provider, "replicate", "{job:?}");
         assert_eq!(reason(&job), "cheapest");
     }
-    assert!(fake.jobs_at(Provider::Fal).is_empty());
-    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 3);
+    assert!(fake.jobs_at(Provider::FAL).is_empty());
+    assert_eq!(fake.jobs_at(Provider::REPLICATE).len(), 3);
     // Replicate's creates fail: each job moves to fal once Replicate is
     // known not to have it, and once its circuit opens new jobs go straight
     // to fal, the only provider left.
-    fake.switches(|switches| switches.submits_down_at = Some(Provider::Replicate));
+    fake.switches(|switches| switches.submits_down_at = Some(Provider::REPLICATE));
     let mut reasons = Vec::new();
     for index in 0..8 {
         let job = run_routed(&app, &format!("a kite in a Replicate outage {index}")).await;
@@ -111,8 +111,8 @@ async fn price_sends_jobs_to_the_cheapest_healthy_provider_and_moves_when_its_ci
     assert_eq!(reasons[0], "failover", "{reasons:?}");
     assert_eq!(reasons.last().unwrap(), "only_eligible", "{reasons:?}");
     // Every generation has exactly one provider job: none was made twice.
-    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 3);
-    assert_eq!(fake.jobs_at(Provider::Fal).len(), 8);
+    assert_eq!(fake.jobs_at(Provider::REPLICATE).len(), 3);
+    assert_eq!(fake.jobs_at(Provider::FAL).len(), 8);
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
@@ -120,7 +120,7 @@ async fn latency_follows_a_provider_that_slows_down(store: StoreKind) {
     let fake = FakeProviders::start().await;
     // Replicate's jobs take a second longer than fal's at first.
     fake.switches(|switches| {
-        switches.runs_longer_at = Some((Provider::Replicate, Duration::from_secs(1)));
+        switches.runs_longer_at = Some((Provider::REPLICATE, Duration::from_secs(1)));
     });
     let app = app_at(
         store,
@@ -153,7 +153,7 @@ async fn latency_follows_a_provider_that_slows_down(store: StoreKind) {
     // fal slows down far below Replicate: within a few jobs its recent
     // times pass Replicate's, and jobs follow the faster provider.
     fake.switches(|switches| {
-        switches.runs_longer_at = Some((Provider::Fal, Duration::from_secs(5)));
+        switches.runs_longer_at = Some((Provider::FAL, Duration::from_secs(5)));
     });
     let mut at_fal = 0;
     loop {
@@ -204,7 +204,7 @@ async fn a_provider_that_would_sell_at_a_loss_is_skipped_unless_the_operator_all
             .expect("the generation");
         prices += generation.price.0;
     }
-    assert!(fake.jobs_at(Provider::Fal).is_empty());
+    assert!(fake.jobs_at(Provider::FAL).is_empty());
     // `admin usage` reads the margin per provider and model from here.
     let usage = app.server.store.ledger().provider_usage(0).await.unwrap();
     let replicate = usage
@@ -337,8 +337,8 @@ async fn price_leaves_an_unpriced_provider_out_unless_the_entry_says_otherwise(s
     assert_eq!(refused.status(), 503);
     let after = app.account_state(&app.account.account.id).await;
     assert_eq!(after.balance, before.balance, "nothing charged");
-    assert!(fake.jobs_at(Provider::Fal).is_empty());
-    assert!(fake.jobs_at(Provider::Replicate).is_empty());
+    assert!(fake.jobs_at(Provider::FAL).is_empty());
+    assert!(fake.jobs_at(Provider::REPLICATE).is_empty());
 
     let fake = FakeProviders::start().await;
     let app = app_at(
@@ -381,8 +381,8 @@ async fn a_lost_submit_answer_stays_with_its_provider(store: StoreKind) {
         (job.provider.as_str(), reason(&job)),
         ("replicate", "cheapest")
     );
-    assert_eq!(fake.jobs_at(Provider::Replicate).len(), 1);
-    assert!(fake.jobs_at(Provider::Fal).is_empty());
+    assert_eq!(fake.jobs_at(Provider::REPLICATE).len(), 1);
+    assert!(fake.jobs_at(Provider::FAL).is_empty());
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 
@@ -473,11 +473,11 @@ async fn the_example_failover_file_sends_what_only_the_maker_serves_to_the_maker
     let tasks = dashscope.tasks();
     assert_eq!(tasks.len(), 1, "one task at DashScope");
     assert_eq!(
-        fake.jobs_at(Provider::Fal).len(),
+        fake.jobs_at(Provider::FAL).len(),
         1,
         "only the plain request"
     );
-    assert!(fake.jobs_at(Provider::Replicate).is_empty());
+    assert!(fake.jobs_at(Provider::REPLICATE).is_empty());
     app.assert_ledger_invariant(&app.account.account.id).await;
 }
 

@@ -7,7 +7,7 @@ use super::*;
 async fn every_model_succeeds_through_each_provider_with_the_video_in_our_storage(
     store: StoreKind,
 ) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         let app = app_at(store.clone(), backends_for(&fake, provider, 5.0, 20.0), 2).await;
         let mut submitted = Vec::new();
@@ -40,13 +40,13 @@ async fn every_model_succeeds_through_each_provider_with_the_video_in_our_storag
             .iter()
             .find(|job| job.target.contains("kling"))
             .unwrap();
-        match provider {
-            Provider::Fal => {
+        match provider.name {
+            "fal" => {
                 assert_eq!(kling.target, "fal-ai/kling-video/v3/pro/text-to-video");
                 assert_eq!(kling.input["duration"], "3");
             }
-            Provider::Replicate => assert_eq!(kling.input["mode"], "pro"),
-            Provider::ModelArk => unreachable!("ModelArk serves Seedance only (modelark.rs)"),
+            "replicate" => assert_eq!(kling.input["mode"], "pro"),
+            other => unreachable!("{other} does not serve Kling (ModelArk serves Seedance only)"),
         }
         app.assert_ledger_invariant(&app.account.account.id).await;
         assert_eq!(
@@ -58,7 +58,7 @@ async fn every_model_succeeds_through_each_provider_with_the_video_in_our_storag
 }
 
 async fn failed_and_moderated_provider_jobs_fail_and_are_refunded(store: StoreKind) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         let app = app_at(store.clone(), backends_for(&fake, provider, 5.0, 20.0), 2).await;
         let before = app.account_state(&app.account.account.id).await;
@@ -90,7 +90,7 @@ async fn an_output_far_larger_than_the_cap_fails_promptly_refunded_leaving_no_fi
     store: StoreKind,
 ) {
     const CAP: u64 = 1_000_000;
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         let backends = example_backends(&fake, provider, |model| {
             model["timeouts"] = json!({ "request_seconds": 5, "start_seconds": 30,
@@ -149,7 +149,7 @@ async fn an_output_far_larger_than_the_cap_fails_promptly_refunded_leaving_no_fi
 }
 
 async fn a_succeeded_generation_records_its_provider_cost_for_the_usage_report(store: StoreKind) {
-    for provider in [Provider::Fal, Provider::Replicate] {
+    for provider in [Provider::FAL, Provider::REPLICATE] {
         let fake = FakeProviders::start().await;
         let timeouts = json!({ "request_seconds": 5, "start_seconds": 30, "job_seconds": 60,
             "poll_seconds": 0.1, "retry_seconds": 20 });

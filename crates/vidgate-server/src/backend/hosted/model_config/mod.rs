@@ -1,5 +1,5 @@
 //! How a model at a hosted provider is described in the backends file
-//! (`"backend": "fal"` or `"replicate"`): where each mode's jobs go, and
+//! (`"backend": "fal"`, or any provider of `providers/`): where each mode's jobs go, and
 //! the field map from our validated input to the provider's input (renames,
 //! value transforms, fixed fields). The file is checked against the catalog
 //! at start, so every parameter a configured mode accepts is mapped and
@@ -20,6 +20,7 @@ mod check;
 mod input;
 mod planned;
 
+pub use check::check_provider_url;
 pub use planned::{PlannedInput, PlannedInputs, RefusedInput, TargetSettings};
 
 use super::budget::BudgetConfig;
@@ -402,22 +403,12 @@ pub struct HostedModelConfig {
     /// The provider's API root (fal: the queue), for tests and proxies.
     #[serde(default)]
     pub api_url: Option<String>,
-    /// fal only: the platform API (request listing).
-    #[serde(default)]
-    pub platform_url: Option<String>,
-    /// fal only: where fal publishes its webhook keys (a JWKS).
-    #[serde(default)]
-    pub jwks_url: Option<String>,
-    /// fal only: where each endpoint's OpenAPI document is read by the
-    /// live schema check (`?endpoint_id=` is added).
-    #[serde(default)]
-    pub schema_url: Option<String>,
-    /// fal only: the operator's fal user id. fal signs every customer's
-    /// webhooks with the same keys, naming the account in
-    /// `X-Fal-Webhook-User-Id`; when this is set, a webhook naming another
-    /// account is refused before anything else is read.
-    #[serde(default)]
-    pub webhook_user_id: Option<String>,
+    /// The entry's settings that only its provider takes (fal's
+    /// `platform_url`, …), handed to it unread: the provider reads and
+    /// checks its own (`HostedProvider::own_settings`), so nothing here
+    /// names a provider. `HostedEntry` fills it from the file's entry.
+    #[serde(skip)]
+    pub provider_settings: Map<String, Value>,
     #[serde(default)]
     pub timeouts: HostedTimeouts,
     /// Largest output copied, in bytes.

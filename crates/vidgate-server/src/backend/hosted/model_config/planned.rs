@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 use vidgate_core::Mode;
 
-use super::{FieldMapping, HostedModelConfig, PresentVariant, Unserved};
+use super::{FieldMapping, HostedModeConfig, HostedModelConfig, PresentVariant, Unserved};
 use crate::backend::contract::Job;
 use crate::backend::hosted::references::ReferenceSyntax;
 
@@ -106,98 +106,125 @@ impl HostedModelConfig {
             let endpoint = model
                 .endpoint(mode)
                 .ok_or_else(|| format!("the model has no mode {mode_name}"))?;
-            let parameters: Vec<&vidgate_core::catalog::Parameter> = endpoint
-                .parameters()
-                .filter(|parameter| parameter.name != "webhook_url")
-                .collect();
-            let mut base = Map::new();
-            for parameter in &parameters {
-                if parameter.required_in(mode) {
-                    base.insert(parameter.name.clone(), sample_values(parameter)[0].clone());
-                }
-            }
-            let mut variations: Vec<Map<String, Value>> = vec![Map::new()];
-            for parameter in &parameters {
-                for value in sample_values(parameter) {
-                    let mut variation = Map::new();
-                    // A value that needs another parameter gets the first
-                    // one it names (reference audio needs an image).
-                    if let Some(needed) = parameter.requires_any_of.first()
-                        && let Some(needed) = model.parameter(needed)
-                    {
-                        variation.insert(needed.name.clone(), sample_values(needed)[0].clone());
-                    }
-                    variation.insert(parameter.name.clone(), value);
-                    variations.push(variation);
-                }
-            }
-            // The choices of target: each value of `target_by`, and each
-            // `when_present` parameter given or not.
-            let mut choices: Vec<Map<String, Value>> = vec![Map::new()];
-            if let Some(by) = &mode_config.target_by
-                && let Some(parameter) = model.parameter(&by.parameter)
-            {
-                choices = cross(&choices, &by.parameter, sample_values(parameter));
-            }
-            for parameter_name in mode_config.when_present.keys() {
-                if let Some(parameter) = model.parameter(parameter_name) {
-                    let mut given = vec![Value::Null];
-                    given.push(sample_values(parameter)[0].clone());
-                    choices = cross(&choices, parameter_name, given);
-                }
-            }
-            let mut seen = std::collections::BTreeSet::new();
-            for choice in &choices {
-                for variation in &variations {
-                    let mut body = base.clone();
-                    for (name, value) in choice.iter().chain(variation) {
-                        if value.is_null() {
-                            body.remove(name);
-                        } else {
-                            body.insert(name.clone(), value.clone());
-                        }
-                    }
-                    let body = Value::Object(body);
-                    if !seen.insert(body.to_string()) {
-                        continue;
-                    }
-                    let input = endpoint
-                        .validate_value(&body, vidgate_core::Purpose::Submit)
-                        .map_err(|invalid| {
-                            format!("{mode_name}: the sample {body} is not valid: {invalid}")
-                        })?;
-                    if let Err(unserved) = self.serves(mode, &input) {
-                        planned.refused.push(RefusedInput {
-                            mode,
-                            request: body,
-                            unserved,
-                        });
-                        continue;
-                    }
-                    let job = Job {
-                        generation_id: "planned".into(),
-                        model: model.id.clone(),
-                        mode,
-                        seed: input.seed().unwrap_or(42),
-                        input: input.clone(),
-                        media_input: input,
-                        media: Default::default(),
-                        width: 1280,
-                        height: 720,
-                        // Planning sends nothing, so no price is held.
-                        price: vidgate_core::Micros(0),
-                    };
-                    planned.sent.push(PlannedInput {
+            for body in sample_requests(model, &endpoint, mode_config) {
+                let input = endpoint
+                    .validate_value(&body, vidgate_core::Purpose::Submit)
+                    .map_err(|invalid| {
+                        format!("{mode_name}: the sample {body} is not valid: {invalid}")
+                    })?;
+                if let Err(unserved) = self.serves(mode, &input) {
+                    planned.refused.push(RefusedInput {
                         mode,
                         request: body,
-                        target: self.target(&job)?.0,
-                        input: self.provider_input(&job)?,
+                        unserved,
                     });
+                    continue;
                 }
+                planned
+                    .sent
+                    .push(self.planned_input(model, mode, body, input)?);
             }
         }
         Ok(planned)
     }
+
+    /// What the file sends for the request `body`, validated into `input`.
+    fn planned_input(
+        &self,
+        model: &vidgate_core::Model,
+        mode: Mode,
+        body: Value,
+        input: vidgate_core::ValidatedInput,
+    ) -> Result<PlannedInput, String> {
+        let job = Job {
+            generation_id: "planned".into(),
+            model: model.id.clone(),
+            mode,
+            seed: input.seed().unwrap_or(42),
+            input: input.clone(),
+            media_input: input,
+            media: Default::default(),
+            width: 1280,
+            height: 720,
+            // Planning sends nothing, so no price is held.
+            price: vidgate_core::Micros(0),
+        };
+        Ok(PlannedInput {
+            mode,
+            request: body,
+            target: self.target(&job)?.0,
+            input: self.provider_input(&job)?,
+        })
+    }
+}
+
+/// The sample requests of one mode, each once: a valid request (its
+/// required parameters) with every allowed value of every parameter the
+/// catalog sells, one at a time, under every choice of target (each value
+/// of `target_by`, each `when_present` parameter given or not).
+fn sample_requests(
+    model: &vidgate_core::Model,
+    endpoint: &vidgate_core::Endpoint<'_>,
+    mode_config: &HostedModeConfig,
+) -> Vec<Value> {
+    let mode = endpoint.mode;
+    let parameters: Vec<&vidgate_core::catalog::Parameter> = endpoint
+        .parameters()
+        .filter(|parameter| parameter.name != "webhook_url")
+        .collect();
+    let mut base = Map::new();
+    for parameter in &parameters {
+        if parameter.required_in(mode) {
+            base.insert(parameter.name.clone(), sample_values(parameter)[0].clone());
+        }
+    }
+    let mut variations: Vec<Map<String, Value>> = vec![Map::new()];
+    for parameter in &parameters {
+        for value in sample_values(parameter) {
+            let mut variation = Map::new();
+            // A value that needs another parameter gets the first one it
+            // names (reference audio needs an image).
+            if let Some(needed) = parameter.requires_any_of.first()
+                && let Some(needed) = model.parameter(needed)
+            {
+                variation.insert(needed.name.clone(), sample_values(needed)[0].clone());
+            }
+            variation.insert(parameter.name.clone(), value);
+            variations.push(variation);
+        }
+    }
+    let mut choices: Vec<Map<String, Value>> = vec![Map::new()];
+    if let Some(by) = &mode_config.target_by
+        && let Some(parameter) = model.parameter(&by.parameter)
+    {
+        choices = cross(&choices, &by.parameter, sample_values(parameter));
+    }
+    for parameter_name in mode_config.when_present.keys() {
+        if let Some(parameter) = model.parameter(parameter_name) {
+            let mut given = vec![Value::Null];
+            given.push(sample_values(parameter)[0].clone());
+            choices = cross(&choices, parameter_name, given);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut requests = Vec::new();
+    for choice in &choices {
+        for variation in &variations {
+            let mut body = base.clone();
+            for (name, value) in choice.iter().chain(variation) {
+                if value.is_null() {
+                    body.remove(name);
+                } else {
+                    body.insert(name.clone(), value.clone());
+                }
+            }
+            let body = Value::Object(body);
+            if seen.insert(body.to_string()) {
+                requests.push(body);
+            }
+        }
+    }
+    requests
 }
 
 /// What a backends file entry says of one target (`target_settings`).

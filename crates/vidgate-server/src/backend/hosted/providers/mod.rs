@@ -67,9 +67,20 @@ pub trait HostedProvider: Send + Sync + 'static {
         BudgetConfig::default()
     }
 
-    /// Refuses the settings of a model's entry that this provider does not
-    /// take, or takes only together.
-    fn check_settings(&self, config: &HostedModelConfig) -> Result<(), String>;
+    /// The settings of a model's entry that this provider alone takes,
+    /// beside the shared ones of `HostedModelConfig` (fal's `platform_url`,
+    /// …): the entry hands them over in `provider_settings`. None by
+    /// default.
+    fn own_settings(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Refuses its own settings of a model's entry (`own_settings`) that
+    /// cannot work. Another provider's settings never reach it
+    /// (`check_settings` below refuses them first).
+    fn check_settings(&self, _config: &HostedModelConfig) -> Result<(), String> {
+        Ok(())
+    }
 
     /// The client of its protocol for one model's entry, sending
     /// `credential`, each call given up after `request_timeout`.
@@ -142,6 +153,32 @@ impl std::fmt::Debug for dyn HostedProvider {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.write_str(self.name())
     }
+}
+
+/// Checks the settings a model's entry at `provider` hands it: one that
+/// only another provider takes is refused, naming that provider, and the
+/// provider checks its own.
+pub fn check_settings(provider: Provider, config: &HostedModelConfig) -> Result<(), String> {
+    for name in config.provider_settings.keys() {
+        if provider.own_settings().contains(&name.as_str()) {
+            continue;
+        }
+        let takers: Vec<&str> = PROVIDERS
+            .iter()
+            .filter(|taker| taker.own_settings().contains(&name.as_str()))
+            .map(|taker| taker.name())
+            .collect();
+        return Err(format!("{name} is for {} only", takers.join(" and ")));
+    }
+    provider.check_settings(config)
+}
+
+/// The names of every setting that a provider alone takes, which an
+/// entry hands to its provider (`HostedModelConfig::provider_settings`).
+pub fn own_setting_names() -> impl Iterator<Item = &'static str> {
+    PROVIDERS
+        .iter()
+        .flat_map(|provider| provider.own_settings().iter().copied())
 }
 
 /// The request budget of a model's credential at `provider`: each value

@@ -51,19 +51,6 @@ impl HostedProvider for DashScope {
         }
     }
 
-    fn check_settings(&self, config: &HostedModelConfig) -> Result<(), String> {
-        if config.platform_url.is_some()
-            || config.jwks_url.is_some()
-            || config.schema_url.is_some()
-            || config.webhook_user_id.is_some()
-        {
-            return Err(
-                "platform_url, jwks_url, schema_url and webhook_user_id are for fal only".into(),
-            );
-        }
-        Ok(())
-    }
-
     fn client(
         &self,
         config: &HostedModelConfig,

@@ -1,11 +1,15 @@
 //! fal (`"backend": "fal"`): its facts, and its queue API (`client.rs`).
 
 mod client;
+mod schema;
+mod settings;
 
 pub use client::{
     DEFAULT_API_URL, DEFAULT_JWKS_URL, DEFAULT_QUEUE_URL, DISABLE_FALLBACK_HEADERS, FalClient,
     app_id, parse_jwks, signed_message, verify_webhook,
 };
+pub use schema::input_schema;
+pub use settings::{FalSettings, SETTING_NAMES};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,18 +42,12 @@ impl HostedProvider for Fal {
         "examples/hosted/fal.json"
     }
 
+    fn own_settings(&self) -> &'static [&'static str] {
+        SETTING_NAMES
+    }
+
     fn check_settings(&self, config: &HostedModelConfig) -> Result<(), String> {
-        if config.platform_url.is_some() && config.api_url.is_none() {
-            return Err("platform_url needs api_url too".into());
-        }
-        if config
-            .webhook_user_id
-            .as_deref()
-            .is_some_and(|user_id| user_id.trim().is_empty())
-        {
-            return Err("webhook_user_id is empty".into());
-        }
-        Ok(())
+        FalSettings::of(config)?.check(config)
     }
 
     fn client(
@@ -58,15 +56,16 @@ impl HostedProvider for Fal {
         credential: String,
         request_timeout: Duration,
     ) -> Result<Arc<dyn ProviderProtocol>, String> {
+        let settings = FalSettings::of(config)?;
         Ok(Arc::new(
             FalClient::new(
                 config.api_url.as_deref().unwrap_or(DEFAULT_QUEUE_URL),
-                config.platform_url.as_deref().unwrap_or(DEFAULT_API_URL),
-                config.jwks_url.as_deref().unwrap_or(DEFAULT_JWKS_URL),
+                settings.platform_url(),
+                settings.jwks_url(),
                 credential,
                 request_timeout,
             )?
-            .with_webhook_user_id(config.webhook_user_id.clone()),
+            .with_webhook_user_id(settings.webhook_user_id),
         ))
     }
 
@@ -83,11 +82,12 @@ impl HostedProvider for Fal {
         http: &reqwest::Client,
         _credentials: &dyn for<'name> Fn(&'name str) -> Option<String>,
     ) -> Result<InputSchema, SchemaUnread> {
-        let base = config.schema_url.as_deref().unwrap_or(DEFAULT_SCHEMA_URL);
+        let settings = FalSettings::of(config)?;
+        let base = settings.schema_url();
         let mut url = url::Url::parse(base).map_err(|error| format!("{base:?}: {error}"))?;
         url.query_pairs_mut().append_pair("endpoint_id", target);
         let document = get_json(http.get(url)).await?;
-        InputSchema::from_fal_openapi(document, target).map_err(|reason| {
+        input_schema(document, target).map_err(|reason| {
             SchemaUnread::Failed(format!(
                 "the target does not exist at fal (its OpenAPI document: {reason})"
             ))

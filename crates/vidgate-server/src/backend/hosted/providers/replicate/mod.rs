@@ -2,10 +2,12 @@
 //! (`client.rs`).
 
 mod client;
+mod schema;
 
 #[cfg(test)]
 pub(in crate::backend::hosted) use client::classify_error;
 pub use client::{DEFAULT_API_URL, ReplicateClient, prediction_state, verify_webhook};
+pub use schema::input_schema;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,19 +35,6 @@ impl HostedProvider for Replicate {
 
     fn example_file(&self) -> &'static str {
         "examples/hosted/replicate.json"
-    }
-
-    fn check_settings(&self, config: &HostedModelConfig) -> Result<(), String> {
-        if config.platform_url.is_some()
-            || config.jwks_url.is_some()
-            || config.schema_url.is_some()
-            || config.webhook_user_id.is_some()
-        {
-            return Err(
-                "platform_url, jwks_url, schema_url and webhook_user_id are for fal only".into(),
-            );
-        }
-        Ok(())
     }
 
     fn client(
@@ -104,6 +93,6 @@ impl HostedProvider for Replicate {
             Some(_) => serde_json::json!({ "latest_version": answer }),
             None => answer,
         };
-        InputSchema::from_replicate_model(&model_answer).map_err(SchemaUnread::Failed)
+        input_schema(&model_answer).map_err(SchemaUnread::Failed)
     }
 }
