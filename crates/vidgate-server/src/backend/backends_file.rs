@@ -614,7 +614,7 @@ mod tests {
                     "providers": [fal_example["models"][model_id].clone(), entry] } } });
                 for file in [alone, in_failover] {
                     let applied = apply_with_every_variable(&file);
-                    let error = applied.err().expect("the file is refused").to_string();
+                    let error = applied.expect_err("the file is refused").to_string();
                     assert!(
                         error.contains(&format!("{setting} is for fal only")),
                         "{setting} at {}: {error}",
