@@ -5,13 +5,14 @@
 //! API in `http/error.rs`, the playground as its page), with the message
 //! customers see.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use vidgate_core::{Endpoint, InvalidRequest, MediaFacts, Micros, Purpose, ValidatedInput};
+use vidgate_core::{Endpoint, InvalidRequest, MediaFacts, Micros, Model, Purpose, ValidatedInput};
 use vidgate_media::InspectError;
 
 use crate::application::state::AppState;
-use crate::backend::{Admission, Rejection};
+use crate::backend::{Admission, Backend, Rejection};
 use crate::bound_media::{MediaBinding, is_kept_media};
 use crate::ids::{new_generation_id, sha256_hex};
 use crate::media::{
@@ -302,19 +303,7 @@ async fn queue_generation(
         }
     }
     let model = endpoint.model;
-
-    let backend = state.backends.for_model(model).ok_or_else(|| {
-        SubmitError::ModelUnavailable(format!(
-            "{} has no backend configured on this deployment.",
-            model.id
-        ))
-    })?;
-    if state.store.accounts().is_model_paused(&model.id).await? {
-        return Err(SubmitError::ModelUnavailable(format!(
-            "{} is temporarily not accepting new generations. Retry later with backoff.",
-            model.id
-        )));
-    }
+    let backend = accepting_backend(state, model).await?;
     refuse_what_the_account_cannot_pay(state, caller, endpoint, &input).await?;
     // Media is fetched and checked only once the cheap checks passed; its
     // probed durations price reference videos, exactly as a quote does. The
@@ -331,23 +320,15 @@ async fn queue_generation(
     // The backend is asked before anything is held, so that a refusal is an
     // error with nothing charged and no generation left behind; asking after
     // the commit would race a worker that already claimed the job.
-    let admission = Admission {
-        model,
-        mode: endpoint.mode,
-        input: &input,
-        price: price.amount,
-    };
     backend
-        .admit(&admission)
+        .admit(&Admission {
+            model,
+            mode: endpoint.mode,
+            input: &input,
+            price: price.amount,
+        })
         .await
-        .map_err(|rejection| match rejection {
-            Rejection::Unavailable(message) => SubmitError::ModelUnavailable(message),
-            Rejection::Upstream(message) => SubmitError::RefusedUpstream(message),
-            Rejection::Unserved { param, message } => SubmitError::Invalid {
-                message,
-                param: Some(param),
-            },
-        })?;
+        .map_err(admission_error)?;
     let binding = MediaBinding::keep(&state.storage, &state.api_base, &inspection)
         .await
         .map_err(SubmitError::internal)?;
@@ -381,7 +362,54 @@ async fn queue_generation(
             refused_or_replayed
         }
     }
-    .map_err(|refusal| match refusal {
+    .map_err(refusal_error)?;
+
+    let (generation, replayed) = match outcome {
+        SubmitOutcome::Created(generation) => (generation, false),
+        SubmitOutcome::Replayed(generation) => (generation, true),
+    };
+    if !replayed {
+        state.queue_wakeup.job_queued(backend.runs_at_provider());
+    }
+    Ok((generation, replayed))
+}
+
+/// The backend of `model`, unless the deployment has none for it or the
+/// operator paused it.
+async fn accepting_backend(
+    state: &AppState,
+    model: &Model,
+) -> Result<Arc<dyn Backend>, SubmitError> {
+    let backend = state.backends.for_model(model).ok_or_else(|| {
+        SubmitError::ModelUnavailable(format!(
+            "{} has no backend configured on this deployment.",
+            model.id
+        ))
+    })?;
+    if state.store.accounts().is_model_paused(&model.id).await? {
+        return Err(SubmitError::ModelUnavailable(format!(
+            "{} is temporarily not accepting new generations. Retry later with backoff.",
+            model.id
+        )));
+    }
+    Ok(backend)
+}
+
+/// What the customer is told when the backend refused the job at admission.
+fn admission_error(rejection: Rejection) -> SubmitError {
+    match rejection {
+        Rejection::Unavailable(message) => SubmitError::ModelUnavailable(message),
+        Rejection::Upstream(message) => SubmitError::RefusedUpstream(message),
+        Rejection::Unserved { param, message } => SubmitError::Invalid {
+            message,
+            param: Some(param),
+        },
+    }
+}
+
+/// What the customer is told when the submit's transaction refused it.
+fn refusal_error(refusal: SubmitRefusal) -> SubmitError {
+    match refusal {
         SubmitRefusal::ConcurrencyLimit { limit } => SubmitError::ConcurrencyLimit { limit },
         SubmitRefusal::InsufficientBalance { balance, price } => {
             SubmitError::InsufficientBalance { balance, price }
@@ -399,16 +427,7 @@ async fn queue_generation(
         SubmitRefusal::IdempotencyMismatch => SubmitError::IdempotencyKeyReused,
         SubmitRefusal::AccountNotFound => SubmitError::AccountNotFound,
         SubmitRefusal::Store(error) => error.into(),
-    })?;
-
-    let (generation, replayed) = match outcome {
-        SubmitOutcome::Created(generation) => (generation, false),
-        SubmitOutcome::Replayed(generation) => (generation, true),
-    };
-    if !replayed {
-        state.queue_wakeup.job_queued(backend.runs_at_provider());
     }
-    Ok((generation, replayed))
 }
 
 /// Refuses, before any of its media is fetched, a request with media whose

@@ -167,37 +167,27 @@ type ApiKeyRow = (
 /// this interval, so authenticated reads stay reads.
 pub const KEY_USE_RESOLUTION: Duration = Duration::from_secs(60);
 
-macro_rules! account_columns {
-    () => {
-        "id, name, balance_micros, held_micros, captured_micros, credited_micros, debt_micros, \
-         rate_per_second, rate_burst, max_concurrent, webhook_secret, \
-         previous_webhook_secret, previous_webhook_secret_expires_at, created_at, deleted_at, \
-         low_balance_threshold_micros, low_balance_webhook_url, low_balance_alerted"
-    };
-}
-
-pub(super) use account_columns;
-
-#[derive(sqlx::FromRow)]
-pub(super) struct AccountRow {
-    id: String,
-    name: String,
-    balance_micros: i64,
-    held_micros: i64,
-    captured_micros: i64,
-    credited_micros: i64,
-    debt_micros: i64,
-    rate_per_second: i64,
-    rate_burst: i64,
-    max_concurrent: i64,
-    webhook_secret: String,
-    previous_webhook_secret: Option<String>,
-    previous_webhook_secret_expires_at: Option<i64>,
-    created_at: i64,
-    deleted_at: Option<i64>,
-    low_balance_threshold_micros: Option<i64>,
-    low_balance_webhook_url: Option<String>,
-    low_balance_alerted: bool,
+database_row! {
+    pub(super) struct AccountRow {
+        id: String,
+        name: String,
+        balance_micros: i64,
+        held_micros: i64,
+        captured_micros: i64,
+        credited_micros: i64,
+        debt_micros: i64,
+        rate_per_second: i64,
+        rate_burst: i64,
+        max_concurrent: i64,
+        webhook_secret: String,
+        previous_webhook_secret: Option<String>,
+        previous_webhook_secret_expires_at: Option<i64>,
+        created_at: i64,
+        deleted_at: Option<i64>,
+        low_balance_threshold_micros: Option<i64>,
+        low_balance_webhook_url: Option<String>,
+        low_balance_alerted: bool,
+    }
 }
 
 impl From<AccountRow> for Account {
@@ -302,11 +292,8 @@ impl Store {
         account_id: &str,
     ) -> Result<Option<Account>, StoreError> {
         let statement = format!(
-            concat!(
-                "SELECT ",
-                account_columns!(),
-                " FROM accounts WHERE id = $1 {locking}"
-            ),
+            "SELECT {columns} FROM accounts WHERE id = $1 {locking}",
+            columns = AccountRow::COLUMNS,
             locking = transaction.row_locking(RowLocking::ForUpdate),
         );
         let row: Option<AccountRow> = fetch_in_transaction!(
@@ -464,9 +451,9 @@ impl Accounts<'_> {
         let row: Option<AccountRow> = fetch_on_reader!(
             self.store,
             fetch_optional,
-            sqlx::query_as(concat!(
+            sqlx::query_as(statement!(
                 "SELECT ",
-                account_columns!(),
+                AccountRow::COLUMNS,
                 " FROM accounts WHERE id = $1"
             ))
             .bind(account_id)

@@ -79,7 +79,7 @@ impl Generation {
     }
 }
 
-/// A row of `generation_columns!()` read in place, as a view.
+/// A row of `GenerationRow::COLUMNS` read in place, as a view.
 fn view_of_inline_row<'row>(
     row: &'row rusqlite::Row<'_>,
 ) -> rusqlite::Result<GenerationView<'row>> {
@@ -201,16 +201,6 @@ pub struct ListFilter {
     pub before: Option<(i64, String)>,
     pub limit: u32,
 }
-
-/// The columns of a generation, in the order `GenerationRow` expects.
-macro_rules! generation_columns {
-    () => {
-        "id, account_id, model, endpoint, mode, status, input, output, error, price_micros, \
-         official_micros, source, webhook_url, attempts, created_at, started_at, completed_at"
-    };
-}
-
-pub(super) use generation_columns;
 
 /// A value a list's statement binds where its text has a parameter.
 #[derive(Clone, Copy, Debug)]
@@ -348,9 +338,9 @@ impl rusqlite::ToSql for ListValue<'_> {
 
 /// The start of an account's list of generations, up to the account's
 /// value (the first of `account_list_pieces`).
-const ACCOUNT_LIST_SELECT: &str = concat!(
+const ACCOUNT_LIST_SELECT: &str = statement!(
     "SELECT ",
-    generation_columns!(),
+    GenerationRow::COLUMNS,
     " FROM generations WHERE account_id = "
 );
 
@@ -398,16 +388,16 @@ database_row! {
 
 /// One of an account's generations by id: `GET /generations/{id}`, the
 /// hottest read of the API (a point read, inline on SQLite).
-const GENERATION_OF_ACCOUNT: &str = concat!(
+const GENERATION_OF_ACCOUNT: &str = statement!(
     "SELECT ",
-    generation_columns!(),
+    GenerationRow::COLUMNS,
     " FROM generations WHERE id = $1 AND account_id = $2"
 );
 
 /// A generation by id, whichever account's it is.
-pub(super) const GENERATION_BY_ID: &str = concat!(
+pub(super) const GENERATION_BY_ID: &str = statement!(
     "SELECT ",
-    generation_columns!(),
+    GenerationRow::COLUMNS,
     " FROM generations WHERE id = $1"
 );
 

@@ -4,7 +4,7 @@
 //! transaction of the ledger change (or the new threshold) that crosses it,
 //! unless one is still pending (migration 0028). PostgreSQL's submit
 //! function makes the same decision for its hold
-//! (`0028_fair_webhook_outbox.sql`).
+//! (`migrations/postgres/functions/vidgate_submit_generation.sql`).
 
 use serde_json::json;
 use vidgate_core::Micros;

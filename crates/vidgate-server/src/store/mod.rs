@@ -32,8 +32,11 @@
 /// Declares a row type that both ways of reading fill: sqlx by column name
 /// (its derived `FromRow`, for any statement on either store) and SQLite's
 /// inline reader (`InlineRow`, for its point reads) by position, the fields
-/// in the order the statement selects them. The fields are written once, so
-/// the two cannot disagree about a row. Reading by position matters on the
+/// in the order the statement selects them; and the list of its columns in
+/// that order, `COLUMNS`, which the statements that read it select (with
+/// `statement!`). The fields are written once, so the reads and the
+/// statements cannot disagree about a row, and a new column is one new
+/// field. Reading by position matters on the
 /// hottest read: rusqlite finds a column by name with a scan of the row's
 /// column names, which cost `GET /generations/{id}` twice what SQLite's own
 /// step did (`BENCHMARKS.md`, issue 42); debug builds check each position's
@@ -42,16 +45,37 @@
 macro_rules! database_row {
     (
         $(#[$attribute:meta])*
-        $visibility:vis struct $name:ident { $($field:ident: $type:ty),* $(,)? }
+        $visibility:vis struct $name:ident {
+            $(#[$first_attribute:meta])*
+            $first_visibility:vis $first:ident: $first_type:ty
+            $(, $(#[$field_attribute:meta])* $field_visibility:vis $field:ident: $type:ty)*
+            $(,)?
+        }
     ) => {
         $(#[$attribute])*
         #[derive(sqlx::FromRow)]
-        $visibility struct $name { $($field: $type),* }
+        $visibility struct $name {
+            $(#[$first_attribute])*
+            $first_visibility $first: $first_type,
+            $($(#[$field_attribute])* $field_visibility $field: $type),*
+        }
+
+        impl $name {
+            /// The row's columns, in the order of its fields.
+            #[allow(dead_code, reason = "rows read by a join name their columns themselves")]
+            pub(super) const COLUMNS: &'static str =
+                concat!(stringify!($first) $(, ", ", stringify!($field))*);
+        }
 
         impl $crate::store::inline_reads::InlineRow for $name {
             fn from_inline_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<$name> {
                 let mut position = 0;
                 Ok($name {
+                    $first: $crate::store::inline_reads::column(
+                        row,
+                        &mut position,
+                        stringify!($first),
+                    )?,
                     $($field: $crate::store::inline_reads::column(
                         row,
                         &mut position,
@@ -61,6 +85,55 @@ macro_rules! database_row {
             }
         }
     };
+}
+
+/// The text of a statement joined from `&'static str` pieces, constants
+/// among them (a row's `COLUMNS`), when the program is compiled: `concat!`
+/// takes only literals. The pieces are joined in a `const` block, so a
+/// statement costs nothing at run time and is a `&'static str` as a literal
+/// is (sqlx takes those as safe).
+macro_rules! statement {
+    ($($piece:expr),+ $(,)?) => {
+        const {
+            const PIECES: &[&str] = &[$($piece),+];
+            const BYTES: [u8; $crate::store::joined_length(PIECES)] =
+                $crate::store::joined(PIECES);
+            match std::str::from_utf8(&BYTES) {
+                Ok(text) => text,
+                Err(_) => panic!("the pieces of a statement are text"),
+            }
+        }
+    };
+}
+
+/// The length of `pieces` joined, for `statement!`.
+const fn joined_length(pieces: &[&str]) -> usize {
+    let mut length = 0;
+    let mut index = 0;
+    while index < pieces.len() {
+        length += pieces[index].len();
+        index += 1;
+    }
+    length
+}
+
+/// The bytes of `pieces` joined, for `statement!`; `LENGTH` is their
+/// `joined_length`.
+const fn joined<const LENGTH: usize>(pieces: &[&str]) -> [u8; LENGTH] {
+    let mut bytes = [0; LENGTH];
+    let mut written = 0;
+    let mut index = 0;
+    while index < pieces.len() {
+        let piece = pieces[index].as_bytes();
+        let mut at = 0;
+        while at < piece.len() {
+            bytes[written] = piece[at];
+            written += 1;
+            at += 1;
+        }
+        index += 1;
+    }
+    bytes
 }
 
 #[macro_use]

@@ -5,11 +5,9 @@
 
 use vidgate_core::Micros;
 
-use super::accounts::{Account, AccountRow, account_columns};
+use super::accounts::{Account, AccountRow};
 use super::database::WriteTransaction;
-use super::generations::{
-    Generation, GenerationRow, ListFilter, generation_columns, push_list_filter,
-};
+use super::generations::{Generation, GenerationRow, ListFilter, push_list_filter};
 use super::ledger::Movement;
 use super::retention::record_expired_file;
 use super::retention::stored_path_of_output;
@@ -347,9 +345,9 @@ impl Operator<'_> {
         // The builder is written once and typed for each database by
         // the pool it runs on.
         let rows: Vec<GenerationRow> = on_reader!(self.store, |reader| {
-            let mut query = sqlx::QueryBuilder::new(concat!(
+            let mut query = sqlx::QueryBuilder::new(statement!(
                 "SELECT ",
-                generation_columns!(),
+                GenerationRow::COLUMNS,
                 " FROM generations WHERE 1 = 1"
             ));
             match &filter.account_id {
@@ -384,9 +382,9 @@ impl Operator<'_> {
         limit: u32,
     ) -> Result<Vec<Account>, StoreError> {
         let rows: Vec<AccountRow> =
-            fetch_on_reader!(self.store, fetch_all, sqlx::query_as(concat!(
+            fetch_on_reader!(self.store, fetch_all, sqlx::query_as(statement!(
                 "SELECT ",
-                account_columns!(),
+                AccountRow::COLUMNS,
                 " FROM accounts WHERE (CAST($1 AS TEXT) IS NULL OR id > $1) ORDER BY id LIMIT $2"
             ))
             .bind(after)
@@ -506,7 +504,7 @@ impl Operator<'_> {
     /// row stays with its money figures and its ledger, so the books still
     /// add up.
     pub async fn delete_account(
-        self,
+        &self,
         account_id: &str,
         actor: &str,
     ) -> Result<AccountDeletion, StoreError> {
@@ -532,135 +530,9 @@ impl Operator<'_> {
             return Ok(AccountDeletion::Active { generations });
         }
         let now = now_millis();
-        let outputs: Vec<(String, String)> = fetch_in_transaction!(
-            &mut transaction,
-            fetch_all,
-            sqlx::query_as(
-                "SELECT id, output FROM generations WHERE account_id = $1 \
-                 AND output IS NOT NULL AND output_expired_at IS NULL",
-            )
-            .bind(account_id)
-        )?;
-        let mut files = Vec::new();
-        for (generation_id, output) in outputs {
-            let output: serde_json::Value = serde_json::from_str(&output).map_err(|error| {
-                StoreError::Corrupt(format!("generation {generation_id}: {error}"))
-            })?;
-            files.extend(stored_path_of_output(&output));
-        }
-        let uploads: Vec<String> = fetch_in_transaction!(
-            &mut transaction,
-            fetch_all,
-            sqlx::query_scalar(
-                "SELECT relative_path FROM uploads WHERE account_id = $1 \
-                 UNION SELECT relative_path FROM direct_uploads WHERE account_id = $1",
-            )
-            .bind(account_id)
-        )?;
-        files.extend(uploads);
-        for relative_path in &files {
-            record_expired_file(&mut transaction, relative_path, account_id, now).await?;
-        }
-        // What people wrote about the account (names, emails,
-        // reasons, failure messages) goes; which event happened,
-        // when, by whom and for how much stays.
-        let audit_rows: Vec<(i64, String)> = fetch_in_transaction!(
-            &mut transaction,
-            fetch_all,
-            sqlx::query_as(
-                "SELECT id, detail FROM audit_log WHERE target = $1 \
-                 OR target IN (SELECT id FROM users WHERE account_id = $1) \
-                 OR target IN (SELECT id FROM api_keys WHERE account_id = $1) \
-                 OR target IN (SELECT idempotency_key FROM credit_adjustments \
-                               WHERE account_id = $1)",
-            )
-            .bind(account_id)
-        )?;
-        // A user removed before the account is no longer in `users`, but
-        // the entries about it name the account in their detail.
-        let naming_the_account: Vec<(i64, String)> = fetch_in_transaction!(
-            &mut transaction,
-            fetch_all,
-            sqlx::query_as("SELECT id, detail FROM audit_log WHERE detail LIKE $1")
-                .bind(format!("%{account_id}%"))
-        )?;
-        let audit_rows = audit_rows.into_iter().chain(
-            naming_the_account
-                .into_iter()
-                .filter(|(_, detail)| audit_detail_names_account(detail, account_id)),
-        );
-        for (id, detail) in audit_rows {
-            if let Some(redacted) = redacted_audit_detail(&detail) {
-                execute_in_transaction!(
-                    &mut transaction,
-                    sqlx::query("UPDATE audit_log SET detail = $1 WHERE id = $2")
-                        .bind(redacted)
-                        .bind(id)
-                )?;
-            }
-        }
-        execute_in_transaction!(
-            &mut transaction,
-            sqlx::query("UPDATE credit_adjustments SET reason = $2 WHERE account_id = $1")
-                .bind(account_id)
-                .bind(REDACTED)
-        )?;
-        Store::redact_idempotency_keys_in(&mut transaction, account_id).await?;
-        let failures: Vec<(String, String)> = fetch_in_transaction!(
-            &mut transaction,
-            fetch_all,
-            sqlx::query_as(
-                "SELECT id, error FROM generations WHERE account_id = $1 AND error IS NOT NULL",
-            )
-            .bind(account_id)
-        )?;
-        for (generation_id, error) in failures {
-            execute_in_transaction!(
-                &mut transaction,
-                sqlx::query("UPDATE generations SET error = $1 WHERE id = $2")
-                    .bind(redacted_failure(&error))
-                    .bind(generation_id)
-            )?;
-        }
-        // Children before parents, for the foreign keys.
-        for statement in [
-            "DELETE FROM webhook_attempts WHERE delivery_id IN \
-             (SELECT id FROM webhook_deliveries WHERE account_id = $1)",
-            "DELETE FROM webhook_deliveries WHERE account_id = $1",
-            "DELETE FROM generation_media WHERE generation_id IN \
-             (SELECT id FROM generations WHERE account_id = $1)",
-            "UPDATE provider_jobs SET input = '{}' WHERE generation_id IN \
-             (SELECT id FROM generations WHERE account_id = $1)",
-            "DELETE FROM uploads WHERE account_id = $1",
-            "DELETE FROM direct_uploads WHERE account_id = $1",
-            "DELETE FROM sessions WHERE account_id = $1",
-            "DELETE FROM users WHERE account_id = $1",
-            "DELETE FROM api_keys WHERE account_id = $1",
-        ] {
-            execute_in_transaction!(&mut transaction, sqlx::query(statement).bind(account_id))?;
-        }
-        // Prices, statuses and times stay: they are the books.
-        execute_in_transaction!(
-            &mut transaction,
-            sqlx::query(
-                "UPDATE generations SET input = '{}', output = NULL, webhook_url = NULL, \
-                 idempotency_key = NULL, request_sha256 = NULL, \
-                 output_expired_at = COALESCE(output_expired_at, $2) WHERE account_id = $1",
-            )
-            .bind(account_id)
-            .bind(now)
-        )?;
-        execute_in_transaction!(
-            &mut transaction,
-            sqlx::query(
-                "UPDATE accounts SET name = '', webhook_secret = '', \
-                 previous_webhook_secret = NULL, previous_webhook_secret_expires_at = NULL, \
-                 low_balance_threshold_micros = NULL, low_balance_webhook_url = NULL, \
-                 low_balance_alerted = FALSE, deleted_at = $2 WHERE id = $1",
-            )
-            .bind(account_id)
-            .bind(now)
-        )?;
+        let files = expire_account_files_in(&mut transaction, account_id, now).await?;
+        redact_what_people_wrote_in(&mut transaction, account_id).await?;
+        erase_account_data_in(&mut transaction, account_id, now).await?;
         Store::record_audit_in(
             &mut transaction,
             &NewAuditEntry {
@@ -668,7 +540,7 @@ impl Operator<'_> {
                 action: AuditAction::AccountDelete,
                 target: account_id.to_owned(),
                 detail: serde_json::json!({
-                    "files": files.len(),
+                    "files": files,
                     "balance_micros": account.balance.0,
                     "captured_micros": account.captured.0,
                     "credited_micros": account.credited.0,
@@ -683,10 +555,7 @@ impl Operator<'_> {
         // Its keys are gone: this node forgets them at once, other
         // nodes when their cached entries expire.
         self.store.callers().forget_all();
-        Ok(AccountDeletion::Deleted {
-            account,
-            files: files.len(),
-        })
+        Ok(AccountDeletion::Deleted { account, files })
     }
 
     pub async fn record_audit(self, entry: NewAuditEntry) -> Result<(), StoreError> {
@@ -714,4 +583,161 @@ impl Operator<'_> {
         )?;
         Ok(rows.into_iter().map(audit_entry_from_row).collect())
     }
+}
+
+/// Records every file of the account (its generations' clips, its uploads)
+/// as expired, so their URLs answer 410 at once and the sweep deletes them;
+/// answers how many there were.
+async fn expire_account_files_in(
+    transaction: &mut WriteTransaction,
+    account_id: &str,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let outputs: Vec<(String, String)> = fetch_in_transaction!(
+        &mut *transaction,
+        fetch_all,
+        sqlx::query_as(
+            "SELECT id, output FROM generations WHERE account_id = $1 \
+             AND output IS NOT NULL AND output_expired_at IS NULL",
+        )
+        .bind(account_id)
+    )?;
+    let mut files = Vec::new();
+    for (generation_id, output) in outputs {
+        let output: serde_json::Value = serde_json::from_str(&output)
+            .map_err(|error| StoreError::Corrupt(format!("generation {generation_id}: {error}")))?;
+        files.extend(stored_path_of_output(&output));
+    }
+    let uploads: Vec<String> = fetch_in_transaction!(
+        &mut *transaction,
+        fetch_all,
+        sqlx::query_scalar(
+            "SELECT relative_path FROM uploads WHERE account_id = $1 \
+             UNION SELECT relative_path FROM direct_uploads WHERE account_id = $1",
+        )
+        .bind(account_id)
+    )?;
+    files.extend(uploads);
+    for relative_path in &files {
+        record_expired_file(transaction, relative_path, account_id, now).await?;
+    }
+    Ok(files.len())
+}
+
+/// Redacts what people wrote about the account: names, emails and reasons
+/// in the audit log and the credit adjustments, the idempotency keys the
+/// operator gave, and the messages of failed generations. Which event
+/// happened, when, by whom and for how much stays.
+async fn redact_what_people_wrote_in(
+    transaction: &mut WriteTransaction,
+    account_id: &str,
+) -> Result<(), StoreError> {
+    let audit_rows: Vec<(i64, String)> = fetch_in_transaction!(
+        &mut *transaction,
+        fetch_all,
+        sqlx::query_as(
+            "SELECT id, detail FROM audit_log WHERE target = $1 \
+             OR target IN (SELECT id FROM users WHERE account_id = $1) \
+             OR target IN (SELECT id FROM api_keys WHERE account_id = $1) \
+             OR target IN (SELECT idempotency_key FROM credit_adjustments \
+                           WHERE account_id = $1)",
+        )
+        .bind(account_id)
+    )?;
+    // A user removed before the account is no longer in `users`, but
+    // the entries about it name the account in their detail.
+    let naming_the_account: Vec<(i64, String)> = fetch_in_transaction!(
+        &mut *transaction,
+        fetch_all,
+        sqlx::query_as("SELECT id, detail FROM audit_log WHERE detail LIKE $1")
+            .bind(format!("%{account_id}%"))
+    )?;
+    let audit_rows = audit_rows.into_iter().chain(
+        naming_the_account
+            .into_iter()
+            .filter(|(_, detail)| audit_detail_names_account(detail, account_id)),
+    );
+    for (id, detail) in audit_rows {
+        if let Some(redacted) = redacted_audit_detail(&detail) {
+            execute_in_transaction!(
+                &mut *transaction,
+                sqlx::query("UPDATE audit_log SET detail = $1 WHERE id = $2")
+                    .bind(redacted)
+                    .bind(id)
+            )?;
+        }
+    }
+    execute_in_transaction!(
+        &mut *transaction,
+        sqlx::query("UPDATE credit_adjustments SET reason = $2 WHERE account_id = $1")
+            .bind(account_id)
+            .bind(REDACTED)
+    )?;
+    Store::redact_idempotency_keys_in(transaction, account_id).await?;
+    let failures: Vec<(String, String)> = fetch_in_transaction!(
+        &mut *transaction,
+        fetch_all,
+        sqlx::query_as(
+            "SELECT id, error FROM generations WHERE account_id = $1 AND error IS NOT NULL",
+        )
+        .bind(account_id)
+    )?;
+    for (generation_id, error) in failures {
+        execute_in_transaction!(
+            &mut *transaction,
+            sqlx::query("UPDATE generations SET error = $1 WHERE id = $2")
+                .bind(redacted_failure(&error))
+                .bind(generation_id)
+        )?;
+    }
+    Ok(())
+}
+
+/// Deletes the account's keys, people, sessions, deliveries and uploads,
+/// empties its generations' inputs and outputs and blanks its own row.
+/// Prices, statuses and times stay: they are the books.
+async fn erase_account_data_in(
+    transaction: &mut WriteTransaction,
+    account_id: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    // Children before parents, for the foreign keys.
+    for statement in [
+        "DELETE FROM webhook_attempts WHERE delivery_id IN \
+         (SELECT id FROM webhook_deliveries WHERE account_id = $1)",
+        "DELETE FROM webhook_deliveries WHERE account_id = $1",
+        "DELETE FROM generation_media WHERE generation_id IN \
+         (SELECT id FROM generations WHERE account_id = $1)",
+        "UPDATE provider_jobs SET input = '{}' WHERE generation_id IN \
+         (SELECT id FROM generations WHERE account_id = $1)",
+        "DELETE FROM uploads WHERE account_id = $1",
+        "DELETE FROM direct_uploads WHERE account_id = $1",
+        "DELETE FROM sessions WHERE account_id = $1",
+        "DELETE FROM users WHERE account_id = $1",
+        "DELETE FROM api_keys WHERE account_id = $1",
+    ] {
+        execute_in_transaction!(&mut *transaction, sqlx::query(statement).bind(account_id))?;
+    }
+    execute_in_transaction!(
+        &mut *transaction,
+        sqlx::query(
+            "UPDATE generations SET input = '{}', output = NULL, webhook_url = NULL, \
+             idempotency_key = NULL, request_sha256 = NULL, \
+             output_expired_at = COALESCE(output_expired_at, $2) WHERE account_id = $1",
+        )
+        .bind(account_id)
+        .bind(now)
+    )?;
+    execute_in_transaction!(
+        &mut *transaction,
+        sqlx::query(
+            "UPDATE accounts SET name = '', webhook_secret = '', \
+             previous_webhook_secret = NULL, previous_webhook_secret_expires_at = NULL, \
+             low_balance_threshold_micros = NULL, low_balance_webhook_url = NULL, \
+             low_balance_alerted = FALSE, deleted_at = $2 WHERE id = $1",
+        )
+        .bind(account_id)
+        .bind(now)
+    )?;
+    Ok(())
 }

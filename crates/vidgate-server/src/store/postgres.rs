@@ -71,15 +71,15 @@ impl PgStore {
         // connection until its time-out and report only that.
         let mut first = schema::connect_postgres(&options).await?;
         match migrations {
-            // sqlx takes an advisory lock while migrating, so several nodes
-            // starting at once apply each migration exactly once.
-            Migrations::Apply => schema::postgres_migrator().run(&mut first).await?,
+            // sqlx takes an advisory lock while migrating, and the functions
+            // are applied under one of their own, so several nodes starting
+            // at once apply each migration and each changed function once.
+            Migrations::Apply => {
+                schema::postgres_migrator().run(&mut first).await?;
+                schema::apply_postgres_functions(&mut first).await?;
+            }
             Migrations::Require => {
-                let applied = schema::postgres_applied_versions(&mut first).await?;
-                schema::require_none_pending(schema::pending(
-                    &schema::postgres_migrator(),
-                    &applied,
-                ))?
+                schema::require_none_pending(schema::postgres_pending(&mut first).await?)?
             }
         }
         first.close().await.ok();

@@ -10,7 +10,7 @@ use sqlx::AssertSqlSafe;
 use vidgate_core::Micros;
 
 use super::database::{Database, RowLocking, WriteTransaction};
-use super::generations::{Generation, GenerationRow, generation_columns};
+use super::generations::{Generation, GenerationRow};
 use super::ledger::Movement;
 use super::{PgStore, SqliteStore, Store, StoreError, now_millis};
 
@@ -149,7 +149,7 @@ fn claim_statement<Dialect: ClaimDialect>() -> String {
                            FROM generations claimed WHERE claimed.claim_sequence IS NOT NULL) \
          WHERE status = 'queued' AND id = ({pick}) \
          RETURNING {columns}",
-        columns = generation_columns!(),
+        columns = GenerationRow::COLUMNS,
     )
 }
 

@@ -6,6 +6,14 @@
 //! applied migrations they do not know instead of refusing the database, as
 //! sqlx does by default. On PostgreSQL sqlx applies them under an advisory
 //! lock, so nodes starting together apply each one exactly once.
+//!
+//! PostgreSQL's functions (the submit's, `store/submit.rs`) are not copied
+//! into a migration each time they change: each is one file of
+//! `migrations/postgres/functions/`, applied after the numbered migrations
+//! and again whenever its text changes (`apply_postgres_functions`). A
+//! function stays in SQL because it earns it: a batch of submits is one
+//! round trip instead of 2 + 7 per submit, 1.8-2.4 times the submits a
+//! second (BENCHMARKS.md, session 21).
 
 use std::collections::HashSet;
 use std::str::FromStr;
@@ -81,6 +89,146 @@ pub(super) fn require_none_pending(pending: Vec<Migration>) -> Result<(), StoreE
     }
 }
 
+/// One of PostgreSQL's functions, kept whole in one file of
+/// `migrations/postgres/functions/` and applied after the numbered
+/// migrations (`apply_postgres_functions`). A function changes by a diff of
+/// its file and a new `revision`; no migration copies its body.
+pub(super) struct PostgresFunction {
+    pub(super) name: &'static str,
+    /// One more with every change of the file. A database keeps the highest
+    /// revision a node applied, so a node of an older release starting
+    /// during an upgrade does not put its older body back.
+    pub(super) revision: i64,
+    pub(super) text: &'static str,
+}
+
+impl PostgresFunction {
+    fn sha256(&self) -> String {
+        crate::ids::sha256_hex(self.text.as_bytes())
+    }
+
+    /// Whether a database that last applied `applied` (its revision and
+    /// checksum, none when it never did) needs this file applied.
+    fn is_pending(&self, applied: Option<&(i64, String)>) -> bool {
+        match applied {
+            None => true,
+            Some((revision, sha256)) => {
+                self.revision > *revision
+                    || (self.revision == *revision && self.sha256() != *sha256)
+            }
+        }
+    }
+}
+
+/// PostgreSQL's functions, in the order they are applied.
+pub(super) const POSTGRES_FUNCTIONS: &[PostgresFunction] = &[
+    PostgresFunction {
+        name: "vidgate_submit_generation",
+        revision: 1,
+        text: include_str!("../../migrations/postgres/functions/vidgate_submit_generation.sql"),
+    },
+    PostgresFunction {
+        name: "vidgate_submit_generations",
+        revision: 1,
+        text: include_str!("../../migrations/postgres/functions/vidgate_submit_generations.sql"),
+    },
+];
+
+/// The advisory lock under which nodes apply PostgreSQL's functions, so that
+/// nodes starting together apply each changed one once. Any fixed number
+/// serves; this one is "vidgate" in ASCII.
+const FUNCTIONS_LOCK: i64 = 0x0076_6964_6761_7465;
+
+/// What `vidgate_functions` records of each function a node applied: its
+/// name, revision and the SHA-256 of its text.
+type AppliedFunction = (String, i64, String);
+
+/// The functions of `POSTGRES_FUNCTIONS` that a database which applied
+/// `applied` lacks, or has at an older revision or with another text.
+fn pending_functions(applied: &[AppliedFunction]) -> Vec<&'static PostgresFunction> {
+    POSTGRES_FUNCTIONS
+        .iter()
+        .filter(|function| {
+            let recorded = applied
+                .iter()
+                .find(|(name, ..)| name == function.name)
+                .map(|(_, revision, sha256)| (*revision, sha256.clone()));
+            function.is_pending(recorded.as_ref())
+        })
+        .collect()
+}
+
+/// The functions a PostgreSQL database has applied (none before migration
+/// 0030 made their table).
+async fn applied_functions(
+    connection: &mut PgConnection,
+) -> Result<Vec<AppliedFunction>, StoreError> {
+    let has_table: bool = sqlx::query_scalar("SELECT to_regclass('vidgate_functions') IS NOT NULL")
+        .fetch_one(&mut *connection)
+        .await?;
+    if !has_table {
+        return Ok(Vec::new());
+    }
+    Ok(
+        sqlx::query_as("SELECT name, revision, sha256 FROM vidgate_functions")
+            .fetch_all(connection)
+            .await?,
+    )
+}
+
+/// Applies, after the numbered migrations, every function the database
+/// lacks or has at an older revision or with another text, in one
+/// transaction under `FUNCTIONS_LOCK`: a node that waited for the lock
+/// finds the functions applied and applies nothing.
+pub(super) async fn apply_postgres_functions(
+    connection: &mut PgConnection,
+) -> Result<(), StoreError> {
+    let mut transaction = connection.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(FUNCTIONS_LOCK)
+        .execute(&mut *transaction)
+        .await?;
+    let applied = applied_functions(&mut transaction).await?;
+    for function in pending_functions(&applied) {
+        sqlx::raw_sql(function.text)
+            .execute(&mut *transaction)
+            .await?;
+        sqlx::query(
+            "INSERT INTO vidgate_functions (name, revision, sha256, applied_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO UPDATE SET \
+             revision = EXCLUDED.revision, sha256 = EXCLUDED.sha256, \
+             applied_at = EXCLUDED.applied_at",
+        )
+        .bind(function.name)
+        .bind(function.revision)
+        .bind(function.sha256())
+        .bind(super::now_millis())
+        .execute(&mut *transaction)
+        .await?;
+    }
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// This version's migrations and functions that a PostgreSQL database
+/// lacks, each function as a `Migration` named after it.
+pub(super) async fn postgres_pending(
+    connection: &mut PgConnection,
+) -> Result<Vec<Migration>, StoreError> {
+    let applied = postgres_applied_versions(connection).await?;
+    let mut lacking = pending(&postgres_migrator(), &applied);
+    let functions = applied_functions(connection).await?;
+    lacking.extend(
+        pending_functions(&functions)
+            .into_iter()
+            .map(|function| Migration {
+                version: function.revision,
+                description: format!("function {}", function.name),
+            }),
+    );
+    Ok(lacking)
+}
+
 /// The statement that lists the applied migrations' versions; the same in
 /// both dialects. Only successful ones count: a failed one is pending.
 const APPLIED_VERSIONS: &str =
@@ -101,9 +249,7 @@ pub(super) async fn sqlite_applied_versions(
 
 /// The versions of the migrations a PostgreSQL database has applied (none
 /// without a migrations table).
-pub(super) async fn postgres_applied_versions(
-    connection: &mut PgConnection,
-) -> Result<Vec<i64>, StoreError> {
+async fn postgres_applied_versions(connection: &mut PgConnection) -> Result<Vec<i64>, StoreError> {
     applied_versions::<Postgres>(
         connection,
         "SELECT to_regclass('_sqlx_migrations') IS NOT NULL",
@@ -158,7 +304,8 @@ pub(super) async fn connect_postgres(
         .map_err(StoreError::from)
 }
 
-/// This version's migrations that the database at `database_url` lacks,
+/// This version's migrations that the database at `database_url` lacks
+/// (on PostgreSQL, with the functions it lacks or has at another text),
 /// changing nothing (a SQLite file that does not exist yet lacks them all).
 pub async fn pending_migrations(database_url: &str) -> Result<Vec<Migration>, StoreError> {
     if database_url.starts_with("sqlite:") {
@@ -172,16 +319,17 @@ pub async fn pending_migrations(database_url: &str) -> Result<Vec<Migration>, St
         Ok(pending(&sqlite_migrator(), &applied))
     } else if is_postgres_url(database_url) {
         let mut connection = connect_postgres(&postgres_options(database_url)?).await?;
-        let applied = postgres_applied_versions(&mut connection).await?;
+        let lacking = postgres_pending(&mut connection).await?;
         connection.close().await.ok();
-        Ok(pending(&postgres_migrator(), &applied))
+        Ok(lacking)
     } else {
         Err(StoreError::unsupported_url(database_url))
     }
 }
 
-/// Applies this version's pending migrations to the database at
-/// `database_url` and returns those it lacked (`vidgate admin migrate`).
+/// Applies this version's pending migrations (and, on PostgreSQL, its
+/// changed functions) to the database at `database_url` and returns those
+/// it lacked (`vidgate admin migrate`).
 pub async fn migrate(database_url: &str) -> Result<Vec<Migration>, StoreError> {
     let lacking = pending_migrations(database_url).await?;
     if database_url.starts_with("sqlite:") {
@@ -192,6 +340,7 @@ pub async fn migrate(database_url: &str) -> Result<Vec<Migration>, StoreError> {
     } else {
         let mut connection = connect_postgres(&postgres_options(database_url)?).await?;
         postgres_migrator().run(&mut connection).await?;
+        apply_postgres_functions(&mut connection).await?;
         connection.close().await.ok();
     }
     Ok(lacking)
@@ -217,6 +366,62 @@ mod tests {
         with_newer.push(999_999);
         assert!(pending(&migrator, &with_newer).is_empty());
         assert_eq!(pending(&migrator, &versions[1..]).len(), 1);
+    }
+
+    #[test]
+    fn a_function_is_pending_when_missing_older_or_changed_and_never_when_newer() {
+        let recorded = |revision_change: i64, sha256: Option<&str>| -> Vec<AppliedFunction> {
+            POSTGRES_FUNCTIONS
+                .iter()
+                .map(|function| {
+                    (
+                        function.name.to_owned(),
+                        function.revision + revision_change,
+                        sha256.map_or_else(|| function.sha256(), str::to_owned),
+                    )
+                })
+                .collect()
+        };
+        let names = |pending: Vec<&PostgresFunction>| -> Vec<&str> {
+            pending.iter().map(|function| function.name).collect()
+        };
+        let every_name: Vec<&str> = POSTGRES_FUNCTIONS.iter().map(|f| f.name).collect();
+        assert_eq!(names(pending_functions(&[])), every_name);
+        assert!(pending_functions(&recorded(0, None)).is_empty());
+        assert_eq!(names(pending_functions(&recorded(-1, None))), every_name);
+        assert_eq!(
+            names(pending_functions(&recorded(0, Some("changed by hand")))),
+            every_name
+        );
+        // A newer release's functions, whatever their text.
+        assert!(pending_functions(&recorded(1, Some("newer"))).is_empty());
+    }
+
+    /// A function's file changes with its revision: a database keeps the
+    /// highest revision applied, so a change at the same revision would be
+    /// undone by each node of the other text that starts. Raise the
+    /// revision in `POSTGRES_FUNCTIONS` and write the new checksum here.
+    #[test]
+    fn each_function_file_is_the_text_of_its_revision() {
+        let files: Vec<(&str, i64, String)> = POSTGRES_FUNCTIONS
+            .iter()
+            .map(|function| (function.name, function.revision, function.sha256()))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                (
+                    "vidgate_submit_generation",
+                    1,
+                    "52ab389ec4bd5461ef675b7bf14b8a6adaf53accb1b34fa780324052220022bb".to_owned()
+                ),
+                (
+                    "vidgate_submit_generations",
+                    1,
+                    "a34c2635f72f25f131c6d45dc93f10aeebaa0bc64dc558fffbf47c8aa7b07e3c".to_owned()
+                ),
+            ]
+        );
     }
 
     #[test]

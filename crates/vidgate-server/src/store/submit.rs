@@ -12,19 +12,25 @@
 //!
 //! SQLite runs the statements of each submit in one write transaction
 //! (`BEGIN IMMEDIATE … COMMIT`) per batch on its single writer connection.
-//! PostgreSQL calls the function `vidgate_submit_generation` (migration
-//! 0009) for a submit alone, and `vidgate_submit_generations` (migration
-//! 0016) for a batch, which calls the former for each submit in account
-//! order: each runs the statements in the server, so the account rows stay
-//! locked for one round trip instead of one per statement, and two nodes'
-//! batches lock accounts in the same order and cannot deadlock. That lock
-//! is what bounds one account's submits per second across all nodes; a
-//! batch pays it, and the commit, once for many submits.
+//! PostgreSQL calls the function `vidgate_submit_generation` for a submit
+//! alone, and `vidgate_submit_generations` for a batch, which calls the
+//! former for each submit in account order. Each is one file,
+//! `migrations/postgres/functions/<name>.sql`, applied after the numbered
+//! migrations whenever it changes (`schema.rs`); the rules below and the
+//! function's are the same rules, held to each other by the behaviour
+//! suites, which run on both stores. The functions run the statements in
+//! the server, so the account rows stay locked for one round trip instead
+//! of one per statement, and two nodes' batches lock accounts in the same
+//! order and cannot deadlock. That lock is what bounds one account's
+//! submits per second across all nodes; a batch pays it, and the commit,
+//! once for many submits. Sending these statements from here instead made
+//! half the submits a second or less in batches (BENCHMARKS.md, session
+//! 21).
 
 use sqlx::{PgPool, SqlitePool};
 use vidgate_core::{GenerationStatus, Micros};
 
-use super::accounts::{SPEND_LIMIT_OF_KEY, SpendLimitRow, spend_limit_from_row};
+use super::accounts::{Account, SPEND_LIMIT_OF_KEY, SpendLimitRow, spend_limit_from_row};
 use super::database::{Database, WriteTransaction};
 use super::generations::Generations;
 use super::generations::{
@@ -116,10 +122,12 @@ macro_rules! bind_submitted_generation {
     }};
 }
 
-/// Decides one SQLite submit inside `transaction` at `now`. A refusal is an
-/// answer and writes nothing that matters (at most it forgets an
-/// idempotency key older than the window, which any later submit would
-/// forget too); an error means the transaction must not commit.
+/// Decides one SQLite submit inside `transaction` at `now`, in the order of
+/// PostgreSQL's function: the account, the replay, the refusals, then the
+/// writes. A refusal is an answer and writes nothing that matters (at most
+/// it forgets an idempotency key older than the window, which any later
+/// submit would forget too); an error means the transaction must not
+/// commit.
 async fn submit_in(
     transaction: &mut WriteTransaction,
     generation: &NewGeneration,
@@ -130,40 +138,71 @@ async fn submit_in(
     let Some(account) = Store::account_in(transaction, &generation.account_id).await? else {
         return Ok(Err(SubmitRefusal::AccountNotFound));
     };
-    if let Some(idempotency) = &generation.idempotency {
-        // A key older than the window is forgotten so that it can
-        // be used again, as the Idempotency-Key convention expects.
-        execute_in_transaction!(
-            transaction,
-            sqlx::query(
-                "UPDATE generations SET idempotency_key = NULL \
-                 WHERE account_id = $1 AND idempotency_key = $2 AND created_at < $3",
-            )
-            .bind(&generation.account_id)
-            .bind(&idempotency.key)
-            .bind(now - IDEMPOTENCY_WINDOW.as_millis() as i64)
-        )?;
-        let earlier: Option<(String, Option<String>)> = fetch_in_transaction!(
-            transaction,
-            fetch_optional,
-            sqlx::query_as(
-                "SELECT id, request_sha256 FROM generations \
-                 WHERE account_id = $1 AND idempotency_key = $2",
-            )
-            .bind(&generation.account_id)
-            .bind(&idempotency.key)
-        )?;
-        if let Some((earlier_id, earlier_digest)) = earlier {
-            if earlier_digest.as_deref() != Some(idempotency.request_sha256.as_str()) {
-                return Ok(Err(SubmitRefusal::IdempotencyMismatch));
-            }
-            let original = Store::generation_in(transaction, &earlier_id)
-                .await?
-                .ok_or_else(|| StoreError::Corrupt("replayed generation vanished".into()))?;
-            return Ok(Ok(SubmitOutcome::Replayed(original)));
-        }
+    if let Some(answer) = replay_in(transaction, generation, now).await? {
+        return Ok(answer);
     }
+    if let Some(refusal) = refusal_in(transaction, &account, generation, now).await? {
+        return Ok(Err(refusal));
+    }
+    insert_queued_in(transaction, generation, now).await?;
+    Ok(Ok(SubmitOutcome::Created(queued_generation(
+        generation, now,
+    ))))
+}
 
+/// The answer to a submit whose idempotency key an earlier submit of the
+/// account used within the window: that generation, or a refusal when the
+/// request differs; `None` when the key is new (or there is none).
+async fn replay_in(
+    transaction: &mut WriteTransaction,
+    generation: &NewGeneration,
+    now: i64,
+) -> Result<Option<SubmitAnswer>, StoreError> {
+    let Some(idempotency) = &generation.idempotency else {
+        return Ok(None);
+    };
+    // A key older than the window is forgotten so that it can be used
+    // again, as the Idempotency-Key convention expects.
+    execute_in_transaction!(
+        transaction,
+        sqlx::query(
+            "UPDATE generations SET idempotency_key = NULL \
+             WHERE account_id = $1 AND idempotency_key = $2 AND created_at < $3",
+        )
+        .bind(&generation.account_id)
+        .bind(&idempotency.key)
+        .bind(now - IDEMPOTENCY_WINDOW.as_millis() as i64)
+    )?;
+    let earlier: Option<(String, Option<String>)> = fetch_in_transaction!(
+        transaction,
+        fetch_optional,
+        sqlx::query_as(
+            "SELECT id, request_sha256 FROM generations \
+             WHERE account_id = $1 AND idempotency_key = $2",
+        )
+        .bind(&generation.account_id)
+        .bind(&idempotency.key)
+    )?;
+    let Some((earlier_id, earlier_digest)) = earlier else {
+        return Ok(None);
+    };
+    if earlier_digest.as_deref() != Some(idempotency.request_sha256.as_str()) {
+        return Ok(Some(Err(SubmitRefusal::IdempotencyMismatch)));
+    }
+    let original = Store::generation_in(transaction, &earlier_id)
+        .await?
+        .ok_or_else(|| StoreError::Corrupt("replayed generation vanished".into()))?;
+    Ok(Some(Ok(SubmitOutcome::Replayed(original))))
+}
+
+/// Why `account` may not submit `generation` now, if it may not: the
+/// concurrency cap, then the balance, then the key's spend limit.
+async fn refusal_in(
+    transaction: &mut WriteTransaction,
+    account: &Account,
+    generation: &NewGeneration,
+    now: i64,
+) -> Result<Option<SubmitRefusal>, StoreError> {
     let active: i64 = fetch_in_transaction!(
         transaction,
         fetch_one,
@@ -175,20 +214,27 @@ async fn submit_in(
     )?;
     let limit = account.limits.max_concurrent as i64;
     if active >= limit {
-        return Ok(Err(SubmitRefusal::ConcurrencyLimit { limit }));
+        return Ok(Some(SubmitRefusal::ConcurrencyLimit { limit }));
     }
     // A debt (money taken back after it was spent, migration 0020) stops
     // every submit until it is paid, a free one too; the refusal reports
     // the balance the customer sees, negative while the debt is owed.
     if account.debt > Micros::ZERO || account.balance < generation.price {
-        return Ok(Err(SubmitRefusal::InsufficientBalance {
+        return Ok(Some(SubmitRefusal::InsufficientBalance {
             balance: account.shown_balance(),
             price: generation.price,
         }));
     }
-    if let Some(refusal) = spend_limit_refusal_in(transaction, generation, now).await? {
-        return Ok(Err(refusal));
-    }
+    spend_limit_refusal_in(transaction, generation, now).await
+}
+
+/// Writes the accepted submit: the queued generation, its media binding,
+/// the hold with its ledger row, and the announcement of the work.
+async fn insert_queued_in(
+    transaction: &mut WriteTransaction,
+    generation: &NewGeneration,
+    now: i64,
+) -> Result<(), StoreError> {
     execute_in_transaction!(
         transaction,
         bind_submitted_generation!(
@@ -219,10 +265,7 @@ async fn submit_in(
         generation.price,
     )
     .await?;
-    Store::announce_work(transaction, &generation.id).await?;
-    Ok(Ok(SubmitOutcome::Created(queued_generation(
-        generation, now,
-    ))))
+    Store::announce_work(transaction, &generation.id).await
 }
 
 /// The refusal of a submit whose hold would take its API key past the key's

@@ -73,46 +73,30 @@ impl User {
     }
 }
 
-macro_rules! user_columns {
-    () => {
-        "id, account_id, email, password_hash, created_at, role, must_change_password, \
-         one_time_password_expires_at"
-    };
+database_row! {
+    /// A user as stored.
+    struct UserRow {
+        id: String,
+        account_id: String,
+        email: String,
+        password_hash: String,
+        created_at: i64,
+        role: String,
+        must_change_password: bool,
+        one_time_password_expires_at: Option<i64>,
+    }
 }
 
-/// A user row, in `user_columns!` order.
-type UserRow = (
-    String,
-    String,
-    String,
-    String,
-    i64,
-    String,
-    bool,
-    Option<i64>,
-);
-
-fn user_from_row(
-    (
-        id,
-        account_id,
-        email,
-        password_hash,
-        created_at,
-        role,
-        must_change_password,
-        one_time_password_expires_at,
-    ): UserRow,
-) -> Result<User, StoreError> {
+fn user_from_row(row: UserRow) -> Result<User, StoreError> {
     Ok(User {
-        id,
-        account_id,
-        email,
-        password_hash,
-        created_at,
-        role: UserRole::from_stored(&role)?,
-        must_change_password,
-        one_time_password_expires_at,
+        role: UserRole::from_stored(&row.role)?,
+        id: row.id,
+        account_id: row.account_id,
+        email: row.email,
+        password_hash: row.password_hash,
+        created_at: row.created_at,
+        must_change_password: row.must_change_password,
+        one_time_password_expires_at: row.one_time_password_expires_at,
     })
 }
 
@@ -263,9 +247,9 @@ impl Users<'_> {
         let row: Option<UserRow> = fetch_on_reader!(
             self.store,
             fetch_optional,
-            sqlx::query_as(concat!(
+            sqlx::query_as(statement!(
                 "SELECT ",
-                user_columns!(),
+                UserRow::COLUMNS,
                 " FROM users WHERE email = $1"
             ))
             .bind(email)
@@ -277,9 +261,9 @@ impl Users<'_> {
         let row: Option<UserRow> = fetch_on_reader!(
             self.store,
             fetch_optional,
-            sqlx::query_as(concat!(
+            sqlx::query_as(statement!(
                 "SELECT ",
-                user_columns!(),
+                UserRow::COLUMNS,
                 " FROM users WHERE id = $1"
             ))
             .bind(user_id)
@@ -292,9 +276,9 @@ impl Users<'_> {
         let rows: Vec<UserRow> = fetch_on_reader!(
             self.store,
             fetch_all,
-            sqlx::query_as(concat!(
+            sqlx::query_as(statement!(
                 "SELECT ",
-                user_columns!(),
+                UserRow::COLUMNS,
                 " FROM users WHERE account_id = $1 ORDER BY created_at, id"
             ))
             .bind(account_id)
@@ -487,9 +471,9 @@ impl Store {
         let row: Option<UserRow> = fetch_in_transaction!(
             transaction,
             fetch_optional,
-            sqlx::query_as(concat!(
+            sqlx::query_as(statement!(
                 "SELECT ",
-                user_columns!(),
+                UserRow::COLUMNS,
                 " FROM users WHERE id = $1 AND account_id = $2"
             ))
             .bind(user_id)

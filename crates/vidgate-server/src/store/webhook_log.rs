@@ -3,7 +3,7 @@
 
 use sqlx::{Postgres, Sqlite};
 
-use super::webhooks::{AttemptRecord, DeliveryRow, DeliveryStatus, delivery_columns};
+use super::webhooks::{AttemptRecord, DeliveryRow, DeliveryStatus};
 use super::{Store, StoreError, now_millis};
 
 /// One delivery of one generation, with its attempts, for the delivery log.
@@ -61,16 +61,18 @@ pub struct AccountDelivery {
     pub delivery: WebhookDelivery,
 }
 
-#[derive(sqlx::FromRow)]
-pub(super) struct AttemptRow {
-    pub(super) delivery_id: String,
-    attempt: i64,
-    started_at: i64,
-    duration_ms: i64,
-    status_code: Option<i64>,
-    error: Option<String>,
-    response_body: Option<String>,
-    next_attempt_at: Option<i64>,
+database_row! {
+    /// An attempt of a delivery, as the log shows it.
+    pub(super) struct AttemptRow {
+        pub(super) delivery_id: String,
+        attempt: i64,
+        started_at: i64,
+        duration_ms: i64,
+        status_code: Option<i64>,
+        error: Option<String>,
+        response_body: Option<String>,
+        next_attempt_at: Option<i64>,
+    }
 }
 
 impl From<AttemptRow> for WebhookAttempt {
@@ -87,14 +89,6 @@ impl From<AttemptRow> for WebhookAttempt {
             next_attempt_at: row.next_attempt_at,
         }
     }
-}
-
-/// The columns of an `AttemptRow`, read from `webhook_attempts` as `a`.
-macro_rules! attempt_columns {
-    () => {
-        "a.delivery_id, a.attempt, a.started_at, a.duration_ms, a.status_code, a.error, \
-         a.response_body, a.next_attempt_at"
-    };
 }
 
 impl Store {
@@ -174,17 +168,18 @@ impl WebhookLog<'_> {
         let deliveries = self
             .store
             .deliveries_with_attempts(
-                concat!(
+                statement!(
                     "SELECT ",
-                    delivery_columns!(),
+                    DeliveryRow::COLUMNS,
                     " FROM webhook_deliveries WHERE generation_id = $1 AND account_id = $2 \
                       ORDER BY created_at, id"
                 ),
-                concat!(
+                statement!(
                     "SELECT ",
-                    attempt_columns!(),
-                    " FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
-                      WHERE d.generation_id = $1 AND d.account_id = $2 ORDER BY a.id"
+                    AttemptRow::COLUMNS,
+                    " FROM webhook_attempts WHERE delivery_id IN \
+                      (SELECT id FROM webhook_deliveries WHERE generation_id = $1 \
+                       AND account_id = $2) ORDER BY id"
                 ),
                 generation_id,
                 account_id,
@@ -291,15 +286,15 @@ impl WebhookLog<'_> {
     ) -> Result<Vec<AccountDelivery>, StoreError> {
         self.store
             .deliveries_with_attempts(
-                concat!(
+                statement!(
                     "SELECT ",
-                    delivery_columns!(),
+                    DeliveryRow::COLUMNS,
                     " FROM webhook_deliveries WHERE account_id = $1 \
                   ORDER BY created_at DESC, id DESC LIMIT $2"
                 ),
-                concat!(
+                statement!(
                     "SELECT ",
-                    attempt_columns!(),
+                    AttemptRow::COLUMNS,
                     " FROM webhook_attempts a WHERE a.delivery_id IN \
                   (SELECT id FROM webhook_deliveries WHERE account_id = $1 \
                    ORDER BY created_at DESC, id DESC LIMIT $2) \

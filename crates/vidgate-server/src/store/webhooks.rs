@@ -7,9 +7,9 @@ use std::str::FromStr;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::accounts::{Account, AccountRow, account_columns};
+use super::accounts::{Account, AccountRow};
 use super::database::{Database, WriteTransaction};
-use super::generations::{Generation, GenerationRow, generation_columns};
+use super::generations::{Generation, GenerationRow};
 use super::webhook_log::WebhookDelivery;
 use super::{Store, StoreError, now_millis};
 
@@ -120,31 +120,22 @@ pub enum AttemptOutcome {
     Failed,
 }
 
-/// The columns of a webhook delivery, in the order `DeliveryRow` expects.
-macro_rules! delivery_columns {
-    () => {
-        "id, generation_id, account_id, event_type, url, status, attempts, next_attempt_at, \
-         lease_owner, created_at, completed_at, payload"
-    };
-}
-
-pub(super) use delivery_columns;
-
-#[derive(sqlx::FromRow)]
-pub(super) struct DeliveryRow {
-    pub(super) id: String,
-    /// None for an event about the account, whose data is `payload`.
-    pub(super) generation_id: Option<String>,
-    pub(super) account_id: String,
-    event_type: String,
-    url: String,
-    status: String,
-    attempts: i64,
-    next_attempt_at: Option<i64>,
-    lease_owner: Option<String>,
-    created_at: i64,
-    completed_at: Option<i64>,
-    payload: Option<String>,
+database_row! {
+    pub(super) struct DeliveryRow {
+        pub(super) id: String,
+        /// None for an event about the account, whose data is `payload`.
+        pub(super) generation_id: Option<String>,
+        pub(super) account_id: String,
+        event_type: String,
+        url: String,
+        status: String,
+        attempts: i64,
+        next_attempt_at: Option<i64>,
+        lease_owner: Option<String>,
+        created_at: i64,
+        completed_at: Option<i64>,
+        payload: Option<String>,
+    }
 }
 
 impl DeliveryRow {
@@ -289,7 +280,7 @@ fn delivery_claim_statement(dialect: DeliveryClaimDialect) -> String {
                            WHERE claimed.claim_sequence IS NOT NULL) \
          WHERE {due} AND id = ({pick}) \
          RETURNING {columns}",
-        columns = delivery_columns!(),
+        columns = DeliveryRow::COLUMNS,
     )
 }
 
@@ -370,9 +361,9 @@ impl Webhooks<'_> {
                 let generation: GenerationRow = fetch_on_reader!(
                     self.store,
                     fetch_one,
-                    sqlx::query_as(concat!(
+                    sqlx::query_as(statement!(
                         "SELECT ",
-                        generation_columns!(),
+                        GenerationRow::COLUMNS,
                         " FROM generations WHERE id = $1"
                     ))
                     .bind(generation_id)
@@ -394,9 +385,9 @@ impl Webhooks<'_> {
         let account: AccountRow = fetch_on_reader!(
             self.store,
             fetch_one,
-            sqlx::query_as(concat!(
+            sqlx::query_as(statement!(
                 "SELECT ",
-                account_columns!(),
+                AccountRow::COLUMNS,
                 " FROM accounts WHERE id = $1"
             ))
             .bind(&claimed.account_id)

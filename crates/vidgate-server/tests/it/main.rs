@@ -25,6 +25,7 @@ mod operations;
 mod operator_actions;
 mod operator_api;
 mod point_reads;
+mod postgres_functions;
 mod provider_accepts;
 mod provider_fidelity;
 mod provider_schemas;

@@ -1,0 +1,3 @@
+-- Nothing on SQLite: this migration records PostgreSQL's functions, which
+-- SQLite does not have (its submit runs in store/submit.rs). The file
+-- exists so that both stores have the same migration versions.
