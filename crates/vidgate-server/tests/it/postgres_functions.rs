@@ -123,13 +123,16 @@ async fn nodes_starting_together_apply_the_functions_once() {
     };
     let database = TestDatabase::create(&kind).await;
     let url = database.url();
-    let mut nodes = tokio::task::JoinSet::new();
-    for _ in 0..4 {
-        let url = url.clone();
-        nodes.spawn(async move { store::open(&url).await.map(drop) });
-    }
-    for opened in nodes.join_all().await {
-        opened.expect("every node opens the store");
+    // Four nodes open the store at once: their connections race at the
+    // database while the futures interleave here.
+    let opened = tokio::join!(
+        store::open(&url),
+        store::open(&url),
+        store::open(&url),
+        store::open(&url)
+    );
+    for node in [opened.0, opened.1, opened.2, opened.3] {
+        node.expect("every node opens the store");
     }
     let mut connection = PgConnection::connect(&url).await.unwrap();
     let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM vidgate_functions")
