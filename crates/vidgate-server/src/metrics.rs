@@ -309,139 +309,148 @@ impl Metrics {
             provider_routing_decisions: Family::default(),
             store_read_failures: Counter::default(),
         };
-        let registry = &mut metrics.registry;
         // Counters are registered without `_total`; the encoder adds it.
-        registry.register(
+        metrics.register_node_metrics();
+        metrics.register_provider_metrics();
+        metrics
+    }
+
+    /// The requests, submits, queue, jobs, money and webhooks.
+    fn register_node_metrics(&mut self) {
+        self.registry.register(
             "vidgate_http_request_duration_seconds",
             "HTTP requests by route template, method and status, and how long they took",
-            metrics.http_request_duration.clone(),
+            self.http_request_duration.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_submits",
             "Submits by model, mode and outcome: accepted, replayed, or the API error code",
-            metrics.submits.clone(),
+            self.submits.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_rate_limit_refusals",
             "Requests answered 429, by the limit that refused them",
-            metrics.rate_limit_refusals.clone(),
+            self.rate_limit_refusals.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_queue_depth",
             "Generations queued and running, read from the store at each scrape",
-            metrics.queue_depth.clone(),
+            self.queue_depth.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_queue_wait_seconds",
             "Time from submit to a worker claiming the job, by model and backend",
-            metrics.queue_wait.clone(),
+            self.queue_wait.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_queue_oldest_wait_seconds",
             "How long the oldest queued job of each of the five accounts waiting longest has waited, by rank (1 is the longest; 0 when fewer accounts wait); read from the store at each scrape",
-            metrics.queue_oldest_wait.clone(),
+            self.queue_oldest_wait.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_hosted_jobs_in_flight",
             "Jobs at hosted providers that this node's hosted pool follows now, by backend",
-            metrics.hosted_jobs_in_flight.clone(),
+            self.hosted_jobs_in_flight.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_job_run_seconds",
             "Time a backend took to run a job, by model and backend",
-            metrics.job_run.clone(),
+            self.job_run.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_job_outcomes",
             "Jobs this node's workers ended, by model, backend and outcome",
-            metrics.job_outcomes.clone(),
+            self.job_outcomes.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_rescued_jobs",
             "Jobs whose worker died, requeued or failed by this node's rescuer",
-            metrics.rescued_jobs.clone(),
+            self.rescued_jobs.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_money_held_micros",
             "Micro-dollars held for queued and running generations, read from the store at each scrape",
-            metrics.money_held.clone(),
+            self.money_held.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_money_captured_micros",
             "Micro-dollars captured by this node's workers for succeeded generations, by model",
-            metrics.money_captured.clone(),
+            self.money_captured.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_webhook_deliveries_pending",
             "Webhook deliveries waiting for an attempt, read from the store at each scrape",
-            metrics.webhook_deliveries_pending.clone(),
+            self.webhook_deliveries_pending.clone(),
         );
-        registry.register(
+        self.registry.register(
             "vidgate_webhook_attempts",
             "Webhook delivery attempts by this node's senders, by what became of the delivery",
-            metrics.webhook_attempts.clone(),
+            self.webhook_attempts.clone(),
         );
-        registry.register(
-            "vidgate_provider_circuit_open",
-            "Whether dispatch skips a hosted provider (1) or uses it (0), as a node last saved its circuit; read from the store at each scrape",
-            metrics.provider_circuit_open.clone(),
-        );
-        registry.register(
-            "vidgate_provider_consecutive_failures",
-            "A hosted provider's failed calls in a row, as a node last saved its circuit; read from the store at each scrape",
-            metrics.provider_consecutive_failures.clone(),
-        );
-        registry.register(
-            "vidgate_provider_calls",
-            "Calls this node made to a hosted provider, by credential and budget class (creates, others): the budget used",
-            metrics.provider_calls.clone(),
-        );
-        registry.register(
-            "vidgate_provider_rate_limited",
-            "429 answers this node received from a hosted provider, by credential and budget class",
-            metrics.provider_rate_limited.clone(),
-        );
-        registry.register(
-            "vidgate_provider_budget_limit_per_minute",
-            "A hosted provider credential's request budget per minute, by class, for all nodes together",
-            metrics.provider_budget_limit.clone(),
-        );
-        registry.register(
-            "vidgate_provider_budget_remaining",
-            "Tokens left in a provider budget's bucket at this node's last call, by class: the budget left",
-            metrics.provider_budget_remaining.clone(),
-        );
-        registry.register(
-            "vidgate_provider_budget_waiting",
-            "Calls waiting on this node for a provider budget's token, by class",
-            metrics.provider_budget_waiting.clone(),
-        );
-        registry.register(
-            "vidgate_provider_jobs_in_flight",
-            "Jobs this node runs at a hosted provider now, by credential",
-            metrics.provider_jobs_in_flight.clone(),
-        );
-        registry.register(
-            "vidgate_provider_poll_interval_seconds",
-            "Time between two state reads of one provider job, with or without a provider webhook registered",
-            metrics.provider_poll_interval.clone(),
-        );
-        registry.register(
-            "vidgate_provider_latency_seconds",
-            "This node's mean time from submit to finish of a model's last five succeeded jobs of a mode at a hosted provider, which the latency route compares",
-            metrics.provider_latency.clone(),
-        );
-        registry.register(
-            "vidgate_provider_routing_decisions",
-            "Jobs of failover models this node gave to a provider, by model, provider, route and reason (cheapest, fastest, first_healthy, …): each provider's share of jobs and why",
-            metrics.provider_routing_decisions.clone(),
-        );
-        registry.register(
+        self.registry.register(
             "vidgate_metrics_store_read_failures",
             "Scrapes whose store read failed; the store's gauges kept their last values",
-            metrics.store_read_failures.clone(),
+            self.store_read_failures.clone(),
         );
-        metrics
+    }
+
+    /// The hosted providers: circuits, calls, budgets, jobs and routing.
+    fn register_provider_metrics(&mut self) {
+        self.registry.register(
+            "vidgate_provider_circuit_open",
+            "Whether dispatch skips a hosted provider (1) or uses it (0), as a node last saved its circuit; read from the store at each scrape",
+            self.provider_circuit_open.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_consecutive_failures",
+            "A hosted provider's failed calls in a row, as a node last saved its circuit; read from the store at each scrape",
+            self.provider_consecutive_failures.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_calls",
+            "Calls this node made to a hosted provider, by credential and budget class (creates, others): the budget used",
+            self.provider_calls.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_rate_limited",
+            "429 answers this node received from a hosted provider, by credential and budget class",
+            self.provider_rate_limited.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_budget_limit_per_minute",
+            "A hosted provider credential's request budget per minute, by class, for all nodes together",
+            self.provider_budget_limit.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_budget_remaining",
+            "Tokens left in a provider budget's bucket at this node's last call, by class: the budget left",
+            self.provider_budget_remaining.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_budget_waiting",
+            "Calls waiting on this node for a provider budget's token, by class",
+            self.provider_budget_waiting.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_jobs_in_flight",
+            "Jobs this node runs at a hosted provider now, by credential",
+            self.provider_jobs_in_flight.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_poll_interval_seconds",
+            "Time between two state reads of one provider job, with or without a provider webhook registered",
+            self.provider_poll_interval.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_latency_seconds",
+            "This node's mean time from submit to finish of a model's last five succeeded jobs of a mode at a hosted provider, which the latency route compares",
+            self.provider_latency.clone(),
+        );
+        self.registry.register(
+            "vidgate_provider_routing_decisions",
+            "Jobs of failover models this node gave to a provider, by model, provider, route and reason (cheapest, fastest, first_healthy, …): each provider's share of jobs and why",
+            self.provider_routing_decisions.clone(),
+        );
     }
 
     /// One HTTP request; `route` is its route template or `UNMATCHED_ROUTE`.

@@ -6,7 +6,7 @@
 //!
 //! Each record derives `ToSchema` beside `Serialize`: the OpenAPI document's
 //! component schemas are generated from these same types
-//! (`http/openapi.rs`), so the document cannot describe fields the answers
+//! (`http/openapi/`), so the document cannot describe fields the answers
 //! do not have, or miss fields they do.
 
 use base64::Engine;
@@ -441,7 +441,7 @@ pub fn generation_json(generation: &Generation, api_base: &str) -> Value {
 }
 
 /// A generation as the store answers it, for the unit tests of the
-/// modules that present one (here and `http/openapi.rs`).
+/// modules that present one (here and `http/openapi/`).
 #[cfg(test)]
 pub(crate) fn sample_generation(status: GenerationStatus) -> Generation {
     Generation {
@@ -469,29 +469,68 @@ pub(crate) fn sample_generation(status: GenerationStatus) -> Generation {
 
 /// A key's spend limit as the operator API and `vidgate admin key limit`
 /// answer it: the amount as `"1.00"` and the period, both null without one.
+#[derive(Serialize, ToSchema)]
+#[schema(as = KeySpendLimit)]
+pub struct SpendLimitRecord<'a> {
+    key_id: &'a str,
+    #[schema(value_type = Option<String>, required = true)]
+    spend_limit_period: Option<&'static str>,
+    /// `"1.00"`.
+    #[schema(required = true)]
+    spend_limit_usd: Option<String>,
+}
+
+impl<'a> SpendLimitRecord<'a> {
+    pub fn new(
+        key_id: &'a str,
+        limit: Option<crate::spend_limits::SpendLimit>,
+    ) -> SpendLimitRecord<'a> {
+        SpendLimitRecord {
+            key_id,
+            spend_limit_period: limit.map(|limit| limit.period.as_str()),
+            spend_limit_usd: limit.map(|limit| limit.amount.usd_text()),
+        }
+    }
+}
+
+/// The spend limit record as a JSON value, for `vidgate admin`.
 pub fn spend_limit_json(
     key_id: &str,
     limit: Option<crate::spend_limits::SpendLimit>,
 ) -> serde_json::Value {
-    serde_json::json!({
-        "key_id": key_id,
-        "spend_limit_usd": limit.map(|limit| limit.amount.usd_text()),
-        "spend_limit_period": limit.map(|limit| limit.period.as_str()),
-    })
+    serde_json::to_value(SpendLimitRecord::new(key_id, limit))
+        .expect("a spend limit record is plain JSON")
 }
 
 /// An account's low-balance alert as the operator API and `vidgate admin
 /// account low-balance` answer it: the threshold as `"5.00"`, the URL its
-/// event goes to, and whether the balance is below it now; null without one.
-pub fn low_balance_alert_json(account: &crate::store::Account) -> serde_json::Value {
-    match &account.low_balance_alert {
-        None => Value::Null,
-        Some(alert) => serde_json::json!({
-            "threshold_usd": alert.threshold.usd_text(),
-            "webhook_url": alert.webhook_url,
-            "below": account.is_below_low_balance_threshold(),
-        }),
+/// event goes to, and whether the balance is below it now.
+#[derive(Serialize, ToSchema)]
+#[schema(as = LowBalanceAlert)]
+pub struct LowBalanceAlertRecord<'a> {
+    below: bool,
+    /// `"5.00"`.
+    threshold_usd: String,
+    #[schema(required = true, format = Uri)]
+    webhook_url: Option<&'a str>,
+}
+
+impl<'a> LowBalanceAlertRecord<'a> {
+    /// The account's alert; `None` without one.
+    pub fn new(account: &'a crate::store::Account) -> Option<LowBalanceAlertRecord<'a>> {
+        let alert = account.low_balance_alert.as_ref()?;
+        Some(LowBalanceAlertRecord {
+            below: account.is_below_low_balance_threshold(),
+            threshold_usd: alert.threshold.usd_text(),
+            webhook_url: alert.webhook_url.as_deref(),
+        })
     }
+}
+
+/// The alert as a JSON value, null without one, for `vidgate admin`.
+pub fn low_balance_alert_json(account: &crate::store::Account) -> serde_json::Value {
+    serde_json::to_value(LowBalanceAlertRecord::new(account))
+        .expect("a low-balance alert record is plain JSON")
 }
 
 #[cfg(test)]

@@ -262,45 +262,18 @@ impl Components {
         };
         let rate_limiter = Arc::new(rate_limiter);
         let storage = Arc::new(Storage::open(&options.storage, &options.data_dir)?);
-        let media_fetcher = media::fetcher(
-            FetchSettings {
-                allow_private_network: options.allow_private_network,
-                trusted_addresses: options.trusted_media_addresses.clone(),
-                // Downloads are checked on the data directory's disk, never
-                // in memory.
-                scratch_directory: Some(options.data_dir.join("scratch")),
-                ..FetchSettings::default()
-            },
-            &addresses.api_base,
-            storage.clone(),
-        )
-        .map_err(ServerError::MediaClient)?;
+        let media_fetcher = build_media_fetcher(&options, addresses, storage.clone())?;
         let metrics = Arc::new(Metrics::new());
-        // Provider webhooks need an address the provider can reach: only an
-        // operator-configured public URL is one.
-        let provider_webhooks =
-            ProviderWebhookUrls::shared(store.as_ref(), options.public_url.as_deref()).await?;
-        let backends = Backends::build(
-            &options.backends,
-            &BackendParts {
-                store: store.clone(),
-                storage: storage.clone(),
-                media_fetcher: media_fetcher.clone(),
-                // The providers' request budgets take their tokens from the
-                // same buckets as the API rate limit: in Redis, shared by
-                // every node, when it is configured.
-                rate_limiter: rate_limiter.clone(),
-                metrics: metrics.clone(),
-                provider_webhooks,
-                // Cog webhooks can only come back to a node that listens.
-                cog_callback_base: addresses.local_addr.map(|_| {
-                    options
-                        .cog_callback_url
-                        .clone()
-                        .unwrap_or_else(|| addresses.public_url.clone())
-                }),
-            },
-        )?;
+        let backends = build_backends(
+            &options,
+            addresses,
+            &store,
+            &storage,
+            &media_fetcher,
+            &rate_limiter,
+            &metrics,
+        )
+        .await?;
         // So that the first sign-in for an unknown email is no slower than
         // one for a known email.
         tokio::task::spawn_blocking(crate::application::passwords::prepare_dummy_hash);
@@ -388,49 +361,19 @@ impl Components {
     }
 
     /// Spawns the tasks of this node's role.
-    fn spawn(self, addresses: Addresses) -> RunningServer {
+    fn spawn(mut self, addresses: Addresses) -> RunningServer {
         let background_shutdown = CancellationToken::new();
         let mut background = Vec::new();
         // Only a node that runs jobs has a webhook client and queue
         // liveness (see `build`).
-        if let (Some(webhook_client), Some(liveness)) = (self.webhook_client, self.queue_liveness) {
-            let node_id = format!("node_{}", ids::random_token(10));
-            // Webhook senders run beside the workers, so an API-only node
-            // never makes outgoing requests to customers' receivers.
-            background.extend(webhook_senders::spawn(
-                Arc::new(WebhookContext::new(
-                    self.store.clone(),
-                    webhook_client,
-                    addresses.api_base.clone(),
-                    self.webhooks,
-                    node_id.clone(),
-                    self.state.metrics.clone(),
-                )),
-                background_shutdown.clone(),
-            ));
-            // A provider webhook taken by another node wakes this node's
-            // follower of the job.
-            background.push(
-                self.state.backends.spawn_announced_webhook_wakeups(
-                    self.store.clone(),
-                    background_shutdown.clone(),
-                ),
-            );
-            background.extend(workers::spawn(
-                Arc::new(WorkerContext {
-                    store: self.store.clone(),
-                    catalog: self.state.catalog.clone(),
-                    backends: self.state.backends.clone(),
-                    storage: self.state.storage.clone(),
-                    api_base: addresses.api_base.clone(),
-                    media_signer: self.state.media_signer.clone(),
-                    wakeup: self.state.queue_wakeup.clone(),
-                    settings: self.queue,
-                    node_id,
-                    liveness,
-                    metrics: self.state.metrics.clone(),
-                }),
-                background_shutdown.clone(),
+        if let (Some(webhook_client), Some(liveness)) =
+            (self.webhook_client.take(), self.queue_liveness.take())
+        {
+            background.extend(self.spawn_job_tasks(
+                webhook_client,
+                liveness,
+                &addresses.api_base,
+                &background_shutdown,
             ));
         }
         // Every node sweeps: the sweep's steps skip what another node holds.
@@ -492,6 +435,112 @@ impl Components {
             background,
         }
     }
+
+    /// The tasks of a node that runs jobs: the workers, the webhook
+    /// senders beside them, and the wakeups of provider webhooks another
+    /// node took.
+    fn spawn_job_tasks(
+        &self,
+        webhook_client: WebhookClient,
+        liveness: Arc<QueueLiveness>,
+        api_base: &str,
+        shutdown: &CancellationToken,
+    ) -> Vec<JoinHandle<()>> {
+        let node_id = format!("node_{}", ids::random_token(10));
+        // Webhook senders run beside the workers, so an API-only node
+        // never makes outgoing requests to customers' receivers.
+        let mut tasks = webhook_senders::spawn(
+            Arc::new(WebhookContext::new(
+                self.store.clone(),
+                webhook_client,
+                api_base.to_owned(),
+                self.webhooks.clone(),
+                node_id.clone(),
+                self.state.metrics.clone(),
+            )),
+            shutdown.clone(),
+        );
+        // A provider webhook taken by another node wakes this node's
+        // follower of the job.
+        tasks.push(
+            self.state
+                .backends
+                .spawn_announced_webhook_wakeups(self.store.clone(), shutdown.clone()),
+        );
+        tasks.extend(workers::spawn(
+            Arc::new(WorkerContext {
+                store: self.store.clone(),
+                catalog: self.state.catalog.clone(),
+                backends: self.state.backends.clone(),
+                storage: self.state.storage.clone(),
+                api_base: api_base.to_owned(),
+                media_signer: self.state.media_signer.clone(),
+                wakeup: self.state.queue_wakeup.clone(),
+                settings: self.queue.clone(),
+                node_id,
+                liveness,
+                metrics: self.state.metrics.clone(),
+            }),
+            shutdown.clone(),
+        ));
+        tasks
+    }
+}
+
+/// The fetcher of request media, which also reads this node's own files.
+fn build_media_fetcher(
+    options: &ServerOptions,
+    addresses: &Addresses,
+    storage: Arc<Storage>,
+) -> Result<vidgate_media::Fetcher, ServerError> {
+    media::fetcher(
+        FetchSettings {
+            allow_private_network: options.allow_private_network,
+            trusted_addresses: options.trusted_media_addresses.clone(),
+            // Downloads are checked on the data directory's disk, never
+            // in memory.
+            scratch_directory: Some(options.data_dir.join("scratch")),
+            ..FetchSettings::default()
+        },
+        &addresses.api_base,
+        storage,
+    )
+    .map_err(ServerError::MediaClient)
+}
+
+/// The catalog's backends, with the parts they share with the API.
+async fn build_backends(
+    options: &ServerOptions,
+    addresses: &Addresses,
+    store: &Arc<Store>,
+    storage: &Arc<Storage>,
+    media_fetcher: &vidgate_media::Fetcher,
+    rate_limiter: &Arc<CallerRateLimiter>,
+    metrics: &Arc<Metrics>,
+) -> Result<Backends, ServerError> {
+    // Provider webhooks need an address the provider can reach: only an
+    // operator-configured public URL is one.
+    let provider_webhooks =
+        ProviderWebhookUrls::shared(store.as_ref(), options.public_url.as_deref()).await?;
+    let parts = BackendParts {
+        store: store.clone(),
+        storage: storage.clone(),
+        media_fetcher: media_fetcher.clone(),
+        // The providers' request budgets take their tokens from the same
+        // buckets as the API rate limit: in Redis, shared by every node,
+        // when it is configured.
+        rate_limiter: rate_limiter.clone(),
+        metrics: metrics.clone(),
+        provider_webhooks,
+        // Cog webhooks can only come back to a node that listens.
+        cog_callback_base: addresses.local_addr.map(|_| {
+            options
+                .cog_callback_url
+                .clone()
+                .unwrap_or_else(|| addresses.public_url.clone())
+        }),
+    };
+    Ok(Backends::build(&options.backends, &parts)?)
 }
 
 /// Creates a development account with credit, and its dashboard user, when

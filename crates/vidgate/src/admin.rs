@@ -543,6 +543,191 @@ async fn backup(store: &Store, path: &std::path::Path) -> anyhow::Result<serde_j
     Ok(json!({ "backup": path_text, "size_bytes": size_bytes }))
 }
 
+/// `vidgate admin account …`: each through its operator action.
+async fn account_command(
+    store: &Store,
+    actor: &str,
+    command: AccountCommand,
+) -> anyhow::Result<serde_json::Value> {
+    Ok(match command {
+        AccountCommand::Create { name, credit_usd } => {
+            let credit = parse_usd(&credit_usd)?;
+            let created = accounts::create(store, actor, &name, credit).await?;
+            json!({
+                "account_id": created.account.id,
+                "api_key": created.api_key,
+                "key_id": created.key_id,
+                "webhook_secret": created.account.webhook_secret,
+                "balance_usd": created.account.balance.to_usd(),
+            })
+        }
+        AccountCommand::Credit {
+            account_id,
+            adjustment,
+        } => {
+            adjust(
+                store,
+                actor,
+                &account_id,
+                adjustment,
+                store::AdjustmentKind::Credit,
+            )
+            .await?
+        }
+        AccountCommand::Debit {
+            account_id,
+            adjustment,
+        } => {
+            adjust(
+                store,
+                actor,
+                &account_id,
+                adjustment,
+                store::AdjustmentKind::Debit,
+            )
+            .await?
+        }
+        AccountCommand::Show { account_id } => {
+            shown_account(&accounts::show(store, &account_id).await?)
+        }
+        AccountCommand::Limits {
+            account_id,
+            rps,
+            burst,
+            concurrency,
+        } => {
+            let changes = accounts::LimitChanges {
+                requests_per_second: rps,
+                burst,
+                max_concurrent: concurrency,
+            };
+            shown_account(&accounts::set_limits(store, actor, &account_id, changes).await?)
+        }
+        AccountCommand::LowBalance {
+            account_id,
+            threshold_usd,
+            webhook_url,
+            remove,
+        } => {
+            let threshold_usd = if remove { None } else { threshold_usd };
+            let account = accounts::set_low_balance_alert(
+                store,
+                actor,
+                &account_id,
+                threshold_usd.as_deref(),
+                webhook_url.as_deref(),
+            )
+            .await?;
+            let mut shown = shown_account(&account);
+            shown["low_balance_alert"] = low_balance_alert_json(&account);
+            shown
+        }
+        AccountCommand::RotateWebhookSecret { account_id } => {
+            let account = accounts::rotate_webhook_secret(store, actor, &account_id).await?;
+            let mut shown = webhook_secret_json(&account);
+            shown["account_id"] = json!(account.id);
+            shown
+        }
+        AccountCommand::Delete { account_id } => {
+            let deleted = accounts::delete(store, actor, &account_id).await?;
+            json!({
+                "account_id": deleted.account.id,
+                "deleted": true,
+                "files_expired": deleted.files_expired,
+            })
+        }
+    })
+}
+
+/// `vidgate admin key …`.
+async fn key_command(
+    store: &Store,
+    actor: &str,
+    command: KeyCommand,
+) -> anyhow::Result<serde_json::Value> {
+    Ok(match command {
+        KeyCommand::Create { account, name } => {
+            let created = keys::create(store, actor, &account, Some(&name)).await?;
+            json!({
+                "key_id": created.key.key_id,
+                "api_key": created.key.api_key,
+                "account_id": account,
+            })
+        }
+        KeyCommand::Revoke { key_id } => {
+            keys::revoke(store, actor, &key_id).await?;
+            json!({ "key_id": key_id, "revoked": true })
+        }
+        KeyCommand::Limit {
+            key_id,
+            usd,
+            period,
+            remove,
+        } => {
+            let amount = if remove { None } else { usd };
+            let limit =
+                keys::set_spend_limit(store, actor, &key_id, amount.as_deref(), Some(&period))
+                    .await?;
+            spend_limit_json(&key_id, limit)
+        }
+    })
+}
+
+/// `vidgate admin user …`.
+async fn user_command(
+    store: &Store,
+    actor: &str,
+    command: UserCommand,
+) -> anyhow::Result<serde_json::Value> {
+    Ok(match command {
+        UserCommand::Create {
+            account,
+            email,
+            password_stdin,
+        } => {
+            let password = password_stdin.then(password_from_stdin).transpose()?;
+            let created = users::create(store, actor, &account, &email, password).await?;
+            let mut shown = json!({
+                "id": created.user.id,
+                "account_id": created.user.account_id,
+                "email": created.user.email,
+            });
+            if let Some(password) = created.one_time_password {
+                shown["password"] = json!(password);
+            }
+            shown
+        }
+        UserCommand::Remove { email } => {
+            let user = users::remove(store, actor, &email).await?;
+            json!({ "id": user.id, "account_id": user.account_id, "email": user.email, "removed": true })
+        }
+        UserCommand::RevokeSessions { email } => {
+            let (user, revoked) = users::revoke_sessions(store, actor, &email).await?;
+            json!({ "id": user.id, "email": user.email, "sessions_revoked": revoked })
+        }
+    })
+}
+
+/// `vidgate admin model pause|resume`.
+async fn model_command(
+    store: &Store,
+    actor: &str,
+    command: ModelCommand,
+) -> anyhow::Result<serde_json::Value> {
+    Ok(match command {
+        ModelCommand::Pause { model_id } => {
+            let catalog = vidgate_core::Catalog::embedded();
+            models::set_paused(store, &catalog, actor, &model_id, true).await?;
+            json!({ "model_id": model_id, "paused": true })
+        }
+        ModelCommand::Resume { model_id } => {
+            let catalog = vidgate_core::Catalog::embedded();
+            models::set_paused(store, &catalog, actor, &model_id, false).await?;
+            json!({ "model_id": model_id, "paused": false })
+        }
+    })
+}
+
 pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
     // Migrating needs no store: the other commands' store applies the
     // migrations when it opens, which is what `migrate` must report on.
@@ -565,141 +750,9 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
     let store = store.as_ref();
     let actor = cli_actor();
     let output = match command {
-        StoreCommand::Account(AccountCommand::Create { name, credit_usd }) => {
-            let credit = parse_usd(&credit_usd)?;
-            let created = accounts::create(store, &actor, &name, credit).await?;
-            json!({
-                "account_id": created.account.id,
-                "api_key": created.api_key,
-                "key_id": created.key_id,
-                "webhook_secret": created.account.webhook_secret,
-                "balance_usd": created.account.balance.to_usd(),
-            })
-        }
-        StoreCommand::Account(AccountCommand::Credit {
-            account_id,
-            adjustment,
-        }) => {
-            adjust(
-                store,
-                &actor,
-                &account_id,
-                adjustment,
-                store::AdjustmentKind::Credit,
-            )
-            .await?
-        }
-        StoreCommand::Account(AccountCommand::Debit {
-            account_id,
-            adjustment,
-        }) => {
-            adjust(
-                store,
-                &actor,
-                &account_id,
-                adjustment,
-                store::AdjustmentKind::Debit,
-            )
-            .await?
-        }
-        StoreCommand::Account(AccountCommand::Show { account_id }) => {
-            shown_account(&accounts::show(store, &account_id).await?)
-        }
-        StoreCommand::Account(AccountCommand::Limits {
-            account_id,
-            rps,
-            burst,
-            concurrency,
-        }) => {
-            let changes = accounts::LimitChanges {
-                requests_per_second: rps,
-                burst,
-                max_concurrent: concurrency,
-            };
-            shown_account(&accounts::set_limits(store, &actor, &account_id, changes).await?)
-        }
-        StoreCommand::Account(AccountCommand::LowBalance {
-            account_id,
-            threshold_usd,
-            webhook_url,
-            remove,
-        }) => {
-            let threshold_usd = if remove { None } else { threshold_usd };
-            let account = accounts::set_low_balance_alert(
-                store,
-                &actor,
-                &account_id,
-                threshold_usd.as_deref(),
-                webhook_url.as_deref(),
-            )
-            .await?;
-            let mut shown = shown_account(&account);
-            shown["low_balance_alert"] = low_balance_alert_json(&account);
-            shown
-        }
-        StoreCommand::Account(AccountCommand::RotateWebhookSecret { account_id }) => {
-            let account = accounts::rotate_webhook_secret(store, &actor, &account_id).await?;
-            let mut shown = webhook_secret_json(&account);
-            shown["account_id"] = json!(account.id);
-            shown
-        }
-        StoreCommand::Account(AccountCommand::Delete { account_id }) => {
-            let deleted = accounts::delete(store, &actor, &account_id).await?;
-            json!({
-                "account_id": deleted.account.id,
-                "deleted": true,
-                "files_expired": deleted.files_expired,
-            })
-        }
-        StoreCommand::Key(KeyCommand::Create { account, name }) => {
-            let created = keys::create(store, &actor, &account, Some(&name)).await?;
-            json!({
-                "key_id": created.key.key_id,
-                "api_key": created.key.api_key,
-                "account_id": account,
-            })
-        }
-        StoreCommand::Key(KeyCommand::Revoke { key_id }) => {
-            keys::revoke(store, &actor, &key_id).await?;
-            json!({ "key_id": key_id, "revoked": true })
-        }
-        StoreCommand::Key(KeyCommand::Limit {
-            key_id,
-            usd,
-            period,
-            remove,
-        }) => {
-            let amount = if remove { None } else { usd };
-            let limit =
-                keys::set_spend_limit(store, &actor, &key_id, amount.as_deref(), Some(&period))
-                    .await?;
-            spend_limit_json(&key_id, limit)
-        }
-        StoreCommand::User(UserCommand::Create {
-            account,
-            email,
-            password_stdin,
-        }) => {
-            let password = password_stdin.then(password_from_stdin).transpose()?;
-            let created = users::create(store, &actor, &account, &email, password).await?;
-            let mut shown = json!({
-                "id": created.user.id,
-                "account_id": created.user.account_id,
-                "email": created.user.email,
-            });
-            if let Some(password) = created.one_time_password {
-                shown["password"] = json!(password);
-            }
-            shown
-        }
-        StoreCommand::User(UserCommand::Remove { email }) => {
-            let user = users::remove(store, &actor, &email).await?;
-            json!({ "id": user.id, "account_id": user.account_id, "email": user.email, "removed": true })
-        }
-        StoreCommand::User(UserCommand::RevokeSessions { email }) => {
-            let (user, revoked) = users::revoke_sessions(store, &actor, &email).await?;
-            json!({ "id": user.id, "email": user.email, "sessions_revoked": revoked })
-        }
+        StoreCommand::Account(command) => account_command(store, &actor, command).await?,
+        StoreCommand::Key(command) => key_command(store, &actor, command).await?,
+        StoreCommand::User(command) => user_command(store, &actor, command).await?,
         StoreCommand::Backup { path } => backup(store, &path).await?,
         StoreCommand::Providers {
             command: None,
@@ -709,16 +762,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             command: Some(_), ..
         } => unreachable!("checked before the store"),
         StoreCommand::Usage { days } => usage(store, days).await?,
-        StoreCommand::Model(ModelCommand::Pause { model_id }) => {
-            let catalog = vidgate_core::Catalog::embedded();
-            models::set_paused(store, &catalog, &actor, &model_id, true).await?;
-            json!({ "model_id": model_id, "paused": true })
-        }
-        StoreCommand::Model(ModelCommand::Resume { model_id }) => {
-            let catalog = vidgate_core::Catalog::embedded();
-            models::set_paused(store, &catalog, &actor, &model_id, false).await?;
-            json!({ "model_id": model_id, "paused": false })
-        }
+        StoreCommand::Model(command) => model_command(store, &actor, command).await?,
     };
     println!("{}", serde_json::to_string_pretty(&output)?);
     Ok(())

@@ -578,26 +578,62 @@ async fn run(client: &Client, options: &RunOptions, as_json: bool) -> anyhow::Re
     Ok(())
 }
 
+/// The catalog as text: each model's label and id, and its endpoints.
+fn describe_models(models: &Value) -> String {
+    let mut lines = Vec::new();
+    for model in models["data"].as_array().into_iter().flatten() {
+        lines.push(format!(
+            "{}  {}",
+            model["label"].as_str().unwrap_or("?"),
+            model["id"].as_str().unwrap_or("?")
+        ));
+        for endpoint in model["endpoints"].as_array().into_iter().flatten() {
+            lines.push(format!("    {}", endpoint["id"].as_str().unwrap_or("?")));
+        }
+    }
+    lines.join("\n")
+}
+
+/// A quote as text: the price, the list price and the saving.
+fn describe_quote(quote: &Value) -> String {
+    format!(
+        "{}: ${} (list price ${}, you save ${})",
+        quote["endpoint"].as_str().unwrap_or("?"),
+        quote["cost"]["amount_usd"],
+        quote["cost"]["official_usd"],
+        quote["cost"]["saved_usd"]
+    )
+}
+
+/// An upload as text: its id, type, size and URL.
+fn describe_upload(upload: &Value) -> String {
+    format!(
+        "{}  {}  {} bytes\n  url: {}",
+        upload["id"].as_str().unwrap_or("?"),
+        upload["content_type"].as_str().unwrap_or("?"),
+        upload["size_bytes"],
+        upload["url"].as_str().unwrap_or("?")
+    )
+}
+
+/// A page of generations as text, one line each.
+fn describe_list(listed: &Value) -> String {
+    listed["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(describe_generation)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub async fn run_command(command: ClientCommand) -> anyhow::Result<()> {
     let client = Client::new(command.connection())?;
     let as_json = command.connection().json;
     match command {
         ClientCommand::Models { .. } => {
             let models = client.get("/models").await?;
-            print(&models, as_json, |models| {
-                let mut lines = Vec::new();
-                for model in models["data"].as_array().into_iter().flatten() {
-                    lines.push(format!(
-                        "{}  {}",
-                        model["label"].as_str().unwrap_or("?"),
-                        model["id"].as_str().unwrap_or("?")
-                    ));
-                    for endpoint in model["endpoints"].as_array().into_iter().flatten() {
-                        lines.push(format!("    {}", endpoint["id"].as_str().unwrap_or("?")));
-                    }
-                }
-                lines.join("\n")
-            });
+            print(&models, as_json, describe_models);
         }
         ClientCommand::Quote {
             endpoint,
@@ -614,15 +650,7 @@ pub async fn run_command(command: ClientCommand) -> anyhow::Result<()> {
                     true,
                 )
                 .await?;
-            print(&quote, as_json, |quote| {
-                format!(
-                    "{}: ${} (list price ${}, you save ${})",
-                    quote["endpoint"].as_str().unwrap_or("?"),
-                    quote["cost"]["amount_usd"],
-                    quote["cost"]["official_usd"],
-                    quote["cost"]["saved_usd"]
-                )
-            });
+            print(&quote, as_json, describe_quote);
         }
         ClientCommand::Run { options, .. } => {
             run(&client, &options, as_json).await?;
@@ -630,15 +658,7 @@ pub async fn run_command(command: ClientCommand) -> anyhow::Result<()> {
         ClientCommand::Upload { file, .. } => {
             client.require_key()?;
             let upload = upload_file(&client, &file).await?;
-            print(&upload, as_json, |upload| {
-                format!(
-                    "{}  {}  {} bytes\n  url: {}",
-                    upload["id"].as_str().unwrap_or("?"),
-                    upload["content_type"].as_str().unwrap_or("?"),
-                    upload["size_bytes"],
-                    upload["url"].as_str().unwrap_or("?")
-                )
-            });
+            print(&upload, as_json, describe_upload);
         }
         ClientCommand::Get { id, .. } => {
             client.require_key()?;
@@ -666,15 +686,7 @@ pub async fn run_command(command: ClientCommand) -> anyhow::Result<()> {
                 path.push_str(&format!("&status={status}"));
             }
             let listed = client.get(&path).await?;
-            print(&listed, as_json, |listed| {
-                listed["data"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(describe_generation)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            });
+            print(&listed, as_json, describe_list);
         }
     }
     Ok(())

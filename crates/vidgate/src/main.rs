@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use vidgate_server::ServerOptions;
 use vidgate_server::backend::BackendsConfig;
 use vidgate_server::checks::{self, CheckFailure, CheckOutcome, Setting};
 use vidgate_server::secrets;
 use vidgate_server::storage::StorageConfig;
 use vidgate_server::store::Migrations;
+use vidgate_server::{RunningServer, ServerOptions};
 
 #[derive(Parser)]
 #[command(
@@ -342,23 +342,48 @@ fn one_line(error: impl Into<anyhow::Error>) -> String {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logging(args.log_json);
+    let check_config = args.check_config;
+    let backends_path = args.backends_file.clone();
+    let (options, backends_file) = server_options(args)?;
+    let warnings = checks::configuration_warnings(&options);
+    if check_config {
+        let outcome =
+            check_configuration(&options, backends_file, backends_path.as_ref(), &warnings).await;
+        return Ok(outcome);
+    }
+    if let Some(CheckOutcome {
+        result: Err(failure),
+        ..
+    }) = backends_file
+    {
+        eprintln!("vidgate: refusing to start: {failure}");
+        return Ok(ExitCode::FAILURE);
+    }
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
+    let server = match vidgate_server::start(options).await {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("vidgate: refusing to start: {}", one_line(error));
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    announce_server(&server);
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing requests and handing running jobs back to the queue");
+    server.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The server's options from the command line and the environment, and
+/// the outcome of applying the backends file when one is given.
+fn server_options(args: ServeArgs) -> anyhow::Result<(ServerOptions, Option<CheckOutcome>)> {
     let mut options = ServerOptions::new(args.listen, args.storage.data_dir.clone());
+    options.http = http_limits(&args);
+    options.live_status = live_status_limits(&args);
     options.role = args.role;
     options.metrics_listen = args.metrics_listen;
-    options.http = vidgate_server::limits::HttpLimits {
-        header_read_timeout: Duration::from_secs(args.http_header_timeout_seconds.max(1)),
-        body_timeout: Duration::from_secs(args.http_body_timeout_seconds.max(1)),
-        idle_timeout: Duration::from_secs(args.http_idle_timeout_seconds.max(1)),
-        max_connections: args.max_connections.max(1),
-        max_connections_per_address: args.max_connections_per_address.map_or_else(
-            || {
-                vidgate_server::limits::HttpLimits::default_connections_per_address(
-                    args.max_connections.max(1),
-                )
-            },
-            |per_address| per_address as usize,
-        ),
-    };
     let database_url = args.storage.database_url()?;
     // Only the embedded single-node database gets a development account:
     // nodes starting together on a shared database would each create one.
@@ -402,15 +427,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     options.proxy_hops = args.proxy_hops as usize;
     options.drain_delay = Duration::from_secs(args.drain_seconds);
     options.retention.keep_for = Duration::from_secs(args.retain_days * 24 * 60 * 60);
-    options.live_status = vidgate_server::live_status::LiveStatusLimits {
-        per_key: args.max_waits_per_key,
-        per_account: args.max_waits_per_account.unwrap_or(
-            vidgate_server::live_status::LiveStatusLimits::default_per_account(
-                args.max_waits_per_node,
-            ),
-        ),
-        per_node: args.max_waits_per_node,
-    };
     options.stripe = args.stripe.settings()?;
     // Like every secret: the variable or the file, and both is refused.
     options.operator_token = secrets::secret_setting_with_file(
@@ -421,51 +437,75 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         "VIDGATE_ADMIN_TOKEN",
     )?
     .map(|token| token.trim().to_owned());
+    Ok((options, backends_file))
+}
 
-    let warnings = checks::configuration_warnings(&options);
-    if args.check_config {
-        let file_applies = backends_file
-            .as_ref()
-            .is_some_and(|outcome| outcome.result.is_ok());
-        let mut outcomes: Vec<CheckOutcome> = backends_file.into_iter().collect();
-        // The hosted targets against their providers' current schemas.
-        if let (true, Some(path)) = (file_applies, args.backends_file.as_ref()) {
-            outcomes.extend(checks::check_provider_schemas(path, &options.catalog).await);
-        }
-        outcomes.extend(checks::check_configuration(&options).await);
-        for outcome in &outcomes {
-            println!("{outcome}");
-        }
-        // Warnings do not fail the check: the setting may be deliberate.
-        for warning in &warnings {
-            println!("WARNING {warning}");
-        }
-        let sound = outcomes.iter().all(|outcome| outcome.result.is_ok());
-        return Ok(if sound {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        });
+/// The HTTP listener's timeouts and connection caps.
+fn http_limits(args: &ServeArgs) -> vidgate_server::limits::HttpLimits {
+    vidgate_server::limits::HttpLimits {
+        header_read_timeout: Duration::from_secs(args.http_header_timeout_seconds.max(1)),
+        body_timeout: Duration::from_secs(args.http_body_timeout_seconds.max(1)),
+        idle_timeout: Duration::from_secs(args.http_idle_timeout_seconds.max(1)),
+        max_connections: args.max_connections.max(1),
+        max_connections_per_address: args.max_connections_per_address.map_or_else(
+            || {
+                vidgate_server::limits::HttpLimits::default_connections_per_address(
+                    args.max_connections.max(1),
+                )
+            },
+            |per_address| per_address as usize,
+        ),
     }
-    if let Some(CheckOutcome {
-        result: Err(failure),
-        ..
-    }) = backends_file
-    {
-        eprintln!("vidgate: refusing to start: {failure}");
-        return Ok(ExitCode::FAILURE);
-    }
-    for warning in &warnings {
-        tracing::warn!("{warning}");
-    }
-    let server = match vidgate_server::start(options).await {
-        Ok(server) => server,
-        Err(error) => {
-            eprintln!("vidgate: refusing to start: {}", one_line(error));
-            return Ok(ExitCode::FAILURE);
-        }
-    };
+}
 
+/// The caps on open waits and event streams.
+fn live_status_limits(args: &ServeArgs) -> vidgate_server::live_status::LiveStatusLimits {
+    vidgate_server::live_status::LiveStatusLimits {
+        per_key: args.max_waits_per_key,
+        per_account: args.max_waits_per_account.unwrap_or(
+            vidgate_server::live_status::LiveStatusLimits::default_per_account(
+                args.max_waits_per_node,
+            ),
+        ),
+        per_node: args.max_waits_per_node,
+    }
+}
+
+/// `serve --check-config`: every setting checked (the backends file also
+/// against its providers' current schemas), each outcome and warning
+/// printed; fails when a check failed.
+async fn check_configuration(
+    options: &ServerOptions,
+    backends_file: Option<CheckOutcome>,
+    backends_path: Option<&PathBuf>,
+    warnings: &[String],
+) -> ExitCode {
+    let file_applies = backends_file
+        .as_ref()
+        .is_some_and(|outcome| outcome.result.is_ok());
+    let mut outcomes: Vec<CheckOutcome> = backends_file.into_iter().collect();
+    // The hosted targets against their providers' current schemas.
+    if let (true, Some(path)) = (file_applies, backends_path) {
+        outcomes.extend(checks::check_provider_schemas(path, &options.catalog).await);
+    }
+    outcomes.extend(checks::check_configuration(options).await);
+    for outcome in &outcomes {
+        println!("{outcome}");
+    }
+    // Warnings do not fail the check: the setting may be deliberate.
+    for warning in warnings {
+        println!("WARNING {warning}");
+    }
+    let sound = outcomes.iter().all(|outcome| outcome.result.is_ok());
+    if sound {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Says where the node listens and the development account it created.
+fn announce_server(server: &RunningServer) {
     // The bound address and the public URL differ behind a load balancer,
     // so both are printed, each labelled. Scripts and tests read the last
     // line, `vidgate API base: …`, which also says the node is ready.
@@ -509,10 +549,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             public_url, user.user.email, password,
         ));
     }
-    shutdown_signal().await;
-    tracing::info!("shutting down: finishing requests and handing running jobs back to the queue");
-    server.shutdown().await;
-    Ok(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {

@@ -30,7 +30,7 @@ use crate::store::{
 /// The name clients send the idempotency key under (an HTTP header), as
 /// refusals name it.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
-const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
+pub const MAX_IDEMPOTENCY_KEY_LENGTH: usize = 255;
 
 /// How long a client refused for its account's concurrency limit should
 /// wait before trying again.

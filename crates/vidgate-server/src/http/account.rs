@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::openapi::{Operation, Schema, Success, record};
 use super::{ApiError, AppState};
 use crate::representation::object_kind;
 use crate::store::{Account, Caller};
@@ -65,6 +66,18 @@ impl<'a> AccountRecord<'a> {
 pub fn account_json(account: &Account) -> Value {
     serde_json::to_value(AccountRecord::new(account)).expect("an account record is plain JSON")
 }
+
+pub const SHOW: Operation = Operation {
+    id: "get_account",
+    summary: "The caller's account, balance and limits",
+    tag: "account",
+    success: Success::json(
+        "200",
+        "The account.",
+        Schema::Of(record::<AccountRecord<'static>>),
+    ),
+    ..Operation::PLAIN
+};
 
 pub async fn show(
     State(state): State<AppState>,

@@ -16,10 +16,23 @@ use axum::extract::{ConnectInfo, Request};
 use axum::response::{IntoResponse, Response};
 use tower::{Layer, Service, ServiceExt};
 
-use super::ApiError;
+use super::openapi::{Door, Refusal};
+use super::{API_PREFIX, ApiError};
 use crate::application::state::AppState;
 use crate::metrics::RateLimit;
 use crate::rate_limit::{AddressBucket, RateStatus};
+
+/// The public endpoints' door: no key, and past the fair-use limit a 429.
+pub(super) const PUBLIC: Door = Door {
+    mount: API_PREFIX,
+    security: None,
+    tag: None,
+    refusals: &[Refusal {
+        status: "429",
+        description: "rate_limited: too many requests to the public endpoints from this client address; Retry-After says when to try again.",
+    }],
+    rate_limit_headers: false,
+};
 
 /// The fair-use limit as a route layer: takes one request from the client
 /// address's public bucket, or answers 429 with `Retry-After`.

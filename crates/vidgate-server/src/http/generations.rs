@@ -9,6 +9,11 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 use vidgate_core::{CancelRefusal, GenerationStatus};
 
+use serde_json::{Value, json};
+
+use super::openapi::{
+    Content, Context, Header, Operation, Parameter, Refusal, Schema, Success, record,
+};
 use super::{ApiError, AppState, live};
 use crate::backend::StartedJobCancel;
 use crate::representation::{
@@ -53,6 +58,40 @@ pub fn generation_response(generation: &Generation, api_base: &str) -> Response 
     response
 }
 
+/// The refusal of a generation that is not the caller's account's.
+const NOT_FOUND: Refusal = Refusal {
+    status: "404",
+    description: "not_found: no such generation in this account.",
+};
+
+pub const SHOW: Operation = Operation {
+    id: "get_generation",
+    summary: "One generation (poll no tighter than every 5 seconds, or wait with Prefer: wait=N)",
+    tag: "generations",
+    parameters: &[Parameter::Path("id"), live::PREFER_WAIT_PARAMETER],
+    success: Success {
+        status: "200",
+        description: "The generation; Retry-After: 5 while it is not final.",
+        content: Content::Json(Schema::Of(record::<GenerationRecord<'static>>)),
+        headers: &[
+            live::PREFERENCE_APPLIED_HEADER,
+            Header {
+                name: "Retry-After",
+                description: "Seconds before polling again, while the generation is not final.",
+                schema: Schema::INTEGER,
+            },
+        ],
+    },
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: a malformed Prefer: wait; param is Prefer.",
+        },
+        NOT_FOUND,
+    ],
+    ..Operation::PLAIN
+};
+
 fn not_found(generation_id: &str) -> ApiError {
     ApiError::NotFound(format!(
         "No generation {generation_id:?} exists in this account."
@@ -83,6 +122,33 @@ pub async fn show(
     live::mark_wait_applied(&state, &mut response, wait);
     Ok(response)
 }
+
+pub const CANCEL: Operation = Operation {
+    id: "cancel_generation",
+    summary: "Cancel a queued generation (refunded)",
+    description: Some(
+        "A queued generation is canceled and refunded. A running one whose job still waits in a hosted provider's queue is canceled there first, then canceled and refunded here; any other running or finished one answers 409.",
+    ),
+    tag: "generations",
+    parameters: &[Parameter::Path("id")],
+    success: Success::json(
+        "200",
+        "The canceled generation.",
+        Schema::Of(record::<GenerationRecord<'static>>),
+    ),
+    refusals: &[
+        NOT_FOUND,
+        Refusal {
+            status: "409",
+            description: "conflict: the generation is already running or finished.",
+        },
+        Refusal {
+            status: "502",
+            description: "upstream_error: the model's provider could not be reached to cancel its queued job; nothing changed.",
+        },
+    ],
+    ..Operation::PLAIN
+};
 
 pub async fn cancel(
     State(state): State<AppState>,
@@ -232,6 +298,57 @@ pub(super) fn parse_list_filter(parameters: ListParameters) -> Result<ListFilter
         before,
         limit,
     })
+}
+
+pub const LIST: Operation = Operation {
+    id: "list_generations",
+    summary: "Recent generations, newest first",
+    tag: "generations",
+    parameters: &[
+        Parameter::Query {
+            name: "limit",
+            description: None,
+            schema: Schema::Integer {
+                minimum: Some(1),
+                maximum: Some(MAX_PAGE_SIZE as i64),
+                default: Some(DEFAULT_PAGE_SIZE as i64),
+                description: None,
+            },
+        },
+        Parameter::Query {
+            name: "cursor",
+            description: Some("next_cursor of the previous page."),
+            schema: Schema::TEXT,
+        },
+        Parameter::Query {
+            name: "status",
+            description: None,
+            schema: Schema::Of(statuses),
+        },
+        Parameter::Query {
+            name: "model",
+            description: None,
+            schema: Schema::TEXT,
+        },
+    ],
+    success: Success::json(
+        "200",
+        "A page of generations.",
+        Schema::Of(record::<ListPage<'static>>),
+    ),
+    refusals: &[Refusal {
+        status: "400",
+        description: "invalid_request: a query parameter is invalid; param names it.",
+    }],
+    ..Operation::PLAIN
+};
+
+fn statuses(_: &mut Context<'_>) -> Value {
+    let statuses: Vec<&str> = GenerationStatus::ALL
+        .iter()
+        .map(|status| status.as_str())
+        .collect();
+    json!({ "type": "string", "enum": statuses })
 }
 
 pub async fn list(

@@ -18,6 +18,7 @@ use hyper::body::Frame;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::openapi::{Answer, Content, Header, Operation, Parameter, Refusal, Schema, Success};
 use super::{ApiError, AppState};
 use crate::live_status::{
     CAP_RETRY_AFTER, GenerationFollower, LiveSlot, MAX_STREAM_DURATION, MAX_WAIT_SECONDS, state_id,
@@ -29,6 +30,79 @@ use crate::store::{Caller, Generation};
 const PREFER: HeaderName = HeaderName::from_static("prefer");
 const PREFERENCE_APPLIED: HeaderName = HeaderName::from_static("preference-applied");
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+
+/// The `Prefer` header of a request that may wait for its generation.
+pub(super) const PREFER_WAIT_PARAMETER: Parameter = Parameter::Header {
+    name: "Prefer",
+    required: false,
+    description: Some(
+        "`wait=N` (N from 1 to 60): answer once the generation is final (succeeded, failed or canceled), or after N seconds with its state then; the status code is unchanged. Preference-Applied says the wait was honoured and for how long (at most the server's HTTP idle timeout). Other preferences are ignored; a malformed wait is refused with 400 naming Prefer. Open waits count against the per-key and per-server caps of waits and event streams (429 past them).",
+    ),
+    schema: Schema::TEXT,
+    example: Some("wait=60"),
+};
+
+/// The header of an answer that waited as `Prefer: wait` asked.
+pub(super) const PREFERENCE_APPLIED_HEADER: Header = Header {
+    name: "Preference-Applied",
+    description: "`wait=N` when the request's Prefer: wait was honoured, with the seconds it could wait.",
+    schema: Schema::TEXT,
+};
+
+pub const EVENTS: Operation = Operation {
+    id: "stream_generation_events",
+    summary: "The generation's changes as server-sent events, until it is final",
+    description: Some(
+        "Authorized like GET /generations/{id}. An open stream counts against the per-key and per-server caps of waits and event streams (429 with Retry-After past them).",
+    ),
+    tag: "generations",
+    parameters: &[
+        Parameter::Path("id"),
+        Parameter::Header {
+            name: "Last-Event-ID",
+            required: false,
+            description: Some(
+                "The id of the last event seen: the stream resumes after it (the state it names is not sent again).",
+            ),
+            schema: Schema::TEXT,
+            example: None,
+        },
+    ],
+    success: Success {
+        status: "200",
+        description: "A text/event-stream. Each event is `id: <state>` and one `data:` line holding the generation's record exactly as GET /generations/{id} returns it: first the state now, then one event per change of status, and the stream closes after the final state. Event ids name the state (`queued-0`, `running-1`, `succeeded-1`; treat them as opaque). A comment line (`: keep-alive`) comes every 15 seconds without events. The first event sets `retry: 1000`. A stream also ends at the server's shutdown and after 30 minutes open; reconnect with Last-Event-ID.",
+        content: Content::EventStream(Schema::Of(event_schema)),
+        headers: &[],
+    },
+    also: &[Answer {
+        status: "204",
+        description: "Last-Event-ID names the generation's final state: nothing more will come (an EventSource stops reconnecting).",
+    }],
+    refusals: &[Refusal {
+        status: "404",
+        description: "not_found: no such generation in this account.",
+    }],
+    ..Operation::PLAIN
+};
+
+/// The schema of one event, as server-sent-event clients (and
+/// schemathesis) read them: the fields of an event block.
+fn event_schema(_: &mut super::openapi::Context<'_>) -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "description": "The generation's record as JSON text, exactly as GET /generations/{id} returns it."
+            },
+            "id": { "type": "string", "description": "The state the event shows (`running-1`); opaque." },
+            "event": { "type": "string", "description": "Always `message` (the default event type)." },
+            "retry": { "type": "integer", "description": "On the first event: reconnect after this many milliseconds." }
+        }
+    })
+}
 
 /// How often an event stream with nothing to say sends a comment line, so
 /// that proxies (and this server's own idle timeout) keep it open.

@@ -30,6 +30,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use openapi::{Door, Refusal, Route, SecurityScheme, Surface, described};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::services::ServeDir;
 use vidgate_core::Catalog;
@@ -63,57 +64,174 @@ fn api_path(path: &str) -> String {
     format!("{API_PREFIX}{path}")
 }
 
+/// Every route the document describes, by the door it is behind: the
+/// router serves them and `openapi::document` describes them, so a route
+/// cannot be served undescribed. A new surface (its own mount, guard and
+/// security scheme) is one more entry here; a new route of a surface is
+/// one more line in its table.
+fn surfaces(
+    catalog: &Catalog,
+    api_base: &str,
+    max_upload_bytes: u64,
+    published: openapi::Published,
+) -> Vec<Surface> {
+    vec![
+        Surface {
+            door: &fair_use::PUBLIC,
+            routes: public_routes(catalog, api_base, published),
+            guard: |routes, state| routes.route_layer(fair_use::FairUse::new(state.clone())),
+        },
+        Surface {
+            door: &CUSTOMER,
+            routes: customer_routes(max_upload_bytes),
+            guard: |routes, state| {
+                routes.route_layer(middleware::from_fn_with_state(state.clone(), authenticate))
+            },
+        },
+        admin::surface(),
+    ]
+}
+
+/// The public endpoints: the catalog, quotes and this API's document,
+/// without a key, within a fair-use limit per client address.
+fn public_routes(catalog: &Catalog, api_base: &str, published: openapi::Published) -> Vec<Route> {
+    let mut routes = models::routes(catalog, api_base);
+    routes.push(described(
+        Method::POST,
+        "/quote/{vendor}/{model}/{mode}",
+        quote::quote,
+        &quote::QUOTE,
+    ));
+    routes.push(openapi::route(published));
+    routes
+}
+
+/// The customers' endpoints, with an API key or a dashboard session.
+fn customer_routes(max_upload_bytes: u64) -> Vec<Route> {
+    let generation = "/generations/{id}";
+    let mut upload = described(Method::POST, "/uploads", uploads::create, &uploads::CREATE);
+    // Room for the multipart framing around the largest file.
+    upload.handler = upload.handler.layer(DefaultBodyLimit::max(
+        usize::try_from(max_upload_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(64 * 1024),
+    ));
+    vec![
+        described(
+            Method::POST,
+            "/run/{vendor}/{model}/{mode}",
+            runs::submit,
+            &runs::SUBMIT,
+        ),
+        described(
+            Method::GET,
+            "/generations",
+            generations::list,
+            &generations::LIST,
+        ),
+        described(
+            Method::GET,
+            generation,
+            generations::show,
+            &generations::SHOW,
+        ),
+        described(
+            Method::GET,
+            "/generations/{id}/events",
+            live::events,
+            &live::EVENTS,
+        ),
+        described(
+            Method::POST,
+            "/generations/{id}/cancel",
+            generations::cancel,
+            &generations::CANCEL,
+        ),
+        described(
+            Method::GET,
+            "/generations/{id}/webhook-deliveries",
+            webhooks::list_deliveries,
+            &webhooks::LIST_DELIVERIES,
+        ),
+        described(
+            Method::POST,
+            "/generations/{id}/webhook-deliveries/{delivery_id}/retry",
+            webhooks::retry_delivery,
+            &webhooks::RETRY_DELIVERY,
+        ),
+        described(Method::GET, "/account", account::show, &account::SHOW),
+        described(
+            Method::POST,
+            "/account/webhook-secret/rotate",
+            webhooks::rotate_secret,
+            &webhooks::ROTATE_SECRET,
+        ),
+        described(
+            Method::POST,
+            "/account/checkout",
+            payments::checkout,
+            &payments::CHECKOUT,
+        ),
+        upload,
+        described(
+            Method::POST,
+            "/uploads/initiate",
+            uploads::initiate,
+            &uploads::INITIATE,
+        ),
+    ]
+}
+
+/// The customers' door: an API key, or a dashboard session cookie
+/// (`authenticate`), and the refusals that guard every answer behind it.
+const CUSTOMER: Door = Door {
+    mount: API_PREFIX,
+    security: Some(SecurityScheme {
+        name: "bearer",
+        description: "An API key: vg_live_…",
+    }),
+    tag: None,
+    refusals: &[
+        Refusal {
+            status: "401",
+            description: "unauthorized: the key is missing, malformed or revoked.",
+        },
+        Refusal {
+            status: "403",
+            description: "forbidden: a request that is authenticated by a dashboard session cookie and changes something needs the page's X-CSRF-Token header.",
+        },
+        Refusal {
+            status: "429",
+            description: "rate_limited: too many requests per second, too many generations in progress, or (with Prefer: wait or an event stream) too many waits and streams open for this key or on this server, or this account is already fetching as much request media as one account may at once. Retry-After says when to try again. Nothing is charged.",
+        },
+        Refusal {
+            status: "500",
+            description: "internal_error: retry with backoff.",
+        },
+    ],
+    rate_limit_headers: true,
+};
+
 /// The public listener's service: the routes inside the envelope (see
 /// `envelope.rs`). The envelope and the panic guard wrap the router whole,
 /// not route by route as `Router::layer` would, where every request would
 /// clone them with its route.
 pub fn router(state: AppState) -> impl HttpService {
-    let public = Router::new()
-        .merge(models::routes(&state.catalog, &state.api_base))
-        .route(
-            &api_path("/quote/{vendor}/{model}/{mode}"),
-            post(quote::quote),
-        )
-        .merge(openapi::routes(&state.catalog, &state.api_base))
-        .route_layer(fair_use::FairUse::new(state.clone()));
-
-    let authenticated = Router::new()
-        .route(
-            &api_path("/run/{vendor}/{model}/{mode}"),
-            post(runs::submit),
-        )
-        .route(&api_path("/generations"), get(generations::list))
-        .route(&api_path("/generations/{id}"), get(generations::show))
-        .route(&api_path("/generations/{id}/events"), get(live::events))
-        .route(
-            &api_path("/generations/{id}/cancel"),
-            post(generations::cancel),
-        )
-        .route(
-            &api_path("/generations/{id}/webhook-deliveries"),
-            get(webhooks::list_deliveries),
-        )
-        .route(
-            &api_path("/generations/{id}/webhook-deliveries/{delivery_id}/retry"),
-            post(webhooks::retry_delivery),
-        )
-        .route(&api_path("/account"), get(account::show))
-        .route(
-            &api_path("/account/webhook-secret/rotate"),
-            post(webhooks::rotate_secret),
-        )
-        .route(&api_path("/account/checkout"), post(payments::checkout))
-        .route(
-            &api_path("/uploads"),
-            // Room for the multipart framing around the largest file.
-            post(uploads::create).layer(DefaultBodyLimit::max(
-                usize::try_from(state.max_upload_bytes)
-                    .unwrap_or(usize::MAX)
-                    .saturating_add(64 * 1024),
-            )),
-        )
-        .route(&api_path("/uploads/initiate"), post(uploads::initiate))
-        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    let published = openapi::Published::default();
+    let surfaces = surfaces(
+        &state.catalog,
+        &state.api_base,
+        state.max_upload_bytes,
+        published.clone(),
+    );
+    published.publish(&openapi::document(
+        &state.catalog,
+        &state.api_base,
+        &surfaces,
+    ));
+    let api = surfaces.into_iter().fold(Router::new(), |api, surface| {
+        api.merge(surface.router(&state))
+    });
 
     // Files on local disk are served by ServeDir; objects in a bucket are
     // streamed through vidgate, so their URLs stay on our origin too. Either
@@ -121,7 +239,6 @@ pub fn router(state: AppState) -> impl HttpService {
     // kept request media needs a signed URL that has not expired.
     let gone = middleware::from_fn_with_state(state.clone(), files::gone_when_expired);
     let signed = middleware::from_fn_with_state(state.clone(), files::kept_media_needs_a_signature);
-    let api = Router::new().merge(public).merge(authenticated);
     let api = match state.storage.local_root() {
         Some(root) => api.nest_service(
             &api_path("/files"),
@@ -152,13 +269,9 @@ pub fn router(state: AppState) -> impl HttpService {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz));
 
-    // Outside /api/v1: the operator's, not customers' (see admin/mod.rs).
-    let operator = admin::router(state.clone());
-
     let envelope_state = (state.metrics.clone(), state.health.clone());
     let routes = Router::new()
         .merge(api)
-        .nest("/admin/v1", operator)
         .merge(internal)
         .merge(probes)
         .merge(crate::dashboard::router())

@@ -7,16 +7,19 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::{FromRequestParts, Path, Request};
+use axum::http::Method;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use serde::Serialize;
+use serde_json::{Value, json};
 use utoipa::ToSchema;
 use vidgate_core::{Catalog, ModelRecord};
 
+use super::ApiError;
+use super::openapi::{
+    Context, NOT_MODIFIED, Operation, Parameter, Refusal, Route, Schema, Success, described, record,
+};
 use super::prepared::PreparedJson;
-use super::{ApiError, AppState};
 use crate::representation::ListKind;
 
 /// The catalog's models.
@@ -83,19 +86,84 @@ impl ModelDocuments {
     }
 }
 
+pub const LIST: Operation = Operation {
+    id: "list_models",
+    summary: "List models and their endpoints",
+    tag: "catalog",
+    success: Success::json(
+        "200",
+        "The catalog.",
+        Schema::Of(record::<ModelList<'static>>),
+    ),
+    also: &[NOT_MODIFIED],
+    ..Operation::PLAIN
+};
+
+pub const SHOW: Operation = Operation {
+    id: "get_model",
+    summary: "One model",
+    tag: "catalog",
+    parameters: &[
+        Parameter::PathOf {
+            name: "vendor",
+            schema: Schema::Of(vendors),
+        },
+        Parameter::PathOf {
+            name: "model",
+            schema: Schema::Of(model_names),
+        },
+    ],
+    success: Success::json(
+        "200",
+        "The model.",
+        Schema::Of(record::<ModelRecord<'static>>),
+    ),
+    also: &[NOT_MODIFIED],
+    refusals: &[Refusal {
+        status: "404",
+        description: "not_found: no such model.",
+    }],
+    ..Operation::PLAIN
+};
+
+/// The catalog's vendors, one per model (`vendor_1` of `vendor_1/model_1`).
+fn vendors(context: &mut Context<'_>) -> Value {
+    model_id_parts(context.catalog, 0)
+}
+
+/// The catalog's model names, one per model (`model_1` of
+/// `vendor_1/model_1`).
+fn model_names(context: &mut Context<'_>) -> Value {
+    model_id_parts(context.catalog, 1)
+}
+
+fn model_id_parts(catalog: &Catalog, part: usize) -> Value {
+    let parts: Vec<&str> = catalog
+        .models()
+        .iter()
+        .filter_map(|model| model.id.split('/').nth(part))
+        .collect();
+    json!({ "type": "string", "enum": parts })
+}
+
 /// The two routes, with the catalog's documents prepared.
-pub fn routes(catalog: &Catalog, api_base: &str) -> Router<AppState> {
+pub fn routes(catalog: &Catalog, api_base: &str) -> Vec<Route> {
     let documents = Arc::new(ModelDocuments::new(catalog, api_base));
     let for_show = documents.clone();
-    Router::new()
-        .route(
-            &super::api_path("/models"),
-            // The request itself, not a `HeaderMap` (which axum fills with a
-            // copy of every header): only `If-None-Match` is read.
-            get(move |request: Request| async move { documents.list.respond(request.headers()) }),
-        )
-        .route(
-            &super::api_path("/models/{vendor}/{model}"),
-            get(move |request: Request| async move { for_show.show(request).await }),
-        )
+    vec![
+        // The request itself, not a `HeaderMap` (which axum fills with a
+        // copy of every header): only `If-None-Match` is read.
+        described(
+            Method::GET,
+            "/models",
+            move |request: Request| async move { documents.list.respond(request.headers()) },
+            &LIST,
+        ),
+        described(
+            Method::GET,
+            "/models/{vendor}/{model}",
+            move |request: Request| async move { for_show.show(request).await },
+            &SHOW,
+        ),
+    ]
 }

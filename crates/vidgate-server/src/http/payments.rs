@@ -10,9 +10,12 @@ use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+use super::openapi::{
+    Context, Field, Operation, Parameter, Refusal, RequestBody, Schema, Success, record,
+};
 use super::{ApiError, AppState, body_bytes};
 use crate::application::submit::IDEMPOTENCY_KEY;
 use crate::representation::object_kind;
@@ -47,6 +50,51 @@ pub struct CheckoutSessionRecord {
     object: CheckoutSessionKind,
     /// Stripe's hosted payment page.
     url: String,
+}
+
+// Served only where Stripe is configured (docs/stripe.md); elsewhere
+// every call is answered 404, which the document says.
+pub const CHECKOUT: Operation = Operation {
+    id: "create_checkout",
+    summary: "Start a Stripe Checkout to add credit to the account (only where the operator connected Stripe)",
+    tag: "account",
+    parameters: &[Parameter::Header {
+        name: IDEMPOTENCY_KEY,
+        required: false,
+        description: Some("The same key answers the same session when the request is retried."),
+        schema: Schema::TEXT,
+        example: None,
+    }],
+    body: Some(RequestBody::fields(&[Field {
+        name: "amount_usd",
+        required: true,
+        schema: Schema::Of(amount_usd_schema),
+    }])),
+    success: Success::json(
+        "201",
+        "The session: send the customer to its url.",
+        Schema::Of(record::<CheckoutSessionRecord>),
+    ),
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: the amount is outside the allowed range or not in whole cents, or the body is not {\"amount_usd\": \"20.00\"}; param is amount_usd.",
+        },
+        Refusal {
+            status: "404",
+            description: "not_found: this deployment does not sell credit through Stripe.",
+        },
+        Refusal {
+            status: "502",
+            description: "upstream_error: Stripe could not create the session; retry with backoff.",
+        },
+    ],
+    ..Operation::PLAIN
+};
+
+fn amount_usd_schema(_: &mut Context<'_>) -> Value {
+    json!({ "type": "string", "pattern": "^[0-9]+(\\.[0-9]{1,2})?$", "examples": ["20.00"],
+        "description": "Whole cents of US dollars, within the deployment's minimum and maximum." })
 }
 
 /// `POST /account/checkout` `{"amount_usd": "20.00"}`: 201 with the

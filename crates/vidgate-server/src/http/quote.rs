@@ -11,11 +11,77 @@ use utoipa::ToSchema;
 use vidgate_core::{Breakdown, Mode, Purpose};
 use vidgate_media::{InspectError, Requester, Scope};
 
+use super::openapi::{
+    BodyContent, Context, Operation, PerEndpoint, Refusal, RequestBody, Schema, Success, record,
+};
+use super::runs::{run_schema, with_nullable_optionals};
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, invalid_request};
 use crate::application::client_address::ClientAddress;
 use crate::metrics::RateLimit;
 use crate::rate_limit::NetworkBucket;
 use crate::representation::{Cost, object_kind};
+
+pub const QUOTE: Operation = Operation {
+    summary: "",
+    tag: "catalog",
+    body: Some(RequestBody {
+        required: false,
+        content: BodyContent::Json(Schema::Of(quote_schema)),
+    }),
+    success: Success::json("200", "The price.", Schema::Of(record::<QuoteRecord>)),
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: a parameter is invalid; param names it.",
+        },
+        Refusal {
+            status: "413",
+            description: "payload_too_large",
+        },
+        Refusal {
+            status: "429",
+            description: "rate_limited: too many requests to the public endpoints from this client address, or this client network is already fetching as much request media as one client may at once; Retry-After says when to try again.",
+        },
+        Refusal {
+            status: "500",
+            description: "internal_error",
+        },
+        Refusal {
+            status: "503",
+            description: "model_unavailable: this node is fetching as much request media as it may at once; Retry-After says when to try again.",
+        },
+    ],
+    per_endpoint: Some(PerEndpoint {
+        id: |endpoint| format!("quote_{}", endpoint.id().replace(['/', '-'], "_")),
+        summary: |endpoint| {
+            format!(
+                "Price a {} request to {} without running it",
+                endpoint.mode.as_str(),
+                endpoint.model.label
+            )
+        },
+    }),
+    ..Operation::PLAIN
+};
+
+/// A quote validates what is present but requires nothing, so its schema is
+/// the run schema without `required`.
+fn quote_schema(context: &mut Context<'_>) -> Value {
+    let mut schema = run_schema(context);
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("required");
+    }
+    // Lists that a run requires (M6 reference images) may be empty in a quote.
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        for property in properties.values_mut() {
+            if let Some(object) = property.as_object_mut() {
+                object.remove("minItems");
+            }
+        }
+    }
+    // Every field is optional in a quote, so every field may be null.
+    with_nullable_optionals(schema)
+}
 
 pub async fn quote(
     State(state): State<AppState>,

@@ -8,10 +8,119 @@ use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use serde_json::{Value, json};
+
+use super::openapi::{
+    BodyContent, Content, Context, Header, Operation, Parameter, PerEndpoint, Refusal, RequestBody,
+    Schema, Success, record,
+};
 use super::{ApiError, AppState, body_bytes, endpoint_from_path, live};
-use crate::application::submit::{IDEMPOTENCY_KEY, submit_generation};
+use crate::application::submit::{IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LENGTH, submit_generation};
 use crate::representation::GenerationRecord;
 use crate::store::Caller;
+
+pub const SUBMIT: Operation = Operation {
+    tag: "generations",
+    parameters: &[
+        Parameter::Header {
+            name: IDEMPOTENCY_KEY,
+            required: false,
+            description: Some(
+                "Replays the original generation for the same key and body within 24 hours (with Prefer: wait, the replay waits for it too).",
+            ),
+            schema: Schema::text_up_to(MAX_IDEMPOTENCY_KEY_LENGTH),
+            example: None,
+        },
+        live::PREFER_WAIT_PARAMETER,
+    ],
+    body: Some(RequestBody {
+        required: true,
+        content: BodyContent::Json(Schema::Of(run_schema)),
+    }),
+    success: Success {
+        status: "202",
+        description: "Accepted: the generation is queued and its price is held.",
+        content: Content::Json(Schema::Of(record::<GenerationRecord<'static>>)),
+        headers: &[
+            Header {
+                name: "Location",
+                description: "The generation's URL.",
+                schema: Schema::Of(uri),
+            },
+            live::PREFERENCE_APPLIED_HEADER,
+        ],
+    },
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: invalid JSON, a missing, unknown or out-of-range parameter, or a malformed Prefer: wait; param names it.",
+        },
+        Refusal {
+            status: "402",
+            description: "insufficient_balance: the balance does not cover the price. Nothing is charged.",
+        },
+        Refusal {
+            status: "409",
+            description: "conflict: the Idempotency-Key was used with a different request.",
+        },
+        Refusal {
+            status: "413",
+            description: "payload_too_large: the body is larger than the limit.",
+        },
+        Refusal {
+            status: "502",
+            description: "upstream_error: the model refused the job; any held amount was refunded.",
+        },
+        Refusal {
+            status: "503",
+            description: "model_unavailable: the model is temporarily not accepting new generations, or this node is fetching as much request media as it may at once (Retry-After says when to try again).",
+        },
+    ],
+    per_endpoint: Some(PerEndpoint {
+        id: |endpoint| format!("run_{}", endpoint.id().replace(['/', '-'], "_")),
+        summary: |endpoint| {
+            format!(
+                "Submit a {} generation to {} ({})",
+                endpoint.mode.as_str(),
+                endpoint.model.label,
+                endpoint.model.id
+            )
+        },
+    }),
+    ..Operation::PLAIN
+};
+
+fn uri(_: &mut Context<'_>) -> Value {
+    json!({ "type": "string", "format": "uri" })
+}
+
+/// The endpoint's request schema: the catalog's own rules
+/// (`Endpoint::input_schema`), which the validator applies.
+pub(super) fn run_schema(context: &mut Context<'_>) -> Value {
+    with_nullable_optionals(context.endpoint().input_schema())
+}
+
+/// The validator treats a JSON `null` in an optional field as "omitted", as
+/// clients that serialise absent values as null expect; the published request
+/// schema says so by allowing null beside each optional field's own schema.
+pub(super) fn with_nullable_optionals(catalog_schema: Value) -> Value {
+    let mut schema = catalog_schema;
+    let required: Vec<Value> = schema["required"].as_array().cloned().unwrap_or_default();
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        for (name, property) in properties.iter_mut() {
+            if required.contains(&Value::String(name.clone())) {
+                continue;
+            }
+            let description = property.get("description").cloned();
+            let mut nullable = json!({ "anyOf": [property.take(), { "type": "null" }] });
+            if let Some(description) = description {
+                nullable["description"] = description;
+            }
+            *property = nullable;
+        }
+    }
+    schema
+}
 
 pub async fn submit(
     State(state): State<AppState>,

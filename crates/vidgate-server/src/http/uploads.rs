@@ -20,6 +20,9 @@ use tokio::io::AsyncWriteExt;
 use utoipa::ToSchema;
 
 use super::account::caller_account;
+use super::openapi::{
+    BodyContent, Context, Field, Operation, Refusal, RequestBody, Schema, Success, record,
+};
 use super::{ApiError, AppState, body_bytes, rfc3339};
 use crate::ids::random_token;
 use crate::media::{ACCEPTED_FORMATS, UploadMedia, content_type};
@@ -28,6 +31,53 @@ use crate::storage::{self, DIRECT_UPLOAD_VALIDITY};
 use crate::store::{Caller, NewDirectUpload, NewUpload, now_millis};
 
 const FILE_FIELD: &str = "file";
+
+pub const INITIATE: Operation = Operation {
+    id: "initiate_upload",
+    summary: "Presigned direct upload to the deployment's S3-compatible storage",
+    tag: "uploads",
+    body: Some(RequestBody {
+        required: false,
+        content: BodyContent::Fields(&[
+            Field {
+                name: "content_type",
+                required: false,
+                schema: Schema::Of(declared_content_type),
+            },
+            Field {
+                name: "size_bytes",
+                required: false,
+                schema: Schema::Integer {
+                    minimum: Some(1),
+                    maximum: None,
+                    default: None,
+                    description: Some("Checked against the deployment's upload limit."),
+                },
+            },
+        ]),
+    }),
+    success: Success::json(
+        "201",
+        "The pending upload and where to PUT its file.",
+        Schema::Of(record::<DirectUploadRecord>),
+    ),
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: a bad content_type or size_bytes (size above the upload limit), or an unknown field; param names it.",
+        },
+        Refusal {
+            status: "501",
+            description: "direct_upload_unavailable: presigned uploads are unavailable on this deployment (local-disk storage); use multipart/form-data.",
+        },
+    ],
+    ..Operation::PLAIN
+};
+
+fn declared_content_type(_: &mut Context<'_>) -> Value {
+    json!({ "type": "string", "enum": ["image/jpeg", "image/png", "image/webp", "video/mp4", "video/quicktime", "audio/mpeg", "audio/wav"],
+        "description": "Bound to the signature; the file must turn out to be of this type." })
+}
 
 /// Creates a pending direct upload and signs a PUT URL for its object.
 /// Body: `{"content_type"?, "size_bytes"?}`; a declared content type is
@@ -209,6 +259,33 @@ fn unreadable(error: MultipartError) -> ApiError {
         FILE_FIELD,
         format!("The multipart body could not be read: {error}"),
     )
+}
+
+pub const CREATE: Operation = Operation {
+    id: "create_upload",
+    summary: "Upload media (JPG, PNG, WebP, MP4, MOV, MP3, WAV) to obtain a URL for requests",
+    tag: "uploads",
+    body: Some(RequestBody {
+        required: true,
+        content: BodyContent::Multipart(Schema::Of(multipart_file)),
+    }),
+    success: Success::json("201", "The upload.", Schema::Of(record::<UploadRecord>)),
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: not multipart, no `file` field, or not a supported media file; param is `file`.",
+        },
+        Refusal {
+            status: "413",
+            description: "payload_too_large: the file is larger than the deployment's limit.",
+        },
+    ],
+    ..Operation::PLAIN
+};
+
+fn multipart_file(_: &mut Context<'_>) -> Value {
+    json!({ "type": "object", "required": [FILE_FIELD],
+        "properties": { FILE_FIELD: { "type": "string", "format": "binary", "description": "The type is decided from the content, not the declared type." } } })
 }
 
 /// Streams the `file` field to storage with the size cap, decides its type

@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 use vidgate_core::GenerationStatus;
 
 use super::account::account_gone;
+use super::openapi::{Operation, Parameter, Refusal, Schema, Success, record};
 use super::{ApiError, AppState, rfc3339};
 use crate::application::keys_and_secrets::{self, Changer, KeyChangeError};
 use crate::representation::{ListKind, nullable_time_schema, object_kind, one_of_strings};
@@ -54,6 +55,22 @@ pub fn webhook_secret_json(account: &Account) -> Value {
     serde_json::to_value(WebhookSecretRecord::new(account))
         .expect("a webhook secret record is plain JSON")
 }
+
+pub const ROTATE_SECRET: Operation = Operation {
+    id: "rotate_webhook_secret",
+    summary: "Issue a new webhook signing secret; the old one keeps signing for 24 hours",
+    tag: "webhooks",
+    success: Success::json(
+        "200",
+        "The new secret, shown once.",
+        Schema::Of(record::<WebhookSecretRecord<'static>>),
+    ),
+    refusals: &[Refusal {
+        status: "403",
+        description: "forbidden: the request is authenticated by a dashboard session cookie; people rotate the secret on the dashboard's Webhooks page, where the account's owners decide who may and the change is audited.",
+    }],
+    ..Operation::PLAIN
+};
 
 /// Returns the new secret once; it is not shown by any other endpoint.
 /// A dashboard session is refused: a person rotates the secret on the
@@ -201,6 +218,23 @@ async fn require_generation(
     }
 }
 
+pub const LIST_DELIVERIES: Operation = Operation {
+    id: "list_webhook_deliveries",
+    summary: "The webhook deliveries of a generation, with every attempt",
+    tag: "webhooks",
+    parameters: &[Parameter::Path("id")],
+    success: Success::json(
+        "200",
+        "The deliveries, oldest first.",
+        Schema::Of(record::<DeliveryList<'static>>),
+    ),
+    refusals: &[Refusal {
+        status: "404",
+        description: "not_found: no such generation in this account.",
+    }],
+    ..Operation::PLAIN
+};
+
 /// `GET /generations/{id}/webhook-deliveries`: every delivery of the
 /// generation with every attempt, oldest first.
 pub async fn list_deliveries(
@@ -228,6 +262,29 @@ pub async fn list_deliveries(
 /// `RETRY_REFILL`.
 const RETRY_BURST: u32 = 10;
 const RETRY_REFILL: std::time::Duration = std::time::Duration::from_secs(6);
+
+pub const RETRY_DELIVERY: Operation = Operation {
+    id: "retry_webhook_delivery",
+    summary: "Send a webhook delivery again now",
+    tag: "webhooks",
+    parameters: &[Parameter::Path("id"), Parameter::Path("delivery_id")],
+    success: Success::json(
+        "202",
+        "The delivery, scheduled for now.",
+        Schema::Of(record::<DeliveryRecord<'static>>),
+    ),
+    refusals: &[
+        Refusal {
+            status: "404",
+            description: "not_found: no such generation or delivery in this account.",
+        },
+        Refusal {
+            status: "409",
+            description: "conflict: the delivery is being attempted right now.",
+        },
+    ],
+    ..Operation::PLAIN
+};
 
 /// `POST /generations/{id}/webhook-deliveries/{delivery_id}/retry`: sends
 /// the delivery again now, whether it is waiting, delivered or failed. A

@@ -13,33 +13,131 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
 use vidgate_core::Micros;
 
-use super::openapi::{
-    ACCOUNT_DELETED, Field, NOT_FOUND, Operation, Parameter, Refusal, Schema, Success,
-};
-use super::{Operator, PAGE_LIMIT, page_limit};
+use super::{ACCOUNT_DELETED, NOT_FOUND, Operator, PAGE_LIMIT, answer, page_limit};
 use crate::application::state::AppState;
 use crate::application::submit::IDEMPOTENCY_KEY;
-use crate::http::{ApiError, account_json, rfc3339, webhook_secret_json};
+use crate::http::account::AccountRecord;
+use crate::http::openapi::{
+    Field, Operation, Parameter, Refusal, RequestBody, Schema, Success, record,
+};
+use crate::http::webhooks::WebhookSecretRecord;
+use crate::http::{ApiError, rfc3339};
 use crate::operator_actions::accounts::{
     self, Adjusted, AdjustmentRequest, LimitChanges, MAX_ADJUSTMENT, MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_LIMIT_FIGURE, MAX_NAME_LENGTH, MAX_REASON_LENGTH,
 };
-use crate::representation::low_balance_alert_json;
+use crate::representation::{LowBalanceAlertRecord, nullable_time_schema, object_kind};
 use crate::store::{Account, AdjustmentKind};
 
 /// The account as operators see it: the customer's view plus when it was
-/// made and, for a tombstone, deleted (never its webhook secret).
-fn operator_account_json(account: &Account) -> Value {
-    let mut shown = account_json(account);
-    shown["created_at"] = json!(rfc3339(account.created_at));
-    shown["deleted_at"] = json!(account.deleted_at.map(rfc3339));
-    shown["low_balance_alert"] = low_balance_alert_json(account);
-    shown
+/// made, for a tombstone when it was deleted, and its low-balance alert
+/// (never its webhook secret).
+#[derive(Serialize, ToSchema)]
+#[schema(as = OperatorAccount)]
+pub struct OperatorAccountRecord<'a> {
+    #[serde(flatten)]
+    account: AccountRecord<'a>,
+    #[schema(format = DateTime)]
+    created_at: String,
+    #[schema(schema_with = nullable_time_schema, required = true)]
+    deleted_at: Option<String>,
+    #[schema(required = true)]
+    low_balance_alert: Option<LowBalanceAlertRecord<'a>>,
 }
+
+impl<'a> OperatorAccountRecord<'a> {
+    fn new(account: &'a Account) -> OperatorAccountRecord<'a> {
+        OperatorAccountRecord {
+            account: AccountRecord::new(account),
+            created_at: rfc3339(account.created_at),
+            deleted_at: account.deleted_at.map(rfc3339),
+            low_balance_alert: LowBalanceAlertRecord::new(account),
+        }
+    }
+}
+
+/// A page of accounts in id order, and the id the next page starts after.
+#[derive(Serialize, ToSchema)]
+#[schema(as = OperatorAccountList)]
+pub struct AccountPage<'a> {
+    data: Vec<OperatorAccountRecord<'a>>,
+    #[schema(required = true)]
+    next_after: Option<String>,
+}
+
+/// A new account, with its first API key and its webhook secret, both
+/// shown once.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CreatedAccount)]
+pub struct CreatedAccountRecord<'a> {
+    #[serde(flatten)]
+    account: OperatorAccountRecord<'a>,
+    api_key: &'a str,
+    key_id: &'a str,
+    #[schema(pattern = "^whsec_")]
+    webhook_secret: &'a str,
+}
+
+// `"object": "credit_adjustment"`.
+object_kind!(CreditAdjustmentKind, CreditAdjustment);
+
+/// A credit adjustment and the account after it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CreditAdjustment)]
+pub struct AdjustmentRecord<'a> {
+    account: OperatorAccountRecord<'a>,
+    account_id: &'a str,
+    actor: &'a str,
+    amount_micros: i64,
+    #[schema(format = DateTime)]
+    created_at: String,
+    idempotency_key: &'a str,
+    #[schema(value_type = String, pattern = "^(credit|debit)$")]
+    kind: &'static str,
+    #[schema(inline)]
+    object: CreditAdjustmentKind,
+    reason: &'a str,
+}
+
+impl<'a> AdjustmentRecord<'a> {
+    fn new(
+        Adjusted {
+            adjustment,
+            account,
+            ..
+        }: &'a Adjusted,
+    ) -> AdjustmentRecord<'a> {
+        AdjustmentRecord {
+            account: OperatorAccountRecord::new(account),
+            account_id: &adjustment.account_id,
+            actor: &adjustment.actor,
+            amount_micros: adjustment.amount.0,
+            created_at: rfc3339(adjustment.created_at),
+            idempotency_key: &adjustment.idempotency_key,
+            kind: adjustment.kind.as_str(),
+            object: CreditAdjustmentKind::CreditAdjustment,
+            reason: &adjustment.reason,
+        }
+    }
+}
+
+/// An account's new webhook secret, and when the previous one stops
+/// signing.
+#[derive(Serialize, ToSchema)]
+#[schema(as = OperatorWebhookSecret)]
+pub struct RotatedSecretRecord<'a> {
+    account_id: &'a str,
+    #[serde(flatten)]
+    secret: WebhookSecretRecord<'a>,
+}
+
+/// The schema of the answers that show one account.
+const ACCOUNT: Schema = Schema::Of(record::<OperatorAccountRecord<'static>>);
 
 const ACCOUNT_PATH: [Parameter; 2] = [Parameter::Operator, Parameter::Path("account_id")];
 
@@ -48,11 +146,11 @@ pub const DELETE: Operation = Operation {
     summary: "Delete an account's media and personal data; the tombstone keeps its money figures",
     parameters: &ACCOUNT_PATH,
     body: None,
-    success: Success {
-        status: "200",
-        description: "The tombstone (deleted_at set), also when it was deleted before.",
-        also_csv: false,
-    },
+    success: Success::json(
+        "200",
+        "The tombstone (deleted_at set), also when it was deleted before.",
+        ACCOUNT,
+    ),
     refusals: &[
         NOT_FOUND,
         Refusal {
@@ -60,6 +158,7 @@ pub const DELETE: Operation = Operation {
             description: "conflict: generations of the account are queued or running; cancel them or wait.",
         },
     ],
+    ..Operation::PLAIN
 };
 
 /// Deletes an account's media and personal data, or answers the tombstone
@@ -71,7 +170,7 @@ pub async fn delete(
     Path(account_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let deleted = accounts::delete(state.store.as_ref(), &actor, &account_id).await?;
-    Ok(Json(operator_account_json(&deleted.account)))
+    Ok(answer(OperatorAccountRecord::new(&deleted.account)))
 }
 
 pub const LIST: Operation = Operation {
@@ -86,12 +185,13 @@ pub const LIST: Operation = Operation {
         PAGE_LIMIT,
     ],
     body: None,
-    success: Success {
-        status: "200",
-        description: "A page of accounts and `next_after`.",
-        also_csv: false,
-    },
+    success: Success::json(
+        "200",
+        "A page of accounts and `next_after`.",
+        Schema::Of(record::<AccountPage<'static>>),
+    ),
     refusals: &[],
+    ..Operation::PLAIN
 };
 
 #[derive(Deserialize)]
@@ -113,10 +213,10 @@ pub async fn list(
     let next_after = (accounts.len() == limit as usize)
         .then(|| accounts.last().map(|account| account.id.clone()))
         .flatten();
-    Ok(Json(json!({
-        "data": accounts.iter().map(operator_account_json).collect::<Vec<_>>(),
-        "next_after": next_after,
-    })))
+    Ok(answer(AccountPage {
+        data: accounts.iter().map(OperatorAccountRecord::new).collect(),
+        next_after,
+    }))
 }
 
 pub const SHOW: Operation = Operation {
@@ -124,12 +224,9 @@ pub const SHOW: Operation = Operation {
     summary: "One account",
     parameters: &ACCOUNT_PATH,
     body: None,
-    success: Success {
-        status: "200",
-        description: "The account.",
-        also_csv: false,
-    },
+    success: Success::json("200", "The account.", ACCOUNT),
     refusals: &[NOT_FOUND],
+    ..Operation::PLAIN
 };
 
 pub async fn show(
@@ -137,7 +234,7 @@ pub async fn show(
     Path(account_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let account = accounts::show(state.store.as_ref(), &account_id).await?;
-    Ok(Json(operator_account_json(&account)))
+    Ok(answer(OperatorAccountRecord::new(&account)))
 }
 
 #[derive(Deserialize)]
@@ -150,17 +247,18 @@ pub const CREATE: Operation = Operation {
     id: "operator_create_account",
     summary: "Create an account (no credit) with its first API key, shown once",
     parameters: &[Parameter::Operator],
-    body: Some(&[Field {
+    body: Some(RequestBody::fields(&[Field {
         name: "name",
         required: true,
         schema: Schema::text_up_to(MAX_NAME_LENGTH),
-    }]),
-    success: Success {
-        status: "201",
-        description: "The account, its API key and its webhook secret.",
-        also_csv: false,
-    },
+    }])),
+    success: Success::json(
+        "201",
+        "The account, its API key and its webhook secret.",
+        Schema::Of(record::<CreatedAccountRecord<'static>>),
+    ),
     refusals: &[],
+    ..Operation::PLAIN
 };
 
 /// Creates an account with no credit and its first API key (shown once);
@@ -171,11 +269,13 @@ pub async fn create(
     Json(body): Json<CreateBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let created = accounts::create(state.store.as_ref(), &actor, &body.name, Micros::ZERO).await?;
-    let mut shown = operator_account_json(&created.account);
-    shown["api_key"] = json!(created.api_key);
-    shown["key_id"] = json!(created.key_id);
-    shown["webhook_secret"] = json!(created.account.webhook_secret);
-    Ok((StatusCode::CREATED, Json(shown)))
+    let shown = CreatedAccountRecord {
+        account: OperatorAccountRecord::new(&created.account),
+        api_key: &created.api_key,
+        key_id: &created.key_id,
+        webhook_secret: &created.account.webhook_secret,
+    };
+    Ok((StatusCode::CREATED, answer(shown)))
 }
 
 #[derive(Deserialize)]
@@ -186,26 +286,6 @@ pub struct AdjustmentBody {
     reason: String,
 }
 
-fn adjustment_json(
-    Adjusted {
-        adjustment,
-        account,
-        ..
-    }: &Adjusted,
-) -> Value {
-    json!({
-        "object": "credit_adjustment",
-        "idempotency_key": adjustment.idempotency_key,
-        "account_id": adjustment.account_id,
-        "kind": adjustment.kind.as_str(),
-        "amount_micros": adjustment.amount.0,
-        "reason": adjustment.reason,
-        "actor": adjustment.actor,
-        "created_at": rfc3339(adjustment.created_at),
-        "account": operator_account_json(account),
-    })
-}
-
 /// What a credit and a debit take: the account, the key that applies it
 /// once, the amount and the reason.
 const ADJUSTMENT_PARAMETERS: [Parameter; 3] = [
@@ -213,7 +293,10 @@ const ADJUSTMENT_PARAMETERS: [Parameter; 3] = [
     Parameter::Path("account_id"),
     Parameter::Header {
         name: IDEMPOTENCY_KEY,
+        required: true,
+        description: None,
         schema: Schema::text_up_to(MAX_IDEMPOTENCY_KEY_LENGTH),
+        example: None,
     },
 ];
 const ADJUSTMENT_FIELDS: [Field; 2] = [
@@ -233,11 +316,11 @@ const ADJUSTMENT_FIELDS: [Field; 2] = [
         schema: Schema::text_up_to(MAX_REASON_LENGTH),
     },
 ];
-const ADJUSTMENT_APPLIED: Success = Success {
-    status: "201",
-    description: "Applied. A repeated key for the same account and amount answers 200 with the first adjustment.",
-    also_csv: false,
-};
+const ADJUSTMENT_APPLIED: Success = Success::json(
+    "201",
+    "Applied. A repeated key for the same account and amount answers 200 with the first adjustment.",
+    Schema::Of(record::<AdjustmentRecord<'static>>),
+);
 const ADJUSTMENT_CONFLICT: Refusal = Refusal {
     status: "409",
     description: "conflict: the Idempotency-Key was used for another account, kind or amount, or the account was deleted.",
@@ -247,9 +330,10 @@ pub const CREDIT: Operation = Operation {
     id: "operator_credit_account",
     summary: "Add credit once per Idempotency-Key (a payment system's top-up)",
     parameters: &ADJUSTMENT_PARAMETERS,
-    body: Some(&ADJUSTMENT_FIELDS),
+    body: Some(RequestBody::fields(&ADJUSTMENT_FIELDS)),
     success: ADJUSTMENT_APPLIED,
     refusals: &[NOT_FOUND, ADJUSTMENT_CONFLICT],
+    ..Operation::PLAIN
 };
 
 /// Adds credit once per `Idempotency-Key` (required): a payment system's
@@ -277,7 +361,7 @@ pub const DEBIT: Operation = Operation {
     id: "operator_debit_account",
     summary: "Take credit back once per Idempotency-Key (a chargeback, a correction), never below a zero balance",
     parameters: &ADJUSTMENT_PARAMETERS,
-    body: Some(&ADJUSTMENT_FIELDS),
+    body: Some(RequestBody::fields(&ADJUSTMENT_FIELDS)),
     success: ADJUSTMENT_APPLIED,
     refusals: &[
         NOT_FOUND,
@@ -287,6 +371,7 @@ pub const DEBIT: Operation = Operation {
             description: "insufficient_balance: the debit is larger than the balance; nothing was taken.",
         },
     ],
+    ..Operation::PLAIN
 };
 
 /// Takes credit back (a chargeback, a correction) once per
@@ -344,7 +429,7 @@ async fn adjust(
     } else {
         StatusCode::CREATED
     };
-    Ok((status, Json(adjustment_json(&adjusted))))
+    Ok((status, answer(AdjustmentRecord::new(&adjusted))))
 }
 
 #[derive(Deserialize)]
@@ -359,7 +444,7 @@ pub const LIMITS: Operation = Operation {
     id: "operator_set_limits",
     summary: "Change an account's limits; figures left out stay as they are",
     parameters: &ACCOUNT_PATH,
-    body: Some(&[
+    body: Some(RequestBody::fields(&[
         Field {
             name: "requests_per_second",
             required: false,
@@ -375,13 +460,10 @@ pub const LIMITS: Operation = Operation {
             required: false,
             schema: Schema::integer(0, MAX_LIMIT_FIGURE as i64),
         },
-    ]),
-    success: Success {
-        status: "200",
-        description: "The account.",
-        also_csv: false,
-    },
+    ])),
+    success: Success::json("200", "The account.", ACCOUNT),
     refusals: &[NOT_FOUND, ACCOUNT_DELETED],
+    ..Operation::PLAIN
 };
 
 /// Changes an account's limits; figures left out stay as they are.
@@ -397,7 +479,7 @@ pub async fn limits(
         max_concurrent: body.max_concurrent_generations,
     };
     let account = accounts::set_limits(state.store.as_ref(), &actor, &account_id, changes).await?;
-    Ok(Json(operator_account_json(&account)))
+    Ok(answer(OperatorAccountRecord::new(&account)))
 }
 
 #[derive(Deserialize)]
@@ -412,7 +494,7 @@ pub const LOW_BALANCE: Operation = Operation {
     id: "operator_set_low_balance_alert",
     summary: "Set or remove an account's low-balance alert: the threshold the dashboard warns below, and the URL the account.balance_low event goes to",
     parameters: &ACCOUNT_PATH,
-    body: Some(&[
+    body: Some(RequestBody::fields(&[
         Field {
             name: "low_balance_threshold_usd",
             required: false,
@@ -423,13 +505,14 @@ pub const LOW_BALANCE: Operation = Operation {
             required: false,
             schema: Schema::TEXT,
         },
-    ]),
-    success: Success {
-        status: "200",
-        description: "The account, with its low_balance_alert (null when removed).",
-        also_csv: false,
-    },
+    ])),
+    success: Success::json(
+        "200",
+        "The account, with its low_balance_alert (null when removed).",
+        ACCOUNT,
+    ),
     refusals: &[NOT_FOUND, ACCOUNT_DELETED],
+    ..Operation::PLAIN
 };
 
 /// `POST /accounts/{account_id}/low-balance` `{"low_balance_threshold_usd":
@@ -449,7 +532,7 @@ pub async fn low_balance(
         body.low_balance_webhook_url.as_deref(),
     )
     .await?;
-    Ok(Json(operator_account_json(&account)))
+    Ok(answer(OperatorAccountRecord::new(&account)))
 }
 
 pub const ROTATE_WEBHOOK_SECRET: Operation = Operation {
@@ -457,12 +540,13 @@ pub const ROTATE_WEBHOOK_SECRET: Operation = Operation {
     summary: "Issue a new webhook signing secret (shown once); deliveries are signed with the previous one too for 24 hours",
     parameters: &ACCOUNT_PATH,
     body: None,
-    success: Success {
-        status: "200",
-        description: "The account's id, its new webhook_secret and when the previous one stops signing.",
-        also_csv: false,
-    },
+    success: Success::json(
+        "200",
+        "The account's id, its new webhook_secret and when the previous one stops signing.",
+        Schema::Of(record::<RotatedSecretRecord<'static>>),
+    ),
     refusals: &[NOT_FOUND, ACCOUNT_DELETED],
+    ..Operation::PLAIN
 };
 
 /// Issues a new webhook signing secret (shown once); deliveries carry
@@ -474,7 +558,71 @@ pub async fn rotate_webhook_secret(
 ) -> Result<Json<Value>, ApiError> {
     let account =
         accounts::rotate_webhook_secret(state.store.as_ref(), &actor, &account_id).await?;
-    let mut shown = webhook_secret_json(&account);
-    shown["account_id"] = json!(account.id);
-    Ok(Json(shown))
+    Ok(answer(RotatedSecretRecord {
+        account_id: &account.id,
+        secret: WebhookSecretRecord::new(&account),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::http::openapi::tests::{account, problems_of};
+    use crate::store::LowBalanceAlert;
+
+    fn problems(name: &str, record: impl Serialize) -> Vec<String> {
+        problems_of(name, &serde_json::to_value(record).unwrap())
+    }
+
+    /// The operator's account answers against the schemas the document
+    /// derives from them: a live account, one with a low-balance alert and
+    /// a tombstone, a new account and a rotated secret.
+    #[test]
+    fn every_field_of_an_operator_account_answer_is_in_its_schema() {
+        let mut account = account();
+        assert_eq!(
+            problems("OperatorAccount", OperatorAccountRecord::new(&account)),
+            Vec::<String>::new()
+        );
+        account.low_balance_alert = Some(LowBalanceAlert {
+            threshold: Micros(5_000_000),
+            webhook_url: Some("https://receiver.example/alerts".into()),
+            raised: false,
+        });
+        account.deleted_at = Some(1_795_000_001_000);
+        assert_eq!(
+            problems("OperatorAccount", OperatorAccountRecord::new(&account)),
+            Vec::<String>::new()
+        );
+        let created = CreatedAccountRecord {
+            account: OperatorAccountRecord::new(&account),
+            api_key: "vg_live_1",
+            key_id: "key_1",
+            webhook_secret: &account.webhook_secret,
+        };
+        assert_eq!(problems("CreatedAccount", created), Vec::<String>::new());
+        let rotated = RotatedSecretRecord {
+            account_id: &account.id,
+            secret: WebhookSecretRecord::new(&account),
+        };
+        assert_eq!(
+            problems("OperatorWebhookSecret", rotated),
+            Vec::<String>::new()
+        );
+    }
+
+    /// A record that flattens another is checked against both records'
+    /// fields: one neither lists is found.
+    #[test]
+    fn the_check_finds_a_field_missing_from_a_flattened_schema() {
+        let account = account();
+        let mut record = serde_json::to_value(OperatorAccountRecord::new(&account)).unwrap();
+        record["webhook_secret"] = json!("whsec_1");
+        assert_eq!(
+            problems_of("OperatorAccount", &record),
+            ["OperatorAccount.webhook_secret: a field the schema does not list"]
+        );
+    }
 }

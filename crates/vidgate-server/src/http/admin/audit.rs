@@ -3,18 +3,47 @@
 
 use axum::Json;
 use axum::extract::{Query, State};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
 
-use super::openapi::{Operation, Parameter, Schema, Success};
-use super::{PAGE_LIMIT, page_limit};
+use super::{PAGE_LIMIT, answer, page_limit};
 use crate::application::state::AppState;
+use crate::http::openapi::{Operation, Parameter, Schema, Success, record};
 use crate::http::{ApiError, rfc3339};
 
 #[derive(Deserialize)]
 pub struct AuditQuery {
     before: Option<i64>,
     limit: Option<u32>,
+}
+
+/// A page of the audit log, newest first, and the id the next page
+/// starts before.
+#[derive(Serialize, ToSchema)]
+#[schema(as = AuditLog)]
+pub struct AuditPage<'a> {
+    data: Vec<AuditEntryRecord<'a>>,
+    #[schema(required = true)]
+    next_before: Option<i64>,
+}
+
+/// One change made through the operator API.
+#[derive(Serialize, ToSchema)]
+#[schema(as = AuditEntry)]
+pub struct AuditEntryRecord<'a> {
+    /// What was done, e.g. `account.credit`.
+    action: &'a str,
+    /// Who made the change (`X-Operator`).
+    actor: &'a str,
+    #[schema(format = DateTime)]
+    created_at: String,
+    /// The change's figures.
+    #[schema(value_type = Object)]
+    detail: Value,
+    id: i64,
+    /// The account, key, user or model it was done to.
+    target: &'a str,
 }
 
 pub const LIST: Operation = Operation {
@@ -24,22 +53,18 @@ pub const LIST: Operation = Operation {
         Parameter::Query {
             name: "before",
             description: Some("An entry id: the page starts before it."),
-            schema: Schema::Integer {
-                minimum: None,
-                maximum: None,
-                default: None,
-                description: None,
-            },
+            schema: Schema::INTEGER,
         },
         PAGE_LIMIT,
     ],
     body: None,
-    success: Success {
-        status: "200",
-        description: "A page of audit entries and `next_before`.",
-        also_csv: false,
-    },
+    success: Success::json(
+        "200",
+        "A page of audit entries and `next_before`.",
+        Schema::Of(record::<AuditPage<'static>>),
+    ),
     refusals: &[],
+    ..Operation::PLAIN
 };
 
 pub async fn list(
@@ -52,24 +77,22 @@ pub async fn list(
         .operator()
         .audit_log(query.before, limit)
         .await?;
-    let data: Vec<Value> = entries
+    let data = entries
         .iter()
-        .map(|entry| {
-            json!({
-                "id": entry.id,
-                "actor": entry.actor,
-                "action": entry.action,
-                "target": entry.target,
-                // Written by the store from a JSON value, so it parses; a
-                // row that does not shows as text rather than failing the page.
-                "detail": serde_json::from_str::<Value>(&entry.detail)
-                    .unwrap_or_else(|_| Value::String(entry.detail.clone())),
-                "created_at": rfc3339(entry.created_at),
-            })
+        .map(|entry| AuditEntryRecord {
+            action: &entry.action,
+            actor: &entry.actor,
+            created_at: rfc3339(entry.created_at),
+            // Written by the store from a JSON value, so it parses; a row
+            // that does not shows as text rather than failing the page.
+            detail: serde_json::from_str::<Value>(&entry.detail)
+                .unwrap_or_else(|_| Value::String(entry.detail.clone())),
+            id: entry.id,
+            target: &entry.target,
         })
         .collect();
     let next_before = (entries.len() == limit as usize)
         .then(|| entries.last().map(|entry| entry.id))
         .flatten();
-    Ok(Json(json!({ "data": data, "next_before": next_before })))
+    Ok(answer(AuditPage { data, next_before }))
 }

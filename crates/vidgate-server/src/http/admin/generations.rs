@@ -10,18 +10,19 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+use utoipa::ToSchema;
 
-use super::openapi::{Operation, Parameter, Schema, Success};
+use super::answer;
 use crate::application::state::AppState;
+use crate::http::ApiError;
 use crate::http::generations::{
     DEFAULT_PAGE_SIZE, ListParameters, MAX_PAGE_SIZE, parse_list_filter,
 };
-use crate::http::{ApiError, generation_json};
-use crate::representation::one_page;
+use crate::http::openapi::{Operation, Parameter, Schema, Success, record};
+use crate::representation::{GenerationRecord, ListKind, one_page};
 use crate::store::{GenerationProvider, OperatorGenerationFilter};
 
 #[derive(Deserialize)]
@@ -31,6 +32,42 @@ pub struct GenerationsQuery {
     created_until: Option<String>,
     #[serde(flatten)]
     list: ListParameters,
+}
+
+/// A page of generations across accounts, newest first.
+#[derive(Serialize, ToSchema)]
+#[schema(as = OperatorGenerationList)]
+pub struct GenerationPage<'a> {
+    data: Vec<OperatorGenerationRecord<'a>>,
+    has_more: bool,
+    #[schema(required = true)]
+    next_cursor: Option<String>,
+    #[schema(inline)]
+    object: ListKind,
+}
+
+/// A generation as the customer sees it, with its account and the hosted
+/// provider that serves it: the operator's, never the customer's, view.
+#[derive(Serialize, ToSchema)]
+#[schema(as = OperatorGeneration)]
+pub struct OperatorGenerationRecord<'a> {
+    account_id: &'a str,
+    #[serde(flatten)]
+    generation: GenerationRecord<'a>,
+    /// Null for a model not at a hosted provider.
+    #[schema(required = true)]
+    provider: Option<ProviderRecord<'a>>,
+}
+
+/// Which provider serves a generation, what it cost the operator and why
+/// routing chose the provider.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderRecord<'a> {
+    #[schema(required = true)]
+    cost_micros: Option<i64>,
+    name: &'a str,
+    #[schema(required = true)]
+    route_reason: Option<&'a str>,
 }
 
 /// A time given as RFC 3339, in the store's Unix milliseconds.
@@ -78,18 +115,19 @@ pub const LIST: Operation = Operation {
         },
     ],
     body: None,
-    success: Success {
-        status: "200",
-        description: "A page of Generation records, each with its account_id and its provider (name, cost_micros, route_reason; null for a model not at a hosted provider), as the public list answers.",
-        also_csv: false,
-    },
+    success: Success::json(
+        "200",
+        "A page of Generation records, each with its account_id and its provider (name, cost_micros, route_reason; null for a model not at a hosted provider), as the public list answers.",
+        Schema::Of(record::<GenerationPage<'static>>),
+    ),
     refusals: &[],
+    ..Operation::PLAIN
 };
 
 pub async fn list(
     State(state): State<AppState>,
     query: Result<Query<GenerationsQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
     let mut filter = OperatorGenerationFilter {
         account_id: query.account_id.filter(|account_id| !account_id.is_empty()),
@@ -118,30 +156,24 @@ pub async fn list(
         .into_iter()
         .map(|provider| (provider.generation_id.clone(), provider))
         .collect();
-    let data: Vec<Value> = generations
+    let data = generations
         .iter()
-        .map(|generation| {
-            let mut shown = generation_json(generation, &state.api_base);
-            shown["account_id"] = json!(generation.account_id);
-            // Which provider serves it, what it cost the operator and why
-            // routing chose the provider: the operator's, never the
-            // customer's, view.
-            shown["provider"] = providers
+        .map(|generation| OperatorGenerationRecord {
+            account_id: &generation.account_id,
+            generation: GenerationRecord::new(generation, &state.api_base),
+            provider: providers
                 .get(&generation.id)
-                .map_or(Value::Null, |provider| {
-                    json!({
-                        "name": provider.provider,
-                        "cost_micros": provider.cost.map(|cost| cost.0),
-                        "route_reason": provider.route_reason,
-                    })
-                });
-            shown
+                .map(|provider| ProviderRecord {
+                    cost_micros: provider.cost.map(|cost| cost.0),
+                    name: &provider.provider,
+                    route_reason: provider.route_reason.as_deref(),
+                }),
         })
         .collect();
-    Ok(Json(json!({
-        "object": "list",
-        "data": data,
-        "has_more": next_cursor.is_some(),
-        "next_cursor": next_cursor,
-    })))
+    Ok(answer(GenerationPage {
+        data,
+        has_more: next_cursor.is_some(),
+        next_cursor,
+        object: ListKind::List,
+    }))
 }

@@ -6,15 +6,16 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
 
-use super::Operator;
-use super::openapi::{ACCOUNT_DELETED, Field, NOT_FOUND, Operation, Parameter, Schema, Success};
+use super::{ACCOUNT_DELETED, NOT_FOUND, Operator, answer};
 use crate::application::state::AppState;
 use crate::http::ApiError;
+use crate::http::openapi::{Field, Operation, Parameter, RequestBody, Schema, Success, record};
 use crate::operator_actions::keys::{self, MAX_KEY_NAME_LENGTH};
-use crate::representation::spend_limit_json;
+use crate::representation::SpendLimitRecord;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -22,21 +23,41 @@ pub struct CreateBody {
     name: Option<String>,
 }
 
+/// A new API key; its secret is shown once.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CreatedKey)]
+pub struct CreatedKeyRecord<'a> {
+    account_id: &'a str,
+    #[schema(pattern = "^vg_live_")]
+    api_key: &'a str,
+    key_id: &'a str,
+    name: &'a str,
+}
+
+/// A key that is refused from now on.
+#[derive(Serialize, ToSchema)]
+#[schema(as = RevokedKey)]
+pub struct RevokedKeyRecord<'a> {
+    key_id: &'a str,
+    revoked: bool,
+}
+
 pub const CREATE: Operation = Operation {
     id: "operator_create_key",
     summary: "Create an API key for an account (the secret is shown once)",
     parameters: &[Parameter::Operator, Parameter::Path("account_id")],
-    body: Some(&[Field {
+    body: Some(RequestBody::fields(&[Field {
         name: "name",
         required: false,
         schema: Schema::text_up_to(MAX_KEY_NAME_LENGTH),
-    }]),
-    success: Success {
-        status: "201",
-        description: "The key's id and secret.",
-        also_csv: false,
-    },
+    }])),
+    success: Success::json(
+        "201",
+        "The key's id and secret.",
+        Schema::Of(record::<CreatedKeyRecord<'static>>),
+    ),
     refusals: &[NOT_FOUND, ACCOUNT_DELETED],
+    ..Operation::PLAIN
 };
 
 pub async fn create(
@@ -52,15 +73,13 @@ pub async fn create(
         body.name.as_deref(),
     )
     .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({
-            "key_id": created.key.key_id,
-            "api_key": created.key.api_key,
-            "account_id": account_id,
-            "name": created.name,
-        })),
-    ))
+    let shown = CreatedKeyRecord {
+        account_id: &account_id,
+        api_key: &created.key.api_key,
+        key_id: &created.key.key_id,
+        name: &created.name,
+    };
+    Ok((StatusCode::CREATED, answer(shown)))
 }
 
 pub const REVOKE: Operation = Operation {
@@ -68,12 +87,13 @@ pub const REVOKE: Operation = Operation {
     summary: "Revoke an API key; it is refused from then on",
     parameters: &[Parameter::Operator, Parameter::Path("key_id")],
     body: None,
-    success: Success {
-        status: "200",
-        description: "The key's id, revoked.",
-        also_csv: false,
-    },
+    success: Success::json(
+        "200",
+        "The key's id, revoked.",
+        Schema::Of(record::<RevokedKeyRecord<'static>>),
+    ),
     refusals: &[NOT_FOUND],
+    ..Operation::PLAIN
 };
 
 pub async fn revoke(
@@ -82,7 +102,10 @@ pub async fn revoke(
     Path(key_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     keys::revoke(state.store.as_ref(), &actor, &key_id).await?;
-    Ok(Json(json!({ "key_id": key_id, "revoked": true })))
+    Ok(answer(RevokedKeyRecord {
+        key_id: &key_id,
+        revoked: true,
+    }))
 }
 
 #[derive(Deserialize)]
@@ -97,7 +120,7 @@ pub const LIMITS: Operation = Operation {
     id: "operator_set_key_spend_limit",
     summary: "Set or remove an API key's spend limit",
     parameters: &[Parameter::Operator, Parameter::Path("key_id")],
-    body: Some(&[
+    body: Some(RequestBody::fields(&[
         Field {
             name: "spend_limit_usd",
             required: false,
@@ -111,13 +134,14 @@ pub const LIMITS: Operation = Operation {
                 default: "day",
             },
         },
-    ]),
-    success: Success {
-        status: "200",
-        description: "The key's id and its spend limit (null when removed).",
-        also_csv: false,
-    },
+    ])),
+    success: Success::json(
+        "200",
+        "The key's id and its spend limit (null when removed).",
+        Schema::Of(record::<SpendLimitRecord<'static>>),
+    ),
     refusals: &[NOT_FOUND],
+    ..Operation::PLAIN
 };
 
 /// `POST /keys/{key_id}/limits` `{"spend_limit_usd": "1.00",
@@ -137,5 +161,5 @@ pub async fn limits(
         body.spend_limit_period.as_deref(),
     )
     .await?;
-    Ok(Json(spend_limit_json(&key_id, limit)))
+    Ok(answer(SpendLimitRecord::new(&key_id, limit)))
 }

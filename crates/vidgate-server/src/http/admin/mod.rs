@@ -13,22 +13,23 @@ mod audit;
 mod generations;
 mod keys;
 mod models;
-pub mod openapi;
 mod usage;
 mod users;
 
-use axum::Router;
+use axum::Json;
 use axum::extract::{FromRequestParts, Request, State};
-use axum::handler::Handler;
 use axum::http::request::Parts;
 use axum::http::{Method, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{MethodFilter, MethodRouter, on};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::ApiError;
+use super::openapi::{
+    Door, Parameter, Refusal, Route, Schema, SecurityScheme, Surface, Tag, described,
+};
 use crate::application::state::AppState;
-use openapi::Operation;
 
 /// Names the operator in the audit log; optional.
 const OPERATOR_HEADER: &str = "x-operator";
@@ -36,36 +37,70 @@ const MAX_OPERATOR_NAME_LENGTH: usize = 100;
 /// The name recorded when a request names no operator.
 const DEFAULT_OPERATOR: &str = "operator";
 
-/// A route of the operator API: its path under `/admin/v1`, its method,
-/// its handler and the handler's description for the OpenAPI document.
-pub(super) struct Route {
-    path: &'static str,
-    method: Method,
-    handler: MethodRouter<AppState>,
-    operation: &'static Operation,
-}
+/// The operator API's door: the operator token, and the refusals every
+/// operation may answer. Its paths are written in full (`/admin/v1/…`)
+/// under a path-level server naming the origin, and its operations are
+/// under the tag `operator`, so tools that read only the customer API can
+/// leave them out by tag or by server.
+const DOOR: Door = Door {
+    mount: "/admin/v1",
+    security: Some(SecurityScheme {
+        name: "operator_token",
+        description: "The operator token (--admin-token-file or VIDGATE_ADMIN_TOKEN).",
+    }),
+    tag: Some(Tag {
+        name: "operator",
+        description: "The operator API under /admin/v1, with the operator token; not for customers.",
+    }),
+    refusals: &[
+        Refusal {
+            status: "401",
+            description: "unauthorized: no operator token is configured, or this is not it.",
+        },
+        Refusal {
+            status: "400",
+            description: "invalid_request: a bad parameter or body; param names it.",
+        },
+    ],
+    rate_limit_headers: false,
+};
 
-fn described<H, T>(
-    method: Method,
-    path: &'static str,
-    handler: H,
-    operation: &'static Operation,
-) -> Route
-where
-    H: Handler<T, AppState>,
-    T: 'static,
-{
-    let filter = MethodFilter::try_from(method.clone()).expect("a method axum routes");
-    Route {
-        path,
-        method,
-        handler: on(filter, handler),
-        operation,
+/// The refusal of an operation on an account or a model that is not there.
+const NOT_FOUND: Refusal = Refusal {
+    status: "404",
+    description: "not_found: no such account or model.",
+};
+
+/// The refusal of a change to an account that was deleted.
+const ACCOUNT_DELETED: Refusal = Refusal {
+    status: "409",
+    description: "conflict: the account was deleted.",
+};
+
+/// The operator API's routes behind its door, for the router and the
+/// document (`http::surfaces`).
+pub(super) fn surface() -> Surface {
+    Surface {
+        door: &DOOR,
+        routes: routes(),
+        guard: |routes, state| {
+            routes.route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                authenticate_operator,
+            ))
+        },
     }
 }
 
+/// An answer of the operator API: its record, with the fields of every
+/// object in alphabetical order, as when the answers were built as JSON
+/// values (`vidgate admin` prints the same values).
+fn answer(record: impl Serialize) -> Json<Value> {
+    Json(serde_json::to_value(record).expect("an operator record is plain JSON"))
+}
+
 /// Every route of the operator API with its description: the router and
-/// the OpenAPI document (`openapi::paths`) are both made from this list.
+/// the OpenAPI document are both made from this list.
 fn routes() -> Vec<Route> {
     let account = "/accounts/{account_id}";
     vec![
@@ -172,15 +207,6 @@ fn routes() -> Vec<Route> {
     ]
 }
 
-pub fn router(state: AppState) -> Router<AppState> {
-    routes()
-        .into_iter()
-        .fold(Router::new(), |router, route| {
-            router.route(route.path, route.handler)
-        })
-        .route_layer(middleware::from_fn_with_state(state, authenticate_operator))
-}
-
 async fn authenticate_operator(
     State(state): State<AppState>,
     request: Request,
@@ -214,10 +240,10 @@ const MAX_LIMIT: u32 = 500;
 
 /// The `limit` query parameter of the operator's lists, as `page_limit`
 /// reads it.
-const PAGE_LIMIT: openapi::Parameter = openapi::Parameter::Query {
+const PAGE_LIMIT: Parameter = Parameter::Query {
     name: "limit",
     description: None,
-    schema: openapi::Schema::Integer {
+    schema: Schema::Integer {
         minimum: Some(1),
         maximum: Some(MAX_LIMIT as i64),
         default: Some(DEFAULT_LIMIT as i64),

@@ -5,12 +5,14 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
 
-use super::Operator;
-use super::openapi::{NOT_FOUND, Operation, Parameter, Success};
+use super::{NOT_FOUND, Operator, answer};
 use crate::application::state::AppState;
 use crate::http::ApiError;
+use crate::http::openapi::{Operation, Parameter, Schema, Success, record};
 use crate::operator_actions::models;
 
 const MODEL_PATH: [Parameter; 3] = [
@@ -18,11 +20,19 @@ const MODEL_PATH: [Parameter; 3] = [
     Parameter::Path("vendor"),
     Parameter::Path("model"),
 ];
-const MODEL_STATE: Success = Success {
-    status: "200",
-    description: "The model's id and whether it is paused.",
-    also_csv: false,
-};
+const MODEL_STATE: Success = Success::json(
+    "200",
+    "The model's id and whether it is paused.",
+    Schema::Of(record::<ModelStateRecord>),
+);
+
+/// Whether a model accepts new generations.
+#[derive(Serialize, ToSchema)]
+#[schema(as = ModelState)]
+pub struct ModelStateRecord {
+    model_id: String,
+    paused: bool,
+}
 
 pub const PAUSE: Operation = Operation {
     id: "operator_pause_model",
@@ -31,6 +41,7 @@ pub const PAUSE: Operation = Operation {
     body: None,
     success: MODEL_STATE,
     refusals: &[NOT_FOUND],
+    ..Operation::PLAIN
 };
 
 pub const RESUME: Operation = Operation {
@@ -40,6 +51,7 @@ pub const RESUME: Operation = Operation {
     body: None,
     success: MODEL_STATE,
     refusals: &[NOT_FOUND],
+    ..Operation::PLAIN
 };
 
 pub async fn pause(
@@ -73,5 +85,5 @@ async fn set_paused(
         paused,
     )
     .await?;
-    Ok(Json(json!({ "model_id": model_id, "paused": paused })))
+    Ok(answer(ModelStateRecord { model_id, paused }))
 }

@@ -5,12 +5,13 @@
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-use super::openapi::{NOT_FOUND, Operation, Parameter, Schema, Success};
+use super::{NOT_FOUND, answer};
 use crate::application::state::AppState;
 use crate::http::ApiError;
+use crate::http::openapi::{Content, Operation, Parameter, Schema, Success, record};
 use crate::store::now_millis;
 
 const DEFAULT_DAYS: u32 = 30;
@@ -28,6 +29,23 @@ fn date_of(day: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(day * 86_400)
         .map(|moment| moment.date().to_string())
         .unwrap_or_default()
+}
+
+/// The money an account spent on each UTC day with spend, oldest first.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Usage)]
+pub struct UsageRecord<'a> {
+    account_id: &'a str,
+    data: Vec<DayRecord>,
+    days: u32,
+}
+
+#[derive(Serialize, ToSchema)]
+struct DayRecord {
+    /// `YYYY-MM-DD`.
+    #[schema(format = Date)]
+    date: String,
+    spent_micros: i64,
 }
 
 pub const SHOW: Operation = Operation {
@@ -59,9 +77,11 @@ pub const SHOW: Operation = Operation {
     success: Success {
         status: "200",
         description: "The days with spend.",
-        also_csv: true,
+        content: Content::JsonOrCsv(Schema::Of(record::<UsageRecord<'static>>)),
+        headers: &[],
     },
     refusals: &[NOT_FOUND],
+    ..Operation::PLAIN
 };
 
 pub async fn show(
@@ -101,9 +121,17 @@ pub async fn show(
         }
         return Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], body).into_response());
     }
-    let data: Vec<_> = spend
+    let data = spend
         .iter()
-        .map(|day| json!({ "date": date_of(day.day), "spent_micros": day.captured.0 }))
+        .map(|day| DayRecord {
+            date: date_of(day.day),
+            spent_micros: day.captured.0,
+        })
         .collect();
-    Ok(axum::Json(json!({ "account_id": account_id, "days": days, "data": data })).into_response())
+    let usage = UsageRecord {
+        account_id: &account_id,
+        data,
+        days,
+    };
+    Ok(answer(usage).into_response())
 }

@@ -8,13 +8,16 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
 
-use super::Operator;
-use super::openapi::{Field, NOT_FOUND, Operation, Parameter, Refusal, Schema, Success};
+use super::{NOT_FOUND, Operator, answer};
 use crate::application::state::AppState;
 use crate::http::ApiError;
+use crate::http::openapi::{
+    Field, Operation, Parameter, Refusal, RequestBody, Schema, Success, record,
+};
 use crate::operator_actions::users;
 
 #[derive(Deserialize)]
@@ -23,21 +26,52 @@ pub struct CreateBody {
     email: String,
 }
 
+/// A new dashboard user and its one-time password, shown once.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CreatedUser)]
+pub struct CreatedUserRecord<'a> {
+    account_id: &'a str,
+    email: &'a str,
+    id: &'a str,
+    #[schema(required = true)]
+    password: Option<&'a str>,
+}
+
+/// A dashboard user that was removed.
+#[derive(Serialize, ToSchema)]
+#[schema(as = RemovedUser)]
+pub struct RemovedUserRecord<'a> {
+    account_id: &'a str,
+    email: &'a str,
+    id: &'a str,
+    removed: bool,
+}
+
+/// A dashboard user signed out everywhere.
+#[derive(Serialize, ToSchema)]
+#[schema(as = RevokedSessions)]
+pub struct RevokedSessionsRecord<'a> {
+    email: &'a str,
+    id: &'a str,
+    /// How many sessions were live.
+    sessions_revoked: u64,
+}
+
 pub const CREATE: Operation = Operation {
     id: "operator_create_user",
     summary: "Create a dashboard user of an account, with a one-time password",
     parameters: &[Parameter::Operator, Parameter::Path("account_id")],
-    body: Some(&[Field {
+    body: Some(RequestBody::fields(&[Field {
         name: "email",
         required: true,
         schema: Schema::TEXT,
-    }]),
-    success: Success {
-        status: "201",
-        description: "The user (an owner of the account) and its one-time password, \
-                      which the user must change at the first sign-in.",
-        also_csv: false,
-    },
+    }])),
+    success: Success::json(
+        "201",
+        "The user (an owner of the account) and its one-time password, \
+         which the user must change at the first sign-in.",
+        Schema::Of(record::<CreatedUserRecord<'static>>),
+    ),
     refusals: &[
         NOT_FOUND,
         Refusal {
@@ -45,6 +79,7 @@ pub const CREATE: Operation = Operation {
             description: "conflict: a user with this email exists, or the account was deleted.",
         },
     ],
+    ..Operation::PLAIN
 };
 
 /// The refusal of an operation on a user that is not there.
@@ -62,15 +97,13 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let created =
         users::create(state.store.as_ref(), &actor, &account_id, &body.email, None).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({
-            "id": created.user.id,
-            "account_id": created.user.account_id,
-            "email": created.user.email,
-            "password": created.one_time_password,
-        })),
-    ))
+    let shown = CreatedUserRecord {
+        account_id: &created.user.account_id,
+        email: &created.user.email,
+        id: &created.user.id,
+        password: created.one_time_password.as_deref(),
+    };
+    Ok((StatusCode::CREATED, answer(shown)))
 }
 
 pub const REMOVE: Operation = Operation {
@@ -78,12 +111,13 @@ pub const REMOVE: Operation = Operation {
     summary: "Remove a dashboard user; its sessions end at once and the API keys they made are revoked",
     parameters: &USER_PATH,
     body: None,
-    success: Success {
-        status: "200",
-        description: "The user's id, account_id and email, removed.",
-        also_csv: false,
-    },
+    success: Success::json(
+        "200",
+        "The user's id, account_id and email, removed.",
+        Schema::Of(record::<RemovedUserRecord<'static>>),
+    ),
     refusals: &[USER_NOT_FOUND],
+    ..Operation::PLAIN
 };
 
 pub async fn remove(
@@ -92,12 +126,12 @@ pub async fn remove(
     Path(email): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let user = users::remove(state.store.as_ref(), &actor, &email).await?;
-    Ok(Json(json!({
-        "id": user.id,
-        "account_id": user.account_id,
-        "email": user.email,
-        "removed": true,
-    })))
+    Ok(answer(RemovedUserRecord {
+        account_id: &user.account_id,
+        email: &user.email,
+        id: &user.id,
+        removed: true,
+    }))
 }
 
 pub const REVOKE_SESSIONS: Operation = Operation {
@@ -105,12 +139,13 @@ pub const REVOKE_SESSIONS: Operation = Operation {
     summary: "End every session of a dashboard user, signed in anywhere; the user can sign in again",
     parameters: &USER_PATH,
     body: None,
-    success: Success {
-        status: "200",
-        description: "The user's id and email, and how many sessions were live.",
-        also_csv: false,
-    },
+    success: Success::json(
+        "200",
+        "The user's id and email, and how many sessions were live.",
+        Schema::Of(record::<RevokedSessionsRecord<'static>>),
+    ),
     refusals: &[USER_NOT_FOUND],
+    ..Operation::PLAIN
 };
 
 pub async fn revoke_sessions(
@@ -119,9 +154,9 @@ pub async fn revoke_sessions(
     Path(email): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (user, revoked) = users::revoke_sessions(state.store.as_ref(), &actor, &email).await?;
-    Ok(Json(json!({
-        "id": user.id,
-        "email": user.email,
-        "sessions_revoked": revoked,
-    })))
+    Ok(answer(RevokedSessionsRecord {
+        email: &user.email,
+        id: &user.id,
+        sessions_revoked: revoked,
+    }))
 }
