@@ -8,6 +8,7 @@ pub mod bound_media;
 pub mod checks;
 pub mod dashboard;
 pub mod diagnostics;
+pub mod dialects;
 pub mod health;
 pub mod http;
 pub mod ids;

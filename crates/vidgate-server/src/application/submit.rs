@@ -24,7 +24,7 @@ use crate::spend_limits::{SpendLimit, SpendPeriod};
 use crate::storage::{self, ReadError};
 use crate::store::{
     Caller, DirectUpload, EarlierSubmit, Generation, IdempotencyKey, NewGeneration, NewUpload,
-    StoreError, StoredJson, SubmitOutcome, SubmitRefusal, now_millis,
+    Source, StoreError, StoredJson, SubmitOutcome, SubmitRefusal, now_millis,
 };
 
 /// The name clients send the idempotency key under (an HTTP header), as
@@ -241,6 +241,21 @@ fn idempotency_key(
     }))
 }
 
+/// One request to submit, as a surface hands it over: vidgate's JSON body
+/// for the endpoint, and what an idempotency key is compared on.
+pub struct Submission<'a> {
+    /// The body `/run/{endpoint}` would be sent.
+    pub body: &'a [u8],
+    /// The client's idempotency key, if it sent one.
+    pub idempotency_key: Option<&'a str>,
+    /// The request as its surface parsed it, which a retry under the same
+    /// key must repeat: the body itself for `/api/v1/run`; for a surface
+    /// whose clients send the same fields in other bytes (a multipart
+    /// boundary, a file stored under a new URL) its fields in one spelling.
+    pub idempotency_request: &'a [u8],
+    pub source: Source,
+}
+
 /// Validates, prices, admits and queues one generation for `caller`, holding
 /// its price. Answers the generation and whether it replays an earlier
 /// request with the same idempotency key. Every outcome is counted in the
@@ -252,7 +267,23 @@ pub async fn submit_generation(
     body: &[u8],
     idempotency_key_text: Option<&str>,
 ) -> Result<(Generation, bool), SubmitError> {
-    let submitted = queue_generation(state, caller, endpoint, body, idempotency_key_text).await;
+    let submission = Submission {
+        body,
+        idempotency_key: idempotency_key_text,
+        idempotency_request: body,
+        source: Source::Api,
+    };
+    submit(state, caller, endpoint, submission).await
+}
+
+/// `submit_generation` for any surface: the one submit path.
+pub async fn submit(
+    state: &AppState,
+    caller: &Caller,
+    endpoint: Endpoint<'_>,
+    submission: Submission<'_>,
+) -> Result<(Generation, bool), SubmitError> {
+    let submitted = queue_generation(state, caller, endpoint, submission).await;
     let outcome = match &submitted {
         Ok((_, false)) => "accepted",
         Ok((_, true)) => "replayed",
@@ -277,13 +308,16 @@ async fn queue_generation(
     state: &AppState,
     caller: &Caller,
     endpoint: Endpoint<'_>,
-    body: &[u8],
-    idempotency_key_text: Option<&str>,
+    submission: Submission<'_>,
 ) -> Result<(Generation, bool), SubmitError> {
-    let input = endpoint.validate(body, Purpose::Submit)?;
+    let input = endpoint.validate(submission.body, Purpose::Submit)?;
     check_upload_ownership(state, caller, &input).await?;
     let endpoint_id = endpoint.id();
-    let idempotency = idempotency_key(idempotency_key_text, &endpoint_id, body)?;
+    let idempotency = idempotency_key(
+        submission.idempotency_key,
+        &endpoint_id,
+        submission.idempotency_request,
+    )?;
     // A retry of an accepted request is answered its generation before any
     // check that could refuse it now (the backend, a paused model, the
     // balance, the backend's admission): refused, the client would believe
@@ -351,6 +385,7 @@ async fn queue_generation(
             idempotency,
             max_attempts: state.max_attempts,
             media_binding: binding.to_json(),
+            source: submission.source,
         })
         .await;
     let outcome = match outcome {

@@ -102,6 +102,24 @@ impl ApiError {
         ApiError::Internal(Box::new(error))
     }
 
+    /// The same error with the field at fault under another surface's name
+    /// (`rename` maps vidgate's field names to the surface's), for the
+    /// errors of the shared submit and upload paths behind another dialect.
+    pub fn with_param_renamed(self, rename: fn(&str) -> &str) -> ApiError {
+        let renamed = |param: Option<String>| param.map(|param| rename(&param).to_owned());
+        match self {
+            ApiError::InvalidRequest { message, param } => ApiError::InvalidRequest {
+                message,
+                param: renamed(param),
+            },
+            ApiError::Conflict { message, param } => ApiError::Conflict {
+                message,
+                param: renamed(param),
+            },
+            other => other,
+        }
+    }
+
     fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
             ApiError::InvalidRequest { .. } => (StatusCode::BAD_REQUEST, ErrorCode::InvalidRequest),

@@ -20,6 +20,37 @@ use crate::storage::{
 };
 use crate::store::now_millis;
 
+/// A stored file as an answer from another route (the clip of a video
+/// behind the other dialects' `content` routes): the same bytes, type and
+/// Range handling as `GET /files/<path>`, from local disk or the bucket.
+pub async fn serve_stored(
+    state: &AppState,
+    relative_path: String,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let Some(root) = state.storage.local_root() else {
+        return serve(
+            State(state.clone()),
+            Method::GET,
+            Path(relative_path),
+            headers,
+        )
+        .await;
+    };
+    if !is_stored_name(&relative_path) {
+        return Err(ApiError::NotFound("No such file.".into()));
+    }
+    let mut request = Request::new(Body::empty());
+    *request.headers_mut() = headers;
+    let response = tower::ServiceExt::oneshot(
+        tower_http::services::ServeFile::new(root.join(&relative_path)),
+        request,
+    )
+    .await
+    .map_err(ApiError::internal)?;
+    Ok(response.map(Body::new))
+}
+
 pub async fn serve(
     State(state): State<AppState>,
     method: Method,

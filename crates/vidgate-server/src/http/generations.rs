@@ -155,13 +155,25 @@ pub async fn cancel(
     Extension(caller): Extension<Caller>,
     Path(generation_id): Path<String>,
 ) -> Result<Response, ApiError> {
+    let generation = cancel_generation(&state, &caller, &generation_id).await?;
+    Ok(generation_response(&generation, &state.api_base))
+}
+
+/// Cancels the caller's generation as `POST /generations/{id}/cancel` does
+/// (the other surfaces' cancels and deletes call it too): the canceled
+/// generation, or the refusal.
+pub(super) async fn cancel_generation(
+    state: &AppState,
+    caller: &Caller,
+    generation_id: &str,
+) -> Result<Generation, ApiError> {
     let mut outcome = state
         .store
         .generations()
-        .cancel(&caller.account_id, &generation_id)
+        .cancel(&caller.account_id, generation_id)
         .await?;
     if matches!(outcome, CancelOutcome::Refused(GenerationStatus::Running)) {
-        outcome = cancel_before_start(&state, &caller, &generation_id, outcome).await?;
+        outcome = cancel_before_start(state, caller, generation_id, outcome).await?;
     }
     match outcome {
         CancelOutcome::Canceled(generation) => {
@@ -171,9 +183,9 @@ pub async fn cancel(
                 &generation.id,
             )
             .await;
-            Ok(generation_response(&generation, &state.api_base))
+            Ok(*generation)
         }
-        CancelOutcome::NotFound => Err(not_found(&generation_id)),
+        CancelOutcome::NotFound => Err(not_found(generation_id)),
         CancelOutcome::Refused(status) => {
             let refusal: CancelRefusal = status
                 .check_cancel()

@@ -5,6 +5,7 @@
 pub mod account;
 mod admin;
 mod cog_callbacks;
+mod dialect_errors;
 mod envelope;
 mod error;
 mod fair_use;
@@ -14,7 +15,9 @@ mod health;
 mod live;
 mod metrics;
 mod models;
+mod openai_videos;
 mod openapi;
+mod openrouter_videos;
 mod payments;
 mod prepared;
 mod provider_webhooks;
@@ -272,6 +275,10 @@ pub fn router(state: AppState) -> impl HttpService {
     let envelope_state = (state.metrics.clone(), state.health.clone());
     let routes = Router::new()
         .merge(api)
+        // Other services' dialects, for the clients people already have
+        // (issue 53, `dialects/`).
+        .merge(openai_videos::routes(&state))
+        .merge(openrouter_videos::routes(&state))
         .merge(internal)
         .merge(probes)
         .merge(crate::dashboard::router())

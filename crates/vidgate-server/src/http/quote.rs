@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
-use vidgate_core::{Breakdown, Mode, Purpose};
+use vidgate_core::{Breakdown, Endpoint, Mode, Purpose};
 use vidgate_media::{InspectError, Requester, Scope};
 
 use super::openapi::{
@@ -91,28 +91,35 @@ pub async fn quote(
 ) -> Result<Json<QuoteRecord>, ApiError> {
     let endpoint = endpoint_from_path(&state.catalog, &segments)?;
     let body = body_bytes(body)?;
-    // An empty body asks for the price of the defaults.
-    let body = if body.is_empty() {
-        Bytes::from_static(b"{}")
-    } else {
-        body
-    };
-    let input = endpoint
-        .validate(&body, Purpose::Quote)
-        .map_err(invalid_request)?;
-    crate::application::submit::refuse_kept_media(&state.api_base, &input)?;
-    // Only the media that changes the price is fetched: reference videos,
-    // whose probed durations are billed. The submit prices them the same way
-    // (from the probe cache when it follows soon), so the quote is the charge.
     // A quote's fetches are anonymous: few per client network (an IPv6
     // /48, not one of its many /64s), and never in the slots kept for
     // accounts' submits.
     let requester = Requester::Anonymous {
         client: NetworkBucket(client).to_string(),
     };
+    Ok(Json(price(&state, &requester, endpoint, &body).await?))
+}
+
+/// The quote of `body` for `endpoint`, its media fetched as `requester`'s
+/// (the MCP server's `quote` tool prices with it too).
+pub(super) async fn price(
+    state: &AppState,
+    requester: &Requester,
+    endpoint: Endpoint<'_>,
+    body: &[u8],
+) -> Result<QuoteRecord, ApiError> {
+    // An empty body asks for the price of the defaults.
+    let body: &[u8] = if body.is_empty() { b"{}" } else { body };
+    let input = endpoint
+        .validate(body, Purpose::Quote)
+        .map_err(invalid_request)?;
+    crate::application::submit::refuse_kept_media(&state.api_base, &input)?;
+    // Only the media that changes the price is fetched: reference videos,
+    // whose probed durations are billed. The submit prices them the same way
+    // (from the probe cache when it follows soon), so the quote is the charge.
     let media_facts = state
         .media
-        .inspect(&requester, endpoint, &input, Scope::PriceAffecting)
+        .inspect(requester, endpoint, &input, Scope::PriceAffecting)
         .await
         .inspect_err(|error| {
             if let InspectError::RequesterAtLimit { .. } = error {
@@ -122,7 +129,7 @@ pub async fn quote(
             }
         })?;
     let price = endpoint.price(&input, &media_facts);
-    Ok(Json(QuoteRecord {
+    Ok(QuoteRecord {
         cost: Cost::quoted(&price),
         breakdown: price.breakdown,
         endpoint: endpoint.id(),
@@ -130,7 +137,7 @@ pub async fn quote(
         mode: endpoint.mode,
         model: endpoint.model.id.clone(),
         object: QuoteKind::Quote,
-    }))
+    })
 }
 
 // `"object": "quote"`.

@@ -9,13 +9,14 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::multipart::{MultipartError, MultipartRejection};
+use axum::extract::multipart::{self, MultipartError, MultipartRejection};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Multipart, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 use utoipa::ToSchema;
 
@@ -170,7 +171,7 @@ pub struct UploadRecord {
     size_bytes: u64,
     /// Usable in any *_url request field of this account.
     #[schema(format = Uri)]
-    url: String,
+    pub url: String,
 }
 
 /// A pending direct upload, as `POST /uploads/initiate` answers it.
@@ -304,91 +305,118 @@ pub async fn create(
     })?;
     // The count is checked before the body is read, the bytes once known.
     check_upload_quota(&state, &caller, 0).await?;
-    while let Some(mut field) = multipart.next_field().await.map_err(unreadable)? {
+    while let Some(field) = multipart.next_field().await.map_err(unreadable)? {
         if field.name() != Some(FILE_FIELD) {
             continue;
         }
-        let (incoming, mut file) = state
-            .storage
-            .incoming_file()
-            .await
-            .map_err(ApiError::internal)?;
-        let mut size_bytes = 0u64;
-        let written: Result<(), ApiError> = async {
-            while let Some(chunk) = field.chunk().await.map_err(unreadable)? {
-                size_bytes += chunk.len() as u64;
-                if size_bytes > state.max_upload_bytes {
-                    return Err(ApiError::PayloadTooLarge(format!(
-                        "The file is larger than {} bytes.",
-                        state.max_upload_bytes
-                    )));
-                }
-                file.write_all(&chunk).await.map_err(ApiError::internal)?;
-            }
-            file.flush().await.map_err(ApiError::internal)
-        }
-        .await;
-        drop(file);
-        let probed = match written {
-            Ok(()) => crate::media::probe_stored_file(incoming.clone())
-                .await
-                .map_err(|error| {
-                    ApiError::invalid(
-                        FILE_FIELD,
-                        format!("The file is not a readable {ACCEPTED_FORMATS} file: {error}."),
-                    )
-                }),
-            Err(error) => Err(error),
-        };
-        let info = match probed {
-            Ok(info) => info,
-            Err(error) => {
-                let _ = tokio::fs::remove_file(&incoming).await;
-                return Err(error);
-            }
-        };
-        if let Err(error) = check_upload_quota(&state, &caller, size_bytes).await {
-            let _ = tokio::fs::remove_file(&incoming).await;
-            return Err(error);
-        }
-        let upload_id = format!("upl_{}", random_token(24));
-        let stored = state
-            .storage
-            .keep_upload(
-                &incoming,
-                &upload_id,
-                info.format.catalog_name(),
-                content_type(&info),
-            )
-            .await
-            .map_err(ApiError::internal)?;
-        let created_at = now_millis();
-        let media = UploadMedia::of(&info);
-        let upload = NewUpload {
-            id: upload_id,
-            account_id: caller.account_id.clone(),
-            relative_path: stored.relative_path.clone(),
-            content_type: content_type(&info).to_owned(),
-            size_bytes: size_bytes as i64,
-            media: media.to_json(),
-            created_at,
-        };
-        state.store.uploads().create(&upload).await?;
-        let record = UploadRecord {
-            content_type: upload.content_type,
-            created_at: rfc3339(created_at),
-            id: upload.id,
-            media,
-            object: UploadKind::Upload,
-            size_bytes,
-            url: format!("{}/files/{}", state.api_base, upload.relative_path),
-        };
-        return Ok((StatusCode::CREATED, Json(record)).into_response());
+        let kept = keep_upload(&state, &caller, field).await?;
+        return Ok((StatusCode::CREATED, Json(kept.record)).into_response());
     }
     Err(ApiError::invalid(
         FILE_FIELD,
         "The multipart body has no `file` field.",
     ))
+}
+
+/// An upload kept for an account: its record, and the SHA-256 of its bytes.
+pub(super) struct KeptUpload {
+    pub record: UploadRecord,
+    pub sha256: String,
+}
+
+/// Keeps a multipart field's file as an upload of the caller's account, as
+/// `POST /uploads` does (the OpenAI surface keeps its `input_reference`
+/// files so too): refusals name the `file` field.
+pub(super) async fn keep_upload(
+    state: &AppState,
+    caller: &Caller,
+    mut field: multipart::Field<'_>,
+) -> Result<KeptUpload, ApiError> {
+    let (incoming, mut file) = state
+        .storage
+        .incoming_file()
+        .await
+        .map_err(ApiError::internal)?;
+    let mut size_bytes = 0u64;
+    let mut digest = Sha256::new();
+    let written: Result<(), ApiError> = async {
+        while let Some(chunk) = field.chunk().await.map_err(unreadable)? {
+            size_bytes += chunk.len() as u64;
+            if size_bytes > state.max_upload_bytes {
+                return Err(ApiError::PayloadTooLarge(format!(
+                    "The file is larger than {} bytes.",
+                    state.max_upload_bytes
+                )));
+            }
+            digest.update(&chunk);
+            file.write_all(&chunk).await.map_err(ApiError::internal)?;
+        }
+        file.flush().await.map_err(ApiError::internal)
+    }
+    .await;
+    drop(file);
+    let probed = match written {
+        Ok(()) => crate::media::probe_stored_file(incoming.clone())
+            .await
+            .map_err(|error| {
+                ApiError::invalid(
+                    FILE_FIELD,
+                    format!("The file is not a readable {ACCEPTED_FORMATS} file: {error}."),
+                )
+            }),
+        Err(error) => Err(error),
+    };
+    let info = match probed {
+        Ok(info) => info,
+        Err(error) => {
+            let _ = tokio::fs::remove_file(&incoming).await;
+            return Err(error);
+        }
+    };
+    if let Err(error) = check_upload_quota(state, caller, size_bytes).await {
+        let _ = tokio::fs::remove_file(&incoming).await;
+        return Err(error);
+    }
+    let upload_id = format!("upl_{}", random_token(24));
+    let stored = state
+        .storage
+        .keep_upload(
+            &incoming,
+            &upload_id,
+            info.format.catalog_name(),
+            content_type(&info),
+        )
+        .await
+        .map_err(ApiError::internal)?;
+    let created_at = now_millis();
+    let media = UploadMedia::of(&info);
+    let upload = NewUpload {
+        id: upload_id,
+        account_id: caller.account_id.clone(),
+        relative_path: stored.relative_path.clone(),
+        content_type: content_type(&info).to_owned(),
+        size_bytes: size_bytes as i64,
+        media: media.to_json(),
+        created_at,
+    };
+    state.store.uploads().create(&upload).await?;
+    let record = UploadRecord {
+        content_type: upload.content_type,
+        created_at: rfc3339(created_at),
+        id: upload.id,
+        media,
+        object: UploadKind::Upload,
+        size_bytes,
+        url: format!("{}/files/{}", state.api_base, upload.relative_path),
+    };
+    Ok(KeptUpload {
+        record,
+        sha256: digest
+            .finalize()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect(),
+    })
 }
 
 /// How many uploads an account may hold, and their total bytes: a few

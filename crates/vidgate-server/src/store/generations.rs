@@ -133,6 +133,31 @@ pub struct NewGeneration {
     /// The request media the job is bound to (`bound_media.rs`), written in
     /// the same transaction; `None` for a request without media.
     pub media_binding: Option<Value>,
+    /// Which surface made it, stored in the `source` column.
+    pub source: Source,
+}
+
+/// The surface a generation was submitted through, as its record's
+/// `source` says (SPEC.md section 2 names `api`; the other dialects of
+/// issue 53 name themselves).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `/api/v1/run` and the dashboard's playground, which posts through it.
+    Api,
+    /// The OpenAI Videos API at `/v1/videos`.
+    OpenAi,
+    /// OpenRouter's video API at `/api/v1/videos`.
+    OpenRouter,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Api => "api",
+            Source::OpenAi => "openai",
+            Source::OpenRouter => "openrouter",
+        }
+    }
 }
 
 /// An `Idempotency-Key` header with a digest of the request it came with.

@@ -176,7 +176,7 @@ pub use changes::{GenerationChanges, GenerationWatch};
 pub use generations::Generations;
 pub use generations::{
     CancelOutcome, EarlierSubmit, Generation, GenerationView, IDEMPOTENCY_WINDOW, IdempotencyKey,
-    ListFilter, NewGeneration, SubmitOutcome, SubmitRefusal,
+    ListFilter, NewGeneration, Source, SubmitOutcome, SubmitRefusal,
 };
 pub use ledger::Ledger;
 pub use ledger::{

@@ -34,8 +34,8 @@ use super::accounts::{Account, SPEND_LIMIT_OF_KEY, SpendLimitRow, spend_limit_fr
 use super::database::{Database, WriteTransaction};
 use super::generations::Generations;
 use super::generations::{
-    GENERATION_BY_ID, Generation, GenerationRow, IDEMPOTENCY_WINDOW, NewGeneration, SubmitOutcome,
-    SubmitRefusal,
+    GENERATION_BY_ID, Generation, GenerationRow, IDEMPOTENCY_WINDOW, NewGeneration, Source,
+    SubmitOutcome, SubmitRefusal,
 };
 use super::group_commit::{BatchSubmitter, SubmitAnswer};
 use super::ledger::Movement;
@@ -73,7 +73,7 @@ fn queued_generation(generation: &NewGeneration, now: i64) -> Generation {
         error: None,
         price: generation.price,
         official_price: generation.official_price,
-        source: "api".into(),
+        source: generation.source.as_str().to_owned(),
         webhook_url: generation.webhook_url.clone(),
         attempts: 0,
         created_at: now,
@@ -242,12 +242,13 @@ async fn insert_queued_in(
                 "INSERT INTO generations (id, account_id, api_key_id, model, endpoint, mode, \
                  status, input, price_micros, official_micros, source, webhook_url, \
                  idempotency_key, request_sha256, max_attempts, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, 'api', $10, $11, \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $15, $10, $11, \
                  $12, $13, $14)",
             ),
             generation,
             now
         )
+        .bind(generation.source.as_str())
     )?;
     if let Some(binding) = &generation.media_binding {
         execute_in_transaction!(
@@ -342,8 +343,37 @@ type SubmittedRow = (String, Option<String>, Option<i64>, Option<i64>);
 /// its position in the batch (from 1) and then as `SubmittedRow`.
 type BatchSubmittedRow = (i32, String, Option<String>, Option<i64>, Option<i64>);
 
+/// Writes the surface of each of `batch` that was not submitted through
+/// `/api/v1/run` into its `source`, in the transaction of its submit, so no
+/// reader sees it under `api`. PostgreSQL's submit functions write `api`
+/// (their bodies stay as migrations 0016 and 0028 left them, which other
+/// work changes too); a generation the batch did not insert (refused, or a
+/// replay answered with an earlier one) has no row under its new id, so
+/// nothing else is touched.
+async fn label_sources(
+    transaction: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    batch: &[NewGeneration],
+) -> Result<(), sqlx::Error> {
+    let (ids, sources): (Vec<&str>, Vec<&str>) = batch
+        .iter()
+        .filter(|generation| generation.source != Source::Api)
+        .map(|generation| (generation.id.as_str(), generation.source.as_str()))
+        .unzip();
+    sqlx::query(
+        "UPDATE generations SET source = labels.source \
+         FROM unnest($1::text[], $2::text[]) AS labels(id, source) \
+         WHERE generations.id = labels.id",
+    )
+    .bind(ids)
+    .bind(sources)
+    .execute(&mut **transaction)
+    .await?;
+    Ok(())
+}
+
 /// PostgreSQL's submits: one statement each, alone or as a batch, so every
-/// account lock lasts one round trip.
+/// account lock lasts one round trip (two for another surface's submit,
+/// `label_sources`).
 #[derive(Clone)]
 pub(super) struct PgSubmitter {
     pub(super) pool: PgPool,
@@ -424,7 +454,7 @@ impl BatchSubmitter for PgSubmitter {
         let now = now_millis();
         // One statement outside an explicit transaction is its own
         // transaction: the function's writes commit together or not at all.
-        let row: SubmittedRow = bind_submitted_generation!(
+        let query = bind_submitted_generation!(
             sqlx::query_as(
                 "SELECT outcome, generation_id, balance, concurrency_limit FROM vidgate_submit_generation($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
             ),
@@ -433,9 +463,19 @@ impl BatchSubmitter for PgSubmitter {
         )
         .bind(IDEMPOTENCY_WINDOW.as_millis() as i64)
         .bind(WORK_CHANNEL)
-        .bind(generation.media_binding.as_ref().map(|binding| binding.to_string()))
-        .fetch_one(&self.pool)
-        .await
+        .bind(generation.media_binding.as_ref().map(|binding| binding.to_string()));
+        let row: SubmittedRow = if generation.source == Source::Api {
+            query.fetch_one(&self.pool).await
+        } else {
+            async {
+                let mut transaction = self.pool.begin().await?;
+                let row = query.fetch_one(&mut *transaction).await?;
+                label_sources(&mut transaction, std::slice::from_ref(generation)).await?;
+                transaction.commit().await?;
+                Ok::<_, sqlx::Error>(row)
+            }
+            .await
+        }
         .map_err(StoreError::from)?;
         self.answer(generation, now, row).await
     }
@@ -453,8 +493,9 @@ impl BatchSubmitter for PgSubmitter {
         let number_column =
             |value: fn(&NewGeneration) -> i64| batch.iter().map(value).collect::<Vec<_>>();
         // One statement, so one transaction: every submit of the batch
-        // commits with the others or, on an error, none does.
-        let rows: Vec<BatchSubmittedRow> = sqlx::query_as(
+        // commits with the others or, on an error, none does (with another
+        // surface's submit in it, two statements in one transaction).
+        let query = sqlx::query_as(
             "SELECT item, outcome, generation_id, balance, concurrency_limit FROM vidgate_submit_generations($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         )
         .bind(column(|generation| generation.id.clone()))
@@ -482,9 +523,19 @@ impl BatchSubmitter for PgSubmitter {
         .bind(WORK_CHANNEL)
         .bind(optional_column(|generation| {
             generation.media_binding.as_ref().map(|binding| binding.to_string())
-        }))
-        .fetch_all(&self.pool)
-        .await?;
+        }));
+        let rows: Vec<BatchSubmittedRow> = if batch
+            .iter()
+            .all(|generation| generation.source == Source::Api)
+        {
+            query.fetch_all(&self.pool).await?
+        } else {
+            let mut transaction = self.pool.begin().await?;
+            let rows = query.fetch_all(&mut *transaction).await?;
+            label_sources(&mut transaction, batch).await?;
+            transaction.commit().await?;
+            rows
+        };
         // The batch has committed: from here on every submit gets an
         // answer of its own and none is made again.
         let mut rows_by_item: Vec<Option<SubmittedRow>> = vec![None; batch.len()];

@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "health",
             "webhook_senders",
             "representation",
+            "dialects",
             "retention",
             "backend",
             "media",

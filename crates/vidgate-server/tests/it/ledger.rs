@@ -14,7 +14,7 @@ use proptest::test_runner::TestRunner;
 use serde_json::json;
 use vidgate_core::Micros;
 use vidgate_server::store::{
-    self, ClaimableModels, FailureDetail, Generation, NewGeneration, Store, StoredJson,
+    self, ClaimableModels, FailureDetail, Generation, NewGeneration, Source, Store, StoredJson,
     SubmitOutcome,
 };
 
@@ -121,6 +121,7 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
                         idempotency: None,
                         max_attempts: 3,
                         media_binding: None,
+                        source: Source::Api,
                     })
                     .await;
                 if let Ok(SubmitOutcome::Created(_)) = submitted {
@@ -219,6 +220,7 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
             official_price: Micros(400_000),
             max_attempts: 2,
             media_binding: None,
+            source: Source::Api,
             ..new_generation("gen_lost", Micros(300_000))
         })
         .await

@@ -10,6 +10,7 @@ use vidgate_test_support::schema_fake;
 mod cog;
 mod connections;
 mod dashboard;
+mod dialects;
 mod fair_shares;
 mod foundation;
 mod group_commit;

@@ -21,7 +21,7 @@ use standardwebhooks::Webhook;
 use tokio::sync::Notify;
 use vidgate_core::Micros;
 use vidgate_server::operator_actions::accounts as account_actions;
-use vidgate_server::store::{NewGeneration, StoredJson};
+use vidgate_server::store::{NewGeneration, Source, StoredJson};
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
@@ -547,6 +547,7 @@ async fn the_rescuer_s_failures_write_deliveries(store: StoreKind) {
             idempotency: None,
             max_attempts: 1,
             media_binding: None,
+            source: Source::Api,
         })
         .await
         .unwrap();

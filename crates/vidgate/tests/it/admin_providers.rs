@@ -9,7 +9,8 @@ use crate::support::sqlite_admin_json;
 use serde_json::{Value, json};
 use vidgate_core::Micros;
 use vidgate_server::store::{
-    self, NewGeneration, NewProviderJob, ProviderHealth, ProviderRun, StoredJson, SubmitOutcome,
+    self, NewGeneration, NewProviderJob, ProviderHealth, ProviderRun, Source, StoredJson,
+    SubmitOutcome,
 };
 
 /// Submits, claims and finishes a generation of M1 as a worker would; one
@@ -39,6 +40,7 @@ async fn succeed(
             idempotency: None,
             max_attempts: 3,
             media_binding: None,
+            source: Source::Api,
         })
         .await
         .unwrap();

@@ -19,7 +19,7 @@ use vidgate_server::backend::BackendsConfig;
 use vidgate_server::operator_actions;
 use vidgate_server::storage::StorageConfig;
 use vidgate_server::store::{
-    self, Account, AccountLimits, NewAccount, NewGeneration, Store, StoredJson,
+    self, Account, AccountLimits, NewAccount, NewGeneration, Source, Store, StoredJson,
 };
 use vidgate_server::webhook_senders::WebhookSettings;
 use vidgate_server::{RunningServer, ServerOptions};
@@ -152,6 +152,7 @@ pub fn new_test_generation(
         idempotency: None,
         max_attempts: 3,
         media_binding: None,
+        source: Source::Api,
     }
 }
 

@@ -1,0 +1,40 @@
+//! Error answers in another service's shape, for the routes of the other
+//! dialects (issue 53): vidgate's error body (`error.rs`, from a handler,
+//! the key check or the rate limit) is read back and written as the
+//! dialect's, with the same status and headers.
+
+use axum::body::Body;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+/// A dialect's error body from the status and vidgate's code, message and
+/// field at fault.
+pub type ErrorShape = fn(status: u16, code: &str, message: &str, param: Option<&str>) -> Value;
+
+/// `response` with its JSON error body in `shape`; any other answer as it is.
+pub async fn reshaped(response: Response, shape: ErrorShape) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || !is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // vidgate's error bodies are a few hundred bytes.
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return (parts.status, parts.headers).into_response();
+    };
+    let vidgate: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let error = &vidgate["error"];
+    let reshaped = shape(
+        status.as_u16(),
+        error["code"].as_str().unwrap_or("error"),
+        error["message"].as_str().unwrap_or(""),
+        error["param"].as_str(),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(reshaped.to_string()))
+}
