@@ -5,6 +5,7 @@
 //! like `/api/v1/run`, and writes the translated answer. Each behaviour
 //! names the client source or published document it follows.
 
+pub mod mcp_tools;
 pub mod openai_videos;
 pub mod openrouter_videos;
 

@@ -13,6 +13,7 @@ mod files;
 mod generations;
 mod health;
 mod live;
+mod mcp;
 mod metrics;
 mod models;
 mod openai_videos;
@@ -279,6 +280,7 @@ pub fn router(state: AppState) -> impl HttpService {
         // (issue 53, `dialects/`).
         .merge(openai_videos::routes(&state))
         .merge(openrouter_videos::routes(&state))
+        .merge(mcp::routes(&state))
         .merge(internal)
         .merge(probes)
         .merge(crate::dashboard::router())

@@ -148,6 +148,8 @@ pub enum Source {
     OpenAi,
     /// OpenRouter's video API at `/api/v1/videos`.
     OpenRouter,
+    /// The MCP server's `create_generation` at `/mcp`.
+    Mcp,
 }
 
 impl Source {
@@ -156,6 +158,7 @@ impl Source {
             Source::Api => "api",
             Source::OpenAi => "openai",
             Source::OpenRouter => "openrouter",
+            Source::Mcp => "mcp",
         }
     }
 }

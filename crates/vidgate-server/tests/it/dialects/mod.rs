@@ -4,6 +4,7 @@
 //! pinned `openai` SDK; `VIDGATE_TEST_DROPIN_NODE`, a Node for the pinned
 //! `@openrouter/sdk`; `.ci/run` sets both).
 
+mod mcp;
 mod one_account;
 mod openai;
 mod openrouter;

@@ -1,5 +1,6 @@
-//! One account through every surface: its generations are one set, each
-//! charged once, whichever dialect made it.
+//! One account through every surface (`/api/v1`, `/v1`, OpenRouter's
+//! `/api/v1/videos` and `/mcp`): its generations are one set, each charged
+//! once, whichever dialect made it.
 
 use std::collections::BTreeSet;
 
@@ -44,6 +45,35 @@ async fn one_account_through_every_surface_is_charged_once_for_each_generation(s
     assert_eq!(openrouter.status(), StatusCode::ACCEPTED);
     let openrouter: Value = openrouter.json().await.unwrap();
     made.push((openrouter["id"].as_str().unwrap().to_owned(), "openrouter"));
+
+    // The MCP server's tool, as one JSON-RPC request (it runs stateless:
+    // no session to open first).
+    let mcp = app
+        .client
+        .post(root_url(&app, "/mcp"))
+        .bearer_auth(&key)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "create_generation",
+                "arguments": {
+                    "model": "vendor_1/model_1",
+                    "mode": "text-to-video",
+                    "input": { "prompt": "through MCP", "duration": 2, "resolution": "480p" },
+                },
+            },
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), StatusCode::OK);
+    let mcp: Value = mcp.json().await.unwrap();
+    let created = &mcp["result"]["structuredContent"];
+    assert_eq!(created["object"], "generation", "{mcp}");
+    made.push((created["id"].as_str().unwrap().to_owned(), "mcp"));
 
     let mut charged = Micros::ZERO;
     for (id, source) in &made {
