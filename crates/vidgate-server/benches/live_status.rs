@@ -445,18 +445,48 @@ async fn streams() {
     }
 }
 
-/// One server with `count` event streams open.
-async fn streams_of(label: &str, binary: &Path, count: usize) {
-    println!(
-        "== {label}: {count} event streams on one node ({}, SQLite)",
-        binary.display()
-    );
+/// A `vidgate serve` process of the `streams` section and where it keeps
+/// its log and data; the directory outlives the process.
+struct StreamsServer {
+    process: std::process::Child,
+    pid: u32,
+    log_path: PathBuf,
+    data_dir: PathBuf,
+    _directory: tempfile::TempDir,
+}
+
+/// Where the development account the server created is reached.
+struct DevelopmentAccount {
+    api_base: String,
+    key: String,
+    account_id: String,
+}
+
+/// The streams held open, each drained by a task of its own, and the
+/// keep-alive comments they have received; the client that opened them
+/// lives as long as they do.
+struct OpenStreams {
+    readers: Vec<tokio::task::JoinHandle<()>>,
+    keep_alives: Arc<std::sync::atomic::AtomicUsize>,
+    _client: reqwest::Client,
+}
+
+/// The node's resident memory and a read's latencies before any stream
+/// is open, the baseline the open streams are compared with.
+struct WithoutStreams {
+    idle_kib: u64,
+    latencies: Vec<Duration>,
+}
+
+/// Starts `vidgate serve` with one worker and limits high enough for
+/// `count` streams, so that only the streams' own cost is measured.
+fn start_server_for_streams(binary: &Path, count: usize) -> StreamsServer {
     let limit = (count * 2).to_string();
     let directory = tempfile::tempdir().unwrap();
     let log_path = directory.path().join("serve.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let data_dir = directory.path().join("data");
-    let mut server = std::process::Command::new(binary)
+    let process = std::process::Command::new(binary)
         .args([
             "serve",
             "--listen",
@@ -482,9 +512,20 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
         .stderr(log)
         .spawn()
         .unwrap();
-    let pid = server.id();
-    let (api_base, key, account_id) = loop {
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    StreamsServer {
+        pid: process.id(),
+        process,
+        log_path,
+        data_dir,
+        _directory: directory,
+    }
+}
+
+/// Waits until the server's log shows its API base and the development
+/// account's key and id, since the bench has no other way to learn them.
+async fn development_account_from_log(server: &mut StreamsServer) -> DevelopmentAccount {
+    loop {
+        let log = std::fs::read_to_string(&server.log_path).unwrap_or_default();
         let api_base = log
             .lines()
             .find_map(|line| line.strip_prefix("vidgate API base: "));
@@ -495,20 +536,29 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .find(|word| word.starts_with("acct_"));
         if let (Some(api_base), Some(key), Some(account)) = (api_base, key, account) {
-            break (api_base.to_owned(), key.to_owned(), account.to_owned());
+            return DevelopmentAccount {
+                api_base: api_base.to_owned(),
+                key: key.to_owned(),
+                account_id: account.to_owned(),
+            };
         }
-        if let Some(exit) = server.try_wait().unwrap() {
+        if let Some(exit) = server.process.try_wait().unwrap() {
             panic!("vidgate serve exited ({exit}): {log}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    }
+}
+
+/// Lifts the development account's limits and adds credit, so that every
+/// generation the bench submits is accepted.
+fn lift_limits_and_add_credit(binary: &Path, data_dir: &Path, account_id: &str) {
     run_admin(
         binary,
-        &data_dir,
+        data_dir,
         &[
             "account",
             "limits",
-            &account_id,
+            account_id,
             "--rps",
             "1000000",
             "--burst",
@@ -521,14 +571,25 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
     // generations, not for ten thousand.
     run_admin(
         binary,
-        &data_dir,
-        &["account", "credit", &account_id, "--usd", "100000"],
+        data_dir,
+        &["account", "credit", account_id, "--usd", "100000"],
     );
-    let client = reqwest::Client::new();
+}
+
+/// Submits a generation that keeps the one worker busy, then the
+/// generations the streams follow, so that those stay queued; their ids.
+async fn submit_blocker_and_followed_generations(
+    client: &reqwest::Client,
+    account: &DevelopmentAccount,
+    count: usize,
+) -> Vec<String> {
     let submit = |prompt: String| {
         client
-            .post(format!("{api_base}/run/vendor_1/model_1/text-to-video"))
-            .bearer_auth(&key)
+            .post(format!(
+                "{}/run/vendor_1/model_1/text-to-video",
+                account.api_base
+            ))
+            .bearer_auth(&account.key)
             .json(&body(&prompt))
             .send()
     };
@@ -550,10 +611,16 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
                 .to_owned(),
         );
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let idle_kib = resident_kib(pid);
-    let before = read_latencies(&api_base, &key, &ids[0], 2000).await;
+    ids
+}
 
+/// Opens `count` event streams over the generations in turn, each on a
+/// connection of its own, and hands each to a task that drains it.
+async fn open_and_drain_streams(
+    account: &DevelopmentAccount,
+    ids: &[String],
+    count: usize,
+) -> OpenStreams {
     let stream_client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()
@@ -562,8 +629,8 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
     for index in 0..count {
         let id = &ids[index % ids.len()];
         let mut response = stream_client
-            .get(format!("{api_base}/generations/{id}/events"))
-            .bearer_auth(&key)
+            .get(format!("{}/generations/{id}/events", account.api_base))
+            .bearer_auth(&account.key)
             .timeout(Duration::from_secs(3600))
             .send()
             .await
@@ -589,6 +656,44 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
             })
         })
         .collect();
+    OpenStreams {
+        readers,
+        keep_alives,
+        _client: stream_client,
+    }
+}
+
+/// Lets the queued generations settle, then takes the node's memory and a
+/// read's latencies before any stream is open.
+async fn measure_without_streams(
+    pid: u32,
+    account: &DevelopmentAccount,
+    ids: &[String],
+) -> WithoutStreams {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_kib = resident_kib(pid);
+    let latencies = read_latencies(&account.api_base, &account.key, &ids[0], 2000).await;
+    WithoutStreams {
+        idle_kib,
+        latencies,
+    }
+}
+
+/// Measures and prints the memory and idle CPU the open streams cost and
+/// what they do to a read's latency, against the figures taken before
+/// they were opened.
+async fn print_cost_of_open_streams(
+    pid: u32,
+    account: &DevelopmentAccount,
+    ids: &[String],
+    count: usize,
+    without_streams: WithoutStreams,
+    streams: &OpenStreams,
+) {
+    let WithoutStreams {
+        idle_kib,
+        latencies: before,
+    } = without_streams;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let open_kib = resident_kib(pid);
     let idle_seconds = 20;
@@ -597,7 +702,7 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
     let ticks = cpu_ticks(pid) - ticks_before;
     // SAFETY: sysconf reads a constant of the system.
     let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let during = read_latencies(&api_base, &key, &ids[0], 2000).await;
+    let during = read_latencies(&account.api_base, &account.key, &ids[0], 2000).await;
     println!(
         "resident memory: {:.1} MiB idle, {:.1} MiB with {count} streams open: {:.1} KiB per stream",
         idle_kib as f64 / 1024.0,
@@ -607,7 +712,9 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
     println!(
         "CPU with {count} idle streams: {:.2} % of one core over {idle_seconds} s ({} keep-alive comments sent)",
         ticks as f64 / ticks_per_second / idle_seconds as f64 * 100.0,
-        keep_alives.load(std::sync::atomic::Ordering::Relaxed)
+        streams
+            .keep_alives
+            .load(std::sync::atomic::Ordering::Relaxed)
     );
     let p99 = |latencies: &[Duration]| {
         let mut sorted = latencies.to_vec();
@@ -621,18 +728,28 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
         during,
     );
     println!("GET p99 with {count} streams open / with none (same run): {p99_ratio:.2}");
+}
 
+/// Sends SIGTERM with the streams open and prints how soon the process
+/// exited and how many streams it ended, which is what a deploy sees.
+async fn stop_with_streams_open(server: StreamsServer, streams: OpenStreams, count: usize) {
+    let StreamsServer {
+        mut process,
+        pid,
+        _directory,
+        ..
+    } = server;
     let started = Instant::now();
-    // SAFETY: a signal to the child this function started.
+    // SAFETY: a signal to the child `start_server_for_streams` started.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
     let stopped = tokio::task::spawn_blocking(move || {
-        server.wait().unwrap();
+        process.wait().unwrap();
         started.elapsed()
     })
     .await
     .unwrap();
     let mut ended = 0;
-    for reader in readers {
+    for reader in streams.readers {
         if tokio::time::timeout(Duration::from_secs(5), reader)
             .await
             .is_ok()
@@ -644,6 +761,25 @@ async fn streams_of(label: &str, binary: &Path, count: usize) {
         "SIGTERM with {count} streams open: the process exited after {:.0} ms; {ended} streams ended",
         stopped.as_secs_f64() * 1e3
     );
+}
+
+/// One server with `count` event streams open.
+async fn streams_of(label: &str, binary: &Path, count: usize) {
+    println!(
+        "== {label}: {count} event streams on one node ({}, SQLite)",
+        binary.display()
+    );
+    let mut server = start_server_for_streams(binary, count);
+    let account = development_account_from_log(&mut server).await;
+    lift_limits_and_add_credit(binary, &server.data_dir, &account.account_id);
+    // The submitting client lives until the end, so that its idle pooled
+    // connection stays open through every measurement.
+    let client = reqwest::Client::new();
+    let ids = submit_blocker_and_followed_generations(&client, &account, count).await;
+    let without_streams = measure_without_streams(server.pid, &account, &ids).await;
+    let streams = open_and_drain_streams(&account, &ids, count).await;
+    print_cost_of_open_streams(server.pid, &account, &ids, count, without_streams, &streams).await;
+    stop_with_streams_open(server, streams, count).await;
 }
 
 #[tokio::main]

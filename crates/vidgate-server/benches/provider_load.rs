@@ -199,15 +199,26 @@ fn backends_file(fake: &FakeProviders, directory: &Path) -> PathBuf {
     path
 }
 
-fn start_node(
-    binary: &Path,
-    directory: &Path,
-    name: &str,
-    database: &[String],
-    backends: &Path,
-    redis_url: Option<&str>,
+/// What every node of a scenario is started with.
+struct NodeSettings<'a> {
+    binary: &'a Path,
+    directory: &'a Path,
+    /// `--data-dir` or `--database-url`.
+    database: &'a [String],
+    backends: &'a Path,
+    redis_url: Option<&'a str>,
     registers_webhooks: bool,
-) -> Node {
+}
+
+fn start_node(settings: &NodeSettings<'_>, name: &str) -> Node {
+    let NodeSettings {
+        binary,
+        directory,
+        database,
+        backends,
+        redis_url,
+        registers_webhooks,
+    } = *settings;
     let port = free_port();
     let metrics_port = free_port();
     let api_base = format!("http://127.0.0.1:{port}");
@@ -494,11 +505,9 @@ async fn scrape_provider_metrics(client: &reqwest::Client, nodes: &[Node]) {
     }
 }
 
-async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
-    // `polling`: webhooks registered but all lost, so the backstop finds
-    // every end; `no-webhooks`: none registered, polling as the only way.
-    let webhooks = !matches!(scenario, "polling" | "no-webhooks");
-    let registers_webhooks = scenario != "no-webhooks";
+/// Starts the fake Replicate with minute-long jobs, Replicate's documented
+/// limits and, unless the scenario loses them, its webhooks.
+async fn start_fake_replicate(scale: &Scale, webhooks: bool) -> FakeProviders {
     let fake = FakeProviders::start().await;
     fake.switches(|switches| {
         switches.queue_for = Duration::from_secs(2);
@@ -507,16 +516,29 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         switches.reuse_outputs = true;
         switches.replicate_limits = Some(REPLICATE_DOCUMENTED);
     });
-    let directory = tempfile::tempdir().unwrap();
-    let backends = backends_file(&fake, directory.path());
+    fake
+}
+
+/// The scenario's database, how `vidgate` reaches it and how many nodes
+/// share it.
+struct DatabaseSetup {
+    database: Database,
+    /// `--data-dir` or `--database-url` for `vidgate serve` and `admin`.
+    admin_database: Vec<String>,
+    node_count: usize,
+}
+
+/// Creates a fresh PostgreSQL database for two nodes in the `postgres`
+/// scenario and a SQLite data directory for one node otherwise; `None`,
+/// after saying so, when PostgreSQL was asked for but not given.
+async fn create_database(scenario: &str, directory: &Path) -> Option<DatabaseSetup> {
     let postgres_server = std::env::var("VIDGATE_BENCH_POSTGRES_URL").ok();
-    let redis_url = std::env::var("VIDGATE_BENCH_REDIS_URL").ok();
-    let (database, admin_database, node_count) = if scenario == "postgres" {
+    if scenario == "postgres" {
         let Some(server) = postgres_server else {
             println!(
                 "== postgres skipped: set VIDGATE_BENCH_POSTGRES_URL and VIDGATE_BENCH_REDIS_URL"
             );
-            return;
+            return None;
         };
         let name = format!("vidgate_load_{}", std::process::id());
         let mut connection = sqlx::PgConnection::connect(&server).await.unwrap();
@@ -528,56 +550,55 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         let url = database.url();
         // The nodes share one directory for clips, as they would share a
         // bucket.
-        let shared = directory.path().join("shared");
+        let shared = directory.join("shared");
         let arguments = vec![
             "--database-url".to_owned(),
             url,
             "--data-dir".to_owned(),
             shared.display().to_string(),
         ];
-        (database, arguments, 2)
-    } else {
-        let data_dir = directory.path().join("data");
-        let database = Database::Sqlite(data_dir.join("vidgate.sqlite"));
-        (
+        Some(DatabaseSetup {
             database,
-            vec!["--data-dir".to_owned(), data_dir.display().to_string()],
-            1,
-        )
-    };
-    let node_redis = if scenario == "postgres" {
-        redis_url.as_deref()
+            admin_database: arguments,
+            node_count: 2,
+        })
     } else {
-        None
-    };
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(SUBMIT_CONCURRENCY)
-        .build()
-        .unwrap();
+        let data_dir = directory.join("data");
+        let database = Database::Sqlite(data_dir.join("vidgate.sqlite"));
+        Some(DatabaseSetup {
+            database,
+            admin_database: vec!["--data-dir".to_owned(), data_dir.display().to_string()],
+            node_count: 1,
+        })
+    }
+}
+
+/// Starts the scenario's nodes and waits for each to answer before the
+/// next starts.
+async fn start_nodes_one_after_another(
+    client: &reqwest::Client,
+    settings: &NodeSettings<'_>,
+    node_count: usize,
+) -> Vec<Node> {
     // One after another: the first node migrates the fresh database.
     let mut nodes: Vec<Node> = Vec::new();
     for index in 0..node_count {
-        let mut node = start_node(
-            &binary,
-            directory.path(),
-            &format!("node{index}"),
-            &admin_database,
-            &backends,
-            node_redis,
-            registers_webhooks,
-        );
-        wait_until_ready(&client, &mut node).await;
+        let mut node = start_node(settings, &format!("node{index}"));
+        wait_until_ready(client, &mut node).await;
         nodes.push(node);
     }
-    let mut deployment = Deployment {
-        binary,
-        nodes: Vec::new(),
-        admin_database,
-        database,
-        _directory: directory,
-    };
-    let keys = create_accounts(&deployment, scale);
-    deployment.nodes = nodes;
+    nodes
+}
+
+/// Prints what the scenario runs, so that its figures can be read
+/// without the command line that produced them.
+fn print_scenario_heading(
+    scenario: &str,
+    scale: &Scale,
+    registers_webhooks: bool,
+    webhooks: bool,
+    node_count: usize,
+) {
     println!(
         "== {scenario}: {} generations across {} accounts (one submits {}), queued 2 s and run {} s at the fake Replicate, webhooks {}, {} node(s)",
         scale.jobs,
@@ -589,9 +610,22 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
             (true, true) => "on",
             (true, false) => "registered, all lost",
         },
-        deployment.nodes.len(),
+        node_count,
     );
+}
 
+/// The nodes' processes and their counters before the load, so that the
+/// figures after it are the load's own.
+struct ResourcesBefore {
+    pids: Vec<u32>,
+    cpu_ticks: Vec<u64>,
+    written_bytes: Vec<u64>,
+    postgres_rows: Option<i64>,
+}
+
+/// Reads the nodes' CPU time, bytes written and PostgreSQL's rows written
+/// before the load begins.
+async fn read_resources_before(deployment: &Deployment) -> ResourcesBefore {
     let pids: Vec<u32> = deployment
         .nodes
         .iter()
@@ -600,29 +634,51 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
     let cpu_before: Vec<u64> = pids.iter().map(|pid| cpu_ticks(*pid)).collect();
     let written_before: Vec<u64> = pids.iter().map(|pid| written_bytes(*pid)).collect();
     let rows_before = postgres_rows_written(&deployment.database).await;
-    let started = Instant::now();
+    ResourcesBefore {
+        pids,
+        cpu_ticks: cpu_before,
+        written_bytes: written_before,
+        postgres_rows: rows_before,
+    }
+}
+
+/// Submits every planned generation across the nodes and prints how long
+/// that took and which statuses answered, the first thing the issue asks.
+async fn submit_and_print_answers(
+    client: &reqwest::Client,
+    deployment: &Deployment,
+    keys: &[String],
+    scale: &Scale,
+    started: Instant,
+) -> Vec<Submitted> {
     let api_bases: Vec<String> = deployment
         .nodes
         .iter()
         .map(|node| node.api_base.clone())
         .collect();
-    let submitted = submit_all(&client, &api_bases, &keys, &submit_plan(scale)).await;
+    let submitted = submit_all(client, &api_bases, keys, &submit_plan(scale)).await;
     println!("submitting took {:.1} s", started.elapsed().as_secs_f64());
     let mut statuses: HashMap<u16, usize> = HashMap::new();
     for submit in &submitted {
         *statuses.entry(submit.status).or_default() += 1;
     }
     println!("submit answers: {statuses:?}");
+    submitted
+}
 
+/// Reads the generations every two seconds until the accepted ones are
+/// all final or the bench gives up, and returns the last read.
+async fn wait_until_accepted_are_final(
+    database: &Database,
+    accepted: &[&Submitted],
+    scale: &Scale,
+    started: Instant,
+) -> HashMap<String, Finished> {
     // Until every accepted generation is final, or far past when it
     // should have been.
-    let accepted: Vec<&Submitted> = submitted
-        .iter()
-        .filter(|submit| submit.generation_id.is_some())
-        .collect();
     let give_up = Duration::from_secs(scale.run_seconds + 60 + (scale.jobs as u64 / 10) * 2);
-    let generations = loop {
-        let generations = read_generations(&deployment.database).await;
+    loop {
+        let generations = read_generations(database).await;
         let unfinished = accepted
             .iter()
             .filter(|submit| {
@@ -642,14 +698,34 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
                     started.elapsed().as_secs_f64()
                 );
             }
-            break generations;
+            return generations;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-    };
+    }
+}
+
+/// What the nodes used over the load: seconds since it began, and each
+/// node's CPU, peak memory and bytes written.
+struct ResourcesUsed {
+    elapsed: f64,
+    cpu_seconds: Vec<f64>,
+    peak_mib: Vec<f64>,
+    written_mib: Vec<f64>,
+    postgres_rows_after: Option<i64>,
+}
+
+/// Reads the nodes' counters again as soon as the load is over, so that
+/// nothing after it counts.
+async fn read_resources_used(
+    before: &ResourcesBefore,
+    database: &Database,
+    started: Instant,
+) -> ResourcesUsed {
     let elapsed = started.elapsed().as_secs_f64();
+    let pids = &before.pids;
     let cpu_seconds: Vec<f64> = pids
         .iter()
-        .zip(&cpu_before)
+        .zip(&before.cpu_ticks)
         .map(|(pid, before)| (cpu_ticks(*pid) - before) as f64 / 100.0)
         .collect();
     let peak_mib: Vec<f64> = pids
@@ -658,25 +734,47 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         .collect();
     let written_mib: Vec<f64> = pids
         .iter()
-        .zip(&written_before)
+        .zip(&before.written_bytes)
         .map(|(pid, before)| (written_bytes(*pid) - before) as f64 / 1048576.0)
         .collect();
-    let rows_after = postgres_rows_written(&deployment.database).await;
+    let rows_after = postgres_rows_written(database).await;
+    ResourcesUsed {
+        elapsed,
+        cpu_seconds,
+        peak_mib,
+        written_mib,
+        postgres_rows_after: rows_after,
+    }
+}
 
+/// Prints how the accepted generations ended: every one should succeed.
+fn print_generation_outcomes(
+    accepted: &[&Submitted],
+    generations: &HashMap<String, Finished>,
+    elapsed: f64,
+) {
     let mut outcomes: HashMap<&str, usize> = HashMap::new();
-    for submit in &accepted {
+    for submit in accepted {
         let status = generations
             .get(submit.generation_id.as_deref().unwrap())
             .map_or("missing", |finished| finished.status.as_str());
         *outcomes.entry(status).or_default() += 1;
     }
     println!("generation outcomes: {outcomes:?} in {elapsed:.0} s");
+}
 
+/// Matches the fake's jobs to generations and prints whether any
+/// generation got more than one job or any job none; the job of each
+/// generation.
+fn provider_job_of_each_generation<'j>(
+    jobs: &'j [fake_providers::FakeJob],
+    generations: &HashMap<String, Finished>,
+    accepted: &[&Submitted],
+) -> HashMap<String, &'j fake_providers::FakeJob> {
     // Provider jobs per generation: a fake job registered with a webhook
     // carries its URL, whose route names the generation; without webhooks,
     // a job is the generation's that recorded it, and a job that no
     // generation names is an extra one.
-    let jobs = fake.jobs();
     let generation_of_job: HashMap<&str, &str> = generations
         .iter()
         .filter_map(|(generation, finished)| {
@@ -686,7 +784,7 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
     let mut jobs_per_generation: HashMap<String, usize> = HashMap::new();
     let mut provider_job_of: HashMap<String, &fake_providers::FakeJob> = HashMap::new();
     let mut unnamed_jobs = 0;
-    for job in &jobs {
+    for job in jobs {
         let generation = job
             .webhook_url
             .as_deref()
@@ -710,7 +808,12 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         jobs.len(),
         accepted.len()
     );
+    provider_job_of
+}
 
+/// Prints the calls vidgate made to the fake Replicate against its
+/// documented limits, to show that vidgate kept within them.
+fn print_provider_calls(fake: &FakeProviders) {
     // The fake counts Replicate's calls per class in one-minute windows.
     let (mut creates, mut others, mut refused) = (0u64, 0u64, 0u64);
     let (mut busiest_creates, mut busiest_others) = (0u32, 0u32);
@@ -733,7 +836,17 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         REPLICATE_DOCUMENTED.creates_per_minute,
         REPLICATE_DOCUMENTED.others_per_minute,
     );
+}
 
+/// Prints how long after the provider finished each generation finished,
+/// where that time went, and how long each account's jobs took to reach
+/// the provider.
+fn print_lags_and_times_to_the_provider(
+    fake: &FakeProviders,
+    accepted: &[&Submitted],
+    generations: &HashMap<String, Finished>,
+    provider_job_of: &HashMap<String, &fake_providers::FakeJob>,
+) {
     let mut lag = Vec::new();
     // Where the lag goes: from the provider's completion to vidgate taking
     // its webhook, to vidgate's next read of the job, to vidgate fetching
@@ -743,7 +856,7 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
     let mut to_output_fetched = Vec::new();
     let mut small_to_provider = Vec::new();
     let mut big_to_provider = Vec::new();
-    for submit in &accepted {
+    for submit in accepted {
         let id = submit.generation_id.as_deref().unwrap();
         let Some(job) = provider_job_of.get(id) else {
             continue;
@@ -778,7 +891,7 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
     // together need their share of the create budget: at 600 a minute,
     // 1,000 jobs take 100 s however they are ordered.)
     let mut first_of_account: HashMap<usize, f64> = HashMap::new();
-    for submit in &accepted {
+    for submit in accepted {
         let id = submit.generation_id.as_deref().unwrap();
         if submit.account == 0 {
             continue;
@@ -802,25 +915,34 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         small_to_provider,
     );
     summary("submit → at the provider, the big account", big_to_provider);
-    for index in 0..pids.len() {
+}
+
+/// Prints each node's CPU, peak memory and writes over the load, and
+/// PostgreSQL's rows written when there is PostgreSQL.
+fn print_node_resources(before: &ResourcesBefore, used: &ResourcesUsed) {
+    let elapsed = used.elapsed;
+    for index in 0..before.pids.len() {
         println!(
             "node {index}: CPU {:.1} s ({:.1} % of one core), peak RSS {:.0} MiB, written to storage {:.1} MiB ({:.2} MiB/s)",
-            cpu_seconds[index],
-            100.0 * cpu_seconds[index] / elapsed,
-            peak_mib[index],
-            written_mib[index],
-            written_mib[index] / elapsed,
+            used.cpu_seconds[index],
+            100.0 * used.cpu_seconds[index] / elapsed,
+            used.peak_mib[index],
+            used.written_mib[index],
+            used.written_mib[index] / elapsed,
         );
     }
-    if let (Some(before), Some(after)) = (rows_before, rows_after) {
+    if let (Some(before), Some(after)) = (before.postgres_rows, used.postgres_rows_after) {
         println!(
             "PostgreSQL rows written: {} ({:.0} a second)",
             after - before,
             (after - before) as f64 / elapsed
         );
     }
-    scrape_provider_metrics(&client, &deployment.nodes).await;
+}
 
+/// Stops the nodes, then drops the bench's PostgreSQL database if there
+/// is one, so that a run leaves nothing behind.
+async fn stop_nodes_and_drop_postgres_database(deployment: &mut Deployment) {
     let nodes = std::mem::take(&mut deployment.nodes);
     drop(nodes);
     if let Database::Postgres { server, name } = &deployment.database {
@@ -832,6 +954,80 @@ async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
         .await
         .ok();
     }
+}
+
+async fn run(scenario: &str, binary: PathBuf, scale: &Scale) {
+    // `polling`: webhooks registered but all lost, so the backstop finds
+    // every end; `no-webhooks`: none registered, polling as the only way.
+    let webhooks = !matches!(scenario, "polling" | "no-webhooks");
+    let registers_webhooks = scenario != "no-webhooks";
+    let fake = start_fake_replicate(scale, webhooks).await;
+    let directory = tempfile::tempdir().unwrap();
+    let backends = backends_file(&fake, directory.path());
+    let Some(DatabaseSetup {
+        database,
+        admin_database,
+        node_count,
+    }) = create_database(scenario, directory.path()).await
+    else {
+        return;
+    };
+    let redis_url = std::env::var("VIDGATE_BENCH_REDIS_URL").ok();
+    let node_redis = if scenario == "postgres" {
+        redis_url.as_deref()
+    } else {
+        None
+    };
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(SUBMIT_CONCURRENCY)
+        .build()
+        .unwrap();
+    let settings = NodeSettings {
+        binary: &binary,
+        directory: directory.path(),
+        database: &admin_database,
+        backends: &backends,
+        redis_url: node_redis,
+        registers_webhooks,
+    };
+    let nodes = start_nodes_one_after_another(&client, &settings, node_count).await;
+    let mut deployment = Deployment {
+        binary,
+        nodes: Vec::new(),
+        admin_database,
+        database,
+        _directory: directory,
+    };
+    let keys = create_accounts(&deployment, scale);
+    deployment.nodes = nodes;
+    print_scenario_heading(
+        scenario,
+        scale,
+        registers_webhooks,
+        webhooks,
+        deployment.nodes.len(),
+    );
+
+    let before = read_resources_before(&deployment).await;
+    let started = Instant::now();
+    let submitted = submit_and_print_answers(&client, &deployment, &keys, scale, started).await;
+    let accepted: Vec<&Submitted> = submitted
+        .iter()
+        .filter(|submit| submit.generation_id.is_some())
+        .collect();
+    let generations =
+        wait_until_accepted_are_final(&deployment.database, &accepted, scale, started).await;
+    let used = read_resources_used(&before, &deployment.database, started).await;
+
+    print_generation_outcomes(&accepted, &generations, used.elapsed);
+    let jobs = fake.jobs();
+    let provider_job_of = provider_job_of_each_generation(&jobs, &generations, &accepted);
+    print_provider_calls(&fake);
+    print_lags_and_times_to_the_provider(&fake, &accepted, &generations, &provider_job_of);
+    print_node_resources(&before, &used);
+    scrape_provider_metrics(&client, &deployment.nodes).await;
+
+    stop_nodes_and_drop_postgres_database(&mut deployment).await;
 }
 
 #[tokio::main]

@@ -26,6 +26,7 @@ use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::routing::get;
 use tower::{Service, ServiceExt};
 use vidgate_server::ServerOptions;
+use vidgate_server::http::HttpService;
 use vidgate_server::limits::PublicRateLimit;
 use vidgate_test_support::seeded_generation;
 
@@ -115,8 +116,33 @@ async fn body_of(response: axum::response::Response) -> Bytes {
         .unwrap()
 }
 
-#[tokio::main]
-async fn main() {
+/// Where the bench reads one model, with and without its ETag.
+const MODEL_PATH: &str = "/api/v1/models/vendor_1/model_1";
+
+/// The page of the seeded account's list the bench reads.
+const LIST_PATH: &str = "/api/v1/generations?limit=20";
+
+/// A vidgate node in process, the account the bench uses and the
+/// directory its database lives in, which must outlive the node.
+struct BenchServer {
+    server: vidgate_server::RunningServer,
+    bearer: HeaderValue,
+    _data_dir: tempfile::TempDir,
+}
+
+/// What vidgate answered to the requests the bench times, read once so
+/// that the bare router can answer the same bytes.
+struct VidgateAnswers {
+    etag: HeaderValue,
+    model_bytes: Bytes,
+    generation_path: String,
+    generation_bytes: Bytes,
+    list_bytes: Bytes,
+}
+
+/// Sets up logging as the binary does, so that every request's span costs
+/// what it costs in production.
+fn set_up_logging_as_vidgate_serve_does() {
     // The binary's logging, as `vidgate serve` sets it up without a
     // terminal: every request's span is formatted by it.
     tracing_subscriber::fmt()
@@ -124,10 +150,20 @@ async fn main() {
         .with_ansi(false)
         .with_writer(std::io::stderr)
         .init();
-    let iterations: u32 = std::env::var("VIDGATE_BENCH_ITERATIONS")
-        .map(|text| text.parse().expect("a number of requests"))
-        .unwrap_or(200_000);
+}
 
+/// Reads the requests per round from `VIDGATE_BENCH_ITERATIONS`, so that a
+/// quick run or a run under callgrind can ask for fewer.
+fn iterations_from_environment() -> u32 {
+    std::env::var("VIDGATE_BENCH_ITERATIONS")
+        .map(|text| text.parse().expect("a number of requests"))
+        .unwrap_or(200_000)
+}
+
+/// Starts a node without workers and with a fair-use limit that never
+/// refuses, and gives it an unlimited account with a history of finished
+/// generations, so that the timed reads see an account like a real one.
+async fn start_server_with_seeded_account() -> BenchServer {
     let data_dir = tempfile::tempdir().unwrap();
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let mut options = ServerOptions::new(listen, data_dir.path().to_path_buf());
@@ -140,15 +176,26 @@ async fn main() {
         burst: u32::MAX,
     };
     let server = vidgate_server::start(options).await.unwrap();
-    let service = server.http_service().expect("an API node");
     let account = common::unlimited_account(&server).await;
     let bearer = HeaderValue::from_str(&format!("Bearer {}", account.api_key)).unwrap();
     seed_finished_generations(&database_url, &account.account.id, SEEDED_GENERATIONS).await;
+    BenchServer {
+        server,
+        bearer,
+        _data_dir: data_dir,
+    }
+}
 
+/// Reads vidgate's answers once (the model and its ETag, a submitted
+/// generation and the list page), so that the bare router answers the
+/// same bytes.
+async fn read_vidgate_answers_once(
+    service: &impl HttpService,
+    bearer: &HeaderValue,
+) -> VidgateAnswers {
     // What the bare router answers: vidgate's own answers, read once.
     let send = |request: Request<Body>| service.clone().oneshot(with_peer(request));
-    let model_path = "/api/v1/models/vendor_1/model_1";
-    let model = send(Request::get(model_path).body(Body::empty()).unwrap())
+    let model = send(Request::get(MODEL_PATH).body(Body::empty()).unwrap())
         .await
         .unwrap();
     let etag = model.headers()[header::ETAG].clone();
@@ -174,47 +221,62 @@ async fn main() {
         async { body_of(send(request).await.unwrap()).await }
     };
     let generation_bytes = answer_of(generation_path.clone()).await;
-    let list_path = "/api/v1/generations?limit=20";
-    let list_bytes = answer_of(list_path.to_owned()).await;
+    let list_bytes = answer_of(LIST_PATH.to_owned()).await;
+    VidgateAnswers {
+        etag,
+        model_bytes,
+        generation_path,
+        generation_bytes,
+        list_bytes,
+    }
+}
 
-    let bare = {
-        let etag = etag.clone();
-        axum::Router::new()
-            .route(
-                "/304",
-                get(move || {
-                    let etag = etag.clone();
-                    async move { (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]) }
-                }),
-            )
-            .route(
-                "/model",
-                get(move || {
-                    let body = model_bytes.clone();
-                    async move { ([(header::CONTENT_TYPE, "application/json")], body) }
-                }),
-            )
-            .route(
-                "/generation",
-                get(move || {
-                    let body = generation_bytes.clone();
-                    async move { ([(header::CONTENT_TYPE, "application/json")], body) }
-                }),
-            )
-            .route(
-                "/list",
-                get(move || {
-                    let body = list_bytes.clone();
-                    async move { ([(header::CONTENT_TYPE, "application/json")], body) }
-                }),
-            )
-    };
+/// Builds the reference: a bare axum router that answers each case with
+/// vidgate's bytes and nothing around them.
+fn bare_router_with_vidgate_answers(answers: &VidgateAnswers) -> axum::Router {
+    let etag = answers.etag.clone();
+    let model_bytes = answers.model_bytes.clone();
+    let generation_bytes = answers.generation_bytes.clone();
+    let list_bytes = answers.list_bytes.clone();
+    axum::Router::new()
+        .route(
+            "/304",
+            get(move || {
+                let etag = etag.clone();
+                async move { (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]) }
+            }),
+        )
+        .route(
+            "/model",
+            get(move || {
+                let body = model_bytes.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        )
+        .route(
+            "/generation",
+            get(move || {
+                let body = generation_bytes.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        )
+        .route(
+            "/list",
+            get(move || {
+                let body = list_bytes.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        )
+}
 
-    let cases = [
+/// Builds every request shape the bench times, each with the bare
+/// router's path that answers it the same way.
+fn all_cases(answers: &VidgateAnswers, bearer: HeaderValue) -> [Case; 5] {
+    [
         Case {
             name: "GET /models/{id} with If-None-Match (304)",
-            vidgate: Request::get(model_path)
-                .header(header::IF_NONE_MATCH, etag)
+            vidgate: Request::get(MODEL_PATH)
+                .header(header::IF_NONE_MATCH, answers.etag.clone())
                 .body(Body::empty())
                 .unwrap(),
             bare_path: "/304",
@@ -222,7 +284,7 @@ async fn main() {
         },
         Case {
             name: "GET /models/{id}",
-            vidgate: Request::get(model_path).body(Body::empty()).unwrap(),
+            vidgate: Request::get(MODEL_PATH).body(Body::empty()).unwrap(),
             bare_path: "/model",
             expected: StatusCode::OK,
         },
@@ -236,7 +298,7 @@ async fn main() {
         },
         Case {
             name: "GET /generations/{id} (SQLite; the bare router serves its bytes)",
-            vidgate: Request::get(&generation_path)
+            vidgate: Request::get(&answers.generation_path)
                 .header(header::AUTHORIZATION, bearer.clone())
                 .body(Body::empty())
                 .unwrap(),
@@ -245,40 +307,54 @@ async fn main() {
         },
         Case {
             name: "GET /generations?limit=20 (SQLite, an account of 1,001 generations; the bare router serves its bytes)",
-            vidgate: Request::get(list_path)
+            vidgate: Request::get(LIST_PATH)
                 .header(header::AUTHORIZATION, bearer)
                 .body(Body::empty())
                 .unwrap(),
             bare_path: "/list",
             expected: StatusCode::OK,
         },
-    ];
+    ]
+}
 
+/// Keeps the cases the command line names, so that one request can be
+/// timed alone.
+fn cases_named_on_the_command_line(cases: [Case; 5]) -> Vec<Case> {
     // Cargo passes `--bench` to a bench without a harness; any other word
     // names the requests to keep.
     let wanted: Vec<String> = std::env::args()
         .skip(1)
         .filter(|word| !word.starts_with("--"))
         .collect();
-    let cases: Vec<Case> = cases
+    cases
         .into_iter()
         .filter(|case| wanted.is_empty() || wanted.iter().any(|word| case.name.contains(word)))
-        .collect();
+        .collect()
+}
+
+/// Times every case on vidgate and on the bare router and prints the
+/// table of their best rounds and ratios.
+async fn print_table(
+    service: &impl HttpService,
+    bare: &axum::Router,
+    cases: &[Case],
+    iterations: u32,
+) {
     println!(
         "In process, one request at a time: {iterations} requests per round, best of {ROUNDS} rounds, nanoseconds per request\n"
     );
     println!("| request | vidgate | bare axum router | ratio (bare / vidgate) |");
     println!("|---|---|---|---|");
-    for case in &cases {
+    for case in cases {
         let bare_request = Request::get(case.bare_path).body(Body::empty()).unwrap();
         let mut best_vidgate = f64::MAX;
         let mut best_bare = f64::MAX;
         // Alternating rounds, so that a burst of other work on the machine
         // lands on both.
         for _ in 0..ROUNDS {
-            best_bare = best_bare.min(time(&bare, &bare_request, case.expected, iterations).await);
+            best_bare = best_bare.min(time(bare, &bare_request, case.expected, iterations).await);
             best_vidgate =
-                best_vidgate.min(time(&service, &case.vidgate, case.expected, iterations).await);
+                best_vidgate.min(time(service, &case.vidgate, case.expected, iterations).await);
         }
         println!(
             "| {} | {best_vidgate:.0} | {best_bare:.0} | {:.2} |",
@@ -289,5 +365,21 @@ async fn main() {
     println!(
         "\nOne at a time, a read that goes through sqlx waits for SQLite's connection thread on every statement; under load those waits overlap (`cargo bench -p vidgate --bench hot_paths -- reads lists`)."
     );
+}
+
+#[tokio::main]
+async fn main() {
+    set_up_logging_as_vidgate_serve_does();
+    let iterations = iterations_from_environment();
+    let BenchServer {
+        server,
+        bearer,
+        _data_dir,
+    } = start_server_with_seeded_account().await;
+    let service = server.http_service().expect("an API node");
+    let answers = read_vidgate_answers_once(&service, &bearer).await;
+    let bare = bare_router_with_vidgate_answers(&answers);
+    let cases = cases_named_on_the_command_line(all_cases(&answers, bearer));
+    print_table(&service, &bare, &cases, iterations).await;
     server.shutdown().await;
 }

@@ -696,35 +696,45 @@ fn postgres_submit(
     );
 }
 
-#[tokio::main]
-async fn main() {
-    wrk::require_wrk();
-    // cargo passes `--bench`; every other argument names a section.
-    let sections: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|argument| !argument.starts_with("--"))
-        .collect();
-    let wants =
-        |section: &str| sections.is_empty() || sections.iter().any(|wanted| wanted == section);
-    let load = Load {
+/// The sections the command line asks for; none named means all of them.
+struct Sections(Vec<String>);
+
+impl Sections {
+    /// Reads the section names from the command line, so that one part of
+    /// the bench can be run alone.
+    fn from_arguments() -> Sections {
+        // cargo passes `--bench`; every other argument names a section.
+        Sections(
+            std::env::args()
+                .skip(1)
+                .filter(|argument| !argument.starts_with("--"))
+                .collect(),
+        )
+    }
+
+    /// Whether `section` runs: it was named, or nothing was.
+    fn wants(&self, section: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|wanted| wanted == section)
+    }
+}
+
+/// The wrk load every run uses, with its length from
+/// `VIDGATE_BENCH_SECONDS` so that a quick look can be shorter.
+fn load_from_environment() -> Load {
+    Load {
         threads: 2,
         connections: 32,
         seconds: std::env::var("VIDGATE_BENCH_SECONDS")
             .ok()
             .and_then(|seconds| seconds.parse().ok())
             .unwrap_or(5),
-    };
-    let postgres_url = std::env::var("VIDGATE_BENCH_POSTGRES_URL")
-        .or_else(|_| std::env::var("VIDGATE_TEST_POSTGRES_URL"))
-        .ok();
-    let work = tempfile::tempdir().unwrap();
-    let mut report = Report {
-        lines: Vec::new(),
-        notes: Vec::new(),
-    };
-    println!("| path | vidgate | p50 | p99 | ratio |\n|---|---|---|---|---|");
+    }
+}
 
-    let data_dir = work.path().join("sqlite");
+/// Runs the reads, submit and lists sections on one SQLite API node and
+/// notes its resident memory, idle, after the load and once it settled.
+async fn sqlite_node_sections(load: Load, sections: &Sections, work: &Path, report: &mut Report) {
+    let data_dir = work.join("sqlite");
     let data_dir_text = data_dir.to_str().unwrap().to_owned();
     let environment = [("VIDGATE_DATA_DIR", data_dir_text.as_str())];
     let (_, key) = unlimited_account(&environment, "bench");
@@ -732,23 +742,15 @@ async fn main() {
     let node = Node::start(&environment);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle = node.resident_megabytes();
-    if wants("reads") {
-        reads(load, &node, &key, &mut report).await;
+    if sections.wants("reads") {
+        reads(load, &node, &key, report).await;
     }
-    if wants("submit") {
-        sqlite_submit(load, &node, &key, work.path(), &mut report);
+    if sections.wants("submit") {
+        sqlite_submit(load, &node, &key, work, report);
     }
-    if wants("lists") {
+    if sections.wants("lists") {
         let database_url = format!("sqlite://{}", data_dir.join("vidgate.sqlite").display());
-        lists(
-            load,
-            &node,
-            &database_url,
-            &list_accounts,
-            "SQLite",
-            &mut report,
-        )
-        .await;
+        lists(load, &node, &database_url, &list_accounts, "SQLite", report).await;
     }
     let after_load = node.resident_megabytes();
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -756,15 +758,18 @@ async fn main() {
         "resident memory, SQLite node: idle {idle:.1} MB, at the end of the load {after_load:.1} MB, 10 s later {:.1} MB",
         node.resident_megabytes()
     ));
-    drop(node);
-    if wants("memory") {
-        memory_after_renders(work.path(), &mut report).await;
-    }
-    if wants("sign-in-memory") {
-        memory_during_sign_in_burst(work.path(), &mut report).await;
-    }
+}
 
-    match (&postgres_url, wants("postgres")) {
+/// Runs the submit and lists sections on a PostgreSQL node in a database
+/// of its own, or notes why they were skipped.
+async fn postgres_sections(
+    load: Load,
+    postgres_url: Option<&str>,
+    wants_postgres: bool,
+    work: &Path,
+    report: &mut Report,
+) {
+    match (postgres_url, wants_postgres) {
         (Some(admin_url), true) => {
             let name = format!("vidgate_bench_{}", std::process::id());
             let database_url = seed::create_postgres_database(admin_url, &name).await;
@@ -775,14 +780,14 @@ async fn main() {
             let list_accounts = ListAccounts::create(&environment);
             seed::pgbench_accounts(&database_url, keys.len() as u32).await;
             let node = Node::start(&environment);
-            postgres_submit(load, &node, &keys, &database_url, work.path(), &mut report);
+            postgres_submit(load, &node, &keys, &database_url, work, report);
             lists(
                 load,
                 &node,
                 &database_url,
                 &list_accounts,
                 "PostgreSQL",
-                &mut report,
+                report,
             )
             .await;
             drop(node);
@@ -794,7 +799,11 @@ async fn main() {
         ),
         _ => {}
     }
+}
 
+/// Prints every line and note again together, since the lines printed as
+/// they were measured are scattered through wrk's output.
+fn print_summary(load: Load, report: &Report) {
     println!(
         "\nSummary ({} s per run, wrk -t{} -c{}):\n",
         load.seconds, load.threads, load.connections
@@ -807,4 +816,37 @@ async fn main() {
     for note in &report.notes {
         println!("- {note}");
     }
+}
+
+#[tokio::main]
+async fn main() {
+    wrk::require_wrk();
+    let sections = Sections::from_arguments();
+    let load = load_from_environment();
+    let postgres_url = std::env::var("VIDGATE_BENCH_POSTGRES_URL")
+        .or_else(|_| std::env::var("VIDGATE_TEST_POSTGRES_URL"))
+        .ok();
+    let work = tempfile::tempdir().unwrap();
+    let mut report = Report {
+        lines: Vec::new(),
+        notes: Vec::new(),
+    };
+    println!("| path | vidgate | p50 | p99 | ratio |\n|---|---|---|---|---|");
+
+    sqlite_node_sections(load, &sections, work.path(), &mut report).await;
+    if sections.wants("memory") {
+        memory_after_renders(work.path(), &mut report).await;
+    }
+    if sections.wants("sign-in-memory") {
+        memory_during_sign_in_burst(work.path(), &mut report).await;
+    }
+    postgres_sections(
+        load,
+        postgres_url.as_deref(),
+        sections.wants("postgres"),
+        work.path(),
+        &mut report,
+    )
+    .await;
+    print_summary(load, &report);
 }
