@@ -92,7 +92,14 @@ pub struct Circuit {
     name: String,
     node_id: Arc<str>,
     store: Arc<Store>,
-    state: Mutex<CircuitState>,
+    /// Shared with the background saves, which write the view as it is
+    /// when they run.
+    state: Arc<Mutex<CircuitState>>,
+    /// Held by a background save while it writes: the saves of one
+    /// circuit run one at a time, so the last to run (which reads the
+    /// newest view) is the last written, whatever order the runtime
+    /// started them in.
+    saving: Arc<tokio::sync::Mutex<()>>,
 }
 
 #[derive(Default)]
@@ -120,14 +127,13 @@ impl Circuit {
             name,
             node_id,
             store,
-            state: Mutex::new(CircuitState::default()),
+            state: Arc::new(Mutex::new(CircuitState::default())),
+            saving: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, CircuitState> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        locked(&self.state)
     }
 
     /// Whether dispatch may send the provider work now.
@@ -193,9 +199,13 @@ impl Circuit {
 
     /// Saves this node's view to the store when it changed, or when its
     /// latency was last saved long ago; in the background, so a provider
-    /// call never waits for the database.
+    /// call never waits for the database. Each save writes the view as it
+    /// is when the save runs, one save at a time: two saves started close
+    /// together (the fourth failure and the fifth, which opens the circuit)
+    /// could otherwise finish in the other order and leave the older view
+    /// stored.
     fn save_if_due(&self) {
-        let health = {
+        {
             let mut state = self.state();
             let now = Instant::now();
             let stale = state
@@ -206,23 +216,38 @@ impl Circuit {
             }
             state.changed = false;
             state.saved_at = Some(now);
-            ProviderHealth {
-                provider: self.name.clone(),
-                open: state.is_open(now),
-                consecutive_failures: i64::from(state.consecutive_failures),
-                last_error: state.last_error.clone(),
-                last_error_at: state.last_error_at,
-                latency_ms: state.latency_ms.map(|average| average.round() as i64),
-                node_id: self.node_id.to_string(),
-                updated_at: crate::store::now_millis(),
-            }
-        };
-        let store = self.store.clone();
+        }
+        let (name, node_id) = (self.name.clone(), self.node_id.clone());
+        let (state, saving, store) = (
+            Arc::clone(&self.state),
+            Arc::clone(&self.saving),
+            self.store.clone(),
+        );
         tokio::spawn(async move {
+            let _one_save_at_a_time = saving.lock().await;
+            let health = view_of(&name, &node_id, &locked(&state));
             if let Err(error) = store.provider_health().save(&health).await {
                 tracing::warn!(provider = %health.provider, %error, "saving the provider's health failed");
             }
         });
+    }
+}
+
+fn locked(state: &Mutex<CircuitState>) -> std::sync::MutexGuard<'_, CircuitState> {
+    state.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// The row a circuit's view is saved as.
+fn view_of(name: &str, node_id: &str, state: &CircuitState) -> ProviderHealth {
+    ProviderHealth {
+        provider: name.to_owned(),
+        open: state.is_open(Instant::now()),
+        consecutive_failures: i64::from(state.consecutive_failures),
+        last_error: state.last_error.clone(),
+        last_error_at: state.last_error_at,
+        latency_ms: state.latency_ms.map(|average| average.round() as i64),
+        node_id: node_id.to_owned(),
+        updated_at: crate::store::now_millis(),
     }
 }
 
