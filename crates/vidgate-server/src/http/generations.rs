@@ -369,6 +369,16 @@ pub async fn list(
     parameters: Result<Query<ListParameters>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(parameters) = parameters?;
+    Ok(json_answer(list_page(&state, &caller, parameters).await?))
+}
+
+/// One page of `caller`'s generations as the list answers it (JSON bytes),
+/// for `GET /generations` and the MCP server's `list_generations`.
+pub(super) async fn list_page(
+    state: &AppState,
+    caller: &Caller,
+    parameters: ListParameters,
+) -> Result<Vec<u8>, ApiError> {
     let mut filter = parse_list_filter(parameters)?;
     let page_size = filter.limit as usize;
     // One extra row tells whether another page exists.
@@ -382,7 +392,7 @@ pub async fn list(
             page.push(generation)
         })
         .await?;
-    Ok(json_answer(page.finish()))
+    Ok(page.finish())
 }
 
 /// A page of generations, newest first. Its answer is written by

@@ -31,7 +31,7 @@ use super::{ApiError, AppState, generations, quote};
 use crate::application::submit::{Submission, submit};
 use crate::dialects::Invalid;
 use crate::dialects::mcp_tools;
-use crate::representation::{GenerationPageWriter, generation_json};
+use crate::representation::generation_json;
 use crate::store::{Caller, Source};
 
 /// The routes: `/mcp` behind the key check.
@@ -169,18 +169,8 @@ impl VidgateTools {
                         message: format!("The arguments could not be read: {error}"),
                         param: None,
                     })?;
-                let mut filter = generations::parse_list_filter(parameters)?;
-                let page_size = filter.limit as usize;
-                filter.limit += 1;
-                let mut page = GenerationPageWriter::new(page_size, &state.api_base);
-                state
-                    .store
-                    .generations()
-                    .visit(&caller.account_id, &filter, |generation| {
-                        page.push(generation)
-                    })
-                    .await?;
-                serde_json::from_slice(&page.finish()).map_err(ApiError::internal)
+                let page = generations::list_page(state, caller, parameters).await?;
+                serde_json::from_slice(&page).map_err(ApiError::internal)
             }
             other => Err(ApiError::NotFound(format!(
                 "No tool {other:?}: the tools are list_models, quote, create_generation, get_generation, cancel_generation and list_generations."
