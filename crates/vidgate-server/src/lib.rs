@@ -27,6 +27,7 @@ pub mod startup;
 pub mod storage;
 pub mod store;
 pub mod stripe;
+pub mod telemetry;
 pub mod webhook_senders;
 pub mod workers;
 

@@ -31,6 +31,7 @@ use serde_json::json;
 use sha2::Sha256;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use url::{Host, Url};
 use vidgate_core::Micros;
 
@@ -40,6 +41,7 @@ use crate::store::{
     AttemptOutcome, AttemptRecord, ClaimedDelivery, DeliverySubject, SenderFairness, Store,
     TEST_EVENT, now_millis,
 };
+use crate::telemetry;
 
 /// Prefix of a Standard Webhooks secret; the rest is the base64 key.
 const SECRET_PREFIX: &str = "whsec_";
@@ -509,9 +511,29 @@ async fn sender_loop(context: Arc<WebhookContext>, sender_id: String, shutdown: 
     }
 }
 
-/// Makes one attempt and records it with what happens next.
-#[tracing::instrument(name = "webhook.deliver", skip_all, fields(delivery_id = %delivery.id, generation_id = delivery.subject.generation_id(), event_type = %delivery.event_type, attempt = delivery.attempts + 1, outcome = tracing::field::Empty))]
+/// Makes one attempt and records it with what happens next, in its
+/// `webhook.deliver` span: a CLIENT span that, while tracing is on,
+/// continues the trace of the generation's submit.
 async fn deliver(context: &WebhookContext, sender_id: &str, delivery: ClaimedDelivery) {
+    let span = tracing::info_span!("webhook.deliver", otel.kind = "client", delivery_id = %delivery.id, generation_id = delivery.subject.generation_id(), event_type = %delivery.event_type, attempt = delivery.attempts + 1, outcome = tracing::field::Empty);
+    if let Some(generation_id) = delivery
+        .subject
+        .generation_id()
+        .filter(|_| telemetry::enabled())
+    {
+        // A trace that cannot be read leaves the attempt a trace of its own.
+        if let Ok(Some(traceparent)) = context.store.generations().traceparent(generation_id).await
+        {
+            telemetry::continue_trace(&span, &traceparent);
+        }
+        telemetry::describe(&span, &[("vidgate.generation.id", generation_id)]);
+    }
+    attempt_delivery(context, sender_id, delivery)
+        .instrument(span)
+        .await;
+}
+
+async fn attempt_delivery(context: &WebhookContext, sender_id: &str, delivery: ClaimedDelivery) {
     let body = event_body(&delivery, &context.api_base);
     let started_at = now_millis();
     let clock = Instant::now();
@@ -572,7 +594,8 @@ async fn deliver(context: &WebhookContext, sender_id: &str, delivery: ClaimedDel
             AttemptOutcome::Failed
         }
     };
-    tracing::Span::current().record(
+    let span = tracing::Span::current();
+    span.record(
         "outcome",
         match outcome {
             AttemptOutcome::Delivered => "delivered",
@@ -580,6 +603,18 @@ async fn deliver(context: &WebhookContext, sender_id: &str, delivery: ClaimedDel
             AttemptOutcome::Failed => "failed",
         },
     );
+    if let Some(status) = record.status_code {
+        telemetry::describe_number(&span, "http.response.status_code", i64::from(status));
+    }
+    if outcome != AttemptOutcome::Delivered {
+        telemetry::mark_failed(
+            &span,
+            match record.status_code {
+                Some(_) => "http_status",
+                None => "unreachable",
+            },
+        );
+    }
     log_outcome(&delivery, attempts_made, &record, outcome);
     match context
         .store

@@ -37,6 +37,7 @@ use crate::metrics::{JobOutcome, Metrics};
 use crate::representation::GenerationOutput;
 use crate::storage::Storage;
 use crate::store::{ClaimableModels, FailureDetail, Generation, Store, now_millis};
+use crate::telemetry;
 
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
@@ -503,11 +504,43 @@ fn record_claimed<E>(span: &tracing::Span, claimed: &Result<Option<Generation>, 
     }
 }
 
-/// Runs a claimed job to its end and records it. `job_cancel` stops the
-/// backend: it fires at shutdown, or when the claimer's heartbeat finds the
-/// lease lost.
-#[tracing::instrument(name = "job.run", skip_all, fields(generation_id = %generation.id, model = %generation.model, worker = %worker_id, attempt = generation.attempts, backend = tracing::field::Empty))]
+/// Runs a claimed job to its end and records it, in its `job.run` span.
+/// While tracing is on, the span continues the trace of the job's submit,
+/// made on this node or another, maybe minutes ago. `job_cancel` stops the
+/// backend: it fires at shutdown, or when the claimer's heartbeat finds
+/// the lease lost.
 async fn run_claimed(
+    context: &WorkerContext,
+    worker_id: &str,
+    generation: Generation,
+    job_cancel: &CancellationToken,
+) {
+    let span = tracing::info_span!("job.run", generation_id = %generation.id, model = %generation.model, worker = %worker_id, attempt = generation.attempts, backend = tracing::field::Empty);
+    if telemetry::enabled() {
+        // A trace that cannot be read leaves the run a trace of its own.
+        if let Ok(Some(traceparent)) = context
+            .store
+            .generations()
+            .traceparent(&generation.id)
+            .await
+        {
+            telemetry::continue_trace(&span, &traceparent);
+        }
+        telemetry::describe(
+            &span,
+            &[
+                ("vidgate.generation.id", &generation.id),
+                ("vidgate.account.id", &generation.account_id),
+                ("gen_ai.request.model", &generation.model),
+            ],
+        );
+    }
+    run_claimed_job(context, worker_id, generation, job_cancel)
+        .instrument(span)
+        .await;
+}
+
+async fn run_claimed_job(
     context: &WorkerContext,
     worker_id: &str,
     generation: Generation,
@@ -740,13 +773,18 @@ async fn finish_failed(
     worker_id: &str,
     failure: FailureDetail,
 ) -> JobOutcome {
+    let code = failure.code.clone();
     match context
         .store
         .queue()
         .finish_failed(generation_id, worker_id, failure)
         .await
     {
-        Ok(true) => JobOutcome::Failed,
+        Ok(true) => {
+            // The job's span (`job.run`) shows the failure in its trace.
+            telemetry::mark_failed(&tracing::Span::current(), &code);
+            JobOutcome::Failed
+        }
         Ok(false) => JobOutcome::LeaseLost,
         Err(error) => {
             tracing::error!(generation = %generation_id, error = %error, "recording the failure failed; the rescuer will retry the job");

@@ -3,8 +3,9 @@
 
 mod admin;
 mod client;
+mod logging;
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -295,22 +296,6 @@ fn http_base_url(text: &str) -> Result<String, String> {
     Ok(text.trim_end_matches('/').to_string())
 }
 
-fn init_logging(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("VIDGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only for a person at a terminal: a log file or journald would
-    // keep the escape codes, and writing them costs every request's span.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 /// Prints one of a node's start-up announcements. They are for whoever
 /// started it; a closed standard output (the reader of a pipe went away)
 /// must not stop a node that is already serving, so a failed write is
@@ -341,7 +326,22 @@ fn one_line(error: impl Into<anyhow::Error>) -> String {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    init_logging(args.log_json);
+    let tracing = match logging::init(args.log_json) {
+        Ok(tracing) => tracing,
+        Err(error) => {
+            eprintln!("vidgate: refusing to start: {error}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let exit = serve_with_logging(args).await;
+    if let Some(tracing) = tracing {
+        // Sends the spans still buffered; the exporter's client blocks.
+        let _ = tokio::task::spawn_blocking(move || tracing.shutdown()).await;
+    }
+    exit
+}
+
+async fn serve_with_logging(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let check_config = args.check_config;
     let backends_path = args.backends_file.clone();
     let (options, backends_file) = server_options(args)?;

@@ -368,6 +368,14 @@ async fn queue_generation(
         .map_err(SubmitError::internal)?;
     drop(inspection);
     let generation_id = new_generation_id();
+    crate::telemetry::describe(
+        &tracing::Span::current(),
+        &[
+            ("vidgate.generation.id", &generation_id),
+            ("vidgate.account.id", &caller.account_id),
+            ("gen_ai.request.model", &model.id),
+        ],
+    );
     let outcome = state
         .store
         .generations()
@@ -386,6 +394,7 @@ async fn queue_generation(
             max_attempts: state.max_attempts,
             media_binding: binding.to_json(),
             source: submission.source,
+            traceparent: crate::telemetry::traceparent_of(&tracing::Span::current()),
         })
         .await;
     let outcome = match outcome {

@@ -5,7 +5,9 @@
 //! `SyncConversationCursorPage`, `_base_client.py`), which is what the
 //! tests drive it with; docs/dialects.md lists the choices.
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 use vidgate_core::{Catalog, Endpoint, GenerationStatus, Mode, Model, Purpose};
 
 use super::{Invalid, typed_as_catalog, unix_seconds};
@@ -170,6 +172,42 @@ pub fn create_request<'c>(
     })
 }
 
+/// The JSON Schema of a create request, for the OpenAPI document: as a
+/// form (`from_form`: every value text, `input_reference` a file, nested
+/// values as bracket keys) or as a JSON object.
+pub fn create_schema(catalog: &Catalog, from_form: bool) -> Value {
+    let models: Vec<&str> = catalog
+        .models()
+        .iter()
+        .map(|model| model.id.as_str())
+        .collect();
+    let input_reference = if from_form {
+        json!({ "type": "string", "format": "binary",
+            "description": "An image: makes it image-to-video from that image." })
+    } else {
+        json!({ "type": "object", "required": ["image_url"],
+            "properties": { "image_url": { "type": "string", "format": "uri" } },
+            "description": "An image URL: makes it image-to-video from that image." })
+    };
+    json!({
+        "type": "object",
+        "required": ["model"],
+        "properties": {
+            "model": { "type": "string", "enum": models,
+                "description": "A vidgate model id." },
+            "prompt": { "type": "string" },
+            "seconds": { "type": "string", "pattern": "^[0-9]+$",
+                "description": "The duration in whole seconds, one the model takes." },
+            "size": { "type": "string", "pattern": "^[0-9]+x[0-9]+$",
+                "description": "WIDTHxHEIGHT, one of the model's frames in the mode." },
+            "input_reference": input_reference,
+        },
+        "additionalProperties": {
+            "description": "Any other field the model's endpoint takes (generate_audio, seed, negative_prompt, …), typed as the catalog says; a form's text is read as that type."
+        },
+    })
+}
+
 fn model_named(catalog: &Catalog, model: Option<Value>) -> Result<&Model, Invalid> {
     let ids = || {
         catalog
@@ -282,8 +320,86 @@ fn frame_named(
 /// with this code.
 pub const CANCELED_CODE: &str = "canceled";
 
-/// A generation as OpenAI's `Video` object (`types/video.py`).
-pub fn video_object(generation: &Generation, catalog: &Catalog) -> Value {
+/// OpenAI's `Video` object (`types/video.py`): the record `GET
+/// /v1/videos/{id}` and the create answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Video {
+    /// The generation's id (`gen_…`), the same on every surface.
+    pub id: String,
+    /// Always `video`.
+    pub object: &'static str,
+    pub model: String,
+    pub status: VideoStatus,
+    /// 0 until the clip is stored, then 100: vidgate does not know how far
+    /// a running job is.
+    pub progress: u8,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds, once it is final.
+    pub completed_at: Option<i64>,
+    /// Always null: a clip's retention is the deployment's (`output.expired`
+    /// on `/api/v1`).
+    pub expires_at: Option<i64>,
+    pub prompt: Option<String>,
+    /// Always null: vidgate has no remix.
+    pub remixed_from_video_id: Option<String>,
+    /// The duration in whole seconds, as text.
+    pub seconds: String,
+    /// The frame, `WIDTHxHEIGHT`.
+    pub size: String,
+    pub error: Option<VideoError>,
+}
+
+/// `Video.status`. A canceled generation is `failed` with the error code
+/// `canceled` (`CANCELED_CODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VideoStatus {
+    Queued,
+    InProgress,
+    Completed,
+    Failed,
+}
+
+/// Why a video failed: vidgate's error code and message.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VideoError {
+    pub code: String,
+    pub message: String,
+}
+
+/// A page of `GET /v1/videos` (`SyncConversationCursorPage`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VideoList {
+    /// Always `list`.
+    pub object: &'static str,
+    pub data: Vec<Video>,
+    pub first_id: Option<String>,
+    pub last_id: Option<String>,
+    pub has_more: bool,
+}
+
+/// The answer of `DELETE /v1/videos/{id}` (`VideoDeleteResponse`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VideoDeleted {
+    pub id: String,
+    /// Always `video.deleted`.
+    pub object: &'static str,
+    pub deleted: bool,
+}
+
+impl VideoDeleted {
+    pub fn new(id: String, deleted: bool) -> VideoDeleted {
+        VideoDeleted {
+            id,
+            object: "video.deleted",
+            deleted,
+        }
+    }
+}
+
+/// A generation as OpenAI's `Video` object.
+pub fn video_object(generation: &Generation, catalog: &Catalog) -> Video {
     let stored = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
     let input = stored(generation.input.text());
     let output = generation
@@ -291,25 +407,30 @@ pub fn video_object(generation: &Generation, catalog: &Catalog) -> Value {
         .as_ref()
         .map(|output| stored(output.text()));
     let (status, error) = match generation.status {
-        GenerationStatus::Queued => ("queued", Value::Null),
-        GenerationStatus::Running => ("in_progress", Value::Null),
-        GenerationStatus::Succeeded => ("completed", Value::Null),
+        GenerationStatus::Queued => (VideoStatus::Queued, None),
+        GenerationStatus::Running => (VideoStatus::InProgress, None),
+        GenerationStatus::Succeeded => (VideoStatus::Completed, None),
         GenerationStatus::Failed => {
             let error = generation
                 .error
                 .as_ref()
                 .map(|error| stored(error.text()))
                 .unwrap_or(Value::Null);
+            let text = |field: &str| error[field].as_str().unwrap_or_default().to_owned();
             (
-                "failed",
-                json!({ "code": error["code"], "message": error["message"] }),
+                VideoStatus::Failed,
+                Some(VideoError {
+                    code: text("code"),
+                    message: text("message"),
+                }),
             )
         }
         GenerationStatus::Canceled => (
-            "failed",
-            json!({
-                "code": CANCELED_CODE,
-                "message": "The generation was canceled before it ran; nothing was charged.",
+            VideoStatus::Failed,
+            Some(VideoError {
+                code: CANCELED_CODE.to_owned(),
+                message: "The generation was canceled before it ran; nothing was charged."
+                    .to_owned(),
             }),
         ),
     };
@@ -331,31 +452,53 @@ pub fn video_object(generation: &Generation, catalog: &Catalog) -> Value {
         Value::Number(number) => number.to_string(),
         _ => String::new(),
     };
-    json!({
-        "id": generation.id,
-        "object": "video",
-        "model": generation.model,
-        "status": status,
-        // vidgate does not know how far a running job is: 0 until it is
-        // done, 100 once its clip is stored.
-        "progress": if generation.status == GenerationStatus::Succeeded { 100 } else { 0 },
-        "created_at": unix_seconds(generation.created_at),
-        "completed_at": generation.completed_at.map(unix_seconds),
-        "expires_at": Value::Null,
-        "prompt": input["prompt"],
-        "remixed_from_video_id": Value::Null,
-        "seconds": seconds,
-        "size": format!("{width}x{height}"),
-        "error": error,
-    })
+    Video {
+        id: generation.id.clone(),
+        object: "video",
+        model: generation.model.clone(),
+        status,
+        progress: if generation.status == GenerationStatus::Succeeded {
+            100
+        } else {
+            0
+        },
+        created_at: unix_seconds(generation.created_at),
+        completed_at: generation.completed_at.map(unix_seconds),
+        expires_at: None,
+        prompt: input["prompt"].as_str().map(str::to_owned),
+        remixed_from_video_id: None,
+        seconds,
+        size: format!("{width}x{height}"),
+        error,
+    }
 }
 
 /// OpenAI's error object (`{"error": {message, type, param, code}}`, read
-/// by `_base_client._make_status_error_from_response`) for an answer of
-/// `status` with vidgate's `code` and `message`, and `param` already in
-/// the surface's names (the handlers rename it). The `type` follows OpenAI's names for the kinds of error:
-/// the SDK picks its exception by status alone, so `type` is for people.
-pub fn error_object(status: u16, code: &str, message: &str, param: Option<&str>) -> Value {
+/// by `_base_client._make_status_error_from_response`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OpenAiError)]
+pub struct ErrorObject {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OpenAiErrorDetail)]
+pub struct ErrorDetail {
+    pub message: String,
+    /// The kind of error, in OpenAI's names; the SDK picks its exception by
+    /// status alone, so this is for people.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The field at fault, in this surface's names (`seconds`, `size`).
+    pub param: Option<String>,
+    /// vidgate's error code (`invalid_request`, `insufficient_balance`, …).
+    pub code: String,
+}
+
+/// The error object for an answer of `status` with vidgate's `code` and
+/// `message`, and `param` already in the surface's names (the handlers
+/// rename it).
+pub fn error_object(status: u16, code: &str, message: &str, param: Option<&str>) -> ErrorObject {
     let kind = match status {
         401 => "authentication_error",
         402 => "insufficient_quota",
@@ -366,12 +509,12 @@ pub fn error_object(status: u16, code: &str, message: &str, param: Option<&str>)
         500..=599 => "server_error",
         _ => "invalid_request_error",
     };
-    json!({
-        "error": {
-            "message": message,
-            "type": kind,
-            "param": param,
-            "code": code,
-        }
-    })
+    ErrorObject {
+        error: ErrorDetail {
+            message: message.to_owned(),
+            kind,
+            param: param.map(str::to_owned),
+            code: code.to_owned(),
+        },
+    }
 }

@@ -8,7 +8,9 @@
 //! a create must answer 202, a job must carry `polling_url`, `error` must
 //! be text, and a model must carry every VideoModel key (null allowed).
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 use vidgate_core::catalog::Frame;
 use vidgate_core::{Catalog, Endpoint, GenerationStatus, Micros, Mode, Model, Purpose};
 
@@ -129,6 +131,54 @@ pub fn create_request<'c>(
     })
 }
 
+/// The JSON Schema of a create request, for the OpenAPI document
+/// (`VideoGenerationRequest`, with the fields vidgate reads).
+pub fn create_schema(catalog: &Catalog) -> Value {
+    let models: Vec<&str> = catalog
+        .models()
+        .iter()
+        .map(|model| model.id.as_str())
+        .collect();
+    let url_part = |kind: &str| {
+        json!({ "type": "object", "required": ["type", kind],
+            "properties": {
+                "type": { "type": "string", "enum": [kind] },
+                kind: { "type": "object", "required": ["url"],
+                    "properties": { "url": { "type": "string", "format": "uri" } } } } })
+    };
+    let mut frame = url_part("image_url");
+    frame["required"] = json!(["type", "image_url", "frame_type"]);
+    frame["properties"]["frame_type"] =
+        json!({ "type": "string", "enum": ["first_frame", "last_frame"] });
+    json!({
+        "type": "object",
+        "required": ["model", "prompt"],
+        "additionalProperties": false,
+        "properties": {
+            "model": { "type": "string", "enum": models, "description": "A vidgate model id." },
+            "prompt": { "type": "string" },
+            "duration": { "type": "integer", "description": "Seconds, one the model takes." },
+            "resolution": { "type": "string" },
+            "aspect_ratio": { "type": "string" },
+            "size": { "type": "string", "pattern": "^[0-9]+x[0-9]+$",
+                "description": "WIDTHxHEIGHT, one of the model's frames." },
+            "seed": { "type": "integer" },
+            "generate_audio": { "type": "boolean" },
+            "frame_images": { "type": "array", "items": frame,
+                "description": "The first (and last) frame: makes it image-to-video." },
+            "input_references": { "type": "array",
+                "items": { "anyOf": [url_part("image_url"), url_part("video_url"), url_part("audio_url")] },
+                "description": "Reference media: makes it reference-to-video." },
+            "callback_url": { "type": "string", "format": "uri",
+                "description": "Gets vidgate's signed webhook, as webhook_url does." },
+            "provider": { "type": "object", "description": "Read and left aside." },
+            "user": { "type": "string", "description": "Read and left aside." },
+            "session_id": { "type": "string", "description": "Read and left aside." },
+            "trace": { "type": "object", "description": "Read and left aside." },
+        },
+    })
+}
+
 /// The surface's name for one of vidgate's fields, for `metadata.param`.
 pub fn surface_param(vidgate_param: &str) -> &str {
     match vidgate_param {
@@ -231,65 +281,142 @@ fn frame_of_size<'m>(model: &'m Model, size: &Value) -> Result<&'m Frame, Invali
         })
 }
 
-/// OpenRouter's job status (`VideoGenerationResponseStatus`).
-fn status_of(status: GenerationStatus) -> &'static str {
+/// OpenRouter's `VideoGenerationResponse`: the create answer and `GET
+/// /api/v1/videos/{id}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OpenRouterVideoJob)]
+pub struct Job {
+    /// The generation's id (`gen_…`), the same on every surface.
+    pub id: String,
+    pub generation_id: String,
+    /// This job's `GET`.
+    pub polling_url: String,
+    pub status: JobStatus,
+    /// What vidgate charged, once the job is final.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The clip's `content` URL, once it succeeded (the same key reads it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsigned_urls: Option<Vec<String>>,
+    /// Why it failed or that it was canceled, as text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `VideoGenerationResponseStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = OpenRouterJobStatus)]
+pub enum JobStatus {
+    Pending,
+    InProgress,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+/// `VideoGenerationUsage`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OpenRouterUsage)]
+pub struct Usage {
+    /// In US dollars: the price when the job succeeded, 0 otherwise.
+    pub cost: f64,
+    pub is_byok: bool,
+}
+
+/// OpenRouter's job status.
+fn status_of(status: GenerationStatus) -> JobStatus {
     match status {
-        GenerationStatus::Queued => "pending",
-        GenerationStatus::Running => "in_progress",
-        GenerationStatus::Succeeded => "completed",
-        GenerationStatus::Failed => "failed",
-        GenerationStatus::Canceled => "cancelled",
+        GenerationStatus::Queued => JobStatus::Pending,
+        GenerationStatus::Running => JobStatus::InProgress,
+        GenerationStatus::Succeeded => JobStatus::Completed,
+        GenerationStatus::Failed => JobStatus::Failed,
+        GenerationStatus::Canceled => JobStatus::Cancelled,
     }
 }
 
-/// A generation as OpenRouter's `VideoGenerationResponse`. `api_base` ends
-/// in `/api/v1`; `polling_url` is this job's `GET`, and `unsigned_urls`
-/// its `content` (the same key reads it). `usage.cost` is what vidgate
-/// charged, once it is final: the price when it succeeded, 0 otherwise.
-pub fn job_object(generation: &Generation, api_base: &str) -> Value {
+/// A generation as OpenRouter's job. `api_base` ends in `/api/v1`.
+pub fn job_object(generation: &Generation, api_base: &str) -> Job {
     let polling_url = format!("{api_base}/videos/{}", generation.id);
-    let mut job = json!({
-        "id": generation.id,
-        "generation_id": generation.id,
-        "polling_url": polling_url,
-        "status": status_of(generation.status),
-    });
     let cost = match generation.status {
         GenerationStatus::Succeeded => Some(generation.price),
         GenerationStatus::Failed | GenerationStatus::Canceled => Some(Micros::ZERO),
         GenerationStatus::Queued | GenerationStatus::Running => None,
     };
-    if let Some(cost) = cost {
-        job["usage"] = json!({ "cost": cost.to_usd(), "is_byok": false });
-    }
-    match generation.status {
-        GenerationStatus::Succeeded => {
-            job["unsigned_urls"] = json!([format!("{polling_url}/content?index=0")]);
-        }
+    let unsigned_urls = (generation.status == GenerationStatus::Succeeded)
+        .then(|| vec![format!("{polling_url}/content?index=0")]);
+    let error = match generation.status {
         GenerationStatus::Failed => {
             let error = generation
                 .error
                 .as_ref()
                 .and_then(|error| serde_json::from_str::<Value>(error.text()).ok())
                 .unwrap_or(Value::Null);
-            job["error"] = Value::from(
+            Some(
                 error["message"]
                     .as_str()
-                    .unwrap_or("The generation failed."),
-            );
+                    .unwrap_or("The generation failed.")
+                    .to_owned(),
+            )
         }
         GenerationStatus::Canceled => {
-            job["error"] = Value::from("The generation was canceled; nothing was charged.");
+            Some("The generation was canceled; nothing was charged.".to_owned())
         }
-        GenerationStatus::Queued | GenerationStatus::Running => {}
+        GenerationStatus::Queued | GenerationStatus::Running | GenerationStatus::Succeeded => None,
+    };
+    Job {
+        id: generation.id.clone(),
+        generation_id: generation.id.clone(),
+        polling_url,
+        status: status_of(generation.status),
+        usage: cost.map(|cost| Usage {
+            cost: cost.to_usd(),
+            is_byok: false,
+        }),
+        unsigned_urls,
+        error,
     }
-    job
 }
 
-/// Each catalog model as OpenRouter's `VideoModel`, every key present
-/// (the SDK refuses a model without one). What the catalog does not know
-/// (when the model was added, creativity, upscaling) is null or 0.
-pub fn model_object(model: &Model) -> Value {
+/// The answer of `GET /api/v1/videos/models`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OpenRouterVideoModels)]
+pub struct ModelList {
+    pub data: Vec<VideoModel>,
+}
+
+/// OpenRouter's `VideoModel`, every key present (the SDK refuses a model
+/// without one). What the catalog does not know (when the model was added,
+/// creativity, upscaling) is null or 0.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OpenRouterVideoModel)]
+pub struct VideoModel {
+    pub id: String,
+    pub canonical_slug: String,
+    pub name: String,
+    pub description: String,
+    /// Always 0: the catalog does not say when a model was added.
+    pub created: i64,
+    pub supported_resolutions: Vec<String>,
+    pub supported_durations: Option<Vec<i64>>,
+    pub supported_aspect_ratios: Vec<String>,
+    /// The frames, `WIDTHxHEIGHT`.
+    pub supported_sizes: Vec<String>,
+    /// `first_frame`, and `last_frame` where the model takes an end image;
+    /// null without image-to-video.
+    pub supported_frame_images: Option<Vec<&'static str>>,
+    pub generate_audio: bool,
+    pub seed: bool,
+    /// Always null.
+    pub creativity: Option<f64>,
+    /// Always null.
+    pub upscale_factor: Option<f64>,
+    /// Always empty.
+    pub allowed_passthrough_parameters: Vec<String>,
+}
+
+/// A catalog model as a `VideoModel`.
+pub fn model_object(model: &Model) -> VideoModel {
     let frames = model.frames();
     let resolutions = distinct(frames.iter().map(|frame| frame.resolution.as_str()));
     let ratios = distinct(frames.iter().map(|frame| frame.aspect_ratio.as_str()));
@@ -311,44 +438,75 @@ pub fn model_object(model: &Model) -> Value {
             frame_images.push("last_frame");
         }
     }
-    json!({
-        "id": model.id,
-        "canonical_slug": model.id,
-        "name": model.name,
-        "description": model.description,
-        "created": 0,
-        "supported_resolutions": resolutions,
-        "supported_durations": durations,
-        "supported_aspect_ratios": ratios,
-        "supported_sizes": sizes,
-        "supported_frame_images": if frame_images.is_empty() { Value::Null } else { json!(frame_images) },
-        "generate_audio": model.parameter("generate_audio").is_some(),
-        "seed": model.parameter("seed").is_some(),
-        "creativity": Value::Null,
-        "upscale_factor": Value::Null,
-        "allowed_passthrough_parameters": [],
-    })
+    VideoModel {
+        id: model.id.clone(),
+        canonical_slug: model.id.clone(),
+        name: model.name.clone(),
+        description: model.description.clone(),
+        created: 0,
+        supported_resolutions: resolutions,
+        supported_durations: durations,
+        supported_aspect_ratios: ratios,
+        supported_sizes: sizes,
+        supported_frame_images: (!frame_images.is_empty()).then_some(frame_images),
+        generate_audio: model.parameter("generate_audio").is_some(),
+        seed: model.parameter("seed").is_some(),
+        creativity: None,
+        upscale_factor: None,
+        allowed_passthrough_parameters: Vec::new(),
+    }
 }
 
 /// `values` once each, in their first order.
-fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut seen: Vec<&str> = Vec::new();
+fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
     for value in values {
-        if !seen.contains(&value) {
-            seen.push(value);
+        if !seen.iter().any(|known| known == value) {
+            seen.push(value.to_owned());
         }
     }
     seen
 }
 
 /// OpenRouter's error object (`BadRequestResponseErrorData` and its
-/// siblings: `{"error": {code, message, metadata}}`, `code` the HTTP
-/// status as a number), with vidgate's code and the surface's field name
-/// in `metadata`.
-pub fn error_object(status: u16, code: &str, message: &str, param: Option<&str>) -> Value {
-    let mut metadata = json!({ "code": code });
-    if let Some(param) = param {
-        metadata["param"] = Value::from(param);
+/// siblings: `{"error": {code, message, metadata}}`), with vidgate's code
+/// and the surface's field name in `metadata`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OpenRouterError)]
+pub struct ErrorObject {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OpenRouterErrorDetail)]
+pub struct ErrorDetail {
+    /// The HTTP status, as a number: the SDK refuses text.
+    pub code: u16,
+    pub message: String,
+    pub metadata: ErrorMetadata,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = OpenRouterErrorMetadata)]
+pub struct ErrorMetadata {
+    /// vidgate's error code (`invalid_request`, `insufficient_balance`, …).
+    pub code: String,
+    /// The field at fault, in this surface's names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
+}
+
+/// The error object for an answer of `status` with vidgate's `code`,
+/// `message` and field at fault.
+pub fn error_object(status: u16, code: &str, message: &str, param: Option<&str>) -> ErrorObject {
+    ErrorObject {
+        error: ErrorDetail {
+            code: status,
+            message: message.to_owned(),
+            metadata: ErrorMetadata {
+                code: code.to_owned(),
+                param: param.map(str::to_owned),
+            },
+        },
     }
-    json!({ "error": { "code": status, "message": message, "metadata": metadata } })
 }

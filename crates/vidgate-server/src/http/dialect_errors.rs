@@ -6,14 +6,16 @@
 use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::Value;
 
-/// A dialect's error body from the status and vidgate's code, message and
-/// field at fault.
-pub type ErrorShape = fn(status: u16, code: &str, message: &str, param: Option<&str>) -> Value;
-
-/// `response` with its JSON error body in `shape`; any other answer as it is.
-pub async fn reshaped(response: Response, shape: ErrorShape) -> Response {
+/// `response` with its JSON error body in `shape`, which writes a dialect's
+/// error record from the status and vidgate's code, message and field at
+/// fault; any other answer as it is.
+pub async fn reshaped<E: Serialize>(
+    response: Response,
+    shape: fn(status: u16, code: &str, message: &str, param: Option<&str>) -> E,
+) -> Response {
     let status = response.status();
     let is_json = response
         .headers()
@@ -36,5 +38,6 @@ pub async fn reshaped(response: Response, shape: ErrorShape) -> Response {
         error["param"].as_str(),
     );
     parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(reshaped.to_string()))
+    let body = serde_json::to_vec(&reshaped).expect("an error record is plain JSON");
+    Response::from_parts(parts, Body::from(body))
 }

@@ -7,6 +7,7 @@
 //! four times the bookkeeping per request, which on a small read measured
 //! more than the handler (BENCHMARKS.md, session 7).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,7 +17,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
-use super::cog_callbacks::loggable_path;
+use super::cog_callbacks;
 use super::ensure_error_shape;
 use super::error::{DatabaseUnreachable, LoggedByHandler};
 use super::files;
@@ -42,16 +43,7 @@ pub(super) async fn envelope(
         .get(&REQUEST_ID)
         .cloned()
         .unwrap_or_else(new_request_id);
-    // Capability segments (a Cog callback's or a provider webhook's token,
-    // a file's name) never reach the log.
-    let path = request.uri().path();
-    let path = match files::loggable_path(path) {
-        Some(path) => std::borrow::Cow::Owned(path),
-        None => match loggable_path(path) {
-            std::borrow::Cow::Borrowed(path) => loggable_provider_webhook_path(path),
-            redacted => redacted,
-        },
-    };
+    let path = loggable_path(request.uri().path());
     let span = tracing::info_span!(
         "request",
         method = %method,
@@ -91,6 +83,18 @@ pub(super) async fn envelope(
     let mut response = ensure_error_shape(response);
     response.headers_mut().insert(REQUEST_ID, request_id);
     response
+}
+
+/// `path` without its capability segments (a Cog callback's or a provider
+/// webhook's token, a file's name), which never reach a log or a trace.
+pub(super) fn loggable_path(path: &str) -> Cow<'_, str> {
+    match files::loggable_path(path) {
+        Some(path) => Cow::Owned(path),
+        None => match cog_callbacks::loggable_path(path) {
+            Cow::Borrowed(path) => loggable_provider_webhook_path(path),
+            redacted => redacted,
+        },
+    }
 }
 
 /// A random UUID (version 4) from the thread's generator; a `getrandom`

@@ -16,7 +16,7 @@ use axum::extract::{ConnectInfo, Request};
 use axum::response::{IntoResponse, Response};
 use tower::{Layer, Service, ServiceExt};
 
-use super::openapi::{Door, Refusal};
+use super::openapi::{Door, Refusal, VIDGATE_ERROR};
 use super::{API_PREFIX, ApiError};
 use crate::application::state::AppState;
 use crate::metrics::RateLimit;
@@ -32,6 +32,7 @@ pub(super) const PUBLIC: Door = Door {
         description: "rate_limited: too many requests to the public endpoints from this client address; Retry-After says when to try again.",
     }],
     rate_limit_headers: false,
+    error: VIDGATE_ERROR,
 };
 
 /// The fair-use limit as a route layer: takes one request from the client

@@ -25,6 +25,7 @@ mod provider_webhooks;
 mod quote;
 mod runs;
 mod serve;
+mod traced;
 mod uploads;
 mod webhooks;
 
@@ -34,7 +35,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use openapi::{Door, Refusal, Route, SecurityScheme, Surface, described};
+use openapi::{Door, Refusal, Route, SecurityScheme, Surface, VIDGATE_ERROR, described};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::services::ServeDir;
 use vidgate_core::Catalog;
@@ -92,6 +93,11 @@ fn surfaces(
                 routes.route_layer(middleware::from_fn_with_state(state.clone(), authenticate))
             },
         },
+        // Other services' dialects, for the clients people already have
+        // (issue 53, `dialects/`).
+        openai_videos::surface(max_upload_bytes),
+        openrouter_videos::public_surface(),
+        openrouter_videos::surface(),
         admin::surface(),
     ]
 }
@@ -110,16 +116,23 @@ fn public_routes(catalog: &Catalog, api_base: &str, published: openapi::Publishe
     routes
 }
 
+/// `route` with room for a file of up to `max_upload_bytes` in its body,
+/// and the multipart framing around it.
+fn with_upload_limit(mut route: Route, max_upload_bytes: u64) -> Route {
+    let limit = usize::try_from(max_upload_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_add(64 * 1024);
+    route.handler = route.handler.layer(DefaultBodyLimit::max(limit));
+    route
+}
+
 /// The customers' endpoints, with an API key or a dashboard session.
 fn customer_routes(max_upload_bytes: u64) -> Vec<Route> {
     let generation = "/generations/{id}";
-    let mut upload = described(Method::POST, "/uploads", uploads::create, &uploads::CREATE);
-    // Room for the multipart framing around the largest file.
-    upload.handler = upload.handler.layer(DefaultBodyLimit::max(
-        usize::try_from(max_upload_bytes)
-            .unwrap_or(usize::MAX)
-            .saturating_add(64 * 1024),
-    ));
+    let upload = with_upload_limit(
+        described(Method::POST, "/uploads", uploads::create, &uploads::CREATE),
+        max_upload_bytes,
+    );
     vec![
         described(
             Method::POST,
@@ -186,34 +199,42 @@ fn customer_routes(max_upload_bytes: u64) -> Vec<Route> {
     ]
 }
 
-/// The customers' door: an API key, or a dashboard session cookie
-/// (`authenticate`), and the refusals that guard every answer behind it.
+/// How a customer's request authenticates: an API key, or a dashboard
+/// session cookie (`authenticate`).
+const API_KEY: SecurityScheme = SecurityScheme {
+    name: "bearer",
+    description: "An API key: vg_live_…",
+};
+
+/// The refusals of the key check and the caller's limits
+/// (`authenticate`), which guard every answer behind a customer's door.
+const KEY_CHECK_REFUSALS: &[Refusal] = &[
+    Refusal {
+        status: "401",
+        description: "unauthorized: the key is missing, malformed or revoked.",
+    },
+    Refusal {
+        status: "403",
+        description: "forbidden: a request that is authenticated by a dashboard session cookie and changes something needs the page's X-CSRF-Token header.",
+    },
+    Refusal {
+        status: "429",
+        description: "rate_limited: too many requests per second, too many generations in progress, or (with Prefer: wait or an event stream) too many waits and streams open for this key or on this server, or this account is already fetching as much request media as one account may at once. Retry-After says when to try again. Nothing is charged.",
+    },
+    Refusal {
+        status: "500",
+        description: "internal_error: retry with backoff.",
+    },
+];
+
+/// The customers' door.
 const CUSTOMER: Door = Door {
     mount: API_PREFIX,
-    security: Some(SecurityScheme {
-        name: "bearer",
-        description: "An API key: vg_live_…",
-    }),
+    security: Some(API_KEY),
     tag: None,
-    refusals: &[
-        Refusal {
-            status: "401",
-            description: "unauthorized: the key is missing, malformed or revoked.",
-        },
-        Refusal {
-            status: "403",
-            description: "forbidden: a request that is authenticated by a dashboard session cookie and changes something needs the page's X-CSRF-Token header.",
-        },
-        Refusal {
-            status: "429",
-            description: "rate_limited: too many requests per second, too many generations in progress, or (with Prefer: wait or an event stream) too many waits and streams open for this key or on this server, or this account is already fetching as much request media as one account may at once. Retry-After says when to try again. Nothing is charged.",
-        },
-        Refusal {
-            status: "500",
-            description: "internal_error: retry with backoff.",
-        },
-    ],
+    refusals: KEY_CHECK_REFUSALS,
     rate_limit_headers: true,
+    error: VIDGATE_ERROR,
 };
 
 /// The public listener's service: the routes inside the envelope (see
@@ -276,17 +297,20 @@ pub fn router(state: AppState) -> impl HttpService {
     let envelope_state = (state.metrics.clone(), state.health.clone());
     let routes = Router::new()
         .merge(api)
-        // Other services' dialects, for the clients people already have
-        // (issue 53, `dialects/`).
-        .merge(openai_videos::routes(&state))
-        .merge(openrouter_videos::routes(&state))
+        // The MCP server for agents (issue 53), which speaks JSON-RPC rather
+        // than HTTP resources, so the document does not describe it.
         .merge(mcp::routes(&state))
         .merge(internal)
         .merge(probes)
         .merge(crate::dashboard::router())
         .fallback(|| async { ApiError::NotFound("No such endpoint.".into()) })
-        .route_layer(metrics::NoteMatchedRoute)
-        .with_state(state);
+        .route_layer(metrics::NoteMatchedRoute);
+    let routes = if crate::telemetry::enabled() {
+        routes.route_layer(middleware::from_fn(traced::server_span))
+    } else {
+        routes
+    }
+    .with_state(state);
     tower::ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(
             envelope_state,

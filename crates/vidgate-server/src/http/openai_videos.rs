@@ -6,20 +6,26 @@
 //! Every error answer of these routes, the key check's and rate limit's
 //! too, is rewritten into OpenAI's error object by `openai_errors`.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, FromRequest, Multipart, Path, Query, Request, State};
+use axum::http::Method;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
+use super::openapi::{
+    BodyContent, Content, Door, Header, Operation, Parameter, Refusal, RequestBody, Schema,
+    Success, Surface, Tag, described, record,
+};
 use super::{ApiError, AppState, dialect_errors, files, generations, uploads};
 use crate::application::submit::{IDEMPOTENCY_KEY, Submission, submit};
-use crate::dialects::openai_videos::{self, StoredReference};
+use crate::dialects::openai_videos::{
+    self, ErrorObject, StoredReference, Video, VideoDeleted, VideoList,
+};
 use crate::dialects::{Invalid, form_to_object};
 use crate::store::{Caller, Generation, ListFilter, Source};
 
@@ -35,31 +41,210 @@ const POLL_AFTER_MS: u32 = 5_000;
 /// The `input_reference` form field that carries a file.
 const REFERENCE_FIELD: &str = "input_reference";
 
-/// The routes, behind the same key check and rate limit as `/api/v1`, and
-/// OpenAI's error shape around both.
-pub fn routes(state: &AppState) -> Router<AppState> {
-    let upload_limit = usize::try_from(state.max_upload_bytes)
-        .unwrap_or(usize::MAX)
-        .saturating_add(64 * 1024);
-    Router::new()
-        .route(
-            &format!("{PREFIX}/videos"),
-            get(list)
-                .post(create)
-                // Room for an `input_reference` file and the form around it.
-                .layer(axum::extract::DefaultBodyLimit::max(upload_limit)),
-        )
-        .route(
-            &format!("{PREFIX}/videos/{{id}}"),
-            get(retrieve).delete(delete),
-        )
-        .route(&format!("{PREFIX}/videos/{{id}}/content"), get(content))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            super::authenticate,
-        ))
-        .route_layer(middleware::from_fn(openai_errors))
+/// The door: the customers' key check, in OpenAI's error object.
+const DOOR: Door = Door {
+    mount: PREFIX,
+    security: Some(super::API_KEY),
+    tag: Some(Tag {
+        name: "openai-videos",
+        description: "The OpenAI Videos API at /v1: the official openai SDKs' client.videos with base_url https://HOST/v1 and a vidgate key (docs/dialects.md). Errors are OpenAI's error object, whose code is vidgate's error code.",
+    }),
+    refusals: super::KEY_CHECK_REFUSALS,
+    rate_limit_headers: true,
+    error: Schema::Of(record::<ErrorObject>),
+};
+
+/// The routes behind the door, and OpenAI's error shape around the key
+/// check, the rate limit and the handlers.
+pub(super) fn surface(max_upload_bytes: u64) -> Surface {
+    let video = "/videos/{id}";
+    Surface {
+        door: &DOOR,
+        routes: vec![
+            // Room for an `input_reference` file and the form around it.
+            super::with_upload_limit(
+                described(Method::POST, "/videos", create, &CREATE),
+                max_upload_bytes,
+            ),
+            described(Method::GET, "/videos", list, &LIST),
+            described(Method::GET, video, retrieve, &RETRIEVE),
+            described(Method::DELETE, video, delete, &DELETE),
+            described(Method::GET, "/videos/{id}/content", content, &CONTENT),
+        ],
+        guard: |routes, state| {
+            routes
+                .route_layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    super::authenticate,
+                ))
+                .route_layer(middleware::from_fn(openai_errors))
+        },
+    }
 }
+
+/// The `openai-poll-after-ms` header of an unfinished video.
+const POLL_AFTER_HEADER: Header = Header {
+    name: "openai-poll-after-ms",
+    description: "Milliseconds before reading the video again, while it is unfinished.",
+    schema: Schema::INTEGER,
+};
+
+const NOT_FOUND: Refusal = Refusal {
+    status: "404",
+    description: "not_found: no video of that id in this account.",
+};
+
+pub const CREATE: Operation = Operation {
+    id: "openai_create_video",
+    summary: "Create a video (videos.create): a form, as the SDK sends, or JSON",
+    parameters: &[super::runs::IDEMPOTENCY_KEY_PARAMETER],
+    body: Some(RequestBody {
+        required: true,
+        content: BodyContent::FormOrJson {
+            form: Schema::Of(|context| openai_videos::create_schema(context.catalog, true)),
+            json: Schema::Of(|context| openai_videos::create_schema(context.catalog, false)),
+        },
+    }),
+    success: Success {
+        status: "200",
+        description: "The video, queued, its price held.",
+        content: Content::Json(Schema::Of(record::<Video>)),
+        headers: &[POLL_AFTER_HEADER],
+    },
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: a missing, unknown or out-of-range field; param names it as this API does (seconds, size, input_reference).",
+        },
+        Refusal {
+            status: "402",
+            description: "insufficient_balance: the balance does not cover the price. Nothing is charged.",
+        },
+        Refusal {
+            status: "409",
+            description: "conflict: the Idempotency-Key was used with a different request.",
+        },
+        Refusal {
+            status: "413",
+            description: "payload_too_large: the body or the input_reference file is larger than the limit.",
+        },
+        Refusal {
+            status: "502",
+            description: "upstream_error: the model refused the job; any held amount was refunded.",
+        },
+        Refusal {
+            status: "503",
+            description: "model_unavailable: the model is temporarily not accepting new generations.",
+        },
+    ],
+    ..Operation::PLAIN
+};
+
+pub const LIST: Operation = Operation {
+    id: "openai_list_videos",
+    summary: "The account's videos, newest first (videos.list)",
+    parameters: &[
+        Parameter::Query {
+            name: "after",
+            description: Some("The last id of the previous page."),
+            schema: Schema::TEXT,
+        },
+        Parameter::Query {
+            name: "limit",
+            description: None,
+            schema: Schema::Integer {
+                minimum: Some(1),
+                maximum: Some(generations::MAX_PAGE_SIZE as i64),
+                default: Some(generations::DEFAULT_PAGE_SIZE as i64),
+                description: None,
+            },
+        },
+        Parameter::Query {
+            name: "order",
+            description: Some("Only desc: vidgate lists videos newest first."),
+            schema: Schema::Choice {
+                values: &["desc"],
+                default: "desc",
+            },
+        },
+    ],
+    success: Success::json("200", "A page of videos.", Schema::Of(record::<VideoList>)),
+    refusals: &[Refusal {
+        status: "400",
+        description: "invalid_request: a malformed limit or order, or an after that names no video of this account.",
+    }],
+    ..Operation::PLAIN
+};
+
+pub const RETRIEVE: Operation = Operation {
+    id: "openai_retrieve_video",
+    summary: "One video (videos.retrieve)",
+    parameters: &[Parameter::Path("id")],
+    success: Success {
+        status: "200",
+        description: "The video.",
+        content: Content::Json(Schema::Of(record::<Video>)),
+        headers: &[POLL_AFTER_HEADER],
+    },
+    refusals: &[NOT_FOUND],
+    ..Operation::PLAIN
+};
+
+pub const DELETE: Operation = Operation {
+    id: "openai_delete_video",
+    summary: "Cancel an unfinished video (videos.delete); a finished one is kept",
+    parameters: &[Parameter::Path("id")],
+    success: Success::json(
+        "200",
+        "deleted is true when the video was canceled (now or before), false when it had finished.",
+        Schema::Of(record::<VideoDeleted>),
+    ),
+    refusals: &[
+        NOT_FOUND,
+        Refusal {
+            status: "409",
+            description: "conflict: the video is running and its model cannot stop it.",
+        },
+    ],
+    ..Operation::PLAIN
+};
+
+pub const CONTENT: Operation = Operation {
+    id: "openai_download_video_content",
+    summary: "The MP4 of a completed video (videos.download_content)",
+    parameters: &[
+        Parameter::Path("id"),
+        Parameter::Query {
+            name: "variant",
+            description: Some("Only video: vidgate makes no thumbnail or spritesheet."),
+            schema: Schema::Choice {
+                values: &["video"],
+                default: "video",
+            },
+        },
+    ],
+    success: Success {
+        status: "200",
+        description: "The clip.",
+        content: Content::Bytes("video/mp4"),
+        headers: &[],
+    },
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: a variant other than video.",
+        },
+        Refusal {
+            status: "404",
+            description: "not_found: no video of that id in this account, or it has no content (it is not completed).",
+        },
+        Refusal {
+            status: "410",
+            description: "gone: the clip was deleted after the retention time.",
+        },
+    ],
+    ..Operation::PLAIN
+};
 
 /// `POST /v1/videos`: a form (what the SDK always sends, `create` in
 /// `resources/videos.py`) or a JSON body.
@@ -226,10 +411,13 @@ async fn delete(
         generations::cancel_generation(&state, &caller, &id).await?;
         true
     };
-    Ok(Json(json!({ "id": id, "object": "video.deleted", "deleted": deleted })).into_response())
+    Ok(Json(VideoDeleted::new(id, deleted)).into_response())
 }
 
+/// A query parameter the client's SDK never sends is refused (400), as
+/// on `/api/v1`, rather than ignored.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ContentParameters {
     variant: Option<String>,
 }
@@ -292,7 +480,10 @@ pub(super) async fn clip_of(
     files::serve_stored(state, relative_path, headers).await
 }
 
+/// A query parameter the client's SDK never sends is refused (400), as
+/// on `/api/v1`, rather than ignored.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ListParameters {
     after: Option<String>,
     limit: Option<String>,
@@ -368,17 +559,17 @@ async fn list(
         .await?;
     let has_more = page.len() > limit as usize;
     page.truncate(limit as usize);
-    let data: Vec<Value> = page
+    let data: Vec<Video> = page
         .iter()
         .map(|generation| openai_videos::video_object(generation, &state.catalog))
         .collect();
-    Ok(Json(json!({
-        "object": "list",
-        "data": data,
-        "first_id": page.first().map(|generation| generation.id.clone()),
-        "last_id": page.last().map(|generation| generation.id.clone()),
-        "has_more": has_more,
-    }))
+    Ok(Json(VideoList {
+        object: "list",
+        first_id: data.first().map(|video| video.id.clone()),
+        last_id: data.last().map(|video| video.id.clone()),
+        data,
+        has_more,
+    })
     .into_response())
 }
 

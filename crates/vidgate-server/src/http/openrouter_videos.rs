@@ -5,42 +5,187 @@
 //! answer of these routes is rewritten into OpenRouter's error object by
 //! `openrouter_errors`.
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::{ApiError, AppState, api_path, body_bytes, dialect_errors, openai_videos};
+use super::openapi::{
+    BodyContent, Content, Door, Operation, Parameter, Refusal, RequestBody, Schema, Success,
+    Surface, Tag, described, record,
+};
+use super::{API_PREFIX, ApiError, AppState, body_bytes, dialect_errors, openai_videos};
 use crate::application::submit::{IDEMPOTENCY_KEY, Submission, submit};
 use crate::dialects::Invalid;
-use crate::dialects::openrouter_videos;
+use crate::dialects::openrouter_videos::{self, ErrorObject, Job, ModelList};
 use crate::store::{Caller, Generation, Source};
 
-/// The routes: the model list is public like `/api/v1/models`; the jobs
-/// are behind the key check and rate limit of `/api/v1`.
-pub fn routes(state: &AppState) -> Router<AppState> {
-    let public = Router::new()
-        .route(&api_path("/videos/models"), get(models))
-        .route_layer(super::fair_use::FairUse::new(state.clone()));
-    let authenticated = Router::new()
-        .route(&api_path("/videos"), post(create))
-        .route(&api_path("/videos/{id}"), get(retrieve))
-        .route(&api_path("/videos/{id}/content"), get(content))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            super::authenticate,
-        ));
-    Router::new()
-        .merge(public)
-        .merge(authenticated)
-        .route_layer(middleware::from_fn(openrouter_errors))
+const TAG: Tag = Tag {
+    name: "openrouter-videos",
+    description: "OpenRouter's video API inside /api/v1: @openrouter/sdk's videoGeneration with serverURL https://HOST/api/v1 and a vidgate key (docs/dialects.md). Errors are OpenRouter's error object: code is the HTTP status, metadata.code vidgate's error code.",
+};
+
+/// The model list's door: public like `/api/v1/models`.
+const PUBLIC_DOOR: Door = Door {
+    error: Schema::Of(record::<ErrorObject>),
+    tag: Some(TAG),
+    ..super::fair_use::PUBLIC
+};
+
+/// The jobs' door: the customers' key check.
+const DOOR: Door = Door {
+    mount: API_PREFIX,
+    security: Some(super::API_KEY),
+    tag: Some(TAG),
+    refusals: super::KEY_CHECK_REFUSALS,
+    rate_limit_headers: true,
+    error: Schema::Of(record::<ErrorObject>),
+};
+
+/// The model list, within the public fair-use limit, in OpenRouter's
+/// error shape.
+pub(super) fn public_surface() -> Surface {
+    Surface {
+        door: &PUBLIC_DOOR,
+        routes: vec![described(Method::GET, "/videos/models", models, &MODELS)],
+        guard: |routes, state| {
+            routes
+                .route_layer(super::fair_use::FairUse::new(state.clone()))
+                .route_layer(middleware::from_fn(openrouter_errors))
+        },
+    }
 }
+
+/// The jobs, behind the key check and rate limit of `/api/v1`, in
+/// OpenRouter's error shape.
+pub(super) fn surface() -> Surface {
+    Surface {
+        door: &DOOR,
+        routes: vec![
+            described(Method::POST, "/videos", create, &CREATE),
+            described(Method::GET, "/videos/{id}", retrieve, &RETRIEVE),
+            described(Method::GET, "/videos/{id}/content", content, &CONTENT),
+        ],
+        guard: |routes, state| {
+            routes
+                .route_layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    super::authenticate,
+                ))
+                .route_layer(middleware::from_fn(openrouter_errors))
+        },
+    }
+}
+
+const NOT_FOUND: Refusal = Refusal {
+    status: "404",
+    description: "not_found: no video job of that id in this account.",
+};
+
+pub const CREATE: Operation = Operation {
+    id: "openrouter_create_video",
+    summary: "Create a video job (videoGeneration.generate)",
+    parameters: &[super::runs::IDEMPOTENCY_KEY_PARAMETER],
+    body: Some(RequestBody {
+        required: true,
+        content: BodyContent::Json(Schema::Of(|context| {
+            openrouter_videos::create_schema(context.catalog)
+        })),
+    }),
+    success: Success::json(
+        "202",
+        "The job, pending, its price held.",
+        Schema::Of(record::<Job>),
+    ),
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: a missing, unknown or out-of-range field; metadata.param names it as this API does.",
+        },
+        Refusal {
+            status: "402",
+            description: "insufficient_balance: the balance does not cover the price. Nothing is charged.",
+        },
+        Refusal {
+            status: "409",
+            description: "conflict: the Idempotency-Key was used with a different request.",
+        },
+        Refusal {
+            status: "413",
+            description: "payload_too_large: the body is larger than the limit.",
+        },
+        Refusal {
+            status: "502",
+            description: "upstream_error: the model refused the job; any held amount was refunded.",
+        },
+        Refusal {
+            status: "503",
+            description: "model_unavailable: the model is temporarily not accepting new generations.",
+        },
+    ],
+    ..Operation::PLAIN
+};
+
+pub const RETRIEVE: Operation = Operation {
+    id: "openrouter_get_video",
+    summary: "One video job (videoGeneration.getGeneration)",
+    parameters: &[Parameter::Path("id")],
+    success: Success::json("200", "The job.", Schema::Of(record::<Job>)),
+    refusals: &[NOT_FOUND],
+    ..Operation::PLAIN
+};
+
+pub const CONTENT: Operation = Operation {
+    id: "openrouter_get_video_content",
+    summary: "The MP4 of a completed job (videoGeneration.getVideoContent)",
+    parameters: &[
+        Parameter::Path("id"),
+        Parameter::Query {
+            name: "index",
+            description: Some("Only 0: a job makes one video."),
+            schema: Schema::Integer {
+                minimum: Some(0),
+                maximum: Some(0),
+                default: Some(0),
+                description: None,
+            },
+        },
+    ],
+    success: Success {
+        status: "200",
+        description: "The clip.",
+        content: Content::Bytes("video/mp4"),
+        headers: &[],
+    },
+    refusals: &[
+        Refusal {
+            status: "400",
+            description: "invalid_request: an index other than 0.",
+        },
+        NOT_FOUND,
+        Refusal {
+            status: "409",
+            description: "conflict: the job has no content yet, or failed or was canceled.",
+        },
+        Refusal {
+            status: "410",
+            description: "gone: the clip was deleted after the retention time.",
+        },
+    ],
+    ..Operation::PLAIN
+};
+
+pub const MODELS: Operation = Operation {
+    id: "openrouter_list_video_models",
+    summary: "Every model as OpenRouter's VideoModel (videoGeneration.listVideosModels)",
+    success: Success::json("200", "The models.", Schema::Of(record::<ModelList>)),
+    ..Operation::PLAIN
+};
 
 /// `POST /api/v1/videos`: 202 with the job (`videoGenerationGenerate`
 /// accepts only 202).
@@ -115,7 +260,10 @@ async fn retrieve(
     Ok(Json(openrouter_videos::job_object(&generation, &state.api_base)).into_response())
 }
 
+/// A query parameter the client's SDK never sends is refused (400), as
+/// on `/api/v1`, rather than ignored.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ContentParameters {
     index: Option<String>,
 }
@@ -151,13 +299,13 @@ async fn content(
 
 /// `GET /api/v1/videos/models`: every catalog model as a `VideoModel`.
 async fn models(State(state): State<AppState>) -> Response {
-    let data: Vec<Value> = state
+    let data = state
         .catalog
         .models()
         .iter()
         .map(openrouter_videos::model_object)
         .collect();
-    Json(json!({ "data": data })).into_response()
+    Json(ModelList { data }).into_response()
 }
 
 /// Every JSON error answer of these routes in OpenRouter's error object:

@@ -19,20 +19,20 @@ use crate::application::submit::{IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LENGTH, su
 use crate::representation::GenerationRecord;
 use crate::store::Caller;
 
+/// The `Idempotency-Key` header of every create, on every surface.
+pub(super) const IDEMPOTENCY_KEY_PARAMETER: Parameter = Parameter::Header {
+    name: IDEMPOTENCY_KEY,
+    required: false,
+    description: Some(
+        "Replays the original generation for the same key and request within 24 hours (with Prefer: wait, the replay waits for it too).",
+    ),
+    schema: Schema::text_up_to(MAX_IDEMPOTENCY_KEY_LENGTH),
+    example: None,
+};
+
 pub const SUBMIT: Operation = Operation {
     tag: "generations",
-    parameters: &[
-        Parameter::Header {
-            name: IDEMPOTENCY_KEY,
-            required: false,
-            description: Some(
-                "Replays the original generation for the same key and body within 24 hours (with Prefer: wait, the replay waits for it too).",
-            ),
-            schema: Schema::text_up_to(MAX_IDEMPOTENCY_KEY_LENGTH),
-            example: None,
-        },
-        live::PREFER_WAIT_PARAMETER,
-    ],
+    parameters: &[IDEMPOTENCY_KEY_PARAMETER, live::PREFER_WAIT_PARAMETER],
     body: Some(RequestBody {
         required: true,
         content: BodyContent::Json(Schema::Of(run_schema)),

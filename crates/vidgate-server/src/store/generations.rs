@@ -135,6 +135,9 @@ pub struct NewGeneration {
     pub media_binding: Option<Value>,
     /// Which surface made it, stored in the `source` column.
     pub source: Source,
+    /// The W3C `traceparent` of the submitting request while tracing is on
+    /// (`telemetry::traceparent_of`), which the work for it continues.
+    pub traceparent: Option<String>,
 }
 
 /// The surface a generation was submitted through, as its record's
@@ -705,6 +708,17 @@ impl Generations<'_> {
                 .bind(generation_id)
         )?;
         Ok(binding.and_then(|text| serde_json::from_str(&text).ok()))
+    }
+
+    /// The trace its submit was part of (`NewGeneration::traceparent`).
+    pub async fn traceparent(self, generation_id: &str) -> Result<Option<String>, StoreError> {
+        let traceparent: Option<Option<String>> = fetch_on_reader!(
+            self.store,
+            fetch_optional,
+            sqlx::query_scalar("SELECT traceparent FROM generations WHERE id = $1")
+                .bind(generation_id)
+        )?;
+        Ok(traceparent.flatten())
     }
 
     /// Cancels a queued generation and releases its hold, in one transaction.

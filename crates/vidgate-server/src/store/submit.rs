@@ -241,14 +241,15 @@ async fn insert_queued_in(
             sqlx::query(
                 "INSERT INTO generations (id, account_id, api_key_id, model, endpoint, mode, \
                  status, input, price_micros, official_micros, source, webhook_url, \
-                 idempotency_key, request_sha256, max_attempts, created_at) \
+                 idempotency_key, request_sha256, max_attempts, created_at, traceparent) \
                  VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $15, $10, $11, \
-                 $12, $13, $14)",
+                 $12, $13, $14, $16)",
             ),
             generation,
             now
         )
         .bind(generation.source.as_str())
+        .bind(&generation.traceparent)
     )?;
     if let Some(binding) = &generation.media_binding {
         execute_in_transaction!(
@@ -343,29 +344,51 @@ type SubmittedRow = (String, Option<String>, Option<i64>, Option<i64>);
 /// its position in the batch (from 1) and then as `SubmittedRow`.
 type BatchSubmittedRow = (i32, String, Option<String>, Option<i64>, Option<i64>);
 
-/// Writes the surface of each of `batch` that was not submitted through
-/// `/api/v1/run` into its `source`, in the transaction of its submit, so no
-/// reader sees it under `api`. PostgreSQL's submit functions write `api`
-/// (their bodies stay as migrations 0016 and 0028 left them, which other
-/// work changes too); a generation the batch did not insert (refused, or a
-/// replay answered with an earlier one) has no row under its new id, so
-/// nothing else is touched.
-async fn label_sources(
+/// Whether a submit writes more than PostgreSQL's submit functions do
+/// (`label_submits`): another surface than `/api/v1/run`, or a trace.
+fn needs_labels(generation: &NewGeneration) -> bool {
+    generation.source != Source::Api || generation.traceparent.is_some()
+}
+
+/// Writes what PostgreSQL's submit functions do not (their bodies stay as
+/// migrations 0016 and 0028 left them, which other work changes too): the
+/// surface of each of `batch` that was not submitted through `/api/v1/run`
+/// into its `source`, and the trace of each traced submit into its
+/// `traceparent`, in the transaction of its submit, so no reader sees it
+/// under `api` or a worker without its trace. A generation the batch did
+/// not insert (refused, or a replay answered with an earlier one) has no
+/// row under its new id, so nothing else is touched.
+async fn label_submits(
     transaction: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     batch: &[NewGeneration],
 ) -> Result<(), sqlx::Error> {
-    let (ids, sources): (Vec<&str>, Vec<&str>) = batch
+    let labelled: Vec<&NewGeneration> = batch
         .iter()
-        .filter(|generation| generation.source != Source::Api)
-        .map(|generation| (generation.id.as_str(), generation.source.as_str()))
-        .unzip();
+        .filter(|generation| needs_labels(generation))
+        .collect();
     sqlx::query(
-        "UPDATE generations SET source = labels.source \
-         FROM unnest($1::text[], $2::text[]) AS labels(id, source) \
+        "UPDATE generations SET source = labels.source, traceparent = labels.traceparent \
+         FROM unnest($1::text[], $2::text[], $3::text[]) AS labels(id, source, traceparent) \
          WHERE generations.id = labels.id",
     )
-    .bind(ids)
-    .bind(sources)
+    .bind(
+        labelled
+            .iter()
+            .map(|generation| generation.id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        labelled
+            .iter()
+            .map(|generation| generation.source.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        labelled
+            .iter()
+            .map(|generation| generation.traceparent.as_deref())
+            .collect::<Vec<_>>(),
+    )
     .execute(&mut **transaction)
     .await?;
     Ok(())
@@ -373,7 +396,7 @@ async fn label_sources(
 
 /// PostgreSQL's submits: one statement each, alone or as a batch, so every
 /// account lock lasts one round trip (two for another surface's submit,
-/// `label_sources`).
+/// `label_submits`).
 #[derive(Clone)]
 pub(super) struct PgSubmitter {
     pub(super) pool: PgPool,
@@ -464,13 +487,13 @@ impl BatchSubmitter for PgSubmitter {
         .bind(IDEMPOTENCY_WINDOW.as_millis() as i64)
         .bind(WORK_CHANNEL)
         .bind(generation.media_binding.as_ref().map(|binding| binding.to_string()));
-        let row: SubmittedRow = if generation.source == Source::Api {
+        let row: SubmittedRow = if !needs_labels(generation) {
             query.fetch_one(&self.pool).await
         } else {
             async {
                 let mut transaction = self.pool.begin().await?;
                 let row = query.fetch_one(&mut *transaction).await?;
-                label_sources(&mut transaction, std::slice::from_ref(generation)).await?;
+                label_submits(&mut transaction, std::slice::from_ref(generation)).await?;
                 transaction.commit().await?;
                 Ok::<_, sqlx::Error>(row)
             }
@@ -524,15 +547,12 @@ impl BatchSubmitter for PgSubmitter {
         .bind(optional_column(|generation| {
             generation.media_binding.as_ref().map(|binding| binding.to_string())
         }));
-        let rows: Vec<BatchSubmittedRow> = if batch
-            .iter()
-            .all(|generation| generation.source == Source::Api)
-        {
+        let rows: Vec<BatchSubmittedRow> = if !batch.iter().any(needs_labels) {
             query.fetch_all(&self.pool).await?
         } else {
             let mut transaction = self.pool.begin().await?;
             let rows = query.fetch_all(&mut *transaction).await?;
-            label_sources(&mut transaction, batch).await?;
+            label_submits(&mut transaction, batch).await?;
             transaction.commit().await?;
             rows
         };

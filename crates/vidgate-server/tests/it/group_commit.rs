@@ -389,10 +389,57 @@ async fn a_database_error_fails_only_its_own_submit(store_kind: StoreKind) {
     check_ledger(store.as_ref(), "acct", credit, 5).await;
 }
 
+/// A traced submit keeps its `traceparent` with its generation, in a batch
+/// beside untraced ones and alone, where the worker and the webhook
+/// senders read it; an untraced one keeps none.
+async fn each_submit_keeps_its_own_trace(store_kind: StoreKind) {
+    let test_store = batch_test_store(&store_kind).await;
+    let store = test_store.store.clone();
+    create_account(store.as_ref(), "acct", Micros(50 * PRICE.0), 50).await;
+    let traceparent = |index: usize| format!("00-{index:032x}-{index:016x}-01");
+    let generations = (0..6)
+        .map(|index| NewGeneration {
+            traceparent: (index % 2 == 0).then(|| traceparent(index + 1)),
+            ..new_generation(&format!("gen_{index:02}"), "acct")
+        })
+        .collect();
+    let answers = submit_in_one_batch(&test_store, generations).await;
+    assert_created_together(&answers);
+    for index in 0..6 {
+        let kept = store
+            .generations()
+            .traceparent(&format!("gen_{index:02}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            kept,
+            (index % 2 == 0).then(|| traceparent(index + 1)),
+            "gen_{index:02}"
+        );
+    }
+    store
+        .generations()
+        .submit(NewGeneration {
+            traceparent: Some(traceparent(99)),
+            ..new_generation("gen_alone", "acct")
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.generations().traceparent("gen_alone").await.unwrap(),
+        Some(traceparent(99))
+    );
+    assert_eq!(
+        store.generations().traceparent("gen_none").await.unwrap(),
+        None
+    );
+}
+
 on_both_stores!(
     one_batch_admits_exactly_what_each_cap_and_balance_allow,
     replays_of_one_key_in_one_batch_make_one_generation,
     a_database_error_fails_only_its_own_submit,
+    each_submit_keeps_its_own_trace,
 );
 
 /// A PostgreSQL transaction that holds the rows of `accounts` locked until

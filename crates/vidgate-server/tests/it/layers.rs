@@ -49,6 +49,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "diagnostics",
             "allocator",
             "spend_limits",
+            "telemetry",
         ],
     ),
 ];

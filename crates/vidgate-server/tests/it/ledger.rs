@@ -122,6 +122,7 @@ async fn run_sequence(store_kind: &StoreKind, operations: Vec<Operation>) {
                         max_attempts: 3,
                         media_binding: None,
                         source: Source::Api,
+                        traceparent: None,
                     })
                     .await;
                 if let Ok(SubmitOutcome::Created(_)) = submitted {
@@ -221,6 +222,7 @@ async fn an_expired_lease_is_requeued_then_failed_and_refunded_after_the_last_at
             max_attempts: 2,
             media_binding: None,
             source: Source::Api,
+            traceparent: None,
             ..new_generation("gen_lost", Micros(300_000))
         })
         .await

@@ -548,6 +548,7 @@ async fn the_rescuer_s_failures_write_deliveries(store: StoreKind) {
             max_attempts: 1,
             media_binding: None,
             source: Source::Api,
+            traceparent: None,
         })
         .await
         .unwrap();

@@ -41,6 +41,7 @@ async fn succeed(
             max_attempts: 3,
             media_binding: None,
             source: Source::Api,
+            traceparent: None,
         })
         .await
         .unwrap();

@@ -16,3 +16,4 @@ mod deploy_guide;
 mod multi_node;
 mod process;
 mod startup;
+mod traces;

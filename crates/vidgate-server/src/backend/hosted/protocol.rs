@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
+use tracing::Instrument;
 
 pub use crate::backend::contract::WebhookRejection;
 
@@ -458,6 +459,8 @@ pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 /// never logged) and the timeout of each call. What an error answer means
 /// stays each provider's own (`call`'s `error_from_response`).
 pub struct BearerApi {
+    /// The provider's name in traces (`gen_ai.provider.name`).
+    provider_name: String,
     http: reqwest::Client,
     api_url: url::Url,
     credential: String,
@@ -477,6 +480,7 @@ impl BearerApi {
             .map_err(|error| format!("the {provider} API URL is not valid: {error}"))?;
         let http = credential_client()?;
         Ok(BearerApi {
+            provider_name: provider.to_ascii_lowercase(),
             http,
             api_url,
             credential,
@@ -520,10 +524,10 @@ impl BearerApi {
     where
         Classified: std::future::Future<Output = ProviderError>,
     {
-        let response = request
+        let request = request
             .header(reqwest::header::AUTHORIZATION, self.authorization())
-            .timeout(self.request_timeout)
-            .send()
+            .timeout(self.request_timeout);
+        let response = send_traced(&self.provider_name, request)
             .await
             .map_err(transport_error)?;
         if !response.status().is_success() {
@@ -531,6 +535,54 @@ impl BearerApi {
         }
         json_body(response, MAX_ANSWER_BYTES).await
     }
+}
+
+/// Sends a request to a provider in its own CLIENT span (`provider.http`,
+/// `gen_ai.provider.name` = `provider`, the status it got), which the
+/// request carries as its `traceparent` while tracing is on, so the
+/// provider's side can join the trace.
+pub async fn send_traced(
+    provider: &str,
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, reqwest::Error> {
+    let (client, request) = request.build_split();
+    let mut request = request?;
+    let span = tracing::info_span!(
+        "provider.http",
+        otel.kind = "client",
+        otel.name = %format_args!("{} {provider}", request.method()),
+        provider,
+    );
+    if crate::telemetry::enabled() {
+        crate::telemetry::describe(
+            &span,
+            &[
+                ("gen_ai.provider.name", provider),
+                ("http.request.method", request.method().as_str()),
+                (
+                    "server.address",
+                    request.url().host_str().unwrap_or_default(),
+                ),
+            ],
+        );
+        crate::telemetry::pass_on(&span, request.headers_mut());
+    }
+    let response = client.execute(request).instrument(span.clone()).await;
+    match &response {
+        Ok(response) => {
+            let status = response.status();
+            crate::telemetry::describe_number(
+                &span,
+                "http.response.status_code",
+                i64::from(status.as_u16()),
+            );
+            if !status.is_success() {
+                crate::telemetry::mark_failed(&span, status.as_str());
+            }
+        }
+        Err(_) => crate::telemetry::mark_failed(&span, "transport"),
+    }
+    response
 }
 
 /// Refuses a webhook that lacks one of the provider's signature headers

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use super::ApiError;
 use super::openapi::{
-    Door, Parameter, Refusal, Route, Schema, SecurityScheme, Surface, Tag, described,
+    Door, Parameter, Refusal, Route, Schema, SecurityScheme, Surface, Tag, VIDGATE_ERROR, described,
 };
 use crate::application::state::AppState;
 
@@ -63,6 +63,7 @@ const DOOR: Door = Door {
         },
     ],
     rate_limit_headers: false,
+    error: VIDGATE_ERROR,
 };
 
 /// The refusal of an operation on an account or a model that is not there.

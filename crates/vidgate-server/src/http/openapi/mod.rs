@@ -97,6 +97,9 @@ impl Published {
     }
 }
 
+/// The body of vidgate's own refusals (`error.rs`).
+pub const VIDGATE_ERROR: Schema = Schema::Of(record::<ErrorBody>);
+
 pub const GET_DOCUMENT: Operation = Operation {
     id: "get_openapi",
     summary: "This document",
@@ -148,7 +151,11 @@ pub fn document(catalog: &Catalog, api_base: &str, surfaces: &[Surface]) -> Valu
     let mut schemes = Map::new();
     for surface in surfaces {
         let door = surface.door;
-        if let Some(tag) = &door.tag {
+        if let Some(tag) = door
+            .tag
+            .as_ref()
+            .filter(|tag| !tags.iter().any(|known| known["name"] == tag.name))
+        {
             tags.push(json!({ "name": tag.name, "description": tag.description }));
         }
         if let Some(scheme) = &door.security {
@@ -476,6 +483,35 @@ pub(super) mod tests {
             let record = model.public_json("https://api.example/api/v1");
             assert_eq!(problems_of("Model", &record), Vec::<String>::new());
         }
+        // The other dialects' records (issue 53), errors included.
+        for model in Catalog::embedded().models() {
+            let record =
+                serde_json::to_value(crate::dialects::openrouter_videos::model_object(model))
+                    .unwrap();
+            assert_eq!(
+                problems_of("OpenRouterVideoModel", &record),
+                Vec::<String>::new()
+            );
+        }
+        let openai_error = crate::dialects::openai_videos::error_object(
+            400,
+            "invalid_request",
+            "seconds must be one of 4, 8.",
+            Some("seconds"),
+        );
+        let record = serde_json::to_value(openai_error).unwrap();
+        assert_eq!(problems_of("OpenAiError", &record), Vec::<String>::new());
+        let openrouter_error = crate::dialects::openrouter_videos::error_object(
+            402,
+            "insufficient_balance",
+            "The balance does not cover the price.",
+            None,
+        );
+        let record = serde_json::to_value(openrouter_error).unwrap();
+        assert_eq!(
+            problems_of("OpenRouterError", &record),
+            Vec::<String>::new()
+        );
         let response = ApiError::invalid("prompt", "The prompt is empty.").into_response();
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await

@@ -84,6 +84,9 @@ pub struct Door {
     pub refusals: &'static [Refusal],
     /// The successful answers carry the caller's `x-ratelimit-*` headers.
     pub rate_limit_headers: bool,
+    /// The body of every refusal behind the door: vidgate's error object,
+    /// or another service's for a door that speaks its dialect.
+    pub error: Schema,
 }
 
 pub struct SecurityScheme {
@@ -174,6 +177,8 @@ pub enum Content {
     JsonOrCsv(Schema),
     /// `text/event-stream`, with the schema of one event's fields.
     EventStream(Schema),
+    /// Bytes of this media type, such as a clip.
+    Bytes(&'static str),
 }
 
 /// A header of an answer.
@@ -243,6 +248,12 @@ pub enum BodyContent {
     Fields(&'static [Field]),
     Json(Schema),
     Multipart(Schema),
+    /// The same request as a multipart form or as a JSON object, each
+    /// with its schema (a form's file is a JSON body's URL).
+    FormOrJson {
+        form: Schema,
+        json: Schema,
+    },
 }
 
 /// A field of a JSON body.
@@ -400,12 +411,21 @@ impl Parameter {
 
 impl RequestBody {
     fn json(&self, context: &mut Context<'_>) -> Value {
-        let (media_type, schema) = match &self.content {
-            BodyContent::Fields(fields) => ("application/json", fields_schema(fields, context)),
-            BodyContent::Json(schema) => ("application/json", schema.json(context)),
-            BodyContent::Multipart(schema) => ("multipart/form-data", schema.json(context)),
+        let content = match &self.content {
+            BodyContent::Fields(fields) => {
+                json!({ "application/json": { "schema": fields_schema(fields, context) } })
+            }
+            BodyContent::Json(schema) => {
+                json!({ "application/json": { "schema": schema.json(context) } })
+            }
+            BodyContent::Multipart(schema) => {
+                json!({ "multipart/form-data": { "schema": schema.json(context) } })
+            }
+            BodyContent::FormOrJson { form, json } => json!({
+                "multipart/form-data": { "schema": form.json(context) },
+                "application/json": { "schema": json.json(context) } }),
         };
-        json!({ "required": self.required, "content": { media_type: { "schema": schema } } })
+        json!({ "required": self.required, "content": content })
     }
 }
 
@@ -427,9 +447,10 @@ fn fields_schema(fields: &[Field], context: &mut Context<'_>) -> Value {
     schema
 }
 
-fn error(description: &str) -> Value {
+/// A refusal's answer: its description and the door's error `schema`.
+fn error(description: &str, schema: &Value) -> Value {
     json!({ "description": description, "content": { "application/json": {
-        "schema": { "$ref": "#/components/schemas/Error" } } } })
+        "schema": schema } } })
 }
 
 /// The `x-ratelimit-*` headers of an answer to an API key or a session.
@@ -463,6 +484,9 @@ impl Success {
                 "text/csv": { "schema": { "type": "string" } } }),
             Content::EventStream(schema) => {
                 json!({ "text/event-stream": { "schema": schema.json(context) } })
+            }
+            Content::Bytes(media_type) => {
+                json!({ *media_type: { "schema": { "type": "string", "format": "binary" } } })
             }
         };
         let mut headers = if door.rate_limit_headers {
@@ -499,8 +523,12 @@ impl Operation {
                 json!({ "description": answer.description }),
             );
         }
+        let error_schema = door.error.json(context);
         for refusal in door.refusals.iter().chain(self.refusals) {
-            responses.insert(refusal.status.into(), error(refusal.description));
+            responses.insert(
+                refusal.status.into(),
+                error(refusal.description, &error_schema),
+            );
         }
         let (id, summary) = match (&self.per_endpoint, context.endpoint) {
             (Some(naming), Some(endpoint)) => ((naming.id)(&endpoint), (naming.summary)(&endpoint)),

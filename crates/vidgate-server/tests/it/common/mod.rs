@@ -153,6 +153,7 @@ pub fn new_test_generation(
         max_attempts: 3,
         media_binding: None,
         source: Source::Api,
+        traceparent: None,
     }
 }
 

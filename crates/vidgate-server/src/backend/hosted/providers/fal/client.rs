@@ -24,8 +24,8 @@ use crate::backend::hosted::protocol::{
     ProviderError, ProviderFailure, ProviderJobState, ProviderProtocol, ProviderTarget,
     SubmittedSearch, VerifiedWebhook, WEBHOOK_TOLERANCE_SECONDS, WebhookError, WebhookRejection,
     classify_status, credential_client, iso8601, json_body, limited_body, listed_input_is_known,
-    require_signature_headers, sent_fields_match, shortened, transport_error, unix_seconds,
-    unreadable,
+    require_signature_headers, send_traced, sent_fields_match, shortened, transport_error,
+    unix_seconds, unreadable,
 };
 
 /// The headers that turn fal's model fallbacks off for one request, sent
@@ -142,12 +142,10 @@ impl FalClient {
     }
 
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), ProviderError> {
-        let response = request
+        let request = request
             .header(AUTHORIZATION, self.authorization())
-            .timeout(self.request_timeout)
-            .send()
-            .await
-            .map_err(transport_error)?;
+            .timeout(self.request_timeout);
+        let response = send_traced("fal", request).await.map_err(transport_error)?;
         let status = response.status().as_u16();
         if !response.status().is_success() {
             return Err(error_from_response(response).await);
