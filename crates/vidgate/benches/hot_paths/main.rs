@@ -696,6 +696,50 @@ fn postgres_submit(
     );
 }
 
+/// `GET /generations/{id}` on the PostgreSQL node, in turns with
+/// PostgreSQL's own prepared point read of the same row by pgbench with 10
+/// clients (the size of vidgate's pool), and a bare axum handler answering
+/// the same JSON (issue 55).
+async fn postgres_reads(load: Load, node: &Node, key: &str, database_url: &str, work: &Path, report: &mut Report) {
+    let client = reqwest::Client::new();
+    let generation_url = submit_one(&client, node, key).await;
+    let generation = get_json(&client, &generation_url, key).await;
+    let generation_id = generation["id"].as_str().unwrap().to_owned();
+    let account_id = generation_account(database_url, &generation_id).await;
+    let bare = format!("http://{}", references::start_bare_handler(generation, &[]));
+    let point_read = |report: &mut Report| {
+        let tps = references::postgres_point_read(database_url, work, 10, &generation_id, &account_id, load.seconds);
+        report.note(format!("pgbench, prepared point read of the generation, 10 clients: {tps:.0} tps"));
+        tps
+    };
+    let before = point_read(report);
+    let bare_figure = get(load, &format!("{bare}/"), None);
+    let read = get(load, &generation_url, Some(key));
+    let after = point_read(report);
+    let database = (before + after) / 2.0;
+    report.add("bare axum handler, same JSON", bare_figure, None);
+    report.add(
+        "`GET /generations/{id}`, PostgreSQL",
+        read,
+        Some((database, "PostgreSQL's prepared point read (pgbench)")),
+    );
+    report.add(
+        "`GET /generations/{id}`, PostgreSQL, against the bare handler",
+        read,
+        Some((bare_figure.requests_per_second, "bare handler")),
+    );
+}
+
+/// The account of a stored generation.
+async fn generation_account(database_url: &str, generation_id: &str) -> String {
+    let output = Command::new("psql")
+        .args([database_url, "-Atc"])
+        .arg(format!("SELECT account_id FROM generations WHERE id = '{generation_id}'"))
+        .output()
+        .expect("psql runs");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
 /// The sections the command line asks for; none named means all of them.
 struct Sections(Vec<String>);
 
@@ -780,6 +824,7 @@ async fn postgres_sections(
             let list_accounts = ListAccounts::create(&environment);
             seed::pgbench_accounts(&database_url, keys.len() as u32).await;
             let node = Node::start(&environment);
+            postgres_reads(load, &node, &keys[0], &database_url, work, report).await;
             postgres_submit(load, &node, &keys, &database_url, work, report);
             lists(
                 load,

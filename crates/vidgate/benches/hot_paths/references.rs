@@ -138,23 +138,41 @@ END;
 
 /// Runs the submit-shaped transaction with pgbench (`clients` connections,
 /// prepared statements) over `accounts` accounts; transactions per second.
-pub fn postgres_submit_shape(
+/// PostgreSQL's own prepared point read of one stored generation by id and
+/// account (the statement of `GET /generations/{id}`, its columns and its
+/// key), by pgbench with `clients` clients: the database's limit for that
+/// read on this machine.
+pub fn postgres_point_read(
     database_url: &str,
     directory: &Path,
     clients: u32,
-    accounts: u32,
+    generation_id: &str,
+    account_id: &str,
     seconds: u64,
 ) -> f64 {
-    let script = directory.join("submit_shape.sql");
-    std::fs::write(&script, POSTGRES_SUBMIT_SHAPE).unwrap();
+    let script = directory.join("point_read.sql");
+    std::fs::write(
+        &script,
+        format!(
+            "SELECT id, account_id, model, endpoint, mode, status, input, output, error, \
+             price_micros, official_micros, source, webhook_url, attempts, created_at, \
+             started_at, completed_at FROM generations \
+             WHERE id = '{generation_id}' AND account_id = '{account_id}';\n"
+        ),
+    )
+    .unwrap();
+    pgbench_tps(&["-n", "-M", "prepared", "-j", "2"], clients, seconds, &script, database_url)
+}
+
+/// Runs pgbench with `arguments`, `clients` clients for `seconds` over
+/// `script`; its transactions per second.
+fn pgbench_tps(arguments: &[&str], clients: u32, seconds: u64, script: &Path, database_url: &str) -> f64 {
     let output = Command::new("pgbench")
-        .args(["-n", "-M", "prepared", "-j", "2"])
+        .args(arguments)
         .arg(format!("-c{clients}"))
         .arg(format!("-T{seconds}"))
-        .arg("-D")
-        .arg(format!("accounts={accounts}"))
         .arg("-f")
-        .arg(&script)
+        .arg(script)
         .arg(database_url)
         .output()
         .expect("pgbench runs (apt-get install postgresql-client)");
@@ -169,4 +187,23 @@ pub fn postgres_submit_shape(
         .find_map(|line| line.trim().strip_prefix("tps = "))
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("unexpected pgbench report:\n{report}"))
+}
+
+pub fn postgres_submit_shape(
+    database_url: &str,
+    directory: &Path,
+    clients: u32,
+    accounts: u32,
+    seconds: u64,
+) -> f64 {
+    let script = directory.join("submit_shape.sql");
+    std::fs::write(&script, POSTGRES_SUBMIT_SHAPE).unwrap();
+    let accounts = format!("accounts={accounts}");
+    pgbench_tps(
+        &["-n", "-M", "prepared", "-j", "2", "-D", &accounts],
+        clients,
+        seconds,
+        &script,
+        database_url,
+    )
 }
