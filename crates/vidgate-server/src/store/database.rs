@@ -233,8 +233,8 @@ impl Store {
     }
 
     /// Reads at most one row of a `database_row!` type by key: inline on
-    /// SQLite (see `inline_reads.rs`), one statement on PostgreSQL
-    /// (`point_read_on_pool`).
+    /// SQLite (see `inline_reads.rs`), one statement on PostgreSQL on the
+    /// point readers' own connections (`point_readers.rs`).
     pub(super) async fn point_read<R>(
         &self,
         statement: &'static str,
@@ -249,9 +249,7 @@ impl Store {
     {
         match &self.database {
             Database::Sqlite(database) => database.point_read(statement, parameters).await,
-            Database::Postgres(database) => {
-                point_read_on_pool(database.reader(), statement, parameters).await
-            }
+            Database::Postgres(database) => database.point_read(statement, parameters).await,
         }
     }
 

@@ -150,6 +150,7 @@ mod low_balance;
 mod operations;
 mod operator;
 mod operator_changes;
+mod point_readers;
 mod postgres;
 mod provider_health;
 mod provider_jobs;

@@ -25,6 +25,7 @@ use super::StoreError;
 use super::caller_cache::CallerCache;
 use super::changes::{GenerationChanges, GenerationWatch};
 use super::group_commit::SubmitQueue;
+use super::point_readers::PointReaders;
 use super::schema::{self, Migrations};
 use super::submit::PgSubmitter;
 
@@ -47,8 +48,14 @@ const PROVIDER_WEBHOOK_BACKLOG: usize = 256;
 /// for the length of a statement or a short transaction.
 const MAX_CONNECTIONS: u32 = 10;
 
+/// How long a pooled connection may sit idle before it is pinged again when
+/// it is handed out.
+const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+
 pub struct PgStore {
     pool: PgPool,
+    /// The hot point reads' own connections (`point_readers.rs`).
+    point_readers: PointReaders,
     /// Fired for every announcement heard on `WORK_CHANNEL`.
     work_announced: Arc<Notify>,
     /// Every generation announced on `PROVIDER_WEBHOOK_CHANNEL`.
@@ -83,14 +90,32 @@ impl PgStore {
             }
         }
         first.close().await.ok();
+        let point_readers = PointReaders::new(options.clone());
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(super::CONNECTION_WAIT)
+            // sqlx pings every idle connection it hands out: one more round
+            // trip before every statement, which under load doubled the
+            // database round trips of a point read (issue 55, BENCHMARKS.md
+            // session 23). A connection busy a moment ago is known to be
+            // alive (sqlx pings each one as it comes back, too); only one
+            // that sat idle, which a database restart or a dropped link may
+            // have killed, is pinged before it is used.
+            .test_before_acquire(false)
+            .before_acquire(|connection, metadata| {
+                Box::pin(async move {
+                    if metadata.idle_for >= PING_WHEN_IDLE_FOR {
+                        connection.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(options)
             .await?;
         Ok(PgStore {
             submits: SubmitQueue::new(PgSubmitter { pool: pool.clone() }),
             pool,
+            point_readers,
             work_announced: Arc::new(Notify::new()),
             provider_webhooks: broadcast::channel(PROVIDER_WEBHOOK_BACKLOG).0,
             // Heard once the listener is connected.
@@ -106,6 +131,18 @@ impl PgStore {
 
     pub(super) fn reader(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Reads at most one row by key on the point readers' connections.
+    pub(super) async fn point_read<R>(
+        &self,
+        statement: &'static str,
+        parameters: &[&str],
+    ) -> Result<Option<R>, StoreError>
+    where
+        R: for<'row> sqlx::FromRow<'row, sqlx::postgres::PgRow> + Send + Unpin,
+    {
+        self.point_readers.read(statement, parameters).await
     }
 
     pub(super) fn writer(&self) -> &PgPool {

@@ -5,7 +5,8 @@
 //! `cargo bench -p vidgate --bench hot_paths [-- SECTION…]` with sections
 //! `reads`, `submit`, `lists`, `memory`, `sign-in-memory`, `postgres` (all by default; `postgres` needs
 //! `VIDGATE_BENCH_POSTGRES_URL` or `VIDGATE_TEST_POSTGRES_URL`, a server on
-//! which it creates and drops a database). `VIDGATE_BENCH_SECONDS` sets the
+//! which it creates and drops a database; it measures PostgreSQL's reads
+//! and submits against pgbench, and its lists too with `lists`). `VIDGATE_BENCH_SECONDS` sets the
 //! length of each run (default 5). It needs `wrk`, `python3` (the SQLite
 //! reference) and `pgbench` (the PostgreSQL one) on the PATH.
 //!
@@ -700,7 +701,14 @@ fn postgres_submit(
 /// PostgreSQL's own prepared point read of the same row by pgbench with 10
 /// clients (the size of vidgate's pool), and a bare axum handler answering
 /// the same JSON (issue 55).
-async fn postgres_reads(load: Load, node: &Node, key: &str, database_url: &str, work: &Path, report: &mut Report) {
+async fn postgres_reads(
+    load: Load,
+    node: &Node,
+    key: &str,
+    database_url: &str,
+    work: &Path,
+    report: &mut Report,
+) {
     let client = reqwest::Client::new();
     let generation_url = submit_one(&client, node, key).await;
     let generation = get_json(&client, &generation_url, key).await;
@@ -708,8 +716,17 @@ async fn postgres_reads(load: Load, node: &Node, key: &str, database_url: &str, 
     let account_id = generation_account(database_url, &generation_id).await;
     let bare = format!("http://{}", references::start_bare_handler(generation, &[]));
     let point_read = |report: &mut Report| {
-        let tps = references::postgres_point_read(database_url, work, 10, &generation_id, &account_id, load.seconds);
-        report.note(format!("pgbench, prepared point read of the generation, 10 clients: {tps:.0} tps"));
+        let tps = references::postgres_point_read(
+            database_url,
+            work,
+            10,
+            &generation_id,
+            &account_id,
+            load.seconds,
+        );
+        report.note(format!(
+            "pgbench, prepared point read of the generation, 10 clients: {tps:.0} tps"
+        ));
         tps
     };
     let before = point_read(report);
@@ -734,7 +751,9 @@ async fn postgres_reads(load: Load, node: &Node, key: &str, database_url: &str, 
 async fn generation_account(database_url: &str, generation_id: &str) -> String {
     let output = Command::new("psql")
         .args([database_url, "-Atc"])
-        .arg(format!("SELECT account_id FROM generations WHERE id = '{generation_id}'"))
+        .arg(format!(
+            "SELECT account_id FROM generations WHERE id = '{generation_id}'"
+        ))
         .output()
         .expect("psql runs");
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
@@ -804,12 +823,14 @@ async fn sqlite_node_sections(load: Load, sections: &Sections, work: &Path, repo
     ));
 }
 
-/// Runs the submit and lists sections on a PostgreSQL node in a database
-/// of its own, or notes why they were skipped.
+/// Runs the reads and submit sections on a PostgreSQL node in a database
+/// of its own, and the lists with `lists` (named, or every section run),
+/// or notes why they were skipped.
 async fn postgres_sections(
     load: Load,
     postgres_url: Option<&str>,
     wants_postgres: bool,
+    lists_too: bool,
     work: &Path,
     report: &mut Report,
 ) {
@@ -826,15 +847,17 @@ async fn postgres_sections(
             let node = Node::start(&environment);
             postgres_reads(load, &node, &keys[0], &database_url, work, report).await;
             postgres_submit(load, &node, &keys, &database_url, work, report);
-            lists(
-                load,
-                &node,
-                &database_url,
-                &list_accounts,
-                "PostgreSQL",
-                report,
-            )
-            .await;
+            if lists_too {
+                lists(
+                    load,
+                    &node,
+                    &database_url,
+                    &list_accounts,
+                    "PostgreSQL",
+                    report,
+                )
+                .await;
+            }
             drop(node);
             seed::drop_postgres_database(admin_url, &name).await;
         }
@@ -889,6 +912,7 @@ async fn main() {
         load,
         postgres_url.as_deref(),
         sections.wants("postgres"),
+        sections.wants("lists"),
         work.path(),
         &mut report,
     )

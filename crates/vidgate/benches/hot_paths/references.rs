@@ -161,12 +161,24 @@ pub fn postgres_point_read(
         ),
     )
     .unwrap();
-    pgbench_tps(&["-n", "-M", "prepared", "-j", "2"], clients, seconds, &script, database_url)
+    pgbench_tps(
+        &["-n", "-M", "prepared", "-j", "2"],
+        clients,
+        seconds,
+        &script,
+        database_url,
+    )
 }
 
 /// Runs pgbench with `arguments`, `clients` clients for `seconds` over
 /// `script`; its transactions per second.
-fn pgbench_tps(arguments: &[&str], clients: u32, seconds: u64, script: &Path, database_url: &str) -> f64 {
+fn pgbench_tps(
+    arguments: &[&str],
+    clients: u32,
+    seconds: u64,
+    script: &Path,
+    database_url: &str,
+) -> f64 {
     let output = Command::new("pgbench")
         .args(arguments)
         .arg(format!("-c{clients}"))
