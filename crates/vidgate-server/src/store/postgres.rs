@@ -54,8 +54,9 @@ const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
 
 pub struct PgStore {
     pool: PgPool,
-    /// The hot point reads' own connections (`point_readers.rs`).
-    point_readers: PointReaders,
+    /// The hot point reads' own connections (`point_readers.rs`), boxed:
+    /// their connect options are large, and the store is an enum's variant.
+    point_readers: Box<PointReaders>,
     /// Fired for every announcement heard on `WORK_CHANNEL`.
     work_announced: Arc<Notify>,
     /// Every generation announced on `PROVIDER_WEBHOOK_CHANNEL`.
@@ -90,7 +91,7 @@ impl PgStore {
             }
         }
         first.close().await.ok();
-        let point_readers = PointReaders::new(options.clone());
+        let point_readers = Box::new(PointReaders::new(options.clone()));
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(super::CONNECTION_WAIT)
