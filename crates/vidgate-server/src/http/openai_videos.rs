@@ -116,26 +116,14 @@ pub const CREATE: Operation = Operation {
             status: "400",
             description: "invalid_request: a missing, unknown or out-of-range field; param names it as this API does (seconds, size, input_reference).",
         },
-        Refusal {
-            status: "402",
-            description: "insufficient_balance: the balance does not cover the price. Nothing is charged.",
-        },
-        Refusal {
-            status: "409",
-            description: "conflict: the Idempotency-Key was used with a different request.",
-        },
+        super::runs::INSUFFICIENT_BALANCE,
+        super::runs::IDEMPOTENCY_CONFLICT,
         Refusal {
             status: "413",
             description: "payload_too_large: the body or the input_reference file is larger than the limit.",
         },
-        Refusal {
-            status: "502",
-            description: "upstream_error: the model refused the job; any held amount was refunded.",
-        },
-        Refusal {
-            status: "503",
-            description: "model_unavailable: the model is temporarily not accepting new generations.",
-        },
+        super::runs::UPSTREAM_REFUSED,
+        super::runs::MODEL_UNAVAILABLE,
     ],
     ..Operation::PLAIN
 };
@@ -282,11 +270,7 @@ async fn create(
         .await
         .map_err(|error| ApiError::from(error).with_param_renamed(openai_videos::surface_param))?;
     let mut response = video_response(&state, &generation);
-    if replayed {
-        response
-            .headers_mut()
-            .insert("idempotent-replayed", HeaderValue::from_static("true"));
-    }
+    super::runs::mark_replayed(response.headers_mut(), replayed);
     Ok(response)
 }
 

@@ -9,7 +9,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -107,26 +107,14 @@ pub const CREATE: Operation = Operation {
             status: "400",
             description: "invalid_request: a missing, unknown or out-of-range field; metadata.param names it as this API does.",
         },
-        Refusal {
-            status: "402",
-            description: "insufficient_balance: the balance does not cover the price. Nothing is charged.",
-        },
-        Refusal {
-            status: "409",
-            description: "conflict: the Idempotency-Key was used with a different request.",
-        },
+        super::runs::INSUFFICIENT_BALANCE,
+        super::runs::IDEMPOTENCY_CONFLICT,
         Refusal {
             status: "413",
             description: "payload_too_large: the body is larger than the limit.",
         },
-        Refusal {
-            status: "502",
-            description: "upstream_error: the model refused the job; any held amount was refunded.",
-        },
-        Refusal {
-            status: "503",
-            description: "model_unavailable: the model is temporarily not accepting new generations.",
-        },
+        super::runs::UPSTREAM_REFUSED,
+        super::runs::MODEL_UNAVAILABLE,
     ],
     ..Operation::PLAIN
 };
@@ -222,11 +210,7 @@ async fn create(
         })?;
     let job = openrouter_videos::job_object(&generation, &state.api_base);
     let mut response = (StatusCode::ACCEPTED, Json(job)).into_response();
-    if replayed {
-        response
-            .headers_mut()
-            .insert("idempotent-replayed", HeaderValue::from_static("true"));
-    }
+    super::runs::mark_replayed(response.headers_mut(), replayed);
     Ok(response)
 }
 

@@ -30,6 +30,35 @@ pub(super) const IDEMPOTENCY_KEY_PARAMETER: Parameter = Parameter::Header {
     example: None,
 };
 
+/// Says on a create's answer that it replays an earlier create of the same
+/// `Idempotency-Key` (every surface that submits).
+pub(super) fn mark_replayed(headers: &mut axum::http::HeaderMap, replayed: bool) {
+    if replayed {
+        headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+}
+
+/// The refusals every create shares, on every surface that submits.
+pub(super) const INSUFFICIENT_BALANCE: Refusal = Refusal {
+    status: "402",
+    description: "insufficient_balance: the balance does not cover the price. Nothing is charged.",
+};
+
+pub(super) const IDEMPOTENCY_CONFLICT: Refusal = Refusal {
+    status: "409",
+    description: "conflict: the Idempotency-Key was used with a different request.",
+};
+
+pub(super) const UPSTREAM_REFUSED: Refusal = Refusal {
+    status: "502",
+    description: "upstream_error: the model refused the job; any held amount was refunded.",
+};
+
+pub(super) const MODEL_UNAVAILABLE: Refusal = Refusal {
+    status: "503",
+    description: "model_unavailable: the model is temporarily not accepting new generations, or this node is fetching as much request media as it may at once (Retry-After says when to try again).",
+};
+
 pub const SUBMIT: Operation = Operation {
     tag: "generations",
     parameters: &[IDEMPOTENCY_KEY_PARAMETER, live::PREFER_WAIT_PARAMETER],
@@ -55,26 +84,14 @@ pub const SUBMIT: Operation = Operation {
             status: "400",
             description: "invalid_request: invalid JSON, a missing, unknown or out-of-range parameter, or a malformed Prefer: wait; param names it.",
         },
-        Refusal {
-            status: "402",
-            description: "insufficient_balance: the balance does not cover the price. Nothing is charged.",
-        },
-        Refusal {
-            status: "409",
-            description: "conflict: the Idempotency-Key was used with a different request.",
-        },
+        INSUFFICIENT_BALANCE,
+        IDEMPOTENCY_CONFLICT,
         Refusal {
             status: "413",
             description: "payload_too_large: the body is larger than the limit.",
         },
-        Refusal {
-            status: "502",
-            description: "upstream_error: the model refused the job; any held amount was refunded.",
-        },
-        Refusal {
-            status: "503",
-            description: "model_unavailable: the model is temporarily not accepting new generations, or this node is fetching as much request media as it may at once (Retry-After says when to try again).",
-        },
+        UPSTREAM_REFUSED,
+        MODEL_UNAVAILABLE,
     ],
     per_endpoint: Some(PerEndpoint {
         id: |endpoint| format!("run_{}", endpoint.id().replace(['/', '-'], "_")),
@@ -156,9 +173,7 @@ pub async fn submit(
     if let Ok(location) = HeaderValue::from_str(&url) {
         response_headers.insert(header::LOCATION, location);
     }
-    if replayed {
-        response_headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
-    }
+    mark_replayed(response_headers, replayed);
     if let Some(seconds) = wait {
         live::mark_wait_applied(&state, &mut response, seconds);
     }
