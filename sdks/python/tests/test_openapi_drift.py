@@ -20,6 +20,10 @@ from vidgate._operations import OPERATIONS, Operation
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
 #: Tags of operations that are not the customer API.
 NON_CUSTOMER_TAGS = {"admin", "operator", "operators", "internal", "health", "cog", "callbacks"}
+#: Tags of other vendors' APIs the server speaks for their own clients
+#: (docs/dialects.md): OpenAI's at /v1, OpenRouter's inside /api/v1. Their
+#: shapes are those vendors', not this library's.
+DIALECT_TAGS = {"openai-videos", "openrouter-videos"}
 CUSTOMER_SECURITY = {"bearer"}
 #: Probes for load balancers and monitoring, wherever they are documented.
 PROBE_PATH = re.compile(r"/(health|healthz|ready|readyz|live|livez|metrics)$")
@@ -51,8 +55,10 @@ LIST_ENVELOPES = {"ModelList": {"object", "data"}, "WebhookDeliveryList": {"obje
 
 def customer_operations(document: Dict[str, Any]) -> Iterator[Tuple[str, Dict[str, Any]]]:
     servers = document.get("servers") or [{"url": ""}]
-    prefix = urlsplit(servers[0]["url"]).path.rstrip("/")
     for path, item in document["paths"].items():
+        # A path's own servers replace the document's (OpenAPI 3.1, 4.8.9).
+        path_servers = item.get("servers") or servers
+        prefix = urlsplit(path_servers[0]["url"]).path.rstrip("/")
         full = path if path.startswith("/api/") else prefix + path
         if not full.startswith("/api/v1/"):
             continue
@@ -62,7 +68,7 @@ def customer_operations(document: Dict[str, Any]) -> Iterator[Tuple[str, Dict[st
         for method, operation in item.items():
             if method not in HTTP_METHODS:
                 continue
-            if NON_CUSTOMER_TAGS & set(operation.get("tags", [])):
+            if (NON_CUSTOMER_TAGS | DIALECT_TAGS) & set(operation.get("tags", [])):
                 continue
             security = operation.get("security", document.get("security", []))
             schemes = {name for requirement in security for name in requirement}
@@ -235,12 +241,17 @@ def test_the_operator_api_health_and_callbacks_are_not_customer_operations(
     changed["paths"]["/operator/keys"] = {"get": {"security": [{"operator": []}], "responses": respond}}
     changed["paths"]["/health"] = {"get": {"tags": ["health"], "security": [], "responses": respond}}
     changed["paths"]["/readyz"] = {"get": {"security": [], "responses": respond}}
+    # Another vendor's API inside /api/v1, and one with its own server.
+    changed["paths"]["/videos/jobs"] = {"post": {"tags": ["openrouter-videos"], "responses": respond}}
+    origin = changed["servers"][0]["url"].rsplit("/api/v1", 1)[0]
+    changed["paths"]["/v1/clips"] = {"servers": [{"url": origin}], "get": {"responses": respond}}
     assert all_problems(changed) == []
     # And in a document rooted at the origin, every path absolute.
     rooted = copy.deepcopy(changed)
-    origin = rooted["servers"][0]["url"].rsplit("/api/v1", 1)[0]
     rooted["servers"] = [{"url": origin}]
-    rooted["paths"] = {"/api/v1" + path: item for path, item in rooted["paths"].items()}
+    rooted["paths"] = {
+        path if "servers" in item else "/api/v1" + path: item for path, item in rooted["paths"].items()
+    }
     rooted["paths"]["/admin/v1/accounts"] = {"get": {"responses": respond}}
     rooted["paths"]["/healthz"] = {"get": {"security": [], "responses": respond}}
     rooted["paths"]["/internal/cog/{generation_id}"] = {"post": {"security": [], "responses": respond}}

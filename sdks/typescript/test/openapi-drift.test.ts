@@ -42,6 +42,12 @@ const RECORDS: Record<string, string[]> = {
 const HTTP_METHODS = new Set(["get", "put", "post", "delete", "patch", "head", "options"]);
 /** Tags of operations that are not the customer API. */
 const NON_CUSTOMER_TAGS = new Set(["admin", "operator", "operators", "internal", "health", "cog", "callbacks"]);
+/**
+ * Tags of other vendors' APIs the server speaks for their own clients
+ * (docs/dialects.md): OpenAI's at /v1, OpenRouter's inside /api/v1. Their
+ * shapes are those vendors', not this library's.
+ */
+const DIALECT_TAGS = new Set(["openai-videos", "openrouter-videos"]);
 const CUSTOMER_SECURITY = new Set(["bearer"]);
 /** Probes for load balancers and monitoring, wherever they are documented. */
 const PROBE_PATH = /\/(health|healthz|ready|readyz|live|livez|metrics)$/;
@@ -55,8 +61,10 @@ interface Document {
 }
 
 function* customerOperations(document: Document): Generator<[string, Record<string, unknown>]> {
-  const prefix = new URL(document.servers?.[0]?.url ?? "http://x").pathname.replace(/\/$/, "");
   for (const [path, item] of Object.entries(document.paths)) {
+    // A path's own servers replace the document's (OpenAPI 3.1, 4.8.9).
+    const servers = (item["servers"] as unknown as { url: string }[] | undefined) ?? document.servers;
+    const prefix = new URL(servers?.[0]?.url ?? "http://x").pathname.replace(/\/$/, "");
     const full = path.startsWith("/api/") ? path : prefix + path;
     if (!full.startsWith("/api/v1/")) continue;
     const relative = full.slice("/api/v1".length).replace(/\{[^}]*\}/g, "{}");
@@ -64,7 +72,7 @@ function* customerOperations(document: Document): Generator<[string, Record<stri
     for (const [method, operation] of Object.entries(item)) {
       if (!HTTP_METHODS.has(method)) continue;
       const tags = (operation["tags"] as string[] | undefined) ?? [];
-      if (tags.some((tag) => NON_CUSTOMER_TAGS.has(tag))) continue;
+      if (tags.some((tag) => NON_CUSTOMER_TAGS.has(tag) || DIALECT_TAGS.has(tag))) continue;
       const security = (operation["security"] as Record<string, string[]>[] | undefined) ?? document.security ?? [];
       if (security.some((requirement) => Object.keys(requirement).some((name) => !CUSTOMER_SECURITY.has(name)))) continue;
       yield [`${method.toUpperCase()} ${relative}`, operation];
@@ -216,11 +224,17 @@ test("the operator API, health and callbacks are not customer operations", () =>
   changed.paths["/operator/keys"] = { get: { security: [{ operator: [] }], responses: respond } };
   changed.paths["/health"] = { get: { tags: ["health"], security: [], responses: respond } };
   changed.paths["/readyz"] = { get: { security: [], responses: respond } };
+  // Another vendor's API inside /api/v1, and one with its own server.
+  const origin = changed.servers![0]!.url.replace(/\/api\/v1$/, "");
+  changed.paths["/videos/jobs"] = { post: { tags: ["openrouter-videos"], responses: respond } };
+  changed.paths["/v1/clips"] = { servers: [{ url: origin }], get: { responses: respond } };
   assert.deepEqual(allProblems(changed), []);
   // And a document rooted at the origin, every path absolute.
   const rooted = structuredClone(changed);
-  rooted.servers = [{ url: rooted.servers![0]!.url.replace(/\/api\/v1$/, "") }];
-  rooted.paths = Object.fromEntries(Object.entries(rooted.paths).map(([path, item]) => [`/api/v1${path}`, item]));
+  rooted.servers = [{ url: origin }];
+  rooted.paths = Object.fromEntries(
+    Object.entries(rooted.paths).map(([path, item]) => ["servers" in item ? path : `/api/v1${path}`, item]),
+  );
   rooted.paths["/admin/v1/accounts"] = { get: { responses: respond } };
   rooted.paths["/healthz"] = { get: { security: [], responses: respond } };
   rooted.paths["/internal/cog/{generation_id}"] = { post: { security: [], responses: respond } };
