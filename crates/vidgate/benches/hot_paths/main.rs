@@ -3,11 +3,13 @@
 //! the ratios are the point). Nothing here is asserted: it prints.
 //!
 //! `cargo bench -p vidgate --bench hot_paths [-- SECTION…]` with sections
-//! `reads`, `submit`, `lists`, `memory`, `sign-in-memory`, `postgres` (all by default; `postgres` needs
-//! `VIDGATE_BENCH_POSTGRES_URL` or `VIDGATE_TEST_POSTGRES_URL`, a server on
-//! which it creates and drops a database; it measures PostgreSQL's reads
-//! and submits against pgbench, and its lists too with `lists`). `VIDGATE_BENCH_SECONDS` sets the
-//! length of each run (default 5). It needs `wrk`, `python3` (the SQLite
+//! `reads`, `submit`, `lists`, `memory`, `sign-in-memory`, `postgres` (all
+//! by default; `postgres` needs `VIDGATE_BENCH_POSTGRES_URL` or
+//! `VIDGATE_TEST_POSTGRES_URL`, a server on which it creates and drops a
+//! database; it measures PostgreSQL's reads, with the CPU each process used
+//! per read, and its submits, on one node and on three, against pgbench,
+//! and its lists too with `lists`). `VIDGATE_BENCH_SECONDS` sets the length
+//! of each run (default 5). It needs `wrk`, `python3` (the SQLite
 //! reference) and `pgbench` (the PostgreSQL one) on the PATH.
 //!
 //! vidgate runs as the real release binary (`vidgate serve --role api`, so
@@ -16,6 +18,7 @@
 //! `VIDGATE_BENCH_BINARY` runs another build of `vidgate` instead (a copy
 //! built from an earlier commit, for before/after figures).
 
+mod cpu;
 mod references;
 mod seed;
 mod wrk;
@@ -254,6 +257,15 @@ fn get(load: Load, url: &str, key: Option<&str>) -> Measured {
     wrk::run(load, url, &headers, None)
 }
 
+/// `get` of a node's `url`, with the CPU each side used per request.
+fn get_measuring_cpu(load: Load, node: &Node, url: &str, key: &str) -> (Measured, cpu::PerRequest) {
+    let start = cpu::sample(Some(node.child.id()));
+    let measured = get(load, url, Some(key));
+    let end = cpu::sample(Some(node.child.id()));
+    let requests = measured.requests_per_second * load.seconds as f64;
+    (measured, cpu::per_request(start, end, requests))
+}
+
 const SUBMIT_BODY: &str = r#"{"prompt":"benchmark","duration":5}"#;
 
 /// Measures `reference_url`, then vidgate's `url`, then the reference
@@ -487,11 +499,13 @@ async fn lists(
     let client = reqwest::Client::new();
     let generation_url = submit_one(&client, node, &accounts.large.1).await;
     let list_url = format!("{}/generations", node.api_base);
+    let (mut single_cpu, mut page_cpu) = (Vec::new(), Vec::new());
     let (single, page) = in_turns(TURNS, || {
-        (
-            get(load, &generation_url, Some(&accounts.large.1)),
-            get(load, &list_url, Some(&accounts.large.1)),
-        )
+        let (single, cpu) = get_measuring_cpu(load, node, &generation_url, &accounts.large.1);
+        single_cpu.push(cpu);
+        let (page, cpu) = get_measuring_cpu(load, node, &list_url, &accounts.large.1);
+        page_cpu.push(cpu);
+        (single, page)
     });
     report.add(&format!("`GET /generations/{{id}}`, {store}"), single, None);
     report.add(
@@ -499,6 +513,11 @@ async fn lists(
         page,
         Some((single.requests_per_second, "a single GET")),
     );
+    report.note(format!(
+        "CPU per request, {store}: a single GET: {}; a list of 20: {}",
+        cpu::mean(&single_cpu).describe("vidgate", "wrk"),
+        cpu::mean(&page_cpu).describe("vidgate", "wrk"),
+    ));
 }
 
 /// The two accounts the list section reads: (account id, API key) each.
@@ -664,20 +683,24 @@ async fn memory_during_sign_in_burst(work: &Path, report: &mut Report) {
 }
 
 /// Submits on PostgreSQL, one account and 16, against pgbench running the
-/// same-shaped transaction over 16 accounts with 32 clients.
+/// same-shaped transaction over 16 accounts with 32 clients; then over the
+/// 16 accounts on three API nodes sharing the database (`others` beside
+/// `node`), each loaded by a wrk of its own with a third of the
+/// connections, against the same pgbench figure.
 fn postgres_submit(
     load: Load,
     node: &Node,
+    others: [&Node; 2],
     keys: &[String],
     database_url: &str,
     work: &Path,
     report: &mut Report,
 ) {
-    let url = format!("{}/run/vendor_1/model_1/text-to-video", node.api_base);
+    let url = |node: &Node| format!("{}/run/vendor_1/model_1/text-to-video", node.api_base);
     let one = wrk::post_script(work, "submit_pg_one", &keys[..1], SUBMIT_BODY);
     let many = wrk::post_script(work, "submit_pg_many", keys, SUBMIT_BODY);
-    let one_account = wrk::run(load, &url, &[], Some(&one));
-    let many_accounts = wrk::run(load, &url, &[], Some(&many));
+    let one_account = wrk::run(load, &url(node), &[], Some(&one));
+    let many_accounts = wrk::run(load, &url(node), &[], Some(&many));
     let pgbench = references::postgres_submit_shape(
         database_url,
         work,
@@ -685,15 +708,28 @@ fn postgres_submit(
         keys.len() as u32,
         load.seconds,
     );
+    let third = Load {
+        threads: 1,
+        connections: load.connections.div_ceil(3),
+        seconds: load.seconds,
+    };
+    let three_nodes = std::thread::scope(|scope| {
+        let runs: Vec<_> = [node, others[0], others[1]]
+            .map(|node| {
+                let (url, many) = (url(node), &many);
+                scope.spawn(move || wrk::run(third, &url, &[], Some(many)))
+            })
+            .into_iter()
+            .collect();
+        wrk::together(runs.into_iter().map(|run| run.join().expect("wrk ran")))
+    });
+    let reference = Some((pgbench, "pgbench, same shape, 16 accounts"));
+    report.add("submit, PostgreSQL, one account", one_account, reference);
+    report.add("submit, PostgreSQL, 16 accounts", many_accounts, reference);
     report.add(
-        "submit, PostgreSQL, one account",
-        one_account,
-        Some((pgbench, "pgbench, same shape, 16 accounts")),
-    );
-    report.add(
-        "submit, PostgreSQL, 16 accounts",
-        many_accounts,
-        Some((pgbench, "pgbench, same shape, 16 accounts")),
+        "submit, PostgreSQL, 16 accounts, three nodes",
+        three_nodes,
+        reference,
     );
 }
 
@@ -716,6 +752,7 @@ async fn postgres_reads(
     let account_id = generation_account(database_url, &generation_id).await;
     let bare = format!("http://{}", references::start_bare_handler(generation, &[]));
     let point_read = |report: &mut Report| {
+        let start = cpu::sample(None);
         let tps = references::postgres_point_read(
             database_url,
             work,
@@ -724,14 +761,20 @@ async fn postgres_reads(
             &account_id,
             load.seconds,
         );
+        let cpu = cpu::per_request(start, cpu::sample(None), tps * load.seconds as f64);
         report.note(format!(
-            "pgbench, prepared point read of the generation, 10 clients: {tps:.0} tps"
+            "pgbench, prepared point read of the generation, 10 clients: {tps:.0} tps; CPU per read: {}",
+            cpu.describe("", "pgbench")
         ));
         tps
     };
     let before = point_read(report);
     let bare_figure = get(load, &format!("{bare}/"), None);
-    let read = get(load, &generation_url, Some(key));
+    let (read, cpu) = get_measuring_cpu(load, node, &generation_url, key);
+    report.note(format!(
+        "`GET /generations/{{id}}`, PostgreSQL: CPU per read: {}",
+        cpu.describe("vidgate", "wrk")
+    ));
     let after = point_read(report);
     let database = (before + after) / 2.0;
     report.add("bare axum handler, same JSON", bare_figure, None);
@@ -846,7 +889,18 @@ async fn postgres_sections(
             seed::pgbench_accounts(&database_url, keys.len() as u32).await;
             let node = Node::start(&environment);
             postgres_reads(load, &node, &keys[0], &database_url, work, report).await;
-            postgres_submit(load, &node, &keys, &database_url, work, report);
+            let others = [Node::start(&environment), Node::start(&environment)];
+            let others_by_reference = [&others[0], &others[1]];
+            postgres_submit(
+                load,
+                &node,
+                others_by_reference,
+                &keys,
+                &database_url,
+                work,
+                report,
+            );
+            drop(others);
             if lists_too {
                 lists(
                     load,

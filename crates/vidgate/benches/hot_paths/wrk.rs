@@ -63,6 +63,19 @@ pub fn run(load: Load, url: &str, headers: &[String], script: Option<&Path>) -> 
     parse(&report).unwrap_or_else(|| panic!("unexpected wrk report:\n{report}"))
 }
 
+/// Several runs at once against nodes that share the work: their
+/// throughputs added, their median the mean of theirs, their p99 the worst.
+pub fn together(runs: impl Iterator<Item = Measured>) -> Measured {
+    let runs: Vec<Measured> = runs.collect();
+    assert!(!runs.is_empty(), "no runs together");
+    Measured {
+        requests_per_second: runs.iter().map(|run| run.requests_per_second).sum(),
+        p50: runs.iter().map(|run| run.p50).sum::<Duration>() / runs.len() as u32,
+        p99: runs.iter().map(|run| run.p99).max().expect("not empty"),
+        failures: runs.iter().map(|run| run.failures).sum(),
+    }
+}
+
 /// The mean of several runs of one path: throughput and percentiles
 /// averaged, failures summed (any failure still marks the figure invalid).
 pub fn mean(runs: impl Iterator<Item = Measured>) -> Measured {
