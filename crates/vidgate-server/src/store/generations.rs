@@ -396,6 +396,7 @@ database_row! {
 }
 
 database_row! {
+    #[derive(Clone)]
     pub(super) struct GenerationRow {
         id: String,
         account_id: String,
@@ -417,8 +418,16 @@ database_row! {
     }
 }
 
+impl GenerationRow {
+    /// Whether this is the row of generation `id` of `account_id`.
+    pub(super) fn is(&self, id: &str, account_id: &str) -> bool {
+        self.id == id && self.account_id == account_id
+    }
+}
+
 /// One of an account's generations by id: `GET /generations/{id}`, the
-/// hottest read of the API (a point read, inline on SQLite).
+/// hottest read of the API (a point read, inline on SQLite; gathered with
+/// the others waiting on PostgreSQL, `gathered_reads.rs`).
 const GENERATION_OF_ACCOUNT: &str = statement!(
     "SELECT ",
     GenerationRow::COLUMNS,
@@ -532,19 +541,25 @@ impl Store {
 }
 
 impl Store {
-    /// An account's list (`account_list_pieces`) through the reader pool:
-    /// always on PostgreSQL, and on SQLite when the inline read would wait.
-    async fn list_generation_rows_on_reader(
+    /// An account's list (`account_list_pieces`) read as a whole: on
+    /// PostgreSQL on the point readers' connections (`point_readers.rs`),
+    /// on SQLite through the reader pool when the inline read would wait.
+    async fn list_generation_rows(
         &self,
         pieces: &[ListPiece<'_>],
     ) -> Result<Vec<GenerationRow>, StoreError> {
-        // The builder is written once and typed for each database by
-        // the pool it runs on.
-        Ok(on_reader!(self, |reader| {
-            let mut query = sqlx::QueryBuilder::new(ACCOUNT_LIST_SELECT);
-            push_list_pieces(&mut query, pieces);
-            query.build_query_as().fetch_all(reader).await
-        })?)
+        match &self.database {
+            Database::Sqlite(database) => {
+                let mut query = sqlx::QueryBuilder::new(ACCOUNT_LIST_SELECT);
+                push_list_pieces(&mut query, pieces);
+                Ok(query.build_query_as().fetch_all(database.reader()).await?)
+            }
+            Database::Postgres(database) => {
+                let mut query = sqlx::QueryBuilder::new(ACCOUNT_LIST_SELECT);
+                push_list_pieces(&mut query, pieces);
+                database.read_all(query).await
+            }
+        }
     }
 }
 
@@ -595,10 +610,16 @@ impl Generations<'_> {
         account_id: &str,
         generation_id: &str,
     ) -> Result<Option<Generation>, StoreError> {
-        let row: Option<GenerationRow> = self
-            .store
-            .point_read(GENERATION_OF_ACCOUNT, &[generation_id, account_id])
-            .await?;
+        let row: Option<GenerationRow> = match &self.store.database {
+            Database::Postgres(database) => {
+                database.read_generation(generation_id, account_id).await?
+            }
+            Database::Sqlite(_) => {
+                self.store
+                    .point_read(GENERATION_OF_ACCOUNT, &[generation_id, account_id])
+                    .await?
+            }
+        };
         row.map(Generation::try_from).transpose()
     }
 
@@ -625,11 +646,11 @@ impl Generations<'_> {
                     .read_all(
                         &statement.text,
                         &statement.values,
-                        self.store.list_generation_rows_on_reader(&pieces),
+                        self.store.list_generation_rows(&pieces),
                     )
                     .await?
             }
-            Database::Postgres(_) => self.store.list_generation_rows_on_reader(&pieces).await?,
+            Database::Postgres(_) => self.store.list_generation_rows(&pieces).await?,
         };
         rows.into_iter().map(Generation::try_from).collect()
     }
@@ -656,7 +677,7 @@ impl Generations<'_> {
                 return Ok(());
             }
         }
-        for row in self.store.list_generation_rows_on_reader(&pieces).await? {
+        for row in self.store.list_generation_rows(&pieces).await? {
             visit(Generation::try_from(row)?.view());
         }
         Ok(())
@@ -880,7 +901,7 @@ pub(super) mod tests {
                             .read_all(&statement.text, &statement.values, not_on_the_reader_pool())
                             .await
                             .unwrap();
-                        let pooled = store.list_generation_rows_on_reader(&pieces).await.unwrap();
+                        let pooled = store.list_generation_rows(&pieces).await.unwrap();
                         let (inline, pooled) = (generations(inline), generations(pooled));
                         assert_eq!(inline, pooled, "{filter:?}");
                         // The rows read in place are the pool's rows.

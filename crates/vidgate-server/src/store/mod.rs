@@ -142,6 +142,7 @@ mod database;
 mod accounts;
 mod caller_cache;
 mod changes;
+mod gathered_reads;
 mod generations;
 mod group_commit;
 mod inline_reads;

@@ -1,6 +1,6 @@
-//! PostgreSQL's hot point reads (`GET /generations/{id}`, and every other
-//! `Store::point_read`) on connections of their own, outside sqlx's pool
-//! (issue 55).
+//! PostgreSQL's hot reads on connections of their own, outside sqlx's pool
+//! (issue 55): every `Store::point_read` (`GET /generations/{id}`, the key
+//! check) and an account's list of generations.
 //!
 //! sqlx's pool pings each connection as it comes back, whatever the
 //! options say: a second round trip to the database for every statement,
@@ -18,7 +18,7 @@
 //! dropped and opened again by the next read that takes its place.
 
 use sqlx::postgres::{PgConnectOptions, PgRow};
-use sqlx::{Connection, PgConnection};
+use sqlx::{Connection, PgConnection, Postgres};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::StoreError;
@@ -46,7 +46,7 @@ pub(super) struct PointReaders {
 
 /// A place a read holds; put back when dropped, also by a read whose caller
 /// went away (its connection then marked unfinished).
-struct Held<'a> {
+pub(super) struct Held<'a> {
     readers: &'a PointReaders,
     place: Option<Place>,
     _permit: SemaphorePermit<'a>,
@@ -84,6 +84,32 @@ impl PointReaders {
     where
         R: for<'row> sqlx::FromRow<'row, PgRow> + Send + Unpin,
     {
+        let mut held = self.hold().await?;
+        let mut query = sqlx::query_as::<_, R>(statement);
+        for parameter in parameters {
+            query = query.bind(*parameter);
+        }
+        let row = query.fetch_optional(held.connection()).await;
+        Ok(held.finished(row)?)
+    }
+
+    /// Reads every row of the statement `query` has built: an account's
+    /// list, whose statement has only the filters given (`list_pieces`).
+    pub(super) async fn read_all<R>(
+        &self,
+        mut query: sqlx::QueryBuilder<Postgres>,
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: for<'row> sqlx::FromRow<'row, PgRow> + Send + Unpin,
+    {
+        let mut held = self.hold().await?;
+        let rows = query.build_query_as().fetch_all(held.connection()).await;
+        Ok(held.finished(rows)?)
+    }
+
+    /// A free place, in the order reads came, with a connection ready for
+    /// a statement and marked unfinished until `Held::finished`.
+    pub(super) async fn hold(&self) -> Result<Held<'_>, StoreError> {
         let permit = self
             .permits
             .acquire()
@@ -101,39 +127,42 @@ impl PointReaders {
             _permit: permit,
         };
         let place = held.place.as_mut().expect("held until dropped");
-        let result = read_in(place, &self.options, statement, parameters).await;
-        if result.is_err() {
-            // Whatever failed, the next read starts from a new connection.
+        let ready = match &mut place.connection {
+            Some(connection) if place.unfinished => {
+                connection.ping().await.map_err(StoreError::from)
+            }
+            Some(_) => Ok(()),
+            empty => schema::connect_postgres(&self.options)
+                .await
+                .map(|connection| *empty = Some(connection)),
+        };
+        if let Err(error) = ready {
+            // The next read starts from a new connection.
             place.connection = None;
+            return Err(error);
         }
-        result
+        place.unfinished = true;
+        Ok(held)
     }
 }
 
-async fn read_in<R>(
-    place: &mut Place,
-    options: &PgConnectOptions,
-    statement: &'static str,
-    parameters: &[&str],
-) -> Result<Option<R>, StoreError>
-where
-    R: for<'row> sqlx::FromRow<'row, PgRow> + Send + Unpin,
-{
-    let connection = match &mut place.connection {
-        Some(connection) => {
-            if place.unfinished {
-                connection.ping().await?;
-            }
-            connection
-        }
-        empty => empty.insert(schema::connect_postgres(options).await?),
-    };
-    place.unfinished = true;
-    let mut query = sqlx::query_as::<_, R>(statement);
-    for parameter in parameters {
-        query = query.bind(*parameter);
+impl Held<'_> {
+    pub(super) fn connection(&mut self) -> &mut PgConnection {
+        self.place
+            .as_mut()
+            .and_then(|place| place.connection.as_mut())
+            .expect("a held place has a ready connection")
     }
-    let row = query.fetch_optional(&mut *connection).await?;
-    place.unfinished = false;
-    Ok(row)
+
+    /// Marks the connection clean after a statement that finished, or drops
+    /// it after one that failed, whatever failed: the next read then starts
+    /// from a new connection.
+    pub(super) fn finished<T>(mut self, result: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+        let place = self.place.as_mut().expect("held until dropped");
+        match &result {
+            Ok(_) => place.unfinished = false,
+            Err(_) => place.connection = None,
+        }
+        result
+    }
 }

@@ -24,6 +24,8 @@ use tokio::task::JoinHandle;
 use super::StoreError;
 use super::caller_cache::CallerCache;
 use super::changes::{GenerationChanges, GenerationWatch};
+use super::gathered_reads::GenerationReads;
+use super::generations::GenerationRow;
 use super::group_commit::SubmitQueue;
 use super::point_readers::PointReaders;
 use super::schema::{self, Migrations};
@@ -57,6 +59,8 @@ pub struct PgStore {
     /// The hot point reads' own connections (`point_readers.rs`), boxed:
     /// their connect options are large, and the store is an enum's variant.
     point_readers: Box<PointReaders>,
+    /// The reads of one generation waiting for a point reader.
+    generation_reads: GenerationReads,
     /// Fired for every announcement heard on `WORK_CHANNEL`.
     work_announced: Arc<Notify>,
     /// Every generation announced on `PROVIDER_WEBHOOK_CHANNEL`.
@@ -117,6 +121,7 @@ impl PgStore {
             submits: SubmitQueue::new(PgSubmitter { pool: pool.clone() }),
             pool,
             point_readers,
+            generation_reads: GenerationReads::default(),
             work_announced: Arc::new(Notify::new()),
             provider_webhooks: broadcast::channel(PROVIDER_WEBHOOK_BACKLOG).0,
             // Heard once the listener is connected.
@@ -144,6 +149,30 @@ impl PgStore {
         R: for<'row> sqlx::FromRow<'row, sqlx::postgres::PgRow> + Send + Unpin,
     {
         self.point_readers.read(statement, parameters).await
+    }
+
+    /// Generation `id` of `account_id`, read in one statement with the
+    /// others waiting (`gathered_reads.rs`).
+    pub(super) async fn read_generation(
+        &self,
+        id: &str,
+        account_id: &str,
+    ) -> Result<Option<GenerationRow>, StoreError> {
+        self.generation_reads
+            .read(&self.point_readers, id, account_id)
+            .await
+    }
+
+    /// Reads every row of the statement `query` has built on the point
+    /// readers' connections: an account's list.
+    pub(super) async fn read_all<R>(
+        &self,
+        query: sqlx::QueryBuilder<Postgres>,
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: for<'row> sqlx::FromRow<'row, sqlx::postgres::PgRow> + Send + Unpin,
+    {
+        self.point_readers.read_all(query).await
     }
 
     pub(super) fn writer(&self) -> &PgPool {
