@@ -1,15 +1,17 @@
 //! PostgreSQL's reads of one generation by id and account
 //! (`GET /generations/{id}`, the API's hottest read), gathered: whichever
-//! waiting read is handed a point reader's connection (`point_readers.rs`)
-//! reads every generation then waiting in one statement, and answers each
-//! (issue 55).
+//! waiting read is given a turn and a point reader's connection
+//! (`point_readers.rs`) reads every generation then waiting in one
+//! statement, and answers each (issue 55).
 //!
 //! A point read costs PostgreSQL far more in waking up than in reading:
-//! measured here, a backend spent about 40 µs of CPU per read of
-//! vidgate's against 20 µs per read of pgbench's busier clients, and one
-//! statement reading 8 generations ran at 5 times the rows per second of 8
-//! statements (BENCHMARKS.md, session 24). Under load the reads wait for a
-//! connection anyway; waiting in a list instead, they share one round trip.
+//! measured here, a backend spent 40–48 µs of CPU per read of vidgate's
+//! against 20–24 µs per read of pgbench's busier clients, and one statement
+//! reading 8 generations ran at 5 times the rows per second of 8
+//! statements. So at most two such statements run at once (`AT_ONCE`, of
+//! the 8 point readers): under load the reads wait for a turn and share a
+//! round trip, and PostgreSQL's CPU per read fell to 9–10 µs, vidgate's from
+//! 71–73 to 38–40 µs, and the rate doubled (BENCHMARKS.md, session 24).
 //! Alone, a read is one statement, as before.
 //!
 //! A read stays in the list until it is answered. The read that took it
