@@ -240,14 +240,20 @@ pub(super) enum ListValue<'a> {
     Integer(i64),
 }
 
-/// A piece of a list's statement: SQL text, or a value bound in its place.
-/// A list is built as pieces once (`list_pieces`), so that the sqlx query
-/// builder (`push_list_pieces`) and SQLite's inline reader
+/// A piece of a list's statement: SQL text, a value bound in its place, or
+/// the page size. A list is built as pieces once (`list_pieces`), so that
+/// the sqlx query builder (`push_list_pieces`) and SQLite's inline reader
 /// (`InlineListStatement`) run the same statement.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum ListPiece<'a> {
     Sql(&'static str),
     Value(ListValue<'a>),
+    /// Written into the text as a number, not bound: with `LIMIT $n`
+    /// PostgreSQL planned the statement again at every execution (pgbench,
+    /// an account's 20 newest: 28k lists/s against 47k with the number in
+    /// the text; BENCHMARKS.md, session 24). A page size is one of a few
+    /// small numbers, so each list shape still has a few statements.
+    PageSize(u32),
 }
 
 /// The pieces that follow a `SELECT` of generations whose `WHERE` clause
@@ -286,7 +292,7 @@ pub(super) fn list_pieces(
     }
     pieces.extend([
         Sql(" ORDER BY created_at DESC, id DESC LIMIT "),
-        Value(Integer(i64::from(filter.limit))),
+        ListPiece::PageSize(filter.limit),
     ]);
     pieces
 }
@@ -311,6 +317,9 @@ where
             }
             ListPiece::Value(ListValue::Integer(number)) => {
                 query.push_bind(number);
+            }
+            ListPiece::PageSize(size) => {
+                query.push(size);
             }
         }
     }
@@ -348,6 +357,9 @@ impl<'a> InlineListStatement<'a> {
         for piece in pieces {
             match *piece {
                 ListPiece::Sql(sql) => text.push_str(sql),
+                ListPiece::PageSize(size) => {
+                    write!(text, "{size}").expect("a String takes any text");
+                }
                 ListPiece::Value(value) => {
                     values.push(value);
                     write!(text, "${}", values.len()).expect("a String takes any text");
@@ -967,7 +979,7 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn the_inline_statement_numbers_the_values_of_the_pieces_in_order() {
+    fn the_inline_statement_numbers_the_values_of_the_pieces_in_order_and_writes_the_page_size() {
         let filter = ListFilter {
             status: Some(GenerationStatus::Failed),
             model: Some("vendor_1/model_1".into()),
@@ -980,11 +992,17 @@ pub(super) mod tests {
         assert_eq!(
             statement.text,
             "SELECT id FROM generations WHERE account_id = $1 AND status = $2 AND model = $3 \
-             AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT $6"
+             AND (created_at, id) < ($4, $5) ORDER BY created_at DESC, id DESC LIMIT 21"
         );
         assert_eq!(
             format!("{:?}", statement.values),
-            r#"[Text("acct_1"), Text("failed"), Text("vendor_1/model_1"), Integer(5), Text("gen_5"), Integer(21)]"#
+            r#"[Text("acct_1"), Text("failed"), Text("vendor_1/model_1"), Integer(5), Text("gen_5")]"#
         );
+        // The sqlx builder writes the same statement for PostgreSQL.
+        let mut query = sqlx::QueryBuilder::<sqlx::Postgres>::new(
+            "SELECT id FROM generations WHERE account_id = ",
+        );
+        push_list_pieces(&mut query, &pieces);
+        assert_eq!(query.sql().as_str(), statement.text);
     }
 }
