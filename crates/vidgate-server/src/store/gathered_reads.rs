@@ -17,7 +17,10 @@
 //! A read stays in the list until it is answered. The read that took it
 //! may go away before answering (its client hung up) or fail; the dropped
 //! answer then puts the read back in the list, so that no read is lost and
-//! none waits on a batch that will not come.
+//! none waits on a batch that will not come. A read that cannot reach the
+//! database answers every read waiting with `StoreError::Unavailable` (a
+//! 503 the client retries), as a batch of submits does: waiting, they would
+//! meet the same one after another.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -42,7 +45,7 @@ const GENERATIONS_OF_ACCOUNTS: &str = statement!(
 struct WaitingRead {
     id: String,
     account_id: String,
-    answer: oneshot::Sender<Option<GenerationRow>>,
+    answer: oneshot::Sender<Result<Option<GenerationRow>, StoreError>>,
 }
 
 /// How many statements of gathered reads run at once: fewer than the point
@@ -78,7 +81,7 @@ impl GenerationReads {
             tokio::select! {
                 biased;
                 answer = &mut answered => match answer {
-                    Ok(row) => return Ok(row),
+                    Ok(answer) => return answer,
                     // The read that took this one went away or failed.
                     Err(_) => answered = self.wait(id, account_id),
                 },
@@ -87,7 +90,14 @@ impl GenerationReads {
                     (turn, readers.hold().await)
                 } => {
                     let (_turn, held) = held;
-                    let held = held?;
+                    let held = match held {
+                        Ok(held) => held,
+                        Err(error) if error.is_unavailable() => {
+                            self.refuse_all();
+                            return Err(error);
+                        }
+                        Err(error) => return Err(error),
+                    };
                     let taken = self.take();
                     if !taken.is_empty() {
                         read_and_answer(held, taken).await?;
@@ -97,7 +107,11 @@ impl GenerationReads {
         }
     }
 
-    fn wait(&self, id: &str, account_id: &str) -> oneshot::Receiver<Option<GenerationRow>> {
+    fn wait(
+        &self,
+        id: &str,
+        account_id: &str,
+    ) -> oneshot::Receiver<Result<Option<GenerationRow>, StoreError>> {
         let (answer, answered) = oneshot::channel();
         self.waiting().push(WaitingRead {
             id: id.to_owned(),
@@ -112,6 +126,15 @@ impl GenerationReads {
         let mut waiting = self.waiting();
         let count = waiting.len().min(MOST_IN_ONE_STATEMENT);
         waiting.drain(..count).collect()
+    }
+
+    /// Answers every waiting read that the database is unreachable: each
+    /// would otherwise meet the same, two at a time, a connection's time-out
+    /// after another.
+    fn refuse_all(&self) {
+        for read in std::mem::take(&mut *self.waiting()) {
+            let _ = read.answer.send(Err(StoreError::Unavailable));
+        }
     }
 
     fn waiting(&self) -> MutexGuard<'_, Vec<WaitingRead>> {
@@ -133,7 +156,7 @@ async fn read_and_answer(mut held: Held<'_>, taken: Vec<WaitingRead>) -> Result<
     for read in taken {
         let row = rows.iter().find(|row| row.is(&read.id, &read.account_id));
         // A read whose caller went away is answered to no one.
-        let _ = read.answer.send(row.cloned());
+        let _ = read.answer.send(Ok(row.cloned()));
     }
     Ok(())
 }
