@@ -1,6 +1,7 @@
 //! PostgreSQL's hot reads on connections of their own, outside sqlx's pool
-//! (issue 55): every `Store::point_read` (`GET /generations/{id}`, the key
-//! check) and an account's list of generations.
+//! (issue 55): every `Store::point_read` (the key check among them), the
+//! gathered reads of `GET /generations/{id}` (`gathered_reads.rs`) and an
+//! account's list of generations.
 //!
 //! sqlx's pool pings each connection as it comes back, whatever the
 //! options say: a second round trip to the database for every statement,

@@ -138,13 +138,16 @@ fn is_postgres(pid: u32) -> bool {
         .is_some_and(|fields| fields.command == "postgres")
 }
 
-/// The kernel's clock ticks per second (`getconf CLK_TCK`), 100 where it
-/// cannot be asked.
+/// The kernel's clock ticks per second (`getconf CLK_TCK`), asked once;
+/// 100 where it cannot be asked.
 fn ticks_per_second() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|output| String::from_utf8_lossy(&output.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|output| String::from_utf8_lossy(&output.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
